@@ -1,0 +1,35 @@
+#!/bin/bash
+# install-deps.sh: installs what a fresh Debian machine lacks to build and test loom, and writes
+# .bazelrc.local (the offline repository overrides, which need this checkout's absolute path).
+# Does nothing that is already done; safe to run on every `make`.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+need=()
+for pkg in bazel-bootstrap bazel-platforms protobuf-c-compiler libprotobuf-c-dev libcriterion-dev \
+           clang libclang-rt-dev graphviz python3-pip; do
+    dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q "install ok installed" || need+=("$pkg")
+done
+if [ ${#need[@]} -gt 0 ]; then
+    echo "install-deps: installing ${need[*]}" >&2
+    SUDO=""; [ "$(id -u)" -ne 0 ] && SUDO="sudo"
+    $SUDO apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${need[@]}" >/dev/null
+fi
+
+here="$(pwd)"
+rc="build --override_repository=rules_cc=$here/third_party/bazel/rules_cc
+build --override_repository=rules_java=$here/third_party/bazel/rules_java
+build --override_repository=remote_coverage_tools=$here/third_party/bazel/remote_coverage_tools
+build --override_repository=platforms=/usr/share/bazel/platforms
+fetch --override_repository=rules_cc=$here/third_party/bazel/rules_cc
+fetch --override_repository=rules_java=$here/third_party/bazel/rules_java
+fetch --override_repository=remote_coverage_tools=$here/third_party/bazel/remote_coverage_tools
+fetch --override_repository=platforms=/usr/share/bazel/platforms
+query --override_repository=rules_cc=$here/third_party/bazel/rules_cc
+query --override_repository=rules_java=$here/third_party/bazel/rules_java
+query --override_repository=remote_coverage_tools=$here/third_party/bazel/remote_coverage_tools
+query --override_repository=platforms=/usr/share/bazel/platforms"
+if [ ! -f .bazelrc.local ] || [ "$(cat .bazelrc.local)" != "$rc" ]; then
+    printf '%s\n' "$rc" > .bazelrc.local
+fi
