@@ -60,7 +60,9 @@ typedef enum loom_ggml_type {
     LOOM_GGML_TQ1_0 = 34,
     LOOM_GGML_TQ2_0 = 35,
     LOOM_GGML_MXFP4 = 39,
-    LOOM_GGML_TYPE_ID_LIMIT = 40, /* every valid id is below this */
+    LOOM_GGML_NVFP4 = 40,
+    LOOM_GGML_Q1_0 = 41,
+    LOOM_GGML_TYPE_ID_LIMIT = 42, /* every valid id is below this */
 } loom_ggml_type;
 
 typedef struct loom_ggml_type_info {
