@@ -13,12 +13,13 @@ export LOOM_REQUIRE_TESTDATA="${LOOM_REQUIRE_TESTDATA:-0}"
 
 log="$(mktemp)"
 trap 'rm -f "$log"' EXIT
-bazel test --keep_going "$@" //tests/... 2>&1 | tee "$log" | grep -E "PASSED|FAILED|NO STATUS|TIMEOUT|ERROR:|Executed" || true
+bazel test --keep_going --test_arg=--verbose "$@" //tests/... 2>&1 | tee "$log" | grep -E "PASSED|FAILED|NO STATUS|TIMEOUT|ERROR:|Executed" || true
 
 passed=0; failed=0; skipped=0
+testlogs="$(bazel info bazel-testlogs "$@" 2>/dev/null)"
 for target in $(bazel query 'kind(cc_test, //tests/...)' 2>/dev/null); do
     rel="${target#//}"; rel="${rel/://}"
-    tlog="$(bazel info bazel-testlogs "$@" 2>/dev/null)/$rel/test.log"
+    tlog="$testlogs/$rel/test.log"
     line=""
     [ -f "$tlog" ] && line="$(grep -a "Synthesis: Tested:" "$tlog" | tail -1)"
     if [ -z "$line" ] || grep -q "^$target .*FAILED TO BUILD\|^$target .*NO STATUS" "$log"; then
@@ -28,7 +29,7 @@ for target in $(bazel query 'kind(cc_test, //tests/...)' 2>/dev/null); do
     p=$(sed -E 's/.*Passing: ([0-9]+).*/\1/' <<<"$line")
     f=$(sed -E 's/.*Failing: ([0-9]+).*/\1/' <<<"$line")
     c=$(sed -E 's/.*Crashing: ([0-9]+).*/\1/' <<<"$line")
-    s=0; grep -q "Skipped:" <<<"$line" && s=$(sed -E 's/.*Skipped: ([0-9]+).*/\1/' <<<"$line")
+    s=$(grep -a -c "^\[SKIP\]" "$tlog" || true)
     passed=$((passed + p)); failed=$((failed + f + c)); skipped=$((skipped + s))
 done
 if [ "$skipped" -gt 0 ]; then
