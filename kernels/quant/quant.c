@@ -1,0 +1,566 @@
+/* quant.c: CPU reference (de)quantization and dot products for F32, F16, BF16, Q8_0, Q4_K, Q5_K
+ * and Q6_K, bit-compatible with ggml's block layouts (see quant.h).
+ *
+ * Invariants and conventions:
+ * - Blocks are read and written through byte pointers with explicit little-endian 16-bit loads,
+ *   so rows need no alignment (GGUF data is used in place) and the code is endian-independent.
+ * - Dequantization follows ggml's formulas operation by operation in float32 (no fused
+ *   multiply-add is asked for; -std=c11 keeps gcc from contracting), so it is bit-identical to
+ *   ggml's and gguf-py's dequantizers: Q8_0 x = d*q; Q4_K/Q5_K x = (d*sc)*q - (dmin*m);
+ *   Q6_K x = (d*sc)*(q-32).
+ * - Quantizers are our own implementation of ggml's reference approach and never worse:
+ *     Q8_0  d = absmax/127 stored as f16, each value rounded against the *stored* d (ggml rounds
+ *           against the unrounded d), so every value's error is <= ggml's.
+ *     Q4_K/Q5_K  per 32-value sub-block a weighted least-squares fit of x ~ scale*l - min
+ *           (weights rms(x)+|x|) over a grid of candidate scales (like ggml's make_qkx2_quants);
+ *           scales and mins are then quantized to 6 bits against the super-block maxima, and
+ *           finally each sub-block tries its 6-bit scale and min +-1 and keeps the pair with the
+ *           lowest squared error (ggml's pair is one of the candidates, so the error per sub-block
+ *           is never larger than with ggml's choice).
+ *     Q6_K  per 16-value sub-block a symmetric fit over 19 candidate scales weighted by x^2 (like
+ *           make_qx_quants), int8 sub-block scales against the largest one, then the same +-1
+ *           refinement of each int8 scale.
+ * - Non-finite inputs to a quantizer give unspecified block contents but never undefined
+ *   behaviour or out-of-range codes (rounding is clamped before any float->int conversion).
+ */
+#include <math.h>
+#include <string.h>
+
+#include "kernels/quant/quant.h"
+
+/* ---- half and bfloat16 ------------------------------------------------------------------- */
+
+static inline uint32_t f32_bits(float f) {
+    uint32_t u;
+    memcpy(&u, &f, sizeof u);
+    return u;
+}
+
+static inline float bits_f32(uint32_t u) {
+    float f;
+    memcpy(&f, &u, sizeof f);
+    return f;
+}
+
+float loom_fp16_to_fp32(uint16_t h) {
+    uint32_t sign = (uint32_t)(h & 0x8000u) << 16;
+    uint32_t exp = (h >> 10) & 0x1fu;
+    uint32_t mant = h & 0x3ffu;
+    if (exp == 0) {
+        /* zero or subnormal: mant * 2^-24, exact in float */
+        float v = (float)mant * 0x1p-24f;
+        return bits_f32(f32_bits(v) | sign);
+    }
+    if (exp == 31) return bits_f32(sign | 0x7f800000u | (mant << 13)); /* inf / NaN (payload kept) */
+    return bits_f32(sign | ((exp + 112u) << 23) | (mant << 13));
+}
+
+uint16_t loom_fp32_to_fp16(float f) {
+    uint32_t x = f32_bits(f);
+    uint16_t sign = (uint16_t)((x >> 16) & 0x8000u);
+    uint32_t ax = x & 0x7fffffffu;
+    if (ax > 0x7f800000u) return (uint16_t)(sign | 0x7e00u | ((ax >> 13) & 0x3ffu)); /* quiet NaN */
+    if (ax >= 0x477ff000u) return (uint16_t)(sign | 0x7c00u); /* >= 65520 rounds to infinity */
+    if (ax >= 0x38800000u) {
+        /* normal half: rebias the exponent, round the 13 dropped bits to nearest even; a carry
+         * out of the mantissa correctly bumps the exponent */
+        uint32_t r = ax - (112u << 23);
+        r += 0xfffu + ((r >> 13) & 1u);
+        return (uint16_t)(sign | (r >> 13));
+    }
+    if (ax <= 0x33000000u) return sign; /* <= 2^-25 rounds to zero (2^-25 itself ties to even 0) */
+    /* subnormal half: value / 2^-24 = mant * 2^(e - 126), a right shift by 14..24 bits */
+    uint32_t e = ax >> 23;
+    uint32_t mant = (ax & 0x7fffffu) | 0x800000u;
+    uint32_t shift = 126u - e;
+    uint32_t q = mant >> shift;
+    uint32_t rem = mant & ((1u << shift) - 1u);
+    uint32_t half = 1u << (shift - 1u);
+    if (rem > half || (rem == half && (q & 1u))) q++;
+    return (uint16_t)(sign | q);
+}
+
+float loom_bf16_to_fp32(uint16_t h) { return bits_f32((uint32_t)h << 16); }
+
+uint16_t loom_fp32_to_bf16(float f) {
+    uint32_t x = f32_bits(f);
+    if ((x & 0x7fffffffu) > 0x7f800000u) return (uint16_t)((x >> 16) | 0x40u); /* quiet NaN */
+    uint64_t r = (uint64_t)x + 0x7fffu + ((x >> 16) & 1u);
+    return (uint16_t)(r >> 16);
+}
+
+/* ---- byte helpers ------------------------------------------------------------------------ */
+
+static inline uint16_t load_u16(const uint8_t *p) { return (uint16_t)(p[0] | (p[1] << 8)); }
+
+static inline void store_u16(uint8_t *p, uint16_t v) {
+    p[0] = (uint8_t)(v & 0xff);
+    p[1] = (uint8_t)(v >> 8);
+}
+
+static inline float load_f16(const uint8_t *p) { return loom_fp16_to_fp32(load_u16(p)); }
+
+/* f16 of v, saturated to the largest finite half instead of overflowing to infinity. */
+static inline uint16_t f16_saturate(float v) {
+    if (v > 65504.0f) v = 65504.0f;
+    if (v < -65504.0f) v = -65504.0f;
+    return loom_fp32_to_fp16(v);
+}
+
+/* Round to nearest, ties to even (the default FP rounding mode), defined for every input:
+ * the value is clamped to +-2^22 first (NaN becomes -2^22) so the conversion cannot overflow. */
+static inline int round_nearest(float v) {
+    v = fmaxf(v, -4194304.0f);
+    v = fminf(v, 4194304.0f);
+    return (int)((v + 12582912.0f) - 12582912.0f);
+}
+
+static inline int clamp_int(int v, int lo, int hi) { return v < lo ? lo : v > hi ? hi : v; }
+
+/* Byte offsets inside the blocks (ggml's layouts; see quant.h). */
+enum {
+    Q8_0_BYTES = 34,
+    QK_SUB = 32,           /* Q4_K/Q5_K sub-block */
+    Q4K_D = 0, Q4K_DMIN = 2, Q4K_SCALES = 4, Q4K_QS = 16, Q4K_BYTES = 144,
+    Q5K_D = 0, Q5K_DMIN = 2, Q5K_SCALES = 4, Q5K_QH = 16, Q5K_QS = 48, Q5K_BYTES = 176,
+    Q6K_QL = 0, Q6K_QH = 128, Q6K_SCALES = 192, Q6K_D = 208, Q6K_BYTES = 210,
+};
+
+/* 6-bit scale and min of sub-block j from the 12 packed bytes:
+ *   bytes 0..3: scale j (j<4) in bits 0-5, bits 6-7 = high bits of scale j+4
+ *   bytes 4..7: min j (j<4) in bits 0-5,   bits 6-7 = high bits of min j+4
+ *   bytes 8..11: low nibble = scale j+4 bits 0-3, high nibble = min j+4 bits 0-3 */
+static inline void unpack_scale_min(const uint8_t *s, int j, int *sc, int *m) {
+    if (j < 4) {
+        *sc = s[j] & 63;
+        *m = s[j + 4] & 63;
+    } else {
+        *sc = (s[j + 4] & 0x0f) | ((s[j - 4] >> 6) << 4);
+        *m = (s[j + 4] >> 4) | ((s[j] >> 6) << 4);
+    }
+}
+
+static void pack_scale_min(uint8_t *s, const int *sc, const int *m) {
+    memset(s, 0, LOOM_K_SCALE_SIZE);
+    for (int j = 0; j < 8; j++) {
+        if (j < 4) {
+            s[j] |= (uint8_t)(sc[j] & 63);
+            s[j + 4] |= (uint8_t)(m[j] & 63);
+        } else {
+            s[j + 4] = (uint8_t)((sc[j] & 0x0f) | ((m[j] & 0x0f) << 4));
+            s[j - 4] |= (uint8_t)((sc[j] >> 4) << 6);
+            s[j] |= (uint8_t)((m[j] >> 4) << 6);
+        }
+    }
+}
+
+/* ---- dequantization of one block --------------------------------------------------------- */
+
+static void dequant_q8_0(const uint8_t *b, float *y) {
+    float d = load_f16(b);
+    const int8_t *q = (const int8_t *)(b + 2);
+    for (int i = 0; i < LOOM_QK8_0; i++) y[i] = (float)q[i] * d;
+}
+
+/* Q4_K: 4 chunks of 32 bytes; chunk c holds sub-block 2c in the low nibbles and 2c+1 in the
+ * high nibbles. */
+static void dequant_q4_k(const uint8_t *b, float *y) {
+    float d = load_f16(b + Q4K_D), dmin = load_f16(b + Q4K_DMIN);
+    const uint8_t *qs = b + Q4K_QS;
+    for (int j = 0; j < 8; j++) {
+        int sc, m;
+        unpack_scale_min(b + Q4K_SCALES, j, &sc, &m);
+        float dl = d * (float)sc, ml = dmin * (float)m;
+        const uint8_t *q = qs + 32 * (j / 2);
+        int shift = 4 * (j & 1);
+        for (int l = 0; l < QK_SUB; l++) y[32 * j + l] = dl * (float)((q[l] >> shift) & 0x0f) - ml;
+    }
+}
+
+/* Q5_K: Q4_K's low 4 bits plus bit j of qh[l] as bit 4 of value l of sub-block j. */
+static void dequant_q5_k(const uint8_t *b, float *y) {
+    float d = load_f16(b + Q5K_D), dmin = load_f16(b + Q5K_DMIN);
+    const uint8_t *qs = b + Q5K_QS, *qh = b + Q5K_QH;
+    for (int j = 0; j < 8; j++) {
+        int sc, m;
+        unpack_scale_min(b + Q5K_SCALES, j, &sc, &m);
+        float dl = d * (float)sc, ml = dmin * (float)m;
+        const uint8_t *q = qs + 32 * (j / 2);
+        int shift = 4 * (j & 1);
+        for (int l = 0; l < QK_SUB; l++) {
+            int v = ((q[l] >> shift) & 0x0f) | (((qh[l] >> j) & 1) << 4);
+            y[32 * j + l] = dl * (float)v - ml;
+        }
+    }
+}
+
+/* Q6_K: two halves of 128 values. In half h, value r (0..127) has its low 4 bits in
+ * ql[64h + r%64] (low nibble if r<64, else high) and its high 2 bits in qh[32h + r%32] at bit
+ * 2*(r/32); sub-block scale scales[v/16], value = d*scale*(q - 32). */
+static void dequant_q6_k(const uint8_t *b, float *y) {
+    float d = load_f16(b + Q6K_D);
+    const int8_t *scales = (const int8_t *)(b + Q6K_SCALES);
+    for (int v = 0; v < LOOM_QK_K; v++) {
+        int h = v / 128, r = v % 128;
+        int lo = (b[Q6K_QL + 64 * h + r % 64] >> (4 * (r / 64))) & 0x0f;
+        int hi = (b[Q6K_QH + 32 * h + r % 32] >> (2 * (r / 32))) & 3;
+        float dl = d * (float)scales[v / 16];
+        y[v] = dl * (float)((lo | (hi << 4)) - 32);
+    }
+}
+
+/* ---- quantization ------------------------------------------------------------------------ */
+
+static void quant_q8_0(const float *x, uint8_t *b) {
+    float amax = 0.0f;
+    for (int i = 0; i < LOOM_QK8_0; i++) amax = fmaxf(amax, fabsf(x[i]));
+    uint16_t dh = f16_saturate(amax / 127.0f);
+    float d = loom_fp16_to_fp32(dh);
+    store_u16(b, dh);
+    int8_t *q = (int8_t *)(b + 2);
+    for (int i = 0; i < LOOM_QK8_0; i++)
+        q[i] = (int8_t)(d > 0.0f ? clamp_int(round_nearest(x[i] / d), -127, 127) : 0);
+}
+
+/* Weighted least-squares fit of one sub-block as x[i] ~ scale*L[i] - min_out (L in 0..nmax,
+ * min_out >= 0). Starts from the plain range mapping, then tries nstep+1 grid densities
+ * (nmax + rmin + rdelta*k)/(max - lo); for each it assigns levels by rounding and solves the
+ * 2x2 normal equations for scale and offset (offset forced to <= 0, i.e. the range always
+ * covers zero, as the format stores a non-negative min), keeping the lowest weighted error.
+ * Returns the scale; L holds the levels of the best fit. */
+static float fit_affine(const float *x, const float *w, int n, int nmax, float rmin, float rdelta,
+                        int nstep, uint8_t *L, float *min_out) {
+    float lo = x[0], hi = x[0], sw = 0.0f, swx = 0.0f;
+    for (int i = 0; i < n; i++) {
+        lo = fminf(lo, x[i]);
+        hi = fmaxf(hi, x[i]);
+        sw += w[i];
+        swx += w[i] * x[i];
+    }
+    if (lo > 0.0f) lo = 0.0f;
+    if (!(hi > lo)) { /* constant (non-positive) sub-block, or NaN */
+        memset(L, 0, (size_t)n);
+        *min_out = -lo;
+        return 0.0f;
+    }
+    float inv = (float)nmax / (hi - lo);
+    float best_scale = 1.0f / inv, best_off = lo, best_err = 0.0f;
+    for (int i = 0; i < n; i++) {
+        L[i] = (uint8_t)clamp_int(round_nearest(inv * (x[i] - lo)), 0, nmax);
+        float e = best_scale * (float)L[i] + lo - x[i];
+        best_err += w[i] * e * e;
+    }
+    uint8_t cand[QK_SUB];
+    for (int k = 0; k <= nstep; k++) {
+        float ik = ((float)nmax + rmin + rdelta * (float)k) / (hi - lo);
+        float sl = 0.0f, sll = 0.0f, sxl = 0.0f;
+        for (int i = 0; i < n; i++) {
+            int l = clamp_int(round_nearest(ik * (x[i] - lo)), 0, nmax);
+            cand[i] = (uint8_t)l;
+            float wl = w[i] * (float)l;
+            sl += wl;
+            sll += wl * (float)l;
+            sxl += wl * x[i];
+        }
+        float det = sw * sll - sl * sl;
+        if (!(det > 0.0f)) continue;
+        float scale = (sw * sxl - swx * sl) / det;
+        float off = (sll * swx - sl * sxl) / det;
+        if (off > 0.0f) {
+            off = 0.0f;
+            scale = sxl / sll;
+        }
+        float err = 0.0f;
+        for (int i = 0; i < n; i++) {
+            float e = scale * (float)cand[i] + off - x[i];
+            err += w[i] * e * e;
+        }
+        if (err < best_err) {
+            memcpy(L, cand, (size_t)n);
+            best_err = err;
+            best_scale = scale;
+            best_off = off;
+        }
+    }
+    *min_out = -best_off;
+    return best_scale;
+}
+
+/* Squared error of sub-block x under decode value (d*ls)*l - (dmin*lm), with the levels that
+ * minimise it (nearest, clamped to 0..nmax) written to L. */
+static float affine_levels(const float *x, int nmax, float d, float dmin, int ls, int lm, uint8_t *L) {
+    float dl = d * (float)ls, ml = dmin * (float)lm, err = 0.0f;
+    for (int i = 0; i < QK_SUB; i++) {
+        int l = dl != 0.0f ? clamp_int(round_nearest((x[i] + ml) / dl), 0, nmax) : 0;
+        L[i] = (uint8_t)l;
+        float e = dl * (float)l - ml - x[i];
+        err += e * e;
+    }
+    return err;
+}
+
+/* Shared Q4_K/Q5_K super-block quantizer: fits the 8 sub-blocks, quantizes their scales and
+ * mins to 6 bits, refines each (scale, min) pair by +-1 and produces the final levels L[256].
+ * Writes d, dmin and the 12 packed scale bytes. */
+static void quant_k_affine(const float *x, int nmax, float rmin, float rdelta, int nstep,
+                           uint8_t *b_d, uint8_t *b_dmin, uint8_t *b_scales, uint8_t *L) {
+    float scales[8], mins[8], w[QK_SUB];
+    float max_scale = 0.0f, max_min = 0.0f;
+    for (int j = 0; j < 8; j++) {
+        const float *xs = x + QK_SUB * j;
+        float s2 = 0.0f;
+        for (int i = 0; i < QK_SUB; i++) s2 += xs[i] * xs[i];
+        float rms = sqrtf(s2 / QK_SUB);
+        for (int i = 0; i < QK_SUB; i++) w[i] = rms + fabsf(xs[i]);
+        scales[j] = fit_affine(xs, w, QK_SUB, nmax, rmin, rdelta, nstep, L + QK_SUB * j, &mins[j]);
+        max_scale = fmaxf(max_scale, scales[j]);
+        max_min = fmaxf(max_min, mins[j]);
+    }
+    float inv_scale = max_scale > 0.0f ? 63.0f / max_scale : 0.0f;
+    float inv_min = max_min > 0.0f ? 63.0f / max_min : 0.0f;
+    uint16_t dh = f16_saturate(max_scale / 63.0f), mh = f16_saturate(max_min / 63.0f);
+    float d = loom_fp16_to_fp32(dh), dmin = loom_fp16_to_fp32(mh);
+    int ls[8], lm[8];
+    for (int j = 0; j < 8; j++) {
+        const float *xs = x + QK_SUB * j;
+        int s0 = clamp_int(round_nearest(inv_scale * scales[j]), 0, 63);
+        int m0 = clamp_int(round_nearest(inv_min * mins[j]), 0, 63);
+        uint8_t cand[QK_SUB];
+        float best = INFINITY;
+        ls[j] = s0;
+        lm[j] = m0;
+        for (int ds = -1; ds <= 1; ds++) {
+            int s = s0 + ds;
+            if (s < 0 || s > 63) continue;
+            for (int dm = -1; dm <= 1; dm++) {
+                int m = m0 + dm;
+                if (m < 0 || m > 63) continue;
+                float err = affine_levels(xs, nmax, d, dmin, s, m, cand);
+                if (err < best) {
+                    best = err;
+                    ls[j] = s;
+                    lm[j] = m;
+                    memcpy(L + QK_SUB * j, cand, QK_SUB);
+                }
+            }
+        }
+        if (!(best < INFINITY)) affine_levels(xs, nmax, d, dmin, s0, m0, L + QK_SUB * j); /* NaN */
+    }
+    store_u16(b_d, dh);
+    store_u16(b_dmin, mh);
+    pack_scale_min(b_scales, ls, lm);
+}
+
+static void quant_q4_k(const float *x, uint8_t *b) {
+    uint8_t L[LOOM_QK_K];
+    quant_k_affine(x, 15, -1.0f, 0.1f, 20, b + Q4K_D, b + Q4K_DMIN, b + Q4K_SCALES, L);
+    uint8_t *qs = b + Q4K_QS;
+    for (int c = 0; c < 4; c++)
+        for (int l = 0; l < 32; l++)
+            qs[32 * c + l] = (uint8_t)(L[64 * c + l] | (L[64 * c + 32 + l] << 4));
+}
+
+static void quant_q5_k(const float *x, uint8_t *b) {
+    uint8_t L[LOOM_QK_K];
+    quant_k_affine(x, 31, -0.5f, 0.1f, 15, b + Q5K_D, b + Q5K_DMIN, b + Q5K_SCALES, L);
+    uint8_t *qs = b + Q5K_QS, *qh = b + Q5K_QH;
+    memset(qh, 0, 32);
+    for (int c = 0; c < 4; c++)
+        for (int l = 0; l < 32; l++) {
+            int a = L[64 * c + l], z = L[64 * c + 32 + l];
+            qs[32 * c + l] = (uint8_t)((a & 0x0f) | ((z & 0x0f) << 4));
+            qh[l] |= (uint8_t)(((a >> 4) << (2 * c)) | ((z >> 4) << (2 * c + 1)));
+        }
+}
+
+/* Symmetric fit of 16 values as x ~ scale*l with l in -nmax..nmax-1, weights x^2: the value of
+ * largest magnitude maps to -nmax (using the asymmetric range fully), then 18 neighbouring grid
+ * densities are tried and the one maximising (sum w x l)^2 / sum w l^2 (least weighted error
+ * at its optimal scale) is kept. Returns that optimal scale (0 for an all-zero sub-block). */
+static float fit_symmetric(const float *x, int n, int nmax) {
+    float amax = 0.0f, vmax = 0.0f;
+    for (int i = 0; i < n; i++)
+        if (fabsf(x[i]) > amax) {
+            amax = fabsf(x[i]);
+            vmax = x[i];
+        }
+    if (!(amax >= 1e-15f)) return 0.0f;
+    float best_scale = 0.0f, best = -1.0f;
+    for (int k = 0; k <= 18; k++) {
+        int step = k == 0 ? 0 : (k <= 9 ? k - 10 : k - 9); /* 0, then -9..-1, 1..9 */
+        float inv = -((float)nmax + 0.1f * (float)step) / vmax;
+        float sxl = 0.0f, sll = 0.0f;
+        for (int i = 0; i < n; i++) {
+            int l = clamp_int(round_nearest(inv * x[i]), -nmax, nmax - 1);
+            float w = x[i] * x[i];
+            sxl += w * x[i] * (float)l;
+            sll += w * (float)l * (float)l;
+        }
+        if (sll > 0.0f && (best < 0.0f || sxl * sxl > best * sll)) {
+            best_scale = sxl / sll;
+            best = best_scale * sxl;
+        }
+    }
+    return best_scale;
+}
+
+static void quant_q6_k(const float *x, uint8_t *b) {
+    float scales[16], max_scale = 0.0f, max_abs = 0.0f;
+    for (int j = 0; j < 16; j++) {
+        scales[j] = fit_symmetric(x + 16 * j, 16, 32);
+        if (fabsf(scales[j]) > max_abs) {
+            max_abs = fabsf(scales[j]);
+            max_scale = scales[j];
+        }
+    }
+    int8_t *sc = (int8_t *)(b + Q6K_SCALES);
+    uint8_t L[LOOM_QK_K];
+    if (!(max_abs >= 1e-15f)) {
+        memset(b, 0, Q6K_BYTES);
+        return;
+    }
+    float iscale = -128.0f / max_scale;
+    uint16_t dh = f16_saturate(1.0f / iscale);
+    float d = loom_fp16_to_fp32(dh);
+    store_u16(b + Q6K_D, dh);
+    for (int j = 0; j < 16; j++) {
+        const float *xs = x + 16 * j;
+        int s0 = clamp_int(round_nearest(iscale * scales[j]), -128, 127);
+        float best = INFINITY;
+        int best_s = s0;
+        for (int s = s0 - 1; s <= s0 + 1; s++) {
+            if (s < -128 || s > 127) continue;
+            float dl = d * (float)s, err = 0.0f;
+            for (int i = 0; i < 16; i++) {
+                int l = dl != 0.0f ? clamp_int(round_nearest(xs[i] / dl), -32, 31) : 0;
+                float e = dl * (float)l - xs[i];
+                err += e * e;
+            }
+            if (err < best) {
+                best = err;
+                best_s = s;
+            }
+        }
+        sc[j] = (int8_t)best_s;
+        float dl = d * (float)best_s;
+        for (int i = 0; i < 16; i++)
+            L[16 * j + i] = (uint8_t)(32 + (dl != 0.0f ? clamp_int(round_nearest(xs[i] / dl), -32, 31) : 0));
+    }
+    uint8_t *ql = b + Q6K_QL, *qh = b + Q6K_QH;
+    memset(ql, 0, 128);
+    memset(qh, 0, 64);
+    for (int v = 0; v < LOOM_QK_K; v++) {
+        int h = v / 128, r = v % 128, q = L[v];
+        ql[64 * h + r % 64] |= (uint8_t)((q & 0x0f) << (4 * (r / 64)));
+        qh[32 * h + r % 32] |= (uint8_t)((q >> 4) << (2 * (r / 32)));
+    }
+}
+
+/* ---- row API ----------------------------------------------------------------------------- */
+
+/* Checks type and n; on success sets the block size and bytes per block. */
+static loom_status check_row(loom_ggml_type type, int64_t n, int64_t *bs, int64_t *ts) {
+    const loom_ggml_type_info *t = loom_ggml_type_get((uint32_t)type);
+    if (t == NULL || !t->computable) return LOOM_ERR_UNSUPPORTED;
+    if (n < 0 || n % t->block_size != 0) return LOOM_ERR_INVALID_ARGUMENT;
+    *bs = t->block_size;
+    *ts = t->type_size;
+    return LOOM_OK;
+}
+
+typedef void (*block_fn)(const uint8_t *b, float *y);
+
+static block_fn dequant_block_fn(loom_ggml_type type) {
+    switch (type) {
+    case LOOM_GGML_Q8_0: return dequant_q8_0;
+    case LOOM_GGML_Q4_K: return dequant_q4_k;
+    case LOOM_GGML_Q5_K: return dequant_q5_k;
+    case LOOM_GGML_Q6_K: return dequant_q6_k;
+    default: return NULL;
+    }
+}
+
+loom_status loom_dequantize_row(loom_ggml_type type, const void *src, float *dst, int64_t n) {
+    int64_t bs, ts;
+    loom_status st = check_row(type, n, &bs, &ts);
+    if (st != LOOM_OK) return st;
+    if (n > 0 && (src == NULL || dst == NULL)) return LOOM_ERR_INVALID_ARGUMENT;
+    const uint8_t *p = src;
+    switch (type) {
+    case LOOM_GGML_F32:
+        if (n > 0) memcpy(dst, src, (size_t)n * sizeof(float));
+        return LOOM_OK;
+    case LOOM_GGML_F16:
+        for (int64_t i = 0; i < n; i++) dst[i] = loom_fp16_to_fp32(load_u16(p + 2 * i));
+        return LOOM_OK;
+    case LOOM_GGML_BF16:
+        for (int64_t i = 0; i < n; i++) dst[i] = loom_bf16_to_fp32(load_u16(p + 2 * i));
+        return LOOM_OK;
+    default: {
+        block_fn fn = dequant_block_fn(type);
+        LOOM_ASSERT(fn != NULL); /* every computable type has a block decoder */
+        for (int64_t i = 0; i < n / bs; i++) fn(p + i * ts, dst + i * bs);
+        return LOOM_OK;
+    }
+    }
+}
+
+loom_status loom_quantize_row(loom_ggml_type type, const float *src, void *dst, int64_t n) {
+    int64_t bs, ts;
+    loom_status st = check_row(type, n, &bs, &ts);
+    if (st != LOOM_OK) return st;
+    if (n > 0 && (src == NULL || dst == NULL)) return LOOM_ERR_INVALID_ARGUMENT;
+    uint8_t *p = dst;
+    void (*fn)(const float *, uint8_t *) = NULL;
+    switch (type) {
+    case LOOM_GGML_F32:
+        if (n > 0) memcpy(dst, src, (size_t)n * sizeof(float));
+        return LOOM_OK;
+    case LOOM_GGML_F16:
+        for (int64_t i = 0; i < n; i++) store_u16(p + 2 * i, loom_fp32_to_fp16(src[i]));
+        return LOOM_OK;
+    case LOOM_GGML_BF16:
+        for (int64_t i = 0; i < n; i++) store_u16(p + 2 * i, loom_fp32_to_bf16(src[i]));
+        return LOOM_OK;
+    case LOOM_GGML_Q8_0: fn = quant_q8_0; break;
+    case LOOM_GGML_Q4_K: fn = quant_q4_k; break;
+    case LOOM_GGML_Q5_K: fn = quant_q5_k; break;
+    case LOOM_GGML_Q6_K: fn = quant_q6_k; break;
+    default: LOOM_ASSERT(!"computable type without a quantizer");
+    }
+    for (int64_t i = 0; i < n / bs; i++) fn(src + i * bs, p + i * ts);
+    return LOOM_OK;
+}
+
+float loom_dot_row(loom_ggml_type type, const void *row, const float *x, int64_t n) {
+    int64_t bs, ts;
+    LOOM_ASSERT(check_row(type, n, &bs, &ts) == LOOM_OK);
+    const uint8_t *p = row;
+    float sum = 0.0f;
+    switch (type) {
+    case LOOM_GGML_F32:
+        for (int64_t i = 0; i < n; i++) {
+            float a;
+            memcpy(&a, p + 4 * i, sizeof a); /* rows need not be 4-byte aligned */
+            sum += a * x[i];
+        }
+        return sum;
+    case LOOM_GGML_F16:
+        for (int64_t i = 0; i < n; i++) sum += loom_fp16_to_fp32(load_u16(p + 2 * i)) * x[i];
+        return sum;
+    case LOOM_GGML_BF16:
+        for (int64_t i = 0; i < n; i++) sum += loom_bf16_to_fp32(load_u16(p + 2 * i)) * x[i];
+        return sum;
+    default: {
+        block_fn fn = dequant_block_fn(type);
+        LOOM_ASSERT(fn != NULL);
+        float y[LOOM_QK_K];
+        for (int64_t i = 0; i < n / bs; i++) {
+            fn(p + i * ts, y);
+            const float *xb = x + i * bs;
+            for (int64_t k = 0; k < bs; k++) sum += y[k] * xb[k];
+        }
+        return sum;
+    }
+    }
+}
