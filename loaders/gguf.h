@@ -50,7 +50,8 @@ typedef enum loom_gguf_type {
     LOOM_GGUF_TYPE_COUNT = 13,
 } loom_gguf_type;
 
-enum { LOOM_GGUF_MAX_DIMS = 4, LOOM_GGUF_DEFAULT_ALIGNMENT = 32 };
+/* LOOM_GGUF_MAX_NESTING: arrays nest at most this deep (an array of arrays is 2 levels). */
+enum { LOOM_GGUF_MAX_DIMS = 4, LOOM_GGUF_DEFAULT_ALIGNMENT = 32, LOOM_GGUF_MAX_NESTING = 8 };
 
 /* A metadata value. Scalars are widened into the union (u64 for unsigned, i64 for signed, f64
  * for floats). Strings are NUL-terminated copies (len excludes the NUL; a string may itself
@@ -126,6 +127,8 @@ int64_t loom_gguf_array_i64(const loom_gguf_value *arr, uint64_t i);
 double loom_gguf_array_f64(const loom_gguf_value *arr, uint64_t i);
 
 const char *loom_gguf_type_name(loom_gguf_type t); /* "u32", "string", ...; "?" if unknown */
+/* Bytes of one scalar of type t; 0 for string, array and unknown types. */
+size_t loom_gguf_type_size(loom_gguf_type t);
 
 /* Tensors, in file order. */
 size_t loom_gguf_n_tensors(const loom_gguf *g);
@@ -143,7 +146,11 @@ typedef loom_status (*loom_gguf_fill_fn)(void *ctx, void *dst, uint64_t nbytes, 
 loom_status loom_gguf_writer_create(loom_gguf_writer **out, loom_error *err);
 void loom_gguf_writer_destroy(loom_gguf_writer *w); /* NULL is a no-op */
 loom_status loom_gguf_writer_set_alignment(loom_gguf_writer *w, uint32_t alignment, loom_error *err);
-/* A scalar: `type` picks the field of v that is written. Replaces an existing key. */
+/* A value: `type` picks the field of v that is written (a scalar must fit its type: a u8 of
+ * 300 is refused). Arrays are accepted too, with arr.data (scalar elements) or arr.items (string
+ * or array elements, nested at most LOOM_GGUF_MAX_NESTING deep), so a value read by
+ * loom_gguf_open can be copied as it is. Everything is copied. Replaces an existing key; setting
+ * "general.alignment" (u32, power of two) also sets the alignment. */
 loom_status loom_gguf_writer_set(loom_gguf_writer *w, const char *key, const loom_gguf_value *v,
                                  loom_error *err);
 loom_status loom_gguf_writer_set_u32(loom_gguf_writer *w, const char *key, uint32_t v, loom_error *err);
