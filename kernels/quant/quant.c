@@ -110,8 +110,8 @@ static inline uint16_t f16_saturate(float v) {
 /* Round to nearest, ties to even (the default FP rounding mode), defined for every input:
  * the value is clamped to +-2^22 first (NaN becomes -2^22) so the conversion cannot overflow. */
 static inline int round_nearest(float v) {
-    v = fmaxf(v, -4194304.0f);
-    v = fminf(v, 4194304.0f);
+    if (!(v >= -4194304.0f)) v = -4194304.0f; /* also catches NaN */
+    if (v > 4194304.0f) v = 4194304.0f;
     return (int)((v + 12582912.0f) - 12582912.0f);
 }
 
@@ -222,61 +222,81 @@ static void quant_q8_0(const float *x, uint8_t *b) {
         q[i] = (int8_t)(d > 0.0f ? clamp_int(round_nearest(x[i] / d), -127, 127) : 0);
 }
 
-/* Weighted least-squares fit of one sub-block as x[i] ~ scale*L[i] - min_out (L in 0..nmax,
- * min_out >= 0). Starts from the plain range mapping, then tries nstep+1 grid densities
+/* The quantizers' inner loops run over float levels in LANES independent partial sums, a shape
+ * the compiler turns into SIMD code (levels are rounded with the 1.5*2^23 trick, clamped with
+ * comparisons, so no float->int conversion happens in the hot loops). */
+enum { LANES = 8 };
+
+/* round-to-nearest-even of t (|t| < 2^22), clamped to [lo, hi]; NaN stays NaN */
+static inline float level(float t, float lo, float hi) {
+    float r = (t + 12582912.0f) - 12582912.0f;
+    r = r < lo ? lo : r;
+    return r > hi ? hi : r;
+}
+
+static inline float lane_sum(const float *a) {
+    float s = 0.0f;
+    for (int k = 0; k < LANES; k++) s += a[k];
+    return s;
+}
+
+/* Weighted least-squares fit of one 32-value sub-block as x[i] ~ scale*L[i] - min_out (L in
+ * 0..nmax, min_out >= 0). Starts from the plain range mapping, then tries nstep+1 grid densities
  * (nmax + rmin + rdelta*k)/(max - lo); for each it assigns levels by rounding and solves the
  * 2x2 normal equations for scale and offset (offset forced to <= 0, i.e. the range always
- * covers zero, as the format stores a non-negative min), keeping the lowest weighted error.
- * Returns the scale; L holds the levels of the best fit. */
-static float fit_affine(const float *x, const float *w, int n, int nmax, float rmin, float rdelta,
-                        int nstep, uint8_t *L, float *min_out) {
-    float lo = x[0], hi = x[0], sw = 0.0f, swx = 0.0f;
-    for (int i = 0; i < n; i++) {
-        lo = fminf(lo, x[i]);
-        hi = fmaxf(hi, x[i]);
+ * covers zero, as the format stores a non-negative min), keeping the fit of lowest weighted
+ * squared error (evaluated in closed form from the same sums). Returns the scale. */
+static float fit_affine(const float *x, const float *w, int nmax, float rmin, float rdelta,
+                        int nstep, float *min_out) {
+    float lo = x[0], hi = x[0], sw = 0.0f, swx = 0.0f, swxx = 0.0f;
+    for (int i = 0; i < QK_SUB; i++) {
+        if (x[i] < lo) lo = x[i];
+        if (x[i] > hi) hi = x[i];
         sw += w[i];
         swx += w[i] * x[i];
+        swxx += w[i] * x[i] * x[i];
     }
     if (lo > 0.0f) lo = 0.0f;
     if (!(hi > lo)) { /* constant (non-positive) sub-block, or NaN */
-        memset(L, 0, (size_t)n);
         *min_out = -lo;
         return 0.0f;
     }
-    float inv = (float)nmax / (hi - lo);
-    float best_scale = 1.0f / inv, best_off = lo, best_err = 0.0f;
-    for (int i = 0; i < n; i++) {
-        L[i] = (uint8_t)clamp_int(round_nearest(inv * (x[i] - lo)), 0, nmax);
-        float e = best_scale * (float)L[i] + lo - x[i];
-        best_err += w[i] * e * e;
-    }
-    uint8_t cand[QK_SUB];
-    for (int k = 0; k <= nstep; k++) {
-        float ik = ((float)nmax + rmin + rdelta * (float)k) / (hi - lo);
-        float sl = 0.0f, sll = 0.0f, sxl = 0.0f;
-        for (int i = 0; i < n; i++) {
-            int l = clamp_int(round_nearest(ik * (x[i] - lo)), 0, nmax);
-            cand[i] = (uint8_t)l;
-            float wl = w[i] * (float)l;
-            sl += wl;
-            sll += wl * (float)l;
-            sxl += wl * x[i];
+    const float fmax_l = (float)nmax;
+    float q[QK_SUB];
+    for (int i = 0; i < QK_SUB; i++) q[i] = x[i] - lo;
+    float best_scale = 0.0f, best_off = lo;
+    double best_err = INFINITY;
+    for (int k = -1; k <= nstep; k++) {
+        /* k = -1: the plain mapping (scale (max-lo)/nmax, offset lo), not refitted */
+        float ik = k < 0 ? fmax_l / (hi - lo) : (fmax_l + rmin + rdelta * (float)k) / (hi - lo);
+        float al[LANES] = {0}, all[LANES] = {0}, axl[LANES] = {0};
+        for (int i = 0; i < QK_SUB; i += LANES)
+            for (int j = 0; j < LANES; j++) {
+                float l = level(ik * q[i + j], 0.0f, fmax_l);
+                float wl = w[i + j] * l;
+                al[j] += wl;
+                all[j] += wl * l;
+                axl[j] += wl * x[i + j];
+            }
+        float sl = lane_sum(al), sll = lane_sum(all), sxl = lane_sum(axl);
+        float scale, off;
+        if (k < 0) {
+            scale = 1.0f / ik;
+            off = lo;
+        } else {
+            float det = sw * sll - sl * sl;
+            if (!(det > 0.0f)) continue;
+            scale = (sw * sxl - swx * sl) / det;
+            off = (sll * swx - sl * sxl) / det;
+            if (off > 0.0f) {
+                off = 0.0f;
+                scale = sxl / sll;
+            }
         }
-        float det = sw * sll - sl * sl;
-        if (!(det > 0.0f)) continue;
-        float scale = (sw * sxl - swx * sl) / det;
-        float off = (sll * swx - sl * sxl) / det;
-        if (off > 0.0f) {
-            off = 0.0f;
-            scale = sxl / sll;
-        }
-        float err = 0.0f;
-        for (int i = 0; i < n; i++) {
-            float e = scale * (float)cand[i] + off - x[i];
-            err += w[i] * e * e;
-        }
+        /* sum w (scale*l + off - x)^2, expanded */
+        double s = scale, o = off;
+        double err = s * s * sll + 2.0 * s * o * sl - 2.0 * s * sxl + o * o * sw - 2.0 * o * swx + swxx;
         if (err < best_err) {
-            memcpy(L, cand, (size_t)n);
             best_err = err;
             best_scale = scale;
             best_off = off;
@@ -286,17 +306,26 @@ static float fit_affine(const float *x, const float *w, int n, int nmax, float r
     return best_scale;
 }
 
-/* Squared error of sub-block x under decode value (d*ls)*l - (dmin*lm), with the levels that
- * minimise it (nearest, clamped to 0..nmax) written to L. */
-static float affine_levels(const float *x, int nmax, float d, float dmin, int ls, int lm, uint8_t *L) {
-    float dl = d * (float)ls, ml = dmin * (float)lm, err = 0.0f;
-    for (int i = 0; i < QK_SUB; i++) {
-        int l = dl != 0.0f ? clamp_int(round_nearest((x[i] + ml) / dl), 0, nmax) : 0;
-        L[i] = (uint8_t)l;
-        float e = dl * (float)l - ml - x[i];
-        err += e * e;
+/* Squared error of a 32-value sub-block x under decode value (d*ls)*l - (dmin*lm), with the
+ * levels that minimise it (nearest, clamped to 0..nmax) written to L. */
+static float affine_levels(const float *x, int nmax, float d, float dmin, int ls, int lm, float *L) {
+    float dl = d * (float)ls, ml = dmin * (float)lm, acc[LANES] = {0};
+    if (dl == 0.0f) {
+        for (int i = 0; i < QK_SUB; i++) {
+            L[i] = 0.0f;
+            acc[i % LANES] += (ml + x[i]) * (ml + x[i]);
+        }
+        return lane_sum(acc);
     }
-    return err;
+    float idl = 1.0f / dl; /* the error below is exact; only ties may round the other way */
+    for (int i = 0; i < QK_SUB; i += LANES)
+        for (int j = 0; j < LANES; j++) {
+            float l = level((x[i + j] + ml) * idl, 0.0f, (float)nmax);
+            L[i + j] = l;
+            float e = dl * l - ml - x[i + j];
+            acc[j] += e * e;
+        }
+    return lane_sum(acc);
 }
 
 /* Shared Q4_K/Q5_K super-block quantizer: fits the 8 sub-blocks, quantizes their scales and
@@ -312,9 +341,9 @@ static void quant_k_affine(const float *x, int nmax, float rmin, float rdelta, i
         for (int i = 0; i < QK_SUB; i++) s2 += xs[i] * xs[i];
         float rms = sqrtf(s2 / QK_SUB);
         for (int i = 0; i < QK_SUB; i++) w[i] = rms + fabsf(xs[i]);
-        scales[j] = fit_affine(xs, w, QK_SUB, nmax, rmin, rdelta, nstep, L + QK_SUB * j, &mins[j]);
-        max_scale = fmaxf(max_scale, scales[j]);
-        max_min = fmaxf(max_min, mins[j]);
+        scales[j] = fit_affine(xs, w, nmax, rmin, rdelta, nstep, &mins[j]);
+        if (scales[j] > max_scale) max_scale = scales[j];
+        if (mins[j] > max_min) max_min = mins[j];
     }
     float inv_scale = max_scale > 0.0f ? 63.0f / max_scale : 0.0f;
     float inv_min = max_min > 0.0f ? 63.0f / max_min : 0.0f;
@@ -325,26 +354,22 @@ static void quant_k_affine(const float *x, int nmax, float rmin, float rdelta, i
         const float *xs = x + QK_SUB * j;
         int s0 = clamp_int(round_nearest(inv_scale * scales[j]), 0, 63);
         int m0 = clamp_int(round_nearest(inv_min * mins[j]), 0, 63);
-        uint8_t cand[QK_SUB];
-        float best = INFINITY;
+        float cand[QK_SUB], best_l[QK_SUB];
+        float best = affine_levels(xs, nmax, d, dmin, s0, m0, best_l);
         ls[j] = s0;
         lm[j] = m0;
-        for (int ds = -1; ds <= 1; ds++) {
-            int s = s0 + ds;
-            if (s < 0 || s > 63) continue;
-            for (int dm = -1; dm <= 1; dm++) {
-                int m = m0 + dm;
-                if (m < 0 || m > 63) continue;
+        for (int s = s0 - 1; s <= s0 + 1; s++)
+            for (int m = m0 - 1; m <= m0 + 1; m++) {
+                if (s < 0 || s > 63 || m < 0 || m > 63 || (s == s0 && m == m0)) continue;
                 float err = affine_levels(xs, nmax, d, dmin, s, m, cand);
                 if (err < best) {
                     best = err;
                     ls[j] = s;
                     lm[j] = m;
-                    memcpy(L + QK_SUB * j, cand, QK_SUB);
+                    memcpy(best_l, cand, sizeof cand);
                 }
             }
-        }
-        if (!(best < INFINITY)) affine_levels(xs, nmax, d, dmin, s0, m0, L + QK_SUB * j); /* NaN */
+        for (int i = 0; i < QK_SUB; i++) L[QK_SUB * j + i] = (uint8_t)clamp_int(round_nearest(best_l[i]), 0, nmax);
     }
     store_u16(b_d, dh);
     store_u16(b_dmin, mh);
@@ -373,13 +398,13 @@ static void quant_q5_k(const float *x, uint8_t *b) {
         }
 }
 
-/* Symmetric fit of 16 values as x ~ scale*l with l in -nmax..nmax-1, weights x^2: the value of
- * largest magnitude maps to -nmax (using the asymmetric range fully), then 18 neighbouring grid
+/* Symmetric fit of 16 values as x ~ scale*l with l in -32..31, weights x^2: the value of
+ * largest magnitude maps to -32 (using the asymmetric range fully), then 18 neighbouring grid
  * densities are tried and the one maximising (sum w x l)^2 / sum w l^2 (least weighted error
  * at its optimal scale) is kept. Returns that optimal scale (0 for an all-zero sub-block). */
-static float fit_symmetric(const float *x, int n, int nmax) {
+static float fit_symmetric16(const float *x) {
     float amax = 0.0f, vmax = 0.0f;
-    for (int i = 0; i < n; i++)
+    for (int i = 0; i < 16; i++)
         if (fabsf(x[i]) > amax) {
             amax = fabsf(x[i]);
             vmax = x[i];
@@ -388,14 +413,15 @@ static float fit_symmetric(const float *x, int n, int nmax) {
     float best_scale = 0.0f, best = -1.0f;
     for (int k = 0; k <= 18; k++) {
         int step = k == 0 ? 0 : (k <= 9 ? k - 10 : k - 9); /* 0, then -9..-1, 1..9 */
-        float inv = -((float)nmax + 0.1f * (float)step) / vmax;
-        float sxl = 0.0f, sll = 0.0f;
-        for (int i = 0; i < n; i++) {
-            int l = clamp_int(round_nearest(inv * x[i]), -nmax, nmax - 1);
-            float w = x[i] * x[i];
-            sxl += w * x[i] * (float)l;
-            sll += w * (float)l * (float)l;
-        }
+        float inv = -(32.0f + 0.1f * (float)step) / vmax;
+        float axl[LANES] = {0}, all[LANES] = {0};
+        for (int i = 0; i < 16; i += LANES)
+            for (int j = 0; j < LANES; j++) {
+                float v = x[i + j], l = level(inv * v, -32.0f, 31.0f), wl = v * v * l;
+                axl[j] += wl * v;
+                all[j] += wl * l;
+            }
+        float sxl = lane_sum(axl), sll = lane_sum(all);
         if (sll > 0.0f && (best < 0.0f || sxl * sxl > best * sll)) {
             best_scale = sxl / sll;
             best = best_scale * sxl;
@@ -404,21 +430,34 @@ static float fit_symmetric(const float *x, int n, int nmax) {
     return best_scale;
 }
 
+/* Squared error of 16 values under decode dl*l (l in -32..31 nearest), levels written to L. */
+static float symmetric_levels(const float *x, float dl, float *L) {
+    float acc[LANES] = {0}, idl = dl != 0.0f ? 1.0f / dl : 0.0f;
+    for (int i = 0; i < 16; i += LANES)
+        for (int j = 0; j < LANES; j++) {
+            float l = level(x[i + j] * idl, -32.0f, 31.0f);
+            L[i + j] = l;
+            float e = dl * l - x[i + j];
+            acc[j] += e * e;
+        }
+    return lane_sum(acc);
+}
+
 static void quant_q6_k(const float *x, uint8_t *b) {
     float scales[16], max_scale = 0.0f, max_abs = 0.0f;
     for (int j = 0; j < 16; j++) {
-        scales[j] = fit_symmetric(x + 16 * j, 16, 32);
+        scales[j] = fit_symmetric16(x + 16 * j);
         if (fabsf(scales[j]) > max_abs) {
             max_abs = fabsf(scales[j]);
             max_scale = scales[j];
         }
     }
-    int8_t *sc = (int8_t *)(b + Q6K_SCALES);
-    uint8_t L[LOOM_QK_K];
     if (!(max_abs >= 1e-15f)) {
         memset(b, 0, Q6K_BYTES);
         return;
     }
+    int8_t *sc = (int8_t *)(b + Q6K_SCALES);
+    uint8_t L[LOOM_QK_K];
     float iscale = -128.0f / max_scale;
     uint16_t dh = f16_saturate(1.0f / iscale);
     float d = loom_fp16_to_fp32(dh);
@@ -426,25 +465,20 @@ static void quant_q6_k(const float *x, uint8_t *b) {
     for (int j = 0; j < 16; j++) {
         const float *xs = x + 16 * j;
         int s0 = clamp_int(round_nearest(iscale * scales[j]), -128, 127);
-        float best = INFINITY;
+        float cand[16], best_l[16];
+        float best = symmetric_levels(xs, d * (float)s0, best_l);
         int best_s = s0;
-        for (int s = s0 - 1; s <= s0 + 1; s++) {
+        for (int s = s0 - 1; s <= s0 + 1; s += 2) {
             if (s < -128 || s > 127) continue;
-            float dl = d * (float)s, err = 0.0f;
-            for (int i = 0; i < 16; i++) {
-                int l = dl != 0.0f ? clamp_int(round_nearest(xs[i] / dl), -32, 31) : 0;
-                float e = dl * (float)l - xs[i];
-                err += e * e;
-            }
+            float err = symmetric_levels(xs, d * (float)s, cand);
             if (err < best) {
                 best = err;
                 best_s = s;
+                memcpy(best_l, cand, sizeof cand);
             }
         }
         sc[j] = (int8_t)best_s;
-        float dl = d * (float)best_s;
-        for (int i = 0; i < 16; i++)
-            L[16 * j + i] = (uint8_t)(32 + (dl != 0.0f ? clamp_int(round_nearest(xs[i] / dl), -32, 31) : 0));
+        for (int i = 0; i < 16; i++) L[16 * j + i] = (uint8_t)(32 + clamp_int(round_nearest(best_l[i]), -32, 31));
     }
     uint8_t *ql = b + Q6K_QL, *qh = b + Q6K_QH;
     memset(ql, 0, 128);
