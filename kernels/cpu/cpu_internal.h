@@ -1,0 +1,35 @@
+/* cpu_internal.h: what the CPU kernel files share and nobody else sees: the thread pool's
+ * parallel-for and the argument checks every kernel family runs before touching memory.
+ *
+ * The pool splits [0, n) into contiguous ranges, one per worker, so every output element is
+ * computed by exactly one thread; results cannot depend on the thread count as long as a kernel
+ * computes each element the same way whatever range it falls in.
+ */
+#ifndef LOOM_KERNELS_CPU_INTERNAL_H
+#define LOOM_KERNELS_CPU_INTERNAL_H
+
+#include <stdint.h>
+
+#include "kernels/cpu/cpu_kernels.h"
+
+/* Work on items [begin, end) as worker `worker` (0 .. loom_cpu_get_threads() - 1). */
+typedef void (*loom_cpu_range_fn)(void *ctx, int64_t begin, int64_t end, int worker);
+
+/* Runs fn over [0, n) split into up to loom_cpu_get_threads() contiguous ranges and returns
+ * when all are done. `cost_per_item` (roughly multiply-adds) decides whether threads pay off:
+ * small jobs, and calls that find the pool busy (another caller, or a nested call from a
+ * worker), run on the calling thread as the single range [0, n) with worker 0. */
+void loom_cpu_parallel_for(int64_t n, int64_t cost_per_item, loom_cpu_range_fn fn, void *ctx);
+
+/* Checks a weight for kernel `who`, argument `what`: a supported type, rows >= 0, cols >= 0 and a
+ * multiple of the block size, data non-NULL when non-empty. */
+loom_status loom_cpu_check_weight(const char *who, const char *what, const loom_kweight *w,
+                                  loom_error *err);
+
+/* Bytes of one row of w (valid after loom_cpu_check_weight). */
+int64_t loom_cpu_weight_row_bytes(const loom_kweight *w);
+
+/* Checks a KV cache layout for kernel `who`: a known type, no negative size. (kv.c) */
+loom_status loom_cpu_check_kv_layout(const char *who, const loom_kv_layout *kv, loom_error *err);
+
+#endif /* LOOM_KERNELS_CPU_INTERNAL_H */

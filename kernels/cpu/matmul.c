@@ -1,0 +1,192 @@
+/* matmul.c: y[N, M] = x[N, K] · W[M, K]ᵀ for quantized and float weights, and its fused
+ * variants (+ residual, pairs with a SwiGLU epilogue, Q/K/V triples with biases).
+ *
+ * Work split: the rows of W (over all weights of a fused call) are split into contiguous ranges
+ * over the pool; a thread computes every token of its rows. Within a row, tokens go in groups
+ * of up to TOKEN_GROUP: each 256-value chunk of the row is decoded once into a stack buffer and
+ * dotted with the group's tokens, so a row is decoded ceil(N / TOKEN_GROUP) times and never
+ * stored whole.
+ *
+ * Numeric contract (cpu_kernels.h): products summed in float32 into 8 lanes (element k into
+ * lane k % 8, increasing k), combined ((l0+l1)+(l2+l3))+((l4+l5)+(l6+l7)). The chunk and group
+ * sizes do not change that order, so every output element is the same whatever N, the thread
+ * count or the variant. Epilogues apply to the finished dot: + residual, + bias, or
+ * loom_silu(a) * b, exactly as the unfused kernels do.
+ */
+#include <string.h>
+
+#include "kernels/cpu/cpu_internal.h"
+
+enum {
+    CHUNK = 256,      /* values decoded at a time: one K-quant super-block, 8 Q8_0 blocks */
+    TOKEN_GROUP = 8,  /* tokens dotted per decoded chunk */
+    LANES = 8,
+};
+
+/* acc[k % 8] += w[k] * x[k] for k in [0, len): len need not be a multiple of 8, but the chunk
+ * must start at a multiple of 8 of the row for the lane assignment to hold (chunks start at
+ * multiples of CHUNK). */
+static inline void accumulate(float acc[LANES], const float *w, const float *x, int64_t len) {
+    int64_t k = 0;
+    for (; k + LANES <= len; k += LANES)
+        for (int l = 0; l < LANES; l++) acc[l] += w[k + l] * x[k + l];
+    for (int l = 0; k < len; k++, l++) acc[l] += w[k] * x[k];
+}
+
+static inline float combine(const float acc[LANES]) {
+    return ((acc[0] + acc[1]) + (acc[2] + acc[3])) + ((acc[4] + acc[5]) + (acc[6] + acc[7]));
+}
+
+/* out[g] = dot(W[m, :], x[t0 + g, :]) for g in [0, count), count <= TOKEN_GROUP. */
+static void dot_group(const loom_kweight *w, int64_t row_bytes, int64_t m, const float *x,
+                      int64_t t0, int count, float *out) {
+    const int64_t K = w->cols;
+    const uint8_t *row = (const uint8_t *)w->data + m * row_bytes;
+    float acc[TOKEN_GROUP][LANES];
+    memset(acc, 0, sizeof acc);
+    float buf[CHUNK];
+    for (int64_t k0 = 0; k0 < K; k0 += CHUNK) {
+        int64_t len = K - k0 < CHUNK ? K - k0 : CHUNK;
+        const float *wv;
+        if (w->type == LOOM_GGML_F32) {
+            wv = (const float *)row + k0;
+        } else {
+            /* k0 is a multiple of 256, hence of every supported block size. */
+            int64_t off = loom_ggml_row_bytes((uint32_t)w->type, k0);
+            loom_status s = loom_dequantize_row(w->type, row + off, buf, len);
+            LOOM_ASSERT(s == LOOM_OK);
+            wv = buf;
+        }
+        for (int g = 0; g < count; g++) accumulate(acc[g], wv, x + (t0 + g) * K + k0, len);
+    }
+    for (int g = 0; g < count; g++) out[g] = combine(acc[g]);
+}
+
+typedef enum { EPI_NONE, EPI_ADD, EPI_BIAS, EPI_SWIGLU } epilogue;
+
+/* One fused call: up to 3 weights over one x. For EPI_SWIGLU, w[0] is the gate and w[1] the up
+ * projection and the rows are those of w[0] only (each row computes both dots). */
+typedef struct matmul_job {
+    const float *x;
+    int64_t n;
+    int n_w;
+    loom_kweight w[3];
+    int64_t row_bytes[3];
+    int64_t row_start[4]; /* prefix sums of the rows each weight contributes */
+    float *y[3];
+    const float *extra[3]; /* residual (EPI_ADD) or bias (EPI_BIAS) per weight, may be NULL */
+    epilogue epi;
+} matmul_job;
+
+static void matmul_range(void *ctx, int64_t begin, int64_t end, int worker) {
+    (void)worker;
+    const matmul_job *j = ctx;
+    float d0[TOKEN_GROUP], d1[TOKEN_GROUP];
+    for (int64_t r = begin; r < end; r++) {
+        int i = 0;
+        while (r >= j->row_start[i + 1]) i++;
+        const int64_t m = r - j->row_start[i], M = j->w[i].rows;
+        float *y = j->y[i];
+        for (int64_t t0 = 0; t0 < j->n; t0 += TOKEN_GROUP) {
+            int count = j->n - t0 < TOKEN_GROUP ? (int)(j->n - t0) : TOKEN_GROUP;
+            dot_group(&j->w[i], j->row_bytes[i], m, j->x, t0, count, d0);
+            switch (j->epi) {
+            case EPI_NONE:
+                for (int g = 0; g < count; g++) y[(t0 + g) * M + m] = d0[g];
+                break;
+            case EPI_ADD: {
+                const float *res = j->extra[i];
+                for (int g = 0; g < count; g++)
+                    y[(t0 + g) * M + m] = d0[g] + res[(t0 + g) * M + m];
+                break;
+            }
+            case EPI_BIAS: {
+                const float *bias = j->extra[i];
+                for (int g = 0; g < count; g++)
+                    y[(t0 + g) * M + m] = bias ? d0[g] + bias[m] : d0[g];
+                break;
+            }
+            case EPI_SWIGLU:
+                dot_group(&j->w[1], j->row_bytes[1], m, j->x, t0, count, d1);
+                for (int g = 0; g < count; g++) y[(t0 + g) * M + m] = loom_silu(d0[g]) * d1[g];
+                break;
+            }
+        }
+    }
+}
+
+/* Checks x/n/weights/outputs, fills the row table and runs the job. */
+static loom_status run_job(const char *who, matmul_job *j, loom_error *err) {
+    static const char *names[3] = {"weight 0", "weight 1", "weight 2"};
+    if (j->n < 0)
+        return loom_error_set(err, LOOM_ERR_INVALID_ARGUMENT, "%s: negative token count %lld", who,
+                              (long long)j->n);
+    const int n_check = j->epi == EPI_SWIGLU ? 2 : j->n_w;
+    for (int i = 0; i < n_check; i++) {
+        loom_status s = loom_cpu_check_weight(who, names[i], &j->w[i], err);
+        if (s != LOOM_OK) return s;
+        if (j->w[i].cols != j->w[0].cols)
+            return loom_error_set(err, LOOM_ERR_INVALID_ARGUMENT,
+                                  "%s: weight %d has row length %lld, weight 0 has %lld", who, i,
+                                  (long long)j->w[i].cols, (long long)j->w[0].cols);
+        j->row_bytes[i] = loom_cpu_weight_row_bytes(&j->w[i]);
+    }
+    if (j->epi == EPI_SWIGLU && j->w[1].rows != j->w[0].rows)
+        return loom_error_set(err, LOOM_ERR_INVALID_ARGUMENT,
+                              "%s: SwiGLU needs equal row counts, gate has %lld and up %lld", who,
+                              (long long)j->w[0].rows, (long long)j->w[1].rows);
+    const int64_t K = j->w[0].cols;
+    if (j->n > 0 && K > 0 && !j->x)
+        return loom_error_set(err, LOOM_ERR_INVALID_ARGUMENT, "%s: x is NULL", who);
+    j->row_start[0] = 0;
+    for (int i = 0; i < j->n_w; i++) {
+        if (j->n > 0 && j->w[i].rows > 0 && !j->y[i])
+            return loom_error_set(err, LOOM_ERR_INVALID_ARGUMENT, "%s: output %d is NULL", who, i);
+        if (j->epi == EPI_ADD && j->n > 0 && j->w[i].rows > 0 && !j->extra[i])
+            return loom_error_set(err, LOOM_ERR_INVALID_ARGUMENT, "%s: residual is NULL", who);
+        j->row_start[i + 1] = j->row_start[i] + j->w[i].rows;
+    }
+    if (j->n == 0) return LOOM_OK;
+    const int64_t rows = j->row_start[j->n_w];
+    const int64_t cost = j->n * (K > 0 ? K : 1) * (j->epi == EPI_SWIGLU ? 2 : 1);
+    loom_cpu_parallel_for(rows, cost, matmul_range, j);
+    return LOOM_OK;
+}
+
+loom_status loom_cpu_matmul(const float *x, int64_t n, loom_kweight w, float *y, loom_error *err) {
+    matmul_job j = {.x = x, .n = n, .n_w = 1, .w = {w}, .y = {y}, .epi = EPI_NONE};
+    return run_job("matmul", &j, err);
+}
+
+loom_status loom_cpu_matmul_add(const float *x, int64_t n, loom_kweight w, const float *residual,
+                                float *y, loom_error *err) {
+    matmul_job j = {.x = x, .n = n, .n_w = 1, .w = {w}, .y = {y}, .extra = {residual},
+                    .epi = EPI_ADD};
+    return run_job("matmul_add", &j, err);
+}
+
+loom_status loom_cpu_matmul_pair(const float *x, int64_t n, loom_kweight a, loom_kweight b,
+                                 loom_pair_epilogue epilogue, float *ya, float *yb,
+                                 loom_error *err) {
+    if (epilogue == LOOM_PAIR_SWIGLU) {
+        matmul_job j = {.x = x, .n = n, .n_w = 1, .w = {a, b}, .y = {ya}, .epi = EPI_SWIGLU};
+        return run_job("matmul_pair(swiglu)", &j, err);
+    }
+    if (epilogue != LOOM_PAIR_NONE)
+        return loom_error_set(err, LOOM_ERR_INVALID_ARGUMENT, "matmul_pair: unknown epilogue %d",
+                              (int)epilogue);
+    matmul_job j = {.x = x, .n = n, .n_w = 2, .w = {a, b}, .y = {ya, yb}, .epi = EPI_NONE};
+    return run_job("matmul_pair", &j, err);
+}
+
+loom_status loom_cpu_matmul_triple(const float *x, int64_t n, const loom_kweight w[3],
+                                   const float *const bias[3], float *const y[3],
+                                   loom_error *err) {
+    if (!w || !y)
+        return loom_error_set(err, LOOM_ERR_INVALID_ARGUMENT, "matmul_triple: %s is NULL",
+                              !w ? "weight array" : "output array");
+    matmul_job j = {.x = x, .n = n, .n_w = 3, .w = {w[0], w[1], w[2]}, .y = {y[0], y[1], y[2]},
+                    .extra = {bias ? bias[0] : NULL, bias ? bias[1] : NULL, bias ? bias[2] : NULL},
+                    .epi = EPI_BIAS};
+    return run_job("matmul_triple", &j, err);
+}

@@ -1,0 +1,253 @@
+/* matmul_test.c: the matmul family against a naive double-precision reference (weights
+ * dequantized with loom_dequantize_row, then plain loops), thread-count and batch independence,
+ * and the fused variants against their unfused composition (bit for bit).
+ *
+ * Tolerance: the kernel sums K products in float32 over 8 lanes, so its error is at most about
+ * (K/8 + 3) float roundings of sum_k |w_k x_k|; the tests allow (K/8 + 8) * FLT_EPSILON of it.
+ * A wrong block decode or a wrong row/column is off by O(1) of that sum and fails.
+ */
+#include <float.h>
+
+#include "test_util.h"
+
+static const loom_ggml_type all_types[] = {LOOM_GGML_F32,  LOOM_GGML_F16,  LOOM_GGML_BF16,
+                                           LOOM_GGML_Q8_0, LOOM_GGML_Q4_K, LOOM_GGML_Q5_K,
+                                           LOOM_GGML_Q6_K};
+enum { N_TYPES = sizeof all_types / sizeof all_types[0] };
+
+typedef struct shape { int64_t m, k, n; } shape;
+static const shape shapes[] = {
+    {1, 256, 1}, {37, 256, 3}, {131, 512, 1}, {67, 768, 33}, {5, 1024, 8}, {3, 256, 17},
+    {97, 2560, 2},
+};
+
+/* Checks y[N, M] against the double reference of x[N, K] · W[M, K]ᵀ (+ add[N, M] if given). */
+static void check_against_reference(const loom_kweight *w, const float *x, int64_t n,
+                                    const float *add, const float *y, const char *what) {
+    float *wd = dequant_weight(w);
+    const int64_t M = w->rows, K = w->cols;
+    for (int64_t t = 0; t < n; t++)
+        for (int64_t m = 0; m < M; m++) {
+            double ref = 0.0, mag = 0.0;
+            for (int64_t k = 0; k < K; k++) {
+                double p = (double)wd[m * K + k] * (double)x[t * K + k];
+                ref += p;
+                mag += fabs(p);
+            }
+            if (add) {
+                ref += add[t * M + m];
+                mag += fabs(add[t * M + m]);
+            }
+            double tol = ((double)K / 8 + 8) * FLT_EPSILON * mag + 1e-30;
+            double got = y[t * M + m];
+            cr_assert(fabs(got - ref) <= tol,
+                      "%s type %d M %lld K %lld N %lld: y[%lld,%lld] = %.9g, reference %.9g "
+                      "(tol %.3g)",
+                      what, (int)w->type, (long long)M, (long long)K, (long long)n, (long long)t,
+                      (long long)m, got, ref, tol);
+        }
+    free(wd);
+}
+
+Test(matmul, matches_double_reference_all_types_and_shapes) {
+    rng r = {1};
+    for (int ti = 0; ti < N_TYPES; ti++)
+        for (size_t si = 0; si < sizeof shapes / sizeof shapes[0]; si++) {
+            const shape s = shapes[si];
+            loom_kweight w = random_weight(&r, all_types[ti], s.m, s.k);
+            float *x = random_floats(&r, s.n * s.k, 1.0f);
+            float *y = malloc((size_t)(s.n * s.m) * sizeof(float));
+            poison(y, s.n * s.m);
+            loom_error err = {0};
+            cr_assert_eq(loom_cpu_matmul(x, s.n, w, y, &err), LOOM_OK, "%s", err.msg);
+            check_against_reference(&w, x, s.n, NULL, y, "matmul");
+            free(x);
+            free(y);
+            free_weight(&w);
+        }
+}
+
+/* F32 rows may have any length (stories260K's ffn is 172). */
+Test(matmul, f32_row_length_not_a_multiple_of_anything) {
+    rng r = {2};
+    const int64_t ks[] = {1, 7, 172, 259, 300};
+    for (size_t i = 0; i < sizeof ks / sizeof ks[0]; i++) {
+        loom_kweight w = random_weight(&r, LOOM_GGML_F32, 13, ks[i]);
+        float *x = random_floats(&r, 3 * ks[i], 1.0f);
+        float y[3 * 13];
+        poison(y, 3 * 13);
+        cr_assert_eq(loom_cpu_matmul(x, 3, w, y, NULL), LOOM_OK);
+        check_against_reference(&w, x, 3, NULL, y, "matmul f32");
+        free(x);
+        free_weight(&w);
+    }
+}
+
+Test(matmul, result_independent_of_thread_count_and_batch) {
+    rng r = {3};
+    const int64_t M = 97, K = 512, N = 9;
+    for (int ti = 0; ti < N_TYPES; ti++) {
+        loom_kweight w = random_weight(&r, all_types[ti], M, K);
+        float *x = random_floats(&r, N * K, 1.0f);
+        float *y1 = malloc(N * M * sizeof(float)), *yt = malloc(N * M * sizeof(float));
+        loom_cpu_set_threads(1);
+        cr_assert_eq(loom_cpu_get_threads(), 1);
+        cr_assert_eq(loom_cpu_matmul(x, N, w, y1, NULL), LOOM_OK);
+        const int counts[] = {2, 3, 7, 16};
+        for (size_t c = 0; c < sizeof counts / sizeof counts[0]; c++) {
+            loom_cpu_set_threads(counts[c]);
+            cr_assert_eq(loom_cpu_get_threads(), counts[c]);
+            poison(yt, N * M);
+            cr_assert_eq(loom_cpu_matmul(x, N, w, yt, NULL), LOOM_OK);
+            cr_assert(memcmp(y1, yt, N * M * sizeof(float)) == 0,
+                      "type %d: %d threads differ from 1 thread", (int)all_types[ti], counts[c]);
+        }
+        /* Each token alone (the GEMV) gives the same bits as the batch. */
+        for (int64_t t = 0; t < N; t++) {
+            float row[97];
+            cr_assert_eq(loom_cpu_matmul(x + t * K, 1, w, row, NULL), LOOM_OK);
+            cr_assert(memcmp(row, y1 + t * M, M * sizeof(float)) == 0,
+                      "type %d: token %lld alone differs from the batch", (int)all_types[ti],
+                      (long long)t);
+        }
+        loom_cpu_set_threads(0);
+        cr_assert_geq(loom_cpu_get_threads(), 1);
+        free(x);
+        free(y1);
+        free(yt);
+        free_weight(&w);
+    }
+}
+
+Test(matmul, add_equals_matmul_then_add_and_may_run_in_place) {
+    rng r = {4};
+    const int64_t M = 70, K = 512, N = 5;
+    loom_kweight w = random_weight(&r, LOOM_GGML_Q4_K, M, K);
+    float *x = random_floats(&r, N * K, 1.0f), *res = random_floats(&r, N * M, 2.0f);
+    float *y = malloc(N * M * sizeof(float)), *ref = malloc(N * M * sizeof(float));
+    cr_assert_eq(loom_cpu_matmul(x, N, w, ref, NULL), LOOM_OK);
+    cr_assert_eq(loom_cpu_add(ref, res, N * M, ref, NULL), LOOM_OK);
+    poison(y, N * M);
+    cr_assert_eq(loom_cpu_matmul_add(x, N, w, res, y, NULL), LOOM_OK);
+    cr_assert(memcmp(y, ref, N * M * sizeof(float)) == 0);
+    check_against_reference(&w, x, N, res, y, "matmul_add");
+    /* In place: y aliases the residual. */
+    memcpy(y, res, N * M * sizeof(float));
+    cr_assert_eq(loom_cpu_matmul_add(x, N, w, y, y, NULL), LOOM_OK);
+    cr_assert(memcmp(y, ref, N * M * sizeof(float)) == 0);
+    free(x);
+    free(res);
+    free(y);
+    free(ref);
+    free_weight(&w);
+}
+
+Test(matmul, pair_equals_two_matmuls_and_swiglu) {
+    rng r = {5};
+    const int64_t M = 77, K = 768;
+    for (int64_t N = 1; N <= 12; N += 11) {
+        loom_kweight a = random_weight(&r, LOOM_GGML_Q4_K, M, K);
+        loom_kweight b = random_weight(&r, LOOM_GGML_Q6_K, M, K);
+        float *x = random_floats(&r, N * K, 1.0f);
+        float *ra = malloc(N * M * sizeof(float)), *rb = malloc(N * M * sizeof(float));
+        float *ya = malloc(N * M * sizeof(float)), *yb = malloc(N * M * sizeof(float));
+        cr_assert_eq(loom_cpu_matmul(x, N, a, ra, NULL), LOOM_OK);
+        cr_assert_eq(loom_cpu_matmul(x, N, b, rb, NULL), LOOM_OK);
+        poison(ya, N * M);
+        poison(yb, N * M);
+        cr_assert_eq(loom_cpu_matmul_pair(x, N, a, b, LOOM_PAIR_NONE, ya, yb, NULL), LOOM_OK);
+        cr_assert(memcmp(ya, ra, N * M * sizeof(float)) == 0);
+        cr_assert(memcmp(yb, rb, N * M * sizeof(float)) == 0);
+
+        cr_assert_eq(loom_cpu_swiglu(ra, rb, N * M, ra, NULL), LOOM_OK);
+        poison(ya, N * M);
+        cr_assert_eq(loom_cpu_matmul_pair(x, N, a, b, LOOM_PAIR_SWIGLU, ya, NULL, NULL), LOOM_OK);
+        cr_assert(memcmp(ya, ra, N * M * sizeof(float)) == 0, "swiglu epilogue differs");
+        free(x);
+        free(ra);
+        free(rb);
+        free(ya);
+        free(yb);
+        free_weight(&a);
+        free_weight(&b);
+    }
+}
+
+Test(matmul, pair_with_different_row_counts) {
+    rng r = {6};
+    loom_kweight a = random_weight(&r, LOOM_GGML_Q8_0, 40, 256);
+    loom_kweight b = random_weight(&r, LOOM_GGML_F16, 9, 256);
+    float *x = random_floats(&r, 2 * 256, 1.0f);
+    float ya[80], yb[18];
+    poison(ya, 80);
+    poison(yb, 18);
+    cr_assert_eq(loom_cpu_matmul_pair(x, 2, a, b, LOOM_PAIR_NONE, ya, yb, NULL), LOOM_OK);
+    check_against_reference(&a, x, 2, NULL, ya, "pair a");
+    check_against_reference(&b, x, 2, NULL, yb, "pair b");
+    loom_error err = {0};
+    cr_assert_eq(loom_cpu_matmul_pair(x, 2, a, b, LOOM_PAIR_SWIGLU, ya, NULL, &err),
+                 LOOM_ERR_INVALID_ARGUMENT);
+    cr_assert(strstr(err.msg, "SwiGLU") != NULL, "%s", err.msg);
+    free(x);
+    free_weight(&a);
+    free_weight(&b);
+}
+
+Test(matmul, triple_mixed_types_with_and_without_bias) {
+    rng r = {7};
+    const int64_t K = 512, N = 6;
+    const loom_ggml_type types[3] = {LOOM_GGML_Q4_K, LOOM_GGML_Q4_K, LOOM_GGML_Q6_K};
+    const int64_t rows[3] = {64, 32, 32};
+    loom_kweight w[3];
+    float *bias[3], *y[3], *ref[3];
+    for (int i = 0; i < 3; i++) {
+        w[i] = random_weight(&r, types[i], rows[i], K);
+        bias[i] = random_floats(&r, rows[i], 0.5f);
+        y[i] = malloc(N * rows[i] * sizeof(float));
+        ref[i] = malloc(N * rows[i] * sizeof(float));
+        poison(y[i], N * rows[i]);
+    }
+    float *x = random_floats(&r, N * K, 1.0f);
+    cr_assert_eq(loom_cpu_matmul_triple(x, N, w, NULL, y, NULL), LOOM_OK);
+    for (int i = 0; i < 3; i++) {
+        cr_assert_eq(loom_cpu_matmul(x, N, w[i], ref[i], NULL), LOOM_OK);
+        cr_assert(memcmp(y[i], ref[i], N * rows[i] * sizeof(float)) == 0, "output %d", i);
+        cr_assert_eq(loom_cpu_bias_add(ref[i], bias[i], N, rows[i], NULL), LOOM_OK);
+        poison(y[i], N * rows[i]);
+    }
+    const float *const biases[3] = {bias[0], bias[1], bias[2]};
+    cr_assert_eq(loom_cpu_matmul_triple(x, N, w, biases, y, NULL), LOOM_OK);
+    for (int i = 0; i < 3; i++) {
+        cr_assert(memcmp(y[i], ref[i], N * rows[i] * sizeof(float)) == 0, "biased output %d", i);
+        free_weight(&w[i]);
+        free(bias[i]);
+        free(y[i]);
+        free(ref[i]);
+    }
+    free(x);
+}
+
+Test(matmul, bad_arguments_are_refused_with_a_message) {
+    float x[512] = {0}, y[64];
+    uint8_t data[4096] = {0};
+    loom_error err = {0};
+    loom_kweight q40 = {.data = data, .type = LOOM_GGML_Q4_0, .rows = 2, .cols = 32};
+    cr_assert_eq(loom_cpu_matmul(x, 1, q40, y, &err), LOOM_ERR_UNSUPPORTED);
+    cr_assert(strstr(err.msg, "Q4_0") != NULL, "%s", err.msg);
+
+    loom_kweight bad_k = {.data = data, .type = LOOM_GGML_Q4_K, .rows = 2, .cols = 128};
+    cr_assert_eq(loom_cpu_matmul(x, 1, bad_k, y, &err), LOOM_ERR_INVALID_ARGUMENT);
+    cr_assert(strstr(err.msg, "128") != NULL, "%s", err.msg);
+
+    loom_kweight ok = {.data = data, .type = LOOM_GGML_Q8_0, .rows = 2, .cols = 64};
+    cr_assert_eq(loom_cpu_matmul(x, -1, ok, y, &err), LOOM_ERR_INVALID_ARGUMENT);
+    cr_assert_eq(loom_cpu_matmul(NULL, 1, ok, y, &err), LOOM_ERR_INVALID_ARGUMENT);
+    cr_assert_eq(loom_cpu_matmul(x, 0, ok, NULL, &err), LOOM_OK, "N = 0 is a no-op");
+
+    loom_kweight w3[3] = {ok, ok, {.data = data, .type = LOOM_GGML_Q8_0, .rows = 2, .cols = 32}};
+    float *ys[3] = {y, y + 8, y + 16};
+    cr_assert_eq(loom_cpu_matmul_triple(x, 1, w3, NULL, ys, &err), LOOM_ERR_INVALID_ARGUMENT);
+    cr_assert(strstr(err.msg, "weight 2") != NULL, "%s", err.msg);
+    cr_assert_eq(loom_cpu_matmul_pair(x, 1, ok, ok, (loom_pair_epilogue)7, y, y, &err),
+                 LOOM_ERR_INVALID_ARGUMENT);
+}
