@@ -29,6 +29,11 @@ loom_status loom_cpu_check_weight(const char *who, const char *what, const loom_
 /* Bytes of one row of w (valid after loom_cpu_check_weight). */
 int64_t loom_cpu_weight_row_bytes(const loom_kweight *w);
 
+/* A 65536-entry table: table[h] == loom_fp16_to_fp32(h) for every half h, bit for bit (built
+ * once, thread-safely, on first use). Decoding F16 through it is several times faster than the
+ * per-value call. (threads.c) */
+const float *loom_cpu_f16_table(void);
+
 /* Checks a KV cache layout for kernel `who`: a known type, no negative size. (kv.c) */
 loom_status loom_cpu_check_kv_layout(const char *who, const loom_kv_layout *kv, loom_error *err);
 

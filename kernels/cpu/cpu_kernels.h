@@ -222,7 +222,7 @@ loom_status loom_cpu_attention(const float *q, const void *k_cache, const float 
 
 /* ---------------------------------------------------------------------------------------------
  * Elementwise, embedding, softmax, argmax, conversions (elementwise.c, embed.c, softmax.c)
- * y may alias an input in every elementwise kernel here.
+ * y may alias an input in every elementwise kernel here (not in the F16 conversions).
  * ------------------------------------------------------------------------------------------- */
 
 /* silu(x) = x / (1 + expf(-x)), in float32; the one definition every fused epilogue uses. */
@@ -261,7 +261,8 @@ loom_status loom_cpu_softmax(const float *x, int64_t rows, int64_t n, float *y,
 loom_status loom_cpu_argmax(const float *x, int64_t rows, int64_t n, int32_t *out,
                             loom_error *err);
 
-/* IEEE half <-> float over n values (round to nearest even). Bit-exact on CUDA. */
+/* IEEE half <-> float over n values (round to nearest even). Bit-exact on CUDA. src and dst
+ * must not overlap. */
 loom_status loom_cpu_f16_to_f32(const uint16_t *src, int64_t n, float *dst, loom_error *err);
 loom_status loom_cpu_f32_to_f16(const float *src, int64_t n, uint16_t *dst, loom_error *err);
 

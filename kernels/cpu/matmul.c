@@ -23,18 +23,38 @@ enum {
     LANES = 8,
 };
 
+/* The 8 lanes as two 4-float vectors (lanes 0-3 and 4-7): native SSE on baseline x86-64, NEON
+ * on arm64. Vector arithmetic is lane by lane, so the result is that of scalar code. */
+typedef float lanes4 __attribute__((vector_size(4 * sizeof(float))));
+typedef struct { lanes4 lo, hi; } lanes8;
+
+static inline lanes4 load4(const float *p) {
+    lanes4 v;
+    memcpy(&v, p, sizeof v);
+    return v;
+}
+
 /* acc[k % 8] += w[k] * x[k] for k in [0, len): len need not be a multiple of 8, but the chunk
  * must start at a multiple of 8 of the row for the lane assignment to hold (chunks start at
  * multiples of CHUNK). */
-static inline void accumulate(float acc[LANES], const float *w, const float *x, int64_t len) {
+static inline void accumulate(lanes8 *acc, const float *w, const float *x, int64_t len) {
     int64_t k = 0;
-    for (; k + LANES <= len; k += LANES)
-        for (int l = 0; l < LANES; l++) acc[l] += w[k + l] * x[k + l];
-    for (int l = 0; k < len; k++, l++) acc[l] += w[k] * x[k];
+    lanes4 lo = acc->lo, hi = acc->hi;
+    for (; k + LANES <= len; k += LANES) {
+        lo += load4(w + k) * load4(x + k);
+        hi += load4(w + k + 4) * load4(x + k + 4);
+    }
+    for (int l = 0; k < len; k++, l++) {
+        if (l < 4) lo[l] += w[k] * x[k];
+        else hi[l - 4] += w[k] * x[k];
+    }
+    acc->lo = lo;
+    acc->hi = hi;
 }
 
-static inline float combine(const float acc[LANES]) {
-    return ((acc[0] + acc[1]) + (acc[2] + acc[3])) + ((acc[4] + acc[5]) + (acc[6] + acc[7]));
+static inline float combine(const lanes8 *a) {
+    return ((a->lo[0] + a->lo[1]) + (a->lo[2] + a->lo[3])) +
+           ((a->hi[0] + a->hi[1]) + (a->hi[2] + a->hi[3]));
 }
 
 /* out[g] = dot(W[m, :], x[t0 + g, :]) for g in [0, count), count <= TOKEN_GROUP. */
@@ -42,14 +62,21 @@ static void dot_group(const loom_kweight *w, int64_t row_bytes, int64_t m, const
                       int64_t t0, int count, float *out) {
     const int64_t K = w->cols;
     const uint8_t *row = (const uint8_t *)w->data + m * row_bytes;
-    float acc[TOKEN_GROUP][LANES];
+    lanes8 acc[TOKEN_GROUP];
     memset(acc, 0, sizeof acc);
     float buf[CHUNK];
+    const float *f16 = w->type == LOOM_GGML_F16 ? loom_cpu_f16_table() : NULL;
     for (int64_t k0 = 0; k0 < K; k0 += CHUNK) {
         int64_t len = K - k0 < CHUNK ? K - k0 : CHUNK;
         const float *wv;
         if (w->type == LOOM_GGML_F32) {
             wv = (const float *)row + k0;
+        } else if (w->type == LOOM_GGML_F16) {
+            /* The table decodes exactly as loom_dequantize_row does, only faster. */
+            const uint8_t *h = row + 2 * k0;
+            for (int64_t i = 0; i < len; i++)
+                buf[i] = f16[(uint16_t)(h[2 * i] | (h[2 * i + 1] << 8))];
+            wv = buf;
         } else {
             /* k0 is a multiple of 256, hence of every supported block size. */
             int64_t off = loom_ggml_row_bytes((uint32_t)w->type, k0);
@@ -57,9 +84,9 @@ static void dot_group(const loom_kweight *w, int64_t row_bytes, int64_t m, const
             LOOM_ASSERT(s == LOOM_OK);
             wv = buf;
         }
-        for (int g = 0; g < count; g++) accumulate(acc[g], wv, x + (t0 + g) * K + k0, len);
+        for (int g = 0; g < count; g++) accumulate(&acc[g], wv, x + (t0 + g) * K + k0, len);
     }
-    for (int g = 0; g < count; g++) out[g] = combine(acc[g]);
+    for (int g = 0; g < count; g++) out[g] = combine(&acc[g]);
 }
 
 typedef enum { EPI_NONE, EPI_ADD, EPI_BIAS, EPI_SWIGLU } epilogue;

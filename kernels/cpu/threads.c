@@ -1,4 +1,5 @@
-/* threads.c: the CPU kernels' small persistent thread pool and the weight argument checks.
+/* threads.c: the CPU kernels' shared infrastructure: a small persistent thread pool, the F16
+ * decode table and the weight argument checks.
  *
  * One job at a time: a caller takes `pool_busy` (trylock; on failure it simply runs the whole
  * range itself, which also covers nested calls from a worker), publishes the job, bumps the
@@ -125,6 +126,20 @@ void loom_cpu_parallel_for(int64_t n, int64_t cost_per_item, loom_cpu_range_fn f
     while (pool_pending > 0) pthread_cond_wait(&pool_done, &pool_mu);
     pthread_mutex_unlock(&pool_mu);
     pthread_mutex_unlock(&pool_busy);
+}
+
+/* ------------------------------------------------------------------------------------------- */
+
+static float f16_table[1 << 16];
+static pthread_once_t f16_once = PTHREAD_ONCE_INIT;
+
+static void f16_table_init(void) {
+    for (uint32_t h = 0; h < (1u << 16); h++) f16_table[h] = loom_fp16_to_fp32((uint16_t)h);
+}
+
+const float *loom_cpu_f16_table(void) {
+    pthread_once(&f16_once, f16_table_init);
+    return f16_table;
 }
 
 /* ------------------------------------------------------------------------------------------- */
