@@ -362,11 +362,13 @@ static loom_status parse_tensor_info(loom_gguf *g, cursor *c, size_t i) {
         return fail(c, "n_dims %llu at offset %llu: must be 1..%d", (unsigned long long)v,
                     (unsigned long long)at, LOOM_GGUF_MAX_DIMS);
     t->n_dims = (uint32_t)v;
-    uint64_t n_elem = 1;
+    uint64_t n_elem = 1, ne_at = c->pos;
     for (int d = 0; d < LOOM_GGUF_MAX_DIMS; d++) t->ne[d] = 1;
     for (uint32_t d = 0; d < t->n_dims; d++) {
         at = c->pos;
-        if ((s = read_uint(c, 8, "ne", &v))) return s;
+        char what[16];
+        snprintf(what, sizeof what, "ne[%u]", d);
+        if ((s = read_uint(c, 8, what, &v))) return s;
         if (v > (uint64_t)INT64_MAX)
             return fail(c, "ne[%u] %llu at offset %llu: larger than INT64_MAX", d,
                         (unsigned long long)v, (unsigned long long)at);
@@ -385,15 +387,18 @@ static loom_status parse_tensor_info(loom_gguf *g, cursor *c, size_t i) {
     t->type = (loom_ggml_type)v;
     int64_t row = loom_ggml_row_bytes((uint32_t)v, t->ne[0]);
     if (row == -1)
-        return fail(c, "ne[0] %lld: not a multiple of %s's block size %lld",
-                    (long long)t->ne[0], info->name, (long long)info->block_size);
+        return fail(c, "ne[0] %lld at offset %llu: not a multiple of %s's block size %lld",
+                    (long long)t->ne[0], (unsigned long long)ne_at, info->name,
+                    (long long)info->block_size);
     if (row < 0)
-        return fail(c, "ne[0] %lld: row size in bytes overflows 64 bits", (long long)t->ne[0]);
+        return fail(c, "ne[0] %lld at offset %llu: row size in bytes overflows 64 bits",
+                    (long long)t->ne[0], (unsigned long long)ne_at);
     uint64_t nbytes = (uint64_t)row, rows = t->ne[0] ? n_elem / (uint64_t)t->ne[0] : 0;
     if (t->ne[0] == 0) {
         nbytes = 0;
     } else if (rows != 0 && nbytes > (uint64_t)INT64_MAX / rows) {
-        return fail(c, "shape: byte size overflows 64 bits");
+        return fail(c, "ne at offset %llu: byte size overflows 64 bits",
+                    (unsigned long long)ne_at);
     } else {
         nbytes *= rows;
     }

@@ -1,0 +1,19 @@
+#!/bin/bash
+# build.sh: builds the libFuzzer harnesses with clang directly (Bazel's toolchain is gcc) into
+# .fuzz/ (git-ignored) and makes a seed corpus from ../shared/testdata.
+#   bash tools/fuzz/build.sh
+#   .fuzz/gguf_fuzz -max_total_time=600 -jobs=1 .fuzz/corpus/gguf
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+out=.fuzz
+mkdir -p "$out/corpus/gguf"
+CC="${CC:-clang}"
+flags=(-std=c11 -D_GNU_SOURCE -g -O1 -fno-omit-frame-pointer -fsanitize=fuzzer,address,undefined
+       -fno-sanitize-recover=undefined -I. -Iinclude)
+"$CC" "${flags[@]}" tools/fuzz/gguf_fuzz.c loaders/gguf.c kernels/quant/types.c include/status.c \
+    -o "$out/gguf_fuzz"
+testdata="${LOOM_TESTDATA:-../shared/testdata}"
+if [ -d "$testdata" ]; then
+    for f in "$testdata"/*/*.gguf; do cp -f "$f" "$out/corpus/gguf/"; done
+fi
+echo "built $out/gguf_fuzz; seed corpus in $out/corpus/gguf ($(ls "$out/corpus/gguf" | wc -l) files)"
