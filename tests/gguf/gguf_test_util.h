@@ -10,9 +10,14 @@
 #ifndef LOOM_TESTS_GGUF_TEST_UTIL_H
 #define LOOM_TESTS_GGUF_TEST_UTIL_H
 
+#include <stdbool.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
+
+#include "loaders/gguf.h"
 
 typedef struct {
     uint8_t *p;
@@ -74,6 +79,45 @@ static inline void bb_tensor(bb *b, const char *name, uint32_t n_dims, const uin
 static inline void bb_free(bb *b) {
     free(b->p);
     *b = (bb){0};
+}
+
+/* Deep equality of two metadata values: same type, same value (floats compared bit for bit
+ * after rounding to their stored width), arrays element by element. */
+static inline bool gguf_value_eq(const loom_gguf_value *a, const loom_gguf_value *b) {
+    if (a->type != b->type) return false;
+    switch (a->type) {
+    case LOOM_GGUF_U8: case LOOM_GGUF_U16: case LOOM_GGUF_U32: case LOOM_GGUF_U64:
+        return a->u64 == b->u64;
+    case LOOM_GGUF_I8: case LOOM_GGUF_I16: case LOOM_GGUF_I32: case LOOM_GGUF_I64:
+        return a->i64 == b->i64;
+    case LOOM_GGUF_F32: {
+        float x = (float)a->f64, y = (float)b->f64;
+        return memcmp(&x, &y, 4) == 0;
+    }
+    case LOOM_GGUF_F64:
+        return memcmp(&a->f64, &b->f64, 8) == 0;
+    case LOOM_GGUF_BOOL:
+        return a->b == b->b;
+    case LOOM_GGUF_STRING:
+        return a->str.len == b->str.len && memcmp(a->str.ptr, b->str.ptr, a->str.len) == 0;
+    case LOOM_GGUF_ARRAY:
+        if (a->arr.elem_type != b->arr.elem_type || a->arr.n != b->arr.n) return false;
+        if (loom_gguf_type_size(a->arr.elem_type) != 0)
+            return a->arr.n == 0 ||
+                   memcmp(a->arr.data, b->arr.data,
+                          a->arr.n * loom_gguf_type_size(a->arr.elem_type)) == 0;
+        for (uint64_t i = 0; i < a->arr.n; i++)
+            if (!gguf_value_eq(&a->arr.items[i], &b->arr.items[i])) return false;
+        return true;
+    default:
+        return false;
+    }
+}
+
+/* A scratch path under Bazel's TEST_TMPDIR (or /tmp) unique to this process. */
+static inline void gguf_tmp_path(char *out, size_t size, const char *name) {
+    const char *dir = getenv("TEST_TMPDIR");
+    snprintf(out, size, "%s/loom_%d_%s", dir && dir[0] ? dir : "/tmp", (int)getpid(), name);
 }
 
 #endif
