@@ -1,0 +1,152 @@
+/* executor.h: runs a verified loom IR graph, one step at a time, on a backend.
+ *
+ * An executor (loom_exec) binds a graph to a backend: it resolves every weight to a pointer
+ * through the caller's callback (weights stay where they are, e.g. in the mmap'd GGUF; the
+ * executor never copies them), allocates the state (KV cache, zeroed) and a buffer plan for the
+ * intermediates, then runs steps: the caller binds the symbols (T) and the graph inputs
+ * (`tokens`, `positions`), every node runs in program order through the backend's run_node, and
+ * outputs are read back. State persists from step to step; positions are the caller's business
+ * (the session layer in api/ tracks them).
+ *
+ * Buffer plan: every node result gets a buffer sized for the symbols' declared maxima; reshape
+ * results alias their operand, kv_write results alias the written state; a buffer whose last
+ * reader has run is reused by a later result of the same size, and ops flagged in-place in
+ * ops.def write over their first operand when it dies at that node. Planned once at create.
+ *
+ * Backends: a loom_exec_backend is a vtable (below) plus its private state. The CPU backend
+ * (loom_exec_cpu_backend_create) dispatches every op of ops.def, primitive and fused, to
+ * kernels/cpu. A CUDA backend implements the same vtable (alloc/upload/download move device
+ * memory; map_weight makes weights visible to the device).
+ *
+ *   loom_exec_backend *cpu; loom_exec *e;
+ *   loom_exec_cpu_backend_create(0, &cpu, &err);
+ *   loom_exec_create(graph, cpu, resolve_weight, gguf, &e, &err);   // e now owns cpu
+ *   int64_t T = 3; int32_t tok[3] = {...}, pos[3] = {0, 1, 2};
+ *   loom_exec_binding in[2] = {{"tokens", tok}, {"positions", pos}};
+ *   loom_exec_run(e, &T, in, 2, &err);
+ *   loom_exec_read_output(e, "logits", logits, sizeof logits, &err);
+ *   loom_exec_destroy(e);
+ *
+ * Ownership: the executor borrows the graph (it must outlive the executor and not change) and
+ * owns the backend passed to create (destroyed with it, also when create fails). Weight pointers
+ * are borrowed (the resolver's owner keeps them mapped). Thread safety: one thread per executor.
+ */
+#ifndef LOOM_EXECUTOR_H
+#define LOOM_EXECUTOR_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "ir/ir.h"
+#include "loom/status.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* A value as a backend sees it during a step: its buffer and its type with symbols bound. */
+typedef struct loom_exec_tensor {
+    void *data;                     /* backend memory (host memory for the CPU backend) */
+    const void *host;               /* graph inputs: the caller's host copy; NULL otherwise */
+    loom_ir_dtype dtype;
+    uint32_t rank;
+    int64_t dims[LOOM_IR_MAX_DIMS]; /* outermost first, every symbol bound */
+    int64_t numel;                  /* product of dims */
+} loom_exec_tensor;
+
+typedef struct loom_exec_backend loom_exec_backend;
+
+/* The backend interface. Members marked optional may be NULL. */
+typedef struct loom_exec_backend_vtable {
+    const char *name; /* "cpu" */
+    /* True when the backend can run node n of g (op, operand types, attributes). The executor
+     * asks for every node at create and refuses the graph naming the first unsupported one. */
+    bool (*supports_op)(loom_exec_backend *b, const loom_ir_graph *g, const loom_ir_node *n);
+    /* Backend memory of `bytes` (> 0), 64-byte aligned; zeroed when `zero`. */
+    loom_status (*alloc)(loom_exec_backend *b, size_t bytes, bool zero, void **out,
+                         loom_error *err);
+    void (*free)(loom_exec_backend *b, void *p); /* NULL is a no-op */
+    /* Optional: makes weight bytes (host memory, e.g. the mmap'd file) usable by the backend;
+     * *out receives the pointer kernels get. NULL member: the host pointer is used as is. */
+    loom_status (*map_weight)(loom_exec_backend *b, const void *host, size_t bytes,
+                              const void **out, loom_error *err);
+    /* Optional: releases what map_weight made. */
+    void (*unmap_weight)(loom_exec_backend *b, const void *mapped);
+    /* Optional: host -> backend and backend -> host copies (NULL: memcpy). */
+    loom_status (*upload)(loom_exec_backend *b, void *dst, const void *src, size_t bytes,
+                          loom_error *err);
+    loom_status (*download)(loom_exec_backend *b, void *dst, const void *src, size_t bytes,
+                            loom_error *err);
+    /* Runs one node: in[i] / out[i] are its operands / results (weights: data is the mapped
+     * pointer, dtype the ggml type). Errors name the node's op and the problem. */
+    loom_status (*run_node)(loom_exec_backend *b, const loom_ir_graph *g, const loom_ir_node *n,
+                            const loom_exec_tensor *in, const loom_exec_tensor *out,
+                            loom_error *err);
+    /* Optional: waits until every node issued so far has finished (end of a step). */
+    loom_status (*synchronize)(loom_exec_backend *b, loom_error *err);
+    /* Frees the backend itself. */
+    void (*destroy)(loom_exec_backend *b);
+} loom_exec_backend_vtable;
+
+struct loom_exec_backend {
+    const loom_exec_backend_vtable *vt;
+    void *impl; /* the backend's private state */
+};
+
+/* The CPU backend: every op of ops.def on kernels/cpu. n_threads: kernel threads (0: one per
+ * online core; the kernel library's pool is process-wide, so the last setting wins). */
+loom_status loom_exec_cpu_backend_create(int n_threads, loom_exec_backend **out, loom_error *err);
+/* Destroys a backend that was not handed to loom_exec_create. NULL is a no-op. */
+void loom_exec_backend_destroy(loom_exec_backend *b);
+
+/* Resolves weight value w (kind WEIGHT: name, ggml dtype, dims, file offset, size) to a pointer
+ * to its size bytes, checking that they are what the graph says. */
+typedef loom_status (*loom_exec_weight_fn)(void *ctx, const loom_ir_value *w, const void **data,
+                                           loom_error *err);
+
+typedef struct loom_exec loom_exec;
+
+/* Verifies g, checks that the backend supports every node, resolves every weight, allocates the
+ * state (zeroed) and the planned intermediate buffers. Takes ownership of backend (destroyed on
+ * failure too). On failure *out is NULL. */
+loom_status loom_exec_create(const loom_ir_graph *g, loom_exec_backend *backend,
+                             loom_exec_weight_fn resolve, void *resolve_ctx, loom_exec **out,
+                             loom_error *err);
+void loom_exec_destroy(loom_exec *e); /* NULL is a no-op */
+
+/* A graph input's host data for one step: elements of the input's type, symbols bound. */
+typedef struct loom_exec_binding {
+    const char *name;
+    const void *data;
+} loom_exec_binding;
+
+/* Runs one step. sym_values[i] binds symbol i (loom_ir_symbol_at order), 1..max; every graph
+ * input must be bound exactly once. On a failure the state may hold partial writes of this step
+ * (rows at the step's positions only). */
+loom_status loom_exec_run(loom_exec *e, const int64_t *sym_values, const loom_exec_binding *inputs,
+                          uint32_t n_inputs, loom_error *err);
+
+/* Copies output `name` of the last step (its type with the last step's symbols) into dst, which
+ * has room for `capacity` bytes; *bytes (may be NULL) receives the size copied. */
+loom_status loom_exec_read_output(loom_exec *e, const char *name, void *dst, size_t capacity,
+                                  size_t *bytes, loom_error *err);
+
+/* Zeroes every state value (a fresh KV cache). */
+loom_status loom_exec_reset_state(loom_exec *e, loom_error *err);
+
+/* Memory of the plan, in bytes. */
+typedef struct loom_exec_stats {
+    uint64_t activation_bytes; /* intermediates after reuse */
+    uint64_t activation_sum;   /* intermediates without reuse */
+    uint64_t state_bytes;      /* KV cache */
+    uint64_t weight_bytes;     /* bound weights (not owned) */
+    uint32_t n_buffers;        /* distinct intermediate buffers */
+} loom_exec_stats;
+void loom_exec_get_stats(const loom_exec *e, loom_exec_stats *out);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* LOOM_EXECUTOR_H */
