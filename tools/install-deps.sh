@@ -17,6 +17,15 @@ if [ ${#need[@]} -gt 0 ]; then
     DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${need[@]}" >/dev/null
 fi
 
+# llama.cpp's `gguf` Python package (pulls numpy) for the GGUF interop test, which skips without
+# it: optional, so a failure only warns. --user --break-system-packages covers Debian's
+# externally-managed python3.
+if command -v python3 >/dev/null && ! python3 -c "import gguf" >/dev/null 2>&1; then
+    python3 -m pip install --quiet gguf >/dev/null 2>&1 ||
+        python3 -m pip install --quiet --user --break-system-packages gguf >/dev/null 2>&1 ||
+        echo "install-deps: could not pip install gguf; the GGUF interop test will skip" >&2
+fi
+
 here="$(pwd)"
 rc="build --override_repository=rules_cc=$here/third_party/bazel/rules_cc
 build --override_repository=rules_java=$here/third_party/bazel/rules_java
