@@ -250,8 +250,7 @@ static loom_status layer_weights_declare(lower_ctx *c, int l, layer_weights *w) 
 
 /* ---------------------------------------------------------------- graph */
 
-/* FNV-1a 64 over the header, metadata and tensor infos: the identity of the file's layout. */
-static uint64_t gguf_header_checksum(const loom_gguf *g) {
+uint64_t loom_lower_gguf_checksum(const loom_gguf *g) {
     const unsigned char *p = loom_gguf_file_bytes(g);
     uint64_t n = loom_gguf_data_offset(g), h = 0xcbf29ce484222325ull;
     if (n > loom_gguf_file_size(g)) n = loom_gguf_file_size(g);
@@ -264,7 +263,7 @@ static loom_status set_metadata(lower_ctx *c, const loom_lower_options *o, int64
     loom_ir_graph *g = c->g;
     loom_error *err = c->err;
     char sum[24];
-    snprintf(sum, sizeof sum, "%016llx", (unsigned long long)gguf_header_checksum(c->gguf));
+    snprintf(sum, sizeof sum, "%016llx", (unsigned long long)loom_lower_gguf_checksum(c->gguf));
     const char *base = o->source_path ? strrchr(o->source_path, '/') : NULL;
     base = base ? base + 1 : o->source_path;
     loom_status st;

@@ -1,0 +1,338 @@
+/* loom.c: the C API of include/loom.h: models (GGUF -> lowered graph, or a protobuf graph
+ * checked against its GGUF), sessions (an executor plus the position bookkeeping), generation.
+ *
+ * Invariants: a model owns its GGUF mapping and its verified graph; every weight the graph
+ * references was checked against the mapped file (name, type, shape, offset, size) when a
+ * session binds it, so kernels never read outside the file. A session's pos counts the tokens
+ * whose keys/values are in the cache; a failed eval leaves pos (and so what later steps see)
+ * as it was.
+ */
+#include "loom.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "api/loom_impl.h"
+#include "executor/executor.h"
+#include "ir/serialize/serialize.h"
+#include "loaders/gguf.h"
+#include "loaders/lower.h"
+
+struct loom_model {
+    loom_gguf *gguf;
+    loom_ir_graph *graph;
+    char arch[16];
+    int32_t n_vocab, n_ctx, max_tokens;
+};
+
+struct loom_session {
+    loom_model *m;
+    loom_exec *exec;
+    int32_t n_ctx, pos;
+    float *logits; /* [rows][n_vocab] of the last eval */
+    int32_t rows;
+    size_t logits_cap; /* floats */
+    int32_t *positions; /* [max_tokens] */
+};
+
+/* ---------------------------------------------------------------- models */
+
+void loom_model_options_init(loom_model_options *o) { memset(o, 0, sizeof *o); }
+
+static int64_t meta_int(const loom_ir_graph *g, const char *key, int64_t dflt) {
+    const loom_ir_meta *m = loom_ir_meta_get(g, key);
+    return m && m->kind == LOOM_IR_META_INT ? m->i : dflt;
+}
+
+/* Reads the facts the API needs from the graph: the `logits` output [T, n_vocab], the `tokens`
+ * and `positions` inputs, symbol T, and the KV length from the metadata. */
+static loom_status model_describe(loom_model *m, loom_error *err) {
+    const loom_ir_graph *g = m->graph;
+    loom_ir_value_id lv = loom_ir_find_output(g, "logits");
+    loom_ir_value_id tv = loom_ir_find_value(g, "tokens");
+    loom_ir_value_id pv = loom_ir_find_value(g, "positions");
+    int64_t T = loom_ir_symbol_find(g, "T");
+    if (lv == LOOM_IR_NO_VALUE || tv == LOOM_IR_NO_VALUE || pv == LOOM_IR_NO_VALUE || !T)
+        return loom_error_set(err, LOOM_ERR_FORMAT,
+                              "model: the graph lacks the step interface (symbol T, inputs "
+                              "'tokens' and 'positions', output 'logits')");
+    const loom_ir_value *l = loom_ir_value_get(g, lv);
+    if (l->type.dtype != LOOM_IR_F32 || l->type.rank != 2 || l->type.dims[0] != T ||
+        l->type.dims[1] < 1 || l->type.dims[1] > INT32_MAX)
+        return loom_error_set(err, LOOM_ERR_FORMAT, "model: output 'logits' is not f32[T,n_vocab]");
+    m->n_vocab = (int32_t)l->type.dims[1];
+    m->max_tokens = (int32_t)loom_ir_symbol_at(g, loom_ir_dim_sym_index(T))->max;
+    m->n_ctx = (int32_t)meta_int(g, "loom.n_ctx", 0);
+    if (m->n_ctx < 1) {
+        /* No metadata: the first state value's rows are the context length. */
+        if (loom_ir_state_count(g) == 0)
+            return loom_error_set(err, LOOM_ERR_FORMAT, "model: the graph states no context length");
+        m->n_ctx = (int32_t)loom_ir_value_get(g, loom_ir_state_at(g, 0))->type.dims[0];
+    }
+    const loom_ir_meta *a = loom_ir_meta_get(g, "loom.arch");
+    snprintf(m->arch, sizeof m->arch, "%s", a && a->kind == LOOM_IR_META_STRING ? a->s : "?");
+    return LOOM_OK;
+}
+
+/* The weight resolver handed to the executor: the tensor of the mapped GGUF that w names, after
+ * checking it is exactly what the graph says. */
+static loom_status resolve_weight(void *ctx, const loom_ir_value *w, const void **data,
+                                  loom_error *err) {
+    const loom_gguf *g = ctx;
+    const loom_gguf_tensor *t = loom_gguf_find_tensor(g, w->name);
+    if (!t)
+        return loom_error_set(err, LOOM_ERR_NOT_FOUND,
+                              "weight '%s': no such tensor in the GGUF file", w->name);
+    bool same_shape = t->n_dims == w->type.rank;
+    for (uint32_t i = 0; same_shape && i < t->n_dims; i++)
+        same_shape = t->ne[i] == w->type.dims[w->type.rank - 1 - i];
+    if ((uint32_t)t->type != (uint32_t)w->type.dtype || !same_shape ||
+        t->file_offset != w->offset || t->nbytes != w->size)
+        return loom_error_set(err, LOOM_ERR_FORMAT,
+                              "weight '%s': the graph says type %u, offset %llu, %llu bytes; the "
+                              "GGUF has type %u, offset %llu, %llu bytes%s",
+                              w->name, (unsigned)w->type.dtype, (unsigned long long)w->offset,
+                              (unsigned long long)w->size, (unsigned)t->type,
+                              (unsigned long long)t->file_offset, (unsigned long long)t->nbytes,
+                              same_shape ? "" : " (and another shape)");
+    *data = t->data;
+    return LOOM_OK;
+}
+
+loom_status loom_model_check_graph(const loom_ir_graph *g, const loom_gguf *f, loom_error *err) {
+    const loom_ir_meta *size = loom_ir_meta_get(g, "source.size");
+    const loom_ir_meta *sum = loom_ir_meta_get(g, "source.checksum");
+    const loom_ir_meta *name = loom_ir_meta_get(g, "source.file");
+    const char *fname = name && name->kind == LOOM_IR_META_STRING ? name->s : "?";
+    if (size && size->kind == LOOM_IR_META_INT && (uint64_t)size->i != loom_gguf_file_size(f))
+        return loom_error_set(err, LOOM_ERR_FORMAT,
+                              "the graph was made from '%s' of %lld bytes; this GGUF has %llu bytes",
+                              fname, (long long)size->i, (unsigned long long)loom_gguf_file_size(f));
+    if (sum && sum->kind == LOOM_IR_META_STRING) {
+        char mine[24];
+        snprintf(mine, sizeof mine, "%016llx", (unsigned long long)loom_lower_gguf_checksum(f));
+        if (strcmp(mine, sum->s))
+            return loom_error_set(err, LOOM_ERR_FORMAT,
+                                  "the graph was made from '%s' with header checksum %s; this "
+                                  "GGUF's is %s (another file)",
+                                  fname, sum->s, mine);
+    }
+    for (uint32_t i = 0; i < loom_ir_weight_count(g); i++) {
+        const void *data;
+        loom_status st = resolve_weight((void *)f, loom_ir_value_get(g, loom_ir_weight_at(g, i)),
+                                        &data, err);
+        if (st) return st;
+    }
+    return LOOM_OK;
+}
+
+/* A protobuf graph: loads it, finds its GGUF (gguf_path, else source.file next to the graph),
+ * and checks the two belong together. */
+static loom_status load_graph_file(loom_model *m, const char *path, const char *gguf_path,
+                                   loom_error *err) {
+    loom_status st = loom_ir_load(path, &m->graph, err);
+    if (st) return st;
+    char buf[4096];
+    if (!gguf_path) {
+        const loom_ir_meta *name = loom_ir_meta_get(m->graph, "source.file");
+        if (!name || name->kind != LOOM_IR_META_STRING)
+            return loom_error_set(err, LOOM_ERR_NOT_FOUND,
+                                  "the graph names no source GGUF file; give it with -m");
+        const char *slash = strrchr(path, '/');
+        int dir = slash ? (int)(slash - path + 1) : 0;
+        snprintf(buf, sizeof buf, "%.*s%s", dir, path, name->s);
+        gguf_path = buf;
+    }
+    if ((st = loom_gguf_open(gguf_path, &m->gguf, err))) return st;
+    if ((st = loom_model_check_graph(m->graph, m->gguf, err)))
+        loom_error_prefix(err, "checking against %s: ", gguf_path);
+    return st;
+}
+
+static bool is_gguf_file(const char *path) {
+    FILE *f = fopen(path, "rb");
+    char magic[4] = {0};
+    if (!f) return false;
+    size_t n = fread(magic, 1, 4, f);
+    fclose(f);
+    return n == 4 && !memcmp(magic, "GGUF", 4);
+}
+
+loom_status loom_model_load(const char *path, const loom_model_options *opts, loom_model **out,
+                            loom_error *err) {
+    *out = NULL;
+    if (!path) return loom_error_set(err, LOOM_ERR_INVALID_ARGUMENT, "model: no path given");
+    loom_model_options o;
+    loom_model_options_init(&o);
+    if (opts) o = *opts;
+    loom_model *m = calloc(1, sizeof *m);
+    if (!m) return loom_error_set(err, LOOM_ERR_OUT_OF_MEMORY, "model: out of memory");
+    loom_status st;
+    if (is_gguf_file(path)) {
+        loom_lower_options lo;
+        loom_lower_options_init(&lo);
+        lo.max_tokens = o.max_tokens;
+        lo.n_ctx = o.n_ctx;
+        lo.source_path = path;
+        if ((st = loom_gguf_open(path, &m->gguf, err)) ||
+            (st = loom_lower_gguf(m->gguf, &lo, &m->graph, err)))
+            goto fail;
+        if (o.passes && *o.passes) {
+            st = loom_error_set(err, LOOM_ERR_UNSUPPORTED,
+                                "model: passes ('%s') are not available in this build", o.passes);
+            goto fail;
+        }
+    } else {
+        if ((st = load_graph_file(m, path, o.gguf_path, err))) goto fail;
+    }
+    if ((st = model_describe(m, err))) goto fail;
+    *out = m;
+    return LOOM_OK;
+fail:
+    if (err) loom_error_prefix(err, "loading %s: ", path);
+    loom_model_destroy(m);
+    return st;
+}
+
+void loom_model_destroy(loom_model *m) {
+    if (!m) return;
+    loom_ir_graph_destroy(m->graph);
+    loom_gguf_close(m->gguf);
+    free(m);
+}
+
+int32_t loom_model_n_vocab(const loom_model *m) { return m->n_vocab; }
+int32_t loom_model_n_ctx(const loom_model *m) { return m->n_ctx; }
+int32_t loom_model_max_tokens(const loom_model *m) { return m->max_tokens; }
+const char *loom_model_arch(const loom_model *m) { return m->arch; }
+const loom_ir_graph *loom_model_graph(const loom_model *m) { return m->graph; }
+const loom_gguf *loom_model_gguf(const loom_model *m) { return m->gguf; }
+
+/* ---------------------------------------------------------------- sessions */
+
+void loom_session_options_init(loom_session_options *o) { memset(o, 0, sizeof *o); }
+
+loom_status loom_session_create(loom_model *m, const loom_session_options *opts,
+                                loom_session **out, loom_error *err) {
+    *out = NULL;
+    if (!m) return loom_error_set(err, LOOM_ERR_INVALID_ARGUMENT, "session: no model");
+    loom_session_options o;
+    loom_session_options_init(&o);
+    if (opts) o = *opts;
+    if (o.backend != LOOM_BACKEND_CPU)
+        return loom_error_set(err, LOOM_ERR_UNSUPPORTED,
+                              "session: backend %d is not available in this build; available: cpu",
+                              (int)o.backend);
+    if (o.n_ctx < 0 || o.n_ctx > m->n_ctx)
+        return loom_error_set(err, LOOM_ERR_LIMIT,
+                              "session: context length %d is outside 1..%d (the graph's KV cache; "
+                              "lower the model with a larger n_ctx)",
+                              o.n_ctx, m->n_ctx);
+    loom_session *s = calloc(1, sizeof *s);
+    if (!s) return loom_error_set(err, LOOM_ERR_OUT_OF_MEMORY, "session: out of memory");
+    s->m = m;
+    s->n_ctx = o.n_ctx ? o.n_ctx : m->n_ctx;
+    s->positions = calloc((size_t)m->max_tokens, sizeof *s->positions);
+    loom_exec_backend *be = NULL;
+    loom_status st;
+    if (!s->positions) {
+        st = loom_error_set(err, LOOM_ERR_OUT_OF_MEMORY, "session: out of memory");
+        goto fail;
+    }
+    if ((st = loom_exec_cpu_backend_create(o.n_threads, &be, err)) ||
+        (st = loom_exec_create(m->graph, be, resolve_weight, m->gguf, &s->exec, err)))
+        goto fail;
+    *out = s;
+    return LOOM_OK;
+fail:
+    loom_error_prefix(err, "session: ");
+    loom_session_destroy(s);
+    return st;
+}
+
+void loom_session_destroy(loom_session *s) {
+    if (!s) return;
+    loom_exec_destroy(s->exec);
+    free(s->logits);
+    free(s->positions);
+    free(s);
+}
+
+loom_status loom_session_eval(loom_session *s, const int32_t *tokens, int32_t n, loom_error *err) {
+    int32_t V = s->m->n_vocab;
+    if (n < 1 || !tokens)
+        return loom_error_set(err, LOOM_ERR_INVALID_ARGUMENT,
+                              "eval: empty prompt (need at least one token)");
+    for (int32_t i = 0; i < n; i++)
+        if (tokens[i] < 0 || tokens[i] >= V)
+            return loom_error_set(err, LOOM_ERR_INVALID_ARGUMENT,
+                                  "eval: token %d at index %d is outside the vocabulary 0..%d",
+                                  tokens[i], i, V - 1);
+    if ((int64_t)s->pos + n > s->n_ctx)
+        return loom_error_set(err, LOOM_ERR_LIMIT,
+                              "eval: %d tokens after %d would exceed the context length %d", n,
+                              s->pos, s->n_ctx);
+    size_t need = (size_t)n * (size_t)V;
+    if (need > s->logits_cap) {
+        float *p = realloc(s->logits, need * sizeof *p);
+        if (!p) return loom_error_set(err, LOOM_ERR_OUT_OF_MEMORY, "eval: out of memory for logits");
+        s->logits = p;
+        s->logits_cap = need;
+    }
+    s->rows = 0;
+    for (int32_t done = 0; done < n;) {
+        int32_t T = n - done < s->m->max_tokens ? n - done : s->m->max_tokens;
+        for (int32_t t = 0; t < T; t++) s->positions[t] = s->pos + done + t;
+        int64_t sym[LOOM_IR_MAX_SYMBOLS] = {0};
+        sym[loom_ir_dim_sym_index(loom_ir_symbol_find(s->m->graph, "T"))] = T;
+        loom_exec_binding in[2] = {{"tokens", tokens + done}, {"positions", s->positions}};
+        loom_status st = loom_exec_run(s->exec, sym, in, 2, err);
+        if (!st)
+            st = loom_exec_read_output(s->exec, "logits", s->logits + (size_t)done * V,
+                                       (size_t)T * V * sizeof(float), NULL, err);
+        if (st) {
+            loom_error_prefix(err, "eval at position %d: ", s->pos + done);
+            return st;
+        }
+        done += T;
+    }
+    s->rows = n;
+    s->pos += n;
+    return LOOM_OK;
+}
+
+const float *loom_session_logits(const loom_session *s, int32_t *n_rows) {
+    if (n_rows) *n_rows = s->rows;
+    return s->rows ? s->logits : NULL;
+}
+
+int32_t loom_session_pos(const loom_session *s) { return s->pos; }
+
+void loom_session_reset(loom_session *s) {
+    /* Attention reads only rows 0..pos, each rewritten before it is read again, so forgetting
+     * the tokens needs no clearing of the cache. */
+    s->pos = 0;
+    s->rows = 0;
+}
+
+/* ---------------------------------------------------------------- generation */
+
+loom_status loom_generate(loom_session *s, const int32_t *prompt, int32_t n_prompt,
+                          int32_t n_gen, loom_sampler *sampler, loom_token_fn stop_at,
+                          void *stop_ctx, int32_t *out, int32_t *n_out, loom_error *err) {
+    *n_out = 0;
+    if (n_gen < 0)
+        return loom_error_set(err, LOOM_ERR_INVALID_ARGUMENT, "generate: n_gen %d < 0", n_gen);
+    loom_status st = loom_session_eval(s, prompt, n_prompt, err);
+    if (st) return st;
+    int32_t V = s->m->n_vocab;
+    for (int32_t i = 0; i < n_gen; i++) {
+        const float *last = s->logits + (size_t)(s->rows - 1) * V;
+        int32_t tok = loom_sampler_sample(sampler, last, V);
+        out[(*n_out)++] = tok;
+        if (stop_at && stop_at(stop_ctx, tok)) break;
+        if (i + 1 < n_gen && (st = loom_session_eval(s, &tok, 1, err))) return st;
+    }
+    return LOOM_OK;
+}

@@ -1,0 +1,30 @@
+/* loom_impl.h: loom's internals behind include/loom.h, for the `loom` tool and tests only (not
+ * part of the public API): the graph and the GGUF a model holds.
+ * Ownership: both belong to the model and live until loom_model_destroy.
+ */
+#ifndef LOOM_API_IMPL_H
+#define LOOM_API_IMPL_H
+
+#include "ir/ir.h"
+#include "loaders/gguf.h"
+#include "loom.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* The model's verified step graph (lowered, or loaded from a protobuf file). */
+const loom_ir_graph *loom_model_graph(const loom_model *m);
+/* The model's mapped GGUF file. */
+const loom_gguf *loom_model_gguf(const loom_model *m);
+
+/* Checks that graph g was made from GGUF file f: source.size and source.checksum metadata equal
+ * f's size and header checksum (when the graph records them), and every weight exists in f with
+ * the graph's type, shape, offset and size. LOOM_ERR_FORMAT naming the first mismatch. */
+loom_status loom_model_check_graph(const loom_ir_graph *g, const loom_gguf *f, loom_error *err);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* LOOM_API_IMPL_H */

@@ -1,0 +1,138 @@
+/* loom.h: loom's public C API (first version): load a model, run it on a backend, sample tokens.
+ *
+ * A model (loom_model) is a verified step graph plus the GGUF file its weights live in (mapped
+ * read-only, never copied). It comes from a GGUF file (lowered from its metadata) or from a
+ * protobuf graph written by `loom compile` (checked against its GGUF before use). A session
+ * (loom_session) runs a model on one backend and holds the KV cache: tokens are evaluated in
+ * steps of up to loom_model_max_tokens() at positions pos..pos+T-1, after which the logits of
+ * every token of the last call can be read. A sampler (loom_sampler) picks the next token from
+ * a logits row: greedy, or temperature / top-k / top-p with a seed (deterministic per seed).
+ *
+ *   loom_error err = {0};
+ *   loom_model *m = NULL; loom_session *s = NULL;
+ *   if (loom_model_load("model.gguf", NULL, &m, &err) ||
+ *       loom_session_create(m, NULL, &s, &err)) { fprintf(stderr, "%s\n", err.msg); ... }
+ *   int32_t prompt[] = {1, 403, 407}, out[16]; int32_t n_out = 0;
+ *   loom_generate(s, prompt, 3, 16, NULL, out, &n_out, &err);
+ *   loom_session_destroy(s); loom_model_destroy(m);
+ *
+ * Errors: every fallible call returns a loom_status (LOOM_OK = 0) and writes a message into the
+ * caller's loom_error (may be NULL). Nothing in the library exits or prints.
+ * Ownership: every handle is created by a _load/_create call and freed by its _destroy
+ * (destroy(NULL) is a no-op). A session borrows its model: destroy sessions before the model.
+ * Threads: there is no global mutable state; one session per thread is safe; a model may be
+ * shared by sessions on several threads (it is immutable after load).
+ */
+#ifndef LOOM_H
+#define LOOM_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "loom/status.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct loom_model loom_model;
+typedef struct loom_session loom_session;
+typedef struct loom_sampler loom_sampler;
+
+/* ---- models ---------------------------------------------------------------------------- */
+
+typedef struct loom_model_options {
+    /* For a protobuf graph: the GGUF holding its weights. NULL: the file named in the graph,
+     * looked up next to the graph. Ignored for a GGUF. */
+    const char *gguf_path;
+    /* Lowering (GGUF only): largest step T (0: 512) and context length (0: the model's
+     * context_length, capped at 4096). */
+    int32_t max_tokens;
+    int32_t n_ctx;
+    /* Pass pipeline applied after lowering, comma-separated names (NULL or "": none). */
+    const char *passes;
+} loom_model_options;
+
+/* Fills opts with the defaults above. */
+void loom_model_options_init(loom_model_options *opts);
+
+/* Loads path: a `.gguf` is lowered from its metadata, anything else is read as a protobuf graph
+ * (LOOM_ERR_UNSUPPORTED while loom is built without the serializer). opts may be NULL.
+ * On failure *out is NULL and err says what and where. */
+loom_status loom_model_load(const char *path, const loom_model_options *opts, loom_model **out,
+                            loom_error *err);
+void loom_model_destroy(loom_model *m); /* NULL is a no-op */
+
+int32_t loom_model_n_vocab(const loom_model *m);
+int32_t loom_model_n_ctx(const loom_model *m);      /* context length the graph was built for */
+int32_t loom_model_max_tokens(const loom_model *m); /* largest T of one step */
+const char *loom_model_arch(const loom_model *m);   /* "llama", "qwen2", "qwen3"; owned by m */
+
+/* ---- sessions -------------------------------------------------------------------------- */
+
+typedef enum loom_backend_kind {
+    LOOM_BACKEND_CPU = 0,
+    LOOM_BACKEND_CUDA = 1, /* not built yet: LOOM_ERR_UNSUPPORTED */
+} loom_backend_kind;
+
+typedef struct loom_session_options {
+    loom_backend_kind backend;
+    int32_t n_ctx;     /* KV cache length; 0: the model's n_ctx (may not exceed it) */
+    int32_t n_threads; /* CPU threads; 0: one per online core */
+} loom_session_options;
+
+void loom_session_options_init(loom_session_options *opts);
+
+/* Creates a session over m (borrowed; m must outlive it) and allocates its KV cache.
+ * opts may be NULL. */
+loom_status loom_session_create(loom_model *m, const loom_session_options *opts,
+                                loom_session **out, loom_error *err);
+void loom_session_destroy(loom_session *s); /* NULL is a no-op */
+
+/* Evaluates n tokens at positions pos..pos+n-1 (pos = loom_session_pos before the call),
+ * in steps of at most loom_model_max_tokens, and advances pos by n. Refused, leaving the
+ * session unchanged: n < 1, a token outside [0, n_vocab), pos + n > n_ctx (LOOM_ERR_LIMIT). */
+loom_status loom_session_eval(loom_session *s, const int32_t *tokens, int32_t n, loom_error *err);
+
+/* The logits of the tokens of the last successful eval: row-major [*n_rows][n_vocab] floats,
+ * owned by the session, valid until its next eval/reset/destroy. NULL (and *n_rows 0) before
+ * any eval. n_rows may be NULL. */
+const float *loom_session_logits(const loom_session *s, int32_t *n_rows);
+
+int32_t loom_session_pos(const loom_session *s); /* tokens held in the KV cache */
+/* Forgets every token (pos = 0). */
+void loom_session_reset(loom_session *s);
+
+/* ---- sampling -------------------------------------------------------------------------- */
+
+typedef struct loom_sampler_options {
+    float temperature; /* <= 0: greedy (argmax, lowest id on ties) */
+    int32_t top_k;     /* 0: no top-k filter */
+    float top_p;       /* >= 1: no nucleus filter */
+    uint64_t seed;
+} loom_sampler_options;
+
+void loom_sampler_options_init(loom_sampler_options *opts); /* greedy, seed 0 */
+loom_status loom_sampler_create(const loom_sampler_options *opts, loom_sampler **out,
+                                loom_error *err);
+void loom_sampler_destroy(loom_sampler *s); /* NULL is a no-op */
+/* Picks a token from logits[0..n_vocab). Deterministic for a given seed and call sequence. */
+int32_t loom_sampler_sample(loom_sampler *s, const float *logits, int32_t n_vocab);
+
+/* Evaluates the prompt as one prefill (chunked by max_tokens), then samples n_gen tokens, each
+ * evaluated as one decode step (the last one is not evaluated). sampler NULL: greedy.
+ * out (caller-owned, room for n_gen ids) receives the tokens; *n_out how many were made (the
+ * count made so far also on failure). Stops early when stop_at(ctx, token) returns true
+ * (stop_at may be NULL); the stopping token is included in out. The prompt extends whatever
+ * the session already holds. */
+typedef bool (*loom_token_fn)(void *ctx, int32_t token);
+loom_status loom_generate(loom_session *s, const int32_t *prompt, int32_t n_prompt,
+                          int32_t n_gen, loom_sampler *sampler, loom_token_fn stop_at,
+                          void *stop_ctx, int32_t *out, int32_t *n_out, loom_error *err);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* LOOM_H */
