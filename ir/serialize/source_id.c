@@ -13,7 +13,7 @@ void loom_ir_gguf_checksum(const void *file_bytes, uint64_t data_offset,
         h ^= p[i];
         h *= 0x100000001b3ull; /* FNV 64 prime */
     }
-    snprintf(out, LOOM_IR_CHECKSUM_LEN, "fnv1a64:%016" PRIx64, h);
+    snprintf(out, LOOM_IR_CHECKSUM_LEN, "%016" PRIx64, h);
 }
 
 loom_status loom_ir_set_source(loom_ir_graph *g, const char *file_name, uint64_t file_size,

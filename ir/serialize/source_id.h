@@ -3,7 +3,7 @@
  *
  * The identity is three graph metadata entries (keys fixed by ir.h): `source.file` (the file's
  * base name, for messages only), `source.size` (its size in bytes) and `source.checksum`
- * ("fnv1a64:" + 16 lower-case hex digits: 64-bit FNV-1a over the file's bytes [0, data_offset),
+ * (16 lower-case hex digits: 64-bit FNV-1a over the file's bytes [0, data_offset),
  * i.e. the GGUF header, every metadata key/value and the tensor table, up to the aligned start
  * of tensor data). Hashing only the header keeps it fast for multi-gigabyte files while still
  * covering every tensor's name, type, shape and offset; the size covers truncation.
@@ -11,7 +11,8 @@
  *   loom_ir_set_source(graph, "model.gguf", loom_gguf_file_size(f), loom_gguf_file_bytes(f),
  *                      loom_gguf_data_offset(f), &err);
  *
- * This target does not depend on protobuf or the GGUF reader, so the lowering can use it.
+ * loaders/lower.c computes the same checksum (same algorithm and format) itself. This target
+ * does not depend on protobuf or the GGUF reader, so the lowering may use it instead.
  * Checking a graph against an opened GGUF file is loaders/graph_check.h.
  */
 #ifndef LOOM_IR_SOURCE_ID_H
@@ -26,8 +27,8 @@
 extern "C" {
 #endif
 
-/* "fnv1a64:" + 16 hex digits + NUL. */
-enum { LOOM_IR_CHECKSUM_LEN = 25 };
+/* 16 hex digits + NUL. */
+enum { LOOM_IR_CHECKSUM_LEN = 17 };
 
 /* Writes the checksum of file_bytes[0, data_offset) into out (always NUL-terminated). */
 void loom_ir_gguf_checksum(const void *file_bytes, uint64_t data_offset,
