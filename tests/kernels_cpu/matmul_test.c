@@ -7,6 +7,7 @@
  * A wrong block decode or a wrong row/column is off by O(1) of that sum and fails.
  */
 #include <float.h>
+#include <pthread.h>
 
 #include "test_util.h"
 
@@ -250,4 +251,56 @@ Test(matmul, bad_arguments_are_refused_with_a_message) {
     cr_assert(strstr(err.msg, "weight 2") != NULL, "%s", err.msg);
     cr_assert_eq(loom_cpu_matmul_pair(x, 1, ok, ok, (loom_pair_epilogue)7, y, y, &err),
                  LOOM_ERR_INVALID_ARGUMENT);
+}
+
+/* Kernels called from several threads at once: one caller gets the pool, the others run on
+ * their own thread; every result must still be the single-threaded one. */
+typedef struct concurrent_arg {
+    const loom_kweight *w;
+    const float *x;
+    const float *want;
+    int64_t n;
+    int mismatches;
+} concurrent_arg;
+
+static void *concurrent_main(void *p) {
+    concurrent_arg *a = p;
+    float *y = malloc(a->n * a->w->rows * sizeof(float));
+    for (int rep = 0; rep < 20; rep++) {
+        poison(y, a->n * a->w->rows);
+        if (loom_cpu_matmul(a->x, a->n, *a->w, y, NULL) != LOOM_OK ||
+            memcmp(y, a->want, a->n * a->w->rows * sizeof(float)) != 0)
+            a->mismatches++;
+    }
+    free(y);
+    return NULL;
+}
+
+Test(matmul, concurrent_callers_get_correct_results) {
+    rng r = {8};
+    const int64_t M = 120, K = 512, N = 4;
+    enum { CALLERS = 3 };
+    loom_kweight w = random_weight(&r, LOOM_GGML_Q5_K, M, K);
+    float *x[CALLERS], *want[CALLERS];
+    concurrent_arg args[CALLERS];
+    pthread_t th[CALLERS];
+    loom_cpu_set_threads(1);
+    for (int i = 0; i < CALLERS; i++) {
+        x[i] = random_floats(&r, N * K, 1.0f);
+        want[i] = malloc(N * M * sizeof(float));
+        cr_assert_eq(loom_cpu_matmul(x[i], N, w, want[i], NULL), LOOM_OK);
+        args[i] = (concurrent_arg){.w = &w, .x = x[i], .want = want[i], .n = N};
+    }
+    loom_cpu_set_threads(2);
+    for (int i = 0; i < CALLERS; i++)
+        cr_assert_eq(pthread_create(&th[i], NULL, concurrent_main, &args[i]), 0);
+    for (int i = 0; i < CALLERS; i++) {
+        pthread_join(th[i], NULL);
+        cr_assert_eq(args[i].mismatches, 0, "caller %d: %d wrong results", i,
+                     args[i].mismatches);
+        free(x[i]);
+        free(want[i]);
+    }
+    loom_cpu_set_threads(0);
+    free_weight(&w);
 }
