@@ -17,6 +17,7 @@
 #include "executor/executor.h"
 #include "ir/serialize/serialize.h"
 #include "loaders/gguf.h"
+#include "loaders/graph_check.h"
 #include "loaders/lower.h"
 
 struct loom_model {
@@ -100,33 +101,6 @@ static loom_status resolve_weight(void *ctx, const loom_ir_value *w, const void 
     return LOOM_OK;
 }
 
-loom_status loom_model_check_graph(const loom_ir_graph *g, const loom_gguf *f, loom_error *err) {
-    const loom_ir_meta *size = loom_ir_meta_get(g, "source.size");
-    const loom_ir_meta *sum = loom_ir_meta_get(g, "source.checksum");
-    const loom_ir_meta *name = loom_ir_meta_get(g, "source.file");
-    const char *fname = name && name->kind == LOOM_IR_META_STRING ? name->s : "?";
-    if (size && size->kind == LOOM_IR_META_INT && (uint64_t)size->i != loom_gguf_file_size(f))
-        return loom_error_set(err, LOOM_ERR_FORMAT,
-                              "the graph was made from '%s' of %lld bytes; this GGUF has %llu bytes",
-                              fname, (long long)size->i, (unsigned long long)loom_gguf_file_size(f));
-    if (sum && sum->kind == LOOM_IR_META_STRING) {
-        char mine[24];
-        snprintf(mine, sizeof mine, "%016llx", (unsigned long long)loom_lower_gguf_checksum(f));
-        if (strcmp(mine, sum->s))
-            return loom_error_set(err, LOOM_ERR_FORMAT,
-                                  "the graph was made from '%s' with header checksum %s; this "
-                                  "GGUF's is %s (another file)",
-                                  fname, sum->s, mine);
-    }
-    for (uint32_t i = 0; i < loom_ir_weight_count(g); i++) {
-        const void *data;
-        loom_status st = resolve_weight((void *)f, loom_ir_value_get(g, loom_ir_weight_at(g, i)),
-                                        &data, err);
-        if (st) return st;
-    }
-    return LOOM_OK;
-}
-
 /* A protobuf graph: loads it, finds its GGUF (gguf_path, else source.file next to the graph),
  * and checks the two belong together. */
 static loom_status load_graph_file(loom_model *m, const char *path, const char *gguf_path,
@@ -145,7 +119,7 @@ static loom_status load_graph_file(loom_model *m, const char *path, const char *
         gguf_path = buf;
     }
     if ((st = loom_gguf_open(gguf_path, &m->gguf, err))) return st;
-    if ((st = loom_model_check_graph(m->graph, m->gguf, err)))
+    if ((st = loom_ir_check_against_gguf(m->graph, m->gguf, err)))
         loom_error_prefix(err, "checking against %s: ", gguf_path);
     return st;
 }

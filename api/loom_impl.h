@@ -18,11 +18,6 @@ const loom_ir_graph *loom_model_graph(const loom_model *m);
 /* The model's mapped GGUF file. */
 const loom_gguf *loom_model_gguf(const loom_model *m);
 
-/* Checks that graph g was made from GGUF file f: source.size and source.checksum metadata equal
- * f's size and header checksum (when the graph records them), and every weight exists in f with
- * the graph's type, shape, offset and size. LOOM_ERR_FORMAT naming the first mismatch. */
-loom_status loom_model_check_graph(const loom_ir_graph *g, const loom_gguf *f, loom_error *err);
-
 #ifdef __cplusplus
 }
 #endif
