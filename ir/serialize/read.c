@@ -5,7 +5,7 @@
  *     hostile count cannot make protobuf-c (or us: every array below is sized by a count of
  *     message elements, each of which costs at least one byte) allocate more than the message
  *     size justifies;
- *  2. the format version;
+ *  2. the format version, then the trailing checksum (truncation and corruption);
  *  3. symbols, metadata, declarations (inputs, weights, state) through the IR's declaration API;
  *  4. every node's op, arity and value ids; each node-result value defined by exactly one node;
  *  5. a topological order of the nodes (an iterative DFS that keeps the file order where it is
@@ -433,7 +433,27 @@ static loom_status read_outputs(reader *r) {
     return LOOM_OK;
 }
 
-static loom_status deserialize_message(reader *r) {
+/* The message must end with the checksum field over every byte before it. */
+static loom_status check_trailer(reader *r, const uint8_t *bytes, size_t len) {
+    if (!r->m->has_checksum || len < LOOM_IR_CHECKSUM_TRAILER)
+        return loom_error_set(r->e, LOOM_ERR_FORMAT,
+                              "no trailing checksum: the message is truncated");
+    const uint8_t *t = bytes + len - LOOM_IR_CHECKSUM_TRAILER;
+    uint64_t stored = 0;
+    for (int i = 0; i < 8; i++) stored |= (uint64_t)t[2 + i] << (8 * i);
+    uint64_t have = loom_ir_message_checksum(bytes, len - LOOM_IR_CHECKSUM_TRAILER);
+    if (t[0] != 0xC1 || t[1] != 0x3E || stored != r->m->checksum)
+        return loom_error_set(r->e, LOOM_ERR_FORMAT,
+                              "the checksum is not the last field: the message is truncated or "
+                              "corrupted");
+    if (stored != have)
+        return loom_error_set(r->e, LOOM_ERR_FORMAT,
+                              "checksum mismatch (stored %016" PRIx64 ", computed %016" PRIx64
+                              "): the message is corrupted", stored, have);
+    return LOOM_OK;
+}
+
+static loom_status deserialize_message(reader *r, const uint8_t *bytes, size_t len) {
     const Loompb__Graph *m = r->m;
     if (!m->has_format_version || m->format_version == 0)
         return loom_error_set(r->e, LOOM_ERR_FORMAT, "no format version: not a loom graph");
@@ -441,6 +461,8 @@ static loom_status deserialize_message(reader *r) {
         return loom_error_set(r->e, LOOM_ERR_UNSUPPORTED,
                               "format version %u is newer than this build reads (%d): "
                               "use a newer loom", m->format_version, LOOM_IR_FORMAT_VERSION);
+    loom_status st = check_trailer(r, bytes, len);
+    if (st) return st;
     if (m->n_values >= UINT32_MAX || m->n_nodes >= UINT32_MAX)
         return loom_error_set(r->e, LOOM_ERR_LIMIT, "too many values or nodes");
     size_t nv = m->n_values ? m->n_values : 1, nn = m->n_nodes ? m->n_nodes : 1;
@@ -451,7 +473,6 @@ static loom_status deserialize_message(reader *r) {
     if (!r->map || !r->defined_by || !r->order || !r->g)
         return loom_error_set(r->e, LOOM_ERR_OUT_OF_MEMORY, "out of memory");
     for (size_t i = 0; i < m->n_values; i++) r->map[i] = r->defined_by[i] = UINT32_MAX;
-    loom_status st;
     if ((st = read_symbols(r)) || (st = read_metadata(r)) || (st = read_values(r)) ||
         (st = check_nodes(r)) || (st = sort_nodes(r)) || (st = build_nodes(r)) ||
         (st = read_outputs(r)))
@@ -476,7 +497,7 @@ loom_status loom_ir_deserialize(const void *bytes, size_t len, loom_ir_graph **o
                               "deserialize: %zu bytes do not unpack as a loom graph message "
                               "(truncated, corrupted or not protobuf)", len);
     reader r = {.m = m, .e = &e};
-    loom_status st = deserialize_message(&r);
+    loom_status st = deserialize_message(&r, bytes, len);
     free(r.map);
     free(r.defined_by);
     free(r.order);

@@ -8,14 +8,18 @@
  * `source.checksum` (the GGUF identity, see source_id.h) and `passes` (comma-separated) go into
  * dedicated message fields; all other metadata is kept as it is.
  *
+ * The message ends with a checksum field (FNV-1a 64 of every byte before it, see
+ * loom_graph.proto), so truncation, even at a field boundary, and corruption are detected.
+ *
  * Reading trusts nothing. The message is unpacked with an allocation budget proportional to its
  * size (a hostile count cannot make it allocate more), then the graph is rebuilt through the IR
  * builder API, so type inference re-checks every node, and the IR verifier runs at the end.
  * Each of these is refused with a message naming what and where (LOOM_ERR_FORMAT unless noted):
- * bytes that do not unpack (truncated, corrupted, garbage), a missing or newer format version
- * (LOOM_ERR_UNSUPPORTED), an unknown op, attribute or dtype, a dangling value id, a value defined
- * twice or never, a cycle (LOOM_ERR_VERIFY), operand types the op refuses or a stored result type
- * that differs from the inferred one (LOOM_ERR_TYPE), duplicate names, and anything else the
+ * bytes that do not unpack (truncated, corrupted, garbage), a missing format version or one newer
+ * than this build's (LOOM_ERR_UNSUPPORTED), a missing or wrong trailing checksum, an unknown op
+ * (LOOM_ERR_UNSUPPORTED), attribute or dtype, a dangling value id, a value defined twice or
+ * never, a cycle (LOOM_ERR_VERIFY), operand types the op refuses or a stored result type that
+ * differs from the inferred one (LOOM_ERR_TYPE), duplicate names, and anything else the
  * verifier rejects. Whether the weights match a GGUF file is checked separately, against the
  * opened file: loom_ir_check_against_gguf (loaders/graph_check.h).
  *
@@ -46,6 +50,14 @@ enum { LOOM_IR_FORMAT_VERSION = 1 };
 
 /* Largest file loom_ir_load reads (a real graph is kilobytes). */
 #define LOOM_IR_MAX_FILE_BYTES ((uint64_t)256 << 20)
+
+/* The bytes that end a serialized graph: tag of field 1000 (fixed64), then the checksum. */
+enum { LOOM_IR_CHECKSUM_TRAILER = 10 };
+
+/* FNV-1a 64 of len bytes: the checksum a serialized graph carries over all its bytes before the
+ * trailer. Exposed for tools and tests that edit messages (append 0xC1 0x3E and the value,
+ * little-endian, to a packed Graph message without a checksum). */
+uint64_t loom_ir_message_checksum(const void *bytes, size_t len);
 
 /* Serializes g (which must verify: an invalid graph is refused with the verifier's message) into
  * a malloc'd buffer *bytes of *len bytes. */

@@ -57,6 +57,13 @@ bool ser_enum_index(loom_ir_attr_id id, const char *name, int64_t *out) {
     return false;
 }
 
+uint64_t loom_ir_message_checksum(const void *bytes, size_t len) {
+    const uint8_t *p = bytes;
+    uint64_t h = 0xcbf29ce484222325ull;
+    for (size_t i = 0; i < len; i++) h = (h ^ p[i]) * 0x100000001b3ull;
+    return h;
+}
+
 /* ---- the writer context ---- */
 
 enum { ENUM_NAME_MAX = 32 };
@@ -373,7 +380,7 @@ loom_status loom_ir_serialize(const loom_ir_graph *g, uint8_t **bytes, size_t *l
     }
 
     size_t size = loompb__graph__get_packed_size(&m);
-    uint8_t *buf = malloc(size ? size : 1);
+    uint8_t *buf = malloc(size + LOOM_IR_CHECKSUM_TRAILER);
     if (!buf) {
         writer_free(&w);
         return loom_error_set(err, LOOM_ERR_OUT_OF_MEMORY, "serialize: out of memory (%zu bytes)",
@@ -382,8 +389,13 @@ loom_status loom_ir_serialize(const loom_ir_graph *g, uint8_t **bytes, size_t *l
     size_t packed = loompb__graph__pack(&m, buf);
     LOOM_ASSERT(packed == size);
     writer_free(&w);
+    /* The trailer: exactly what packing `checksum` (field 1000, the last) would append. */
+    uint64_t sum = loom_ir_message_checksum(buf, size);
+    buf[size] = 0xC1;
+    buf[size + 1] = 0x3E;
+    for (int i = 0; i < 8; i++) buf[size + 2 + i] = (uint8_t)(sum >> (8 * i));
     *bytes = buf;
-    *len = size;
+    *len = size + LOOM_IR_CHECKSUM_TRAILER;
     return LOOM_OK;
 }
 
