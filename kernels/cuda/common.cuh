@@ -1,0 +1,93 @@
+// common.cuh: what every kernels/cuda/*.cu file shares (private to the module).
+//
+// - CUDA_CHECK(stmt): runs a CUDA runtime call; on failure records "statement: error at
+//   function (file:line)" in the caller's loom_error and returns LOOM_ERR_CUDA from the
+//   enclosing function. LAUNCH_CHECK() is CUDA_CHECK(cudaGetLastError()) and follows every
+//   launch. Launchers therefore need a `loom_error *err` in scope.
+// - The fast-path switches (read once from the environment) and a log-once helper.
+// - Warp reductions and fp16/bf16 helpers.
+// Everything numeric that several kernels must compute identically (GEMV and GEMM, embedding
+// and dequantization) lives in quant_blocks.cuh, not here.
+#pragma once
+
+#include <cuda_fp16.h>
+#include <cuda_runtime.h>
+#include <stdint.h>
+
+// quant.h (included through cuda_kernels.h) is C11 and uses _Static_assert, which nvcc's C++
+// front end does not know; C++17's static_assert has the same form.
+#ifndef _Static_assert
+#define _Static_assert static_assert
+#endif
+#include "kernels/cuda/cuda_kernels.h"
+
+namespace loom_cuda {
+
+// Records a failed CUDA call in err (may be NULL) and returns LOOM_ERR_CUDA.
+loom_status cuda_fail(loom_error *err, cudaError_t e, const char *stmt, const char *func,
+                      const char *file, int line);
+
+// The fast-path switches; each is true unless its variable is "0".
+enum Switch { SW_FAST_GEMV, SW_Q4K_U32, SW_FAST_EMBD, SW_FAST_NORM, SW_FAST_ATTN, SW_COUNT };
+bool fast(Switch s);
+
+// GEMV multi-block unroll (benchmarks set LOOM_GEMV_UNROLL = 1, 2, 4 or 8; default 4).
+int gemv_unroll();
+
+// Prints "loom cuda: <what>: <why>, using the simple path" once per `key` (a static flag).
+void log_fallback_once(int *key, const char *what, const loom_error *why);
+
+// Device scratch (see loom_cuda_reserve_scratch); returns NULL when less than `bytes` is
+// available and it cannot grow it (stream capturing, or the allocation failed).
+void *scratch(size_t bytes, cudaStream_t stream);
+
+// Number of multiprocessors of the current device (cached).
+int sm_count();
+
+}  // namespace loom_cuda
+
+#define CUDA_CHECK(stmt)                                                                   \
+    do {                                                                                   \
+        cudaError_t e_ = (stmt);                                                           \
+        if (e_ != cudaSuccess)                                                             \
+            return loom_cuda::cuda_fail(err, e_, #stmt, __func__, __FILE__, __LINE__);     \
+    } while (0)
+
+#define LAUNCH_CHECK() CUDA_CHECK(cudaGetLastError())
+
+// Bad-argument exit for launchers: message names the kernel and the value.
+#define ARG_FAIL(status, ...) return loom_error_set(err, status, __VA_ARGS__)
+
+namespace loom_cuda {
+
+constexpr int kThreads = 128;  // every kernel's block size (sm_87 budget)
+constexpr int kWarps = kThreads / 32;
+
+__device__ __forceinline__ float warp_sum(float v) {
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1) v = __fadd_rn(v, __shfl_xor_sync(0xffffffffu, v, o));
+    return v;
+}
+
+__device__ __forceinline__ float warp_max(float v) {
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1) v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, o));
+    return v;
+}
+
+__device__ __forceinline__ float f16_bits_to_f32(uint16_t h) {
+    return __half2float(__ushort_as_half(h));
+}
+
+__device__ __forceinline__ float bf16_bits_to_f32(uint16_t h) {
+    return __uint_as_float((uint32_t)h << 16);
+}
+
+// Grid size for a grid-stride loop over n items of `per_block` each, capped.
+inline unsigned grid_for(int64_t n, int64_t per_block, int64_t cap = 65535) {
+    int64_t g = (n + per_block - 1) / per_block;
+    if (g < 1) g = 1;
+    return (unsigned)(g < cap ? g : cap);
+}
+
+}  // namespace loom_cuda

@@ -1,0 +1,117 @@
+/* cuda_kernels.h: the CUDA kernels of loom, the device twins of kernels/cpu/cpu_kernels.h.
+ *
+ * Every launcher here has EXACTLY the parameter list of its CPU twin plus a trailing
+ * `cudaStream_t stream`; pointers point to device memory, parameter structs (loom_kweight,
+ * loom_rope_params, loom_kv_layout, loom_attn_params) are passed from the host as they are (a
+ * loom_kweight's `data` is a device pointer). The numeric contract of each kernel is the CPU
+ * twin's, with the tolerance stated in the .cu file that implements it (cpu_kernels.h gives the
+ * same figures). Launchers are asynchronous: they validate their parameters on the host, enqueue
+ * the work on `stream` and return. A bad parameter gives LOOM_ERR_INVALID_ARGUMENT /
+ * LOOM_ERR_UNSUPPORTED and enqueues nothing; a failed CUDA call gives LOOM_ERR_CUDA with the
+ * statement, function, file and line in err->msg.
+ *
+ * Plain C can include this header: cudaStream_t is forward-declared as the runtime declares it.
+ * Link the static CUDA runtime (the `//kernels/cuda:cuda` target does).
+ *
+ * Fast paths (read once per process from the environment; `=0` selects the simple path):
+ *   LOOM_FAST_GEMV        matmul family: multi-block prefetch (simple: one block per pass)
+ *   LOOM_Q4K_UINT32_LOADS Q4_K / Q5_K quants as one 32-bit word per lane (simple: byte loads,
+ *                         bit-identical results)
+ *   LOOM_FAST_EMBD        embedding: one warp per 256-value block (simple: a thread per value)
+ *   LOOM_FAST_NORM        RMSNorm: float4 loads (simple: scalar)
+ *   LOOM_FAST_ATTN        attention: GQA groups per block + split-KV (simple: a block per head)
+ * When a fast path's launch fails, the launcher logs once on stderr and runs the simple path.
+ *
+ *   loom_kweight w = {.data = d_w, .type = LOOM_GGML_Q4_K, .rows = 2560, .cols = 2560};
+ *   loom_error err = {0};
+ *   if (loom_cuda_matmul(d_x, 1, w, d_y, &err, stream) != LOOM_OK) fprintf(stderr, "%s\n", err.msg);
+ */
+#ifndef LOOM_KERNELS_CUDA_KERNELS_H
+#define LOOM_KERNELS_CUDA_KERNELS_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "kernels/cpu/cpu_kernels.h"
+#include "loom/status.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* The CUDA runtime's stream handle, declared as cuda_runtime_api.h declares it. */
+typedef struct CUstream_st *cudaStream_t;
+
+/* ---- matmul family (gemv.cu for N = 1, gemm.cu for N = 2..32 per pass) ------------------- */
+loom_status loom_cuda_matmul(const float *x, int64_t n, loom_kweight w, float *y, loom_error *err,
+                             cudaStream_t stream);
+loom_status loom_cuda_matmul_add(const float *x, int64_t n, loom_kweight w, const float *residual,
+                                 float *y, loom_error *err, cudaStream_t stream);
+loom_status loom_cuda_matmul_pair(const float *x, int64_t n, loom_kweight a, loom_kweight b,
+                                  loom_pair_epilogue epilogue, float *ya, float *yb,
+                                  loom_error *err, cudaStream_t stream);
+loom_status loom_cuda_matmul_triple(const float *x, int64_t n, const loom_kweight w[3],
+                                    const float *const bias[3], float *const y[3],
+                                    loom_error *err, cudaStream_t stream);
+
+/* ---- normalization, RoPE, KV cache ---------------------------------------------------------- */
+loom_status loom_cuda_rms_norm(const float *x, const float *weight, int64_t rows, int64_t d,
+                               float eps, float *y, loom_error *err, cudaStream_t stream);
+loom_status loom_cuda_rope(float *q, float *k, const int32_t *pos, const loom_rope_params *p,
+                           loom_error *err, cudaStream_t stream);
+loom_status loom_cuda_kv_write(const float *src, int64_t n_tokens, int64_t pos0, void *cache,
+                               float *scales, const loom_kv_layout *kv, loom_error *err,
+                               cudaStream_t stream);
+
+/* ---- attention (attention.cu): decode (N = 1) with split-KV, and batched causal prefill ---- */
+loom_status loom_cuda_attention(const float *q, const void *k_cache, const float *k_scales,
+                                const void *v_cache, const float *v_scales,
+                                const loom_kv_layout *kv, const loom_attn_params *p, float *out,
+                                loom_error *err, cudaStream_t stream);
+
+/* ---- elementwise, embedding, softmax, argmax, conversions ---------------------------------- */
+loom_status loom_cuda_add(const float *a, const float *b, int64_t n, float *y, loom_error *err,
+                          cudaStream_t stream);
+loom_status loom_cuda_mul(const float *a, const float *b, int64_t n, float *y, loom_error *err,
+                          cudaStream_t stream);
+loom_status loom_cuda_silu(const float *x, int64_t n, float *y, loom_error *err,
+                           cudaStream_t stream);
+loom_status loom_cuda_swiglu(const float *gate, const float *up, int64_t n, float *y,
+                             loom_error *err, cudaStream_t stream);
+loom_status loom_cuda_bias_add(float *y, const float *bias, int64_t rows, int64_t m,
+                               loom_error *err, cudaStream_t stream);
+loom_status loom_cuda_embed(loom_kweight table, const int32_t *ids, int64_t n_tokens, float *out,
+                            loom_error *err, cudaStream_t stream);
+loom_status loom_cuda_softmax(const float *x, int64_t rows, int64_t n, float *y, loom_error *err,
+                              cudaStream_t stream);
+loom_status loom_cuda_argmax(const float *x, int64_t rows, int64_t n, int32_t *out,
+                             loom_error *err, cudaStream_t stream);
+loom_status loom_cuda_f16_to_f32(const uint16_t *src, int64_t n, float *dst, loom_error *err,
+                                 cudaStream_t stream);
+loom_status loom_cuda_f32_to_f16(const float *src, int64_t n, uint16_t *dst, loom_error *err,
+                                 cudaStream_t stream);
+
+/* ---- module services (runtime.cu) ----------------------------------------------------------- */
+
+/* Reserves `bytes` of device scratch for split-KV attention and the two-pass softmax/argmax on
+ * the current device (grows, never shrinks). Launchers grow it themselves when needed, except
+ * while `stream` is being captured into a CUDA graph: then a launcher that finds too little
+ * scratch takes its path that needs none. Call it before capturing (the executor does, with
+ * loom_cuda_scratch_bytes_for). */
+loom_status loom_cuda_reserve_scratch(size_t bytes, loom_error *err);
+
+/* Scratch bytes that attention over n_head heads of head_dim D and softmax/argmax over `rows`
+ * rows of n values need. */
+size_t loom_cuda_scratch_bytes_for(int64_t n_head, int64_t head_dim, int64_t rows, int64_t n);
+
+/* Frees the scratch (at exit; nothing may be running). */
+void loom_cuda_release_scratch(void);
+
+/* Re-reads the LOOM_FAST_* switches (tests use it after setenv; normally read once). */
+void loom_cuda_reload_switches(void);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* LOOM_KERNELS_CUDA_KERNELS_H */

@@ -1,0 +1,105 @@
+// gemm.cu: batched quantized GEMM for prefill, y[N x M] = x[N x K] W[M x K]^T, N <= 32 per
+// launch (the launchers in gemv.cu loop over chunks of 32 tokens, the last one ragged).
+//
+// Launch geometry: 128-thread blocks, one warp per weight row (4 rows a block), grid
+// ceil(M / 4). A warp loads each pass of its row ONCE (Lane<T>::load, the same lane mapping as
+// the GEMV) and applies it to every token: 32 float accumulators per lane, held in registers
+// through a statically unrolled loop over t < 32 with the predicate t < n (no dynamic register
+// indexing, no spills: the ptxas report is checked by tests/kernels_cuda).
+//
+// Memory traffic: each weight byte is read once from DRAM for all n tokens; x (n * K floats)
+// comes through L1/L2, once per warp; y written once.
+//
+// Numeric contract: per token exactly the GEMV's operations (same Lane<T>::dot, the same
+// __fadd_rn pass order, the same warp_sum butterfly, the same epilogue), so y[t, :] is
+// bit-identical to loom_cuda_matmul on x[t, :] alone. Against the CPU twin: as the GEMV.
+#include "kernels/cuda/matmul.cuh"
+
+namespace loom_cuda {
+namespace {
+
+constexpr int kMaxN = 32;
+
+template <int T, bool WIDE>
+static __global__ void __launch_bounds__(kThreads) gemm_kernel(const Seg s, const float *x,
+                                                               int n, int64_t K, int epi) {
+    using L = Lane<T>;
+    const int lane = threadIdx.x & 31;
+    const int64_t r = (int64_t)blockIdx.x * kWarps + (threadIdx.x >> 5);
+    if (r >= s.rows) return;
+    const uint8_t *row = s.w + r * s.row_bytes;
+    const int64_t np = n_passes<T>(K);
+    float acc[kMaxN];
+#pragma unroll
+    for (int t = 0; t < kMaxN; t++) acc[t] = 0.0f;
+    for (int64_t p = 0; p < np; p++) {
+        typename L::Raw raw = L::template load<WIDE>(row, p, lane, K);
+#pragma unroll
+        for (int t = 0; t < kMaxN; t++)
+            if (t < n) acc[t] = __fadd_rn(acc[t], L::dot(raw, x + (int64_t)t * K, p, lane, K));
+    }
+#pragma unroll
+    for (int t = 0; t < kMaxN; t++) {
+        if (t < n) {
+            float v = warp_sum(acc[t]);
+            const int64_t i = (int64_t)t * s.rows + r;
+            if (lane == 0) {
+                if (epi == EPI_ADD)
+                    v = __fadd_rn(v, s.resid[i]);
+                else if (epi == EPI_SWIGLU_FINISH)
+                    v = __fmul_rn(silu_f(s.y[i]), v);
+                else if (s.bias)
+                    v = __fadd_rn(v, s.bias[r]);
+                s.y[i] = v;
+            }
+        }
+    }
+}
+
+template <int T, bool WIDE>
+void launch(const Seg &s, const float *x, int n, int64_t K, int epi, cudaStream_t stream) {
+    dim3 grid((unsigned)((s.rows + kWarps - 1) / kWarps));
+    gemm_kernel<T, WIDE><<<grid, kThreads, 0, stream>>>(s, x, n, K, epi);
+}
+
+}  // namespace
+
+loom_status gemm_launch(const Seg &s, const float *x, int64_t n, int64_t K, int epi,
+                        loom_error *err, cudaStream_t stream) {
+    if (s.rows == 0 || n == 0) return LOOM_OK;
+    if (n > kMaxN)
+        return loom_error_set(err, LOOM_ERR_INVALID_ARGUMENT, "gemm: %lld tokens > %d per pass",
+                              (long long)n, kMaxN);
+    const bool w = s.wide != 0;
+    const int nn = (int)n;
+    switch (s.type) {
+    case LOOM_GGML_Q4_K:
+        w ? launch<LOOM_GGML_Q4_K, true>(s, x, nn, K, epi, stream)
+          : launch<LOOM_GGML_Q4_K, false>(s, x, nn, K, epi, stream);
+        break;
+    case LOOM_GGML_Q5_K:
+        w ? launch<LOOM_GGML_Q5_K, true>(s, x, nn, K, epi, stream)
+          : launch<LOOM_GGML_Q5_K, false>(s, x, nn, K, epi, stream);
+        break;
+    case LOOM_GGML_Q6_K: launch<LOOM_GGML_Q6_K, true>(s, x, nn, K, epi, stream); break;
+    case LOOM_GGML_Q8_0: launch<LOOM_GGML_Q8_0, true>(s, x, nn, K, epi, stream); break;
+    case LOOM_GGML_F16:
+        w ? launch<LOOM_GGML_F16, true>(s, x, nn, K, epi, stream)
+          : launch<LOOM_GGML_F16, false>(s, x, nn, K, epi, stream);
+        break;
+    case LOOM_GGML_BF16:
+        w ? launch<LOOM_GGML_BF16, true>(s, x, nn, K, epi, stream)
+          : launch<LOOM_GGML_BF16, false>(s, x, nn, K, epi, stream);
+        break;
+    case LOOM_GGML_F32:
+        w ? launch<LOOM_GGML_F32, true>(s, x, nn, K, epi, stream)
+          : launch<LOOM_GGML_F32, false>(s, x, nn, K, epi, stream);
+        break;
+    default:
+        return loom_error_set(err, LOOM_ERR_UNSUPPORTED, "gemm: weight type %d", s.type);
+    }
+    LAUNCH_CHECK();
+    return LOOM_OK;
+}
+
+}  // namespace loom_cuda

@@ -1,0 +1,289 @@
+// gemv.cu: quantized matrix-vector products y[M] = W[M x K] x[K] and their fused variants
+// (add, pair with optional SwiGLU epilogue, triple with per-matrix types and biases), plus the
+// launchers of the whole matmul family (N > 1 goes to gemm.cu in chunks of 32 tokens).
+//
+// Launch geometry: 128-thread blocks, one warp per output row, 4 rows per block, grid
+// ceil(rows / 4) over the concatenated rows of all segments (a triple's Q, K and V rows follow
+// each other; a warp finds its segment with unrolled compares, no dynamic parameter indexing).
+// Each warp walks its row in passes of one super-block (Q4_K/Q5_K/Q6_K), four Q8_0 blocks, or
+// 256 F16/BF16 / 128 F32 values; lanes own fixed byte groups (quant_blocks.cuh), so one pass is
+// one coalesced read of the block. The fast path issues the loads of UNROLL passes (4 by
+// default, LOOM_GEMV_UNROLL) before using them, to keep enough bytes in flight; the simple
+// path (LOOM_FAST_GEMV=0) does one pass at a time. Partials are summed per lane in pass order,
+// then a xor-butterfly warp reduction; lane 0 applies the epilogue and writes.
+//
+// Memory traffic: every weight byte once from DRAM (streamed), x (K floats) from L1/L2 by
+// every warp, y written once. Nothing dequantized is ever stored.
+//
+// Numeric contract: float32 accumulation in a fixed order, deterministic run to run. Against
+// the CPU twin (which sums in another order): |y - y_cpu| <= 1e-5 * sum_k |W[m,k] x[k]| + tiny,
+// per element. The uint32 and byte paths of Q4_K/Q5_K are bit-identical; the GEMM (gemm.cu)
+// is bit-identical per token; matmul_add equals dot + residual; pair/SwiGLU equals
+// silu(dot_a) * dot_b with silu as loom_silu (device expf: within 2 ulp of glibc's).
+// Requirements: x 16-byte aligned (K-quants/Q8_0 read it as float4 / float2); K a multiple
+// of the type's block size.
+#include <stdio.h>
+
+#include "kernels/cuda/matmul.cuh"
+
+namespace loom_cuda {
+namespace {
+
+struct GemvArgs {
+    Seg seg[3];
+    int nseg;
+    int epi;
+    const float *x;
+    int64_t K;
+};
+
+template <int T, bool WIDE, int UNROLL>
+__device__ __forceinline__ float row_dot(const uint8_t *row, const float *x, int64_t K,
+                                         int lane) {
+    using L = Lane<T>;
+    const int64_t np = n_passes<T>(K);
+    float acc = 0.0f;
+    for (int64_t p0 = 0; p0 < np; p0 += UNROLL) {
+        typename L::Raw raw[UNROLL];
+#pragma unroll
+        for (int u = 0; u < UNROLL; u++)
+            if (p0 + u < np) raw[u] = L::template load<WIDE>(row, p0 + u, lane, K);
+#pragma unroll
+        for (int u = 0; u < UNROLL; u++)
+            if (p0 + u < np) acc = __fadd_rn(acc, L::dot(raw[u], x, p0 + u, lane, K));
+    }
+    return acc;
+}
+
+template <int UNROLL>
+__device__ __forceinline__ float row_dot_any(const Seg &s, int64_t r, const float *x, int64_t K, int lane) {
+    const uint8_t *row = s.w + r * s.row_bytes;
+    const bool w = s.wide != 0;
+    switch (s.type) {
+    case LOOM_GGML_Q4_K:
+        return w ? row_dot<LOOM_GGML_Q4_K, true, UNROLL>(row, x, K, lane)
+                 : row_dot<LOOM_GGML_Q4_K, false, UNROLL>(row, x, K, lane);
+    case LOOM_GGML_Q5_K:
+        return w ? row_dot<LOOM_GGML_Q5_K, true, UNROLL>(row, x, K, lane)
+                 : row_dot<LOOM_GGML_Q5_K, false, UNROLL>(row, x, K, lane);
+    case LOOM_GGML_Q6_K: return row_dot<LOOM_GGML_Q6_K, true, UNROLL>(row, x, K, lane);
+    case LOOM_GGML_Q8_0: return row_dot<LOOM_GGML_Q8_0, true, UNROLL>(row, x, K, lane);
+    case LOOM_GGML_F16:
+        return w ? row_dot<LOOM_GGML_F16, true, UNROLL>(row, x, K, lane)
+                 : row_dot<LOOM_GGML_F16, false, UNROLL>(row, x, K, lane);
+    case LOOM_GGML_BF16:
+        return w ? row_dot<LOOM_GGML_BF16, true, UNROLL>(row, x, K, lane)
+                 : row_dot<LOOM_GGML_BF16, false, UNROLL>(row, x, K, lane);
+    case LOOM_GGML_F32:
+        return w ? row_dot<LOOM_GGML_F32, true, UNROLL>(row, x, K, lane)
+                 : row_dot<LOOM_GGML_F32, false, UNROLL>(row, x, K, lane);
+    default: return 0.0f;
+    }
+}
+
+template <int UNROLL>
+static __global__ void __launch_bounds__(kThreads, 1) gemv_kernel(const GemvArgs a) {
+    const int lane = threadIdx.x & 31;
+    int64_t r = (int64_t)blockIdx.x * kWarps + (threadIdx.x >> 5);
+    Seg s = a.seg[0];
+    if (a.epi != EPI_SWIGLU) {
+        if (a.nseg > 1 && r >= s.rows) {
+            r -= s.rows;
+            s = a.seg[1];
+            if (a.nseg > 2 && r >= s.rows) {
+                r -= s.rows;
+                s = a.seg[2];
+            }
+        }
+    }
+    if (r >= s.rows) return;
+    float v = warp_sum(row_dot_any<UNROLL>(s, r, a.x, a.K, lane));
+    if (a.epi == EPI_SWIGLU) {
+        float u = warp_sum(row_dot_any<UNROLL>(a.seg[1], r, a.x, a.K, lane));
+        v = __fmul_rn(silu_f(v), u);
+    } else if (a.epi == EPI_ADD) {
+        v = __fadd_rn(v, s.resid[r]);
+    } else if (s.bias) {
+        v = __fadd_rn(v, s.bias[r]);
+    }
+    if (lane == 0) s.y[r] = v;
+}
+
+loom_status gemv_launch_unroll(const GemvArgs &a, int unroll, loom_error *err,
+                               cudaStream_t stream) {
+    int64_t rows = a.seg[0].rows;
+    if (a.epi != EPI_SWIGLU)
+        for (int i = 1; i < a.nseg; i++) rows += a.seg[i].rows;
+    if (rows == 0) return LOOM_OK;
+    dim3 grid((unsigned)((rows + kWarps - 1) / kWarps));
+    switch (unroll) {
+    case 1: gemv_kernel<1><<<grid, kThreads, 0, stream>>>(a); break;
+    case 2: gemv_kernel<2><<<grid, kThreads, 0, stream>>>(a); break;
+    case 8: gemv_kernel<8><<<grid, kThreads, 0, stream>>>(a); break;
+    default: gemv_kernel<4><<<grid, kThreads, 0, stream>>>(a); break;
+    }
+    LAUNCH_CHECK();
+    return LOOM_OK;
+}
+
+int g_gemv_fallback_logged = 0;
+
+// Fast path, then (if its launch fails) the simple path: one pass at a time, byte loads.
+loom_status gemv_launch(GemvArgs a, loom_error *err, cudaStream_t stream) {
+    if (fast(SW_FAST_GEMV)) {
+        loom_status st = gemv_launch_unroll(a, gemv_unroll(), err, stream);
+        if (st == LOOM_OK) return st;
+        log_fallback_once(&g_gemv_fallback_logged, "gemv", err);
+    }
+    for (int i = 0; i < a.nseg; i++)
+        if (a.seg[i].type == LOOM_GGML_Q4_K || a.seg[i].type == LOOM_GGML_Q5_K) a.seg[i].wide = 0;
+    return gemv_launch_unroll(a, 1, err, stream);
+}
+
+// Validates w against K and fills a segment. `what` names the kernel for messages.
+loom_status make_seg(const char *what, loom_kweight w, int64_t K, float *y, const float *bias,
+                     const float *resid, Seg *s, loom_error *err) {
+    if (!weight_type_ok(w.type))
+        ARG_FAIL(LOOM_ERR_UNSUPPORTED, "%s: weight type %d is not supported on CUDA", what,
+                 (int)w.type);
+    if (w.rows < 0 || w.cols != K)
+        ARG_FAIL(LOOM_ERR_INVALID_ARGUMENT, "%s: weight is %lld x %lld, expected K = %lld", what,
+                 (long long)w.rows, (long long)w.cols, (long long)K);
+    if (K % type_block(w.type) != 0)
+        ARG_FAIL(LOOM_ERR_INVALID_ARGUMENT, "%s: K = %lld is not a multiple of %lld", what,
+                 (long long)K, (long long)type_block(w.type));
+    if (w.rows > 0 && (!w.data || !y))
+        ARG_FAIL(LOOM_ERR_INVALID_ARGUMENT, "%s: NULL weight or output", what);
+    s->w = (const uint8_t *)w.data;
+    s->y = y;
+    s->bias = bias;
+    s->resid = resid;
+    s->rows = w.rows;
+    s->row_bytes = row_bytes(w.type, K);
+    s->type = w.type;
+    uintptr_t addr = (uintptr_t)w.data;
+    if (w.type == LOOM_GGML_Q4_K || w.type == LOOM_GGML_Q5_K)
+        s->wide = fast(SW_Q4K_U32) && addr % 4 == 0;
+    else if (w.type == LOOM_GGML_F16 || w.type == LOOM_GGML_BF16 || w.type == LOOM_GGML_F32)
+        s->wide = K % 8 == 0 && addr % 16 == 0;
+    else
+        s->wide = 1;
+    return LOOM_OK;
+}
+
+loom_status check_x(const char *what, const float *x, int64_t n, int64_t K, loom_error *err) {
+    if (n < 0 || K < 0)
+        ARG_FAIL(LOOM_ERR_INVALID_ARGUMENT, "%s: negative size (n = %lld, K = %lld)", what,
+                 (long long)n, (long long)K);
+    if (n > 0 && K > 0 && (!x || (uintptr_t)x % 16 != 0))
+        ARG_FAIL(LOOM_ERR_INVALID_ARGUMENT, "%s: x must be a 16-byte aligned device pointer",
+                 what);
+    return LOOM_OK;
+}
+
+// Runs segments over n tokens: the GEMV for n == 1, else GEMM launches per segment and chunk.
+loom_status run_matmul(GemvArgs a, int64_t n, loom_error *err, cudaStream_t stream) {
+    if (n == 0) return LOOM_OK;
+    if (n == 1) return gemv_launch(a, err, stream);
+    for (int64_t t0 = 0; t0 < n; t0 += 32) {
+        int64_t nt = n - t0 < 32 ? n - t0 : 32;
+        const float *x = a.x + t0 * a.K;
+        if (a.epi == EPI_SWIGLU) {
+            Seg sa = a.seg[0], sb = a.seg[1];
+            sa.y += t0 * sa.rows;
+            sb.y = sa.y;
+            loom_status st = gemm_launch(sa, x, nt, a.K, EPI_PLAIN, err, stream);
+            if (st != LOOM_OK) return st;
+            st = gemm_launch(sb, x, nt, a.K, EPI_SWIGLU_FINISH, err, stream);
+            if (st != LOOM_OK) return st;
+            continue;
+        }
+        for (int i = 0; i < a.nseg; i++) {
+            Seg s = a.seg[i];
+            s.y += t0 * s.rows;
+            if (s.resid) s.resid += t0 * s.rows;
+            loom_status st = gemm_launch(s, x, nt, a.K, a.epi, err, stream);
+            if (st != LOOM_OK) return st;
+        }
+    }
+    return LOOM_OK;
+}
+
+}  // namespace
+}  // namespace loom_cuda
+
+using namespace loom_cuda;
+
+extern "C" loom_status loom_cuda_matmul(const float *x, int64_t n, loom_kweight w, float *y,
+                                        loom_error *err, cudaStream_t stream) {
+    loom_status st = check_x("matmul", x, n, w.cols, err);
+    if (st != LOOM_OK) return st;
+    GemvArgs a = {};
+    st = make_seg("matmul", w, w.cols, y, nullptr, nullptr, &a.seg[0], err);
+    if (st != LOOM_OK) return st;
+    a.nseg = 1;
+    a.epi = EPI_PLAIN;
+    a.x = x;
+    a.K = w.cols;
+    return run_matmul(a, n, err, stream);
+}
+
+extern "C" loom_status loom_cuda_matmul_add(const float *x, int64_t n, loom_kweight w,
+                                            const float *residual, float *y, loom_error *err,
+                                            cudaStream_t stream) {
+    loom_status st = check_x("matmul_add", x, n, w.cols, err);
+    if (st != LOOM_OK) return st;
+    if (n > 0 && w.rows > 0 && !residual)
+        ARG_FAIL(LOOM_ERR_INVALID_ARGUMENT, "matmul_add: NULL residual");
+    GemvArgs a = {};
+    st = make_seg("matmul_add", w, w.cols, y, nullptr, residual, &a.seg[0], err);
+    if (st != LOOM_OK) return st;
+    a.nseg = 1;
+    a.epi = EPI_ADD;
+    a.x = x;
+    a.K = w.cols;
+    return run_matmul(a, n, err, stream);
+}
+
+extern "C" loom_status loom_cuda_matmul_pair(const float *x, int64_t n, loom_kweight wa,
+                                             loom_kweight wb, loom_pair_epilogue epilogue,
+                                             float *ya, float *yb, loom_error *err,
+                                             cudaStream_t stream) {
+    loom_status st = check_x("matmul_pair", x, n, wa.cols, err);
+    if (st != LOOM_OK) return st;
+    if (epilogue != LOOM_PAIR_NONE && epilogue != LOOM_PAIR_SWIGLU)
+        ARG_FAIL(LOOM_ERR_INVALID_ARGUMENT, "matmul_pair: unknown epilogue %d", (int)epilogue);
+    const bool swiglu = epilogue == LOOM_PAIR_SWIGLU;
+    if (swiglu && wa.rows != wb.rows)
+        ARG_FAIL(LOOM_ERR_INVALID_ARGUMENT, "matmul_pair: SwiGLU needs equal rows (%lld, %lld)",
+                 (long long)wa.rows, (long long)wb.rows);
+    GemvArgs a = {};
+    st = make_seg("matmul_pair", wa, wa.cols, ya, nullptr, nullptr, &a.seg[0], err);
+    if (st != LOOM_OK) return st;
+    st = make_seg("matmul_pair", wb, wa.cols, swiglu ? ya : yb, nullptr, nullptr, &a.seg[1], err);
+    if (st != LOOM_OK) return st;
+    a.nseg = 2;
+    a.epi = swiglu ? EPI_SWIGLU : EPI_PLAIN;
+    a.x = x;
+    a.K = wa.cols;
+    return run_matmul(a, n, err, stream);
+}
+
+extern "C" loom_status loom_cuda_matmul_triple(const float *x, int64_t n, const loom_kweight w[3],
+                                               const float *const bias[3], float *const y[3],
+                                               loom_error *err, cudaStream_t stream) {
+    if (!w || !y) ARG_FAIL(LOOM_ERR_INVALID_ARGUMENT, "matmul_triple: NULL w or y");
+    loom_status st = check_x("matmul_triple", x, n, w[0].cols, err);
+    if (st != LOOM_OK) return st;
+    GemvArgs a = {};
+    for (int i = 0; i < 3; i++) {
+        st = make_seg("matmul_triple", w[i], w[0].cols, y[i], bias ? bias[i] : nullptr, nullptr,
+                      &a.seg[i], err);
+        if (st != LOOM_OK) return st;
+    }
+    a.nseg = 3;
+    a.epi = EPI_PLAIN;
+    a.x = x;
+    a.K = w[0].cols;
+    return run_matmul(a, n, err, stream);
+}

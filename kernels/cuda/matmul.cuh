@@ -1,0 +1,35 @@
+// matmul.cuh: what gemv.cu (N = 1, the launchers) and gemm.cu (N = 2..32 per pass) share:
+// the segment description of one weight matrix and the GEMM entry point.
+#pragma once
+
+#include "kernels/cuda/quant_blocks.cuh"
+
+namespace loom_cuda {
+
+// Epilogues. PLAIN: y = dot (+ bias[r] when bias). ADD: y = dot + residual (index as y).
+// SWIGLU (GEMV only): y = silu(dot_A) * dot_B. SWIGLU_FINISH (GEMM second pass):
+// y = silu(y) * dot, y holding dot_A from the first pass.
+enum Epi : int { EPI_PLAIN = 0, EPI_ADD = 1, EPI_SWIGLU = 2, EPI_SWIGLU_FINISH = 3 };
+
+struct Seg {
+    const uint8_t *w;     // rows * row_bytes bytes
+    float *y;             // [N][rows]
+    const float *bias;    // [rows] or NULL
+    const float *resid;   // [N][rows] (EPI_ADD) or NULL
+    int64_t rows;
+    int64_t row_bytes;
+    int type;             // loom_ggml_type
+    int wide;             // word loads (Q4_K/Q5_K) / 16-byte loads (F16/BF16/F32) allowed
+};
+
+// silu exactly as loom_silu: x / (1 + expf(-x)), IEEE division.
+__device__ __forceinline__ float silu_f(float x) {
+    return __fdiv_rn(x, __fadd_rn(1.0f, expf(-x)));
+}
+
+// y[t][r] for t < n (n <= 32), one launch over the rows of seg. Bit-identical per token to the
+// GEMV of the same segment. x is [n][K], 16-byte aligned rows.
+loom_status gemm_launch(const Seg &seg, const float *x, int64_t n, int64_t K, int epi,
+                        loom_error *err, cudaStream_t stream);
+
+}  // namespace loom_cuda

@@ -1,0 +1,130 @@
+// runtime.cu: module services of kernels/cuda: the CUDA error recorder behind CUDA_CHECK, the
+// fast-path switches, the log-once fallback message, the device scratch for split-KV attention
+// and two-pass softmax/argmax, and the multiprocessor count. No kernels live here.
+//
+// Invariants: the switches are read from the environment once (first use) unless
+// loom_cuda_reload_switches() is called; the scratch only grows, and never while a stream is
+// being captured (a graph must not contain a pointer that a later growth frees).
+#include <mutex>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "kernels/cuda/common.cuh"
+
+namespace loom_cuda {
+
+loom_status cuda_fail(loom_error *err, cudaError_t e, const char *stmt, const char *func,
+                      const char *file, int line) {
+    (void)cudaGetLastError();  // clear a sticky launch error so later calls report their own
+    return loom_error_set(err, LOOM_ERR_CUDA, "cuda: %s failed: %s (%s) in %s (%s:%d)", stmt,
+                          cudaGetErrorName(e), cudaGetErrorString(e), func, file, line);
+}
+
+static std::mutex g_mu;
+static bool g_switch_read = false;
+static bool g_switch[SW_COUNT];
+static int g_unroll = 4;
+
+static void read_switches_locked() {
+    static const char *names[SW_COUNT] = {"LOOM_FAST_GEMV", "LOOM_Q4K_UINT32_LOADS",
+                                          "LOOM_FAST_EMBD", "LOOM_FAST_NORM", "LOOM_FAST_ATTN"};
+    for (int i = 0; i < SW_COUNT; i++) {
+        const char *v = getenv(names[i]);
+        g_switch[i] = !(v && strcmp(v, "0") == 0);
+    }
+    const char *u = getenv("LOOM_GEMV_UNROLL");
+    int n = u ? atoi(u) : 4;
+    g_unroll = (n == 1 || n == 2 || n == 4 || n == 8) ? n : 4;
+    g_switch_read = true;
+}
+
+bool fast(Switch s) {
+    std::lock_guard<std::mutex> lock(g_mu);
+    if (!g_switch_read) read_switches_locked();
+    return g_switch[s];
+}
+
+int gemv_unroll() {
+    std::lock_guard<std::mutex> lock(g_mu);
+    if (!g_switch_read) read_switches_locked();
+    return g_unroll;
+}
+
+void log_fallback_once(int *key, const char *what, const loom_error *why) {
+    std::lock_guard<std::mutex> lock(g_mu);
+    if (*key) return;
+    *key = 1;
+    fprintf(stderr, "loom cuda: %s fast path failed (%s), using the simple path\n", what,
+            why ? why->msg : "unknown");
+}
+
+static void *g_scratch = nullptr;
+static size_t g_scratch_bytes = 0;
+
+void *scratch(size_t bytes, cudaStream_t stream) {
+    std::lock_guard<std::mutex> lock(g_mu);
+    if (bytes <= g_scratch_bytes) return g_scratch;
+    cudaStreamCaptureStatus cs = cudaStreamCaptureStatusNone;
+    if (cudaStreamIsCapturing(stream, &cs) != cudaSuccess || cs != cudaStreamCaptureStatusNone) {
+        (void)cudaGetLastError();
+        return nullptr;
+    }
+    // The old scratch may still be in use by queued work: wait for the device before freeing.
+    if (g_scratch) {
+        if (cudaDeviceSynchronize() != cudaSuccess) return nullptr;
+        cudaFree(g_scratch);
+        g_scratch = nullptr;
+        g_scratch_bytes = 0;
+    }
+    if (cudaMalloc(&g_scratch, bytes) != cudaSuccess) {
+        (void)cudaGetLastError();
+        g_scratch = nullptr;
+        return nullptr;
+    }
+    g_scratch_bytes = bytes;
+    return g_scratch;
+}
+
+int sm_count() {
+    static int n = 0;
+    if (n == 0) {
+        int dev = 0, v = 0;
+        if (cudaGetDevice(&dev) == cudaSuccess &&
+            cudaDeviceGetAttribute(&v, cudaDevAttrMultiProcessorCount, dev) == cudaSuccess)
+            n = v;
+        else
+            n = 16;
+    }
+    return n;
+}
+
+}  // namespace loom_cuda
+
+extern "C" loom_status loom_cuda_reserve_scratch(size_t bytes, loom_error *err) {
+    if (loom_cuda::scratch(bytes, nullptr) == nullptr && bytes > 0)
+        return loom_error_set(err, LOOM_ERR_OUT_OF_MEMORY,
+                              "cuda: cannot reserve %zu bytes of kernel scratch", bytes);
+    return LOOM_OK;
+}
+
+// Split-KV: per (head, token, split) D + 2 floats; softmax/argmax: 2 values per (row, chunk).
+extern "C" size_t loom_cuda_scratch_bytes_for(int64_t n_head, int64_t head_dim, int64_t rows,
+                                              int64_t n) {
+    const int64_t max_splits = 64, chunk = 4096;
+    size_t attn = (size_t)n_head * (size_t)max_splits * (size_t)(head_dim + 2) * sizeof(float);
+    size_t sm = (size_t)rows * (size_t)((n + chunk - 1) / chunk) * 2 * sizeof(float);
+    return attn > sm ? attn : sm;
+}
+
+extern "C" void loom_cuda_release_scratch(void) {
+    std::lock_guard<std::mutex> lock(loom_cuda::g_mu);
+    if (loom_cuda::g_scratch) cudaFree(loom_cuda::g_scratch);
+    loom_cuda::g_scratch = nullptr;
+    loom_cuda::g_scratch_bytes = 0;
+}
+
+extern "C" void loom_cuda_reload_switches(void) {
+    std::lock_guard<std::mutex> lock(loom_cuda::g_mu);
+    loom_cuda::read_switches_locked();
+}
