@@ -241,6 +241,15 @@ loom_status loom_cpu_silu(const float *x, int64_t n, float *y, loom_error *err);
 loom_status loom_cpu_swiglu(const float *gate, const float *up, int64_t n, float *y,
                             loom_error *err);
 
+/* Broadcast forms (the IR's add/mul, whose b repeats over a's leading dims):
+ * y[i] = a[i] + b[i % nb] (resp. *), i in [0, n), n a multiple of nb (nb >= 1 when n > 0).
+ * With nb == n they are loom_cpu_add / loom_cpu_mul; with nb = M over [rows, M] the bias add;
+ * mul by a [D] weight over [rows, D] is the unfused RMSNorm weight. Bit-identical to those. */
+loom_status loom_cpu_add_bcast(const float *a, int64_t n, const float *b, int64_t nb, float *y,
+                               loom_error *err);
+loom_status loom_cpu_mul_bcast(const float *a, int64_t n, const float *b, int64_t nb, float *y,
+                               loom_error *err);
+
 /* y[rows, m] += bias[m] (in place). */
 loom_status loom_cpu_bias_add(float *y, const float *bias, int64_t rows, int64_t m,
                               loom_error *err);
@@ -265,6 +274,14 @@ loom_status loom_cpu_argmax(const float *x, int64_t rows, int64_t n, int32_t *ou
  * must not overlap. */
 loom_status loom_cpu_f16_to_f32(const uint16_t *src, int64_t n, float *dst, loom_error *err);
 loom_status loom_cpu_f32_to_f16(const float *src, int64_t n, uint16_t *dst, loom_error *err);
+
+/* The IR's convert: n values of src_type into dst_type, types F32, F16, BF16 and I32.
+ * Floats convert with round to nearest even (loom_fp32_to_fp16 / loom_fp32_to_bf16); F16/BF16
+ * to F32 exactly; I32 -> float as (float)v (nearest); float -> I32 truncates toward zero,
+ * saturating at INT32_MIN/MAX, NaN -> 0. Same type: a copy. src and dst must not overlap
+ * unless they are the same pointer with types of the same size. Bit-exact on CUDA. */
+loom_status loom_cpu_convert(const void *src, loom_ggml_type src_type, void *dst,
+                             loom_ggml_type dst_type, int64_t n, loom_error *err);
 
 #ifdef __cplusplus
 }

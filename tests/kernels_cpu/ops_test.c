@@ -294,3 +294,65 @@ Test(argmax, first_max_ignores_nan) {
     cr_assert_eq(one, 151935);
     free(big);
 }
+
+Test(elementwise, broadcast_add_mul_equal_their_plain_forms) {
+    rng r = {17};
+    const int64_t rows = 6, nb = 40, n = rows * nb;
+    float *a = random_floats(&r, n, 4.0f), *b = random_floats(&r, nb, 2.0f);
+    float *y = malloc(n * sizeof(float)), *ref = malloc(n * sizeof(float));
+    memcpy(ref, a, n * sizeof(float));
+    cr_assert_eq(loom_cpu_bias_add(ref, b, rows, nb, NULL), LOOM_OK);
+    poison(y, n);
+    cr_assert_eq(loom_cpu_add_bcast(a, n, b, nb, y, NULL), LOOM_OK);
+    cr_assert(memcmp(y, ref, n * sizeof(float)) == 0, "add_bcast == bias_add");
+    cr_assert_eq(loom_cpu_mul_bcast(a, n, b, nb, y, NULL), LOOM_OK);
+    for (int64_t i = 0; i < n; i++) cr_assert_eq(y[i], a[i] * b[i % nb]);
+    /* nb == n is the plain form. */
+    float *full = random_floats(&r, n, 1.0f);
+    cr_assert_eq(loom_cpu_mul(a, full, n, ref, NULL), LOOM_OK);
+    cr_assert_eq(loom_cpu_mul_bcast(a, n, full, n, y, NULL), LOOM_OK);
+    cr_assert(memcmp(y, ref, n * sizeof(float)) == 0);
+    loom_error err = {0};
+    cr_assert_eq(loom_cpu_add_bcast(a, n, b, 7, y, &err), LOOM_ERR_INVALID_ARGUMENT);
+    cr_assert(strstr(err.msg, "240") != NULL, "%s", err.msg);
+    cr_assert_eq(loom_cpu_mul_bcast(a, n, b, 0, y, &err), LOOM_ERR_INVALID_ARGUMENT);
+    free(a);
+    free(b);
+    free(y);
+    free(ref);
+    free(full);
+}
+
+Test(convert, all_type_pairs) {
+    const float f[6] = {1.5f, -2.25f, 3.999f, -7.5f, 100000.0f, NAN};
+    uint16_t h[6], bf[6];
+    int32_t i[6];
+    float back[6];
+    cr_assert_eq(loom_cpu_convert(f, LOOM_GGML_F32, h, LOOM_GGML_F16, 6, NULL), LOOM_OK);
+    cr_assert_eq(loom_cpu_convert(f, LOOM_GGML_F32, bf, LOOM_GGML_BF16, 6, NULL), LOOM_OK);
+    cr_assert_eq(loom_cpu_convert(f, LOOM_GGML_F32, i, LOOM_GGML_I32, 6, NULL), LOOM_OK);
+    for (int k = 0; k < 6; k++) {
+        cr_assert_eq(h[k], loom_fp32_to_fp16(f[k]));
+        cr_assert_eq(bf[k], loom_fp32_to_bf16(f[k]));
+    }
+    const int32_t want_i[6] = {1, -2, 3, -7, 100000, 0};
+    for (int k = 0; k < 6; k++) cr_assert_eq(i[k], want_i[k], "element %d", k);
+    cr_assert_eq(loom_cpu_convert(h, LOOM_GGML_F16, back, LOOM_GGML_F32, 6, NULL), LOOM_OK);
+    cr_assert_eq(back[0], 1.5f);
+    cr_assert(isinf(back[4]), "100000 overflows half");
+    cr_assert_eq(loom_cpu_convert(bf, LOOM_GGML_BF16, back, LOOM_GGML_F32, 6, NULL), LOOM_OK);
+    cr_assert_eq(back[1], -2.25f);
+    cr_assert_eq(loom_cpu_convert(i, LOOM_GGML_I32, h, LOOM_GGML_F16, 6, NULL), LOOM_OK);
+    cr_assert_eq(h[3], loom_fp32_to_fp16(-7.0f));
+    const float big[2] = {3e9f, -3e9f};
+    cr_assert_eq(loom_cpu_convert(big, LOOM_GGML_F32, i, LOOM_GGML_I32, 2, NULL), LOOM_OK);
+    cr_assert_eq(i[0], INT32_MAX);
+    cr_assert_eq(i[1], INT32_MIN);
+    float same[2];
+    cr_assert_eq(loom_cpu_convert(f, LOOM_GGML_F32, same, LOOM_GGML_F32, 2, NULL), LOOM_OK);
+    cr_assert_eq(same[1], f[1]);
+    loom_error err = {0};
+    cr_assert_eq(loom_cpu_convert(f, LOOM_GGML_Q4_K, same, LOOM_GGML_F32, 2, &err),
+                 LOOM_ERR_UNSUPPORTED);
+    cr_assert(strstr(err.msg, "Q4_K") != NULL, "%s", err.msg);
+}
