@@ -227,6 +227,15 @@ static void quant_q8_0(const float *x, uint8_t *b) {
  * comparisons, so no float->int conversion happens in the hot loops). */
 enum { LANES = 8 };
 
+/* The quantizers' inner loops are also compiled for AVX2 and picked at load time (gcc's target_clones,
+ * x86-64 only). Results are bit-identical either way: no reassociation, no FMA contraction
+ * (-std=c11 turns contraction off), and LANES partial sums in the same order. */
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) && !defined(__SANITIZE_ADDRESS__)
+#define SIMD_CLONES __attribute__((target_clones("avx2", "default")))
+#else
+#define SIMD_CLONES
+#endif
+
 /* round-to-nearest-even of t (|t| < 2^22), clamped to [lo, hi]; NaN stays NaN */
 static inline float level(float t, float lo, float hi) {
     float r = (t + 12582912.0f) - 12582912.0f;
@@ -241,13 +250,17 @@ static inline float lane_sum(const float *a) {
 }
 
 /* Weighted least-squares fit of one 32-value sub-block as x[i] ~ scale*L[i] - min_out (L in
- * 0..nmax, min_out >= 0). Starts from the plain range mapping, then tries nstep+1 grid densities
- * (nmax + rmin + rdelta*k)/(max - lo); for each it assigns levels by rounding and solves the
- * 2x2 normal equations for scale and offset (offset forced to <= 0, i.e. the range always
- * covers zero, as the format stores a non-negative min), keeping the fit of lowest weighted
- * squared error (evaluated in closed form from the same sums). Returns the scale. */
-static float fit_affine(const float *x, const float *w, int nmax, float rmin, float rdelta,
-                        int nstep, float *min_out) {
+ * 0..nmax, min_out >= 0). Candidate 0 is the plain range mapping (scale (max-lo)/nmax, offset
+ * lo); candidates 1..nstep+1 are grid densities (nmax + rmin + rdelta*k)/(max - lo), for each
+ * of which the levels are assigned by rounding and the 2x2 normal equations give scale and
+ * offset (offset forced to <= 0: the range always covers zero, as the format stores a
+ * non-negative min). The fit of lowest weighted squared error wins (evaluated in closed form
+ * from the same sums; the earlier candidate on ties). The loops run across candidates, so the
+ * sums vectorize without horizontal reductions. Returns the scale. */
+enum { MAX_CAND = 24 };
+
+SIMD_CLONES static float fit_affine(const float *x, const float *w, int nmax, float rmin, float rdelta,
+                                    int nstep, float *min_out) {
     float lo = x[0], hi = x[0], sw = 0.0f, swx = 0.0f, swxx = 0.0f;
     for (int i = 0; i < QK_SUB; i++) {
         if (x[i] < lo) lo = x[i];
@@ -261,41 +274,42 @@ static float fit_affine(const float *x, const float *w, int nmax, float rmin, fl
         *min_out = -lo;
         return 0.0f;
     }
+    LOOM_ASSERT(nstep + 2 <= MAX_CAND);
     const float fmax_l = (float)nmax;
-    float q[QK_SUB];
-    for (int i = 0; i < QK_SUB; i++) q[i] = x[i] - lo;
+    float ik[MAX_CAND], sl[MAX_CAND] = {0}, sll[MAX_CAND] = {0}, sxl[MAX_CAND] = {0};
+    for (int k = 0; k < MAX_CAND; k++) {
+        int step = k - 1 < nstep ? k - 1 : nstep; /* unused lanes repeat the last candidate */
+        ik[k] = k == 0 ? fmax_l / (hi - lo) : (fmax_l + rmin + rdelta * (float)step) / (hi - lo);
+    }
+    for (int i = 0; i < QK_SUB; i++) {
+        float qi = x[i] - lo, wi = w[i], wxi = w[i] * x[i];
+        for (int k = 0; k < MAX_CAND; k++) {
+            float l = level(ik[k] * qi, 0.0f, fmax_l);
+            sl[k] += wi * l;
+            sll[k] += wi * l * l;
+            sxl[k] += wxi * l;
+        }
+    }
     float best_scale = 0.0f, best_off = lo;
     double best_err = INFINITY;
-    for (int k = -1; k <= nstep; k++) {
-        /* k = -1: the plain mapping (scale (max-lo)/nmax, offset lo), not refitted */
-        float ik = k < 0 ? fmax_l / (hi - lo) : (fmax_l + rmin + rdelta * (float)k) / (hi - lo);
-        float al[LANES] = {0}, all[LANES] = {0}, axl[LANES] = {0};
-        for (int i = 0; i < QK_SUB; i += LANES)
-            for (int j = 0; j < LANES; j++) {
-                float l = level(ik * q[i + j], 0.0f, fmax_l);
-                float wl = w[i + j] * l;
-                al[j] += wl;
-                all[j] += wl * l;
-                axl[j] += wl * x[i + j];
-            }
-        float sl = lane_sum(al), sll = lane_sum(all), sxl = lane_sum(axl);
+    for (int k = 0; k < nstep + 2; k++) {
         float scale, off;
-        if (k < 0) {
-            scale = 1.0f / ik;
+        if (k == 0) {
+            scale = 1.0f / ik[0];
             off = lo;
         } else {
-            float det = sw * sll - sl * sl;
+            float det = sw * sll[k] - sl[k] * sl[k];
             if (!(det > 0.0f)) continue;
-            scale = (sw * sxl - swx * sl) / det;
-            off = (sll * swx - sl * sxl) / det;
+            scale = (sw * sxl[k] - swx * sl[k]) / det;
+            off = (sll[k] * swx - sl[k] * sxl[k]) / det;
             if (off > 0.0f) {
                 off = 0.0f;
-                scale = sxl / sll;
+                scale = sxl[k] / sll[k];
             }
         }
         /* sum w (scale*l + off - x)^2, expanded */
-        double s = scale, o = off;
-        double err = s * s * sll + 2.0 * s * o * sl - 2.0 * s * sxl + o * o * sw - 2.0 * o * swx + swxx;
+        double sc = scale, o = off;
+        double err = sc * sc * sll[k] + 2.0 * sc * o * sl[k] - 2.0 * sc * sxl[k] + o * o * sw - 2.0 * o * swx + swxx;
         if (err < best_err) {
             best_err = err;
             best_scale = scale;
@@ -306,26 +320,46 @@ static float fit_affine(const float *x, const float *w, int nmax, float rmin, fl
     return best_scale;
 }
 
-/* Squared error of a 32-value sub-block x under decode value (d*ls)*l - (dmin*lm), with the
- * levels that minimise it (nearest, clamped to 0..nmax) written to L. */
-static float affine_levels(const float *x, int nmax, float d, float dmin, int ls, int lm, float *L) {
-    float dl = d * (float)ls, ml = dmin * (float)lm, acc[LANES] = {0};
-    if (dl == 0.0f) {
-        for (int i = 0; i < QK_SUB; i++) {
-            L[i] = 0.0f;
-            acc[i % LANES] += (ml + x[i]) * (ml + x[i]);
-        }
-        return lane_sum(acc);
+/* Picks, among the 6-bit (scale, min) pairs (s0 +- 1, m0 +- 1) inside 0..63, the one whose
+ * decode (d*s)*l - (dmin*m), with each value's nearest level l in 0..nmax, has the lowest
+ * squared error on the 32 values of x ((s0, m0) is candidate 0 and wins ties; NaN errors never
+ * win). Writes the pair and its levels. The candidates run across vector lanes. */
+enum { REFINE_LANES = 16 };
+
+SIMD_CLONES static void refine_affine(const float *x, int nmax, float d, float dmin, int s0, int m0,
+                                      int *ls, int *lm, uint8_t *L) {
+    int cs[REFINE_LANES], cm[REFINE_LANES], n = 0;
+    cs[n] = s0;
+    cm[n++] = m0;
+    for (int s = s0 - 1; s <= s0 + 1; s++)
+        for (int m = m0 - 1; m <= m0 + 1; m++)
+            if (s >= 0 && s <= 63 && m >= 0 && m <= 63 && !(s == s0 && m == m0)) {
+                cs[n] = s;
+                cm[n++] = m;
+            }
+    float dl[REFINE_LANES], ml[REFINE_LANES], idl[REFINE_LANES], err[REFINE_LANES] = {0};
+    const float top = (float)nmax;
+    for (int k = 0; k < REFINE_LANES; k++) {
+        int c = k < n ? k : 0; /* unused lanes repeat candidate 0 */
+        dl[k] = d * (float)cs[c];
+        ml[k] = dmin * (float)cm[c];
+        idl[k] = dl[k] != 0.0f ? 1.0f / dl[k] : 0.0f; /* dl = 0: every level decodes to -ml */
     }
-    float idl = 1.0f / dl; /* the error below is exact; only ties may round the other way */
-    for (int i = 0; i < QK_SUB; i += LANES)
-        for (int j = 0; j < LANES; j++) {
-            float l = level((x[i + j] + ml) * idl, 0.0f, (float)nmax);
-            L[i + j] = l;
-            float e = dl * l - ml - x[i + j];
-            acc[j] += e * e;
+    for (int i = 0; i < QK_SUB; i++) {
+        float xi = x[i];
+        for (int k = 0; k < REFINE_LANES; k++) {
+            float l = level((xi + ml[k]) * idl[k], 0.0f, top);
+            float e = dl[k] * l - ml[k] - xi;
+            err[k] += e * e;
         }
-    return lane_sum(acc);
+    }
+    int best = 0;
+    for (int k = 1; k < n; k++)
+        if (err[k] < err[best]) best = k;
+    *ls = cs[best];
+    *lm = cm[best];
+    for (int i = 0; i < QK_SUB; i++)
+        L[i] = (uint8_t)clamp_int(round_nearest(level((x[i] + ml[best]) * idl[best], 0.0f, top)), 0, nmax);
 }
 
 /* Shared Q4_K/Q5_K super-block quantizer: fits the 8 sub-blocks, quantizes their scales and
@@ -354,22 +388,7 @@ static void quant_k_affine(const float *x, int nmax, float rmin, float rdelta, i
         const float *xs = x + QK_SUB * j;
         int s0 = clamp_int(round_nearest(inv_scale * scales[j]), 0, 63);
         int m0 = clamp_int(round_nearest(inv_min * mins[j]), 0, 63);
-        float cand[QK_SUB], best_l[QK_SUB];
-        float best = affine_levels(xs, nmax, d, dmin, s0, m0, best_l);
-        ls[j] = s0;
-        lm[j] = m0;
-        for (int s = s0 - 1; s <= s0 + 1; s++)
-            for (int m = m0 - 1; m <= m0 + 1; m++) {
-                if (s < 0 || s > 63 || m < 0 || m > 63 || (s == s0 && m == m0)) continue;
-                float err = affine_levels(xs, nmax, d, dmin, s, m, cand);
-                if (err < best) {
-                    best = err;
-                    ls[j] = s;
-                    lm[j] = m;
-                    memcpy(best_l, cand, sizeof cand);
-                }
-            }
-        for (int i = 0; i < QK_SUB; i++) L[QK_SUB * j + i] = (uint8_t)clamp_int(round_nearest(best_l[i]), 0, nmax);
+        refine_affine(xs, nmax, d, dmin, s0, m0, &ls[j], &lm[j], L + QK_SUB * j);
     }
     store_u16(b_d, dh);
     store_u16(b_dmin, mh);
@@ -401,8 +420,9 @@ static void quant_q5_k(const float *x, uint8_t *b) {
 /* Symmetric fit of 16 values as x ~ scale*l with l in -32..31, weights x^2: the value of
  * largest magnitude maps to -32 (using the asymmetric range fully), then 18 neighbouring grid
  * densities are tried and the one maximising (sum w x l)^2 / sum w l^2 (least weighted error
- * at its optimal scale) is kept. Returns that optimal scale (0 for an all-zero sub-block). */
-static float fit_symmetric16(const float *x) {
+ * at its optimal scale) is kept, the earlier one on ties. Candidates run across vector lanes.
+ * Returns that optimal scale (0 for an all-zero sub-block). */
+SIMD_CLONES static float fit_symmetric16(const float *x) {
     float amax = 0.0f, vmax = 0.0f;
     for (int i = 0; i < 16; i++)
         if (fabsf(x[i]) > amax) {
@@ -410,28 +430,31 @@ static float fit_symmetric16(const float *x) {
             vmax = x[i];
         }
     if (!(amax >= 1e-15f)) return 0.0f;
-    float best_scale = 0.0f, best = -1.0f;
-    for (int k = 0; k <= 18; k++) {
-        int step = k == 0 ? 0 : (k <= 9 ? k - 10 : k - 9); /* 0, then -9..-1, 1..9 */
-        float inv = -(32.0f + 0.1f * (float)step) / vmax;
-        float axl[LANES] = {0}, all[LANES] = {0};
-        for (int i = 0; i < 16; i += LANES)
-            for (int j = 0; j < LANES; j++) {
-                float v = x[i + j], l = level(inv * v, -32.0f, 31.0f), wl = v * v * l;
-                axl[j] += wl * v;
-                all[j] += wl * l;
-            }
-        float sxl = lane_sum(axl), sll = lane_sum(all);
-        if (sll > 0.0f && (best < 0.0f || sxl * sxl > best * sll)) {
-            best_scale = sxl / sll;
-            best = best_scale * sxl;
+    float inv[MAX_CAND], sxl[MAX_CAND] = {0}, sll[MAX_CAND] = {0};
+    for (int k = 0; k < MAX_CAND; k++) {
+        /* k = 0: 0; then -9..-1, 1..9; unused lanes repeat step 9 */
+        int step = k == 0 ? 0 : k <= 9 ? k - 10 : k <= 18 ? k - 9 : 9;
+        inv[k] = -(32.0f + 0.1f * (float)step) / vmax;
+    }
+    for (int i = 0; i < 16; i++) {
+        float v = x[i], w = v * v, wv = w * v;
+        for (int k = 0; k < MAX_CAND; k++) {
+            float l = level(inv[k] * v, -32.0f, 31.0f);
+            sxl[k] += wv * l;
+            sll[k] += w * l * l;
         }
     }
+    float best_scale = 0.0f, best = -1.0f;
+    for (int k = 0; k <= 18; k++)
+        if (sll[k] > 0.0f && (best < 0.0f || sxl[k] * sxl[k] > best * sll[k])) {
+            best_scale = sxl[k] / sll[k];
+            best = best_scale * sxl[k];
+        }
     return best_scale;
 }
 
 /* Squared error of 16 values under decode dl*l (l in -32..31 nearest), levels written to L. */
-static float symmetric_levels(const float *x, float dl, float *L) {
+SIMD_CLONES static float symmetric_levels(const float *x, float dl, float *L) {
     float acc[LANES] = {0}, idl = dl != 0.0f ? 1.0f / dl : 0.0f;
     for (int i = 0; i < 16; i += LANES)
         for (int j = 0; j < LANES; j++) {
