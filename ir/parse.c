@@ -441,7 +441,9 @@ static loom_status stmt_node(P *p) {
             if (!strcmp(p->res[k].name, names[n_names]))
                 return perr(p, name_at[n_names], LOOM_ERR_FORMAT, "%%%s is defined twice",
                             names[n_names]);
-        if (loom_ir_find_value(p->g, names[n_names]) != LOOM_IR_NO_VALUE)
+        const loom_ir_value *clash =
+            loom_ir_value_get(p->g, loom_ir_find_value(p->g, names[n_names]));
+        if (clash && clash->kind == LOOM_IR_VALUE_INPUT)
             return perr(p, name_at[n_names], LOOM_ERR_FORMAT, "%%%s is already an input",
                         names[n_names]);
         n_names++;
