@@ -196,8 +196,8 @@ loom_status loom_session_create(loom_model *m, const loom_session_options *opts,
     if (opts) o = *opts;
     if (o.backend != LOOM_BACKEND_CPU)
         return loom_error_set(err, LOOM_ERR_UNSUPPORTED,
-                              "session: backend %d is not available in this build; available: cpu",
-                              (int)o.backend);
+                              "session: backend '%s' is not available in this build; available: cpu",
+                              o.backend == LOOM_BACKEND_CUDA ? "cuda" : "?");
     if (o.n_ctx < 0 || o.n_ctx > m->n_ctx)
         return loom_error_set(err, LOOM_ERR_LIMIT,
                               "session: context length %d is outside 1..%d (the graph's KV cache; "

@@ -6,5 +6,7 @@
 
 int loom_cmd_inspect(int argc, char **argv);
 int loom_cmd_mkmodel(int argc, char **argv);
+int loom_cmd_compile(int argc, char **argv);
+int loom_cmd_run(int argc, char **argv);
 
 #endif

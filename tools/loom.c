@@ -14,6 +14,8 @@ typedef struct {
 static const command commands[] = {
     {"inspect", loom_cmd_inspect, "show a GGUF file's metadata and tensors"},
     {"mkmodel", loom_cmd_mkmodel, "write a deterministic random-weight model"},
+    {"compile", loom_cmd_compile, "lower a GGUF model to a verified graph (.pb), op statistics"},
+    {"run", loom_cmd_run, "generate tokens from a GGUF model or .pb graph"},
 };
 
 static void usage(FILE *f) {

@@ -1,0 +1,264 @@
+/* cmd_run.c: `loom run`, generation from token ids on a backend.
+ *
+ * The prompt runs as one prefill step (chunked by the graph's largest T), then one decode step
+ * per generated token. stdout gets exactly one line: the generated ids, space-separated, so
+ * scripts can compare runs; statistics and speed go to stderr. `--logits FILE` writes the logits
+ * of every prompt position as raw little-endian float32, row-major [n_prompt][n_vocab], through
+ * FILE.tmp renamed over FILE, so a failed run never leaves a partial file.
+ * Exit codes: 0 success, 1 runtime error, 2 usage error.
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "loom.h"
+#include "tools/commands.h"
+
+static void usage(FILE *f) {
+    fprintf(f,
+            "usage: loom run MODEL.gguf|GRAPH.pb --tokens ID,ID,... [options]\n"
+            "\n"
+            "Evaluates the prompt ids (one prefill step), then generates tokens one decode step\n"
+            "at a time. Prints the generated ids on stdout, space-separated on one line;\n"
+            "statistics and speed on stderr.\n"
+            "\n"
+            "  --tokens LIST       prompt token ids, comma-separated (required, at least one)\n"
+            "  -n N                tokens to generate (default 16; 0: only evaluate the prompt)\n"
+            "  --backend NAME      cpu (default); cuda is not built yet\n"
+            "  --temp T            sampling temperature (default 0: greedy)\n"
+            "  --top-k K           keep the K most likely tokens (default 0: all)\n"
+            "  --top-p P           nucleus sampling threshold (default 1: off)\n"
+            "  --seed S            sampler seed (default 0); the same seed gives the same tokens\n"
+            "  --logits FILE       write the prompt's logits: raw LE float32 [n_prompt][n_vocab]\n"
+            "  -m GGUF             the GGUF of a .pb graph (default: the file it names, next to it)\n"
+            "  --ctx N             context length (GGUF: default prompt + n; .pb: the graph's)\n"
+            "  --threads N         CPU threads (default: online cores)\n"
+            "  -h, --help          this help\n");
+}
+
+static bool parse_long(const char *s, long lo, long hi, long *out) {
+    if (!s || !*s) return false;
+    errno = 0;
+    char *end;
+    long v = strtol(s, &end, 10);
+    if (errno || *end || v < lo || v > hi) return false;
+    *out = v;
+    return true;
+}
+
+static bool parse_float(const char *s, float *out) {
+    if (!s || !*s) return false;
+    errno = 0;
+    char *end;
+    float v = strtof(s, &end);
+    if (errno || *end) return false;
+    *out = v;
+    return true;
+}
+
+/* Parses "1,2,3" into a malloc'd array; false on anything else. */
+static bool parse_ids(const char *s, int32_t **ids, int32_t *n) {
+    size_t cap = 1;
+    for (const char *p = s; *p; p++) cap += *p == ',';
+    int32_t *v = malloc(cap * sizeof *v);
+    if (!v) return false;
+    int32_t k = 0;
+    const char *p = s;
+    while (*p) {
+        errno = 0;
+        char *end;
+        long x = strtol(p, &end, 10);
+        if (end == p || errno || x < INT32_MIN || x > INT32_MAX || (*end && *end != ',')) {
+            free(v);
+            return false;
+        }
+        v[k++] = (int32_t)x;
+        p = *end ? end + 1 : end;
+        if (*end && !*p) { /* trailing comma */
+            free(v);
+            return false;
+        }
+    }
+    *ids = v;
+    *n = k;
+    return true;
+}
+
+static double now_s(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+static int write_logits(const char *path, const float *x, size_t n) {
+    char tmp[4096];
+    snprintf(tmp, sizeof tmp, "%s.tmp", path);
+    FILE *f = fopen(tmp, "wb");
+    if (!f) {
+        fprintf(stderr, "loom run: cannot write %s: %s\n", tmp, strerror(errno));
+        return 1;
+    }
+    /* float32 in host order; every platform loom builds on is little-endian. */
+    bool ok = fwrite(x, sizeof *x, n, f) == n;
+    ok = (fclose(f) == 0) && ok;
+    if (!ok || rename(tmp, path) != 0) {
+        fprintf(stderr, "loom run: writing %s failed: %s\n", path, strerror(errno));
+        remove(tmp);
+        return 1;
+    }
+    return 0;
+}
+
+int loom_cmd_run(int argc, char **argv) {
+    const char *model_path = NULL, *tokens = NULL, *logits_path = NULL, *gguf = NULL;
+    const char *backend = "cpu";
+    long n_gen = 16, ctx = 0, threads = 0, top_k = 0;
+    unsigned long long seed = 0;
+    float temp = 0.0f, top_p = 1.0f;
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        const char *v = i + 1 < argc ? argv[i + 1] : NULL;
+        bool ok = true, takes = true;
+        if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
+            usage(stdout);
+            return 0;
+        } else if (!strcmp(a, "--tokens")) {
+            tokens = v;
+            ok = v != NULL;
+        } else if (!strcmp(a, "-n")) {
+            ok = parse_long(v, 0, 1 << 24, &n_gen);
+        } else if (!strcmp(a, "--backend")) {
+            backend = v;
+            ok = v != NULL;
+        } else if (!strcmp(a, "--temp")) {
+            ok = parse_float(v, &temp);
+        } else if (!strcmp(a, "--top-k")) {
+            ok = parse_long(v, 0, INT32_MAX, &top_k);
+        } else if (!strcmp(a, "--top-p")) {
+            ok = parse_float(v, &top_p) && top_p > 0.0f;
+        } else if (!strcmp(a, "--seed")) {
+            char *end;
+            errno = 0;
+            ok = v && *v >= '0' && *v <= '9';
+            if (ok) seed = strtoull(v, &end, 10), ok = !errno && !*end;
+        } else if (!strcmp(a, "--logits")) {
+            logits_path = v;
+            ok = v != NULL;
+        } else if (!strcmp(a, "-m")) {
+            gguf = v;
+            ok = v != NULL;
+        } else if (!strcmp(a, "--ctx")) {
+            ok = parse_long(v, 1, INT32_MAX, &ctx);
+        } else if (!strcmp(a, "--threads")) {
+            ok = parse_long(v, 1, 1024, &threads);
+        } else if (a[0] == '-' && a[1]) {
+            fprintf(stderr, "loom run: unknown option '%s'\n", a);
+            usage(stderr);
+            return 2;
+        } else {
+            takes = false;
+            if (model_path) {
+                fprintf(stderr, "loom run: more than one model given ('%s', '%s')\n", model_path, a);
+                return 2;
+            }
+            model_path = a;
+        }
+        if (!ok) {
+            fprintf(stderr, "loom run: option %s needs a valid value (got '%s')\n", a, v ? v : "");
+            return 2;
+        }
+        if (takes) i++;
+    }
+    if (!model_path || !tokens) {
+        fprintf(stderr, "loom run: %s\n", !model_path ? "no model given" : "--tokens is required");
+        usage(stderr);
+        return 2;
+    }
+    int32_t *prompt = NULL, n_prompt = 0;
+    if (!parse_ids(tokens, &prompt, &n_prompt)) {
+        fprintf(stderr, "loom run: --tokens '%s' is not a comma-separated list of ids\n", tokens);
+        return 2;
+    }
+    loom_backend_kind kind;
+    if (!strcmp(backend, "cpu")) {
+        kind = LOOM_BACKEND_CPU;
+    } else if (!strcmp(backend, "cuda")) {
+        kind = LOOM_BACKEND_CUDA;
+    } else {
+        fprintf(stderr, "loom run: unknown backend '%s' (known: cpu, cuda)\n", backend);
+        free(prompt);
+        return 2;
+    }
+
+    int rc = 1;
+    loom_error err = {0};
+    loom_model *m = NULL;
+    loom_session *s = NULL;
+    loom_sampler *sampler = NULL;
+    int32_t *out = NULL, n_out = 0;
+    loom_model_options mo;
+    loom_model_options_init(&mo);
+    mo.gguf_path = gguf;
+    /* A GGUF is lowered for just the context this run needs (small KV cache). */
+    mo.n_ctx = ctx ? (int32_t)ctx : (int32_t)(n_prompt + n_gen > 0 ? n_prompt + n_gen : 1);
+    double t0 = now_s();
+    if (loom_model_load(model_path, &mo, &m, &err)) goto fail;
+    loom_session_options so;
+    loom_session_options_init(&so);
+    so.backend = kind;
+    so.n_threads = (int32_t)threads;
+    if (loom_session_create(m, &so, &s, &err)) goto fail;
+    loom_sampler_options sp;
+    loom_sampler_options_init(&sp);
+    sp.temperature = temp;
+    sp.top_k = (int32_t)top_k;
+    sp.top_p = top_p;
+    sp.seed = seed;
+    if (loom_sampler_create(&sp, &sampler, &err)) goto fail;
+    double t_load = now_s() - t0;
+
+    /* Prefill, then decode, timed apart. */
+    t0 = now_s();
+    if (loom_session_eval(s, prompt, n_prompt, &err)) goto fail;
+    double t_prefill = now_s() - t0;
+    int32_t V = loom_model_n_vocab(m);
+    if (logits_path &&
+        write_logits(logits_path, loom_session_logits(s, NULL), (size_t)n_prompt * (size_t)V))
+        goto done;
+    out = malloc(((size_t)n_gen + 1) * sizeof *out);
+    if (!out) {
+        loom_error_set(&err, LOOM_ERR_OUT_OF_MEMORY, "out of memory");
+        goto fail;
+    }
+    t0 = now_s();
+    for (long i = 0; i < n_gen; i++) {
+        int32_t rows;
+        const float *l = loom_session_logits(s, &rows);
+        out[n_out++] = loom_sampler_sample(sampler, l + (size_t)(rows - 1) * V, V);
+        if (i + 1 < n_gen && loom_session_eval(s, &out[n_out - 1], 1, &err)) goto fail;
+    }
+    double t_decode = now_s() - t0;
+    for (int32_t i = 0; i < n_out; i++) printf("%s%d", i ? " " : "", out[i]);
+    printf("\n");
+    fflush(stdout);
+    fprintf(stderr,
+            "loom run: %s (%s, vocab %d), backend %s, load %.1f ms\n"
+            "loom run: prompt %d tokens in %.1f ms (%.1f tokens/s)\n"
+            "loom run: generated %d tokens in %.1f ms (%.1f tokens/s)\n",
+            model_path, loom_model_arch(m), V, backend, 1e3 * t_load, n_prompt,
+            1e3 * t_prefill, n_prompt / (t_prefill > 0 ? t_prefill : 1e-9), n_out,
+            1e3 * t_decode, n_out > 1 ? (n_out - 1) / (t_decode > 0 ? t_decode : 1e-9) : 0.0);
+    rc = 0;
+    goto done;
+fail:
+    fprintf(stderr, "loom run: %s\n", err.msg);
+done:
+    free(out);
+    free(prompt);
+    loom_sampler_destroy(sampler);
+    loom_session_destroy(s);
+    loom_model_destroy(m);
+    return rc;
+}
