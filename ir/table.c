@@ -274,7 +274,7 @@ void ir_format_float(double v, bool single, char *buf, size_t len) {
         snprintf(buf, len, v < 0 ? "-inf" : "inf");
         return;
     }
-    if (v == (double)(int64_t)v && fabs(v) < 1e15) { /* integral: "10000.0", not "1e+04" */
+    if (fabs(v) < 1e15 && v == (double)(int64_t)v) { /* integral: "10000.0", not "1e+04" */
         snprintf(buf, len, "%.1f", v);
         return;
     }
