@@ -1,0 +1,29 @@
+#!/bin/bash
+# build_ir.sh: builds the libFuzzer harness of the protobuf graph deserializer (ir_fuzz.c) with
+# clang directly into .fuzz/ (git-ignored), and its seed corpus .fuzz/corpus/ir: a hand-written
+# layer and every golden model of ../shared/testdata lowered and serialized (ir_seed.c).
+# protoc-c's generated C is compiled with clang and the same sanitizers; protobuf-c itself is
+# the static archive (-l:libprotobuf-c.a, uninstrumented).
+#   bash tools/fuzz/build_ir.sh
+#   .fuzz/ir_fuzz -max_total_time=600 .fuzz/corpus/ir
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+out=.fuzz
+gen="$out/gen/ir/serialize"
+mkdir -p "$gen" "$out/corpus/ir"
+protoc-c --proto_path=ir/serialize --c_out="$gen" ir/serialize/loom_graph.proto
+CC="${CC:-clang}"
+common=(-std=c11 -D_GNU_SOURCE -g -I. -Iinclude -I"$out/gen")
+ir_srcs=(ir/build.c ir/compare.c ir/dot.c ir/graph.c ir/infer.c ir/parse.c ir/print.c
+         ir/rewrite.c ir/table.c ir/verify.c include/status.c kernels/quant/types.c)
+ser_srcs=(ir/serialize/read.c ir/serialize/write.c "$gen/loom_graph.pb-c.c")
+"$CC" "${common[@]}" -O1 -fno-omit-frame-pointer -DLOOM_DEBUG=1 \
+    -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined \
+    tools/fuzz/ir_fuzz.c "${ir_srcs[@]}" "${ser_srcs[@]}" -l:libprotobuf-c.a -lm -o "$out/ir_fuzz"
+"$CC" "${common[@]}" -O1 tools/fuzz/ir_seed.c "${ir_srcs[@]}" "${ser_srcs[@]}" \
+    loaders/gguf.c loaders/lower.c -l:libprotobuf-c.a -lm -o "$out/ir_seed"
+testdata="${LOOM_TESTDATA:-../shared/testdata}"
+models=()
+[ -d "$testdata/golden" ] && models=("$testdata"/golden/*.gguf)
+"$out/ir_seed" "$out/corpus/ir" "${models[@]}"
+echo "built $out/ir_fuzz; seed corpus in $out/corpus/ir ($(ls "$out/corpus/ir" | wc -l) files)"
