@@ -10,6 +10,7 @@
 #include <strings.h>
 
 #include "ir/ir.h"
+#include "ir/serialize/serialize.h"
 #include "tools/commands.h"
 
 typedef loom_status (*graph_reader)(const char *path, loom_ir_graph **out, loom_error *err);
@@ -21,6 +22,7 @@ static const struct {
 } readers[] = {
     {".loom", loom_ir_parse_file, "IR text form"},
     {".txt", loom_ir_parse_file, "IR text form"},
+    {".pb", loom_ir_load, "protobuf graph (loom compile -o)"},
 };
 enum { N_READERS = sizeof readers / sizeof readers[0] };
 
