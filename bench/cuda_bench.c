@@ -1,0 +1,487 @@
+/* cuda_bench.c: benchmarks of the CUDA kernels at Qwen3-4B (hidden 2560, ffn 9728) and
+ * Qwen3-8B (4096 / 14336) shapes, 32 query heads, 8 KV heads, head_dim 128, vocab 151936.
+ *
+ *   cuda_bench [--quick]
+ *
+ * Method: CUDA events around many launches, the median of several repetitions, per launch.
+ * Weights (and KV caches) rotate over copies totalling > 256 MB, far above the H200's L2 (50-60
+ * MB), so the figures are DRAM figures. GB/s counts the bytes that must move (weights + KV +
+ * activations, each once). The copy bandwidth is measured first, in the same run (a 1 GiB
+ * device-to-device copy, counting read + write), and every figure is also given as a fraction
+ * of it. "decode graph" rows capture whole layers' kernels back to back in a CUDA graph (as a
+ * decode step runs) and time graph replays. Inputs are random (never zeros). Prints a table;
+ * bench/RESULTS.md holds a copy with date and conditions. */
+#include <math.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "kernels/cuda/cuda_kernels.h"
+#include "kernels/quant/quant.h"
+#include "tests/gpu/cuda_min.h"
+
+#define CK(x)                                                                                 \
+    do {                                                                                      \
+        cudaError_t e_ = (x);                                                                 \
+        if (e_ != cudaSuccess) {                                                              \
+            fprintf(stderr, "FATAL %s:%d %s: %s\n", __FILE__, __LINE__, #x,                    \
+                    cudaGetErrorString(e_));                                                  \
+            exit(2);                                                                          \
+        }                                                                                     \
+    } while (0)
+#define LK(x)                                                                                 \
+    do {                                                                                      \
+        loom_error err_ = {0};                                                                \
+        loom_status st_ = (x);                                                                \
+        (void)err_;                                                                           \
+        if (st_ != LOOM_OK) {                                                                 \
+            fprintf(stderr, "FATAL %s:%d %s: status %d\n", __FILE__, __LINE__, #x, (int)st_);  \
+            exit(2);                                                                          \
+        }                                                                                     \
+    } while (0)
+
+static cudaStream_t g_s;
+static double g_copy_gbs = 0;
+static int g_quick = 0;
+static uint64_t g_rng = 0x2545F4914F6CDD1Dull;
+static loom_error g_err;
+
+static uint64_t rnd(void) {
+    g_rng ^= g_rng << 13;
+    g_rng ^= g_rng >> 7;
+    g_rng ^= g_rng << 17;
+    return g_rng;
+}
+static float urand(float lo, float hi) {
+    return lo + (hi - lo) * (float)((rnd() >> 40) * (1.0 / 16777216.0));
+}
+
+static void put_f16(uint8_t *p, float v) {
+    uint16_t h = loom_fp32_to_fp16(v);
+    p[0] = (uint8_t)h;
+    p[1] = (uint8_t)(h >> 8);
+}
+
+/* device buffer of `bytes` random bytes (with sane f16 scales for the weight type t) */
+static void *dev_weights(loom_ggml_type t, int64_t M, int64_t K) {
+    int64_t rb = loom_ggml_row_bytes(t, K);
+    size_t bytes = (size_t)(M * rb);
+    uint8_t *h = malloc(bytes);
+    for (size_t i = 0; i + 8 <= bytes; i += 8) {
+        uint64_t r = rnd();
+        memcpy(h + i, &r, 8);
+    }
+    for (size_t i = bytes & ~(size_t)7; i < bytes; i++) h[i] = (uint8_t)rnd();
+    int64_t nb = M * K / (t == LOOM_GGML_Q8_0 ? 32 : 256);
+    if (t == LOOM_GGML_F16)
+        for (int64_t i = 0; i < M * K; i++) ((uint16_t *)h)[i] = loom_fp32_to_fp16(urand(-1, 1));
+    for (int64_t b = 0; b < nb; b++) {
+        if (t == LOOM_GGML_Q4_K) { put_f16(h + b * 144, 0.002f); put_f16(h + b * 144 + 2, 0.001f); }
+        if (t == LOOM_GGML_Q5_K) { put_f16(h + b * 176, 0.002f); put_f16(h + b * 176 + 2, 0.001f); }
+        if (t == LOOM_GGML_Q6_K) put_f16(h + b * 210 + 208, 0.0005f);
+        if (t == LOOM_GGML_Q8_0) put_f16(h + b * 34, 0.005f);
+    }
+    void *d;
+    CK(cudaMalloc(&d, bytes));
+    CK(cudaMemcpy(d, h, bytes, cudaMemcpyHostToDevice));
+    free(h);
+    return d;
+}
+
+static float *dev_floats(int64_t n, float lo, float hi) {
+    float *h = malloc(sizeof(float) * (size_t)n);
+    for (int64_t i = 0; i < n; i++) h[i] = urand(lo, hi);
+    float *d;
+    CK(cudaMalloc((void **)&d, sizeof(float) * (size_t)n));
+    CK(cudaMemcpy(d, h, sizeof(float) * (size_t)n, cudaMemcpyHostToDevice));
+    free(h);
+    return d;
+}
+
+static int cmp_f(const void *a, const void *b) {
+    float x = *(const float *)a, y = *(const float *)b;
+    return x < y ? -1 : x > y;
+}
+
+/* Median (over reps) of the per-call time in microseconds of fn(ctx, i), i = 0..calls-1. */
+typedef void (*bench_fn)(void *ctx, int i);
+static double time_us(bench_fn fn, void *ctx, int calls) {
+    cudaEvent_t a, b;
+    CK(cudaEventCreate(&a));
+    CK(cudaEventCreate(&b));
+    for (int i = 0; i < 3; i++) fn(ctx, i); /* warm-up */
+    CK(cudaStreamSynchronize(g_s));
+    enum { REPS = 7 };
+    float ms[REPS];
+    for (int r = 0; r < REPS; r++) {
+        CK(cudaEventRecord(a, g_s));
+        for (int i = 0; i < calls; i++) fn(ctx, i);
+        CK(cudaEventRecord(b, g_s));
+        CK(cudaEventSynchronize(b));
+        CK(cudaEventElapsedTime(&ms[r], a, b));
+    }
+    CK(cudaGetLastError());
+    qsort(ms, REPS, sizeof(float), cmp_f);
+    cudaEventDestroy(a);
+    cudaEventDestroy(b);
+    return ms[REPS / 2] * 1000.0 / calls;
+}
+
+static void row(const char *name, const char *shape, double us, double bytes) {
+    double gbs = bytes / (us * 1e-6) / 1e9;
+    printf("| %-34s | %-30s | %9.2f | %8.1f | %5.1f%% |\n", name, shape, us, gbs,
+           g_copy_gbs > 0 ? 100.0 * gbs / g_copy_gbs : 0.0);
+    fflush(stdout);
+}
+
+/* ---- copy bandwidth --------------------------------------------------------------------- */
+struct copy_ctx { void *a, *b; size_t n; };
+static void copy_fn(void *c, int i) {
+    struct copy_ctx *x = c;
+    (void)i;
+    CK(cudaMemcpyAsync(x->b, x->a, x->n, cudaMemcpyDeviceToDevice, g_s));
+}
+
+/* ---- matmul family ---------------------------------------------------------------------- */
+enum { R_MAX = 64 };
+enum mm_op { MM_PLAIN, MM_ADD, MM_PAIR, MM_TRIPLE, MM_GEMM };
+struct mm_ctx {
+    int op, copies;
+    int64_t n;
+    loom_kweight w[R_MAX][3];
+    float *x, *y[3], *res;
+};
+static void mm_fn(void *c, int i) {
+    struct mm_ctx *m = c;
+    loom_kweight *w = m->w[i % m->copies];
+    switch (m->op) {
+    case MM_PLAIN: case MM_GEMM: LK(loom_cuda_matmul(m->x, m->n, w[0], m->y[0], &g_err, g_s)); break;
+    case MM_ADD: LK(loom_cuda_matmul_add(m->x, m->n, w[0], m->res, m->y[0], &g_err, g_s)); break;
+    case MM_PAIR:
+        LK(loom_cuda_matmul_pair(m->x, m->n, w[0], w[1], LOOM_PAIR_SWIGLU, m->y[0], NULL, &g_err, g_s));
+        break;
+    case MM_TRIPLE: {
+        float *const y[3] = {m->y[0], m->y[1], m->y[2]};
+        LK(loom_cuda_matmul_triple(m->x, m->n, w, NULL, y, &g_err, g_s));
+        break;
+    }
+    }
+}
+
+static int64_t wbytes(loom_kweight w) { return w.rows * loom_ggml_row_bytes(w.type, w.cols); }
+
+/* Builds `copies` copies of up to 3 weights so the set exceeds 256 MB, times op. */
+static void bench_mm(const char *name, int op, int64_t n, int nw, const loom_ggml_type *t,
+                     const int64_t *M, int64_t K) {
+    struct mm_ctx *m = calloc(1, sizeof *m);
+    m->op = op;
+    m->n = n;
+    int64_t per = 0;
+    for (int j = 0; j < nw; j++) per += M[j] * loom_ggml_row_bytes(t[j], K);
+    int copies = (int)((256ll << 20) / per) + 1;
+    if (copies > R_MAX) copies = R_MAX;
+    if (copies < 2) copies = 2;
+    m->copies = copies;
+    for (int c = 0; c < copies; c++)
+        for (int j = 0; j < nw; j++) {
+            loom_kweight w = {dev_weights(t[j], M[j], K), t[j], M[j], K};
+            m->w[c][j] = w;
+        }
+    m->x = dev_floats(n * K, -1, 1);
+    int64_t maxM = 0;
+    for (int j = 0; j < nw; j++) if (M[j] > maxM) maxM = M[j];
+    for (int j = 0; j < 3; j++) m->y[j] = dev_floats(n * maxM, 0, 1);
+    m->res = dev_floats(n * maxM, -1, 1);
+    double bytes = 0;
+    for (int j = 0; j < nw; j++) bytes += (double)wbytes(m->w[0][j]) + 4.0 * n * M[j];
+    bytes += 4.0 * n * K;
+    if (op == MM_ADD) bytes += 4.0 * n * M[0];
+    if (op == MM_PAIR) bytes -= 4.0 * n * M[1];
+    char shape[64];
+    if (nw == 1) snprintf(shape, sizeof shape, "%s %lldx%lld N=%lld", loom_ggml_type_get(t[0])->name,
+                          (long long)M[0], (long long)K, (long long)n);
+    else if (nw == 2) snprintf(shape, sizeof shape, "%s 2x%lldx%lld", loom_ggml_type_get(t[0])->name,
+                               (long long)M[0], (long long)K);
+    else snprintf(shape, sizeof shape, "%s/%s/%s %lld+%lld+%lld x%lld", loom_ggml_type_get(t[0])->name,
+                  loom_ggml_type_get(t[1])->name, loom_ggml_type_get(t[2])->name,
+                  (long long)M[0], (long long)M[1], (long long)M[2], (long long)K);
+    double us = time_us(mm_fn, m, g_quick ? 50 : 200);
+    row(name, shape, us, bytes);
+    for (int c = 0; c < copies; c++)
+        for (int j = 0; j < nw; j++) cudaFree((void *)m->w[c][j].data);
+    cudaFree(m->x); cudaFree(m->res);
+    for (int j = 0; j < 3; j++) cudaFree(m->y[j]);
+    free(m);
+}
+
+/* ---- attention -------------------------------------------------------------------------- */
+struct at_ctx {
+    int copies;
+    void *kc[R_MAX], *vc[R_MAX];
+    float *ks[R_MAX], *vs[R_MAX];
+    float *q, *out;
+    loom_kv_layout kv;
+    loom_attn_params p;
+};
+static void at_fn(void *c, int i) {
+    struct at_ctx *a = c;
+    int k = i % a->copies;
+    LK(loom_cuda_attention(a->q, a->kc[k], a->ks[k], a->vc[k], a->vs[k], &a->kv, &a->p, a->out,
+                           &g_err, g_s));
+}
+static void bench_attn(const char *name, loom_kv_type t, int64_t L, int64_t N) {
+    struct at_ctx *a = calloc(1, sizeof *a);
+    const int64_t nh = 32, nkv = 8, D = 128;
+    a->kv = (loom_kv_layout){t, L, nkv, D};
+    a->p = (loom_attn_params){N, nh, L - N, 1.0f / sqrtf((float)D)};
+    size_t el = t == LOOM_KV_F16 ? 2 : (t == LOOM_KV_INT8 ? 1 : 4);
+    size_t cb = (size_t)(L * nkv * D) * el;
+    int copies = (int)((256ll << 20) / (2 * cb)) + 1;
+    if (copies > R_MAX) copies = R_MAX;
+    a->copies = copies;
+    for (int c = 0; c < copies; c++) {
+        a->kc[c] = dev_weights(LOOM_GGML_F16, L * nkv * D * (int64_t)el / 2, 1);
+        a->vc[c] = dev_weights(LOOM_GGML_F16, L * nkv * D * (int64_t)el / 2, 1);
+        a->ks[c] = dev_floats(L * nkv, 0.001f, 0.01f);
+        a->vs[c] = dev_floats(L * nkv, 0.001f, 0.01f);
+    }
+    a->q = dev_floats(N * nh * D, -1, 1);
+    a->out = dev_floats(N * nh * D, 0, 1);
+    size_t need = loom_cuda_scratch_bytes_for(nh, D, 1, 1) * (size_t)N;
+    LK(loom_cuda_reserve_scratch(need, &g_err));
+    double bytes = 2.0 * cb + (t == LOOM_KV_INT8 ? 8.0 * L * nkv : 0) + 8.0 * N * nh * D;
+    char shape[64];
+    snprintf(shape, sizeof shape, "%s L=%lld N=%lld 32/8x128", t == LOOM_KV_F16 ? "F16" : "INT8",
+             (long long)L, (long long)N);
+    double us = time_us(at_fn, a, g_quick ? 50 : 200);
+    row(name, shape, us, bytes);
+    for (int c = 0; c < copies; c++) { cudaFree(a->kc[c]); cudaFree(a->vc[c]); cudaFree(a->ks[c]); cudaFree(a->vs[c]); }
+    cudaFree(a->q); cudaFree(a->out);
+    free(a);
+}
+
+/* ---- small kernels ---------------------------------------------------------------------- */
+struct sm_ctx { int op; int64_t n, d; float *x, *y, *w; void *tab; int32_t *ids; loom_kweight tw; };
+static void sm_fn(void *c, int i) {
+    struct sm_ctx *s = c;
+    (void)i;
+    switch (s->op) {
+    case 0: LK(loom_cuda_rms_norm(s->x, s->w, s->n, s->d, 1e-6f, s->y, &g_err, g_s)); break;
+    case 1: LK(loom_cuda_softmax(s->x, 1, s->n, s->y, &g_err, g_s)); break;
+    case 2: LK(loom_cuda_argmax(s->x, 1, s->n, (int32_t *)s->y, &g_err, g_s)); break;
+    case 3: LK(loom_cuda_swiglu(s->x, s->w, s->n, s->y, &g_err, g_s)); break;
+    case 4: LK(loom_cuda_embed(s->tw, s->ids, 1, s->y, &g_err, g_s)); break;
+    case 5: LK(loom_cuda_f16_to_f32((const uint16_t *)s->x, s->n, s->y, &g_err, g_s)); break;
+    }
+}
+static void bench_small(const char *name, int op, int64_t n, int64_t d, double bytes) {
+    struct sm_ctx s = {op, n, d, NULL, NULL, NULL, NULL, NULL, {0}};
+    s.x = dev_floats(n * d, -5, 5);
+    s.y = dev_floats(n * d, 0, 1);
+    s.w = dev_floats(n * d, 0, 1);
+    if (op == 4) {
+        s.tw = (loom_kweight){dev_weights(LOOM_GGML_Q6_K, 151936, d), LOOM_GGML_Q6_K, 151936, d};
+        int32_t id = 12345;
+        CK(cudaMalloc((void **)&s.ids, 4));
+        CK(cudaMemcpy(s.ids, &id, 4, cudaMemcpyHostToDevice));
+    }
+    LK(loom_cuda_reserve_scratch(loom_cuda_scratch_bytes_for(32, 128, 1, n), &g_err));
+    char shape[64];
+    snprintf(shape, sizeof shape, "n=%lld d=%lld", (long long)n, (long long)d);
+    row(name, shape, time_us(sm_fn, &s, 200), bytes);
+    cudaFree(s.x); cudaFree(s.y); cudaFree(s.w);
+    if (op == 4) { cudaFree((void *)s.tw.data); cudaFree(s.ids); }
+}
+
+/* ---- a decode step as a CUDA graph -------------------------------------------------------- */
+struct layer {
+    loom_kweight qkv[3], o, gate, up, down;
+    void *kc, *vc;
+};
+struct step_ctx {
+    int n_layers, gemv_only;
+    int64_t H, F, ctx;
+    struct layer L[32];
+    float *x, *h, *q, *k, *v, *att, *ff, *normw, *qnw;
+    int32_t *pos;
+    cudaGraphExec_t exec;
+};
+static void step_enqueue(struct step_ctx *s) {
+    const int64_t H = s->H, nh = 32, nkv = 8, D = 128;
+    loom_kv_layout kv = {LOOM_KV_F16, s->ctx, nkv, D};
+    loom_attn_params ap = {1, nh, s->ctx - 1, 1.0f / sqrtf(128.0f)};
+    loom_rope_params rp = {1, nh, nkv, D, D, LOOM_ROPE_NEOX, 1e6f, 1.0f};
+    for (int l = 0; l < s->n_layers; l++) {
+        struct layer *y = &s->L[l];
+        float *const qkv_out[3] = {s->q, s->k, s->v};
+        if (!s->gemv_only) LK(loom_cuda_rms_norm(s->x, s->normw, 1, H, 1e-6f, s->h, &g_err, g_s));
+        LK(loom_cuda_matmul_triple(s->h, 1, y->qkv, NULL, qkv_out, &g_err, g_s));
+        if (!s->gemv_only) {
+            LK(loom_cuda_rms_norm(s->q, s->qnw, nh, D, 1e-6f, s->q, &g_err, g_s));
+            LK(loom_cuda_rms_norm(s->k, s->qnw, nkv, D, 1e-6f, s->k, &g_err, g_s));
+            LK(loom_cuda_rope(s->q, s->k, s->pos, &rp, &g_err, g_s));
+            LK(loom_cuda_kv_write(s->k, 1, s->ctx - 1, y->kc, NULL, &kv, &g_err, g_s));
+            LK(loom_cuda_kv_write(s->v, 1, s->ctx - 1, y->vc, NULL, &kv, &g_err, g_s));
+            LK(loom_cuda_attention(s->q, y->kc, NULL, y->vc, NULL, &kv, &ap, s->att, &g_err, g_s));
+        }
+        LK(loom_cuda_matmul_add(s->gemv_only ? s->q : s->att, 1, y->o, s->x, s->x, &g_err, g_s));
+        if (!s->gemv_only) LK(loom_cuda_rms_norm(s->x, s->normw, 1, H, 1e-6f, s->h, &g_err, g_s));
+        LK(loom_cuda_matmul_pair(s->h, 1, y->gate, y->up, LOOM_PAIR_SWIGLU, s->ff, NULL, &g_err, g_s));
+        LK(loom_cuda_matmul_add(s->ff, 1, y->down, s->x, s->x, &g_err, g_s));
+    }
+}
+static void step_fn(void *c, int i) {
+    (void)i;
+    CK(cudaGraphLaunch(((struct step_ctx *)c)->exec, g_s));
+}
+static void bench_step(const char *cfg, int64_t H, int64_t F, int n_layers, int64_t ctx,
+                       loom_ggml_type down_t) {
+    struct step_ctx *s = calloc(1, sizeof *s);
+    s->n_layers = n_layers;
+    s->H = H; s->F = F; s->ctx = ctx;
+    double gemv_bytes = 0, kv_bytes = 0;
+    for (int l = 0; l < n_layers; l++) {
+        struct layer *y = &s->L[l];
+        y->qkv[0] = (loom_kweight){dev_weights(LOOM_GGML_Q4_K, 4096, H), LOOM_GGML_Q4_K, 4096, H};
+        y->qkv[1] = (loom_kweight){dev_weights(LOOM_GGML_Q4_K, 1024, H), LOOM_GGML_Q4_K, 1024, H};
+        y->qkv[2] = (loom_kweight){dev_weights(LOOM_GGML_Q6_K, 1024, H), LOOM_GGML_Q6_K, 1024, H};
+        y->o = (loom_kweight){dev_weights(LOOM_GGML_Q4_K, H, 4096), LOOM_GGML_Q4_K, H, 4096};
+        y->gate = (loom_kweight){dev_weights(LOOM_GGML_Q4_K, F, H), LOOM_GGML_Q4_K, F, H};
+        y->up = (loom_kweight){dev_weights(LOOM_GGML_Q4_K, F, H), LOOM_GGML_Q4_K, F, H};
+        y->down = (loom_kweight){dev_weights(down_t, H, F), down_t, H, F};
+        y->kc = dev_weights(LOOM_GGML_F16, ctx * 8 * 128, 1);
+        y->vc = dev_weights(LOOM_GGML_F16, ctx * 8 * 128, 1);
+        gemv_bytes += wbytes(y->qkv[0]) + wbytes(y->qkv[1]) + wbytes(y->qkv[2]) + wbytes(y->o) +
+                      wbytes(y->gate) + wbytes(y->up) + wbytes(y->down);
+        kv_bytes += 2.0 * ctx * 8 * 128 * 2;
+    }
+    s->x = dev_floats(H, -1, 1); s->h = dev_floats(H, -1, 1);
+    s->q = dev_floats(4096, -1, 1); s->k = dev_floats(1024, -1, 1); s->v = dev_floats(1024, -1, 1);
+    s->att = dev_floats(4096, -1, 1); s->ff = dev_floats(F, -1, 1);
+    s->normw = dev_floats(H, 0.9f, 1.1f); s->qnw = dev_floats(128, 0.9f, 1.1f);
+    int32_t pos = (int32_t)(ctx - 1);
+    CK(cudaMalloc((void **)&s->pos, 4));
+    CK(cudaMemcpy(s->pos, &pos, 4, cudaMemcpyHostToDevice));
+    LK(loom_cuda_reserve_scratch(loom_cuda_scratch_bytes_for(32, 128, 1, 1), &g_err));
+    for (int mode = 0; mode < 2; mode++) {
+        s->gemv_only = mode == 0;
+        step_enqueue(s); /* eager once: warms up, allocates nothing later */
+        CK(cudaStreamSynchronize(g_s));
+        cudaGraph_t g;
+        CK(cudaStreamBeginCapture(g_s, cudaStreamCaptureModeThreadLocal));
+        step_enqueue(s);
+        CK(cudaStreamEndCapture(g_s, &g));
+        CK(cudaGraphInstantiate(&s->exec, g, 0));
+        double us = time_us(step_fn, s, g_quick ? 5 : 20);
+        char name[64], shape[64];
+        snprintf(name, sizeof name, "decode graph %s %s", cfg, mode == 0 ? "GEMVs" : "full layer");
+        snprintf(shape, sizeof shape, "%d layers, down %s, ctx %lld", n_layers,
+                 loom_ggml_type_get(down_t)->name, (long long)ctx);
+        row(name, shape, us / n_layers, (mode == 0 ? gemv_bytes : gemv_bytes + kv_bytes) / n_layers);
+        cudaGraphExecDestroy(s->exec);
+        cudaGraphDestroy(g);
+    }
+    for (int l = 0; l < n_layers; l++) {
+        struct layer *y = &s->L[l];
+        for (int j = 0; j < 3; j++) cudaFree((void *)y->qkv[j].data);
+        cudaFree((void *)y->o.data); cudaFree((void *)y->gate.data); cudaFree((void *)y->up.data);
+        cudaFree((void *)y->down.data); cudaFree(y->kc); cudaFree(y->vc);
+    }
+    cudaFree(s->x); cudaFree(s->h); cudaFree(s->q); cudaFree(s->k); cudaFree(s->v);
+    cudaFree(s->att); cudaFree(s->ff); cudaFree(s->normw); cudaFree(s->qnw); cudaFree(s->pos);
+    free(s);
+}
+
+static void set_env(const char *k, const char *v) {
+    setenv(k, v, 1);
+    loom_cuda_reload_switches();
+}
+
+int main(int argc, char **argv) {
+    for (int i = 1; i < argc; i++) if (strcmp(argv[i], "--quick") == 0) g_quick = 1;
+    CK(cudaStreamCreate(&g_s));
+    int sms = 0, l2 = 0;
+    CK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0));
+    CK(cudaDeviceGetAttribute(&l2, cudaDevAttrL2CacheSize, 0));
+    printf("cuda_bench: %d SMs, L2 %d MB; weights rotate over > 256 MB; median of 7 x many launches\n\n",
+           sms, l2 >> 20);
+    printf("| %-34s | %-30s | %9s | %8s | %6s |\n", "kernel", "shape", "us/call", "GB/s", "%copy");
+    printf("|%s|%s|%s|%s|%s|\n", "------------------------------------", "--------------------------------",
+           "-----------", "----------", "--------");
+    {
+        struct copy_ctx c = {NULL, NULL, (size_t)1 << 30};
+        CK(cudaMalloc(&c.a, c.n));
+        CK(cudaMalloc(&c.b, c.n));
+        CK(cudaMemset(c.a, 0x5A, c.n));
+        double us = time_us(copy_fn, &c, 10);
+        g_copy_gbs = 2.0 * c.n / (us * 1e-6) / 1e9;
+        row("device copy (read+write)", "1 GiB", us, 2.0 * c.n);
+        cudaFree(c.a);
+        cudaFree(c.b);
+    }
+    static const struct { const char *name; int64_t H, F; } cfgs[2] = {{"4B", 2560, 9728}, {"8B", 4096, 14336}};
+    for (int ci = 0; ci < (g_quick ? 1 : 2); ci++) {
+        const int64_t H = cfgs[ci].H, F = cfgs[ci].F;
+        char nm[64];
+        const loom_ggml_type q4[3] = {LOOM_GGML_Q4_K, LOOM_GGML_Q4_K, LOOM_GGML_Q6_K};
+        const int64_t qkvM[3] = {4096, 1024, 1024};
+        snprintf(nm, sizeof nm, "%s triple QKV", cfgs[ci].name);
+        bench_mm(nm, MM_TRIPLE, 1, 3, q4, qkvM, H);
+        int64_t Mo[1] = {H};
+        snprintf(nm, sizeof nm, "%s attn out + add", cfgs[ci].name);
+        bench_mm(nm, MM_ADD, 1, 1, q4, Mo, 4096);
+        int64_t Mf[2] = {F, F};
+        snprintf(nm, sizeof nm, "%s gate/up pair SwiGLU", cfgs[ci].name);
+        bench_mm(nm, MM_PAIR, 1, 2, q4, Mf, H);
+        snprintf(nm, sizeof nm, "%s ffn down + add", cfgs[ci].name);
+        bench_mm(nm, MM_ADD, 1, 1, q4, Mo, F);
+        static const loom_ggml_type ts[5] = {LOOM_GGML_Q4_K, LOOM_GGML_Q5_K, LOOM_GGML_Q6_K,
+                                             LOOM_GGML_Q8_0, LOOM_GGML_F16};
+        for (int t = 0; t < (g_quick ? 1 : 5); t++) {
+            snprintf(nm, sizeof nm, "%s gemv %s", cfgs[ci].name, loom_ggml_type_get(ts[t])->name);
+            bench_mm(nm, MM_PLAIN, 1, 1, &ts[t], Mf, H);
+        }
+        if (ci == 0) { /* Q4_K variants: unroll, byte loads, simple path */
+            static const char *un[3] = {"1", "2", "8"};
+            for (int u = 0; u < 3; u++) {
+                set_env("LOOM_GEMV_UNROLL", un[u]);
+                snprintf(nm, sizeof nm, "4B gemv Q4_K unroll %s", un[u]);
+                bench_mm(nm, MM_PLAIN, 1, 1, q4, Mf, H);
+            }
+            set_env("LOOM_GEMV_UNROLL", "4");
+            set_env("LOOM_Q4K_UINT32_LOADS", "0");
+            bench_mm("4B gemv Q4_K byte loads", MM_PLAIN, 1, 1, q4, Mf, H);
+            set_env("LOOM_Q4K_UINT32_LOADS", "1");
+            set_env("LOOM_FAST_GEMV", "0");
+            bench_mm("4B gemv Q4_K simple path", MM_PLAIN, 1, 1, q4, Mf, H);
+            set_env("LOOM_FAST_GEMV", "1");
+            bench_mm("4B lm head Q6_K", MM_PLAIN, 1, 1, &q4[2], (const int64_t[]){151936}, H);
+        }
+        snprintf(nm, sizeof nm, "%s prefill gemm N=32", cfgs[ci].name);
+        bench_mm(nm, MM_GEMM, 32, 1, q4, Mf, H);
+        snprintf(nm, sizeof nm, "%s prefill gemm N=8", cfgs[ci].name);
+        bench_mm(nm, MM_GEMM, 8, 1, q4, Mf, H);
+    }
+    bench_attn("decode attention", LOOM_KV_F16, 1024, 1);
+    bench_attn("decode attention", LOOM_KV_F16, 4096, 1);
+    bench_attn("decode attention", LOOM_KV_F16, 8192, 1);
+    bench_attn("decode attention", LOOM_KV_INT8, 4096, 1);
+    set_env("LOOM_FAST_ATTN", "0");
+    bench_attn("decode attention simple path", LOOM_KV_F16, 4096, 1);
+    set_env("LOOM_FAST_ATTN", "1");
+    bench_attn("prefill attention", LOOM_KV_F16, 1056, 32);
+    bench_small("rms_norm 4B", 0, 1, 2560, 2560 * 12.0);
+    bench_small("softmax vocab", 1, 151936, 1, 151936 * 12.0);
+    bench_small("argmax vocab", 2, 151936, 1, 151936 * 4.0);
+    bench_small("swiglu ffn 4B", 3, 9728, 1, 9728 * 12.0);
+    bench_small("embed Q6_K row 4B", 4, 1, 2560, 2560 * (210.0 / 256 + 4));
+    bench_small("f16->f32 logits", 5, 151936, 1, 151936 * 6.0);
+    bench_step("4B", 2560, 9728, g_quick ? 4 : 8, 4096, LOOM_GGML_Q4_K);
+    if (!g_quick) bench_step("8B", 4096, 14336, 4, 4096, LOOM_GGML_Q4_K);
+    if (!g_quick) bench_step("4B", 2560, 9728, 8, 4096, LOOM_GGML_Q6_K);
+    loom_cuda_release_scratch();
+    CK(cudaDeviceSynchronize());
+    printf("\ncopy bandwidth %.0f GB/s\n", g_copy_gbs);
+    return 0;
+}

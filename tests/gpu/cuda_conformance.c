@@ -1,0 +1,731 @@
+/* cuda_conformance.c: every CUDA kernel of kernels/cuda against its CPU twin (kernels/cpu), on
+ * fresh random inputs over many shapes. A plain C program (the GPU machine has no Criterion):
+ * it prints one table row per case (kernel, shape, measured error, tolerance, verdict) and
+ * exits non-zero when any case fails or any CUDA call fails.
+ *
+ *   cuda_conformance [--quick] [--seed N]
+ *
+ * --quick keeps a reduced shape set (for compute-sanitizer, which is 10-100x slower).
+ * Outputs are poisoned (all bytes 0xFF, a NaN pattern) before every GPU run, so an unwritten
+ * element fails. Tolerances are those of the kernels' contracts (cpu_kernels.h, the .cu files):
+ *   matmul family: per element |d| <= 1e-5 * sum_k |W x| (+1e-30); GEMM token == GEMV (bits);
+ *                  Q4_K/Q5_K byte path == word path (bits); simple path == fast path (bits)
+ *   rms_norm 1e-5 relative; rope 1e-4 absolute; attention 1e-4 * max|out|;
+ *   softmax 1e-6 relative + 1e-12; silu/swiglu 1e-6 relative;
+ *   kv_write, embed, argmax, add, mul, bias_add, f16<->f32: bit-exact.
+ */
+#include <math.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "kernels/cpu/cpu_kernels.h"
+#include "kernels/cuda/cuda_kernels.h"
+#include "kernels/quant/quant.h"
+#include "tests/gpu/cuda_min.h"
+
+/* ---- harness ------------------------------------------------------------------------------ */
+static int g_quick = 0, g_fail = 0, g_cases = 0;
+static uint64_t g_rng = 0x9E3779B97F4A7C15ull;
+
+#define CK(x)                                                                                 \
+    do {                                                                                      \
+        cudaError_t e_ = (x);                                                                 \
+        if (e_ != cudaSuccess) {                                                              \
+            fprintf(stderr, "FATAL %s:%d %s: %s\n", __FILE__, __LINE__, #x,                    \
+                    cudaGetErrorString(e_));                                                  \
+            exit(2);                                                                          \
+        }                                                                                     \
+    } while (0)
+
+static uint64_t rnd(void) {
+    g_rng ^= g_rng << 13;
+    g_rng ^= g_rng >> 7;
+    g_rng ^= g_rng << 17;
+    return g_rng;
+}
+static float urand(float lo, float hi) {
+    return lo + (hi - lo) * (float)((rnd() >> 40) * (1.0 / 16777216.0));
+}
+static void fill(float *x, int64_t n, float lo, float hi) {
+    for (int64_t i = 0; i < n; i++) x[i] = urand(lo, hi);
+}
+static void *xmalloc(size_t n) {
+    void *p = malloc(n ? n : 1);
+    if (!p) { fprintf(stderr, "FATAL out of host memory\n"); exit(2); }
+    return p;
+}
+static void *dup_dev(const void *h, size_t n) {
+    void *d = NULL;
+    CK(cudaMalloc(&d, n ? n : 16));
+    if (n) CK(cudaMemcpy(d, h, n, cudaMemcpyHostToDevice));
+    return d;
+}
+static void *dev_poison(size_t n) {
+    void *d = NULL;
+    CK(cudaMalloc(&d, n ? n : 16));
+    CK(cudaMemset(d, 0xFF, n ? n : 16));
+    return d;
+}
+static void to_host(void *h, const void *d, size_t n) {
+    CK(cudaDeviceSynchronize());
+    if (n) CK(cudaMemcpy(h, d, n, cudaMemcpyDeviceToHost));
+}
+
+static void report(const char *kernel, const char *shape, double err, double tol) {
+    int ok = err <= tol; /* NaN fails */
+    g_cases++;
+    if (!ok) g_fail++;
+    printf("%-22s %-44s %11.3e %10.1e  %s\n", kernel, shape, err, tol, ok ? "ok" : "FAIL");
+    fflush(stdout);
+}
+static void report_status(const char *kernel, const char *shape, loom_status st,
+                          const loom_error *err) {
+    if (st == LOOM_OK) return;
+    g_cases++;
+    g_fail++;
+    printf("%-22s %-44s launcher failed: %s\n", kernel, shape, err->msg);
+}
+/* bit-exact comparison: reports the count of differing bytes */
+static void report_bits(const char *kernel, const char *shape, const void *a, const void *b,
+                        size_t n) {
+    size_t diff = 0;
+    for (size_t i = 0; i < n; i++) diff += ((const uint8_t *)a)[i] != ((const uint8_t *)b)[i];
+    report(kernel, shape, (double)diff, 0.0);
+}
+static void set_switch(const char *name, const char *v) {
+    setenv(name, v, 1);
+    loom_cuda_reload_switches();
+}
+
+/* ---- random weights --------------------------------------------------------------------- */
+static const loom_ggml_type k_types[] = {LOOM_GGML_Q4_K, LOOM_GGML_Q5_K, LOOM_GGML_Q6_K,
+                                         LOOM_GGML_Q8_0, LOOM_GGML_F16, LOOM_GGML_BF16,
+                                         LOOM_GGML_F32};
+enum { N_TYPES = sizeof k_types / sizeof k_types[0] };
+
+static void put_f16(uint8_t *p, float v) {
+    uint16_t h = loom_fp32_to_fp16(v);
+    p[0] = (uint8_t)(h & 0xFF);
+    p[1] = (uint8_t)(h >> 8);
+}
+
+/* M rows of K random values of type t: every quant bit pattern is valid, so the blocks are
+ * random bytes with finite, modest f16 scales patched in. */
+static uint8_t *rand_weights(loom_ggml_type t, int64_t M, int64_t K, size_t *bytes) {
+    int64_t rb = loom_ggml_row_bytes(t, K);
+    *bytes = (size_t)(M * rb);
+    uint8_t *w = xmalloc(*bytes);
+    for (size_t i = 0; i < *bytes; i++) w[i] = (uint8_t)rnd();
+    int64_t nv = M * K;
+    switch (t) {
+    case LOOM_GGML_F32:
+        for (int64_t i = 0; i < nv; i++) ((float *)w)[i] = urand(-1, 1);
+        break;
+    case LOOM_GGML_F16:
+        for (int64_t i = 0; i < nv; i++) ((uint16_t *)w)[i] = loom_fp32_to_fp16(urand(-1, 1));
+        break;
+    case LOOM_GGML_BF16:
+        for (int64_t i = 0; i < nv; i++) ((uint16_t *)w)[i] = loom_fp32_to_bf16(urand(-1, 1));
+        break;
+    case LOOM_GGML_Q8_0:
+        for (int64_t b = 0; b < nv / 32; b++) put_f16(w + b * 34, urand(0.001f, 0.01f));
+        break;
+    case LOOM_GGML_Q4_K:
+    case LOOM_GGML_Q5_K: {
+        int64_t bs = t == LOOM_GGML_Q4_K ? 144 : 176;
+        for (int64_t b = 0; b < nv / 256; b++) {
+            put_f16(w + b * bs, urand(0.0005f, 0.004f));
+            put_f16(w + b * bs + 2, urand(0.0005f, 0.004f));
+        }
+        break;
+    }
+    case LOOM_GGML_Q6_K:
+        for (int64_t b = 0; b < nv / 256; b++) put_f16(w + b * 210 + 208, urand(0.0001f, 0.001f));
+        break;
+    default: break;
+    }
+    return w;
+}
+
+/* bound[t*M + m] = sum_k |W[m,k] x[t,k]| (double, from the CPU dequantization) */
+static double *abs_dot_bound(loom_ggml_type t, const uint8_t *w, int64_t M, int64_t K,
+                             const float *x, int64_t n) {
+    double *b = xmalloc(sizeof(double) * (size_t)(M * n));
+    float *row = xmalloc(sizeof(float) * (size_t)K);
+    int64_t rb = loom_ggml_row_bytes(t, K);
+    for (int64_t m = 0; m < M; m++) {
+        loom_dequantize_row(t, w + m * rb, row, K);
+        for (int64_t i = 0; i < n; i++) {
+            double s = 0;
+            for (int64_t k = 0; k < K; k++) s += fabs((double)row[k] * x[i * K + k]);
+            b[i * M + m] = s;
+        }
+    }
+    free(row);
+    return b;
+}
+
+/* max over elements of |a - c| / bound */
+static double rel_to_bound(const float *a, const float *c, const double *bound, int64_t n) {
+    double worst = 0;
+    for (int64_t i = 0; i < n; i++) {
+        double e = fabs((double)a[i] - c[i]) / (1e-5 * bound[i] + 1e-30);
+        if (!(e <= worst)) worst = e; /* NaN propagates */
+    }
+    return worst * 1e-5;
+}
+
+/* ---- matmul family ---------------------------------------------------------------------- */
+static void test_matmul_one(loom_ggml_type t, int64_t M, int64_t K, int64_t n) {
+    char shape[96];
+    const char *tn = loom_ggml_type_get(t)->name;
+    snprintf(shape, sizeof shape, "%s M=%lld K=%lld N=%lld", tn, (long long)M, (long long)K,
+             (long long)n);
+    size_t wb;
+    uint8_t *w = rand_weights(t, M, K, &wb);
+    float *x = xmalloc(sizeof(float) * (size_t)(n * K));
+    fill(x, n * K, -1, 1);
+    float *yc = xmalloc(sizeof(float) * (size_t)(n * M)), *yg = xmalloc(sizeof(float) * (size_t)(n * M));
+    loom_error err = {0};
+    loom_kweight hw = {w, t, M, K};
+    if (loom_cpu_matmul(x, n, hw, yc, &err) != LOOM_OK) {
+        report_status("cpu matmul", shape, LOOM_ERR_INVALID_ARGUMENT, &err);
+        return;
+    }
+    void *dw = dup_dev(w, wb);
+    float *dx = dup_dev(x, sizeof(float) * (size_t)(n * K));
+    float *dy = dev_poison(sizeof(float) * (size_t)(n * M));
+    loom_kweight dwk = {dw, t, M, K};
+    loom_status st = loom_cuda_matmul(dx, n, dwk, dy, &err, 0);
+    report_status("matmul", shape, st, &err);
+    to_host(yg, dy, sizeof(float) * (size_t)(n * M));
+    double *bound = abs_dot_bound(t, w, M, K, x, n);
+    report(n == 1 ? "matmul gemv" : "matmul gemm", shape, rel_to_bound(yg, yc, bound, n * M), 1e-5);
+
+    if (n > 1) { /* each token bit-identical to the GEMV of that token alone */
+        float *y1 = xmalloc(sizeof(float) * (size_t)M);
+        float *dy1 = dev_poison(sizeof(float) * (size_t)M);
+        size_t diff = 0;
+        for (int64_t i = 0; i < n; i++) {
+            CK(cudaMemset(dy1, 0xFF, sizeof(float) * (size_t)M));
+            st = loom_cuda_matmul(dx + i * K, 1, dwk, dy1, &err, 0);
+            report_status("matmul", shape, st, &err);
+            to_host(y1, dy1, sizeof(float) * (size_t)M);
+            diff += memcmp(y1, yg + i * M, sizeof(float) * (size_t)M) != 0;
+        }
+        report("gemm==gemv bits", shape, (double)diff, 0);
+        free(y1);
+        cudaFree(dy1);
+    } else {
+        /* simple path and (Q4_K/Q5_K) byte loads: the same bits */
+        float *ys = xmalloc(sizeof(float) * (size_t)M);
+        const char *sw[2] = {"LOOM_FAST_GEMV", "LOOM_Q4K_UINT32_LOADS"};
+        for (int s = 0; s < 2; s++) {
+            if (s == 1 && t != LOOM_GGML_Q4_K && t != LOOM_GGML_Q5_K) continue;
+            set_switch(sw[s], "0");
+            CK(cudaMemset(dy, 0xFF, sizeof(float) * (size_t)M));
+            st = loom_cuda_matmul(dx, 1, dwk, dy, &err, 0);
+            report_status("matmul", shape, st, &err);
+            to_host(ys, dy, sizeof(float) * (size_t)M);
+            set_switch(sw[s], "1");
+            report_bits(s == 0 ? "gemv simple==fast" : "gemv bytes==words", shape, ys, yg,
+                        sizeof(float) * (size_t)M);
+        }
+        free(ys);
+    }
+    free(bound);
+    free(w); free(x); free(yc); free(yg);
+    cudaFree(dw); cudaFree(dx); cudaFree(dy);
+}
+
+static void test_matmul(void) {
+    const int64_t shapes_full[][2] = {{1, 256}, {37, 256}, {130, 2560}, {67, 4096}, {9, 9728},
+                                      {5, 16384}};
+    const int64_t shapes_quick[][2] = {{37, 256}, {13, 2560}};
+    int ns = g_quick ? 2 : 6;
+    for (int ti = 0; ti < N_TYPES; ti++)
+        for (int s = 0; s < ns; s++) {
+            const int64_t *sh = g_quick ? shapes_quick[s] : shapes_full[s];
+            test_matmul_one(k_types[ti], sh[0], sh[1], 1);
+        }
+    const int64_t ns_full[] = {2, 7, 32, 33, 45};
+    const int64_t ns_quick[] = {3, 33};
+    for (int ti = 0; ti < N_TYPES; ti++)
+        for (int i = 0; i < (g_quick ? 2 : 5); i++)
+            test_matmul_one(k_types[ti], g_quick ? 13 : 45, g_quick ? 512 : 2560,
+                            g_quick ? ns_quick[i] : ns_full[i]);
+}
+
+/* add, pair (NONE / SWIGLU), triple (Q4_K, Q4_K, Q6_K + bias: the Q4_K_M case) */
+static void test_matmul_fused(int64_t n) {
+    const int64_t K = g_quick ? 512 : 2560, M = g_quick ? 21 : 133, Mk = g_quick ? 9 : 35;
+    char shape[96];
+    loom_error err = {0};
+    float *x = xmalloc(sizeof(float) * (size_t)(n * K));
+    fill(x, n * K, -1, 1);
+    float *dx = dup_dev(x, sizeof(float) * (size_t)(n * K));
+    size_t b0, b1, b2;
+    uint8_t *w0 = rand_weights(LOOM_GGML_Q4_K, M, K, &b0);
+    uint8_t *w1 = rand_weights(LOOM_GGML_Q4_K, Mk, K, &b1);
+    uint8_t *w2 = rand_weights(LOOM_GGML_Q6_K, Mk, K, &b2);
+    void *d0 = dup_dev(w0, b0), *d1 = dup_dev(w1, b1), *d2 = dup_dev(w2, b2);
+    loom_kweight h0 = {w0, LOOM_GGML_Q4_K, M, K}, h1 = {w1, LOOM_GGML_Q4_K, Mk, K},
+                 h2 = {w2, LOOM_GGML_Q6_K, Mk, K};
+    loom_kweight g0 = {d0, LOOM_GGML_Q4_K, M, K}, g1 = {d1, LOOM_GGML_Q4_K, Mk, K},
+                 g2 = {d2, LOOM_GGML_Q6_K, Mk, K};
+    double *bd0 = abs_dot_bound(LOOM_GGML_Q4_K, w0, M, K, x, n);
+    double *bd1 = abs_dot_bound(LOOM_GGML_Q4_K, w1, Mk, K, x, n);
+    double *bd2 = abs_dot_bound(LOOM_GGML_Q6_K, w2, Mk, K, x, n);
+    size_t yM = sizeof(float) * (size_t)(n * M), yK = sizeof(float) * (size_t)(n * Mk);
+    float *yc = xmalloc(yM), *yg = xmalloc(yM), *yc1 = xmalloc(yK), *yg1 = xmalloc(yK),
+          *yc2 = xmalloc(yK), *yg2 = xmalloc(yK);
+
+    /* add */
+    float *res = xmalloc(yM);
+    fill(res, n * M, -2, 2);
+    float *dres = dup_dev(res, yM), *dy = dev_poison(yM);
+    snprintf(shape, sizeof shape, "Q4_K M=%lld K=%lld N=%lld", (long long)M, (long long)K, (long long)n);
+    loom_cpu_matmul_add(x, n, h0, res, yc, &err);
+    report_status("matmul_add", shape, loom_cuda_matmul_add(dx, n, g0, dres, dy, &err, 0), &err);
+    to_host(yg, dy, yM);
+    double *bres = xmalloc(sizeof(double) * (size_t)(n * M));
+    for (int64_t i = 0; i < n * M; i++) bres[i] = bd0[i] + fabs(res[i]);
+    report("matmul_add", shape, rel_to_bound(yg, yc, bres, n * M), 1e-5);
+    { /* == matmul then add, bit for bit, on the GPU */
+        float *dm = dev_poison(yM), *da = dev_poison(yM), *ya = xmalloc(yM);
+        loom_cuda_matmul(dx, n, g0, dm, &err, 0);
+        loom_cuda_add(dm, dres, n * M, da, &err, 0);
+        to_host(ya, da, yM);
+        report_bits("add fused==unfused", shape, ya, yg, yM);
+        cudaFree(dm); cudaFree(da); free(ya);
+    }
+
+    /* pair, both epilogues: a = w0 (M rows), b = another Q4_K of M rows */
+    size_t bb;
+    uint8_t *wb = rand_weights(LOOM_GGML_Q4_K, M, K, &bb);
+    void *dwb = dup_dev(wb, bb);
+    loom_kweight hb = {wb, LOOM_GGML_Q4_K, M, K}, gb = {dwb, LOOM_GGML_Q4_K, M, K};
+    double *bdb = abs_dot_bound(LOOM_GGML_Q4_K, wb, M, K, x, n);
+    float *ycb = xmalloc(yM), *ygb = xmalloc(yM), *dyb = dev_poison(yM);
+    CK(cudaMemset(dy, 0xFF, yM));
+    loom_cpu_matmul_pair(x, n, h0, hb, LOOM_PAIR_NONE, yc, ycb, &err);
+    report_status("matmul_pair", shape,
+                  loom_cuda_matmul_pair(dx, n, g0, gb, LOOM_PAIR_NONE, dy, dyb, &err, 0), &err);
+    to_host(yg, dy, yM);
+    to_host(ygb, dyb, yM);
+    double e = rel_to_bound(yg, yc, bd0, n * M), e2 = rel_to_bound(ygb, ycb, bdb, n * M);
+    report("matmul_pair none", shape, e > e2 ? e : e2, 1e-5);
+    float *ynone_a = xmalloc(yM), *ynone_b = xmalloc(yM);
+    memcpy(ynone_a, yg, yM);
+    memcpy(ynone_b, ygb, yM);
+    CK(cudaMemset(dy, 0xFF, yM));
+    loom_cpu_matmul_pair(x, n, h0, hb, LOOM_PAIR_SWIGLU, yc, NULL, &err);
+    report_status("matmul_pair", shape,
+                  loom_cuda_matmul_pair(dx, n, g0, gb, LOOM_PAIR_SWIGLU, dy, NULL, &err, 0), &err);
+    to_host(yg, dy, yM);
+    { /* SwiGLU: error of a product of two dots; bound by |silu'|-weighted bounds, and check
+         the GPU result against silu(a)*b computed on the host from the GPU's own a, b */
+        double worst = 0, worst_self = 0;
+        for (int64_t i = 0; i < n * M; i++) {
+            float a = ynone_a[i], b = ynone_b[i];
+            double ref = (double)loom_silu(a) * b;
+            double tol = 1e-5 * (bd0[i] * fabs(b) * 1.2 + bdb[i] * fabs((double)loom_silu(a))) + 1e-30;
+            double d = fabs((double)yc[i] - yg[i]) / tol;
+            double ds = fabs(ref - yg[i]) / (fabs(ref) * 1e-6 + 1e-30);
+            if (!(d <= worst)) worst = d;
+            if (!(ds <= worst_self)) worst_self = ds;
+        }
+        report("matmul_pair swiglu", shape, worst * 1e-5, 1e-5);
+        report("pair swiglu==silu(a)b", shape, worst_self * 1e-6, 1e-6);
+    }
+
+    /* triple with biases */
+    float *bias[3], *dbias[3];
+    int64_t Ms[3] = {M, Mk, Mk};
+    for (int i = 0; i < 3; i++) {
+        bias[i] = xmalloc(sizeof(float) * (size_t)Ms[i]);
+        fill(bias[i], Ms[i], -1, 1);
+        dbias[i] = dup_dev(bias[i], sizeof(float) * (size_t)Ms[i]);
+    }
+    float *dy1 = dev_poison(yK), *dy2 = dev_poison(yK);
+    CK(cudaMemset(dy, 0xFF, yM));
+    loom_kweight hw3[3] = {h0, h1, h2}, gw3[3] = {g0, g1, g2};
+    const float *const hbias[3] = {bias[0], bias[1], bias[2]};
+    const float *const gbias[3] = {dbias[0], dbias[1], dbias[2]};
+    float *const hy[3] = {yc, yc1, yc2};
+    float *const gy[3] = {dy, dy1, dy2};
+    snprintf(shape, sizeof shape, "Q4_K/Q4_K/Q6_K M=%lld/%lld K=%lld N=%lld", (long long)M,
+             (long long)Mk, (long long)K, (long long)n);
+    loom_cpu_matmul_triple(x, n, hw3, hbias, hy, &err);
+    report_status("matmul_triple", shape, loom_cuda_matmul_triple(dx, n, gw3, gbias, gy, &err, 0),
+                  &err);
+    to_host(yg, dy, yM);
+    to_host(yg1, dy1, yK);
+    to_host(yg2, dy2, yK);
+    for (int64_t i = 0; i < n * M; i++) bd0[i] += fabs(bias[0][i % M]);
+    for (int64_t i = 0; i < n * Mk; i++) { bd1[i] += fabs(bias[1][i % Mk]); bd2[i] += fabs(bias[2][i % Mk]); }
+    double t0 = rel_to_bound(yg, yc, bd0, n * M), t1 = rel_to_bound(yg1, yc1, bd1, n * Mk),
+           t2 = rel_to_bound(yg2, yc2, bd2, n * Mk);
+    double tw = t0 > t1 ? t0 : t1;
+    report("matmul_triple+bias", shape, tw > t2 ? tw : t2, 1e-5);
+
+    for (int i = 0; i < 3; i++) { free(bias[i]); cudaFree(dbias[i]); }
+    free(x); free(w0); free(w1); free(w2); free(wb); free(res); free(bres); free(bd0); free(bd1);
+    free(bd2); free(bdb); free(yc); free(yg); free(yc1); free(yg1); free(yc2); free(yg2);
+    free(ycb); free(ygb); free(ynone_a); free(ynone_b);
+    cudaFree(dx); cudaFree(d0); cudaFree(d1); cudaFree(d2); cudaFree(dwb); cudaFree(dres);
+    cudaFree(dy); cudaFree(dyb); cudaFree(dy1); cudaFree(dy2);
+}
+
+/* ---- norm, rope, kv --------------------------------------------------------------------- */
+static void test_norm(int64_t rows, int64_t d, int with_w) {
+    char shape[96];
+    snprintf(shape, sizeof shape, "rows=%lld d=%lld%s", (long long)rows, (long long)d,
+             with_w ? "" : " no weight");
+    size_t nb = sizeof(float) * (size_t)(rows * d);
+    float *x = xmalloc(nb), *w = xmalloc(sizeof(float) * (size_t)d), *yc = xmalloc(nb), *yg = xmalloc(nb);
+    fill(x, rows * d, -3, 3);
+    fill(w, d, 0.5f, 1.5f);
+    loom_error err = {0};
+    loom_cpu_rms_norm(x, with_w ? w : NULL, rows, d, 1e-6f, yc, &err);
+    float *dx = dup_dev(x, nb), *dw = dup_dev(w, sizeof(float) * (size_t)d), *dy = dev_poison(nb);
+    report_status("rms_norm", shape,
+                  loom_cuda_rms_norm(dx, with_w ? dw : NULL, rows, d, 1e-6f, dy, &err, 0), &err);
+    to_host(yg, dy, nb);
+    double worst = 0;
+    for (int64_t i = 0; i < rows * d; i++) {
+        double e = fabs((double)yg[i] - yc[i]) / (fabs((double)yc[i]) + 1e-30);
+        if (!(e <= worst)) worst = e;
+    }
+    report("rms_norm", shape, worst, 1e-5);
+    free(x); free(w); free(yc); free(yg);
+    cudaFree(dx); cudaFree(dw); cudaFree(dy);
+}
+
+static void test_rope(loom_rope_mode mode, int64_t T, int64_t nh, int64_t nkv, int64_t D,
+                      int64_t n_rot) {
+    char shape[96];
+    snprintf(shape, sizeof shape, "%s T=%lld heads=%lld/%lld D=%lld rot=%lld",
+             mode == LOOM_ROPE_NEOX ? "NEOX" : "NORM", (long long)T, (long long)nh,
+             (long long)nkv, (long long)D, (long long)n_rot);
+    loom_rope_params p = {T, nh, nkv, D, n_rot, mode, 1000000.0f, 1.0f};
+    size_t qb = sizeof(float) * (size_t)(T * nh * D), kb = sizeof(float) * (size_t)(T * nkv * D);
+    float *q = xmalloc(qb), *k = xmalloc(kb), *qg = xmalloc(qb), *kg = xmalloc(kb);
+    int32_t *pos = xmalloc(sizeof(int32_t) * (size_t)T);
+    fill(q, T * nh * D, -1, 1);
+    fill(k, T * nkv * D, -1, 1);
+    for (int64_t t = 0; t < T; t++) pos[t] = (int32_t)(rnd() % 32768);
+    pos[0] = 0;
+    float *dq = dup_dev(q, qb), *dk = dup_dev(k, kb);
+    int32_t *dp = dup_dev(pos, sizeof(int32_t) * (size_t)T);
+    loom_error err = {0};
+    loom_cpu_rope(q, k, pos, &p, &err);
+    report_status("rope", shape, loom_cuda_rope(dq, dk, dp, &p, &err, 0), &err);
+    to_host(qg, dq, qb);
+    to_host(kg, dk, kb);
+    double worst = 0;
+    for (int64_t i = 0; i < T * nh * D; i++) {
+        double e = fabs((double)qg[i] - q[i]);
+        if (!(e <= worst)) worst = e;
+    }
+    for (int64_t i = 0; i < T * nkv * D; i++) {
+        double e = fabs((double)kg[i] - k[i]);
+        if (!(e <= worst)) worst = e;
+    }
+    report("rope", shape, worst, 1e-4);
+    free(q); free(k); free(qg); free(kg); free(pos);
+    cudaFree(dq); cudaFree(dk); cudaFree(dp);
+}
+
+static size_t kv_elem(loom_kv_type t) { return t == LOOM_KV_F32 ? 4 : (t == LOOM_KV_F16 ? 2 : 1); }
+
+static void test_kv(loom_kv_type t, int64_t n_ctx, int64_t nkv, int64_t D, int64_t pos0, int64_t T) {
+    char shape[96];
+    snprintf(shape, sizeof shape, "%s ctx=%lld kvh=%lld D=%lld pos0=%lld T=%lld",
+             t == LOOM_KV_F32 ? "F32" : (t == LOOM_KV_F16 ? "F16" : "INT8"), (long long)n_ctx,
+             (long long)nkv, (long long)D, (long long)pos0, (long long)T);
+    loom_kv_layout kv = {t, n_ctx, nkv, D};
+    size_t cb = (size_t)(n_ctx * nkv * D) * kv_elem(t), sb = sizeof(float) * (size_t)(n_ctx * nkv);
+    size_t srcb = sizeof(float) * (size_t)(T * nkv * D);
+    float *src = xmalloc(srcb);
+    fill(src, T * nkv * D, -4, 4);
+    src[0] = 0.5f;
+    uint8_t *cc = xmalloc(cb), *cg = xmalloc(cb);
+    float *sc = xmalloc(sb), *sg = xmalloc(sb);
+    memset(cc, 0xFF, cb);
+    memset(sc, 0xFF, sb);
+    void *dc = dev_poison(cb);
+    float *ds = dev_poison(sb), *dsrc = dup_dev(src, srcb);
+    loom_error err = {0};
+    loom_cpu_kv_write(src, T, pos0, cc, t == LOOM_KV_INT8 ? sc : NULL, &kv, &err);
+    report_status("kv_write", shape,
+                  loom_cuda_kv_write(dsrc, T, pos0, dc, t == LOOM_KV_INT8 ? ds : NULL, &kv, &err, 0),
+                  &err);
+    to_host(cg, dc, cb);
+    to_host(sg, ds, sb);
+    size_t diff = 0;
+    for (size_t i = 0; i < cb; i++) diff += cc[i] != cg[i];
+    if (t == LOOM_KV_INT8) diff += memcmp(sc, sg, sb) != 0;
+    report("kv_write", shape, (double)diff, 0);
+    free(src); free(cc); free(cg); free(sc); free(sg);
+    cudaFree(dc); cudaFree(ds); cudaFree(dsrc);
+}
+
+/* ---- attention -------------------------------------------------------------------------- */
+static void test_attention(loom_kv_type t, int64_t D, int64_t nh, int64_t nkv, int64_t N,
+                           int64_t pos0, int simple) {
+    char shape[96];
+    snprintf(shape, sizeof shape, "%s%s D=%lld h=%lld/%lld N=%lld pos0=%lld",
+             t == LOOM_KV_F32 ? "F32" : (t == LOOM_KV_F16 ? "F16" : "INT8"),
+             simple ? " simple" : "", (long long)D, (long long)nh, (long long)nkv, (long long)N,
+             (long long)pos0);
+    const int64_t n_ctx = pos0 + N;
+    loom_kv_layout kv = {t, n_ctx, nkv, D};
+    size_t cb = (size_t)(n_ctx * nkv * D) * kv_elem(t), sb = sizeof(float) * (size_t)(n_ctx * nkv);
+    uint8_t *kc = xmalloc(cb), *vc = xmalloc(cb);
+    float *ks = xmalloc(sb), *vs = xmalloc(sb);
+    for (int64_t i = 0; i < n_ctx * nkv * D; i++) {
+        float a = urand(-1, 1), b = urand(-1, 1);
+        if (t == LOOM_KV_F32) { ((float *)kc)[i] = a; ((float *)vc)[i] = b; }
+        else if (t == LOOM_KV_F16) {
+            ((uint16_t *)kc)[i] = loom_fp32_to_fp16(a);
+            ((uint16_t *)vc)[i] = loom_fp32_to_fp16(b);
+        } else {
+            ((int8_t *)kc)[i] = (int8_t)((int)(rnd() % 255) - 127);
+            ((int8_t *)vc)[i] = (int8_t)((int)(rnd() % 255) - 127);
+        }
+    }
+    for (int64_t i = 0; i < n_ctx * nkv; i++) { ks[i] = urand(0.001f, 0.01f); vs[i] = urand(0.001f, 0.01f); }
+    size_t qb = sizeof(float) * (size_t)(N * nh * D);
+    float *q = xmalloc(qb), *oc = xmalloc(qb), *og = xmalloc(qb);
+    fill(q, N * nh * D, -1, 1);
+    loom_attn_params p = {N, nh, pos0, 1.0f / sqrtf((float)D)};
+    const int i8 = t == LOOM_KV_INT8;
+    loom_error err = {0};
+    loom_cpu_attention(q, kc, i8 ? ks : NULL, vc, i8 ? vs : NULL, &kv, &p, oc, &err);
+    void *dkc = dup_dev(kc, cb), *dvc = dup_dev(vc, cb);
+    float *dks = dup_dev(ks, sb), *dvs = dup_dev(vs, sb), *dq = dup_dev(q, qb), *dout = dev_poison(qb);
+    if (simple) set_switch("LOOM_FAST_ATTN", "0");
+    report_status("attention", shape,
+                  loom_cuda_attention(dq, dkc, i8 ? dks : NULL, dvc, i8 ? dvs : NULL, &kv, &p,
+                                      dout, &err, 0),
+                  &err);
+    to_host(og, dout, qb);
+    if (simple) set_switch("LOOM_FAST_ATTN", "1");
+    double mx = 0, worst = 0;
+    for (int64_t i = 0; i < N * nh * D; i++) if (fabs(oc[i]) > mx) mx = fabs(oc[i]);
+    for (int64_t i = 0; i < N * nh * D; i++) {
+        double e = fabs((double)og[i] - oc[i]) / (mx + 1e-30);
+        if (!(e <= worst)) worst = e;
+    }
+    report(N == 1 ? "attention decode" : "attention prefill", shape, worst, 1e-4);
+    free(kc); free(vc); free(ks); free(vs); free(q); free(oc); free(og);
+    cudaFree(dkc); cudaFree(dvc); cudaFree(dks); cudaFree(dvs); cudaFree(dq); cudaFree(dout);
+}
+
+/* ---- elementwise, embed, softmax, argmax, conversions ----------------------------------- */
+static void test_elementwise(int64_t n) {
+    char shape[64];
+    snprintf(shape, sizeof shape, "n=%lld", (long long)n);
+    size_t nb = sizeof(float) * (size_t)n;
+    float *a = xmalloc(nb), *b = xmalloc(nb), *yc = xmalloc(nb), *yg = xmalloc(nb);
+    fill(a, n, -8, 8);
+    fill(b, n, -8, 8);
+    float *da = dup_dev(a, nb), *db = dup_dev(b, nb), *dy = dev_poison(nb);
+    loom_error err = {0};
+    for (int op = 0; op < 4; op++) {
+        static const char *names[4] = {"add", "mul", "silu", "swiglu"};
+        CK(cudaMemset(dy, 0xFF, nb));
+        loom_status st;
+        if (op == 0) { loom_cpu_add(a, b, n, yc, &err); st = loom_cuda_add(da, db, n, dy, &err, 0); }
+        else if (op == 1) { loom_cpu_mul(a, b, n, yc, &err); st = loom_cuda_mul(da, db, n, dy, &err, 0); }
+        else if (op == 2) { loom_cpu_silu(a, n, yc, &err); st = loom_cuda_silu(da, n, dy, &err, 0); }
+        else { loom_cpu_swiglu(a, b, n, yc, &err); st = loom_cuda_swiglu(da, db, n, dy, &err, 0); }
+        report_status(names[op], shape, st, &err);
+        to_host(yg, dy, nb);
+        if (op < 2) { report_bits(names[op], shape, yg, yc, nb); continue; }
+        double worst = 0;
+        for (int64_t i = 0; i < n; i++) {
+            double e = fabs((double)yg[i] - yc[i]) / (fabs((double)yc[i]) + 1e-30);
+            if (!(e <= worst)) worst = e;
+        }
+        report(names[op], shape, worst, 1e-6);
+    }
+    /* bias_add over rows x m */
+    int64_t m = 97, rows = n / 97;
+    memcpy(yc, a, nb);
+    loom_cpu_bias_add(yc, b, rows, m, &err);
+    CK(cudaMemcpy(dy, da, nb, cudaMemcpyDeviceToDevice));
+    report_status("bias_add", shape, loom_cuda_bias_add(dy, db, rows, m, &err, 0), &err);
+    to_host(yg, dy, nb);
+    report_bits("bias_add", shape, yg, yc, sizeof(float) * (size_t)(rows * m));
+    /* f32 -> f16 -> f32 */
+    uint16_t *hc = xmalloc(sizeof(uint16_t) * (size_t)n), *hg = xmalloc(sizeof(uint16_t) * (size_t)n);
+    a[0] = 1e6f; a[1] = -INFINITY; a[2] = 6.1e-6f; a[3] = -0.0f;
+    CK(cudaMemcpy(da, a, nb, cudaMemcpyHostToDevice));
+    uint16_t *dh = dev_poison(sizeof(uint16_t) * (size_t)n);
+    loom_cpu_f32_to_f16(a, n, hc, &err);
+    report_status("f32_to_f16", shape, loom_cuda_f32_to_f16(da, n, dh, &err, 0), &err);
+    to_host(hg, dh, sizeof(uint16_t) * (size_t)n);
+    report_bits("f32_to_f16", shape, hg, hc, sizeof(uint16_t) * (size_t)n);
+    CK(cudaMemset(dy, 0xFF, nb));
+    loom_cpu_f16_to_f32(hc, n, yc, &err);
+    report_status("f16_to_f32", shape, loom_cuda_f16_to_f32(dh, n, dy, &err, 0), &err);
+    to_host(yg, dy, nb);
+    report_bits("f16_to_f32", shape, yg, yc, nb);
+    free(a); free(b); free(yc); free(yg); free(hc); free(hg);
+    cudaFree(da); cudaFree(db); cudaFree(dy); cudaFree(dh);
+}
+
+static void test_embed(loom_ggml_type t, int64_t vocab, int64_t D, int64_t n, int simple) {
+    char shape[96];
+    snprintf(shape, sizeof shape, "%s%s vocab=%lld D=%lld N=%lld", loom_ggml_type_get(t)->name,
+             simple ? " simple" : "", (long long)vocab, (long long)D, (long long)n);
+    size_t wb;
+    uint8_t *w = rand_weights(t, vocab, D, &wb);
+    int32_t *ids = xmalloc(sizeof(int32_t) * (size_t)n);
+    for (int64_t i = 0; i < n; i++) ids[i] = (int32_t)(rnd() % (uint64_t)vocab);
+    ids[n - 1] = (int32_t)(vocab - 1);
+    size_t ob = sizeof(float) * (size_t)(n * D);
+    float *oc = xmalloc(ob), *og = xmalloc(ob);
+    loom_error err = {0};
+    loom_kweight hw = {w, t, vocab, D};
+    loom_cpu_embed(hw, ids, n, oc, &err);
+    void *dw = dup_dev(w, wb);
+    int32_t *dids = dup_dev(ids, sizeof(int32_t) * (size_t)n);
+    float *dout = dev_poison(ob);
+    loom_kweight gw = {dw, t, vocab, D};
+    if (simple) set_switch("LOOM_FAST_EMBD", "0");
+    report_status("embed", shape, loom_cuda_embed(gw, dids, n, dout, &err, 0), &err);
+    to_host(og, dout, ob);
+    if (simple) set_switch("LOOM_FAST_EMBD", "1");
+    report_bits("embed", shape, og, oc, ob);
+    free(w); free(ids); free(oc); free(og);
+    cudaFree(dw); cudaFree(dids); cudaFree(dout);
+}
+
+static void test_softmax_argmax(int64_t rows, int64_t n) {
+    char shape[64];
+    snprintf(shape, sizeof shape, "rows=%lld n=%lld", (long long)rows, (long long)n);
+    size_t nb = sizeof(float) * (size_t)(rows * n);
+    float *x = xmalloc(nb), *yc = xmalloc(nb), *yg = xmalloc(nb);
+    fill(x, rows * n, -20, 20);
+    for (int64_t r = 0; r < rows; r++) { /* a tie of the max and a NaN */
+        int64_t i = (int64_t)(rnd() % (uint64_t)n), j = (int64_t)(rnd() % (uint64_t)n);
+        x[r * n + i] = 25.0f;
+        x[r * n + j] = 25.0f;
+    }
+    float *dx = dup_dev(x, nb), *dy = dev_poison(nb);
+    loom_error err = {0};
+    loom_cpu_softmax(x, rows, n, yc, &err);
+    report_status("softmax", shape, loom_cuda_softmax(dx, rows, n, dy, &err, 0), &err);
+    to_host(yg, dy, nb);
+    double worst = 0;
+    for (int64_t i = 0; i < rows * n; i++) {
+        double e = fabs((double)yg[i] - yc[i]) / (1e-6 * fabs((double)yc[i]) + 1e-12);
+        if (!(e <= worst)) worst = e;
+    }
+    report("softmax", shape, worst * 1e-6, 1e-6);
+    x[n / 2] = NAN; /* row 0 gets a NaN; argmax ignores it */
+    CK(cudaMemcpy(dx, x, nb, cudaMemcpyHostToDevice));
+    int32_t *ic = xmalloc(sizeof(int32_t) * (size_t)rows), *ig = xmalloc(sizeof(int32_t) * (size_t)rows);
+    int32_t *dout = dev_poison(sizeof(int32_t) * (size_t)rows);
+    loom_cpu_argmax(x, rows, n, ic, &err);
+    report_status("argmax", shape, loom_cuda_argmax(dx, rows, n, dout, &err, 0), &err);
+    to_host(ig, dout, sizeof(int32_t) * (size_t)rows);
+    report_bits("argmax", shape, ig, ic, sizeof(int32_t) * (size_t)rows);
+    free(x); free(yc); free(yg); free(ic); free(ig);
+    cudaFree(dx); cudaFree(dy); cudaFree(dout);
+}
+
+/* ---- bad arguments are refused without a launch ----------------------------------------- */
+static void test_bad_args(void) {
+    loom_error err = {0};
+    loom_kweight w = {(void *)16, LOOM_GGML_Q4_K, 4, 300};
+    float *dx = dev_poison(4096);
+    loom_status st = loom_cuda_matmul(dx, 1, w, dx, &err, 0);
+    report("bad K refused", "Q4_K K=300", st == LOOM_ERR_INVALID_ARGUMENT ? 0 : 1, 0);
+    loom_kweight w2 = {(void *)16, LOOM_GGML_Q2_K, 4, 256};
+    st = loom_cuda_matmul(dx, 1, w2, dx, &err, 0);
+    report("bad type refused", "Q2_K", st == LOOM_ERR_UNSUPPORTED ? 0 : 1, 0);
+    loom_kv_layout kv = {LOOM_KV_F16, 8, 2, 128};
+    loom_attn_params p = {1, 3, 0, 1.0f};
+    st = loom_cuda_attention(dx, dx, NULL, dx, NULL, &kv, &p, dx, &err, 0);
+    report("bad GQA refused", "3 heads / 2 kv", st == LOOM_ERR_INVALID_ARGUMENT ? 0 : 1, 0);
+    cudaFree(dx);
+}
+
+int main(int argc, char **argv) {
+    for (int i = 1; i < argc; i++) {
+        if (strcmp(argv[i], "--quick") == 0) g_quick = 1;
+        else if (strcmp(argv[i], "--seed") == 0 && i + 1 < argc) g_rng = strtoull(argv[++i], NULL, 0) | 1;
+    }
+    int major = 0, minor = 0;
+    CK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, 0));
+    CK(cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, 0));
+    printf("cuda_conformance on sm_%d%d%s, seed %llu\n", major, minor,
+           g_quick ? ", quick" : "", (unsigned long long)g_rng);
+    printf("%-22s %-44s %11s %10s  %s\n", "kernel", "shape", "error", "tol", "verdict");
+    loom_cpu_set_threads(0);
+
+    test_matmul();
+    test_matmul_fused(1);
+    test_matmul_fused(g_quick ? 3 : 37);
+
+    test_norm(1, 2560, 1);
+    test_norm(g_quick ? 3 : 7, 4096, 1);
+    test_norm(g_quick ? 8 : 96, 128, 1); /* per-head Q/K norm */
+    test_norm(5, 130, 0);                /* d not a multiple of 4: simple path */
+
+    for (int mode = 0; mode < 2; mode++) {
+        loom_rope_mode m = mode ? LOOM_ROPE_NEOX : LOOM_ROPE_NORM;
+        test_rope(m, g_quick ? 2 : 7, 32, 8, 128, 128);
+        test_rope(m, 3, 8, 2, 64, 64);
+        test_rope(m, 2, 4, 4, 128, 96);
+        test_rope(m, 5, 6, 0, 64, 32); /* q only */
+    }
+    for (int t = 0; t < 3; t++) {
+        test_kv((loom_kv_type)t, 64, 8, 128, 0, 1);
+        test_kv((loom_kv_type)t, 64, 8, 128, 17, 30);
+        test_kv((loom_kv_type)t, 40, 2, 64, 39, 1);
+    }
+
+    static const int64_t lens_full[] = {1, 2, 63, 64, 65, 1000, 4096, 8192};
+    static const int64_t lens_quick[] = {1, 65, 300};
+    const int nl = g_quick ? 3 : 8;
+    static const int64_t gqa[][2] = {{8, 8}, {8, 4}, {32, 8}, {16, 2}};
+    for (int t = 0; t < 3; t++)
+        for (int g = 0; g < 4; g++)
+            for (int l = 0; l < nl; l++) {
+                int64_t L = g_quick ? lens_quick[l] : lens_full[l];
+                if (t != LOOM_KV_F16 && L > 1000 && g != 2) continue; /* keep the CPU time sane */
+                test_attention((loom_kv_type)t, (g & 1) ? 64 : 128, gqa[g][0], gqa[g][1], 1,
+                               L - 1, 0);
+            }
+    test_attention(LOOM_KV_F16, 128, 32, 8, 1, g_quick ? 299 : 4095, 1); /* simple path */
+    test_attention(LOOM_KV_INT8, 64, 8, 2, 1, 700, 1);
+    static const int64_t pre[][2] = {{5, 0}, {32, 0}, {17, 100}, {32, 1000}, {1, 9}};
+    for (int t = 0; t < 3; t++)
+        for (int i = 0; i < (g_quick ? 2 : 5); i++) {
+            test_attention((loom_kv_type)t, 128, 32, 8, pre[i][0], pre[i][1], 0);
+            test_attention((loom_kv_type)t, 64, 8, 8, pre[i][0], pre[i][1], 0);
+        }
+    test_attention(LOOM_KV_F16, 128, 16, 4, 9, 50, 1);
+
+    test_elementwise(g_quick ? 1000 : 100003);
+    for (int ti = 0; ti < N_TYPES; ti++) {
+        test_embed(k_types[ti], g_quick ? 50 : 1000, 2560, 7, 0);
+        test_embed(k_types[ti], 50, 512, 3, 1);
+    }
+    test_softmax_argmax(1, 1000);
+    test_softmax_argmax(g_quick ? 1 : 3, 151936);
+    if (!g_quick) test_softmax_argmax(2, 262144 + 17);
+    test_bad_args();
+
+    CK(cudaDeviceSynchronize());
+    loom_cuda_release_scratch();
+    printf("\n%d cases, %d failed\n", g_cases, g_fail);
+    return g_fail ? 1 : 0;
+}
