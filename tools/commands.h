@@ -8,5 +8,7 @@ int loom_cmd_inspect(int argc, char **argv);
 int loom_cmd_mkmodel(int argc, char **argv);
 int loom_cmd_compile(int argc, char **argv);
 int loom_cmd_run(int argc, char **argv);
+int loom_cmd_dump(int argc, char **argv);
+int loom_cmd_tokenize(int argc, char **argv);
 
 #endif

@@ -16,6 +16,8 @@ static const command commands[] = {
     {"mkmodel", loom_cmd_mkmodel, "write a deterministic random-weight model"},
     {"compile", loom_cmd_compile, "lower a GGUF model to a verified graph (.pb), op statistics"},
     {"run", loom_cmd_run, "generate tokens from a GGUF model or .pb graph"},
+    {"dump", loom_cmd_dump, "print a graph as IR text or Graphviz DOT (--dot)"},
+    {"tokenize", loom_cmd_tokenize, "print the token ids (and pieces) of a text"},
 };
 
 static void usage(FILE *f) {

@@ -1,0 +1,197 @@
+/* cmd_tokenize.c: `loom tokenize MODEL TEXT` / `loom tokenize MODEL -f FILE`: the token ids of a
+ * text under a GGUF model's tokenizer.
+ *
+ * Default output: one token per line, `ID<TAB>"PIECE"`, where PIECE is the bytes the token decodes
+ * to, escaped so every line is printable UTF-8 (\n, \t, \r, \", \\, \xNN for control bytes and for
+ * bytes that are not a whole UTF-8 character inside the piece, e.g. one <0xE6> byte token).
+ * --ids prints only the ids, space-separated, on one line. No BOS unless --bos. Special tokens
+ * written in the text (<s>, <|im_end|>) are matched unless --no-parse-special. -f reads the file
+ * byte for byte (no newline is stripped).
+ * Exit codes: 0 ok, 1 runtime error (unreadable file, bad model), 2 usage error.
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "loaders/gguf.h"
+#include "loaders/tokenizer.h"
+#include "tools/commands.h"
+
+static void usage(FILE *f) {
+    fprintf(f,
+            "usage: loom tokenize MODEL.gguf TEXT [options]\n"
+            "       loom tokenize MODEL.gguf -f FILE [options]\n"
+            "Prints the tokens of TEXT (or of FILE's bytes) under the model's tokenizer.\n"
+            "  -f FILE              read the text from FILE, byte for byte\n"
+            "  --ids                print only the ids, space-separated, on one line\n"
+            "  --bos                prepend the BOS token\n"
+            "  --no-parse-special   treat special-token text (<s>, <|im_end|>) as plain text\n"
+            "  -h, --help           this help\n"
+            "Without --ids: one line per token, ID<TAB>\"PIECE\", PIECE being the bytes the token\n"
+            "decodes to, escaped (\\n \\t \\\" \\\\, \\xNN for control bytes and partial characters).\n");
+}
+
+/* Length of the well-formed UTF-8 character at s[0..n), or 0. */
+static size_t utf8_char_len(const unsigned char *s, size_t n) {
+    unsigned char c = s[0];
+    size_t k;
+    unsigned char lo = 0x80, hi = 0xBF;
+    if (c >= 0xC2 && c <= 0xDF)
+        k = 2;
+    else if (c >= 0xE0 && c <= 0xEF) {
+        k = 3;
+        if (c == 0xE0) lo = 0xA0;
+        if (c == 0xED) hi = 0x9F;
+    } else if (c >= 0xF0 && c <= 0xF4) {
+        k = 4;
+        if (c == 0xF0) lo = 0x90;
+        if (c == 0xF4) hi = 0x8F;
+    } else
+        return 0;
+    if (n < k || s[1] < lo || s[1] > hi) return 0;
+    for (size_t i = 2; i < k; i++)
+        if (s[i] < 0x80 || s[i] > 0xBF) return 0;
+    return k;
+}
+
+static void print_escaped(FILE *f, const char *p, size_t n) {
+    const unsigned char *s = (const unsigned char *)p;
+    fputc('"', f);
+    for (size_t i = 0; i < n;) {
+        unsigned char c = s[i];
+        if (c == '\n') fputs("\\n", f);
+        else if (c == '\t') fputs("\\t", f);
+        else if (c == '\r') fputs("\\r", f);
+        else if (c == '"') fputs("\\\"", f);
+        else if (c == '\\') fputs("\\\\", f);
+        else if (c >= 0x20 && c < 0x7F) fputc(c, f);
+        else if (c >= 0x80) {
+            size_t k = utf8_char_len(s + i, n - i);
+            if (k) {
+                fwrite(s + i, 1, k, f);
+                i += k;
+                continue;
+            }
+            fprintf(f, "\\x%02X", c);
+        } else
+            fprintf(f, "\\x%02X", c);
+        i++;
+    }
+    fputc('"', f);
+}
+
+static char *read_all(const char *path, size_t *len) {
+    FILE *f = fopen(path, "rb");
+    if (!f) {
+        fprintf(stderr, "loom tokenize: cannot open '%s': %s\n", path, strerror(errno));
+        return NULL;
+    }
+    size_t cap = 1 << 16, n = 0;
+    char *buf = malloc(cap);
+    while (buf) {
+        if (n == cap) {
+            char *nb = cap > ((size_t)1 << 40) ? NULL : realloc(buf, cap *= 2);
+            if (!nb) {
+                free(buf);
+                buf = NULL;
+                break;
+            }
+            buf = nb;
+        }
+        size_t got = fread(buf + n, 1, cap - n, f);
+        n += got;
+        if (got == 0) break;
+    }
+    if (!buf || ferror(f)) {
+        fprintf(stderr, "loom tokenize: cannot read '%s'%s\n", path, buf ? "" : ": out of memory");
+        free(buf);
+        fclose(f);
+        return NULL;
+    }
+    fclose(f);
+    *len = n;
+    return buf;
+}
+
+int loom_cmd_tokenize(int argc, char **argv) {
+    const char *model = NULL, *text = NULL, *file = NULL;
+    bool ids_only = false, bos = false, parse_special = true, options_done = false;
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        if (!options_done && a[0] == '-' && a[1] != '\0') {
+            if (!strcmp(a, "--")) options_done = true;
+            else if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
+                usage(stdout);
+                return 0;
+            } else if (!strcmp(a, "--ids")) ids_only = true;
+            else if (!strcmp(a, "--bos")) bos = true;
+            else if (!strcmp(a, "--no-parse-special")) parse_special = false;
+            else if (!strcmp(a, "-f")) {
+                if (i + 1 >= argc) {
+                    fprintf(stderr, "loom tokenize: -f needs a file name\n");
+                    return 2;
+                }
+                file = argv[++i];
+            } else {
+                fprintf(stderr, "loom tokenize: unknown option '%s'\n", a);
+                usage(stderr);
+                return 2;
+            }
+            continue;
+        }
+        if (!model) model = a;
+        else if (!text) text = a;
+        else {
+            fprintf(stderr, "loom tokenize: unexpected argument '%s' (quote the text)\n", a);
+            return 2;
+        }
+    }
+    if (!model || (!text && !file) || (text && file)) {
+        fprintf(stderr, "loom tokenize: need a MODEL and either TEXT or -f FILE\n");
+        usage(stderr);
+        return 2;
+    }
+
+    size_t len = 0;
+    char *owned = NULL;
+    if (file) {
+        if (!(owned = read_all(file, &len))) return 1;
+        text = owned;
+    } else
+        len = strlen(text);
+
+    int rc = 1;
+    loom_error err = {0};
+    loom_gguf *g = NULL;
+    loom_tokenizer *t = NULL;
+    loom_token *ids = NULL;
+    size_t n = 0;
+    if (loom_gguf_open(model, &g, &err) || loom_tokenizer_create(g, &t, &err)) {
+        fprintf(stderr, "loom tokenize: %s: %s\n", model, err.msg);
+        goto done;
+    }
+    if (loom_tokenizer_encode(t, text, len, bos, parse_special, &ids, &n, &err)) {
+        fprintf(stderr, "loom tokenize: %s\n", err.msg);
+        goto done;
+    }
+    for (size_t i = 0; i < n; i++) {
+        if (ids_only) {
+            printf(i ? " %d" : "%d", (int)ids[i]);
+            continue;
+        }
+        size_t pl = 0;
+        const char *piece = loom_tokenizer_piece(t, ids[i], &pl);
+        printf("%d\t", (int)ids[i]);
+        print_escaped(stdout, piece, pl);
+        putchar('\n');
+    }
+    if (ids_only) putchar('\n');
+    rc = fflush(stdout) == 0 ? 0 : 1;
+done:
+    free(ids);
+    loom_tokenizer_destroy(t);
+    loom_gguf_close(g);
+    free(owned);
+    return rc;
+}
