@@ -1,0 +1,139 @@
+/* cli_test.c: `loom run` and `loom compile` as a user calls them (the built //tools:loom binary).
+ *
+ * - run prints the greedy ids on one stdout line (the golden greedy16 tokens); --logits writes
+ *   [n_prompt][n_vocab] float32 that match the golden .deq logits;
+ * - compile --stats --json prints the op counts; -o writes a .pb that runs (with -m) to the same
+ *   tokens, and is refused against another GGUF;
+ * - exit codes: 0 success and --help, 1 runtime errors, 2 usage errors.
+ */
+#include <criterion/criterion.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+static char loom_bin[2048];
+static char golden[1024];
+static char tmpdir[1024];
+
+static void setup(void) {
+    const char *src = getenv("TEST_SRCDIR"), *ws = getenv("TEST_WORKSPACE");
+    snprintf(loom_bin, sizeof loom_bin, "%s/%s/tools/loom", src ? src : ".", ws ? ws : "loom");
+    if (access(loom_bin, X_OK) != 0) snprintf(loom_bin, sizeof loom_bin, "bazel-bin/tools/loom");
+    const char *t = getenv("TEST_TMPDIR");
+    snprintf(tmpdir, sizeof tmpdir, "%s", t ? t : "/tmp");
+    const char *d = getenv("LOOM_TESTDATA");
+    golden[0] = 0;
+    if (d && *d) {
+        snprintf(golden, sizeof golden, "%s/golden", d);
+        char p[1100];
+        snprintf(p, sizeof p, "%s/sequences.txt", golden);
+        if (access(p, R_OK) != 0) golden[0] = 0;
+    }
+}
+
+static void need_testdata(void) {
+    if (golden[0]) return;
+    const char *req = getenv("LOOM_REQUIRE_TESTDATA");
+    if (req && !strcmp(req, "1")) cr_assert_fail("LOOM_TESTDATA is missing");
+    cr_skip_test("testdata not found (set LOOM_TESTDATA)");
+}
+
+/* Runs `loom ARGS` (a shell-quoted argument string); captures stdout into out; returns the exit
+ * code. stderr goes to TEST_TMPDIR/stderr.txt. */
+static int run(const char *args, char *out, size_t cap) {
+    char cmd[8192];
+    snprintf(cmd, sizeof cmd, "'%s' %s 2>'%s/stderr.txt'", loom_bin, args, tmpdir);
+    FILE *p = popen(cmd, "r");
+    cr_assert(p, "popen failed");
+    size_t n = fread(out, 1, cap - 1, p);
+    out[n] = 0;
+    int st = pclose(p);
+    return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+}
+
+static void read_stderr(char *buf, size_t cap) {
+    char p[1100];
+    snprintf(p, sizeof p, "%s/stderr.txt", tmpdir);
+    FILE *f = fopen(p, "rb");
+    size_t n = f ? fread(buf, 1, cap - 1, f) : 0;
+    buf[n] = 0;
+    if (f) fclose(f);
+}
+
+TestSuite(cli, .init = setup);
+
+Test(cli, run_prints_the_greedy_ids_and_writes_logits) {
+    need_testdata();
+    char args[4096], out[4096];
+    snprintf(args, sizeof args, "run '%s/tiny_qwen3_q4km.gguf' --tokens 338,281,93,503,475,149,364 "
+             "-n 16 --logits '%s/l.bin'", golden, tmpdir);
+    cr_assert_eq(run(args, out, sizeof out), 0, "stdout: %s", out);
+    cr_assert_str_eq(out, "463 384 7 326 319 58 7 326 33 58 486 414 103 396 333 141\n");
+    char p[1100];
+    snprintf(p, sizeof p, "%s/l.bin", tmpdir);
+    FILE *f = fopen(p, "rb");
+    cr_assert(f);
+    static float got[7 * 512 + 1], ref[7 * 512];
+    cr_assert_eq(fread(got, 4, 7 * 512 + 1, f), 7 * 512, "the file must hold exactly 7 x 512 floats");
+    fclose(f);
+    snprintf(p, sizeof p, "%s/tiny_qwen3_q4km.S7.deq.logits.bin", golden);
+    f = fopen(p, "rb");
+    cr_assert(f);
+    fseek(f, 8, SEEK_SET);
+    cr_assert_eq(fread(ref, 4, 7 * 512, f), 7 * 512);
+    fclose(f);
+    for (int i = 0; i < 7 * 512; i++) cr_assert(fabsf(got[i] - ref[i]) < 1e-4f, "[%d] %g vs %g", i, got[i], ref[i]);
+}
+
+Test(cli, compile_stats_json_and_pb_round_trip) {
+    need_testdata();
+    char args[4096], out[8192], err[4096];
+    snprintf(args, sizeof args, "compile '%s/tiny_llama_q8_0.gguf' --stats --json", golden);
+    cr_assert_eq(run(args, out, sizeof out), 0);
+    cr_assert_str_eq(out, "{\"ops\": {\"get_rows\": 1, \"rms_norm\": 5, \"mul\": 7, \"add\": 4, "
+                          "\"matmul\": 15, \"reshape\": 6, \"rope\": 4, \"kv_write\": 4, "
+                          "\"attention\": 2, \"silu\": 2}, \"nodes\": 50, \"values\": 77}\n");
+    /* 77 values = 2 inputs + 21 weights + 4 KV states + 50 node results. */
+    snprintf(args, sizeof args, "compile '%s/tiny_llama_q8_0.gguf' -o '%s/m.pb'", golden, tmpdir);
+    cr_assert_eq(run(args, out, sizeof out), 0);
+    snprintf(args, sizeof args, "run '%s/m.pb' -m '%s/tiny_llama_q8_0.gguf' --tokens 338,281,93 -n 5",
+             tmpdir, golden);
+    cr_assert_eq(run(args, out, sizeof out), 0);
+    char direct[256];
+    snprintf(args, sizeof args, "run '%s/tiny_llama_q8_0.gguf' --tokens 338,281,93 -n 5", golden);
+    cr_assert_eq(run(args, direct, sizeof direct), 0);
+    cr_assert_str_eq(out, direct, "the .pb and the GGUF must generate the same tokens");
+    /* Against another GGUF: refused. Without -m: the GGUF is looked up next to the .pb. */
+    snprintf(args, sizeof args, "run '%s/m.pb' -m '%s/tiny_llama_f32.gguf' --tokens 1", tmpdir, golden);
+    cr_assert_eq(run(args, out, sizeof out), 1);
+    read_stderr(err, sizeof err);
+    cr_assert(strstr(err, "tiny_llama_q8_0.gguf"), "%s", err);
+    snprintf(args, sizeof args, "run '%s/m.pb' --tokens 1", tmpdir);
+    cr_assert_eq(run(args, out, sizeof out), 1);
+}
+
+Test(cli, exit_codes) {
+    need_testdata();
+    char args[4096], out[4096], err[4096];
+    cr_assert_eq(run("run --help", out, sizeof out), 0);
+    cr_assert(strstr(out, "--tokens"));
+    cr_assert_eq(run("compile --help", out, sizeof out), 0);
+    cr_assert_eq(run("run", out, sizeof out), 2);
+    snprintf(args, sizeof args, "run '%s/tiny_qwen3_q4km.gguf' --tokens 1,x", golden);
+    cr_assert_eq(run(args, out, sizeof out), 2);
+    snprintf(args, sizeof args, "run '%s/tiny_qwen3_q4km.gguf' --tokens 1 --frobnicate", golden);
+    cr_assert_eq(run(args, out, sizeof out), 2);
+    snprintf(args, sizeof args, "run '%s/tiny_qwen3_q4km.gguf' --tokens 1 -n -3", golden);
+    cr_assert_eq(run(args, out, sizeof out), 2);
+    snprintf(args, sizeof args, "run '%s/tiny_qwen3_q4km.gguf' --tokens 1,600", golden);
+    cr_assert_eq(run(args, out, sizeof out), 1);
+    read_stderr(err, sizeof err);
+    cr_assert(strstr(err, "600") && strstr(err, "vocabulary"), "%s", err);
+    cr_assert_eq(run("run /nonexistent.gguf --tokens 1", out, sizeof out), 1);
+    cr_assert_eq(run("compile /nonexistent.gguf --stats", out, sizeof out), 1);
+    snprintf(args, sizeof args, "compile '%s/tiny_qwen3_q4km.gguf' --json", golden);
+    cr_assert_eq(run(args, out, sizeof out), 2);
+}
