@@ -28,8 +28,11 @@
 
 /* ---- bounded allocation for protobuf-c ---- */
 
-/* A message element costs at least 2 bytes on the wire (tag + length or value) and unpacks into
- * at most ~120 bytes of structs and pointers, so this budget never refuses a valid message. */
+/* A submessage costs at least 2 bytes on the wire (tag + length) and unpacks into at most 104
+ * bytes (the largest, a Value struct of 96 bytes, plus its pointer); a packed element or string
+ * byte into at most 8; an unknown field (>= 2 bytes) into 24 + its bytes. So no message needs
+ * more than ~52 bytes per input byte, and this budget never refuses a valid one (the test
+ * refusal::dense_counts_within_budget unpacks the densest kind). */
 enum { BUDGET_PER_BYTE = 128, BUDGET_BASE = 64 * 1024 };
 
 typedef struct budget {
