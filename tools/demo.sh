@@ -15,3 +15,9 @@ $loom mkmodel -o "$out/demo.gguf" --arch qwen3 --layers 4 --hidden 512 --ffn 153
 echo
 echo "== loom inspect =="
 $loom inspect "$out/demo.gguf" | head -40
+echo
+echo "== loom compile: lower to a verified graph, write the .pb, op statistics =="
+$loom compile "$out/demo.gguf" -o "$out/demo.pb" --stats
+echo
+echo "== loom run: the .pb (checked against demo.gguf next to it), 32 tokens on the CPU =="
+$loom run "$out/demo.pb" --tokens 1,2,3,4,5,6,7,8 -n 32 --backend cpu
