@@ -249,6 +249,36 @@ Test(golden, greedy16_matches_reference) {
     cr_assert_eq(checked, 17);
 }
 
+/* A graph lowered with max_tokens 8 runs the 33-token prompt in five steps (8+8+8+8+1) inside
+ * one eval and still matches the reference at every position. */
+Test(golden, eval_longer_than_max_tokens_is_chunked) {
+    const char *dir = testdata_dir();
+    char path[1024], lp[1024];
+    snprintf(path, sizeof path, "%s/golden/tiny_qwen2_q4km.gguf", dir);
+    snprintf(lp, sizeof lp, "%s/golden/tiny_qwen2_q4km.S33.deq.logits.bin", dir);
+    loom_model_options o;
+    loom_model_options_init(&o);
+    o.n_ctx = 40;
+    o.max_tokens = 8;
+    loom_error err = {0};
+    loom_model *m = NULL;
+    cr_assert_eq(loom_model_load(path, &o, &m, &err), LOOM_OK, "%s", err.msg);
+    cr_assert_eq(loom_model_max_tokens(m), 8);
+    cr_assert_eq(loom_model_n_ctx(m), 40);
+    loom_session *s = session(m);
+    int32_t toks[64], rn, rv, rows = 0;
+    int n = read_sequence(dir, "S33", toks, 64);
+    float *ref = read_logits(lp, &rn, &rv);
+    cr_assert_eq(loom_session_eval(s, toks, n, &err), LOOM_OK, "%s", err.msg);
+    const float *got = loom_session_logits(s, &rows);
+    cr_assert_eq(rows, n);
+    for (int r = 0; r < n; r++)
+        check_row("tiny_qwen2_q4km.S33 (max_tokens 8)", r, got + (size_t)r * rv, ref + (size_t)r * rv, rv);
+    free(ref);
+    loom_session_destroy(s);
+    loom_model_destroy(m);
+}
+
 Test(golden, refusals) {
     const char *dir = testdata_dir();
     loom_model *m = load(dir, "tiny_qwen3_q4km", 16);
