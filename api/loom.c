@@ -283,6 +283,10 @@ const float *loom_session_logits(const loom_session *s, int32_t *n_rows) {
 
 int32_t loom_session_pos(const loom_session *s) { return s->pos; }
 
+void loom_session_exec_stats(const loom_session *s, loom_exec_stats *out) {
+    loom_exec_get_stats(s->exec, out);
+}
+
 void loom_session_reset(loom_session *s) {
     /* Attention reads only rows 0..pos, each rewritten before it is read again, so forgetting
      * the tokens needs no clearing of the cache. */

@@ -5,6 +5,7 @@
 #ifndef LOOM_API_IMPL_H
 #define LOOM_API_IMPL_H
 
+#include "executor/executor.h"
 #include "ir/ir.h"
 #include "loaders/gguf.h"
 #include "loom.h"
@@ -17,6 +18,9 @@ extern "C" {
 const loom_ir_graph *loom_model_graph(const loom_model *m);
 /* The model's mapped GGUF file. */
 const loom_gguf *loom_model_gguf(const loom_model *m);
+
+/* The memory of the session's executor plan (weights, KV cache, activations). */
+void loom_session_exec_stats(const loom_session *s, loom_exec_stats *out);
 
 #ifdef __cplusplus
 }

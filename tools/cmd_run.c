@@ -13,6 +13,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "api/loom_impl.h"
 #include "loom.h"
 #include "tools/commands.h"
 
@@ -243,6 +244,13 @@ int loom_cmd_run(int argc, char **argv) {
     for (int32_t i = 0; i < n_out; i++) printf("%s%d", i ? " " : "", out[i]);
     printf("\n");
     fflush(stdout);
+    loom_exec_stats es;
+    loom_session_exec_stats(s, &es);
+    fprintf(stderr,
+            "loom run: memory: weights %.1f MiB (mapped), KV cache %.1f MiB (%d positions), "
+            "activations %.1f MiB in %u buffers (%.1f MiB without reuse)\n",
+            es.weight_bytes / 1048576.0, es.state_bytes / 1048576.0, loom_model_n_ctx(m),
+            es.activation_bytes / 1048576.0, es.n_buffers, es.activation_sum / 1048576.0);
     fprintf(stderr,
             "loom run: %s (%s, vocab %d), backend %s, load %.1f ms\n"
             "loom run: prompt %d tokens in %.1f ms (%.1f tokens/s)\n"
