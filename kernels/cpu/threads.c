@@ -7,7 +7,8 @@
  * [n*i/parts, n*(i+1)/parts), the caller runs range 0, and every spawned worker acknowledges
  * each generation so the caller knows when the job is finished. Workers are created lazily
  * (the first job that wants them) and live for the rest of the process, detached; the pool
- * never shrinks, a smaller thread count just leaves some idle.
+ * never shrinks, a smaller thread count just leaves some idle. A child of fork() starts with
+ * an empty pool (pthread_atfork).
  */
 #include <pthread.h>
 #include <unistd.h>
@@ -78,9 +79,23 @@ static void *worker_main(void *arg) {
     return NULL;
 }
 
+/* A child of fork() has none of the workers: it starts over with an empty, idle pool. */
+static void pool_after_fork_child(void) {
+    pthread_mutex_init(&pool_busy, NULL);
+    pthread_mutex_init(&pool_mu, NULL);
+    pthread_cond_init(&pool_work, NULL);
+    pthread_cond_init(&pool_done, NULL);
+    pool_spawned = 0;
+    pool_pending = 0;
+}
+
+static pthread_once_t atfork_once = PTHREAD_ONCE_INIT;
+static void register_atfork(void) { pthread_atfork(NULL, NULL, pool_after_fork_child); }
+
 /* Spawns workers up to `want` (ids 1..want); returns how many exist. Called with pool_busy
  * held and no job in flight. */
 static int ensure_workers(int want) {
+    pthread_once(&atfork_once, register_atfork);
     while (pool_spawned < want) {
         pthread_t th;
         pthread_attr_t attr;

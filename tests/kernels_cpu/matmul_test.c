@@ -8,6 +8,8 @@
  */
 #include <float.h>
 #include <pthread.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include "test_util.h"
 
@@ -302,5 +304,31 @@ Test(matmul, concurrent_callers_get_correct_results) {
         free(want[i]);
     }
     loom_cpu_set_threads(0);
+    free_weight(&w);
+}
+
+/* A child of fork() has no pool workers; its kernels must still run (and not hang). */
+Test(matmul, works_in_a_forked_child) {
+    rng r = {9};
+    loom_kweight w = random_weight(&r, LOOM_GGML_Q8_0, 200, 512);
+    float *x = random_floats(&r, 4 * 512, 1.0f);
+    float *want = malloc(4 * 200 * sizeof(float)), *y = malloc(4 * 200 * sizeof(float));
+    loom_cpu_set_threads(2);
+    cr_assert_eq(loom_cpu_matmul(x, 4, w, want, NULL), LOOM_OK); /* starts the pool */
+    pid_t pid = fork();
+    cr_assert_geq(pid, 0);
+    if (pid == 0) {
+        alarm(30); /* a hang (waiting for workers the child lacks) fails instead of hanging */
+        int ok = loom_cpu_matmul(x, 4, w, y, NULL) == LOOM_OK &&
+                 memcmp(y, want, 4 * 200 * sizeof(float)) == 0;
+        _exit(ok ? 0 : 1);
+    }
+    int status = 0;
+    cr_assert_eq(waitpid(pid, &status, 0), pid);
+    cr_assert(WIFEXITED(status) && WEXITSTATUS(status) == 0, "child failed");
+    loom_cpu_set_threads(0);
+    free(x);
+    free(want);
+    free(y);
     free_weight(&w);
 }
