@@ -431,9 +431,9 @@ static loom_status stmt_node(P *p) {
     loom_status st;
     do {
         skip_ws(p);
-        name_at[n_names] = p->i;
         if (n_names == LOOM_IR_MAX_OUTPUTS)
             return perr(p, p->i, LOOM_ERR_FORMAT, "more than %d results", LOOM_IR_MAX_OUTPUTS);
+        name_at[n_names] = p->i;
         if (!eat(p, '%')) return perr(p, p->i, LOOM_ERR_FORMAT, "expected a statement");
         if ((st = name_after_sigil(p, names[n_names], sizeof names[0], "a result name")))
             return st;
@@ -478,9 +478,9 @@ static loom_status stmt_node(P *p) {
     if (eat(p, ':')) {
         do {
             skip_ws(p);
-            type_at[n_types] = p->i;
             if (n_types == LOOM_IR_MAX_OUTPUTS)
                 return perr(p, p->i, LOOM_ERR_FORMAT, "more than %d types", LOOM_IR_MAX_OUTPUTS);
+            type_at[n_types] = p->i;
             if ((st = type(p, &want[n_types++]))) return st;
         } while (eat(p, ','));
     }

@@ -149,6 +149,10 @@ static const err_case errors[] = {
     {"input %x : f32[4]\n%y = rms_norm(%x) {eps=abc}", "parse:2:24: 'abc' is not a number"},
     {"input %x : f32[4]\n%y = silu(%x)\noutput o = %q", "parse:3:12: undefined value %q"},
     {"input %x : f32[4]\n  %y = silu(%x) )", "parse:2:17: unexpected ')'"},
+    /* Found by tools/fuzz/ir_text_fuzz.c: more names or types than a node can have. */
+    {"input %x : f32[4]\n%a, %b, %c, %d = silu(%x)", "parse:2:13: more than 3 results"},
+    {"input %x : f32[4]\n%y = silu(%x) : f32[4], f32[4], f32[4], f32[4]",
+     "parse:2:41: more than 3 types"},
 };
 
 Test(text, parse_errors_give_line_and_column) {
