@@ -14,11 +14,14 @@
  * Every error is LOOM_ERR_FORMAT (LOOM_ERR_UNSUPPORTED for a version other than 2 or 3) with a
  * message "gguf: <field>: <problem> at offset <byte>".
  *
+ * The handle's layout is in gguf_impl.h; the accessors are in gguf_access.c.
+ *
  * Memory: all strings, values and tables live in one arena freed by loom_gguf_close. Scalar
  * array elements and tensor data are not copied: they point into the caller's buffer or the
  * read-only mapping.
  */
 #include "loaders/gguf.h"
+#include "loaders/gguf_impl.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -31,16 +34,6 @@
 #include <unistd.h>
 
 /* ---- arena ---------------------------------------------------------------------------- */
-
-typedef struct arena_chunk {
-    struct arena_chunk *next;
-    size_t used, cap;
-    _Alignas(16) unsigned char data[];
-} arena_chunk;
-
-typedef struct {
-    arena_chunk *head;
-} arena;
 
 /* Zeroed, 16-byte aligned memory that lives until arena_free; NULL when out of memory. */
 static void *arena_alloc(arena *a, size_t n) {
@@ -68,32 +61,7 @@ static void arena_free(arena *a) {
     a->head = NULL;
 }
 
-/* ---- the handle ----------------------------------------------------------------------- */
-
-struct loom_gguf {
-    const uint8_t *base; /* the whole file */
-    uint64_t size;
-    bool mapped;         /* base came from mmap and is unmapped at close */
-    uint32_t version;
-    uint64_t alignment;
-    uint64_t data_offset;
-    size_t n_kv;
-    const char **keys;
-    loom_gguf_value *values;
-    size_t n_tensors;
-    loom_gguf_tensor *tensors;
-    /* open-addressing hash tables of index+1 (0 = empty), sizes are powers of two */
-    uint32_t *key_slots, *tensor_slots;
-    size_t key_mask, tensor_mask;
-    arena arena;
-};
-
-/* ---- helpers shared with the accessors -------------------------------------------------- */
-
-static const char *const type_names[LOOM_GGUF_TYPE_COUNT] = {
-    "u8", "i8", "u16", "i16", "u32", "i32", "f32", "bool", "string", "array", "u64", "i64", "f64",
-};
-static const uint8_t type_sizes[LOOM_GGUF_TYPE_COUNT] = {1, 1, 2, 2, 4, 4, 4, 1, 0, 0, 8, 8, 8};
+/* ---- names, sizes, lookup ------------------------------------------------------------- */
 
 const char *loom_gguf_type_name(loom_gguf_type t) {
     return (unsigned)t < LOOM_GGUF_TYPE_COUNT ? type_names[t] : "?";
@@ -101,19 +69,6 @@ const char *loom_gguf_type_name(loom_gguf_type t) {
 
 size_t loom_gguf_type_size(loom_gguf_type t) {
     return (unsigned)t < LOOM_GGUF_TYPE_COUNT ? type_sizes[t] : 0;
-}
-
-static uint64_t load_le(const uint8_t *p, size_t n) {
-    uint64_t v = 0;
-    for (size_t i = 0; i < n; i++) v |= (uint64_t)p[i] << (8 * i);
-    return v;
-}
-
-/* Sign-extends a width-byte two's complement value. */
-static int64_t sign_extend(uint64_t raw, size_t width) {
-    if (width == 8) return (int64_t)raw;
-    uint64_t sign = (uint64_t)1 << (8 * width - 1);
-    return (raw & sign) ? (int64_t)(raw | ~((sign << 1) - 1)) : (int64_t)raw;
 }
 
 static uint64_t hash_name(const char *s) {
@@ -585,23 +540,7 @@ void loom_gguf_close(loom_gguf *g) {
     free(g);
 }
 
-/* ---- accessors --------------------------------------------------------------------------- */
-
-uint32_t loom_gguf_version(const loom_gguf *g) { return g->version; }
-uint64_t loom_gguf_alignment(const loom_gguf *g) { return g->alignment; }
-uint64_t loom_gguf_file_size(const loom_gguf *g) { return g->size; }
-uint64_t loom_gguf_data_offset(const loom_gguf *g) { return g->data_offset; }
-const void *loom_gguf_file_bytes(const loom_gguf *g) { return g->base; }
-
-size_t loom_gguf_n_keys(const loom_gguf *g) { return g->n_kv; }
-
-const char *loom_gguf_key_name(const loom_gguf *g, size_t i) {
-    return i < g->n_kv ? g->keys[i] : NULL;
-}
-
-const loom_gguf_value *loom_gguf_key_value(const loom_gguf *g, size_t i) {
-    return i < g->n_kv ? &g->values[i] : NULL;
-}
+/* ---- lookup by name ------------------------------------------------------------------- */
 
 const loom_gguf_value *loom_gguf_find(const loom_gguf *g, const char *key) {
     if (key == NULL) return NULL;
@@ -609,185 +548,8 @@ const loom_gguf_value *loom_gguf_find(const loom_gguf *g, const char *key) {
     return i == (size_t)-1 ? NULL : &g->values[i];
 }
 
-size_t loom_gguf_n_tensors(const loom_gguf *g) { return g->n_tensors; }
-
-const loom_gguf_tensor *loom_gguf_tensor_at(const loom_gguf *g, size_t i) {
-    return i < g->n_tensors ? &g->tensors[i] : NULL;
-}
-
 const loom_gguf_tensor *loom_gguf_find_tensor(const loom_gguf *g, const char *name) {
     if (name == NULL) return NULL;
     size_t i = slots_find(g->tensor_slots, g->tensor_mask, name, tensor_name_at, g);
     return i == (size_t)-1 ? NULL : &g->tensors[i];
-}
-
-static bool is_unsigned(loom_gguf_type t) {
-    return t == LOOM_GGUF_U8 || t == LOOM_GGUF_U16 || t == LOOM_GGUF_U32 || t == LOOM_GGUF_U64;
-}
-static bool is_signed(loom_gguf_type t) {
-    return t == LOOM_GGUF_I8 || t == LOOM_GGUF_I16 || t == LOOM_GGUF_I32 || t == LOOM_GGUF_I64;
-}
-
-/* The value of key, or NULL with LOOM_ERR_NOT_FOUND in err. */
-static const loom_gguf_value *lookup(const loom_gguf *g, const char *key, loom_error *err) {
-    const loom_gguf_value *v = loom_gguf_find(g, key);
-    if (v == NULL) loom_error_set(err, LOOM_ERR_NOT_FOUND, "gguf: key '%s' not found", key);
-    return v;
-}
-
-static loom_status wrong_type(const char *key, const loom_gguf_value *v, const char *wanted,
-                              loom_error *err) {
-    return loom_error_set(err, LOOM_ERR_TYPE, "gguf: key '%s' holds %s, wanted %s", key,
-                          type_names[v->type], wanted);
-}
-
-/* An integer key's value within [lo, hi] (as a signed or unsigned range). */
-static loom_status get_int(const loom_gguf *g, const char *key, int64_t lo, uint64_t hi,
-                           const char *wanted, int64_t *si, uint64_t *ui, loom_error *err) {
-    const loom_gguf_value *v = lookup(g, key, err);
-    if (v == NULL) return LOOM_ERR_NOT_FOUND;
-    if (is_unsigned(v->type)) {
-        if (v->u64 > hi)
-            return loom_error_set(err, LOOM_ERR_TYPE, "gguf: key '%s' holds %s %llu, which does "
-                                  "not fit %s", key, type_names[v->type],
-                                  (unsigned long long)v->u64, wanted);
-        *ui = v->u64;
-        *si = (int64_t)v->u64;
-        return LOOM_OK;
-    }
-    if (is_signed(v->type)) {
-        if (v->i64 < lo || (v->i64 >= 0 && (uint64_t)v->i64 > hi))
-            return loom_error_set(err, LOOM_ERR_TYPE, "gguf: key '%s' holds %s %lld, which does "
-                                  "not fit %s", key, type_names[v->type], (long long)v->i64,
-                                  wanted);
-        *si = v->i64;
-        *ui = (uint64_t)v->i64;
-        return LOOM_OK;
-    }
-    return wrong_type(key, v, wanted, err);
-}
-
-loom_status loom_gguf_get_u32(const loom_gguf *g, const char *key, uint32_t *out, loom_error *err) {
-    int64_t si;
-    uint64_t ui;
-    loom_status s = get_int(g, key, 0, UINT32_MAX, "u32", &si, &ui, err);
-    if (s == LOOM_OK) *out = (uint32_t)ui;
-    return s;
-}
-
-loom_status loom_gguf_get_i32(const loom_gguf *g, const char *key, int32_t *out, loom_error *err) {
-    int64_t si;
-    uint64_t ui;
-    loom_status s = get_int(g, key, INT32_MIN, INT32_MAX, "i32", &si, &ui, err);
-    if (s == LOOM_OK) *out = (int32_t)si;
-    return s;
-}
-
-loom_status loom_gguf_get_u64(const loom_gguf *g, const char *key, uint64_t *out, loom_error *err) {
-    int64_t si;
-    uint64_t ui;
-    loom_status s = get_int(g, key, 0, UINT64_MAX, "u64", &si, &ui, err);
-    if (s == LOOM_OK) *out = ui;
-    return s;
-}
-
-loom_status loom_gguf_get_f32(const loom_gguf *g, const char *key, float *out, loom_error *err) {
-    const loom_gguf_value *v = lookup(g, key, err);
-    if (v == NULL) return LOOM_ERR_NOT_FOUND;
-    if (v->type != LOOM_GGUF_F32 && v->type != LOOM_GGUF_F64) return wrong_type(key, v, "f32", err);
-    *out = (float)v->f64;
-    return LOOM_OK;
-}
-
-loom_status loom_gguf_get_bool(const loom_gguf *g, const char *key, bool *out, loom_error *err) {
-    const loom_gguf_value *v = lookup(g, key, err);
-    if (v == NULL) return LOOM_ERR_NOT_FOUND;
-    if (v->type != LOOM_GGUF_BOOL) return wrong_type(key, v, "bool", err);
-    *out = v->b;
-    return LOOM_OK;
-}
-
-loom_status loom_gguf_get_string(const loom_gguf *g, const char *key, const char **out,
-                                 loom_error *err) {
-    const loom_gguf_value *v = lookup(g, key, err);
-    if (v == NULL) return LOOM_ERR_NOT_FOUND;
-    if (v->type != LOOM_GGUF_STRING) return wrong_type(key, v, "string", err);
-    *out = v->str.ptr;
-    return LOOM_OK;
-}
-
-loom_status loom_gguf_get_array(const loom_gguf *g, const char *key, loom_gguf_type elem_type,
-                                const loom_gguf_value **out, loom_error *err) {
-    const loom_gguf_value *v = lookup(g, key, err);
-    if (v == NULL) return LOOM_ERR_NOT_FOUND;
-    if (v->type != LOOM_GGUF_ARRAY || v->arr.elem_type != elem_type) {
-        if (v->type != LOOM_GGUF_ARRAY)
-            return loom_error_set(err, LOOM_ERR_TYPE, "gguf: key '%s' holds %s, wanted array of %s",
-                                  key, type_names[v->type], loom_gguf_type_name(elem_type));
-        return loom_error_set(err, LOOM_ERR_TYPE,
-                              "gguf: key '%s' holds array of %s, wanted array of %s", key,
-                              type_names[v->arr.elem_type], loom_gguf_type_name(elem_type));
-    }
-    *out = v;
-    return LOOM_OK;
-}
-
-/* Raw element i of a scalar array, zero-extended, plus its width. */
-static uint64_t array_raw(const loom_gguf_value *arr, uint64_t i, size_t *width) {
-    *width = type_sizes[arr->arr.elem_type];
-    LOOM_ASSERT(*width != 0 && i < arr->arr.n);
-    return load_le((const uint8_t *)arr->arr.data + i * *width, *width);
-}
-
-static double array_float(loom_gguf_type t, uint64_t raw) {
-    if (t == LOOM_GGUF_F32) {
-        uint32_t bits = (uint32_t)raw;
-        float f;
-        memcpy(&f, &bits, 4);
-        return f;
-    }
-    double d;
-    memcpy(&d, &raw, 8);
-    return d;
-}
-
-/* Float to integer without undefined behaviour: NaN gives 0, out-of-range values saturate. */
-static int64_t float_to_i64(double d) {
-    if (d != d) return 0;
-    if (d >= 9223372036854775807.0) return INT64_MAX;
-    if (d <= -9223372036854775808.0) return INT64_MIN;
-    return (int64_t)d;
-}
-
-static uint64_t float_to_u64(double d) {
-    if (d != d || d <= 0) return 0;
-    if (d >= 18446744073709551615.0) return UINT64_MAX;
-    return (uint64_t)d;
-}
-
-uint64_t loom_gguf_array_u64(const loom_gguf_value *arr, uint64_t i) {
-    size_t w;
-    uint64_t raw = array_raw(arr, i, &w);
-    loom_gguf_type t = arr->arr.elem_type;
-    if (is_signed(t)) return (uint64_t)sign_extend(raw, w);
-    if (t == LOOM_GGUF_F32 || t == LOOM_GGUF_F64) return float_to_u64(array_float(t, raw));
-    return raw;
-}
-
-int64_t loom_gguf_array_i64(const loom_gguf_value *arr, uint64_t i) {
-    size_t w;
-    uint64_t raw = array_raw(arr, i, &w);
-    loom_gguf_type t = arr->arr.elem_type;
-    if (is_signed(t)) return sign_extend(raw, w);
-    if (t == LOOM_GGUF_F32 || t == LOOM_GGUF_F64) return float_to_i64(array_float(t, raw));
-    return (int64_t)raw;
-}
-
-double loom_gguf_array_f64(const loom_gguf_value *arr, uint64_t i) {
-    size_t w;
-    uint64_t raw = array_raw(arr, i, &w);
-    loom_gguf_type t = arr->arr.elem_type;
-    if (t == LOOM_GGUF_F32 || t == LOOM_GGUF_F64) return array_float(t, raw);
-    if (is_signed(t)) return (double)sign_extend(raw, w);
-    return (double)raw;
 }

@@ -1,5 +1,5 @@
-/* inspect_test.c: `loom inspect` run as a process (the binary comes in through the test's data
- * dependency on //tools:loom): its text and JSON output on a file written here and on a golden
+/* inspect_test.c: `loom inspect` run as a process (tests/gguf:loom_inspect, the command's code
+ * behind loom.c's dispatch, comes in through the test's data dependency): its text and JSON output on a file written here and on a golden
  * model, the JSON checked by `python3 -m json.tool`, and its exit codes (0 shown, 1 bad file with
  * the error on stderr, 2 usage error).
  */
@@ -18,11 +18,11 @@ static const char *loom_bin(void) {
     const char *srcdir = getenv("TEST_SRCDIR"), *ws = getenv("TEST_WORKSPACE");
     struct stat st;
     if (srcdir && ws) {
-        snprintf(path, sizeof path, "%s/%s/tools/loom", srcdir, ws);
+        snprintf(path, sizeof path, "%s/%s/tests/gguf/loom_inspect", srcdir, ws);
         if (stat(path, &st) == 0) return path;
     }
-    snprintf(path, sizeof path, "bazel-bin/tools/loom");
-    cr_assert_eq(stat(path, &st), 0, "the loom binary is not in the runfiles");
+    snprintf(path, sizeof path, "bazel-bin/tests/gguf/loom_inspect");
+    cr_assert_eq(stat(path, &st), 0, "the loom_inspect binary is not in the runfiles");
     return path;
 }
 
