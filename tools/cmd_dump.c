@@ -1,8 +1,8 @@
 /* cmd_dump.c: `loom dump FILE [--dot] [-o OUT]`: reads a graph and prints its text form, or
  * Graphviz DOT with --dot (`loom dump g.loom --dot | dot -Tsvg > g.svg`).
  *
- * The reader is chosen by FILE's extension from the `readers` table below; a module that can
- * produce a graph from another kind of file (protobuf .pb, lowering of a .gguf) adds one row.
+ * The reader is chosen by FILE's extension from the `readers` table below (text form, protobuf
+ * graph, GGUF model lowered with default options); another kind of file is one more row.
  * Every graph is verified before it is printed, so a dump never shows a graph loom would refuse.
  */
 #include <stdio.h>
@@ -11,9 +11,20 @@
 
 #include "ir/ir.h"
 #include "ir/serialize/serialize.h"
+#include "loaders/gguf.h"
+#include "loaders/lower.h"
 #include "tools/commands.h"
 
 typedef loom_status (*graph_reader)(const char *path, loom_ir_graph **out, loom_error *err);
+
+/* A GGUF model, lowered with the default options (the graph outlives the file). */
+static loom_status read_gguf(const char *path, loom_ir_graph **out, loom_error *err) {
+    loom_gguf *f = NULL;
+    loom_status st = loom_gguf_open(path, &f, err);
+    if (!st) st = loom_lower_gguf(f, NULL, out, err);
+    loom_gguf_close(f);
+    return st;
+}
 
 static const struct {
     const char *ext;
@@ -23,6 +34,7 @@ static const struct {
     {".loom", loom_ir_parse_file, "IR text form"},
     {".txt", loom_ir_parse_file, "IR text form"},
     {".pb", loom_ir_load, "protobuf graph (loom compile -o)"},
+    {".gguf", read_gguf, "GGUF model, lowered"},
 };
 enum { N_READERS = sizeof readers / sizeof readers[0] };
 
