@@ -5,7 +5,12 @@
  * checking each count, length, type, alignment and offset against the bytes that remain before
  * anything is allocated. Tensor data is never copied: loom_gguf_tensor.data points into the
  * mapping. A malformed file gets LOOM_ERR_FORMAT with a message naming the field and byte offset
- * ("gguf: tensor info 3 ('blk.0.attn_q.weight'): n_dims 7 at offset 1234: must be 1..4").
+ * ("gguf: tensor info 3 ('blk.0.attn_q.weight'): n_dims 7 at offset 1234: must be 1..4");
+ * a version other than 2 or 3 gets LOOM_ERR_UNSUPPORTED, a file that cannot be opened or mapped
+ * LOOM_ERR_IO. Checked beyond the format's syntax: unique keys and tensor names, bool bytes 0/1,
+ * arrays nested at most LOOM_GGUF_MAX_NESTING deep, general.alignment a u32 power of two, tensor
+ * offsets aligned, inside the file and not overlapping. Tensors of any ggml type parse; whether
+ * loom can compute one is the type table's `computable` (kernels/quant/quant.h).
  * A file with no tensors may end right after its metadata (vocabulary-only files do).
  *
  *   loom_gguf *g; loom_error err = {0};

@@ -2,15 +2,20 @@
 # build.sh: builds the libFuzzer harnesses with clang directly (Bazel's toolchain is gcc) into
 # .fuzz/ (git-ignored) and makes a seed corpus from ../shared/testdata.
 #   bash tools/fuzz/build.sh
-#   .fuzz/gguf_fuzz -max_total_time=600 -jobs=1 .fuzz/corpus/gguf
+#   .fuzz/gguf_fuzz -max_total_time=600 -max_len=65536 -print_final_stats=1 \
+#       -artifact_prefix=.fuzz/ .fuzz/work/gguf .fuzz/corpus/gguf
+# (new inputs go to .fuzz/work/gguf, crashes to .fuzz/crash-*; the seeds stay as they are).
+# For more seeds, the reader test writes its crafted files when asked:
+#   LOOM_GGUF_DUMP_CASES=$PWD/.fuzz/corpus/gguf bazel-bin/tests/gguf/gguf_reader_test
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 out=.fuzz
-mkdir -p "$out/corpus/gguf"
+mkdir -p "$out/corpus/gguf" "$out/work/gguf"
 CC="${CC:-clang}"
 flags=(-std=c11 -D_GNU_SOURCE -g -O1 -fno-omit-frame-pointer -fsanitize=fuzzer,address,undefined
        -fno-sanitize-recover=undefined -I. -Iinclude)
-"$CC" "${flags[@]}" tools/fuzz/gguf_fuzz.c loaders/gguf.c kernels/quant/types.c include/status.c \
+"$CC" "${flags[@]}" tools/fuzz/gguf_fuzz.c loaders/gguf.c loaders/gguf_access.c \
+    kernels/quant/types.c include/status.c \
     -o "$out/gguf_fuzz"
 testdata="${LOOM_TESTDATA:-../shared/testdata}"
 if [ -d "$testdata" ]; then
