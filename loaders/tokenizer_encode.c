@@ -270,10 +270,10 @@ static loom_status bpe_fragment(const loom_tokenizer *t, work *w, const char *s,
                 push(out, id);
                 continue;
             }
-            /* llama.cpp: try each byte of the symbol as a one-byte token, drop it otherwise */
+            /* Only in vocabularies where a merge result is no token. llama.cpp tries each byte of
+             * the symbol as a one-byte token and drops the bytes that are none; so do we. */
             for (uint32_t j = 0; j < y->n; j++) {
                 loom_token bt = loom_tok_lookup(t, wd + y->off + j, 1);
-                if (bt == LOOM_TOKEN_NULL) bt = t->unk;
                 if (bt != LOOM_TOKEN_NULL) push(out, bt);
             }
         }
