@@ -34,6 +34,11 @@ int64_t loom_cpu_weight_row_bytes(const loom_kweight *w);
  * per-value call. (threads.c) */
 const float *loom_cpu_f16_table(void);
 
+/* Decodes n values of a row of a weight type (n a multiple of its block size, src at a block
+ * boundary) into dst, bit-identical to loom_dequantize_row but faster. The type must have
+ * passed loom_cpu_check_weight. (decode.c) */
+void loom_cpu_decode(loom_ggml_type type, const void *src, float *dst, int64_t n);
+
 /* Checks a KV cache layout for kernel `who`: a known type, no negative size. (kv.c) */
 loom_status loom_cpu_check_kv_layout(const char *who, const loom_kv_layout *kv, loom_error *err);
 

@@ -1,9 +1,8 @@
 /* embed.c: embedding lookup, rows of a table (any supported weight type) by token id, decoded to
- * float32 with loom_dequantize_row straight into the output row (no other copy). Every id is
- * checked before anything is written, so a bad id leaves out untouched.
+ * float32 (loom_cpu_decode, bit-identical to loom_dequantize_row) straight into the output row,
+ * no other copy. Every id is checked before anything is written, so a bad id leaves out
+ * untouched.
  */
-#include <string.h>
-
 #include "kernels/cpu/cpu_internal.h"
 
 loom_status loom_cpu_embed(loom_kweight table, const int32_t *ids, int64_t n_tokens, float *out,
@@ -25,12 +24,7 @@ loom_status loom_cpu_embed(loom_kweight table, const int32_t *ids, int64_t n_tok
     const int64_t D = table.cols, row_bytes = loom_cpu_weight_row_bytes(&table);
     for (int64_t t = 0; t < n_tokens && D > 0; t++) {
         const uint8_t *row = (const uint8_t *)table.data + (int64_t)ids[t] * row_bytes;
-        if (table.type == LOOM_GGML_F32) {
-            memcpy(out + t * D, row, (size_t)D * sizeof(float));
-        } else {
-            s = loom_dequantize_row(table.type, row, out + t * D, D);
-            LOOM_ASSERT(s == LOOM_OK);
-        }
+        loom_cpu_decode(table.type, row, out + t * D, D);
     }
     return LOOM_OK;
 }

@@ -3,7 +3,8 @@
  *
  * Work split: the rows of W (over all weights of a fused call) are split into contiguous ranges
  * over the pool; a thread computes every token of its rows. Within a row, tokens go in groups
- * of up to TOKEN_GROUP: each 256-value chunk of the row is decoded once into a stack buffer and
+ * of up to TOKEN_GROUP: each 256-value chunk of the row is decoded once (loom_cpu_decode,
+ * bit-identical to loom_dequantize_row) into a stack buffer and
  * dotted with the group's tokens, so a row is decoded ceil(N / TOKEN_GROUP) times and never
  * stored whole.
  *
@@ -65,23 +66,14 @@ static void dot_group(const loom_kweight *w, int64_t row_bytes, int64_t m, const
     lanes8 acc[TOKEN_GROUP];
     memset(acc, 0, sizeof acc);
     float buf[CHUNK];
-    const float *f16 = w->type == LOOM_GGML_F16 ? loom_cpu_f16_table() : NULL;
     for (int64_t k0 = 0; k0 < K; k0 += CHUNK) {
         int64_t len = K - k0 < CHUNK ? K - k0 : CHUNK;
         const float *wv;
         if (w->type == LOOM_GGML_F32) {
             wv = (const float *)row + k0;
-        } else if (w->type == LOOM_GGML_F16) {
-            /* The table decodes exactly as loom_dequantize_row does, only faster. */
-            const uint8_t *h = row + 2 * k0;
-            for (int64_t i = 0; i < len; i++)
-                buf[i] = f16[(uint16_t)(h[2 * i] | (h[2 * i + 1] << 8))];
-            wv = buf;
         } else {
             /* k0 is a multiple of 256, hence of every supported block size. */
-            int64_t off = loom_ggml_row_bytes((uint32_t)w->type, k0);
-            loom_status s = loom_dequantize_row(w->type, row + off, buf, len);
-            LOOM_ASSERT(s == LOOM_OK);
+            loom_cpu_decode(w->type, row + loom_ggml_row_bytes((uint32_t)w->type, k0), buf, len);
             wv = buf;
         }
         for (int g = 0; g < count; g++) accumulate(&acc[g], wv, x + (t0 + g) * K + k0, len);

@@ -356,3 +356,43 @@ Test(convert, all_type_pairs) {
                  LOOM_ERR_UNSUPPORTED);
     cr_assert(strstr(err.msg, "Q4_K") != NULL, "%s", err.msg);
 }
+
+/* The kernels decode blocks with their own loops (decode.c); they must give exactly the bits of
+ * loom_dequantize_row, on arbitrary blocks (random bytes, finite f16 scales), not only on ones
+ * our quantizer writes. Checked through the embedding, which decodes whole rows. */
+Test(embed, decode_bit_identical_to_dequantize_row_on_random_blocks) {
+    rng r = {18};
+    const struct { loom_ggml_type type; int d_offsets[2]; int n_d; } types[] = {
+        {LOOM_GGML_F16, {0, 0}, 0},  {LOOM_GGML_BF16, {0, 0}, 0}, {LOOM_GGML_Q8_0, {0, 0}, 1},
+        {LOOM_GGML_Q4_K, {0, 2}, 2}, {LOOM_GGML_Q5_K, {0, 2}, 2}, {LOOM_GGML_Q6_K, {208, 0}, 1},
+    };
+    for (size_t ti = 0; ti < sizeof types / sizeof types[0]; ti++) {
+        const loom_ggml_type type = types[ti].type;
+        const loom_ggml_type_info *info = loom_ggml_type_get((uint32_t)type);
+        const int64_t V = 64, D = 1024, rb = loom_ggml_row_bytes((uint32_t)type, D);
+        uint8_t *data = malloc((size_t)(V * rb));
+        for (int64_t i = 0; i < V * rb; i++) data[i] = (uint8_t)rng_next(&r);
+        /* Finite block scales; a few bf16/f16 NaN or inf values are fine as plain elements but
+         * compare NaN payloads, so make plain F16/BF16 elements finite too. */
+        for (int64_t blk = 0; blk < V * rb / info->type_size; blk++) {
+            uint8_t *b = data + blk * info->type_size;
+            for (int k = 0; k < types[ti].n_d; k++) {
+                uint16_t h = loom_fp32_to_fp16(rng_uniform(&r) * 0.01f);
+                memcpy(b + types[ti].d_offsets[k], &h, 2);
+            }
+            if (info->block_size == 1 && (b[1] & 0x7f) >= 0x7c) b[1] &= 0x3f;
+        }
+        loom_kweight table = {.data = data, .type = type, .rows = V, .cols = D};
+        float *want = dequant_weight(&table), *got = malloc(V * D * sizeof(float));
+        int32_t *ids = malloc(V * sizeof(int32_t));
+        for (int64_t i = 0; i < V; i++) ids[i] = (int32_t)i;
+        cr_assert_eq(loom_cpu_embed(table, ids, V, got, NULL), LOOM_OK);
+        for (int64_t i = 0; i < V * D; i++)
+            cr_assert(memcmp(&got[i], &want[i], sizeof(float)) == 0,
+                      "%s value %lld: %.9g vs %.9g", info->name, (long long)i, got[i], want[i]);
+        free(data);
+        free(want);
+        free(got);
+        free(ids);
+    }
+}
