@@ -149,6 +149,12 @@ loom_status loom_model_load(const char *path, const loom_model_options *opts, lo
         lo.max_tokens = o.max_tokens;
         lo.n_ctx = o.n_ctx;
         lo.source_path = path;
+        if (o.cache_type != LOOM_CACHE_F32 && o.cache_type != LOOM_CACHE_F16) {
+            st = loom_error_set(err, LOOM_ERR_INVALID_ARGUMENT, "model: unknown cache type %d",
+                                (int)o.cache_type);
+            goto fail;
+        }
+        lo.kv_dtype = o.cache_type == LOOM_CACHE_F16 ? LOOM_IR_F16 : LOOM_IR_F32;
         if ((st = loom_gguf_open(path, &m->gguf, err)) ||
             (st = loom_lower_gguf(m->gguf, &lo, &m->graph, err)))
             goto fail;

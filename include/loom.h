@@ -42,6 +42,12 @@ typedef struct loom_sampler loom_sampler;
 
 /* ---- models ---------------------------------------------------------------------------- */
 
+/* Element type of the KV cache (part of the graph: the cache is graph state). */
+typedef enum loom_cache_type {
+    LOOM_CACHE_F32 = 0, /* exact: reproduces F32 references within 1e-4 of the logit range */
+    LOOM_CACHE_F16 = 1, /* half the memory; within 1e-2 of the logit range */
+} loom_cache_type;
+
 typedef struct loom_model_options {
     /* For a protobuf graph: the GGUF holding its weights. NULL: the file named in the graph,
      * looked up next to the graph. Ignored for a GGUF. */
@@ -52,6 +58,8 @@ typedef struct loom_model_options {
     int32_t n_ctx;
     /* Pass pipeline applied after lowering, comma-separated names (NULL or "": none). */
     const char *passes;
+    /* KV cache element type (GGUF only; a protobuf graph keeps the one it was compiled with). */
+    loom_cache_type cache_type;
 } loom_model_options;
 
 /* Fills opts with the defaults above. */

@@ -36,6 +36,7 @@ static void usage(FILE *f) {
             "  -m GGUF             the GGUF of a .pb graph (default: the file it names, next to it)\n"
             "  --ctx N             context length (GGUF: default prompt + n; .pb: the graph's)\n"
             "  --threads N         CPU threads (default: online cores)\n"
+            "  --kv f32|f16        KV cache type of a GGUF's graph (default f32)\n"
             "  -h, --help          this help\n");
 }
 
@@ -115,6 +116,7 @@ static int write_logits(const char *path, const float *x, size_t n) {
 int loom_cmd_run(int argc, char **argv) {
     const char *model_path = NULL, *tokens = NULL, *logits_path = NULL, *gguf = NULL;
     const char *backend = "cpu";
+    bool kv_f16 = false;
     long n_gen = 16, ctx = 0, threads = 0, top_k = 0;
     unsigned long long seed = 0;
     float temp = 0.0f, top_p = 1.0f;
@@ -152,6 +154,9 @@ int loom_cmd_run(int argc, char **argv) {
             ok = v != NULL;
         } else if (!strcmp(a, "--ctx")) {
             ok = parse_long(v, 1, INT32_MAX, &ctx);
+        } else if (!strcmp(a, "--kv")) {
+            ok = v && (!strcmp(v, "f32") || !strcmp(v, "f16"));
+            kv_f16 = ok && !strcmp(v, "f16");
         } else if (!strcmp(a, "--threads")) {
             ok = parse_long(v, 1, 1024, &threads);
         } else if (a[0] == '-' && a[1]) {
@@ -202,6 +207,7 @@ int loom_cmd_run(int argc, char **argv) {
     loom_model_options mo;
     loom_model_options_init(&mo);
     mo.gguf_path = gguf;
+    mo.cache_type = kv_f16 ? LOOM_CACHE_F16 : LOOM_CACHE_F32;
     /* A GGUF is lowered for just the context this run needs (small KV cache). */
     mo.n_ctx = ctx ? (int32_t)ctx : (int32_t)(n_prompt + n_gen > 0 ? n_prompt + n_gen : 1);
     double t0 = now_s();

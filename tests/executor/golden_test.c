@@ -279,6 +279,41 @@ Test(golden, eval_longer_than_max_tokens_is_chunked) {
     loom_model_destroy(m);
 }
 
+/* An F16 KV cache: within 1e-2 of the range (testdata/README.md), same argmax where the
+ * reference's margin exceeds that. */
+Test(golden, f16_kv_cache_within_its_tolerance) {
+    const char *dir = testdata_dir();
+    const char *models[] = {"tiny_qwen3_q4km", "tiny_llama_f32"};
+    for (int mi = 0; mi < 2; mi++) {
+        char path[1024], lp[1024];
+        snprintf(path, sizeof path, "%s/golden/%s.gguf", dir, models[mi]);
+        snprintf(lp, sizeof lp, "%s/golden/%s.S33.deq.logits.bin", dir, models[mi]);
+        loom_model_options o;
+        loom_model_options_init(&o);
+        o.n_ctx = 40;
+        o.cache_type = LOOM_CACHE_F16;
+        loom_error err = {0};
+        loom_model *m = NULL;
+        cr_assert_eq(loom_model_load(path, &o, &m, &err), LOOM_OK, "%s", err.msg);
+        loom_session *s = session(m);
+        int32_t toks[64], rn, rv;
+        int n = read_sequence(dir, "S33", toks, 64);
+        float *ref = read_logits(lp, &rn, &rv);
+        cr_assert_eq(loom_session_eval(s, toks, n, &err), LOOM_OK, "%s", err.msg);
+        const float *got = loom_session_logits(s, NULL);
+        double worst = 0;
+        for (int r = 0; r < n; r++) {
+            double rel = row_rel(got + (size_t)r * rv, ref + (size_t)r * rv, rv);
+            if (rel > worst) worst = rel;
+        }
+        cr_expect(worst <= 1e-2, "%s: F16 cache differs by %g of the range", models[mi], worst);
+        cr_expect(worst > 0, "%s: an F16 cache cannot be exact; was it used?", models[mi]);
+        free(ref);
+        loom_session_destroy(s);
+        loom_model_destroy(m);
+    }
+}
+
 Test(golden, refusals) {
     const char *dir = testdata_dir();
     loom_model *m = load(dir, "tiny_qwen3_q4km", 16);
