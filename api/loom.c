@@ -305,9 +305,12 @@ void loom_session_reset(loom_session *s) {
 loom_status loom_generate(loom_session *s, const int32_t *prompt, int32_t n_prompt,
                           int32_t n_gen, loom_sampler *sampler, loom_token_fn stop_at,
                           void *stop_ctx, int32_t *out, int32_t *n_out, loom_error *err) {
+    int32_t made = 0;
+    if (!n_out) n_out = &made;
     *n_out = 0;
-    if (n_gen < 0)
-        return loom_error_set(err, LOOM_ERR_INVALID_ARGUMENT, "generate: n_gen %d < 0", n_gen);
+    if (n_gen < 0 || (n_gen > 0 && !out))
+        return loom_error_set(err, LOOM_ERR_INVALID_ARGUMENT,
+                              "generate: n_gen %d needs n_gen >= 0 and room for the tokens", n_gen);
     loom_status st = loom_session_eval(s, prompt, n_prompt, err);
     if (st) return st;
     int32_t V = s->m->n_vocab;
