@@ -101,7 +101,9 @@ typedef struct loom_kv_layout {
 } loom_kv_layout;
 
 /* Attention over a cache. Query t is at position pos0 + t and sees cache positions
- * 0 .. pos0 + t (causal, inclusive), which must already be written (kv_write first). */
+ * 0 .. pos0 + t (causal, inclusive), which must already be written (kv_write first).
+ * The IR's kv_write/attention carry a positions array; for the consecutive positions every
+ * lowered step has, pos0 = pos[0] (other position sets run one token per call). */
 typedef struct loom_attn_params {
     int64_t n_tokens; /* N queries */
     int64_t n_head;   /* query heads, a multiple of the layout's n_kv_head */

@@ -81,7 +81,7 @@ static void dot_group(const loom_kweight *w, int64_t row_bytes, int64_t m, const
     for (int g = 0; g < count; g++) out[g] = combine(&acc[g]);
 }
 
-typedef enum { EPI_NONE, EPI_ADD, EPI_BIAS, EPI_SWIGLU } epilogue;
+typedef enum { EPI_NONE, EPI_ADD, EPI_BIAS, EPI_SWIGLU } epilogue_kind;
 
 /* One fused call: up to 3 weights over one x. For EPI_SWIGLU, w[0] is the gate and w[1] the up
  * projection and the rows are those of w[0] only (each row computes both dots). */
@@ -94,7 +94,7 @@ typedef struct matmul_job {
     int64_t row_start[4]; /* prefix sums of the rows each weight contributes */
     float *y[3];
     const float *extra[3]; /* residual (EPI_ADD) or bias (EPI_BIAS) per weight, may be NULL */
-    epilogue epi;
+    epilogue_kind epi;
 } matmul_job;
 
 static void matmul_range(void *ctx, int64_t begin, int64_t end, int worker) {
