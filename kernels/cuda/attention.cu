@@ -12,11 +12,15 @@
 //      s[g][j] = scale * dot goes to shared memory only (masked positions get -inf);
 //   2. online softmax: warp w updates heads w and w+4: tile max, m_new, p = exp(s - m_new),
 //      l = l * exp(m_old - m_new) + sum p;
-//   3. V: thread tid owns output dim tid % D (for D = 64, two threads split the tile's
-//      positions) and accumulates acc[g] = acc[g] * corr[g] + sum_j p[g][j] * V[j][d].
+//   3. V: thread (grp, c) owns dims 8c .. 8c+7 (one 16-byte F16 load a position) and the
+//      tile positions j = grp (mod NG), NG = 128 / (D / 8) position groups, accumulating
+//      acc[g][e] = acc[g][e] * corr[g] + sum_j p[g][j] * V[j][8c + e] in registers;
+//      the groups' sums meet once, at the end, in shared memory (fixed order).
 // The fast path (LOOM_FAST_ATTN) uses G = min(8, n_head / n_kv_head) and enough splits to give
-// the GPU about two blocks per multiprocessor; the simple path uses G = 1 and no split.
-// Shared memory: q 8 x 128 floats + p 8 x 64 floats + 24 floats = 6.2 KB (sm_87 budget 48 KB).
+// the GPU about eight blocks per multiprocessor (at most 128); the simple path uses G = 1 and
+// no split.
+// Shared memory: q 8 x 128 + p 8 x 64 + final sum NG x 8 x D (= 8192) + 24 floats = 38.1 KB
+// (sm_87 budget: 48 KB per block).
 //
 // Memory traffic: every K and V row of the visible range is read once per block; with G
 // covering a whole GQA group, once per KV head (decode). Scores never leave shared memory.
@@ -32,7 +36,7 @@
 namespace loom_cuda {
 namespace {
 
-constexpr int kTile = 64, kMaxG = 8, kMaxD = 128;
+constexpr int kTile = 64, kMaxG = 8, kMaxD = 128, kMaxSplits = 128;
 
 struct AttnArgs {
     const float *q;
@@ -73,18 +77,37 @@ __device__ __forceinline__ void load16(const void *base, int64_t elem, float *v,
     }
 }
 
+// Loads 8 consecutive cache elements at `elem` (16-, 8- or 32-byte aligned) as floats.
 template <int KVT>
-__device__ __forceinline__ float load1(const void *base, int64_t elem) {
-    if (KVT == LOOM_KV_F32) return ((const float *)base)[elem];
-    if (KVT == LOOM_KV_F16) return f16_bits_to_f32(((const uint16_t *)base)[elem]);
-    return (float)((const int8_t *)base)[elem];
+__device__ __forceinline__ void load8(const void *base, int64_t elem, float *v) {
+    if (KVT == LOOM_KV_F32) {
+        const float4 *p = reinterpret_cast<const float4 *>((const float *)base + elem);
+        float4 f0 = p[0], f1 = p[1];
+        v[0] = f0.x; v[1] = f0.y; v[2] = f0.z; v[3] = f0.w;
+        v[4] = f1.x; v[5] = f1.y; v[6] = f1.z; v[7] = f1.w;
+    } else if (KVT == LOOM_KV_F16) {
+        uint4 u = *reinterpret_cast<const uint4 *>((const uint16_t *)base + elem);
+        uint32_t w[4] = {u.x, u.y, u.z, u.w};
+#pragma unroll
+        for (int i = 0; i < 4; i++) {
+            v[2 * i] = f16_bits_to_f32((uint16_t)(w[i] & 0xFFFF));
+            v[2 * i + 1] = f16_bits_to_f32((uint16_t)(w[i] >> 16));
+        }
+    } else {
+        uint2 u = *reinterpret_cast<const uint2 *>((const int8_t *)base + elem);
+#pragma unroll
+        for (int i = 0; i < 8; i++)
+            v[i] = (float)(int8_t)(((i < 4 ? u.x : u.y) >> (8 * (i & 3))) & 0xFF);
+    }
 }
 
 template <int D, int KVT>
 static __global__ void __launch_bounds__(kThreads, 1) attn_kernel(const AttnArgs a) {
     constexpr int kPer = KVT == LOOM_KV_F32 ? 4 : (KVT == LOOM_KV_F16 ? 8 : 16);
-    constexpr int TPD = kThreads / D;  // threads per output dim (1 or 2)
+    constexpr int TPR = D / 8;         // threads per V row (8 dims each)
+    constexpr int NG = kThreads / TPR; // position groups in phase 3
     __shared__ __align__(16) float qs[kMaxG][kMaxD];
+    __shared__ float red[NG][kMaxG][D];  // 32 KB: final sum over position groups
     __shared__ float ps[kMaxG][kTile];
     __shared__ float m_sh[kMaxG], l_sh[kMaxG], corr_sh[kMaxG];
 
@@ -105,9 +128,11 @@ static __global__ void __launch_bounds__(kThreads, 1) attn_kernel(const AttnArgs
         qs[g][d] = g < G ? a.q[(t * a.n_head + h0 + g) * D + d] : 0.0f;
     }
     if (tid < kMaxG) { m_sh[tid] = -INFINITY; l_sh[tid] = 0.0f; }
-    float acc[kMaxG];
+    float acc[kMaxG][8];
 #pragma unroll
-    for (int g = 0; g < kMaxG; g++) acc[g] = 0.0f;
+    for (int g = 0; g < kMaxG; g++)
+#pragma unroll
+        for (int e = 0; e < 8; e++) acc[g][e] = 0.0f;
     __syncthreads();
 
     for (int64_t j0 = lo; j0 < hi; j0 += kTile) {
@@ -155,6 +180,7 @@ static __global__ void __launch_bounds__(kThreads, 1) attn_kernel(const AttnArgs
             ps[g][lane] = p0;
             ps[g][lane + 32] = p1;
             float sum = warp_sum(p0 + p1);
+            __syncwarp();  // every lane has read m_sh[g] before lane 0 rewrites it
             if (lane == 0) {
                 float corr = mo == -INFINITY ? 0.0f : expf(mo - mn);
                 corr_sh[g] = corr;
@@ -163,52 +189,66 @@ static __global__ void __launch_bounds__(kThreads, 1) attn_kernel(const AttnArgs
             }
         }
         __syncthreads();
-        // 3. V accumulation
+        // 3. V accumulation: thread (grp, c) owns dims 8c .. 8c+7 and the tile positions
+        //    j = grp, grp + NG, ... (one 16-, 8- or 32-byte load per position)
         {
-            const int d = tid % D, sub = tid / D;
+            const int c = tid % TPR, grp = tid / TPR;
 #pragma unroll
-            for (int g = 0; g < kMaxG; g++)
-                if (g < G) acc[g] *= corr_sh[g];
-            const int64_t jn = min((int64_t)kTile, hi - j0);
-#pragma unroll 4
-            for (int j = sub; j < jn; j += TPD) {
+            for (int g = 0; g < kMaxG; g++) {
+                if (g < G) {
+                    const float cr = corr_sh[g];
+#pragma unroll
+                    for (int e = 0; e < 8; e++) acc[g][e] *= cr;
+                }
+            }
+            const int jn = (int)min((int64_t)kTile, hi - j0);
+#pragma unroll 2
+            for (int j = grp; j < jn; j += NG) {
                 const int64_t pos = j0 + j;
-                float v = load1<KVT>(a.vc, pos * row_stride + (int64_t)kvh * D + d);
-                if (KVT == LOOM_KV_INT8) v *= a.vs[pos * a.n_kv_head + kvh];
+                float v[8];
+                load8<KVT>(a.vc, pos * row_stride + (int64_t)kvh * D + 8 * c, v);
+                if (KVT == LOOM_KV_INT8) {
+                    const float vsc = a.vs[pos * a.n_kv_head + kvh];
 #pragma unroll
-                for (int g = 0; g < kMaxG; g++)
-                    if (g < G) acc[g] = fmaf(ps[g][j], v, acc[g]);
+                    for (int e = 0; e < 8; e++) v[e] *= vsc;
+                }
+#pragma unroll
+                for (int g = 0; g < kMaxG; g++) {
+                    if (g < G) {
+                        const float pg = ps[g][j];
+#pragma unroll
+                        for (int e = 0; e < 8; e++) acc[g][e] = fmaf(pg, v[e], acc[g][e]);
+                    }
+                }
             }
         }
         __syncthreads();
     }
 
-    // combine the TPD partial accumulators of a dim (D = 64: two threads per dim)
-    // (all loops over g are unrolled to kMaxG with a predicate: acc stays in registers)
-    if (TPD == 2) {
-        float *red = &ps[0][0];  // 8 x 64 floats = kMaxG * D
-        if (tid >= D) {
+    // sum the NG position groups' accumulators (fixed order), then thread d < D writes dim d
+    {
+        const int c = tid % TPR, grp = tid / TPR;
 #pragma unroll
-            for (int g = 0; g < kMaxG; g++)
-                if (g < G) red[g * D + (tid - D)] = acc[g];
-        }
-        __syncthreads();
-        if (tid < D) {
+        for (int g = 0; g < kMaxG; g++) {
+            if (g < G) {
 #pragma unroll
-            for (int g = 0; g < kMaxG; g++)
-                if (g < G) acc[g] += red[g * D + tid];
+                for (int e = 0; e < 8; e++) red[grp][g][8 * c + e] = acc[g][e];
+            }
         }
     }
+    __syncthreads();
     if (tid >= D) return;
 #pragma unroll
     for (int g = 0; g < kMaxG; g++) {
         if (g >= G) break;
+        float o = 0.0f;
+        for (int grp = 0; grp < NG; grp++) o += red[grp][g][tid];
         const int64_t h = h0 + g;
         if (a.splits == 1) {
-            a.out[(t * a.n_head + h) * D + tid] = acc[g] / l_sh[g];
+            a.out[(t * a.n_head + h) * D + tid] = o / l_sh[g];
         } else {
             float *pp = a.part + ((t * a.n_head + h) * a.splits + blockIdx.z) * (D + 2);
-            pp[tid] = acc[g];
+            pp[tid] = o;
             if (tid == 0) { pp[D] = m_sh[g]; pp[D + 1] = l_sh[g]; }
         }
     }
@@ -298,9 +338,9 @@ extern "C" loom_status loom_cuda_attention(const float *q, const void *k_cache,
         f.hgroups = (f.group + f.G - 1) / f.G;
         const int64_t blocks = kv->n_kv_head * f.hgroups * N;
         const int64_t ntiles = (p->pos0 + N + kTile - 1) / kTile;
-        int64_t splits = (2 * sm_count() + blocks - 1) / blocks;
+        int64_t splits = (8 * sm_count() + blocks - 1) / blocks;  // ~8 blocks per SM
         if (splits > ntiles) splits = ntiles;
-        if (splits > 64) splits = 64;
+        if (splits > kMaxSplits) splits = kMaxSplits;
         if (splits < 1) splits = 1;
         if (splits > 1) {
             size_t bytes = (size_t)(N * p->n_head * splits * (D + 2)) * sizeof(float);

@@ -2,15 +2,15 @@
 // launch (the launchers in gemv.cu loop over chunks of 32 tokens, the last one ragged).
 //
 // Launch geometry: 128-thread blocks, one warp per weight row (4 rows a block), grid
-// ceil(M / 4). A warp loads each pass of its row ONCE (Lane<T>::load, the same lane mapping as
-// the GEMV) and applies it to every token: 32 float accumulators per lane, held in registers
+// ceil(M / 4). A warp loads and decodes each pass of its row ONCE (Lane<T>::load + prep, the
+// same lane mapping as the GEMV) and applies it to every token: 32 float accumulators per lane, held in registers
 // through a statically unrolled loop over t < 32 with the predicate t < n (no dynamic register
 // indexing, no spills: the ptxas report is checked by tests/kernels_cuda).
 //
 // Memory traffic: each weight byte is read once from DRAM for all n tokens; x (n * K floats)
 // comes through L1/L2, once per warp; y written once.
 //
-// Numeric contract: per token exactly the GEMV's operations (same Lane<T>::dot, the same
+// Numeric contract: per token exactly the GEMV's operations (the same Lane<T> load/prep/loadx/dotw, the same
 // __fadd_rn pass order, the same warp_sum butterfly, the same epilogue), so y[t, :] is
 // bit-identical to loom_cuda_matmul on x[t, :] alone. Against the CPU twin: as the GEMV.
 #include "kernels/cuda/matmul.cuh"
@@ -21,7 +21,7 @@ namespace {
 constexpr int kMaxN = 32;
 
 template <int T, bool WIDE>
-static __global__ void __launch_bounds__(kThreads) gemm_kernel(const Seg s, const float *x,
+static __global__ void __launch_bounds__(kThreads, 1) gemm_kernel(const Seg s, const float *x,
                                                                int n, int64_t K, int epi) {
     using L = Lane<T>;
     const int lane = threadIdx.x & 31;
@@ -33,10 +33,15 @@ static __global__ void __launch_bounds__(kThreads) gemm_kernel(const Seg s, cons
 #pragma unroll
     for (int t = 0; t < kMaxN; t++) acc[t] = 0.0f;
     for (int64_t p = 0; p < np; p++) {
-        typename L::Raw raw = L::template load<WIDE>(row, p, lane, K);
+        const typename L::Raw raw = L::template load<WIDE>(row, p, lane, K);
+        const typename L::W w = L::template prep<WIDE>(raw, row, p, lane);
 #pragma unroll
-        for (int t = 0; t < kMaxN; t++)
-            if (t < n) acc[t] = __fadd_rn(acc[t], L::dot(raw, x + (int64_t)t * K, p, lane, K));
+        for (int t = 0; t < kMaxN; t++) {
+            if (t < n) {
+                const typename L::X xv = L::loadx(x + (int64_t)t * K, p, lane, K);
+                acc[t] = __fadd_rn(acc[t], L::dotw(w, xv));
+            }
+        }
     }
 #pragma unroll
     for (int t = 0; t < kMaxN; t++) {

@@ -49,8 +49,13 @@ __device__ __forceinline__ float row_dot(const uint8_t *row, const float *x, int
         for (int u = 0; u < UNROLL; u++)
             if (p0 + u < np) raw[u] = L::template load<WIDE>(row, p0 + u, lane, K);
 #pragma unroll
-        for (int u = 0; u < UNROLL; u++)
-            if (p0 + u < np) acc = __fadd_rn(acc, L::dot(raw[u], x, p0 + u, lane, K));
+        for (int u = 0; u < UNROLL; u++) {
+            if (p0 + u < np) {
+                const typename L::X xv = L::loadx(x, p0 + u, lane, K);
+                const typename L::W w = L::template prep<WIDE>(raw[u], row, p0 + u, lane);
+                acc = __fadd_rn(acc, L::dotw(w, xv));
+            }
+        }
     }
     return acc;
 }
@@ -120,6 +125,7 @@ loom_status gemv_launch_unroll(const GemvArgs &a, int unroll, loom_error *err,
     case 1: gemv_kernel<1><<<grid, kThreads, 0, stream>>>(a); break;
     case 2: gemv_kernel<2><<<grid, kThreads, 0, stream>>>(a); break;
     case 8: gemv_kernel<8><<<grid, kThreads, 0, stream>>>(a); break;
+    case 16: gemv_kernel<16><<<grid, kThreads, 0, stream>>>(a); break;
     default: gemv_kernel<4><<<grid, kThreads, 0, stream>>>(a); break;
     }
     LAUNCH_CHECK();

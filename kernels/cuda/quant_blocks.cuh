@@ -11,11 +11,9 @@
 //             qh[32h+l0..+1]; values 128h + l0 + {0,1} + 32i, i = 0..3.
 //   Q8_0      lane L: block 4p + L/8, values 4(L%8) .. +3.
 //   F16/BF16  lane L: values 256p + 8L .. +7;  F32: values 128p + 4L .. +3.
-// `Lane<T>::load` fetches the lane's raw bytes of pass p (the only DRAM traffic);
-// `Lane<T>::dot` turns them plus the matching x values into the lane's float partial. Both the
-// GEMV (gemv.cu) and the batched GEMM (gemm.cu) call exactly these functions and add the
-// partials in pass order with __fadd_rn, then reduce the warp with the same xor butterfly, so
-// a GEMM token's result is bit-identical to the GEMV's. Every float operation here is an
+// The GEMV (gemv.cu) and the batched GEMM (gemm.cu) call exactly the same Lane<T> steps
+// (below) and add the partials in pass order with __fadd_rn, then reduce the warp with the same
+// xor butterfly, so a GEMM token's result is bit-identical to the GEMV's. Every float operation here is an
 // explicit _rn intrinsic or fmaf, so the compiler cannot contract differently in the two
 // kernels.
 //
@@ -86,38 +84,64 @@ __device__ __forceinline__ void k4_scale_pair(uint32_t s0, uint32_t s1, uint32_t
 template <int T>
 struct Lane;
 
+// Each Lane<T> has four steps, called in this order by the GEMV and the GEMM alike:
+//   Raw load(row, p, lane, K)   the lane's weight bytes of pass p (DRAM; the only weight read)
+//   X   loadx(x, p, lane, K)    the x values those bytes multiply (L1/L2)
+//   W   prep(raw, row, p, lane) weights decoded to floats + scales (no x involved; Q4_K/Q5_K
+//                               read their block header here, an L1 hit), once per pass in
+//                               the GEMM however many tokens use it
+//   float dotw(w, xv)           the lane's partial of pass p
+// The GEMV runs load, loadx, prep, dotw for every (row, pass); the GEMM runs prep once and
+// loadx + dotw per token. Same operations, same order: the same bits.
+
 // ---- Q4_K ---------------------------------------------------------------------------------
 template <>
 struct Lane<LOOM_GGML_Q4_K> {
     static constexpr int kVals = 256;
-    struct Raw { uint32_t q, dm, s0, s1, s2; };
+    // Only the quant word is prefetched (one register a pass, so deep prefetch is cheap). The
+    // 16-byte header (d, dmin, scales) is read in prep: it shares the first 32-byte sector with
+    // lanes 0-3's quant words, so by then it sits in L1.
+    struct Raw { uint32_t q; };
+    struct X { float4 l, h; };
+    struct W { float ql[4], qh[4], dl, dh, ml, mh; };
     template <bool U32>
     static __device__ __forceinline__ Raw load(const uint8_t *row, int64_t p, int lane, int64_t) {
-        const uint8_t *b = row + p * kQ4KBytes;
-        Raw r;
-        if (U32) {
-            r.dm = ld_u32(b); r.s0 = ld_u32(b + 4); r.s1 = ld_u32(b + 8); r.s2 = ld_u32(b + 12);
-            r.q = ld_u32(b + 16 + 4 * lane);
-        } else {
-            r.dm = ld_bytes4(b); r.s0 = ld_bytes4(b + 4); r.s1 = ld_bytes4(b + 8);
-            r.s2 = ld_bytes4(b + 12); r.q = ld_bytes4(b + 16 + 4 * lane);
-        }
-        return r;
+        const uint8_t *b = row + p * kQ4KBytes + 16 + 4 * lane;
+        return Raw{U32 ? ld_u32(b) : ld_bytes4(b)};
     }
-    static __device__ __forceinline__ float dot(const Raw &r, const float *x, int64_t p, int lane,
-                                                int64_t) {
-        const int j = lane >> 3, l0 = 4 * (lane & 7);
-        const float *xb = x + p * 256 + 64 * j + l0;
-        float4 xl = ld_x4(xb), xh = ld_x4(xb + 32);
+    static __device__ __forceinline__ X loadx(const float *x, int64_t p, int lane, int64_t) {
+        const float *xb = x + p * 256 + 64 * (lane >> 3) + 4 * (lane & 7);
+        return X{ld_x4(xb), ld_x4(xb + 32)};
+    }
+    // Header words of the block of pass p: dm = d | dmin << 16, s0..s2 = the 12 scale bytes.
+    template <bool U32>
+    static __device__ __forceinline__ uint4 header(const uint8_t *b) {
+        if (U32) return __ldg(reinterpret_cast<const uint4 *>(b));  // 144 = 9 * 16: aligned
+        return make_uint4(ld_bytes4(b), ld_bytes4(b + 4), ld_bytes4(b + 8), ld_bytes4(b + 12));
+    }
+    static __device__ __forceinline__ W decode(uint4 hd, uint32_t lo, uint32_t hi, int lane) {
         uint32_t sc, m;
-        k4_scale_pair(r.s0, r.s1, r.s2, j, &sc, &m);
-        float d = f16_bits_to_f32((uint16_t)(r.dm & 0xFFFF));
-        float dmin = f16_bits_to_f32((uint16_t)(r.dm >> 16));
-        float dot_l = dot4(r.q & 0x0F0F0F0Fu, xl), dot_h = dot4((r.q >> 4) & 0x0F0F0F0Fu, xh);
-        float dl = __fmul_rn(d, byte_f<0>(sc)), dh = __fmul_rn(d, byte_f<1>(sc));
-        float ml = __fmul_rn(dmin, byte_f<0>(m)), mh = __fmul_rn(dmin, byte_f<1>(m));
-        float lo = __fsub_rn(__fmul_rn(dl, dot_l), __fmul_rn(ml, sum4(xl)));
-        float hi = __fsub_rn(__fmul_rn(dh, dot_h), __fmul_rn(mh, sum4(xh)));
+        k4_scale_pair(hd.y, hd.z, hd.w, lane >> 3, &sc, &m);
+        const float d = f16_bits_to_f32((uint16_t)(hd.x & 0xFFFF));
+        const float dmin = f16_bits_to_f32((uint16_t)(hd.x >> 16));
+        W w;
+        w.ql[0] = byte_f<0>(lo); w.ql[1] = byte_f<1>(lo); w.ql[2] = byte_f<2>(lo); w.ql[3] = byte_f<3>(lo);
+        w.qh[0] = byte_f<0>(hi); w.qh[1] = byte_f<1>(hi); w.qh[2] = byte_f<2>(hi); w.qh[3] = byte_f<3>(hi);
+        w.dl = __fmul_rn(d, byte_f<0>(sc)); w.dh = __fmul_rn(d, byte_f<1>(sc));
+        w.ml = __fmul_rn(dmin, byte_f<0>(m)); w.mh = __fmul_rn(dmin, byte_f<1>(m));
+        return w;
+    }
+    template <bool U32>
+    static __device__ __forceinline__ W prep(const Raw &r, const uint8_t *row, int64_t p,
+                                             int lane) {
+        const uint4 hd = header<U32>(row + p * kQ4KBytes);
+        return decode(hd, r.q & 0x0F0F0F0Fu, (r.q >> 4) & 0x0F0F0F0Fu, lane);
+    }
+    static __device__ __forceinline__ float dotw(const W &w, const X &x) {
+        float dl = fmaf(w.ql[3], x.l.w, fmaf(w.ql[2], x.l.z, fmaf(w.ql[1], x.l.y, __fmul_rn(w.ql[0], x.l.x))));
+        float dh = fmaf(w.qh[3], x.h.w, fmaf(w.qh[2], x.h.z, fmaf(w.qh[1], x.h.y, __fmul_rn(w.qh[0], x.h.x))));
+        float lo = __fsub_rn(__fmul_rn(w.dl, dl), __fmul_rn(w.ml, sum4(x.l)));
+        float hi = __fsub_rn(__fmul_rn(w.dh, dh), __fmul_rn(w.mh, sum4(x.h)));
         return __fadd_rn(lo, hi);
     }
 };
@@ -126,41 +150,33 @@ struct Lane<LOOM_GGML_Q4_K> {
 template <>
 struct Lane<LOOM_GGML_Q5_K> {
     static constexpr int kVals = 256;
-    struct Raw { uint32_t q, h, dm, s0, s1, s2; };
+    // Prefetch: the quant word and the lane's 4 qh bytes (which also bring the header's
+    // sector into L1 for prep).
+    struct Raw { uint32_t q, h; };
+    using X = Lane<LOOM_GGML_Q4_K>::X;
+    using W = Lane<LOOM_GGML_Q4_K>::W;
     template <bool U32>
     static __device__ __forceinline__ Raw load(const uint8_t *row, int64_t p, int lane, int64_t) {
         const uint8_t *b = row + p * kQ5KBytes;
         const int l0 = 4 * (lane & 7);
-        Raw r;
-        if (U32) {
-            r.dm = ld_u32(b); r.s0 = ld_u32(b + 4); r.s1 = ld_u32(b + 8); r.s2 = ld_u32(b + 12);
-            r.h = ld_u32(b + 16 + l0); r.q = ld_u32(b + 48 + 4 * lane);
-        } else {
-            r.dm = ld_bytes4(b); r.s0 = ld_bytes4(b + 4); r.s1 = ld_bytes4(b + 8);
-            r.s2 = ld_bytes4(b + 12); r.h = ld_bytes4(b + 16 + l0);
-            r.q = ld_bytes4(b + 48 + 4 * lane);
-        }
-        return r;
+        if (U32) return Raw{ld_u32(b + 48 + 4 * lane), ld_u32(b + 16 + l0)};
+        return Raw{ld_bytes4(b + 48 + 4 * lane), ld_bytes4(b + 16 + l0)};
     }
-    static __device__ __forceinline__ float dot(const Raw &r, const float *x, int64_t p, int lane,
-                                                int64_t) {
-        const int j = lane >> 3, l0 = 4 * (lane & 7);
-        const float *xb = x + p * 256 + 64 * j + l0;
-        float4 xl = ld_x4(xb), xh = ld_x4(xb + 32);
-        uint32_t sc, m;
-        k4_scale_pair(r.s0, r.s1, r.s2, j, &sc, &m);
-        float d = f16_bits_to_f32((uint16_t)(r.dm & 0xFFFF));
-        float dmin = f16_bits_to_f32((uint16_t)(r.dm >> 16));
+    static __device__ __forceinline__ X loadx(const float *x, int64_t p, int lane, int64_t K) {
+        return Lane<LOOM_GGML_Q4_K>::loadx(x, p, lane, K);
+    }
+    template <bool U32>
+    static __device__ __forceinline__ W prep(const Raw &r, const uint8_t *row, int64_t p,
+                                             int lane) {
+        const uint4 hd = Lane<LOOM_GGML_Q4_K>::header<U32>(row + p * kQ5KBytes);  // 176 = 11*16
+        const int j = lane >> 3;
         // bit 2j (low sub-block) and 2j+1 (high) of each qh byte become bit 4 of the value
-        uint32_t hl = ((r.h >> (2 * j)) & 0x01010101u) << 4;
-        uint32_t hh = ((r.h >> (2 * j + 1)) & 0x01010101u) << 4;
-        float dot_l = dot4((r.q & 0x0F0F0F0Fu) | hl, xl);
-        float dot_h = dot4(((r.q >> 4) & 0x0F0F0F0Fu) | hh, xh);
-        float dl = __fmul_rn(d, byte_f<0>(sc)), dh = __fmul_rn(d, byte_f<1>(sc));
-        float ml = __fmul_rn(dmin, byte_f<0>(m)), mh = __fmul_rn(dmin, byte_f<1>(m));
-        float lo = __fsub_rn(__fmul_rn(dl, dot_l), __fmul_rn(ml, sum4(xl)));
-        float hi = __fsub_rn(__fmul_rn(dh, dot_h), __fmul_rn(mh, sum4(xh)));
-        return __fadd_rn(lo, hi);
+        const uint32_t lo = (r.q & 0x0F0F0F0Fu) | (((r.h >> (2 * j)) & 0x01010101u) << 4);
+        const uint32_t hi = ((r.q >> 4) & 0x0F0F0F0Fu) | (((r.h >> (2 * j + 1)) & 0x01010101u) << 4);
+        return Lane<LOOM_GGML_Q4_K>::decode(hd, lo, hi, lane);
+    }
+    static __device__ __forceinline__ float dotw(const W &w, const X &x) {
+        return Lane<LOOM_GGML_Q4_K>::dotw(w, x);
     }
 };
 
@@ -169,6 +185,8 @@ template <>
 struct Lane<LOOM_GGML_Q6_K> {
     static constexpr int kVals = 256;
     struct Raw { uint32_t a, b, h, sc, d; };
+    struct X { float2 x0, x1, x2, x3; };
+    struct W { float q[8], s[4], d; };
     template <bool U32>
     static __device__ __forceinline__ Raw load(const uint8_t *row, int64_t p, int lane, int64_t) {
         const uint8_t *blk = row + p * kQ6KBytes;  // 210-byte blocks: only 2-byte aligned
@@ -184,30 +202,42 @@ struct Lane<LOOM_GGML_Q6_K> {
         r.d = ld_u16(blk + 208);
         return r;
     }
-    static __device__ __forceinline__ float dot(const Raw &r, const float *x, int64_t p, int lane,
-                                                int64_t) {
-        const int h = lane >> 4, l0 = 2 * (lane & 15);
-        const float *xb = x + p * 256 + 128 * h + l0;
-        float2 x0 = ld_x2(xb), x1 = ld_x2(xb + 32), x2 = ld_x2(xb + 64), x3 = ld_x2(xb + 96);
+    static __device__ __forceinline__ X loadx(const float *x, int64_t p, int lane, int64_t) {
+        const float *xb = x + p * 256 + 128 * (lane >> 4) + 2 * (lane & 15);
+        return X{ld_x2(xb), ld_x2(xb + 32), ld_x2(xb + 64), ld_x2(xb + 96)};
+    }
+    template <bool U32>
+    static __device__ __forceinline__ W prep(const Raw &r, const uint8_t *, int64_t, int) {
         // bytes: a = ql[l0], ql[l0+1]; b = ql[l0+32], ql[l0+33]; h = qh[l0], qh[l0+1]
         // q1 = a&F | (h&3)<<4, q2 = b&F | ((h>>2)&3)<<4, q3 = a>>4 | ((h>>4)&3)<<4,
-        // q4 = b>>4 | ((h>>6)&3)<<4; packed two values per 16 bits.
-        uint32_t q1 = (r.a & 0x0F0Fu) | ((r.h & 0x0303u) << 4);
-        uint32_t q2 = (r.b & 0x0F0Fu) | (((r.h >> 2) & 0x0303u) << 4);
-        uint32_t q3 = ((r.a >> 4) & 0x0F0Fu) | (((r.h >> 4) & 0x0303u) << 4);
-        uint32_t q4 = ((r.b >> 4) & 0x0F0Fu) | (((r.h >> 6) & 0x0303u) << 4);
+        // q4 = b>>4 | ((h>>6)&3)<<4; two values per 16 bits.
+        const uint32_t q1 = (r.a & 0x0F0Fu) | ((r.h & 0x0303u) << 4);
+        const uint32_t q2 = (r.b & 0x0F0Fu) | (((r.h >> 2) & 0x0303u) << 4);
+        const uint32_t q3 = ((r.a >> 4) & 0x0F0Fu) | (((r.h >> 4) & 0x0303u) << 4);
+        const uint32_t q4 = ((r.b >> 4) & 0x0F0Fu) | (((r.h >> 6) & 0x0303u) << 4);
         const float bias = 8388640.0f;  // 2^23 + 32: the values are q - 32
-        float d1 = fmaf(byte_f<1>(q1, bias), x0.y, __fmul_rn(byte_f<0>(q1, bias), x0.x));
-        float d2 = fmaf(byte_f<1>(q2, bias), x1.y, __fmul_rn(byte_f<0>(q2, bias), x1.x));
-        float d3 = fmaf(byte_f<1>(q3, bias), x2.y, __fmul_rn(byte_f<0>(q3, bias), x2.x));
-        float d4 = fmaf(byte_f<1>(q4, bias), x3.y, __fmul_rn(byte_f<0>(q4, bias), x3.x));
-        uint32_t scb = r.sc ^ 0x80808080u;  // int8 -> offset binary
-        const float sb = 8388736.0f;        // 2^23 + 128
-        float s = __fmul_rn(byte_f<0>(scb, sb), d1);
-        s = fmaf(byte_f<1>(scb, sb), d2, s);
-        s = fmaf(byte_f<2>(scb, sb), d3, s);
-        s = fmaf(byte_f<3>(scb, sb), d4, s);
-        return __fmul_rn(f16_bits_to_f32((uint16_t)r.d), s);
+        W w;
+        w.q[0] = byte_f<0>(q1, bias); w.q[1] = byte_f<1>(q1, bias);
+        w.q[2] = byte_f<0>(q2, bias); w.q[3] = byte_f<1>(q2, bias);
+        w.q[4] = byte_f<0>(q3, bias); w.q[5] = byte_f<1>(q3, bias);
+        w.q[6] = byte_f<0>(q4, bias); w.q[7] = byte_f<1>(q4, bias);
+        const uint32_t scb = r.sc ^ 0x80808080u;  // int8 -> offset binary
+        const float sb = 8388736.0f;              // 2^23 + 128
+        w.s[0] = byte_f<0>(scb, sb); w.s[1] = byte_f<1>(scb, sb);
+        w.s[2] = byte_f<2>(scb, sb); w.s[3] = byte_f<3>(scb, sb);
+        w.d = f16_bits_to_f32((uint16_t)r.d);
+        return w;
+    }
+    static __device__ __forceinline__ float dotw(const W &w, const X &x) {
+        float d1 = fmaf(w.q[1], x.x0.y, __fmul_rn(w.q[0], x.x0.x));
+        float d2 = fmaf(w.q[3], x.x1.y, __fmul_rn(w.q[2], x.x1.x));
+        float d3 = fmaf(w.q[5], x.x2.y, __fmul_rn(w.q[4], x.x2.x));
+        float d4 = fmaf(w.q[7], x.x3.y, __fmul_rn(w.q[6], x.x3.x));
+        float s = __fmul_rn(w.s[0], d1);
+        s = fmaf(w.s[1], d2, s);
+        s = fmaf(w.s[2], d3, s);
+        s = fmaf(w.s[3], d4, s);
+        return __fmul_rn(w.d, s);
     }
 };
 
@@ -216,11 +246,13 @@ template <>
 struct Lane<LOOM_GGML_Q8_0> {
     static constexpr int kVals = 128;
     struct Raw { uint32_t q, d; };
+    struct X { float4 v; };
+    struct W { float q[4], d; };
     template <bool U32>
     static __device__ __forceinline__ Raw load(const uint8_t *row, int64_t p, int lane,
                                                int64_t K) {
         const int64_t blk = 4 * p + (lane >> 3);
-        Raw r{0u, 0u};
+        Raw r{0u, 0u};  // a block past the row end decodes to zeros (d = 0)
         if (blk * 32 < K) {  // 34-byte blocks: 2-byte loads
             const uint8_t *b = row + blk * kQ80Bytes;
             const int o = 2 + 4 * (lane & 7);
@@ -229,25 +261,38 @@ struct Lane<LOOM_GGML_Q8_0> {
         }
         return r;
     }
-    static __device__ __forceinline__ float dot(const Raw &r, const float *x, int64_t p, int lane,
-                                                int64_t K) {
+    static __device__ __forceinline__ X loadx(const float *x, int64_t p, int lane, int64_t K) {
         const int64_t blk = 4 * p + (lane >> 3);
-        if (blk * 32 >= K) return 0.0f;
-        float4 xv = ld_x4(x + blk * 32 + 4 * (lane & 7));
-        float s = dot4(r.q ^ 0x80808080u, xv, 8388736.0f);
-        return __fmul_rn(f16_bits_to_f32((uint16_t)r.d), s);
+        if (blk * 32 >= K) return X{make_float4(0.f, 0.f, 0.f, 0.f)};
+        return X{ld_x4(x + blk * 32 + 4 * (lane & 7))};
+    }
+    template <bool U32>
+    static __device__ __forceinline__ W prep(const Raw &r, const uint8_t *, int64_t, int) {
+        const uint32_t q = r.q ^ 0x80808080u;
+        const float bias = 8388736.0f;
+        W w;
+        w.q[0] = byte_f<0>(q, bias); w.q[1] = byte_f<1>(q, bias);
+        w.q[2] = byte_f<2>(q, bias); w.q[3] = byte_f<3>(q, bias);
+        w.d = f16_bits_to_f32((uint16_t)r.d);
+        return w;
+    }
+    static __device__ __forceinline__ float dotw(const W &w, const X &x) {
+        float s = fmaf(w.q[3], x.v.w, fmaf(w.q[2], x.v.z, fmaf(w.q[1], x.v.y, __fmul_rn(w.q[0], x.v.x))));
+        return __fmul_rn(w.d, s);
     }
 };
 
 // ---- F16 / BF16 / F32 ---------------------------------------------------------------------
-// The vector path (U32 = true here means "aligned": K % 8 == 0 and 16-byte aligned rows)
-// loads 16 bytes a lane; otherwise element loads with a bound check.
+// VEC (K % 8 == 0, 16-byte aligned rows and x): 16-byte weight loads and float4 x loads;
+// otherwise element loads with a bound check (values past K are zero on both sides).
 template <int T>
 struct LanePlain {
     static constexpr bool kF32 = (T == LOOM_GGML_F32);
     static constexpr int kPer = kF32 ? 4 : 8;  // values a lane
     static constexpr int kVals = 32 * kPer;
     struct Raw { uint32_t w[4]; };
+    struct X { float v[kPer]; };
+    struct W { float v[kPer]; };
     template <bool VEC>
     static __device__ __forceinline__ Raw load(const uint8_t *row, int64_t p, int lane,
                                                int64_t K) {
@@ -273,18 +318,31 @@ struct LanePlain {
         }
         return r;
     }
-    static __device__ __forceinline__ float wval(const Raw &r, int e) {
-        if (kF32) return __uint_as_float(r.w[e]);
-        uint16_t h = (uint16_t)(r.w[e >> 1] >> (16 * (e & 1)));
-        return T == LOOM_GGML_BF16 ? bf16_bits_to_f32(h) : f16_bits_to_f32(h);
-    }
-    static __device__ __forceinline__ float dot(const Raw &r, const float *x, int64_t p, int lane,
-                                                int64_t K) {
+    static __device__ __forceinline__ X loadx(const float *x, int64_t p, int lane, int64_t K) {
         const int64_t k0 = p * kVals + (int64_t)lane * kPer;
-        float s = 0.0f;
+        X xv;
 #pragma unroll
-        for (int e = 0; e < kPer; e++)
-            if (k0 + e < K) s = fmaf(wval(r, e), __ldg(x + k0 + e), s);
+        for (int e = 0; e < kPer; e++) xv.v[e] = k0 + e < K ? __ldg(x + k0 + e) : 0.0f;
+        return xv;
+    }
+    template <bool VEC>
+    static __device__ __forceinline__ W prep(const Raw &r, const uint8_t *, int64_t, int) {
+        W w;
+#pragma unroll
+        for (int e = 0; e < kPer; e++) {
+            if (kF32) {
+                w.v[e] = __uint_as_float(r.w[e]);
+            } else {
+                uint16_t h = (uint16_t)(r.w[e >> 1] >> (16 * (e & 1)));
+                w.v[e] = T == LOOM_GGML_BF16 ? bf16_bits_to_f32(h) : f16_bits_to_f32(h);
+            }
+        }
+        return w;
+    }
+    static __device__ __forceinline__ float dotw(const W &w, const X &x) {
+        float s = __fmul_rn(w.v[0], x.v[0]);
+#pragma unroll
+        for (int e = 1; e < kPer; e++) s = fmaf(w.v[e], x.v[e], s);
         return s;
     }
 };

@@ -24,7 +24,9 @@ loom_status cuda_fail(loom_error *err, cudaError_t e, const char *stmt, const ch
 static std::mutex g_mu;
 static bool g_switch_read = false;
 static bool g_switch[SW_COUNT];
-static int g_unroll = 4;
+// Passes a GEMV warp prefetches; chosen from bench/NOTES.md measurements.
+static const int kDefaultUnroll = 8;
+static int g_unroll = kDefaultUnroll;
 
 static void read_switches_locked() {
     static const char *names[SW_COUNT] = {"LOOM_FAST_GEMV", "LOOM_Q4K_UINT32_LOADS",
@@ -34,8 +36,8 @@ static void read_switches_locked() {
         g_switch[i] = !(v && strcmp(v, "0") == 0);
     }
     const char *u = getenv("LOOM_GEMV_UNROLL");
-    int n = u ? atoi(u) : 4;
-    g_unroll = (n == 1 || n == 2 || n == 4 || n == 8) ? n : 4;
+    int n = u ? atoi(u) : kDefaultUnroll;
+    g_unroll = (n == 1 || n == 2 || n == 4 || n == 8 || n == 16) ? n : kDefaultUnroll;
     g_switch_read = true;
 }
 
@@ -111,7 +113,7 @@ extern "C" loom_status loom_cuda_reserve_scratch(size_t bytes, loom_error *err) 
 // Split-KV: per (head, token, split) D + 2 floats; softmax/argmax: 2 values per (row, chunk).
 extern "C" size_t loom_cuda_scratch_bytes_for(int64_t n_head, int64_t head_dim, int64_t rows,
                                               int64_t n) {
-    const int64_t max_splits = 64, chunk = 4096;
+    const int64_t max_splits = 128, chunk = 4096;
     size_t attn = (size_t)n_head * (size_t)max_splits * (size_t)(head_dim + 2) * sizeof(float);
     size_t sm = (size_t)rows * (size_t)((n + chunk - 1) / chunk) * 2 * sizeof(float);
     return attn > sm ? attn : sm;
