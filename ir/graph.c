@@ -100,26 +100,18 @@ loom_ir_node *ir_node_mut(const loom_ir_graph *g, loom_ir_node_id n) {
     return &g->node_chunks[n >> IR_CHUNK_BITS][n & (IR_CHUNK - 1)];
 }
 
-/* Makes room for one more record in a chunked array; false on OOM. */
-static bool grow_chunks(void ***chunks, uint32_t *n_chunks, uint32_t n_used, size_t rec_size) {
-    if (n_used < *n_chunks * (uint32_t)IR_CHUNK) return true;
-    if (n_used >= UINT32_MAX - IR_CHUNK) return false;
-    void **p = realloc(*chunks, (*n_chunks + 1) * sizeof *p);
-    if (!p) return false;
-    *chunks = p;
-    p[*n_chunks] = calloc(IR_CHUNK, rec_size);
-    if (!p[*n_chunks]) return false;
-    (*n_chunks)++;
-    return true;
-}
-
+/* Chunk tables grow by one calloc'd chunk of IR_CHUNK records when full; records never move. */
 loom_ir_value_id ir_new_value(loom_ir_graph *g, loom_ir_value_kind kind, const loom_ir_type *t) {
-    if (!grow_chunks((void ***)&g->value_chunks, &g->n_value_chunks, g->n_values,
-                     sizeof(value_rec)))
-        return LOOM_IR_NO_VALUE;
+    if (g->n_values >= UINT32_MAX - IR_CHUNK) return LOOM_IR_NO_VALUE;
+    if (g->n_values == g->n_value_chunks * (uint32_t)IR_CHUNK) {
+        value_rec **p = realloc(g->value_chunks, (g->n_value_chunks + 1) * sizeof *p);
+        if (!p) return LOOM_IR_NO_VALUE;
+        g->value_chunks = p;
+        if (!(p[g->n_value_chunks] = calloc(IR_CHUNK, sizeof **p))) return LOOM_IR_NO_VALUE;
+        g->n_value_chunks++;
+    }
     loom_ir_value_id id = g->n_values++;
     value_rec *r = ir_value_rec(g, id);
-    memset(r, 0, sizeof *r);
     r->pub.kind = kind;
     r->pub.type = *t;
     r->pub.def = LOOM_IR_NO_NODE;
@@ -127,12 +119,16 @@ loom_ir_value_id ir_new_value(loom_ir_graph *g, loom_ir_value_kind kind, const l
 }
 
 loom_ir_node_id ir_new_node(loom_ir_graph *g) {
-    if (!grow_chunks((void ***)&g->node_chunks, &g->n_node_chunks, g->n_nodes,
-                     sizeof(loom_ir_node)))
-        return LOOM_IR_NO_NODE;
+    if (g->n_nodes >= UINT32_MAX - IR_CHUNK) return LOOM_IR_NO_NODE;
+    if (g->n_nodes == g->n_node_chunks * (uint32_t)IR_CHUNK) {
+        loom_ir_node **p = realloc(g->node_chunks, (g->n_node_chunks + 1) * sizeof *p);
+        if (!p) return LOOM_IR_NO_NODE;
+        g->node_chunks = p;
+        if (!(p[g->n_node_chunks] = calloc(IR_CHUNK, sizeof **p))) return LOOM_IR_NO_NODE;
+        g->n_node_chunks++;
+    }
     loom_ir_node_id id = g->n_nodes++;
-    loom_ir_node *n = ir_node_mut(g, id);
-    memset(n, 0, sizeof *n);
+    loom_ir_node *n = ir_node_mut(g, id); /* zeroed by calloc, never reused */
     n->prev = n->next = LOOM_IR_NO_NODE;
     return id;
 }

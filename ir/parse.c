@@ -222,7 +222,7 @@ static loom_status value_ref(P *p, loom_ir_value_id *out) {
     loom_status st = name_after_sigil(p, name, sizeof name, "a value name");
     if (st) return st;
     if (sigil == '%') {
-        for (uint32_t k = 0; k < p->n_res; k++)
+        for (uint32_t k = p->n_res; k-- > 0;) /* newest first: operands are mostly recent */
             if (!strcmp(p->res[k].name, name)) {
                 *out = p->res[k].v;
                 return LOOM_OK;
