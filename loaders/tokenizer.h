@@ -67,10 +67,12 @@ typedef struct loom_tokenizer loom_tokenizer;
 
 /* Builds the tokenizer of g. Errors: LOOM_ERR_NOT_FOUND for a missing required key
  * (tokenizer.ggml.model, tokenizer.ggml.tokens), LOOM_ERR_TYPE for a key of the wrong type,
- * LOOM_ERR_FORMAT for inconsistent data (array shorter than the vocabulary, special token id out of
- * range, malformed merge), LOOM_ERR_UNSUPPORTED for an unknown model or pre-tokenizer (the message
- * names it and lists the supported ones). A "gpt2" file without merges is accepted (every word
- * then becomes one token per byte-level character). On failure *out is NULL. */
+ * LOOM_ERR_FORMAT for inconsistent data (array shorter than the vocabulary, a BOS/EOS/UNK/EOT/EOM
+ * id outside it, a merge that is not "left right", add_bos_token without a BOS),
+ * LOOM_ERR_UNSUPPORTED for an unknown model or pre-tokenizer (the message names it and lists the
+ * supported ones). Lenient where real files need it: an id of -1 (0xFFFFFFFF) means "none", an
+ * out-of-range padding id is dropped, duplicate token texts map to their lowest id, and a "gpt2"
+ * file without merges is accepted (words then stay one token per byte). On failure *out is NULL. */
 loom_status loom_tokenizer_create(const loom_gguf *g, loom_tokenizer **out, loom_error *err);
 void loom_tokenizer_destroy(loom_tokenizer *t); /* NULL is a no-op */
 

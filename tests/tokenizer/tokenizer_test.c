@@ -547,3 +547,87 @@ Test(hostile, spm_without_byte_tokens_falls_back_to_unk_or_errors) {
     }
     loom_tokenizer_destroy(NULL);
 }
+
+/* ---- size ----------------------------------------------------------------------------------- */
+
+#if defined(__SANITIZE_ADDRESS__)
+#define LOAD_LIMIT_S 5.0 /* sanitizers slow everything down several times */
+#else
+#define LOAD_LIMIT_S 1.0
+#endif
+
+Test(size, a_150k_vocabulary_with_150k_merges_loads_fast_and_round_trips, .timeout = 120) {
+    /* Grows a vocabulary the way BPE training does: each new token is an existing token plus one
+     * letter, with the merge that makes it (deterministic LCG, no duplicates among recent ones). */
+    enum { NV = 150000 };
+    char **raw = calloc(NV, sizeof *raw), **tok = calloc(NV, sizeof *tok), **mer = calloc(NV, sizeof *mer);
+    uint8_t *rl = calloc(NV, 1);
+    uint32_t seed = 12345;
+#define RND() (seed = seed * 1664525u + 1013904223u, seed >> 8)
+    const char *alpha = " abcdefghijklmnopqrstuvwxyz";
+    for (int b = 0; b < 256; b++) {
+        raw[b] = malloc(1);
+        raw[b][0] = (char)b;
+        rl[b] = 1;
+    }
+    int n = 256, nm = 0;
+    while (n < NV) {
+        int l = n > 300 && RND() % 4 ? 256 + (int)(RND() % (uint32_t)(n - 256)) : (unsigned char)alpha[RND() % 27];
+        char r = alpha[1 + RND() % 26];
+        if (rl[l] >= 12) continue;
+        char buf[16];
+        memcpy(buf, raw[l], rl[l]);
+        buf[rl[l]] = r;
+        int len = rl[l] + 1, dup = 0;
+        for (int k = n - 1; k >= 256 && k >= n - 64 && !dup; k--) dup = rl[k] == len && !memcmp(raw[k], buf, (size_t)len);
+        if (dup) continue;
+        raw[n] = malloc((size_t)len);
+        memcpy(raw[n], buf, (size_t)len);
+        rl[n] = (uint8_t)len;
+        char L[40], R[4];
+        bl_encode(raw[l], rl[l], L);
+        bl_encode(&r, 1, R);
+        mer[nm] = malloc(strlen(L) + strlen(R) + 2);
+        sprintf(mer[nm++], "%s %s", L, R);
+        n++;
+    }
+    for (int i = 0; i < n; i++) {
+        tok[i] = malloc(2 * (size_t)rl[i] + 1);
+        bl_encode(raw[i], rl[i], tok[i]);
+    }
+    loom_gguf_writer *w = synth_writer();
+    loom_error err = {0};
+    loom_gguf_writer_set_string(w, "tokenizer.ggml.model", "gpt2", &err);
+    loom_gguf_writer_set_string(w, "tokenizer.ggml.pre", "qwen2", &err);
+    cr_assert_eq(loom_gguf_writer_set_string_array(w, "tokenizer.ggml.tokens", (const char *const *)tok, (uint64_t)n, &err), LOOM_OK);
+    cr_assert_eq(loom_gguf_writer_set_string_array(w, "tokenizer.ggml.merges", (const char *const *)mer, (uint64_t)nm, &err), LOOM_OK);
+    for (int i = 0; i < n; i++) free(raw[i]), free(tok[i]);
+    for (int i = 0; i < nm; i++) free(mer[i]);
+    free(raw), free(tok), free(mer), free(rl);
+
+    loom_gguf *g = synth_open(w);
+    double t0 = now_s();
+    loom_tokenizer *t = NULL;
+    cr_assert_eq(loom_tokenizer_create(g, &t, &err), LOOM_OK, "%s", err.msg);
+    double load_s = now_s() - t0;
+    loom_gguf_close(g);
+    cr_expect_eq(loom_tokenizer_n_vocab(t), NV);
+    cr_expect_lt(load_s, LOAD_LIMIT_S, "150k-token vocabulary took %.3f s to load", load_s);
+
+    size_t len = 64 * 1024;
+    char *text = malloc(len);
+    for (size_t i = 0; i < len; i++) text[i] = alpha[RND() % 27];
+    loom_token *ids;
+    size_t k;
+    cr_assert_eq(loom_tokenizer_encode(t, text, len, false, false, &ids, &k, &err), LOOM_OK);
+    cr_expect_lt(k, len / 2, "merges apply: %zu tokens for %zu bytes", k, len);
+    char *back;
+    size_t bl;
+    cr_assert_eq(loom_tokenizer_decode(t, ids, k, 0, &back, &bl, &err), LOOM_OK);
+    cr_expect(bl == len && memcmp(back, text, len) == 0);
+    free(back);
+    free(ids);
+    free(text);
+    loom_tokenizer_destroy(t);
+#undef RND
+}
