@@ -439,9 +439,11 @@ loom_ir_value_id loom_ir_convert(loom_ir_graph *g, loom_ir_value_id x, loom_ir_d
 
 /* ---------------------------------------------------------------- rewriting */
 
-/* Makes every operand use and graph output of `from` refer to `to` instead. The types must be
- * equal (LOOM_ERR_TYPE otherwise, nothing changed). The caller keeps the schedule valid (build
- * `to` above the first use, or call loom_ir_graph_sort afterwards). */
+/* Makes every operand use and graph output of `from` refer to `to` instead, except the uses by
+ * the node that defines `to` (so `y = f(x); replace_all_uses(x, y)` puts f between x and its
+ * users instead of making a cycle). The types must be equal (LOOM_ERR_TYPE otherwise, nothing
+ * changed). The caller keeps the schedule valid (build `to` above the first use, or call
+ * loom_ir_graph_sort afterwards). */
 loom_status loom_ir_replace_all_uses(loom_ir_graph *g, loom_ir_value_id from, loom_ir_value_id to,
                                      loom_error *err);
 

@@ -49,12 +49,19 @@ loom_status loom_ir_replace_all_uses(loom_ir_graph *g, loom_ir_value_id from, lo
         rt->uses = p;
         rt->cap_uses = cap;
     }
+    /* The node defining `to` keeps reading `from` (y = f(x); replace(x, y) inserts f). */
+    loom_ir_node_id keep = loom_ir_value_get(g, to)->def;
+    uint32_t kept = 0;
     for (uint32_t i = 0; i < rf->n_uses; i++) {
         loom_ir_use u = rf->uses[i];
+        if (u.node == keep) {
+            rf->uses[kept++] = u;
+            continue;
+        }
         ir_node_mut(g, u.node)->in[u.slot] = to;
         rt->uses[rt->n_uses++] = u;
     }
-    rf->n_uses = 0;
+    rf->n_uses = kept;
     for (uint32_t i = 0; i < g->n_outputs; i++)
         if (g->outputs[i].value == from) g->outputs[i].value = to;
     return LOOM_OK;

@@ -1,5 +1,6 @@
 /* cmd_dump.c: `loom dump FILE [--dot] [-o OUT]`: reads a graph and prints its text form, or
- * Graphviz DOT with --dot (`loom dump g.loom --dot | dot -Tsvg > g.svg`).
+ * Graphviz DOT with --dot (`loom dump g.loom --dot | dot -Tsvg > g.svg`). `loom dump --ops`
+ * lists the op table (operands, results, flags, attributes, one-line semantics).
  *
  * The reader is chosen by FILE's extension from the `readers` table below (text form, protobuf
  * graph, GGUF model lowered with default options); another kind of file is one more row.
@@ -38,8 +39,32 @@ static const struct {
 };
 enum { N_READERS = sizeof readers / sizeof readers[0] };
 
+/* `loom dump --ops`: the op table (ops.def), so graphs can be written by hand. */
+static void print_ops(FILE *f) {
+    static const struct { uint32_t flag; const char *name; } flags[] = {
+        {LOOM_IR_OPF_ELEMENTWISE, "elementwise"}, {LOOM_IR_OPF_INPLACE, "inplace"},
+        {LOOM_IR_OPF_FUSED, "fused"}, {LOOM_IR_OPF_VIEW, "view"},
+        {LOOM_IR_OPF_WRITES_STATE, "writes_state"},
+    };
+    for (int op = 0; op < LOOM_IR_OP_COUNT; op++) {
+        const loom_ir_op_info *oi = loom_ir_op_info_get((loom_ir_op)op);
+        fprintf(f, "%-15s in %u", oi->name, oi->min_in);
+        if (oi->max_in != oi->min_in) fprintf(f, "..%u", oi->max_in);
+        fprintf(f, "  out <=%u ", oi->max_out);
+        for (size_t k = 0; k < sizeof flags / sizeof flags[0]; k++)
+            if (oi->flags & flags[k].flag) fprintf(f, " %s", flags[k].name);
+        fprintf(f, "\n    %s\n", oi->doc);
+        for (int a = 0; a < LOOM_IR_ATTR_ID_COUNT; a++) {
+            if (!(oi->attrs & (1u << a))) continue;
+            const loom_ir_attr_info *ai = loom_ir_attr_info_get((loom_ir_attr_id)a);
+            fprintf(f, "    {%s=...}%s %s\n", ai->name, ai->optional ? " (optional)" : "",
+                    ai->doc);
+        }
+    }
+}
+
 static void usage(FILE *f) {
-    fprintf(f, "usage: loom dump FILE [--dot] [-o OUT]\n"
+    fprintf(f, "usage: loom dump FILE [--dot] [-o OUT]   |   loom dump --ops\n"
                "  prints the graph in FILE as IR text (default) or Graphviz DOT (--dot),\n"
                "  to OUT or stdout. FILE kinds by extension:");
     for (int i = 0; i < N_READERS; i++) fprintf(f, " %s", readers[i].ext);
@@ -58,6 +83,9 @@ int loom_cmd_dump(int argc, char **argv) {
                 return 2;
             }
             out_path = argv[i];
+        } else if (!strcmp(argv[i], "--ops")) {
+            print_ops(stdout);
+            return 0;
         } else if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
             usage(stdout);
             return 0;

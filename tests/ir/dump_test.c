@@ -81,3 +81,15 @@ Test(dump, errors) {
     cr_assert(strstr(got, "loom dump: /nonexistent/g.loom: cannot open"), "%s", got);
     free(got);
 }
+
+Test(dump, ops_lists_the_op_table) {
+    char *got;
+    cr_assert_eq(run("tools/loom dump --ops", &got), 0, "%s", got);
+    for (int op = 0; op < LOOM_IR_OP_COUNT; op++) {
+        char line[64];
+        snprintf(line, sizeof line, "%s ", loom_ir_op_info_get((loom_ir_op)op)->name);
+        cr_expect(strstr(got, line), "op %s missing from --ops", line);
+    }
+    cr_assert(strstr(got, "matmul_triple   in 4..7  out <=3  fused\n"), "%s", got);
+    free(got);
+}

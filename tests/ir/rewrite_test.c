@@ -198,3 +198,22 @@ Test(rewrite, equality_sees_decl_and_attr_differences) {
     loom_ir_graph_destroy(c);
     loom_ir_graph_destroy(d);
 }
+
+/* y = f(x); replace(x, y): f keeps reading x, every other user now reads y. */
+Test(rewrite, replace_keeps_the_defining_node_of_the_replacement) {
+    loom_ir_graph *g = parse("input %x : f32[4]\n%a = silu(%x)\n%b = softmax(%a)\n"
+                             "%c = add(%a, %b)\noutput o = %a\n");
+    loom_error err = {0};
+    loom_ir_value_id a = loom_ir_node_get(g, nth(g, 0))->out[0];
+    loom_ir_set_insert_point(g, nth(g, 1));
+    loom_ir_value_id s = loom_ir_silu(g, a, &err);
+    cr_assert_eq(loom_ir_replace_all_uses(g, a, s, &err), LOOM_OK, "%s", err.msg);
+    cr_assert_eq(loom_ir_value_use_count(g, a), 1);
+    cr_assert_eq(loom_ir_value_use_count(g, s), 2);
+    cr_assert_eq(loom_ir_verify(g, &err), LOOM_OK, "%s", err.msg);
+    char *t = loom_ir_print_string(g, &err);
+    cr_assert_str_eq(t, "input %x : f32[4]\n%0 = silu(%x) : f32[4]\n%1 = silu(%0) : f32[4]\n"
+                        "%2 = softmax(%1) : f32[4]\n%3 = add(%1, %2) : f32[4]\noutput o = %1\n");
+    free(t);
+    loom_ir_graph_destroy(g);
+}
