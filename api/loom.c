@@ -25,6 +25,7 @@ struct loom_model {
     loom_ir_graph *graph;
     char arch[16];
     int32_t n_vocab, n_ctx, max_tokens;
+    bool last_only; /* logits f32[1,n_vocab] of the step's last token (input `last_row`) */
 };
 
 struct loom_session {
@@ -59,9 +60,18 @@ static loom_status model_describe(loom_model *m, loom_error *err) {
                               "model: the graph lacks the step interface (symbol T, inputs "
                               "'tokens' and 'positions', output 'logits')");
     const loom_ir_value *l = loom_ir_value_get(g, lv);
-    if (l->type.dtype != LOOM_IR_F32 || l->type.rank != 2 || l->type.dims[0] != T ||
+    loom_ir_value_id last = loom_ir_find_value(g, "last_row");
+    m->last_only = last != LOOM_IR_NO_VALUE;
+    if (loom_ir_input_count(g) != 2u + m->last_only)
+        return loom_error_set(err, LOOM_ERR_FORMAT,
+                              "model: the graph has %u inputs; the step interface has tokens, "
+                              "positions and optionally last_row",
+                              loom_ir_input_count(g));
+    if (l->type.dtype != LOOM_IR_F32 || l->type.rank != 2 ||
+        l->type.dims[0] != (m->last_only ? 1 : T) ||
         l->type.dims[1] < 1 || l->type.dims[1] > INT32_MAX)
-        return loom_error_set(err, LOOM_ERR_FORMAT, "model: output 'logits' is not f32[T,n_vocab]");
+        return loom_error_set(err, LOOM_ERR_FORMAT, "model: output 'logits' is not f32[%s,n_vocab]",
+                              m->last_only ? "1" : "T");
     m->n_vocab = (int32_t)l->type.dims[1];
     m->max_tokens = (int32_t)loom_ir_symbol_at(g, loom_ir_dim_sym_index(T))->max;
     m->n_ctx = (int32_t)meta_int(g, "loom.n_ctx", 0);
@@ -155,6 +165,7 @@ loom_status loom_model_load(const char *path, const loom_model_options *opts, lo
             goto fail;
         }
         lo.kv_dtype = o.cache_type == LOOM_CACHE_F16 ? LOOM_IR_F16 : LOOM_IR_F32;
+        lo.last_logits_only = o.last_logits_only;
         if ((st = loom_gguf_open(path, &m->gguf, err)) ||
             (st = loom_lower_gguf(m->gguf, &lo, &m->graph, err)))
             goto fail;
@@ -253,7 +264,7 @@ loom_status loom_session_eval(loom_session *s, const int32_t *tokens, int32_t n,
         return loom_error_set(err, LOOM_ERR_LIMIT,
                               "eval: %d tokens after %d would exceed the context length %d", n,
                               s->pos, s->n_ctx);
-    size_t need = (size_t)n * (size_t)V;
+    size_t need = (size_t)(s->m->last_only ? 1 : n) * (size_t)V;
     if (need > s->logits_cap) {
         float *p = realloc(s->logits, need * sizeof *p);
         if (!p) return loom_error_set(err, LOOM_ERR_OUT_OF_MEMORY, "eval: out of memory for logits");
@@ -266,18 +277,23 @@ loom_status loom_session_eval(loom_session *s, const int32_t *tokens, int32_t n,
         for (int32_t t = 0; t < T; t++) s->positions[t] = s->pos + done + t;
         int64_t sym[LOOM_IR_MAX_SYMBOLS] = {0};
         sym[loom_ir_dim_sym_index(loom_ir_symbol_find(s->m->graph, "T"))] = T;
-        loom_exec_binding in[2] = {{"tokens", tokens + done}, {"positions", s->positions}};
-        loom_status st = loom_exec_run(s->exec, sym, in, 2, err);
+        int32_t last_row = T - 1;
+        loom_exec_binding in[3] = {{"tokens", tokens + done},
+                                   {"positions", s->positions},
+                                   {"last_row", &last_row}};
+        loom_status st = loom_exec_run(s->exec, sym, in, 2 + s->m->last_only, err);
+        /* Last-only logits: each chunk overwrites row 0; the final chunk's is the answer. */
+        float *dst = s->logits + (s->m->last_only ? 0 : (size_t)done * V);
+        size_t rows = s->m->last_only ? 1 : (size_t)T;
         if (!st)
-            st = loom_exec_read_output(s->exec, "logits", s->logits + (size_t)done * V,
-                                       (size_t)T * V * sizeof(float), NULL, err);
+            st = loom_exec_read_output(s->exec, "logits", dst, rows * V * sizeof(float), NULL, err);
         if (st) {
             loom_error_prefix(err, "eval at position %d: ", s->pos + done);
             return st;
         }
         done += T;
     }
-    s->rows = n;
+    s->rows = s->m->last_only ? 1 : n;
     s->pos += n;
     return LOOM_OK;
 }

@@ -60,6 +60,9 @@ typedef struct loom_model_options {
     const char *passes;
     /* KV cache element type (GGUF only; a protobuf graph keeps the one it was compiled with). */
     loom_cache_type cache_type;
+    /* GGUF only: compute the logits of each eval's last token only (loom_session_logits then
+     * returns one row). Saves the output projection of every other prompt token. */
+    bool last_logits_only;
 } loom_model_options;
 
 /* Fills opts with the defaults above. */
@@ -104,8 +107,9 @@ void loom_session_destroy(loom_session *s); /* NULL is a no-op */
 loom_status loom_session_eval(loom_session *s, const int32_t *tokens, int32_t n, loom_error *err);
 
 /* The logits of the tokens of the last successful eval: row-major [*n_rows][n_vocab] floats,
- * owned by the session, valid until its next eval/reset/destroy. NULL (and *n_rows 0) before
- * any eval. n_rows may be NULL. */
+ * owned by the session, valid until its next eval/reset/destroy; one row per token, or only the
+ * last token's row when the model computes last logits only. NULL (and *n_rows 0) before any
+ * eval. n_rows may be NULL. */
 const float *loom_session_logits(const loom_session *s, int32_t *n_rows);
 
 int32_t loom_session_pos(const loom_session *s); /* tokens held in the KV cache */

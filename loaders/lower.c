@@ -352,10 +352,14 @@ static loom_status lower(lower_ctx *c, const loom_lower_options *o) {
         return st;
 
     /* Declarations: inputs, then every weight (checked), then the KV cache state. */
-    loom_ir_value_id tokens, pos, emb, out_norm, out_w;
+    loom_ir_value_id tokens, pos, emb, out_norm, out_w, last_row = LOOM_IR_NO_VALUE;
     loom_ir_type ti = loom_ir_type_make(LOOM_IR_I32, 1, &T);
+    int64_t one = 1;
+    loom_ir_type t1 = loom_ir_type_make(LOOM_IR_I32, 1, &one);
     if ((st = loom_ir_add_input(g, "tokens", &ti, &tokens, err)) ||
         (st = loom_ir_add_input(g, "positions", &ti, &pos, err)) ||
+        (o->last_logits_only && (st = loom_ir_add_input(g, "last_row", &t1, &last_row, err))) ||
+        (st = loom_ir_meta_set_string(g, "loom.logits", o->last_logits_only ? "last" : "all", err)) ||
         (st = weight(c, "token_embd.weight", hp->n_embd, hp->n_vocab, false, &emb)))
         return st;
     layer_weights *lw = calloc((size_t)hp->n_layer, sizeof *lw);
@@ -380,6 +384,7 @@ static loom_status lower(lower_ctx *c, const loom_lower_options *o) {
     loom_ir_value_id x = loom_ir_get_rows(g, emb, tokens, err);
     for (int l = 0; l < hp->n_layer && x != LOOM_IR_NO_VALUE; l++)
         x = build_layer(c, l, &lw[l], x, pos, T);
+    if (last_row != LOOM_IR_NO_VALUE) x = loom_ir_get_rows(g, x, last_row, err);
     x = loom_ir_mul(g, loom_ir_rms_norm(g, x, hp->rms_eps, err), out_norm, err);
     x = loom_ir_matmul(g, x, out_w, err);
     if (x == LOOM_IR_NO_VALUE) {

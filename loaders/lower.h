@@ -3,7 +3,7 @@
  * Supported architectures: `llama` (also Mistral-style files), `qwen2` (Q/K/V biases) and
  * `qwen3` (per-head Q/K RMSNorm). The graph is one decoder step: graph inputs `tokens` (i32[T])
  * and `positions` (i32[T], the absolute positions pos..pos+T-1 of the tokens), output `logits`
- * (f32[T, n_vocab], one row per token), state `kv.<layer>.k` / `kv.<layer>.v` (the KV cache,
+ * (f32[T, n_vocab], one row per token; f32[1, n_vocab] with last_logits_only), state `kv.<layer>.k` / `kv.<layer>.v` (the KV cache,
  * f32[n_ctx, n_head_kv * head_dim]) written by kv_write and read by attention. T is the symbol
  * bound at run time, at most max_tokens; n_ctx is the context length the cache holds. Ops are
  * the unfused primitives (the fusion passes rewrite them later); weights are references to the
@@ -25,6 +25,7 @@
 #ifndef LOOM_LOWER_H
 #define LOOM_LOWER_H
 
+#include <stdbool.h>
 #include <stdint.h>
 
 #include "ir/ir.h"
@@ -41,6 +42,9 @@ typedef struct loom_lower_options {
     loom_ir_dtype kv_dtype;  /* KV cache state dtype: LOOM_IR_F32 (default) or LOOM_IR_F16 */
     const char *source_path; /* the GGUF's path, recorded as metadata `source.file` (base
                                 name); may be NULL */
+    bool last_logits_only;   /* output only the step's last row: an extra input `last_row`
+                                (i32[1], = T-1) picks it before the final norm, and `logits` is
+                                f32[1,n_vocab] (prefill then skips T-1 output projections) */
 } loom_lower_options;
 
 void loom_lower_options_init(loom_lower_options *o);

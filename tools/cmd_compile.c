@@ -31,6 +31,7 @@ static void usage(FILE *f) {
             "  --ctx N             context length (KV cache rows; default min(context_length, 4096))\n"
             "  --max-tokens N      largest step T (default 512)\n"
             "  --kv f32|f16        KV cache dtype (default f32)\n"
+            "  --last-logits       logits of each step's last token only (input last_row)\n"
             "  --print             print the graph's text form on stdout\n"
             "  -h, --help          this help\n");
 }
@@ -105,6 +106,9 @@ int loom_cmd_compile(int argc, char **argv) {
             takes = false;
         } else if (!strcmp(a, "--json")) {
             json = true;
+            takes = false;
+        } else if (!strcmp(a, "--last-logits")) {
+            lo.last_logits_only = true;
             takes = false;
         } else if (!strcmp(a, "--print")) {
             print = true;

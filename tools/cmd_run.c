@@ -208,6 +208,8 @@ int loom_cmd_run(int argc, char **argv) {
     loom_model_options_init(&mo);
     mo.gguf_path = gguf;
     mo.cache_type = kv_f16 ? LOOM_CACHE_F16 : LOOM_CACHE_F32;
+    /* Only --logits needs every prompt row; otherwise skip their output projections. */
+    mo.last_logits_only = logits_path == NULL;
     /* A GGUF is lowered for just the context this run needs (small KV cache). */
     mo.n_ctx = ctx ? (int32_t)ctx : (int32_t)(n_prompt + n_gen > 0 ? n_prompt + n_gen : 1);
     double t0 = now_s();

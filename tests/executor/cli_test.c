@@ -42,10 +42,10 @@ static void need_testdata(void) {
 }
 
 /* Runs `loom ARGS` (a shell-quoted argument string); captures stdout into out; returns the exit
- * code. stderr goes to TEST_TMPDIR/stderr.txt. */
+ * code. stderr goes to TEST_TMPDIR/stderr.PID.txt (Criterion runs tests in parallel processes). */
 static int run(const char *args, char *out, size_t cap) {
     char cmd[8192];
-    snprintf(cmd, sizeof cmd, "'%s' %s 2>'%s/stderr.txt'", loom_bin, args, tmpdir);
+    snprintf(cmd, sizeof cmd, "'%s' %s 2>'%s/stderr.%d.txt'", loom_bin, args, tmpdir, (int)getpid());
     FILE *p = popen(cmd, "r");
     cr_assert(p, "popen failed");
     size_t n = fread(out, 1, cap - 1, p);
@@ -56,7 +56,7 @@ static int run(const char *args, char *out, size_t cap) {
 
 static void read_stderr(char *buf, size_t cap) {
     char p[1100];
-    snprintf(p, sizeof p, "%s/stderr.txt", tmpdir);
+    snprintf(p, sizeof p, "%s/stderr.%d.txt", tmpdir, (int)getpid());
     FILE *f = fopen(p, "rb");
     size_t n = f ? fread(buf, 1, cap - 1, f) : 0;
     buf[n] = 0;

@@ -314,6 +314,45 @@ Test(golden, f16_kv_cache_within_its_tolerance) {
     }
 }
 
+/* A model lowered for last-token logits gives exactly the last row of the full logits, also
+ * when the eval runs in several steps (max_tokens 8). */
+Test(golden, last_logits_only_is_the_last_row) {
+    const char *dir = testdata_dir();
+    int32_t toks[64];
+    int n = read_sequence(dir, "S33", toks, 64);
+    loom_model *full = load(dir, "tiny_qwen3_q4km", 40);
+    loom_session *sf = session(full);
+    loom_error err = {0};
+    cr_assert_eq(loom_session_eval(sf, toks, n, &err), LOOM_OK, "%s", err.msg);
+    const float *want = loom_session_logits(sf, NULL) + (size_t)(n - 1) * 512;
+    for (int max_tokens = 0; max_tokens <= 8; max_tokens += 8) {
+        char path[1024];
+        snprintf(path, sizeof path, "%s/golden/tiny_qwen3_q4km.gguf", dir);
+        loom_model_options o;
+        loom_model_options_init(&o);
+        o.n_ctx = 40;
+        o.max_tokens = max_tokens;
+        o.last_logits_only = true;
+        loom_model *m = NULL;
+        cr_assert_eq(loom_model_load(path, &o, &m, &err), LOOM_OK, "%s", err.msg);
+        loom_session *s = session(m);
+        cr_assert_eq(loom_session_eval(s, toks, n, &err), LOOM_OK, "%s", err.msg);
+        int32_t rows = 0;
+        const float *got = loom_session_logits(s, &rows);
+        cr_assert_eq(rows, 1);
+        cr_assert(!memcmp(got, want, 512 * sizeof(float)), "max_tokens %d: last row differs",
+                  max_tokens);
+        int32_t gen[4], n_gen = 0;
+        cr_assert_eq(loom_generate(s, toks, 1, 4, NULL, NULL, NULL, gen, &n_gen, &err), LOOM_OK,
+                     "%s", err.msg);
+        cr_assert_eq(n_gen, 4);
+        loom_session_destroy(s);
+        loom_model_destroy(m);
+    }
+    loom_session_destroy(sf);
+    loom_model_destroy(full);
+}
+
 Test(golden, refusals) {
     const char *dir = testdata_dir();
     loom_model *m = load(dir, "tiny_qwen3_q4km", 16);
