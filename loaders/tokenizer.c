@@ -37,9 +37,8 @@ static loom_status table_init(index_table *tb, size_t count, loom_error *err) {
     size_t cap = 16;
     while (cap < 2 * count) cap <<= 1;
     tb->slots = calloc(cap, sizeof *tb->slots);
-    tb->hashes = calloc(cap, sizeof *tb->hashes);
     tb->mask = cap - 1;
-    if (!tb->slots || !tb->hashes)
+    if (!tb->slots)
         return loom_error_set(err, LOOM_ERR_OUT_OF_MEMORY, "tokenizer: out of memory (%zu-slot table)",
                               cap);
     return LOOM_OK;
@@ -47,16 +46,23 @@ static loom_status table_init(index_table *tb, size_t count, loom_error *err) {
 
 static void table_free(index_table *tb) {
     free(tb->slots);
-    free(tb->hashes);
+}
+
+/* Stores value + 1 under hash h (the caller checked the key is not there). */
+static void table_put(index_table *tb, uint64_t h, uint32_t value) {
+    size_t k = h & tb->mask;
+    while (tb->slots[k].value) k = (k + 1) & tb->mask;
+    tb->slots[k].value = value + 1;
+    tb->slots[k].hash = (uint32_t)(h >> 32);
 }
 
 loom_token loom_tok_lookup(const loom_tokenizer *t, const char *text, size_t len) {
     uint64_t h = loom_tok_hash(text, len);
     const index_table *tb = &t->tok_index;
     for (size_t i = h & tb->mask;; i = (i + 1) & tb->mask) {
-        uint32_t v = tb->slots[i];
+        uint32_t v = tb->slots[i].value;
         if (v == 0) return LOOM_TOKEN_NULL;
-        if (tb->hashes[i] == h) {
+        if (tb->slots[i].hash == (uint32_t)(h >> 32)) {
             const tok_entry *e = &t->tok[v - 1];
             if (e->text_len == len && memcmp(t->text + e->text_off, text, len) == 0)
                 return (loom_token)(v - 1);
@@ -70,9 +76,9 @@ int32_t loom_tok_merge_rank(const loom_tokenizer *t, const char *a, size_t na, c
     uint64_t h = loom_tok_hash_pair(a, na, b, nb);
     const index_table *tb = &t->merge_index;
     for (size_t i = h & tb->mask;; i = (i + 1) & tb->mask) {
-        uint32_t v = tb->slots[i];
+        uint32_t v = tb->slots[i].value;
         if (v == 0) return -1;
-        if (tb->hashes[i] == h) {
+        if (tb->slots[i].hash == (uint32_t)(h >> 32)) {
             const merge_entry *m = &t->merges[v - 1];
             const char *s = t->merge_text + m->off;
             if (m->left_len == na && m->right_len == nb && memcmp(s, a, na) == 0 &&
@@ -336,11 +342,7 @@ static loom_status load_merges(loom_tokenizer *t, const loom_gguf_value *mv, loo
         memcpy(t->merge_text + off, s, la);
         memcpy(t->merge_text + off + la, sp + 1, lb);
         off += la + lb;
-        uint64_t h = loom_tok_hash_pair(s, la, sp + 1, lb);
-        size_t k = h & t->merge_index.mask;
-        while (t->merge_index.slots[k]) k = (k + 1) & t->merge_index.mask;
-        t->merge_index.slots[k] = ++t->n_merges;
-        t->merge_index.hashes[k] = h;
+        table_put(&t->merge_index, loom_tok_hash_pair(s, la, sp + 1, lb), t->n_merges++);
     }
     return LOOM_OK;
 }
@@ -424,11 +426,7 @@ static loom_status build(loom_tokenizer *t, const loom_gguf *g, loom_error *err)
         if (e->text_len == 0) continue;
         const char *txt = t->text + e->text_off;
         if (loom_tok_lookup(t, txt, e->text_len) != LOOM_TOKEN_NULL) continue; /* first id wins */
-        uint64_t h = loom_tok_hash(txt, e->text_len);
-        size_t k = h & t->tok_index.mask;
-        while (t->tok_index.slots[k]) k = (k + 1) & t->tok_index.mask;
-        t->tok_index.slots[k] = i + 1;
-        t->tok_index.hashes[k] = h;
+        table_put(&t->tok_index, loom_tok_hash(txt, e->text_len), i);
     }
     if (t->kind == LOOM_TOKENIZER_BPE && gv && (st = load_merges(t, gv, err))) return st;
 

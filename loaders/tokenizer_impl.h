@@ -30,10 +30,15 @@ typedef struct merge_entry {
     uint32_t left_len, right_len;
 } merge_entry;          /* rank = index */
 
-/* Open-addressing table of uint32 values (0 = empty slot, else index + 1). */
+/* Open-addressing table (linear probing) of uint32 values: a slot holds index + 1 (0 = empty)
+ * next to 32 bits of the key's hash, so a probe touches one cache line. */
+typedef struct index_slot {
+    uint32_t value;
+    uint32_t hash;      /* high half of the 64-bit hash */
+} index_slot;
+
 typedef struct index_table {
-    uint32_t *slots;
-    uint64_t *hashes;
+    index_slot *slots;
     size_t mask;        /* capacity - 1 (capacity a power of two, >= 2 * count) */
 } index_table;
 
