@@ -113,11 +113,9 @@ static loom_status need_weight_mat(const ctx *c, uint32_t i, int64_t k) {
                     "(supported: f32 f16 bf16 q8_0 q4_k q5_k q6_k)", i, tstr(c, i, tb, sizeof tb),
                     loom_ir_dtype_name(v->type.dtype));
     if (v->type.dims[1] != k) {
-        char kb[96];
-        loom_ir_type kt = loom_ir_type_make(LOOM_IR_F32, 1, &k);
-        loom_ir_type_format(c->g, &kt, kb, sizeof kb);
-        return fail(c, LOOM_ERR_TYPE, "operand %u is %s: K must equal x's last dim (%s)", i,
-                    tstr(c, i, tb, sizeof tb), kb + 4);
+        char kb[64];
+        return fail(c, LOOM_ERR_TYPE, "operand %u is %s: K must equal x's last dim %s", i,
+                    tstr(c, i, tb, sizeof tb), ir_dim_format(c->g, k, kb, sizeof kb));
     }
     return LOOM_OK;
 }
@@ -264,6 +262,7 @@ static loom_status infer_reshape(const ctx *c, loom_ir_type out[], uint32_t *n_o
 }
 
 static loom_status infer_rope(const ctx *c, loom_ir_type out[], uint32_t *n_out) {
+    char db[64];
     loom_status st = need_act(c, 0, 3, 3);
     if (st) return st;
     const loom_ir_type *x = &c->v[0]->type;
@@ -272,7 +271,8 @@ static loom_status infer_rope(const ctx *c, loom_ir_type out[], uint32_t *n_out)
     float base = attr(c, LOOM_IR_ATTR_FREQ_BASE)->u.f, scale = attr(c, LOOM_IR_ATTR_FREQ_SCALE)->u.f;
     if (loom_ir_dim_is_sym(x->dims[2]) || n_rot < 2 || n_rot % 2 || n_rot > x->dims[2])
         return fail(c, LOOM_ERR_INVALID_ARGUMENT, "n_rot %lld must be even, >= 2 and <= the "
-                    "head dim %lld", (long long)n_rot, (long long)x->dims[2]);
+                    "head dim %s", (long long)n_rot, ir_dim_format(c->g, x->dims[2], db,
+                                                                  sizeof db));
     if (!(base > 0.0f) || isinf(base) || !(scale > 0.0f) || isinf(scale))
         return fail(c, LOOM_ERR_INVALID_ARGUMENT, "freq_base %g and freq_scale %g must be finite "
                     "and > 0", base, scale);

@@ -101,6 +101,8 @@ loom_status ir_infer_normalized(const loom_ir_graph *g, loom_ir_op op, const loo
 bool ir_value_is_cache(const loom_ir_graph *g, loom_ir_value_id v);
 
 /* ---- table.c ---- */
+/* A dim as text: "4096", "T". */
+const char *ir_dim_format(const loom_ir_graph *g, int64_t d, char *buf, size_t len);
 /* The name of ENUM value i of attribute id into buf; false when out of range. */
 bool ir_enum_name(loom_ir_attr_id id, int64_t i, char *buf, size_t len);
 /* The value of ENUM name for attribute id; false when unknown. */

@@ -47,11 +47,9 @@ static void put_value(FILE *f, const loom_ir_graph *g, const uint32_t *num, loom
 static void put_dims(FILE *f, const loom_ir_graph *g, const int64_t *d, uint32_t n) {
     fputc('[', f);
     for (uint32_t i = 0; i < n; i++) {
+        char db[64];
         if (i) fputc(',', f);
-        const loom_ir_symbol *s =
-            loom_ir_dim_is_sym(d[i]) ? loom_ir_symbol_at(g, loom_ir_dim_sym_index(d[i])) : NULL;
-        if (s) fputs(s->name, f);
-        else fprintf(f, "%lld", (long long)d[i]);
+        fputs(ir_dim_format(g, d[i], db, sizeof db), f);
     }
     fputc(']', f);
 }

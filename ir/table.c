@@ -136,6 +136,15 @@ int64_t loom_ir_type_bytes(const loom_ir_graph *g, const loom_ir_type *t,
     return rb * rows;
 }
 
+const char *ir_dim_format(const loom_ir_graph *g, int64_t d, char *buf, size_t len) {
+    const loom_ir_symbol *s =
+        loom_ir_dim_is_sym(d) && g ? loom_ir_symbol_at(g, loom_ir_dim_sym_index(d)) : NULL;
+    if (s) snprintf(buf, len, "%s", s->name);
+    else if (loom_ir_dim_is_sym(d)) snprintf(buf, len, "?sym%u", loom_ir_dim_sym_index(d));
+    else snprintf(buf, len, "%lld", (long long)d);
+    return buf;
+}
+
 char *loom_ir_type_format(const loom_ir_graph *g, const loom_ir_type *t, char *buf, size_t len) {
     if (!len) return buf;
     const char *dn = loom_ir_dtype_name(t->dtype);
@@ -143,17 +152,9 @@ char *loom_ir_type_format(const loom_ir_graph *g, const loom_ir_type *t, char *b
     int k = dn ? snprintf(buf, len, "%s[", dn) : snprintf(buf, len, "dtype%d[", (int)t->dtype);
     o = k > 0 ? (size_t)k : 0;
     for (uint32_t i = 0; i < t->rank && i < LOOM_IR_MAX_DIMS && o < len; i++) {
-        int64_t d = t->dims[i];
-        const char *sep = i ? "," : "";
-        if (loom_ir_dim_is_sym(d)) {
-            const loom_ir_symbol *s = g ? loom_ir_symbol_at(g, loom_ir_dim_sym_index(d)) : NULL;
-            if (s)
-                k = snprintf(buf + o, len - o, "%s%s", sep, s->name);
-            else
-                k = snprintf(buf + o, len - o, "%s?sym%u", sep, loom_ir_dim_sym_index(d));
-        } else {
-            k = snprintf(buf + o, len - o, "%s%lld", sep, (long long)d);
-        }
+        char db[64];
+        k = snprintf(buf + o, len - o, "%s%s", i ? "," : "", ir_dim_format(g, t->dims[i], db,
+                                                                          sizeof db));
         o += k > 0 ? (size_t)k : 0;
     }
     if (o < len) snprintf(buf + o, len - o, "]");

@@ -95,7 +95,7 @@ Test(builder, infers_every_op) {
 typedef struct { const char *line; loom_status st; const char *msg; } bad_case;
 
 static const bad_case bad[] = {
-    {"%y = matmul(%x, @wk)", LOOM_ERR_TYPE, "ir: matmul(%x, @wk): operand 1 is q4_k[128,512]: K"},
+    {"%y = matmul(%x, @wk)", LOOM_ERR_TYPE, "ir: matmul(%x, @wk): operand 1 is q4_k[128,512]: K must equal x's last dim 256"},
     {"%y = matmul(%x, %x)", LOOM_ERR_TYPE, "matmul(%x, %x): operand 1 must be a weight"},
     {"%y = matmul(%x, @wq40)", LOOM_ERR_UNSUPPORTED, "q4_0 is not computable"},
     {"%y = matmul(@w, @w)", LOOM_ERR_TYPE, "operand 0 must be an activation"},
