@@ -19,6 +19,7 @@
 #include "loaders/gguf.h"
 #include "loaders/graph_check.h"
 #include "loaders/lower.h"
+#include "passes/passes.h"
 
 struct loom_model {
     loom_gguf *gguf;
@@ -169,11 +170,8 @@ loom_status loom_model_load(const char *path, const loom_model_options *opts, lo
         if ((st = loom_gguf_open(path, &m->gguf, err)) ||
             (st = loom_lower_gguf(m->gguf, &lo, &m->graph, err)))
             goto fail;
-        if (o.passes && *o.passes) {
-            st = loom_error_set(err, LOOM_ERR_UNSUPPORTED,
-                                "model: passes ('%s') are not available in this build", o.passes);
+        if (o.passes && *o.passes && (st = loom_pass_run_pipeline(m->graph, o.passes, true, err)))
             goto fail;
-        }
     } else {
         if ((st = load_graph_file(m, path, o.gguf_path, err))) goto fail;
     }

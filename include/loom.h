@@ -56,7 +56,9 @@ typedef struct loom_model_options {
      * context_length, capped at 4096). */
     int32_t max_tokens;
     int32_t n_ctx;
-    /* Pass pipeline applied after lowering, comma-separated names (NULL or "": none). */
+    /* GGUF only: pass pipeline applied after lowering (passes/passes.h): comma-separated names
+     * ("fuse-qkv,dce") or a level ("-O2" the default optimizations, "-O0"). NULL or "": none.
+     * An unknown name is LOOM_ERR_INVALID_ARGUMENT listing the known passes. */
     const char *passes;
     /* KV cache element type (GGUF only; a protobuf graph keeps the one it was compiled with). */
     loom_cache_type cache_type;

@@ -1,10 +1,10 @@
 /* cmd_compile.c: `loom compile`, GGUF -> verified step graph -> protobuf file and statistics.
  *
- * Lowers the model (loaders/lower.h), applies a pass pipeline when one is given, verifies, and
+ * Lowers the model (loaders/lower.h), applies a pass pipeline (default -O2), verifies, and
  * writes the graph with ir/serialize (via OUT.tmp renamed over OUT). `--stats` prints what the
  * graph holds: the count of each op, the nodes and the values; with `--json` as one JSON object
- * {"ops": {"<op>": count, ...}, "nodes": N, "values": N} on stdout (ops in op-table order, only
- * those present). Exit codes: 0 success, 1 runtime error, 2 usage error.
+ * {"ops": {"<op>": count, ...}, "nodes": N, "values": N, "passes": [{"name", "nodes_before",
+ * "nodes_after", "rewrites", "ms"}, ...]} on stdout (ops in op-table order, only those present). Exit codes: 0 success, 1 runtime error, 2 usage error.
  */
 #include <errno.h>
 #include <stdio.h>
@@ -15,18 +15,24 @@
 #include "ir/serialize/serialize.h"
 #include "loaders/gguf.h"
 #include "loaders/lower.h"
+#include "passes/passes.h"
 #include "tools/commands.h"
 
 static void usage(FILE *f) {
     fprintf(f,
-            "usage: loom compile MODEL.gguf [-o GRAPH.pb] [--passes LIST] [--stats [--json]]\n"
+            "usage: loom compile MODEL.gguf [-o GRAPH.pb] [--passes LIST|-O0|-O2] [--stats [--json]]\n"
             "\n"
-            "Lowers a GGUF model (llama, qwen2, qwen3) to loom's step graph, verifies it and\n"
-            "writes it as a protobuf file (weights stay in the GGUF; the graph refers to them).\n"
+            "Lowers a GGUF model (llama, qwen2, qwen3) to loom's step graph, optimizes it with a\n"
+            "pass pipeline, verifies it and writes it as a protobuf file (weights stay in the GGUF;\n"
+            "the graph refers to them).\n"
             "\n"
             "  -o FILE             write the graph (protobuf) to FILE\n"
-            "  --passes LIST       comma-separated pass pipeline (not built yet: refused)\n"
-            "  --stats             print the op counts, nodes and values\n"
+            "  --passes LIST       comma-separated pass names, or a level -O0 / -O2\n"
+            "  -O0, -O2            no passes / the default pipeline (default: -O2)\n"
+            "  --verify-each       run the verifier after every pass\n"
+            "  --print-after NAME  print the graph after pass NAME (stderr)\n"
+            "  --print-after-all   print the graph after every pass (stderr)\n"
+            "  --stats             print the op counts, nodes and values, and per-pass statistics\n"
             "  --json              with --stats: one JSON object on stdout\n"
             "  --ctx N             context length (KV cache rows; default min(context_length, 4096))\n"
             "  --max-tokens N      largest step T (default 512)\n"
@@ -46,7 +52,7 @@ static bool parse_int(const char *s, long lo, long hi, int32_t *out) {
     return true;
 }
 
-static void print_stats(const loom_ir_graph *g, bool json) {
+static void print_stats(const loom_ir_graph *g, const loom_pass_manager *pm, bool json) {
     uint32_t count[LOOM_IR_OP_COUNT] = {0}, nodes = 0, values = 0;
     for (loom_ir_node_id id = loom_ir_first_node(g); id != LOOM_IR_NO_NODE;
          id = loom_ir_node_get(g, id)->next) {
@@ -64,8 +70,24 @@ static void print_stats(const loom_ir_graph *g, bool json) {
                    count[op]);
             first = false;
         }
-        printf("}, \"nodes\": %u, \"values\": %u}\n", nodes, values);
+        printf("}, \"nodes\": %u, \"values\": %u, \"passes\": [", nodes, values);
+        for (uint32_t i = 0; pm && i < loom_pass_manager_stat_count(pm); i++) {
+            const loom_pass_stat *st = loom_pass_manager_stat_at(pm, i);
+            printf("%s{\"name\": \"%s\", \"nodes_before\": %u, \"nodes_after\": %u, "
+                   "\"rewrites\": %u, \"ms\": %.3f}",
+                   i ? ", " : "", st->name, st->nodes_before, st->nodes_after, st->rewrites, st->ms);
+        }
+        printf("]}\n");
         return;
+    }
+    if (pm && loom_pass_manager_stat_count(pm)) {
+        printf("%-20s %8s %8s %9s %9s\n", "pass", "before", "after", "rewrites", "ms");
+        for (uint32_t i = 0; i < loom_pass_manager_stat_count(pm); i++) {
+            const loom_pass_stat *st = loom_pass_manager_stat_at(pm, i);
+            printf("%-20s %8u %8u %9u %9.3f\n", st->name, st->nodes_before, st->nodes_after,
+                   st->rewrites, st->ms);
+        }
+        printf("\n");
     }
     printf("%-16s %s\n", "op", "count");
     for (int op = 0; op < LOOM_IR_OP_COUNT; op++)
@@ -77,6 +99,8 @@ static void print_stats(const loom_ir_graph *g, bool json) {
 int loom_cmd_compile(int argc, char **argv) {
     const char *model = NULL, *out = NULL, *passes = NULL;
     bool stats = false, json = false, print = false;
+    loom_pass_options po;
+    loom_pass_options_init(&po);
     loom_lower_options lo;
     loom_lower_options_init(&lo);
     for (int i = 1; i < argc; i++) {
@@ -93,6 +117,21 @@ int loom_cmd_compile(int argc, char **argv) {
             ok = v != NULL;
         } else if (!strncmp(a, "--passes=", 9)) {
             passes = a + 9;
+            takes = false;
+        } else if (!strcmp(a, "-O0") || !strcmp(a, "-O2")) {
+            passes = a;
+            takes = false;
+        } else if (!strcmp(a, "--verify-each")) {
+            po.verify_each = true;
+            takes = false;
+        } else if (!strcmp(a, "--print-after")) {
+            po.print_after = v;
+            ok = v != NULL;
+        } else if (!strncmp(a, "--print-after=", 14)) {
+            po.print_after = a + 14;
+            takes = false;
+        } else if (!strcmp(a, "--print-after-all")) {
+            po.print_after_all = true;
             takes = false;
         } else if (!strcmp(a, "--ctx")) {
             ok = parse_int(v, 1, INT32_MAX, &lo.n_ctx);
@@ -145,17 +184,19 @@ int loom_cmd_compile(int argc, char **argv) {
     loom_error err = {0};
     loom_gguf *f = NULL;
     loom_ir_graph *g = NULL;
+    loom_pass_manager *pm = NULL;
     int rc = 1;
-    if (loom_gguf_open(model, &f, &err) || loom_lower_gguf(f, &lo, &g, &err)) goto fail;
-    if (passes && *passes) {
-        loom_error_set(&err, LOOM_ERR_UNSUPPORTED,
-                       "passes ('%s') are not available in this build of loom", passes);
-        goto fail;
+    /* An unknown pass is a usage error, found before any work. */
+    if (loom_pass_manager_create(passes, &po, &pm, &err)) {
+        fprintf(stderr, "loom compile: %s\n", err.msg);
+        return 2;
     }
-    if (loom_ir_verify(g, &err)) goto fail;
+    if (loom_gguf_open(model, &f, &err) || loom_lower_gguf(f, &lo, &g, &err) ||
+        loom_pass_manager_run(pm, g, &err) || loom_ir_verify(g, &err))
+        goto fail;
     if (out && loom_ir_save(g, out, &err)) goto fail;
     if (print && loom_ir_print(g, stdout, &err)) goto fail;
-    if (stats) print_stats(g, json);
+    if (stats) print_stats(g, pm, json);
     if (out && !json)
         fprintf(stderr, "loom compile: wrote %s (%u nodes)\n", out, loom_ir_node_count(g));
     rc = 0;
@@ -163,6 +204,7 @@ int loom_cmd_compile(int argc, char **argv) {
 fail:
     fprintf(stderr, "loom compile: %s: %s\n", model, err.msg);
 done:
+    loom_pass_manager_destroy(pm);
     loom_ir_graph_destroy(g);
     loom_gguf_close(f);
     return rc;

@@ -15,6 +15,7 @@
 
 #include "api/loom_impl.h"
 #include "loom.h"
+#include "passes/passes.h"
 #include "tools/commands.h"
 
 static void usage(FILE *f) {
@@ -37,6 +38,8 @@ static void usage(FILE *f) {
             "  --ctx N             context length (GGUF: default prompt + n; .pb: the graph's)\n"
             "  --threads N         CPU threads (default: online cores)\n"
             "  --kv f32|f16        KV cache type of a GGUF's graph (default f32)\n"
+            "  --passes LIST       optimize a GGUF's graph: pass names or -O0/-O2 (default -O2)\n"
+            "  -O0, -O2            the same as --passes -O0 / -O2\n"
             "  -h, --help          this help\n");
 }
 
@@ -115,7 +118,7 @@ static int write_logits(const char *path, const float *x, size_t n) {
 
 int loom_cmd_run(int argc, char **argv) {
     const char *model_path = NULL, *tokens = NULL, *logits_path = NULL, *gguf = NULL;
-    const char *backend = "cpu";
+    const char *backend = "cpu", *passes = "-O2";
     bool kv_f16 = false;
     long n_gen = 16, ctx = 0, threads = 0, top_k = 0;
     unsigned long long seed = 0;
@@ -154,6 +157,12 @@ int loom_cmd_run(int argc, char **argv) {
             ok = v != NULL;
         } else if (!strcmp(a, "--ctx")) {
             ok = parse_long(v, 1, INT32_MAX, &ctx);
+        } else if (!strcmp(a, "--passes")) {
+            passes = v;
+            ok = v != NULL;
+        } else if (!strcmp(a, "-O0") || !strcmp(a, "-O2")) {
+            passes = a;
+            takes = false;
         } else if (!strcmp(a, "--kv")) {
             ok = v && (!strcmp(v, "f32") || !strcmp(v, "f16"));
             kv_f16 = ok && !strcmp(v, "f16");
@@ -182,6 +191,15 @@ int loom_cmd_run(int argc, char **argv) {
         usage(stderr);
         return 2;
     }
+    {
+        loom_error perr = {0};
+        loom_pass_manager *pm = NULL;
+        if (loom_pass_manager_create(passes, NULL, &pm, &perr)) {
+            fprintf(stderr, "loom run: %s\n", perr.msg);
+            return 2;
+        }
+        loom_pass_manager_destroy(pm);
+    }
     int32_t *prompt = NULL, n_prompt = 0;
     if (!parse_ids(tokens, &prompt, &n_prompt)) {
         fprintf(stderr, "loom run: --tokens '%s' is not a comma-separated list of ids\n", tokens);
@@ -207,6 +225,7 @@ int loom_cmd_run(int argc, char **argv) {
     loom_model_options mo;
     loom_model_options_init(&mo);
     mo.gguf_path = gguf;
+    mo.passes = passes;
     mo.cache_type = kv_f16 ? LOOM_CACHE_F16 : LOOM_CACHE_F32;
     /* Only --logits needs every prompt row; otherwise skip their output projections. */
     mo.last_logits_only = logits_path == NULL;

@@ -91,12 +91,25 @@ Test(cli, run_prints_the_greedy_ids_and_writes_logits) {
 Test(cli, compile_stats_json_and_pb_round_trip) {
     need_testdata();
     char args[4096], out[8192], err[4096];
-    snprintf(args, sizeof args, "compile '%s/tiny_llama_q8_0.gguf' --stats --json", golden);
+    snprintf(args, sizeof args, "compile '%s/tiny_llama_q8_0.gguf' --stats --json -O0", golden);
     cr_assert_eq(run(args, out, sizeof out), 0);
     cr_assert_str_eq(out, "{\"ops\": {\"get_rows\": 1, \"rms_norm\": 5, \"mul\": 7, \"add\": 4, "
                           "\"matmul\": 15, \"reshape\": 6, \"rope\": 4, \"kv_write\": 4, "
-                          "\"attention\": 2, \"silu\": 2}, \"nodes\": 50, \"values\": 77}\n");
+                          "\"attention\": 2, \"silu\": 2}, \"nodes\": 50, \"values\": 77, "
+                          "\"passes\": []}\n");
     /* 77 values = 2 inputs + 21 weights + 4 KV states + 50 node results. */
+    /* The default -O2 pipeline: per layer one matmul_triple, one matmul_pair, two matmul_add. */
+    snprintf(args, sizeof args, "compile '%s/tiny_llama_q8_0.gguf' --stats --json", golden);
+    cr_assert_eq(run(args, out, sizeof out), 0);
+    cr_assert(strstr(out, "{\"ops\": {\"get_rows\": 1, \"matmul\": 1, \"reshape\": 6, \"rope\": 4, "
+                          "\"kv_write\": 4, \"attention\": 2, \"fused_rms_norm\": 5, "
+                          "\"matmul_triple\": 2, \"matmul_pair\": 2, \"matmul_add\": 4}, "
+                          "\"nodes\": 31,") == out, "%s", out);
+    cr_assert(strstr(out, "\"name\": \"fuse-qkv\""), "%s", out);
+    snprintf(args, sizeof args, "compile '%s/tiny_llama_q8_0.gguf' --passes no-such-pass", golden);
+    cr_assert_eq(run(args, out, sizeof out), 2);
+    read_stderr(err, sizeof err);
+    cr_assert(strstr(err, "no-such-pass") && strstr(err, "fuse-qkv"), "%s", err);
     snprintf(args, sizeof args, "compile '%s/tiny_llama_q8_0.gguf' -o '%s/m.pb'", golden, tmpdir);
     cr_assert_eq(run(args, out, sizeof out), 0);
     snprintf(args, sizeof args, "run '%s/m.pb' -m '%s/tiny_llama_q8_0.gguf' --tokens 338,281,93 -n 5",

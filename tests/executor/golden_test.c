@@ -102,16 +102,22 @@ static const golden_case cases[] = {
     {"tiny_llama_q4_k", {"S7", "S33"}},       {"tiny_qwen2_q4km", {"S7", "S33"}},
 };
 
-static loom_model *load(const char *dir, const char *model, int32_t n_ctx) {
+static loom_model *load_with(const char *dir, const char *model, int32_t n_ctx,
+                             const char *passes) {
     char path[1024];
     snprintf(path, sizeof path, "%s/golden/%s.gguf", dir, model);
     loom_model_options o;
     loom_model_options_init(&o);
     o.n_ctx = n_ctx;
+    o.passes = passes;
     loom_error err = {0};
     loom_model *m = NULL;
     cr_assert_eq(loom_model_load(path, &o, &m, &err), LOOM_OK, "%s", err.msg);
     return m;
+}
+
+static loom_model *load(const char *dir, const char *model, int32_t n_ctx) {
+    return load_with(dir, model, n_ctx, NULL);
 }
 
 static loom_session *session(loom_model *m) {
@@ -351,6 +357,37 @@ Test(golden, last_logits_only_is_the_last_row) {
     }
     loom_session_destroy(sf);
     loom_model_destroy(full);
+}
+
+/* The -O2 pipeline (fused ops) gives the unoptimized graph's logits within 1e-5 of the range
+ * and still matches the reference, on every golden model. */
+Test(golden, optimized_graph_matches_unoptimized_and_reference) {
+    const char *dir = testdata_dir();
+    int32_t toks[64];
+    int n = read_sequence(dir, "S33", toks, 64);
+    for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
+        loom_model *m0 = load(dir, cases[c].model, 40), *m2 = load_with(dir, cases[c].model, 40, "-O2");
+        loom_session *s0 = session(m0), *s2 = session(m2);
+        loom_error err = {0};
+        cr_assert_eq(loom_session_eval(s0, toks, n, &err), LOOM_OK, "%s", err.msg);
+        cr_assert_eq(loom_session_eval(s2, toks, n, &err), LOOM_OK, "%s", err.msg);
+        char lp[1024], what[256];
+        snprintf(lp, sizeof lp, "%s/golden/%s.S33.deq.logits.bin", dir, cases[c].model);
+        snprintf(what, sizeof what, "%s.S33 -O2", cases[c].model);
+        int32_t rn, rv;
+        float *ref = read_logits(lp, &rn, &rv);
+        const float *a = loom_session_logits(s0, NULL), *b = loom_session_logits(s2, NULL);
+        for (int r = 0; r < n; r++) {
+            double rel = row_rel(b + (size_t)r * rv, a + (size_t)r * rv, rv);
+            cr_expect(rel <= 1e-5, "%s row %d: optimized differs by %g", what, r, rel);
+            check_row(what, r, b + (size_t)r * rv, ref + (size_t)r * rv, rv);
+        }
+        free(ref);
+        loom_session_destroy(s0);
+        loom_session_destroy(s2);
+        loom_model_destroy(m0);
+        loom_model_destroy(m2);
+    }
 }
 
 Test(golden, refusals) {
