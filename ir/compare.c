@@ -159,7 +159,7 @@ static bool same_nodes(eq *e) {
         if (na->n_in != nb->n_in || na->n_out != nb->n_out)
             return differ(e, "node %u (%s): operand/result counts differ", k, opa);
         for (uint32_t i = 0; i < na->n_in; i++)
-            if (e->map[na->in[i]] != nb->in[i])
+            if (na->in[i] >= a->n_values || e->map[na->in[i]] != nb->in[i])
                 return differ(e, "node %u (%s): operand %u is %s vs %s", k, opa, i,
                               ir_value_label(a, na->in[i], lab, sizeof lab),
                               ir_value_label(b, nb->in[i], lb, sizeof lb));
@@ -168,6 +168,8 @@ static bool same_nodes(eq *e) {
                 return differ(e, "node %u (%s): attribute %s differs", k, opa,
                               loom_ir_attr_info_get(na->attrs[i].id)->name);
         for (uint32_t o = 0; o < na->n_out; o++) {
+            if (na->out[o] >= a->n_values || nb->out[o] >= b->n_values)
+                return differ(e, "node %u (%s): result %u is not a value", k, opa, o);
             char what[64];
             snprintf(what, sizeof what, "node %u (%s) result %u", k, opa, o);
             if (!same_type(e, &loom_ir_value_get(a, na->out[o])->type,
@@ -203,7 +205,8 @@ bool loom_ir_graph_equal(const loom_ir_graph *a, const loom_ir_graph *b, loom_er
     for (uint32_t i = 0; ok && i < a->n_outputs; i++) {
         if (strcmp(a->outputs[i].name, b->outputs[i].name))
             ok = differ(&e, "output %u: %s vs %s", i, a->outputs[i].name, b->outputs[i].name);
-        else if (e.map[a->outputs[i].value] != b->outputs[i].value)
+        else if (a->outputs[i].value >= a->n_values ||
+                 e.map[a->outputs[i].value] != b->outputs[i].value)
             ok = differ(&e, "output %s names different values", a->outputs[i].name);
     }
     free(e.map);

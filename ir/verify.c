@@ -84,6 +84,8 @@ static loom_status check_structure(const loom_ir_graph *g, loom_error *err) {
         if (++count > g->n_live_nodes || n->erased)
             return bad(g, LOOM_IR_NO_NODE, err, "program order list is corrupt at node #%u", id);
         if (!oi) return bad(g, id, err, "unknown op id %d", (int)n->op);
+        if (n->n_attrs > LOOM_IR_MAX_ATTRS)
+            return bad(g, id, err, "%u attributes (at most %d)", n->n_attrs, LOOM_IR_MAX_ATTRS);
         if (n->n_in < oi->min_in || n->n_in > oi->max_in || n->n_out < 1 ||
             n->n_out > oi->max_out)
             return bad(g, id, err, "%u operands / %u results (op takes %u..%u / at most %u)",
