@@ -13,15 +13,16 @@
  *   if (loom_model_load("model.gguf", NULL, &m, &err) ||
  *       loom_session_create(m, NULL, &s, &err)) { fprintf(stderr, "%s\n", err.msg); ... }
  *   int32_t prompt[] = {1, 403, 407}, out[16]; int32_t n_out = 0;
- *   loom_generate(s, prompt, 3, 16, NULL, out, &n_out, &err);
+ *   loom_generate(s, prompt, 3, 16, NULL, NULL, NULL, out, &n_out, &err);  // greedy
  *   loom_session_destroy(s); loom_model_destroy(m);
  *
  * Errors: every fallible call returns a loom_status (LOOM_OK = 0) and writes a message into the
  * caller's loom_error (may be NULL). Nothing in the library exits or prints.
  * Ownership: every handle is created by a _load/_create call and freed by its _destroy
  * (destroy(NULL) is a no-op). A session borrows its model: destroy sessions before the model.
- * Threads: there is no global mutable state; one session per thread is safe; a model may be
- * shared by sessions on several threads (it is immutable after load).
+ * Threads: one session per thread is safe; a model may be shared by sessions on several threads
+ * (it is immutable after load). The only process-wide state is the CPU kernels' thread pool,
+ * whose size the last session created with a non-zero n_threads sets (results never depend on it).
  */
 #ifndef LOOM_H
 #define LOOM_H
@@ -57,7 +58,8 @@ typedef struct loom_model_options {
     int32_t max_tokens;
     int32_t n_ctx;
     /* GGUF only: pass pipeline applied after lowering (passes/passes.h): comma-separated names
-     * ("fuse-qkv,dce") or a level ("-O2" the default optimizations, "-O0"). NULL or "": none.
+     * ("fuse-qkv,dce") or a level ("-O2" the default optimizations, "-O0"). Default (options_init,
+     * and opts == NULL): "-O2". NULL or "": none.
      * An unknown name is LOOM_ERR_INVALID_ARGUMENT listing the known passes. */
     const char *passes;
     /* KV cache element type (GGUF only; a protobuf graph keeps the one it was compiled with). */
