@@ -392,7 +392,7 @@ static void dump_case(const char *name, const bb *b) {
     snprintf(path, sizeof path, "%s/%s.gguf", dir, name);
     FILE *f = fopen(path, "wb");
     if (f == NULL) return;
-    fwrite(b->p, 1, b->len, f);
+    if (b->len) fwrite(b->p, 1, b->len, f);
     fclose(f);
 }
 
