@@ -343,7 +343,7 @@ loom_status loom_exec_cpu_backend_create(int n_threads, loom_exec_backend **out,
         free(c);
         return loom_error_set(err, LOOM_ERR_OUT_OF_MEMORY, "cpu backend: out of memory");
     }
-    loom_cpu_set_threads(n_threads);
+    if (n_threads > 0) loom_cpu_set_threads(n_threads);
     b->vt = &cpu_vtable;
     b->impl = c;
     *out = b;

@@ -94,8 +94,9 @@ struct loom_exec_backend {
     void *impl; /* the backend's private state */
 };
 
-/* The CPU backend: every op of ops.def on kernels/cpu. n_threads: kernel threads (0: one per
- * online core; the kernel library's pool is process-wide, so the last setting wins). */
+/* The CPU backend: every op of ops.def on kernels/cpu. n_threads > 0 sets the kernel threads;
+ * 0 leaves them as they are (one per online core unless set before). The kernel library's pool
+ * is process-wide, so the last setting wins; results never depend on it. */
 loom_status loom_exec_cpu_backend_create(int n_threads, loom_exec_backend **out, loom_error *err);
 /* Destroys a backend that was not handed to loom_exec_create. NULL is a no-op. */
 void loom_exec_backend_destroy(loom_exec_backend *b);

@@ -94,7 +94,7 @@ typedef enum loom_backend_kind {
 typedef struct loom_session_options {
     loom_backend_kind backend;
     int32_t n_ctx;     /* KV cache length; 0: the model's n_ctx (may not exceed it) */
-    int32_t n_threads; /* CPU threads; 0: one per online core */
+    int32_t n_threads; /* CPU threads; 0: as they are (one per online core by default) */
 } loom_session_options;
 
 void loom_session_options_init(loom_session_options *opts);
