@@ -34,11 +34,11 @@ static __global__ void __launch_bounds__(kThreads, 1) gemm_kernel(const Seg s, c
     for (int t = 0; t < kMaxN; t++) acc[t] = 0.0f;
     for (int64_t p = 0; p < np; p++) {
         const typename L::Raw raw = L::template load<WIDE>(row, p, lane, K);
-        const typename L::W w = L::template prep<WIDE>(raw, row, p, lane);
+        const typename L::W w = L::template prep<WIDE>(raw, row, p, lane, K);
 #pragma unroll
         for (int t = 0; t < kMaxN; t++) {
             if (t < n) {
-                const typename L::X xv = L::loadx(x + (int64_t)t * K, p, lane, K);
+                const typename L::X xv = L::template loadx<WIDE>(x + (int64_t)t * K, p, lane, K);
                 acc[t] = __fadd_rn(acc[t], L::dotw(w, xv));
             }
         }

@@ -5,11 +5,11 @@
 // Launch geometry: 128-thread blocks, one warp per output row, 4 rows per block, grid
 // ceil(rows / 4) over the concatenated rows of all segments (a triple's Q, K and V rows follow
 // each other; a warp finds its segment with unrolled compares, no dynamic parameter indexing).
-// Each warp walks its row in passes of one super-block (Q4_K/Q5_K/Q6_K), four Q8_0 blocks, or
-// 256 F16/BF16 / 128 F32 values; lanes own fixed byte groups (quant_blocks.cuh), so one pass is
-// one coalesced read of the block. The fast path issues the loads of UNROLL passes (4 by
-// default, LOOM_GEMV_UNROLL) before using them, to keep enough bytes in flight; the simple
-// path (LOOM_FAST_GEMV=0) does one pass at a time. Partials are summed per lane in pass order,
+// Each warp walks its row in passes of four super-blocks (Q4_K/Q5_K), one (Q6_K), four Q8_0
+// blocks, or 256 F16/BF16 / 128 F32 values; lanes own fixed byte groups (quant_blocks.cuh), so
+// one pass is one coalesced read. The fast path issues the loads of UNROLL passes (default in
+// runtime.cu, LOOM_GEMV_UNROLL) before using them, to keep bytes in flight; the simple path
+// (LOOM_FAST_GEMV=0) does one pass at a time with byte loads for Q4_K/Q5_K. Partials are summed per lane in pass order,
 // then a xor-butterfly warp reduction; lane 0 applies the epilogue and writes.
 //
 // Memory traffic: every weight byte once from DRAM (streamed), x (K floats) from L1/L2 by
@@ -20,8 +20,8 @@
 // per element. The uint32 and byte paths of Q4_K/Q5_K are bit-identical; the GEMM (gemm.cu)
 // is bit-identical per token; matmul_add equals dot + residual; pair/SwiGLU equals
 // silu(dot_a) * dot_b with silu as loom_silu (device expf: within 2 ulp of glibc's).
-// Requirements: x 16-byte aligned (K-quants/Q8_0 read it as float4 / float2); K a multiple
-// of the type's block size.
+// Requirements: x 16-byte aligned (read as float4 / float2); K a multiple of the type's block
+// size. Q4_K/Q5_K weights not 16-byte aligned take the byte path.
 #include <stdio.h>
 
 #include "kernels/cuda/matmul.cuh"
@@ -51,8 +51,8 @@ __device__ __forceinline__ float row_dot(const uint8_t *row, const float *x, int
 #pragma unroll
         for (int u = 0; u < UNROLL; u++) {
             if (p0 + u < np) {
-                const typename L::X xv = L::loadx(x, p0 + u, lane, K);
-                const typename L::W w = L::template prep<WIDE>(raw[u], row, p0 + u, lane);
+                const typename L::X xv = L::template loadx<WIDE>(x, p0 + u, lane, K);
+                const typename L::W w = L::template prep<WIDE>(raw[u], row, p0 + u, lane, K);
                 acc = __fadd_rn(acc, L::dotw(w, xv));
             }
         }
@@ -169,7 +169,7 @@ loom_status make_seg(const char *what, loom_kweight w, int64_t K, float *y, cons
     s->type = w.type;
     uintptr_t addr = (uintptr_t)w.data;
     if (w.type == LOOM_GGML_Q4_K || w.type == LOOM_GGML_Q5_K)
-        s->wide = fast(SW_Q4K_U32) && addr % 4 == 0;
+        s->wide = fast(SW_Q4K_U32) && addr % 16 == 0;
     else if (w.type == LOOM_GGML_F16 || w.type == LOOM_GGML_BF16 || w.type == LOOM_GGML_F32)
         s->wide = K % 8 == 0 && addr % 16 == 0;
     else

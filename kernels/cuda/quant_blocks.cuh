@@ -2,11 +2,14 @@
 // per-element decoding for the embedding lookup (private to kernels/cuda).
 //
 // Warp-per-row scheme. A warp walks a row of K values in passes; in pass p its 32 lanes cover
-// kVals consecutive values (one K-quant super-block, four Q8_0 blocks, 256 F16/BF16 or 128 F32
-// values), each lane a fixed set of 8 (4 for Q8_0/F32) of them:
-//   Q4_K/Q5_K lane L: quant word L of the block's 128 qs bytes, i.e. chunk j = L/8, bytes
-//             l0 = 4(L%8) .. l0+3: values 64j+l0.. (low nibbles, sub-block 2j) and
-//             64j+32+l0.. (high nibbles, sub-block 2j+1); Q5_K adds qh bytes l0..l0+3.
+// kVals consecutive values (four K-quant super-blocks for Q4_K/Q5_K, one for Q6_K, four Q8_0
+// blocks, 256 F16/BF16 or 128 F32 values), each lane a fixed set of them:
+//   Q4_K/Q5_K lane L: block 4p + L/8, s = L%8, chunk j = s/2, half hh = s%2: the 16 quant
+//             bytes qs[32j+16hh ..] (values 64j+16hh.. low nibbles, 64j+32+16hh.. high
+//             nibbles); Q5_K adds qh[16hh .. +15]. (A first version gave each lane ONE 32-bit
+//             word of one block per pass, as issue 6 sketches; it was instruction-bound at
+//             0.73 TB/s because the per-block scale decoding was repeated for every 8 values.
+//             bench/NOTES.md has the numbers.)
 //   Q6_K      lane L: half h = L/16, l0 = 2(L%16): ql[64h+l0..+1], ql[64h+32+l0..+1],
 //             qh[32h+l0..+1]; values 128h + l0 + {0,1} + 32i, i = 0..3.
 //   Q8_0      lane L: block 4p + L/8, values 4(L%8) .. +3.
@@ -17,9 +20,9 @@
 // explicit _rn intrinsic or fmaf, so the compiler cannot contract differently in the two
 // kernels.
 //
-// Byte path vs word path (Q4_K, Q5_K): the word path loads each 4-byte group with one 32-bit
-// load (the weights must be 4-byte aligned); the byte path assembles the same word from four
-// byte loads. Everything after the load is shared, so the two agree to the bit.
+// Byte path vs word path (Q4_K, Q5_K): the word path loads a lane's four 32-bit quant words
+// with one 16-byte load (the weights must be 16-byte aligned); the byte path assembles the same
+// words from byte loads. Everything after the load is shared, so the two agree to the bit.
 //
 // Small integers become floats with the 0x4B000000 trick (byte_perm into the mantissa of 2^23,
 // then subtract 2^23): exact, and cheaper than I2F, which runs at a quarter rate.
@@ -52,6 +55,13 @@ __device__ __forceinline__ float2 ld_x2(const float *p) {
 template <int E>
 __device__ __forceinline__ float byte_f(uint32_t w, float bias = 8388608.0f) {
     return __fsub_rn(__uint_as_float(__byte_perm(w, 0x4B000000u, 0x7440u | E)), bias);
+}
+
+// Byte e (0..127) of w as the float 0.5 + q/256, exactly (q into the mantissa under the
+// exponent of 0.5). A weight d*q - m is then one fma: fma(256d, M, -(128d + m)).
+template <int E>
+__device__ __forceinline__ float byte_half(uint32_t w) {
+    return __uint_as_float(__byte_perm(w, 0x3F000000u, 0x7044u | (E << 8)));
 }
 
 // dot of 4 small-integer weights (bytes of w) with 4 x values, in a fixed order.
@@ -87,7 +97,7 @@ struct Lane;
 // Each Lane<T> has four steps, called in this order by the GEMV and the GEMM alike:
 //   Raw load(row, p, lane, K)   the lane's weight bytes of pass p (DRAM; the only weight read)
 //   X   loadx(x, p, lane, K)    the x values those bytes multiply (L1/L2)
-//   W   prep(raw, row, p, lane) weights decoded to floats + scales (no x involved; Q4_K/Q5_K
+//   W   prep(raw, row, p, lane, K) weights decoded to floats + scales (no x involved; Q4_K/Q5_K
 //                               read their block header here, an L1 hit), once per pass in
 //                               the GEMM however many tokens use it
 //   float dotw(w, xv)           the lane's partial of pass p
@@ -95,85 +105,155 @@ struct Lane;
 // loadx + dotw per token. Same operations, same order: the same bits.
 
 // ---- Q4_K ---------------------------------------------------------------------------------
+// Lane L of pass p: block 4p + L/8; s = L%8, chunk j = s/2, half hh = s%2: the 16 quant bytes
+// qs[32j + 16hh .. +15] = values 64j+16hh .. +15 (low nibbles, sub-block 2j) and
+// 64j+32+16hh .. +15 (high nibbles, sub-block 2j+1). Word path: one 16-byte load (four 32-bit
+// words); byte path: sixteen byte loads assembled into the same words.
 template <>
 struct Lane<LOOM_GGML_Q4_K> {
-    static constexpr int kVals = 256;
-    // Only the quant word is prefetched (one register a pass, so deep prefetch is cheap). The
-    // 16-byte header (d, dmin, scales) is read in prep: it shares the first 32-byte sector with
-    // lanes 0-3's quant words, so by then it sits in L1.
-    struct Raw { uint32_t q; };
-    struct X { float4 l, h; };
-    struct W { float ql[4], qh[4], dl, dh, ml, mh; };
+    static constexpr int kVals = 1024;  // four super-blocks a pass
+    // Only the quant words are prefetched. The 16-byte header (d, dmin, scales) is read in
+    // prep: its 32-byte sector also holds chunk 0's first quant bytes, so it is then in L1.
+    struct Raw { uint32_t q[4]; };
+    struct X { float xl[16], xh[16]; };
+    // ql/qh: quants as 0.5 + q/256 (see byte_half); a* = 256 d sc, b* = -(128 d sc + dmin m),
+    // so weight = fma(a, M, b) in one instruction and no x sums are needed.
+    struct W { float ql[16], qh[16], al, ah, bl, bh; };
+    static __device__ __forceinline__ int64_t block_of(int64_t p, int lane) {
+        return 4 * p + (lane >> 3);
+    }
     template <bool U32>
-    static __device__ __forceinline__ Raw load(const uint8_t *row, int64_t p, int lane, int64_t) {
-        const uint8_t *b = row + p * kQ4KBytes + 16 + 4 * lane;
-        return Raw{U32 ? ld_u32(b) : ld_bytes4(b)};
+    static __device__ __forceinline__ void load16(const uint8_t *b, uint32_t *q) {
+        if (U32) {
+            const uint4 v = __ldg(reinterpret_cast<const uint4 *>(b));
+            q[0] = v.x; q[1] = v.y; q[2] = v.z; q[3] = v.w;
+        } else {
+#pragma unroll
+            for (int i = 0; i < 4; i++) q[i] = ld_bytes4(b + 4 * i);
+        }
     }
-    static __device__ __forceinline__ X loadx(const float *x, int64_t p, int lane, int64_t) {
-        const float *xb = x + p * 256 + 64 * (lane >> 3) + 4 * (lane & 7);
-        return X{ld_x4(xb), ld_x4(xb + 32)};
+    template <bool U32>
+    static __device__ __forceinline__ Raw load(const uint8_t *row, int64_t p, int lane,
+                                               int64_t K) {
+        const int64_t blk = block_of(p, lane);
+        Raw r{{0u, 0u, 0u, 0u}};
+        if (blk * 256 < K) {
+            const int s = lane & 7;
+            load16<U32>(row + blk * kQ4KBytes + 16 + 32 * (s >> 1) + 16 * (s & 1), r.q);
+        }
+        return r;
     }
-    // Header words of the block of pass p: dm = d | dmin << 16, s0..s2 = the 12 scale bytes.
+    template <bool U32>
+    static __device__ __forceinline__ X loadx(const float *x, int64_t p, int lane, int64_t K) {
+        const int64_t blk = block_of(p, lane);
+        X v;
+        if (blk * 256 < K) {
+            const int s = lane & 7;
+            const float *xb = x + blk * 256 + 64 * (s >> 1) + 16 * (s & 1);
+#pragma unroll
+            for (int i = 0; i < 4; i++) {
+                const float4 a = ld_x4(xb + 4 * i), c = ld_x4(xb + 32 + 4 * i);
+                v.xl[4 * i] = a.x; v.xl[4 * i + 1] = a.y; v.xl[4 * i + 2] = a.z; v.xl[4 * i + 3] = a.w;
+                v.xh[4 * i] = c.x; v.xh[4 * i + 1] = c.y; v.xh[4 * i + 2] = c.z; v.xh[4 * i + 3] = c.w;
+            }
+        } else {
+#pragma unroll
+            for (int i = 0; i < 16; i++) { v.xl[i] = 0.0f; v.xh[i] = 0.0f; }
+        }
+        return v;
+    }
+    // Header words of a block: x = d | dmin << 16, y..w = the 12 scale bytes.
     template <bool U32>
     static __device__ __forceinline__ uint4 header(const uint8_t *b) {
         if (U32) return __ldg(reinterpret_cast<const uint4 *>(b));  // 144 = 9 * 16: aligned
         return make_uint4(ld_bytes4(b), ld_bytes4(b + 4), ld_bytes4(b + 8), ld_bytes4(b + 12));
     }
-    static __device__ __forceinline__ W decode(uint4 hd, uint32_t lo, uint32_t hi, int lane) {
+    // Decodes quant words (low nibbles lo[], high nibbles hi[], already masked) and the
+    // header's scale pair of chunk j.
+    static __device__ __forceinline__ W decode(uint4 hd, const uint32_t *lo, const uint32_t *hi,
+                                               int j) {
         uint32_t sc, m;
-        k4_scale_pair(hd.y, hd.z, hd.w, lane >> 3, &sc, &m);
+        k4_scale_pair(hd.y, hd.z, hd.w, j, &sc, &m);
         const float d = f16_bits_to_f32((uint16_t)(hd.x & 0xFFFF));
         const float dmin = f16_bits_to_f32((uint16_t)(hd.x >> 16));
         W w;
-        w.ql[0] = byte_f<0>(lo); w.ql[1] = byte_f<1>(lo); w.ql[2] = byte_f<2>(lo); w.ql[3] = byte_f<3>(lo);
-        w.qh[0] = byte_f<0>(hi); w.qh[1] = byte_f<1>(hi); w.qh[2] = byte_f<2>(hi); w.qh[3] = byte_f<3>(hi);
-        w.dl = __fmul_rn(d, byte_f<0>(sc)); w.dh = __fmul_rn(d, byte_f<1>(sc));
-        w.ml = __fmul_rn(dmin, byte_f<0>(m)); w.mh = __fmul_rn(dmin, byte_f<1>(m));
+#pragma unroll
+        for (int i = 0; i < 4; i++) {
+            w.ql[4 * i] = byte_half<0>(lo[i]); w.ql[4 * i + 1] = byte_half<1>(lo[i]);
+            w.ql[4 * i + 2] = byte_half<2>(lo[i]); w.ql[4 * i + 3] = byte_half<3>(lo[i]);
+            w.qh[4 * i] = byte_half<0>(hi[i]); w.qh[4 * i + 1] = byte_half<1>(hi[i]);
+            w.qh[4 * i + 2] = byte_half<2>(hi[i]); w.qh[4 * i + 3] = byte_half<3>(hi[i]);
+        }
+        const float dl = __fmul_rn(d, byte_f<0>(sc)), dh = __fmul_rn(d, byte_f<1>(sc));
+        const float ml = __fmul_rn(dmin, byte_f<0>(m)), mh = __fmul_rn(dmin, byte_f<1>(m));
+        w.al = __fmul_rn(256.0f, dl);
+        w.ah = __fmul_rn(256.0f, dh);
+        w.bl = -fmaf(128.0f, dl, ml);
+        w.bh = -fmaf(128.0f, dh, mh);
         return w;
     }
     template <bool U32>
     static __device__ __forceinline__ W prep(const Raw &r, const uint8_t *row, int64_t p,
-                                             int lane) {
-        const uint4 hd = header<U32>(row + p * kQ4KBytes);
-        return decode(hd, r.q & 0x0F0F0F0Fu, (r.q >> 4) & 0x0F0F0F0Fu, lane);
+                                             int lane, int64_t K) {
+        const int64_t blk = block_of(p, lane);
+        const uint4 hd = blk * 256 < K ? header<U32>(row + blk * kQ4KBytes) : make_uint4(0, 0, 0, 0);
+        uint32_t lo[4], hi[4];
+#pragma unroll
+        for (int i = 0; i < 4; i++) { lo[i] = r.q[i] & 0x0F0F0F0Fu; hi[i] = (r.q[i] >> 4) & 0x0F0F0F0Fu; }
+        return decode(hd, lo, hi, (lane & 7) >> 1);
     }
     static __device__ __forceinline__ float dotw(const W &w, const X &x) {
-        float dl = fmaf(w.ql[3], x.l.w, fmaf(w.ql[2], x.l.z, fmaf(w.ql[1], x.l.y, __fmul_rn(w.ql[0], x.l.x))));
-        float dh = fmaf(w.qh[3], x.h.w, fmaf(w.qh[2], x.h.z, fmaf(w.qh[1], x.h.y, __fmul_rn(w.qh[0], x.h.x))));
-        float lo = __fsub_rn(__fmul_rn(w.dl, dl), __fmul_rn(w.ml, sum4(x.l)));
-        float hi = __fsub_rn(__fmul_rn(w.dh, dh), __fmul_rn(w.mh, sum4(x.h)));
-        return __fadd_rn(lo, hi);
+        float dl = __fmul_rn(fmaf(w.al, w.ql[0], w.bl), x.xl[0]);
+        float dh = __fmul_rn(fmaf(w.ah, w.qh[0], w.bh), x.xh[0]);
+#pragma unroll
+        for (int e = 1; e < 16; e++) {
+            dl = fmaf(fmaf(w.al, w.ql[e], w.bl), x.xl[e], dl);
+            dh = fmaf(fmaf(w.ah, w.qh[e], w.bh), x.xh[e], dh);
+        }
+        return __fadd_rn(dl, dh);
     }
 };
 
 // ---- Q5_K ---------------------------------------------------------------------------------
+// Q4_K's lane mapping; the lane also loads the 16 qh bytes qh[16hh .. +15] (bit 2j and 2j+1
+// of each are bit 4 of its low and high value).
 template <>
 struct Lane<LOOM_GGML_Q5_K> {
-    static constexpr int kVals = 256;
-    // Prefetch: the quant word and the lane's 4 qh bytes (which also bring the header's
-    // sector into L1 for prep).
-    struct Raw { uint32_t q, h; };
+    static constexpr int kVals = 1024;
+    struct Raw { uint32_t q[4], h[4]; };
     using X = Lane<LOOM_GGML_Q4_K>::X;
     using W = Lane<LOOM_GGML_Q4_K>::W;
     template <bool U32>
-    static __device__ __forceinline__ Raw load(const uint8_t *row, int64_t p, int lane, int64_t) {
-        const uint8_t *b = row + p * kQ5KBytes;
-        const int l0 = 4 * (lane & 7);
-        if (U32) return Raw{ld_u32(b + 48 + 4 * lane), ld_u32(b + 16 + l0)};
-        return Raw{ld_bytes4(b + 48 + 4 * lane), ld_bytes4(b + 16 + l0)};
+    static __device__ __forceinline__ Raw load(const uint8_t *row, int64_t p, int lane,
+                                               int64_t K) {
+        const int64_t blk = Lane<LOOM_GGML_Q4_K>::block_of(p, lane);
+        Raw r{{0u, 0u, 0u, 0u}, {0u, 0u, 0u, 0u}};
+        if (blk * 256 < K) {
+            const int s = lane & 7;
+            const uint8_t *b = row + blk * kQ5KBytes;  // 176 = 11 * 16: aligned
+            Lane<LOOM_GGML_Q4_K>::load16<U32>(b + 48 + 32 * (s >> 1) + 16 * (s & 1), r.q);
+            Lane<LOOM_GGML_Q4_K>::load16<U32>(b + 16 + 16 * (s & 1), r.h);
+        }
+        return r;
     }
+    template <bool U32>
     static __device__ __forceinline__ X loadx(const float *x, int64_t p, int lane, int64_t K) {
-        return Lane<LOOM_GGML_Q4_K>::loadx(x, p, lane, K);
+        return Lane<LOOM_GGML_Q4_K>::loadx<U32>(x, p, lane, K);
     }
     template <bool U32>
     static __device__ __forceinline__ W prep(const Raw &r, const uint8_t *row, int64_t p,
-                                             int lane) {
-        const uint4 hd = Lane<LOOM_GGML_Q4_K>::header<U32>(row + p * kQ5KBytes);  // 176 = 11*16
-        const int j = lane >> 3;
-        // bit 2j (low sub-block) and 2j+1 (high) of each qh byte become bit 4 of the value
-        const uint32_t lo = (r.q & 0x0F0F0F0Fu) | (((r.h >> (2 * j)) & 0x01010101u) << 4);
-        const uint32_t hi = ((r.q >> 4) & 0x0F0F0F0Fu) | (((r.h >> (2 * j + 1)) & 0x01010101u) << 4);
-        return Lane<LOOM_GGML_Q4_K>::decode(hd, lo, hi, lane);
+                                             int lane, int64_t K) {
+        const int64_t blk = Lane<LOOM_GGML_Q4_K>::block_of(p, lane);
+        const uint4 hd = blk * 256 < K ? Lane<LOOM_GGML_Q4_K>::header<U32>(row + blk * kQ5KBytes)
+                                       : make_uint4(0, 0, 0, 0);
+        const int j = (lane & 7) >> 1;
+        uint32_t lo[4], hi[4];
+#pragma unroll
+        for (int i = 0; i < 4; i++) {
+            lo[i] = (r.q[i] & 0x0F0F0F0Fu) | (((r.h[i] >> (2 * j)) & 0x01010101u) << 4);
+            hi[i] = ((r.q[i] >> 4) & 0x0F0F0F0Fu) | (((r.h[i] >> (2 * j + 1)) & 0x01010101u) << 4);
+        }
+        return Lane<LOOM_GGML_Q4_K>::decode(hd, lo, hi, j);
     }
     static __device__ __forceinline__ float dotw(const W &w, const X &x) {
         return Lane<LOOM_GGML_Q4_K>::dotw(w, x);
@@ -202,12 +282,14 @@ struct Lane<LOOM_GGML_Q6_K> {
         r.d = ld_u16(blk + 208);
         return r;
     }
+    template <bool U32>
     static __device__ __forceinline__ X loadx(const float *x, int64_t p, int lane, int64_t) {
         const float *xb = x + p * 256 + 128 * (lane >> 4) + 2 * (lane & 15);
         return X{ld_x2(xb), ld_x2(xb + 32), ld_x2(xb + 64), ld_x2(xb + 96)};
     }
     template <bool U32>
-    static __device__ __forceinline__ W prep(const Raw &r, const uint8_t *, int64_t, int) {
+    static __device__ __forceinline__ W prep(const Raw &r, const uint8_t *, int64_t, int,
+                                             int64_t) {
         // bytes: a = ql[l0], ql[l0+1]; b = ql[l0+32], ql[l0+33]; h = qh[l0], qh[l0+1]
         // q1 = a&F | (h&3)<<4, q2 = b&F | ((h>>2)&3)<<4, q3 = a>>4 | ((h>>4)&3)<<4,
         // q4 = b>>4 | ((h>>6)&3)<<4; two values per 16 bits.
@@ -261,13 +343,15 @@ struct Lane<LOOM_GGML_Q8_0> {
         }
         return r;
     }
+    template <bool U32>
     static __device__ __forceinline__ X loadx(const float *x, int64_t p, int lane, int64_t K) {
         const int64_t blk = 4 * p + (lane >> 3);
         if (blk * 32 >= K) return X{make_float4(0.f, 0.f, 0.f, 0.f)};
         return X{ld_x4(x + blk * 32 + 4 * (lane & 7))};
     }
     template <bool U32>
-    static __device__ __forceinline__ W prep(const Raw &r, const uint8_t *, int64_t, int) {
+    static __device__ __forceinline__ W prep(const Raw &r, const uint8_t *, int64_t, int,
+                                             int64_t) {
         const uint32_t q = r.q ^ 0x80808080u;
         const float bias = 8388736.0f;
         W w;
@@ -318,15 +402,25 @@ struct LanePlain {
         }
         return r;
     }
+    template <bool VEC>
     static __device__ __forceinline__ X loadx(const float *x, int64_t p, int lane, int64_t K) {
         const int64_t k0 = p * kVals + (int64_t)lane * kPer;
         X xv;
+        if (VEC && k0 < K) {  // K % 8 == 0: all kPer values are in range
 #pragma unroll
-        for (int e = 0; e < kPer; e++) xv.v[e] = k0 + e < K ? __ldg(x + k0 + e) : 0.0f;
+            for (int i = 0; i < kPer / 4; i++) {
+                const float4 a = ld_x4(x + k0 + 4 * i);
+                xv.v[4 * i] = a.x; xv.v[4 * i + 1] = a.y; xv.v[4 * i + 2] = a.z; xv.v[4 * i + 3] = a.w;
+            }
+        } else {
+#pragma unroll
+            for (int e = 0; e < kPer; e++) xv.v[e] = k0 + e < K ? __ldg(x + k0 + e) : 0.0f;
+        }
         return xv;
     }
     template <bool VEC>
-    static __device__ __forceinline__ W prep(const Raw &r, const uint8_t *, int64_t, int) {
+    static __device__ __forceinline__ W prep(const Raw &r, const uint8_t *, int64_t, int,
+                                             int64_t) {
         W w;
 #pragma unroll
         for (int e = 0; e < kPer; e++) {
