@@ -41,7 +41,10 @@ struct loom_session {
 
 /* ---------------------------------------------------------------- models */
 
-void loom_model_options_init(loom_model_options *o) { memset(o, 0, sizeof *o); }
+void loom_model_options_init(loom_model_options *o) {
+    memset(o, 0, sizeof *o);
+    o->passes = "-O2";
+}
 
 static int64_t meta_int(const loom_ir_graph *g, const char *key, int64_t dflt) {
     const loom_ir_meta *m = loom_ir_meta_get(g, key);
