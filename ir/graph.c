@@ -187,9 +187,10 @@ void ir_unlink_node(loom_ir_graph *g, loom_ir_node_id id) {
 
 loom_status loom_ir_add_symbol(loom_ir_graph *g, const char *name, int64_t max, int64_t *dim,
                                loom_error *err) {
-    if (!name || !ir_name_is_plain(name) || (name[0] >= '0' && name[0] <= '9'))
-        return loom_error_set(err, LOOM_ERR_INVALID_ARGUMENT, "ir: symbol name '%s' is not an "
-                              "identifier", name ? name : "(null)");
+    if (!name || !ir_name_is_plain(name) || (name[0] >= '0' && name[0] <= '9') ||
+        strlen(name) > 63)
+        return loom_error_set(err, LOOM_ERR_INVALID_ARGUMENT, "ir: symbol name '%.64s' is not "
+                              "an identifier of at most 63 characters", name ? name : "(null)");
     if (max < 1)
         return loom_error_set(err, LOOM_ERR_INVALID_ARGUMENT, "ir: symbol %s: max %lld must be "
                               ">= 1", name, (long long)max);
@@ -334,9 +335,9 @@ loom_status loom_ir_add_state(loom_ir_graph *g, const char *name, const loom_ir_
 
 loom_status loom_ir_add_output(loom_ir_graph *g, const char *name, loom_ir_value_id v,
                                loom_error *err) {
-    if (!name || !ir_name_is_plain(name))
-        return loom_error_set(err, LOOM_ERR_INVALID_ARGUMENT, "ir: output name '%s' must be "
-                              "[A-Za-z0-9_.-]+", name ? name : "(null)");
+    if (!name || !ir_name_is_plain(name) || strlen(name) > 255)
+        return loom_error_set(err, LOOM_ERR_INVALID_ARGUMENT, "ir: output name '%.64s' must be "
+                              "[A-Za-z0-9_.-]{1,255}", name ? name : "(null)");
     if (loom_ir_find_output(g, name) != LOOM_IR_NO_VALUE)
         return loom_error_set(err, LOOM_ERR_INVALID_ARGUMENT, "ir: output %s declared twice",
                               name);
@@ -396,9 +397,9 @@ loom_ir_value_id loom_ir_find_output(const loom_ir_graph *g, const char *name) {
 
 static loom_status meta_slot(loom_ir_graph *g, const char *key, loom_ir_meta **out,
                              loom_error *err) {
-    if (!key || !ir_name_is_plain(key))
-        return loom_error_set(err, LOOM_ERR_INVALID_ARGUMENT, "ir: metadata key '%s' must be "
-                              "[A-Za-z0-9_.-]+", key ? key : "(null)");
+    if (!key || !ir_name_is_plain(key) || strlen(key) > 255)
+        return loom_error_set(err, LOOM_ERR_INVALID_ARGUMENT, "ir: metadata key '%.64s' must be "
+                              "[A-Za-z0-9_.-]{1,255}", key ? key : "(null)");
     for (uint32_t i = 0; i < g->n_meta; i++)
         if (!strcmp(g->meta[i].key, key)) {
             *out = &g->meta[i];

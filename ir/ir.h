@@ -275,7 +275,7 @@ typedef struct loom_ir_symbol {
     int64_t max;      /* largest value it may be bound to, >= 1 */
 } loom_ir_symbol;
 
-/* Declares symbol `name` (identifier, unique) with maximum max >= 1; *dim receives its dim
+/* Declares symbol `name` (identifier of at most 63 characters, unique) with maximum max >= 1; *dim receives its dim
  * encoding (LOOM_IR_DIM_SYM(index)). Errors: invalid name/max, duplicate, too many symbols. */
 loom_status loom_ir_add_symbol(loom_ir_graph *g, const char *name, int64_t max, int64_t *dim,
                                loom_error *err);
@@ -284,8 +284,9 @@ const loom_ir_symbol *loom_ir_symbol_at(const loom_ir_graph *g, uint32_t index);
 /* The dim encoding of symbol `name`, or 0 when there is none. */
 int64_t loom_ir_symbol_find(const loom_ir_graph *g, const char *name);
 
-/* Declarations. Names are unique across inputs, weights and state (one namespace) and made of
- * [A-Za-z0-9_.-] (others are printed quoted); an input name does not start with a digit.
+/* Declarations. Names are unique across inputs, weights and state (one namespace), 1..255
+ * bytes; names outside [A-Za-z0-9_.-] are printed quoted (@"a b"); an input name is plain and
+ * does not start with a digit.
  * Errors (status + message naming the declaration): duplicate or empty name, bad type (unknown
  * symbol, dim 0, rank > 4), and:
  * - input: dtype f32 or i32;
@@ -301,7 +302,7 @@ loom_status loom_ir_add_weight(loom_ir_graph *g, const char *name, const loom_ir
 loom_status loom_ir_add_state(loom_ir_graph *g, const char *name, const loom_ir_type *type,
                               loom_ir_value_id *out, loom_error *err);
 
-/* Names a graph output (unique name) as value v (any live value). */
+/* Names a graph output (unique name, [A-Za-z0-9_.-]{1,255}) as value v (any live value). */
 loom_status loom_ir_add_output(loom_ir_graph *g, const char *name, loom_ir_value_id v,
                                loom_error *err);
 
@@ -326,7 +327,7 @@ typedef enum loom_ir_meta_kind { LOOM_IR_META_INT, LOOM_IR_META_FLOAT, LOOM_IR_M
     loom_ir_meta_kind;
 
 typedef struct loom_ir_meta {
-    const char *key;          /* [A-Za-z0-9_.-]+ */
+    const char *key;          /* [A-Za-z0-9_.-]{1,255} */
     loom_ir_meta_kind kind;
     int64_t i;                /* INT */
     double f;                 /* FLOAT */

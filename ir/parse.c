@@ -348,7 +348,7 @@ static loom_status stmt_symbol(P *p) {
 }
 
 static loom_status stmt_meta(P *p) {
-    char key[128], w[64], sv[1024];
+    char key[256], w[64];
     skip_ws(p);
     size_t at = p->i;
     loom_status st = need_word(p, key, sizeof key, "a metadata key");
@@ -357,8 +357,14 @@ static loom_status stmt_meta(P *p) {
     size_t vat = p->i;
     loom_error e = {0};
     if (p->i < p->n && p->s[p->i] == '"') {
-        if ((st = quoted(p, sv, sizeof sv))) return st;
-        st = loom_ir_meta_set_string(p->g, key, sv, &e);
+        /* Any length: the decoded string is never longer than the rest of the line. */
+        const char *nl = memchr(p->s + p->i, '\n', p->n - p->i);
+        size_t cap = (nl ? (size_t)(nl - (p->s + p->i)) : p->n - p->i) + 1;
+        char *sv = malloc(cap);
+        if (!sv) return perr(p, vat, LOOM_ERR_OUT_OF_MEMORY, "out of memory");
+        if (!(st = quoted(p, sv, cap))) st = loom_ir_meta_set_string(p->g, key, sv, &e);
+        free(sv);
+        if (st && !e.status) return st; /* quoted() already wrote err */
     } else {
         if ((st = need_word(p, w, sizeof w, "a number or a \"string\""))) return st;
         if (looks_float(w)) {
@@ -412,7 +418,7 @@ static loom_status stmt_decl(P *p, loom_ir_value_kind kind) {
 }
 
 static loom_status stmt_output(P *p) {
-    char name[128];
+    char name[256];
     skip_ws(p);
     size_t at = p->i;
     loom_status st = need_word(p, name, sizeof name, "an output name");

@@ -184,3 +184,28 @@ Test(text, missing_file) {
     cr_assert_eq(loom_ir_parse_file("/nonexistent/x.loom", &g, &err), LOOM_ERR_IO);
     cr_assert(strstr(err.msg, "/nonexistent/x.loom: cannot open"), "%s", err.msg);
 }
+
+/* Long metadata strings and long keys/names print and parse back. */
+Test(text, long_strings_round_trip) {
+    loom_ir_graph *g = loom_ir_graph_create(), *back;
+    loom_error err = {0};
+    char *big = malloc(20001), key[256];
+    for (int i = 0; i < 20000; i++) big[i] = (char)(' ' + i % 90);
+    big[20000] = '\0';
+    memset(key, 'k', 255);
+    key[255] = '\0';
+    cr_assert_eq(loom_ir_meta_set_string(g, "template", big, &err), LOOM_OK);
+    cr_assert_eq(loom_ir_meta_set_int(g, key, 7, &err), LOOM_OK);
+    char k256[257];
+    memset(k256, 'k', 256);
+    k256[256] = '\0';
+    cr_assert_eq(loom_ir_meta_set_int(g, k256, 7, &err), LOOM_ERR_INVALID_ARGUMENT);
+    char *s = loom_ir_print_string(g, &err);
+    cr_assert_eq(loom_ir_parse(s, strlen(s), &back, &err), LOOM_OK, "%s", err.msg);
+    cr_assert(loom_ir_graph_equal(g, back, &err), "%s", err.msg);
+    cr_assert_str_eq(loom_ir_meta_get(back, "template")->s, big);
+    free(s);
+    free(big);
+    loom_ir_graph_destroy(g);
+    loom_ir_graph_destroy(back);
+}
