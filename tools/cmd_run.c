@@ -252,9 +252,18 @@ int loom_cmd_run(int argc, char **argv) {
     if (loom_session_eval(s, prompt, n_prompt, &err)) goto fail;
     double t_prefill = now_s() - t0;
     int32_t V = loom_model_n_vocab(m);
-    if (logits_path &&
-        write_logits(logits_path, loom_session_logits(s, NULL), (size_t)n_prompt * (size_t)V))
-        goto done;
+    if (logits_path) {
+        int32_t rows = 0;
+        const float *l = loom_session_logits(s, &rows);
+        if (rows != n_prompt) {
+            loom_error_set(&err, LOOM_ERR_UNSUPPORTED,
+                           "--logits needs every prompt row, but %s computes the last token's "
+                           "logits only (compiled with --last-logits)",
+                           model_path);
+            goto fail;
+        }
+        if (write_logits(logits_path, l, (size_t)n_prompt * (size_t)V)) goto done;
+    }
     out = malloc(((size_t)n_gen + 1) * sizeof *out);
     if (!out) {
         loom_error_set(&err, LOOM_ERR_OUT_OF_MEMORY, "out of memory");

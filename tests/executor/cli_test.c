@@ -126,6 +126,21 @@ Test(cli, compile_stats_json_and_pb_round_trip) {
     cr_assert(strstr(err, "tiny_llama_q8_0.gguf"), "%s", err);
     snprintf(args, sizeof args, "run '%s/m.pb' --tokens 1", tmpdir);
     cr_assert_eq(run(args, out, sizeof out), 1);
+    /* A last-logits graph cannot give every prompt row to --logits. */
+    snprintf(args, sizeof args, "compile '%s/tiny_llama_q8_0.gguf' --last-logits -o '%s/last.pb'",
+             golden, tmpdir);
+    cr_assert_eq(run(args, out, sizeof out), 0);
+    snprintf(args, sizeof args, "run '%s/last.pb' -m '%s/tiny_llama_q8_0.gguf' --tokens 338,281,93 "
+             "-n 5", tmpdir, golden);
+    cr_assert_eq(run(args, out, sizeof out), 0);
+    cr_assert_str_eq(out, direct);
+    snprintf(args, sizeof args, "run '%s/last.pb' -m '%s/tiny_llama_q8_0.gguf' --tokens 338,281,93 "
+             "--logits '%s/never.bin'", tmpdir, golden, tmpdir);
+    cr_assert_eq(run(args, out, sizeof out), 1);
+    read_stderr(err, sizeof err);
+    cr_assert(strstr(err, "last-logits"), "%s", err);
+    snprintf(args, sizeof args, "%s/never.bin", tmpdir);
+    cr_assert_neq(access(args, F_OK), 0, "no logits file may be left behind");
 }
 
 Test(cli, exit_codes) {
