@@ -113,7 +113,8 @@ loom_status loom_session_eval(loom_session *s, const int32_t *tokens, int32_t n,
 /* The logits of the tokens of the last successful eval: row-major [*n_rows][n_vocab] floats,
  * owned by the session, valid until its next eval/reset/destroy; one row per token, or only the
  * last token's row when the model computes last logits only. NULL (and *n_rows 0) before any
- * eval. n_rows may be NULL. */
+ * eval and after an eval that failed while running (a refused eval keeps the earlier ones).
+ * n_rows may be NULL. */
 const float *loom_session_logits(const loom_session *s, int32_t *n_rows);
 
 int32_t loom_session_pos(const loom_session *s); /* tokens held in the KV cache */
