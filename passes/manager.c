@@ -10,6 +10,13 @@
 
 enum { MAX_PIPELINE = 64 };
 
+/* Debug builds (LOOM_DEBUG: the debug and asan configs) verify after every pass regardless. */
+#if defined(LOOM_DEBUG) && LOOM_DEBUG
+static const bool always_verify = true;
+#else
+static const bool always_verify = false;
+#endif
+
 struct loom_pass_manager {
     loom_pass_options opts;
     const loom_pass_info *pipeline[MAX_PIPELINE];
@@ -115,7 +122,7 @@ loom_status loom_pass_manager_run(loom_pass_manager *pm, loom_ir_graph *g, loom_
         loom_status st = p->run(g, &s->rewrites, err);
         s->ms = now_ms() - t0;
         s->nodes_after = loom_ir_node_count(g);
-        if (!st && pm->opts.verify_each && (st = loom_ir_verify(g, err)))
+        if (!st && (pm->opts.verify_each || always_verify) && (st = loom_ir_verify(g, err)))
             loom_error_prefix(err, "the graph fails to verify: ");
         if (!st) st = record(g, p->name, err);
         if (st) {

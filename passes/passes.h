@@ -64,7 +64,8 @@ const loom_pass_info *loom_pass_find(const char *name);  /* NULL when unknown */
 
 /* ---- manager ---- */
 typedef struct loom_pass_options {
-    bool verify_each;         /* run loom_ir_verify after every pass (error names the pass) */
+    bool verify_each;         /* run loom_ir_verify after every pass (error names the pass);
+                                 always on in LOOM_DEBUG builds (debug, asan) */
     const char *print_after;  /* dump the graph after the pass of this name (NULL: none) */
     bool print_after_all;     /* dump after every pass */
     FILE *dump;               /* where dumps go; NULL: stderr */
