@@ -217,3 +217,95 @@ Test(driver, rewrite_that_moves_a_use_above_its_definition_is_rescheduled) {
     loom_ir_graph_destroy(g);
     loom_ir_graph_destroy(want);
 }
+
+/* ---- scale: a deep model's graph ---- */
+
+/* Appends one unfused qwen3 layer (tiny shapes) reading %x<l> and writing %x<l+1>. */
+static void append_layer(char *s, size_t cap, int l) {
+    size_t k = strlen(s);
+    snprintf(s + k, cap - k,
+             "weight @blk.%1$d.attn_norm.weight : f32[256]\n"
+             "weight @blk.%1$d.attn_q.weight : q4_k[256,256]\n"
+             "weight @blk.%1$d.attn_k.weight : q4_k[128,256]\n"
+             "weight @blk.%1$d.attn_v.weight : q6_k[128,256]\n"
+             "weight @blk.%1$d.attn_q_norm.weight : f32[64]\n"
+             "weight @blk.%1$d.attn_k_norm.weight : f32[64]\n"
+             "weight @blk.%1$d.attn_output.weight : q4_k[256,256]\n"
+             "weight @blk.%1$d.ffn_norm.weight : f32[256]\n"
+             "weight @blk.%1$d.ffn_gate.weight : q4_k[768,256]\n"
+             "weight @blk.%1$d.ffn_up.weight : q4_k[768,256]\n"
+             "weight @blk.%1$d.ffn_down.weight : q6_k[256,768]\n"
+             "state @kv.%1$d.k : f32[64,128]\nstate @kv.%1$d.v : f32[64,128]\n"
+             "%%n1_%1$d = rms_norm(%%x%1$d) {eps=1e-6}\n"
+             "%%h1_%1$d = mul(%%n1_%1$d, @blk.%1$d.attn_norm.weight)\n"
+             "%%q%1$d = matmul(%%h1_%1$d, @blk.%1$d.attn_q.weight)\n"
+             "%%k%1$d = matmul(%%h1_%1$d, @blk.%1$d.attn_k.weight)\n"
+             "%%v%1$d = matmul(%%h1_%1$d, @blk.%1$d.attn_v.weight)\n"
+             "%%q3_%1$d = reshape(%%q%1$d) {shape=[T,4,64]}\n"
+             "%%k3_%1$d = reshape(%%k%1$d) {shape=[T,2,64]}\n"
+             "%%qn%1$d = rms_norm(%%q3_%1$d) {eps=1e-6}\n"
+             "%%qw%1$d = mul(%%qn%1$d, @blk.%1$d.attn_q_norm.weight)\n"
+             "%%kn%1$d = rms_norm(%%k3_%1$d) {eps=1e-6}\n"
+             "%%kw%1$d = mul(%%kn%1$d, @blk.%1$d.attn_k_norm.weight)\n"
+             "%%qr%1$d = rope(%%qw%1$d, %%positions) {mode=neox, n_rot=64, freq_base=1e6}\n"
+             "%%kr%1$d = rope(%%kw%1$d, %%positions) {mode=neox, n_rot=64, freq_base=1e6}\n"
+             "%%kr2_%1$d = reshape(%%kr%1$d) {shape=[T,128]}\n"
+             "%%kc%1$d = kv_write(@kv.%1$d.k, %%kr2_%1$d, %%positions)\n"
+             "%%vc%1$d = kv_write(@kv.%1$d.v, %%v%1$d, %%positions)\n"
+             "%%att%1$d = attention(%%qr%1$d, %%kc%1$d, %%vc%1$d, %%positions) "
+             "{n_head=4, n_kv_head=2, head_dim=64, scale=0.125}\n"
+             "%%ao%1$d = matmul(%%att%1$d, @blk.%1$d.attn_output.weight)\n"
+             "%%xa%1$d = add(%%ao%1$d, %%x%1$d)\n"
+             "%%n2_%1$d = rms_norm(%%xa%1$d) {eps=1e-6}\n"
+             "%%h2_%1$d = mul(%%n2_%1$d, @blk.%1$d.ffn_norm.weight)\n"
+             "%%g%1$d = matmul(%%h2_%1$d, @blk.%1$d.ffn_gate.weight)\n"
+             "%%u%1$d = matmul(%%h2_%1$d, @blk.%1$d.ffn_up.weight)\n"
+             "%%gs%1$d = silu(%%g%1$d)\n"
+             "%%gu%1$d = mul(%%gs%1$d, %%u%1$d)\n"
+             "%%d%1$d = matmul(%%gu%1$d, @blk.%1$d.ffn_down.weight)\n"
+             "%%x%2$d = add(%%d%1$d, %%xa%1$d)\n",
+             l, l + 1);
+}
+
+Test(manager, deep_model_fuses_every_layer) {
+    enum { L = 64 };
+    size_t cap = (size_t)L * 4096 + 4096;
+    char *s = calloc(cap, 1);
+    cr_assert(s);
+    strcpy(s, "symbol T max=16\ninput %tokens : i32[T]\ninput %positions : i32[T]\n"
+              "weight @token_embd.weight : q4_k[512,256]\n"
+              "%x0 = get_rows(@token_embd.weight, %tokens)\n");
+    for (int l = 0; l < L; l++) append_layer(s, cap, l);
+    size_t k = strlen(s);
+    snprintf(s + k, cap - k, "weight @output_norm.weight : f32[256]\n"
+                             "weight @output.weight : q6_k[512,256]\n"
+                             "%%nf = rms_norm(%%x%d) {eps=1e-6}\n%%hf = mul(%%nf, @output_norm.weight)\n"
+                             "%%logits = matmul(%%hf, @output.weight)\noutput logits = %%logits\n", L);
+    loom_ir_graph *g = parse_or_die(s);
+    free(s);
+    cr_assert_eq(loom_ir_node_count(g), 1 + L * 27 + 3);
+    loom_pass_manager *pm;
+    loom_pass_options o;
+    loom_pass_options_init(&o);
+    o.verify_each = true;
+    loom_error err = {0};
+    cr_assert(!loom_pass_manager_create("-O2", &o, &pm, &err) && !loom_pass_manager_run(pm, g, &err),
+              "%s", err.msg);
+    uint32_t count[LOOM_IR_OP_COUNT] = {0};
+    for (loom_ir_node_id id = loom_ir_first_node(g); id != LOOM_IR_NO_NODE;
+         id = loom_ir_node_get(g, id)->next)
+        count[loom_ir_node_get(g, id)->op]++;
+    cr_assert_eq(count[LOOM_IR_OP_FUSED_RMS_NORM], 4 * L + 1);
+    cr_assert_eq(count[LOOM_IR_OP_MATMUL_TRIPLE], L);
+    cr_assert_eq(count[LOOM_IR_OP_MATMUL_PAIR], L);
+    cr_assert_eq(count[LOOM_IR_OP_MATMUL_ADD], 2 * L);
+    cr_assert_eq(count[LOOM_IR_OP_MATMUL], 1);
+    cr_assert_eq(count[LOOM_IR_OP_MUL] + count[LOOM_IR_OP_ADD] + count[LOOM_IR_OP_RMS_NORM] +
+                 count[LOOM_IR_OP_SILU], 0);
+    double ms = 0;
+    for (uint32_t i = 0; i < loom_pass_manager_stat_count(pm); i++)
+        ms += loom_pass_manager_stat_at(pm, i)->ms;
+    cr_log_info("-O2 on %u layers: %.2f ms", L, ms);
+    loom_pass_manager_destroy(pm);
+    loom_ir_graph_destroy(g);
+}
