@@ -1,8 +1,10 @@
-/* cmd_run.c: `loom run`, generation from token ids on a backend.
+/* cmd_run.c: `loom run`, generation from token ids (or text) on a backend.
  *
  * The prompt runs as one prefill step (chunked by the graph's largest T), then one decode step
- * per generated token. stdout gets exactly one line: the generated ids, space-separated, so
- * scripts can compare runs; statistics and speed go to stderr. `--logits FILE` writes the logits
+ * per generated token. With --tokens, stdout gets exactly one line: the generated ids,
+ * space-separated, so scripts can compare runs; with -p TEXT the prompt is tokenized with the
+ * model's tokenizer and the generated text is streamed as it completes (UTF-8-safe), stopping at
+ * end of generation. Statistics and speed go to stderr. `--logits FILE` writes the logits
  * of every prompt position as raw little-endian float32, row-major [n_prompt][n_vocab], through
  * FILE.tmp renamed over FILE, so a failed run never leaves a partial file.
  * Exit codes: 0 success, 1 runtime error, 2 usage error.
@@ -14,19 +16,23 @@
 #include <time.h>
 
 #include "api/loom_impl.h"
+#include "loaders/tokenizer.h"
 #include "loom.h"
 #include "passes/passes.h"
 #include "tools/commands.h"
 
 static void usage(FILE *f) {
     fprintf(f,
-            "usage: loom run MODEL.gguf|GRAPH.pb --tokens ID,ID,... [options]\n"
+            "usage: loom run MODEL.gguf|GRAPH.pb (--tokens ID,ID,... | -p TEXT) [options]\n"
             "\n"
-            "Evaluates the prompt ids (one prefill step), then generates tokens one decode step\n"
-            "at a time. Prints the generated ids on stdout, space-separated on one line;\n"
-            "statistics and speed on stderr.\n"
+            "Evaluates the prompt (one prefill step), then generates tokens one decode step at a\n"
+            "time. With --tokens it prints the generated ids on stdout, space-separated on one\n"
+            "line; with -p it streams the generated text and stops at end of generation (EOS).\n"
+            "Statistics and speed go to stderr.\n"
             "\n"
-            "  --tokens LIST       prompt token ids, comma-separated (required, at least one)\n"
+            "  --tokens LIST       prompt token ids, comma-separated (at least one)\n"
+            "  -p, --prompt TEXT   prompt text, tokenized with the model's tokenizer (BOS added\n"
+            "                      when the model asks for it)\n"
             "  -n N                tokens to generate (default 16; 0: only evaluate the prompt)\n"
             "  --backend NAME      cpu (default); cuda is not built yet\n"
             "  --temp T            sampling temperature (default 0: greedy)\n"
@@ -91,6 +97,15 @@ static bool parse_ids(const char *s, int32_t **ids, int32_t *n) {
     return true;
 }
 
+/* A protobuf graph rather than a GGUF (by magic). */
+static bool is_pb_path(const char *path) {
+    FILE *f = fopen(path, "rb");
+    char magic[4] = {0};
+    size_t n = f ? fread(magic, 1, 4, f) : 0;
+    if (f) fclose(f);
+    return !(n == 4 && !memcmp(magic, "GGUF", 4));
+}
+
 static double now_s(void) {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
@@ -117,7 +132,7 @@ static int write_logits(const char *path, const float *x, size_t n) {
 }
 
 int loom_cmd_run(int argc, char **argv) {
-    const char *model_path = NULL, *tokens = NULL, *logits_path = NULL, *gguf = NULL;
+    const char *model_path = NULL, *tokens = NULL, *logits_path = NULL, *gguf = NULL, *text = NULL;
     const char *backend = "cpu", *passes = "-O2";
     bool kv_f16 = false;
     long n_gen = 16, ctx = 0, threads = 0, top_k = 0;
@@ -132,6 +147,9 @@ int loom_cmd_run(int argc, char **argv) {
             return 0;
         } else if (!strcmp(a, "--tokens")) {
             tokens = v;
+            ok = v != NULL;
+        } else if (!strcmp(a, "-p") || !strcmp(a, "--prompt")) {
+            text = v;
             ok = v != NULL;
         } else if (!strcmp(a, "-n")) {
             ok = parse_long(v, 0, 1 << 24, &n_gen);
@@ -186,8 +204,9 @@ int loom_cmd_run(int argc, char **argv) {
         }
         if (takes) i++;
     }
-    if (!model_path || !tokens) {
-        fprintf(stderr, "loom run: %s\n", !model_path ? "no model given" : "--tokens is required");
+    if (!model_path || !tokens == !text) {
+        fprintf(stderr, "loom run: %s\n",
+                !model_path ? "no model given" : "give exactly one of --tokens and -p");
         usage(stderr);
         return 2;
     }
@@ -201,7 +220,7 @@ int loom_cmd_run(int argc, char **argv) {
         loom_pass_manager_destroy(pm);
     }
     int32_t *prompt = NULL, n_prompt = 0;
-    if (!parse_ids(tokens, &prompt, &n_prompt)) {
+    if (tokens && !parse_ids(tokens, &prompt, &n_prompt)) {
         fprintf(stderr, "loom run: --tokens '%s' is not a comma-separated list of ids\n", tokens);
         return 2;
     }
@@ -222,6 +241,8 @@ int loom_cmd_run(int argc, char **argv) {
     loom_session *s = NULL;
     loom_sampler *sampler = NULL;
     int32_t *out = NULL, n_out = 0;
+    loom_tokenizer *tok = NULL;
+    loom_detok *detok = NULL;
     loom_model_options mo;
     loom_model_options_init(&mo);
     mo.gguf_path = gguf;
@@ -229,9 +250,40 @@ int loom_cmd_run(int argc, char **argv) {
     mo.cache_type = kv_f16 ? LOOM_CACHE_F16 : LOOM_CACHE_F32;
     /* Only --logits needs every prompt row; otherwise skip their output projections. */
     mo.last_logits_only = logits_path == NULL;
+    double t0 = now_s();
+    if (text) {
+        /* Tokenize first (the GGUF alone has the vocabulary), to size the context. */
+        loom_gguf *g = NULL;
+        const char *gpath = is_pb_path(model_path) && gguf ? gguf : model_path;
+        loom_token *ids = NULL;
+        size_t n_ids = 0;
+        if (!is_pb_path(model_path) || gguf) {
+            if (loom_gguf_open(gpath, &g, &err) || loom_tokenizer_create(g, &tok, &err) ||
+                loom_tokenizer_encode(tok, text, strlen(text), loom_tokenizer_add_bos(tok), true,
+                                      &ids, &n_ids, &err)) {
+                loom_gguf_close(g);
+                goto fail;
+            }
+            loom_gguf_close(g);
+        }
+        if (!tok) {
+            loom_error_set(&err, LOOM_ERR_INVALID_ARGUMENT,
+                           "-p with a .pb graph needs its GGUF given with -m (the vocabulary)");
+            goto fail;
+        }
+        prompt = malloc((n_ids ? n_ids : 1) * sizeof *prompt);
+        if (!prompt) {
+            free(ids);
+            loom_error_set(&err, LOOM_ERR_OUT_OF_MEMORY, "out of memory");
+            goto fail;
+        }
+        for (size_t i = 0; i < n_ids; i++) prompt[i] = ids[i];
+        n_prompt = (int32_t)n_ids;
+        free(ids);
+        if (loom_detok_create(tok, 0, &detok, &err)) goto fail;
+    }
     /* A GGUF is lowered for just the context this run needs (small KV cache). */
     mo.n_ctx = ctx ? (int32_t)ctx : (int32_t)(n_prompt + n_gen > 0 ? n_prompt + n_gen : 1);
-    double t0 = now_s();
     if (loom_model_load(model_path, &mo, &m, &err)) goto fail;
     loom_session_options so;
     loom_session_options_init(&so);
@@ -273,11 +325,28 @@ int loom_cmd_run(int argc, char **argv) {
     for (long i = 0; i < n_gen; i++) {
         int32_t rows;
         const float *l = loom_session_logits(s, &rows);
-        out[n_out++] = loom_sampler_sample(sampler, l + (size_t)(rows - 1) * V, V);
+        int32_t t = loom_sampler_sample(sampler, l + (size_t)(rows - 1) * V, V);
+        if (detok) {
+            /* Text mode: stop at end of generation; stream each completed piece. */
+            if (loom_tokenizer_is_eog(tok, t)) break;
+            const char *piece;
+            size_t len;
+            if (loom_detok_feed(detok, t, &piece, &len, &err)) goto fail;
+            fwrite(piece, 1, len, stdout);
+            fflush(stdout);
+        }
+        out[n_out++] = t;
         if (i + 1 < n_gen && loom_session_eval(s, &out[n_out - 1], 1, &err)) goto fail;
     }
     double t_decode = now_s() - t0;
-    for (int32_t i = 0; i < n_out; i++) printf("%s%d", i ? " " : "", out[i]);
+    if (detok) {
+        const char *piece;
+        size_t len;
+        loom_detok_flush(detok, &piece, &len);
+        fwrite(piece, 1, len, stdout);
+    } else {
+        for (int32_t i = 0; i < n_out; i++) printf("%s%d", i ? " " : "", out[i]);
+    }
     printf("\n");
     fflush(stdout);
     loom_exec_stats es;
@@ -299,6 +368,8 @@ int loom_cmd_run(int argc, char **argv) {
 fail:
     fprintf(stderr, "loom run: %s\n", err.msg);
 done:
+    loom_detok_destroy(detok);
+    loom_tokenizer_destroy(tok);
     free(out);
     free(prompt);
     loom_sampler_destroy(sampler);

@@ -143,6 +143,19 @@ Test(cli, compile_stats_json_and_pb_round_trip) {
     cr_assert_neq(access(args, F_OK), 0, "no logits file may be left behind");
 }
 
+/* -p: the model's tokenizer makes the prompt; the generated text streams to stdout. */
+Test(cli, run_text_prompt_streams_the_story) {
+    need_testdata();
+    char args[4096], out[4096];
+    snprintf(args, sizeof args, "run '%s/../models/stories260K.gguf' -p 'Once upon a time' -n 40",
+             golden);
+    cr_assert_eq(run(args, out, sizeof out), 0);
+    cr_assert_str_eq(out, ", there was a little girl named Lily. She loved to play outside in the "
+                          "park. One day, she saw a big, red ball.\n");
+    snprintf(args, sizeof args, "run '%s/../models/stories260K.gguf' -p hi --tokens 1", golden);
+    cr_assert_eq(run(args, out, sizeof out), 2);
+}
+
 Test(cli, exit_codes) {
     need_testdata();
     char args[4096], out[4096], err[4096];
