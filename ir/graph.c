@@ -274,6 +274,10 @@ static loom_status add_decl(loom_ir_graph *g, loom_ir_value_kind kind, const cha
     loom_status st = check_decl_type(g, kind, name, t, kind != LOOM_IR_VALUE_INPUT, err);
     if (st) return st;
     char tb[96];
+    if (loom_ir_type_numel(g, t, NULL) < 0)
+        return loom_error_set(err, LOOM_ERR_TYPE, "ir: %s %s : %s: element count overflows "
+                              "(symbols at their maximum)", kw, name,
+                              loom_ir_type_format(g, t, tb, sizeof tb));
     if (kind == LOOM_IR_VALUE_INPUT && t->dtype != LOOM_IR_F32 && t->dtype != LOOM_IR_I32)
         return loom_error_set(err, LOOM_ERR_TYPE, "ir: input %s : %s: inputs are f32 or i32",
                               name, loom_ir_type_format(g, t, tb, sizeof tb));

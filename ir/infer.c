@@ -131,6 +131,9 @@ static loom_status matmul_type(const ctx *c, uint32_t wi, loom_ir_type *out) {
     return LOOM_OK;
 }
 
+/* a * b without signed overflow; false when it would overflow. */
+static bool mul_ok(int64_t a, int64_t b, int64_t *r) { return !__builtin_mul_overflow(a, b, r); }
+
 bool ir_value_is_cache(const loom_ir_graph *g, loom_ir_value_id id) {
     const loom_ir_value *v = loom_ir_value_get(g, id);
     if (!v) return false;
@@ -151,7 +154,9 @@ static loom_status need_cache(const ctx *c, uint32_t i, int64_t *rows, int64_t *
         return fail(c, LOOM_ERR_TYPE, "operand %u is %s: a cache is f32/f16/bf16 [C,E] or "
                     "[C,H,D]", i, tstr(c, i, tb, sizeof tb));
     *rows = t->dims[0];
-    *row = t->dims[1] * (t->rank == 3 ? t->dims[2] : 1);
+    if (!mul_ok(t->dims[1], t->rank == 3 ? t->dims[2] : 1, row))
+        return fail(c, LOOM_ERR_TYPE, "operand %u is %s: row size overflows", i,
+                    tstr(c, i, tb, sizeof tb));
     return LOOM_OK;
 }
 
@@ -242,18 +247,19 @@ static loom_status infer_reshape(const ctx *c, loom_ir_type out[], uint32_t *n_o
                         i);
     /* Same element count for every binding: equal constant products, equal symbol multisets. */
     int64_t pa = 1, pb = 1;
+    bool fits = true;
     int sa[LOOM_IR_MAX_SYMBOLS] = {0}, sb_[LOOM_IR_MAX_SYMBOLS] = {0};
     for (uint32_t i = 0; i < x->type.rank; i++) {
         int64_t d = x->type.dims[i];
         if (loom_ir_dim_is_sym(d)) sa[loom_ir_dim_sym_index(d) % LOOM_IR_MAX_SYMBOLS]++;
-        else pa *= d;
+        else fits = fits && mul_ok(pa, d, &pa);
     }
     for (uint32_t i = 0; i < t.rank; i++) {
         int64_t d = t.dims[i];
         if (loom_ir_dim_is_sym(d)) sb_[loom_ir_dim_sym_index(d) % LOOM_IR_MAX_SYMBOLS]++;
-        else pb *= d;
+        else fits = fits && mul_ok(pb, d, &pb);
     }
-    if (pa != pb || memcmp(sa, sb_, sizeof sa))
+    if (!fits || pa != pb || memcmp(sa, sb_, sizeof sa))
         return fail(c, LOOM_ERR_TYPE, "cannot view %s as %s: element counts differ",
                     tstr(c, 0, tb, sizeof tb), loom_ir_type_format(c->g, &t, sb, sizeof sb));
     out[0] = t;
@@ -287,9 +293,9 @@ static loom_status infer_kv_write(const ctx *c, loom_ir_type out[], uint32_t *n_
     loom_status st = need_cache(c, 0, &rows, &row);
     if (st || (st = need_act(c, 1, 2, 3))) return st;
     const loom_ir_type *x = &c->v[1]->type;
-    int64_t xrow = x->dims[1] * (x->rank == 3 ? x->dims[2] : 1);
+    int64_t xrow = -1;
     if (loom_ir_dim_is_sym(x->dims[1]) || (x->rank == 3 && loom_ir_dim_is_sym(x->dims[2])) ||
-        xrow != row)
+        !mul_ok(x->dims[1], x->rank == 3 ? x->dims[2] : 1, &xrow) || xrow != row)
         return fail(c, LOOM_ERR_TYPE, "operand 1 is %s: its rows must hold the cache's %lld "
                     "values per position (cache %s)", tstr(c, 1, tb, sizeof tb), (long long)row,
                     tstr(c, 0, cb, sizeof cb));

@@ -149,6 +149,11 @@ static const err_case errors[] = {
     {"input %x : f32[4]\n%y = rms_norm(%x) {eps=abc}", "parse:2:24: 'abc' is not a number"},
     {"input %x : f32[4]\n%y = silu(%x)\noutput o = %q", "parse:3:12: undefined value %q"},
     {"input %x : f32[4]\n  %y = silu(%x) )", "parse:2:17: unexpected ')'"},
+    /* Sizes that would overflow int64 are refused, not computed. */
+    {"input %x : f32[4611686018427387904,4]", "parse:1:7: ir: input x : f32[4611686018427387904"
+                                              ",4]: element count overflows"},
+    {"input %x : f32[3037000499,3037000499]\n%y = reshape(%x) {shape=[3037000500,3037000500]}",
+     "parse:2:6: ir: reshape(%x): cannot view"},
     /* Found by tools/fuzz/ir_text_fuzz.c: more names or types than a node can have. */
     {"input %x : f32[4]\n%a, %b, %c, %d = silu(%x)", "parse:2:13: more than 3 results"},
     {"input %x : f32[4]\n%y = silu(%x) : f32[4], f32[4], f32[4], f32[4]",
