@@ -76,7 +76,7 @@ loom_status loom_pass_manager_create(const char *pipeline, const loom_pass_optio
     loom_status st = parse_pipeline(pm, pipeline, err);
     if (!st && pm->opts.print_after && !loom_pass_find(pm->opts.print_after))
         st = loom_error_set(err, LOOM_ERR_INVALID_ARGUMENT,
-                            "passes: --print-after names unknown pass '%s'; %s",
+                            "passes: print-after names unknown pass '%s'; %s",
                             pm->opts.print_after, known_list(known, sizeof known));
     if (st) {
         free(pm);
