@@ -85,6 +85,13 @@ loom_status loom_lower_read_hparams(const loom_gguf *g, loom_lower_hparams *hp, 
         (st = get_u32_key(g, arch, "attention.head_count_kv", hp->n_head, &hp->n_head_kv, err)) ||
         (st = get_u32_key(g, arch, "context_length", 2048, &hp->n_ctx_train, err)))
         return st;
+    /* Each layer has at least nine tensors: a larger count cannot be right, and bounding it
+     * keeps a hostile file from sizing allocations. */
+    if ((uint64_t)hp->n_layer * 9 > loom_gguf_n_tensors(g))
+        return loom_error_set(err, LOOM_ERR_FORMAT,
+                              "lower: %s.block_count %d needs at least %llu tensors; the file has %zu",
+                              arch, hp->n_layer, (unsigned long long)hp->n_layer * 9,
+                              loom_gguf_n_tensors(g));
     if (hp->n_embd % hp->n_head)
         return loom_error_set(err, LOOM_ERR_FORMAT,
                               "lower: embedding_length %d is not a multiple of head_count %d",

@@ -183,6 +183,7 @@ typedef struct spec {
     const char *bad_shape;  /* a tensor written with its dims swapped/grown */
     const char *q4_0;       /* a matrix written as Q4_0 */
     bool no_block_count;
+    uint32_t layers;        /* block_count written (0: 1) */
     bool no_output;
     float rope_linear;      /* rope.scaling.factor (type linear) when > 0 */
 } spec;
@@ -201,7 +202,8 @@ static char *write_model(const spec *s) {
     char key[128];
 #define KEY(suffix) (snprintf(key, sizeof key, "%s." suffix, arch), key)
     cr_assert_eq(loom_gguf_writer_set_string(w, "general.architecture", arch, &err), LOOM_OK);
-    if (!s->no_block_count) loom_gguf_writer_set_u32(w, KEY("block_count"), 1, &err);
+    if (!s->no_block_count)
+        loom_gguf_writer_set_u32(w, KEY("block_count"), s->layers ? s->layers : 1, &err);
     loom_gguf_writer_set_u32(w, KEY("embedding_length"), 32, &err);
     loom_gguf_writer_set_u32(w, KEY("feed_forward_length"), 64, &err);
     loom_gguf_writer_set_u32(w, KEY("attention.head_count"), 2, &err);
@@ -291,6 +293,7 @@ Test(lower, refusals_name_the_problem_and_what_is_supported) {
         {{.q4_0 = "blk.0.attn_q.weight"}, LOOM_ERR_UNSUPPORTED,
          {"blk.0.attn_q.weight", "Q4_0", "Q4_K"}},
         {{.no_block_count = true}, LOOM_ERR_NOT_FOUND, {"llama.block_count", NULL, NULL}},
+        {{.layers = 1000000}, LOOM_ERR_FORMAT, {"block_count 1000000", "12", NULL}},
     };
     for (size_t i = 0; i < sizeof cases_ / sizeof cases_[0]; i++) {
         loom_error err = {0};
