@@ -156,6 +156,21 @@ Test(cli, run_text_prompt_streams_the_story) {
     cr_assert_eq(run(args, out, sizeof out), 2);
 }
 
+/* api/example_generate.c, the program that uses only loom.h, gives the golden greedy tokens. */
+Test(cli, example_program_uses_only_the_public_header) {
+    need_testdata();
+    char bin[2100], cmd[8192], out[1024] = "";
+    const char *src = getenv("TEST_SRCDIR"), *ws = getenv("TEST_WORKSPACE");
+    snprintf(bin, sizeof bin, "%s/%s/api/example_generate", src ? src : ".", ws ? ws : "loom");
+    snprintf(cmd, sizeof cmd, "'%s' '%s/tiny_qwen3_q4km.gguf' 338,281,93,503,475,149,364", bin, golden);
+    FILE *p = popen(cmd, "r");
+    cr_assert(p);
+    size_t n = fread(out, 1, sizeof out - 1, p);
+    out[n] = 0;
+    cr_assert_eq(pclose(p), 0);
+    cr_assert_str_eq(out, "463 384 7 326 319 58 7 326 33 58 486 414 103 396 333 141\n");
+}
+
 Test(cli, exit_codes) {
     need_testdata();
     char args[4096], out[4096], err[4096];
