@@ -20,7 +20,8 @@ ir_srcs=(ir/build.c ir/compare.c ir/dot.c ir/graph.c ir/infer.c ir/parse.c ir/pr
              get_rows rms_norm mul add matmul reshape rope kv_write attention silu softmax \
              argmax convert fused_rms_norm matmul_triple matmul_pair matmul_add eps= mode= \
              n_rot= freq_base= freq_scale= n_head= n_kv_head= head_dim= scale= swiglu= \
-             shape= dtype= neox norm; do
+             shape= dtype= neox norm 9223372036854775807 4294967296 3037000500 -1 1e39 \
+             nan inf; do
         printf '"%s"\n' "$(printf '%s' "$w" | sed 's/\\/\\\\/g; s/"/\\"/g; s/$/\\n/; s/\\n$//')"
     done
     echo '"\x0a"'
