@@ -154,6 +154,12 @@ loom_status loom_lower_read_hparams(const loom_gguf *g, loom_lower_hparams *hp, 
                               "lower: tensor 'token_embd.weight' has %u dims, expected [%d, n_vocab]",
                               emb->n_dims, hp->n_embd);
     hp->n_vocab = (int32_t)emb->ne[1];
+    /* Llama 3.1-style per-frequency RoPE factors change the rotation: refuse rather than run
+     * with the wrong angles. */
+    if (loom_gguf_find_tensor(g, "rope_freqs.weight"))
+        return loom_error_set(err, LOOM_ERR_UNSUPPORTED,
+                              "lower: tensor 'rope_freqs.weight' (RoPE frequency factors, Llama "
+                              "3.1 style) is not supported; supported RoPE scaling: none, linear");
     hp->tied_output = loom_gguf_find_tensor(g, "output.weight") == NULL;
     return LOOM_OK;
 }

@@ -185,6 +185,7 @@ typedef struct spec {
     bool no_block_count;
     uint32_t layers;        /* block_count written (0: 1) */
     bool no_output;
+    bool rope_freqs;        /* add a rope_freqs.weight tensor */
     float rope_linear;      /* rope.scaling.factor (type linear) when > 0 */
 } spec;
 
@@ -233,6 +234,12 @@ static char *write_model(const spec *s) {
         int64_t bytes = loom_ggml_row_bytes(type, ne[0]) * (nd == 2 ? ne[1] : 1);
         cr_assert_eq(loom_gguf_writer_add_tensor_data(w, t[i].name, type, nd, ne, zeros,
                                                       (uint64_t)bytes, &err),
+                     LOOM_OK, "%s", err.msg);
+    }
+    if (s->rope_freqs) {
+        int64_t ne[1] = {8};
+        cr_assert_eq(loom_gguf_writer_add_tensor_data(w, "rope_freqs.weight", LOOM_GGML_F32, 1, ne,
+                                                      zeros, 32, &err),
                      LOOM_OK, "%s", err.msg);
     }
     cr_assert_eq(loom_gguf_writer_write(w, path, &err), LOOM_OK, "%s", err.msg);
@@ -294,6 +301,7 @@ Test(lower, refusals_name_the_problem_and_what_is_supported) {
          {"blk.0.attn_q.weight", "Q4_0", "Q4_K"}},
         {{.no_block_count = true}, LOOM_ERR_NOT_FOUND, {"llama.block_count", NULL, NULL}},
         {{.layers = 1000000}, LOOM_ERR_FORMAT, {"block_count 1000000", "12", NULL}},
+        {{.rope_freqs = true}, LOOM_ERR_UNSUPPORTED, {"rope_freqs.weight", "linear", NULL}},
     };
     for (size_t i = 0; i < sizeof cases_ / sizeof cases_[0]; i++) {
         loom_error err = {0};
