@@ -86,25 +86,49 @@ __device__ __forceinline__ float row_dot_any(const Seg &s, int64_t r, const floa
     }
 }
 
-template <int UNROLL>
+// The dot of segment row r: specialized on the segment's type T (its registers only), or
+// T < 0: a run-time switch over every type (the generic kernel, for rare type mixes).
+template <int UNROLL, int T>
+__device__ __forceinline__ float seg_dot(const Seg &s, int64_t r, const float *x, int64_t K,
+                                         int lane) {
+    if constexpr (T < 0) {
+        return row_dot_any<UNROLL>(s, r, x, K, lane);
+    } else if constexpr (T == LOOM_GGML_Q6_K || T == LOOM_GGML_Q8_0) {
+        return row_dot<T, true, UNROLL>(s.w + r * s.row_bytes, x, K, lane);
+    } else {
+        const uint8_t *row = s.w + r * s.row_bytes;
+        return s.wide ? row_dot<T, true, UNROLL>(row, x, K, lane)
+                      : row_dot<T, false, UNROLL>(row, x, K, lane);
+    }
+}
+
+// Segment i's rows have type Ti (or any type when Ti < 0).
+template <int UNROLL, int T0, int T1, int T2>
 static __global__ void __launch_bounds__(kThreads, 1) gemv_kernel(const GemvArgs a) {
     const int lane = threadIdx.x & 31;
     int64_t r = (int64_t)blockIdx.x * kWarps + (threadIdx.x >> 5);
+    int si = 0;
     Seg s = a.seg[0];
     if (a.epi != EPI_SWIGLU) {
         if (a.nseg > 1 && r >= s.rows) {
             r -= s.rows;
             s = a.seg[1];
+            si = 1;
             if (a.nseg > 2 && r >= s.rows) {
                 r -= s.rows;
                 s = a.seg[2];
+                si = 2;
             }
         }
     }
     if (r >= s.rows) return;
-    float v = warp_sum(row_dot_any<UNROLL>(s, r, a.x, a.K, lane));
+    float v;
+    if (si == 0) v = seg_dot<UNROLL, T0>(s, r, a.x, a.K, lane);
+    else if (si == 1) v = seg_dot<UNROLL, T1>(s, r, a.x, a.K, lane);
+    else v = seg_dot<UNROLL, T2>(s, r, a.x, a.K, lane);
+    v = warp_sum(v);
     if (a.epi == EPI_SWIGLU) {
-        float u = warp_sum(row_dot_any<UNROLL>(a.seg[1], r, a.x, a.K, lane));
+        float u = warp_sum(seg_dot<UNROLL, T1>(a.seg[1], r, a.x, a.K, lane));
         v = __fmul_rn(silu_f(v), u);
     } else if (a.epi == EPI_ADD) {
         v = __fadd_rn(v, s.resid[r]);
@@ -114,6 +138,28 @@ static __global__ void __launch_bounds__(kThreads, 1) gemv_kernel(const GemvArgs
     if (lane == 0) s.y[r] = v;
 }
 
+template <int U>
+void launch_types(const GemvArgs &a, dim3 grid, cudaStream_t stream) {
+    const int t0 = a.seg[0].type;
+    const int t1 = a.nseg > 1 ? a.seg[1].type : t0;
+    const int t2 = a.nseg > 2 ? a.seg[2].type : t1;
+    const bool same = t0 == t1 && t1 == t2;
+    if (same && t0 == LOOM_GGML_Q4_K)
+        gemv_kernel<U, LOOM_GGML_Q4_K, LOOM_GGML_Q4_K, LOOM_GGML_Q4_K><<<grid, kThreads, 0, stream>>>(a);
+    else if (same && t0 == LOOM_GGML_Q5_K)
+        gemv_kernel<U, LOOM_GGML_Q5_K, LOOM_GGML_Q5_K, LOOM_GGML_Q5_K><<<grid, kThreads, 0, stream>>>(a);
+    else if (same && t0 == LOOM_GGML_Q6_K)
+        gemv_kernel<U, LOOM_GGML_Q6_K, LOOM_GGML_Q6_K, LOOM_GGML_Q6_K><<<grid, kThreads, 0, stream>>>(a);
+    else if (same && t0 == LOOM_GGML_Q8_0)
+        gemv_kernel<U, LOOM_GGML_Q8_0, LOOM_GGML_Q8_0, LOOM_GGML_Q8_0><<<grid, kThreads, 0, stream>>>(a);
+    else if (same && t0 == LOOM_GGML_F16)
+        gemv_kernel<U, LOOM_GGML_F16, LOOM_GGML_F16, LOOM_GGML_F16><<<grid, kThreads, 0, stream>>>(a);
+    else if (t0 == LOOM_GGML_Q4_K && t1 == LOOM_GGML_Q4_K && t2 == LOOM_GGML_Q6_K)
+        gemv_kernel<U, LOOM_GGML_Q4_K, LOOM_GGML_Q4_K, LOOM_GGML_Q6_K><<<grid, kThreads, 0, stream>>>(a);
+    else
+        gemv_kernel<U, -1, -1, -1><<<grid, kThreads, 0, stream>>>(a);
+}
+
 loom_status gemv_launch_unroll(const GemvArgs &a, int unroll, loom_error *err,
                                cudaStream_t stream) {
     int64_t rows = a.seg[0].rows;
@@ -121,13 +167,12 @@ loom_status gemv_launch_unroll(const GemvArgs &a, int unroll, loom_error *err,
         for (int i = 1; i < a.nseg; i++) rows += a.seg[i].rows;
     if (rows == 0) return LOOM_OK;
     dim3 grid((unsigned)((rows + kWarps - 1) / kWarps));
-    switch (unroll) {
-    case 1: gemv_kernel<1><<<grid, kThreads, 0, stream>>>(a); break;
-    case 2: gemv_kernel<2><<<grid, kThreads, 0, stream>>>(a); break;
-    case 8: gemv_kernel<8><<<grid, kThreads, 0, stream>>>(a); break;
-    case 16: gemv_kernel<16><<<grid, kThreads, 0, stream>>>(a); break;
-    default: gemv_kernel<4><<<grid, kThreads, 0, stream>>>(a); break;
-    }
+    if (unroll == 1)  // the simple path: one pass at a time, the generic kernel
+        gemv_kernel<1, -1, -1, -1><<<grid, kThreads, 0, stream>>>(a);
+    else if (unroll >= 8)
+        launch_types<8>(a, grid, stream);
+    else
+        launch_types<4>(a, grid, stream);
     LAUNCH_CHECK();
     return LOOM_OK;
 }

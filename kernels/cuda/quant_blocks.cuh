@@ -4,12 +4,11 @@
 // Warp-per-row scheme. A warp walks a row of K values in passes; in pass p its 32 lanes cover
 // kVals consecutive values (four K-quant super-blocks for Q4_K/Q5_K, one for Q6_K, four Q8_0
 // blocks, 256 F16/BF16 or 128 F32 values), each lane a fixed set of them:
-//   Q4_K/Q5_K lane L: block 4p + L/8, s = L%8, chunk j = s/2, half hh = s%2: the 16 quant
-//             bytes qs[32j+16hh ..] (values 64j+16hh.. low nibbles, 64j+32+16hh.. high
-//             nibbles); Q5_K adds qh[16hh .. +15]. (A first version gave each lane ONE 32-bit
-//             word of one block per pass, as issue 6 sketches; it was instruction-bound at
-//             0.73 TB/s because the per-block scale decoding was repeated for every 8 values.
-//             bench/NOTES.md has the numbers.)
+//   Q4_K/Q5_K lane L: block 4p + L/8, s = L%8: quant word s of each of the 4 chunks (values
+//             64j+4s.. low nibbles, 64j+32+4s.. high nibbles, j = 0..3); Q5_K adds qh word s.
+//             (The first version gave each lane one word of one block per pass, as issue 6
+//             sketches, and decoded scales for every 8 values: instruction-bound at 0.73 TB/s;
+//             bench/NOTES.md has the history.)
 //   Q6_K      lane L: half h = L/16, l0 = 2(L%16): ql[64h+l0..+1], ql[64h+32+l0..+1],
 //             qh[32h+l0..+1]; values 128h + l0 + {0,1} + 32i, i = 0..3.
 //   Q8_0      lane L: block 4p + L/8, values 4(L%8) .. +3.
@@ -20,9 +19,9 @@
 // explicit _rn intrinsic or fmaf, so the compiler cannot contract differently in the two
 // kernels.
 //
-// Byte path vs word path (Q4_K, Q5_K): the word path loads a lane's four 32-bit quant words
-// with one 16-byte load (the weights must be 16-byte aligned); the byte path assembles the same
-// words from byte loads. Everything after the load is shared, so the two agree to the bit.
+// Byte path vs word path (Q4_K, Q5_K): the word path loads each 32-bit quant word with one
+// 32-bit load and the block header with one 16-byte load (weights 16-byte aligned); the byte
+// path assembles the same words from byte loads. Everything after the load is shared, so the two agree to the bit.
 //
 // Small integers become floats with the 0x4B000000 trick (byte_perm into the mantissa of 2^23,
 // then subtract 2^23): exact, and cheaper than I2F, which runs at a quarter rate.
@@ -105,32 +104,30 @@ struct Lane;
 // loadx + dotw per token. Same operations, same order: the same bits.
 
 // ---- Q4_K ---------------------------------------------------------------------------------
-// Lane L of pass p: block 4p + L/8; s = L%8, chunk j = s/2, half hh = s%2: the 16 quant bytes
-// qs[32j + 16hh .. +15] = values 64j+16hh .. +15 (low nibbles, sub-block 2j) and
-// 64j+32+16hh .. +15 (high nibbles, sub-block 2j+1). Word path: one 16-byte load (four 32-bit
-// words); byte path: sixteen byte loads assembled into the same words.
+// Lane L of pass p: block 4p + L/8, s = L%8; for each chunk j = 0..3 the 32-bit quant word
+// qs[32j + 4s .. +3]: values 64j+4s .. +3 (low nibbles, sub-block 2j) and 64j+32+4s .. +3
+// (high nibbles, sub-block 2j+1). Each load instruction is one word a lane, 8 lanes covering
+// 32 contiguous quant bytes of a block, and the matching x reads are 128 contiguous bytes per
+// 8 lanes (an earlier mapping with 16 contiguous bytes a lane scattered the x reads over 8
+// cache lines per lane group and was L1-bound; bench/NOTES.md).
 template <>
 struct Lane<LOOM_GGML_Q4_K> {
     static constexpr int kVals = 1024;  // four super-blocks a pass
     // Only the quant words are prefetched. The 16-byte header (d, dmin, scales) is read in
     // prep: its 32-byte sector also holds chunk 0's first quant bytes, so it is then in L1.
     struct Raw { uint32_t q[4]; };
-    struct X { float xl[16], xh[16]; };
-    // ql/qh: quants as 0.5 + q/256 (see byte_half); a* = 256 d sc, b* = -(128 d sc + dmin m),
-    // so weight = fma(a, M, b) in one instruction and no x sums are needed.
-    struct W { float ql[16], qh[16], al, ah, bl, bh; };
+    struct X { float4 l[4], h[4]; };
+    // lo/hi: the masked nibbles (bytes 0..15, or 0..31 for Q5_K); per sub-block k:
+    // a = 256 d sc, b = -(128 d sc + dmin m). dotw turns a nibble into M = 0.5 + q/256
+    // (byte_half, exact) and the weight into fma(a, M, b): no x sums needed, and only 24
+    // registers of decoded state.
+    struct W { uint32_t lo[4], hi[4]; float a[8], b[8]; };
     static __device__ __forceinline__ int64_t block_of(int64_t p, int lane) {
         return 4 * p + (lane >> 3);
     }
     template <bool U32>
-    static __device__ __forceinline__ void load16(const uint8_t *b, uint32_t *q) {
-        if (U32) {
-            const uint4 v = __ldg(reinterpret_cast<const uint4 *>(b));
-            q[0] = v.x; q[1] = v.y; q[2] = v.z; q[3] = v.w;
-        } else {
-#pragma unroll
-            for (int i = 0; i < 4; i++) q[i] = ld_bytes4(b + 4 * i);
-        }
+    static __device__ __forceinline__ uint32_t word(const uint8_t *b) {
+        return U32 ? ld_u32(b) : ld_bytes4(b);
     }
     template <bool U32>
     static __device__ __forceinline__ Raw load(const uint8_t *row, int64_t p, int lane,
@@ -138,8 +135,9 @@ struct Lane<LOOM_GGML_Q4_K> {
         const int64_t blk = block_of(p, lane);
         Raw r{{0u, 0u, 0u, 0u}};
         if (blk * 256 < K) {
-            const int s = lane & 7;
-            load16<U32>(row + blk * kQ4KBytes + 16 + 32 * (s >> 1) + 16 * (s & 1), r.q);
+            const uint8_t *b = row + blk * kQ4KBytes + 16 + 4 * (lane & 7);
+#pragma unroll
+            for (int j = 0; j < 4; j++) r.q[j] = word<U32>(b + 32 * j);
         }
         return r;
     }
@@ -148,17 +146,12 @@ struct Lane<LOOM_GGML_Q4_K> {
         const int64_t blk = block_of(p, lane);
         X v;
         if (blk * 256 < K) {
-            const int s = lane & 7;
-            const float *xb = x + blk * 256 + 64 * (s >> 1) + 16 * (s & 1);
+            const float *xb = x + blk * 256 + 4 * (lane & 7);
 #pragma unroll
-            for (int i = 0; i < 4; i++) {
-                const float4 a = ld_x4(xb + 4 * i), c = ld_x4(xb + 32 + 4 * i);
-                v.xl[4 * i] = a.x; v.xl[4 * i + 1] = a.y; v.xl[4 * i + 2] = a.z; v.xl[4 * i + 3] = a.w;
-                v.xh[4 * i] = c.x; v.xh[4 * i + 1] = c.y; v.xh[4 * i + 2] = c.z; v.xh[4 * i + 3] = c.w;
-            }
+            for (int j = 0; j < 4; j++) { v.l[j] = ld_x4(xb + 64 * j); v.h[j] = ld_x4(xb + 64 * j + 32); }
         } else {
 #pragma unroll
-            for (int i = 0; i < 16; i++) { v.xl[i] = 0.0f; v.xh[i] = 0.0f; }
+            for (int j = 0; j < 4; j++) { v.l[j] = make_float4(0.f, 0.f, 0.f, 0.f); v.h[j] = v.l[j]; }
         }
         return v;
     }
@@ -168,28 +161,31 @@ struct Lane<LOOM_GGML_Q4_K> {
         if (U32) return __ldg(reinterpret_cast<const uint4 *>(b));  // 144 = 9 * 16: aligned
         return make_uint4(ld_bytes4(b), ld_bytes4(b + 4), ld_bytes4(b + 8), ld_bytes4(b + 12));
     }
-    // Decodes quant words (low nibbles lo[], high nibbles hi[], already masked) and the
-    // header's scale pair of chunk j.
-    static __device__ __forceinline__ W decode(uint4 hd, const uint32_t *lo, const uint32_t *hi,
-                                               int j) {
-        uint32_t sc, m;
-        k4_scale_pair(hd.y, hd.z, hd.w, j, &sc, &m);
+    // Sub-block scale (and min) of sub-block k from the packed 6-bit fields, 4 per word:
+    // sub-blocks 0-3: scales s0 & 63, mins s1 & 63; 4-7: s2's nibbles + the top bits of s0/s1.
+    template <int K4>
+    static __device__ __forceinline__ void scale_k(const uint4 &hd, float d, float dmin,
+                                                   float *a, float *b) {
+        const uint32_t sc = K4 < 4 ? (hd.y & 0x3F3F3F3Fu)
+                                   : ((hd.w & 0x0F0F0F0Fu) | ((hd.y >> 2) & 0x30303030u));
+        const uint32_t m = K4 < 4 ? (hd.z & 0x3F3F3F3Fu)
+                                  : (((hd.w >> 4) & 0x0F0F0F0Fu) | ((hd.z >> 2) & 0x30303030u));
+        const float dl = __fmul_rn(d, byte_f<K4 & 3>(sc));
+        const float ml = __fmul_rn(dmin, byte_f<K4 & 3>(m));
+        *a = __fmul_rn(256.0f, dl);
+        *b = -fmaf(128.0f, dl, ml);
+    }
+    static __device__ __forceinline__ W decode(const uint4 &hd, const uint32_t *lo,
+                                               const uint32_t *hi) {
         const float d = f16_bits_to_f32((uint16_t)(hd.x & 0xFFFF));
         const float dmin = f16_bits_to_f32((uint16_t)(hd.x >> 16));
         W w;
 #pragma unroll
-        for (int i = 0; i < 4; i++) {
-            w.ql[4 * i] = byte_half<0>(lo[i]); w.ql[4 * i + 1] = byte_half<1>(lo[i]);
-            w.ql[4 * i + 2] = byte_half<2>(lo[i]); w.ql[4 * i + 3] = byte_half<3>(lo[i]);
-            w.qh[4 * i] = byte_half<0>(hi[i]); w.qh[4 * i + 1] = byte_half<1>(hi[i]);
-            w.qh[4 * i + 2] = byte_half<2>(hi[i]); w.qh[4 * i + 3] = byte_half<3>(hi[i]);
-        }
-        const float dl = __fmul_rn(d, byte_f<0>(sc)), dh = __fmul_rn(d, byte_f<1>(sc));
-        const float ml = __fmul_rn(dmin, byte_f<0>(m)), mh = __fmul_rn(dmin, byte_f<1>(m));
-        w.al = __fmul_rn(256.0f, dl);
-        w.ah = __fmul_rn(256.0f, dh);
-        w.bl = -fmaf(128.0f, dl, ml);
-        w.bh = -fmaf(128.0f, dh, mh);
+        for (int j = 0; j < 4; j++) { w.lo[j] = lo[j]; w.hi[j] = hi[j]; }
+        scale_k<0>(hd, d, dmin, &w.a[0], &w.b[0]); scale_k<1>(hd, d, dmin, &w.a[1], &w.b[1]);
+        scale_k<2>(hd, d, dmin, &w.a[2], &w.b[2]); scale_k<3>(hd, d, dmin, &w.a[3], &w.b[3]);
+        scale_k<4>(hd, d, dmin, &w.a[4], &w.b[4]); scale_k<5>(hd, d, dmin, &w.a[5], &w.b[5]);
+        scale_k<6>(hd, d, dmin, &w.a[6], &w.b[6]); scale_k<7>(hd, d, dmin, &w.a[7], &w.b[7]);
         return w;
     }
     template <bool U32>
@@ -199,40 +195,46 @@ struct Lane<LOOM_GGML_Q4_K> {
         const uint4 hd = blk * 256 < K ? header<U32>(row + blk * kQ4KBytes) : make_uint4(0, 0, 0, 0);
         uint32_t lo[4], hi[4];
 #pragma unroll
-        for (int i = 0; i < 4; i++) { lo[i] = r.q[i] & 0x0F0F0F0Fu; hi[i] = (r.q[i] >> 4) & 0x0F0F0F0Fu; }
-        return decode(hd, lo, hi, (lane & 7) >> 1);
+        for (int j = 0; j < 4; j++) { lo[j] = r.q[j] & 0x0F0F0F0Fu; hi[j] = (r.q[j] >> 4) & 0x0F0F0F0Fu; }
+        return decode(hd, lo, hi);
+    }
+    static __device__ __forceinline__ float dot4w(float a, float b, uint32_t q, float4 x,
+                                                  float acc) {
+        acc = fmaf(fmaf(a, byte_half<0>(q), b), x.x, acc);
+        acc = fmaf(fmaf(a, byte_half<1>(q), b), x.y, acc);
+        acc = fmaf(fmaf(a, byte_half<2>(q), b), x.z, acc);
+        return fmaf(fmaf(a, byte_half<3>(q), b), x.w, acc);
     }
     static __device__ __forceinline__ float dotw(const W &w, const X &x) {
-        float dl = __fmul_rn(fmaf(w.al, w.ql[0], w.bl), x.xl[0]);
-        float dh = __fmul_rn(fmaf(w.ah, w.qh[0], w.bh), x.xh[0]);
+        float acc[4];  // one chain per chunk, combined in a fixed order
 #pragma unroll
-        for (int e = 1; e < 16; e++) {
-            dl = fmaf(fmaf(w.al, w.ql[e], w.bl), x.xl[e], dl);
-            dh = fmaf(fmaf(w.ah, w.qh[e], w.bh), x.xh[e], dh);
+        for (int j = 0; j < 4; j++) {
+            acc[j] = dot4w(w.a[2 * j], w.b[2 * j], w.lo[j], x.l[j], 0.0f);
+            acc[j] = dot4w(w.a[2 * j + 1], w.b[2 * j + 1], w.hi[j], x.h[j], acc[j]);
         }
-        return __fadd_rn(dl, dh);
+        return __fadd_rn(__fadd_rn(acc[0], acc[1]), __fadd_rn(acc[2], acc[3]));
     }
 };
 
 // ---- Q5_K ---------------------------------------------------------------------------------
-// Q4_K's lane mapping; the lane also loads the 16 qh bytes qh[16hh .. +15] (bit 2j and 2j+1
-// of each are bit 4 of its low and high value).
+// Q4_K's lane mapping; the lane also loads the qh word qh[4s .. +3], whose bit 2j / 2j+1 of
+// each byte is bit 4 of its low / high value in chunk j.
 template <>
 struct Lane<LOOM_GGML_Q5_K> {
     static constexpr int kVals = 1024;
-    struct Raw { uint32_t q[4], h[4]; };
+    struct Raw { uint32_t q[4], h; };
     using X = Lane<LOOM_GGML_Q4_K>::X;
     using W = Lane<LOOM_GGML_Q4_K>::W;
     template <bool U32>
     static __device__ __forceinline__ Raw load(const uint8_t *row, int64_t p, int lane,
                                                int64_t K) {
         const int64_t blk = Lane<LOOM_GGML_Q4_K>::block_of(p, lane);
-        Raw r{{0u, 0u, 0u, 0u}, {0u, 0u, 0u, 0u}};
+        Raw r{{0u, 0u, 0u, 0u}, 0u};
         if (blk * 256 < K) {
-            const int s = lane & 7;
-            const uint8_t *b = row + blk * kQ5KBytes;  // 176 = 11 * 16: aligned
-            Lane<LOOM_GGML_Q4_K>::load16<U32>(b + 48 + 32 * (s >> 1) + 16 * (s & 1), r.q);
-            Lane<LOOM_GGML_Q4_K>::load16<U32>(b + 16 + 16 * (s & 1), r.h);
+            const uint8_t *b = row + blk * kQ5KBytes + 4 * (lane & 7);  // 176 = 11 * 16
+#pragma unroll
+            for (int j = 0; j < 4; j++) r.q[j] = Lane<LOOM_GGML_Q4_K>::word<U32>(b + 48 + 32 * j);
+            r.h = Lane<LOOM_GGML_Q4_K>::word<U32>(b + 16);
         }
         return r;
     }
@@ -246,14 +248,13 @@ struct Lane<LOOM_GGML_Q5_K> {
         const int64_t blk = Lane<LOOM_GGML_Q4_K>::block_of(p, lane);
         const uint4 hd = blk * 256 < K ? Lane<LOOM_GGML_Q4_K>::header<U32>(row + blk * kQ5KBytes)
                                        : make_uint4(0, 0, 0, 0);
-        const int j = (lane & 7) >> 1;
         uint32_t lo[4], hi[4];
 #pragma unroll
-        for (int i = 0; i < 4; i++) {
-            lo[i] = (r.q[i] & 0x0F0F0F0Fu) | (((r.h[i] >> (2 * j)) & 0x01010101u) << 4);
-            hi[i] = ((r.q[i] >> 4) & 0x0F0F0F0Fu) | (((r.h[i] >> (2 * j + 1)) & 0x01010101u) << 4);
+        for (int j = 0; j < 4; j++) {
+            lo[j] = (r.q[j] & 0x0F0F0F0Fu) | (((r.h >> (2 * j)) & 0x01010101u) << 4);
+            hi[j] = ((r.q[j] >> 4) & 0x0F0F0F0Fu) | (((r.h >> (2 * j + 1)) & 0x01010101u) << 4);
         }
-        return Lane<LOOM_GGML_Q4_K>::decode(hd, lo, hi, j);
+        return Lane<LOOM_GGML_Q4_K>::decode(hd, lo, hi);
     }
     static __device__ __forceinline__ float dotw(const W &w, const X &x) {
         return Lane<LOOM_GGML_Q4_K>::dotw(w, x);
