@@ -98,6 +98,7 @@ loom_status loom_ir_build(loom_ir_graph *g, loom_ir_op op, const loom_ir_value_i
         for (uint32_t o = 0; o < LOOM_IR_MAX_OUTPUTS; o++)
             out[o] = o < n_out ? res[o] : LOOM_IR_NO_VALUE;
     if (n_node) *n_node = id;
+    LOOM_DEBUG_ASSERT(ir_check_structure(g, NULL) == LOOM_OK);
     return LOOM_OK;
 oom:
     return loom_error_set(err, LOOM_ERR_OUT_OF_MEMORY, "ir: %s: out of memory",

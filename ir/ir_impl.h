@@ -82,6 +82,11 @@ const char *ir_value_label(const loom_ir_graph *g, loom_ir_value_id v, char *buf
  * otherwise. malloc'd (caller frees), NULL on OOM. */
 uint32_t *ir_result_numbers(const loom_ir_graph *g);
 
+/* ---- verify.c ---- */
+/* The structural rules (order list, arity, operands live, results defined by their node, use
+ * lists exact): O(nodes + values + uses). Mutating functions assert it under LOOM_DEBUG. */
+loom_status ir_check_structure(const loom_ir_graph *g, loom_error *err);
+
 /* ---- print.c ---- */
 /* Writes n's attributes as in the text form: "{eps=1e-06, ...}". */
 void ir_print_attrs(FILE *f, const loom_ir_graph *g, const loom_ir_node *n);

@@ -1,7 +1,8 @@
 /* rewrite.c: the rewrite API passes use (replace all uses, set one operand, erase a node) and
  * topological ordering (topo_order, sort).
  *
- * Every function here keeps the def-use lists exact (ir_impl.h invariants). Schedule validity
+ * Every function here keeps the def-use lists exact (ir_impl.h invariants; asserted after each
+ * mutation when built with LOOM_DEBUG, as the asan config does). Schedule validity
  * (defs above uses) is the caller's job after replace_all_uses; loom_ir_graph_sort restores it
  * and the verifier checks it.
  */
@@ -64,6 +65,7 @@ loom_status loom_ir_replace_all_uses(loom_ir_graph *g, loom_ir_value_id from, lo
     rf->n_uses = kept;
     for (uint32_t i = 0; i < g->n_outputs; i++)
         if (g->outputs[i].value == from) g->outputs[i].value = to;
+    LOOM_DEBUG_ASSERT(ir_check_structure(g, NULL) == LOOM_OK);
     return LOOM_OK;
 }
 
@@ -91,6 +93,7 @@ loom_status loom_ir_node_set_input(loom_ir_graph *g, loom_ir_node_id id, uint32_
         return loom_error_set(err, LOOM_ERR_OUT_OF_MEMORY, "ir: out of memory");
     ir_remove_use(g, n->in[slot], id, slot);
     n->in[slot] = v;
+    LOOM_DEBUG_ASSERT(ir_check_structure(g, NULL) == LOOM_OK);
     return LOOM_OK;
 }
 
@@ -120,6 +123,7 @@ loom_status loom_ir_node_erase(loom_ir_graph *g, loom_ir_node_id id, loom_error 
     ir_unlink_node(g, id);
     n->erased = true;
     g->n_live_nodes--;
+    LOOM_DEBUG_ASSERT(ir_check_structure(g, NULL) == LOOM_OK);
     return LOOM_OK;
 }
 
@@ -183,6 +187,7 @@ loom_status loom_ir_graph_sort(loom_ir_graph *g, loom_error *err) {
         LOOM_ASSERT(n == g->n_live_nodes);
         g->first = g->last = LOOM_IR_NO_NODE;
         for (uint32_t i = 0; i < n; i++) ir_link_node(g, order[i], LOOM_IR_NO_NODE);
+        LOOM_DEBUG_ASSERT(ir_check_structure(g, NULL) == LOOM_OK);
     }
     free(order);
     return st;

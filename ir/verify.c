@@ -75,7 +75,7 @@ static loom_status check_decls(const loom_ir_graph *g, loom_error *err) {
 }
 
 /* Per node: op, arity, operands exist, results defined once by this node, use lists. */
-static loom_status check_structure(const loom_ir_graph *g, loom_error *err) {
+loom_status ir_check_structure(const loom_ir_graph *g, loom_error *err) {
     uint32_t count = 0;
     uint64_t operand_refs = 0;
     for (loom_ir_node_id id = g->first; id != LOOM_IR_NO_NODE; id = ir_node_mut(g, id)->next) {
@@ -195,7 +195,7 @@ static loom_status check_types(const loom_ir_graph *g, loom_error *err) {
 
 loom_status loom_ir_verify(const loom_ir_graph *g, loom_error *err) {
     loom_status st = check_decls(g, err);
-    if (st || (st = check_structure(g, err))) return st;
+    if (st || (st = ir_check_structure(g, err))) return st;
     /* Cycles before the schedule: a cycle is always also a use above its definition. */
     loom_ir_node_id *order = malloc((g->n_live_nodes ? g->n_live_nodes : 1) * sizeof *order);
     if (!order) return loom_error_set(err, LOOM_ERR_OUT_OF_MEMORY, "verify: out of memory");
