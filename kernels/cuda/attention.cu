@@ -19,8 +19,8 @@
 // The fast path (LOOM_FAST_ATTN) uses G = min(8, n_head / n_kv_head) and enough splits to give
 // the GPU about eight blocks per multiprocessor (at most 128); the simple path uses G = 1 and
 // no split.
-// Shared memory: q 8 x 128 + p 8 x 64 + final sum NG x 8 x D (= 8192) + 24 floats = 38.1 KB
-// (sm_87 budget: 48 KB per block).
+// Shared memory (GM = heads a block, 1..8): q GM x 128 + p GM x 64 + final sum NG x GM x D
+// (= 1024 GM) + 3 GM floats: 38.1 KB at GM = 8, 19 KB at GM = 4 (sm_87 budget: 48 KB).
 //
 // Memory traffic: every K and V row of the visible range is read once per block; with G
 // covering a whole GQA group, once per KV head (decode). Scores never leave shared memory.
@@ -101,15 +101,15 @@ __device__ __forceinline__ void load8(const void *base, int64_t elem, float *v) 
     }
 }
 
-template <int D, int KVT>
+template <int D, int KVT, int GM>
 static __global__ void __launch_bounds__(kThreads, 1) attn_kernel(const AttnArgs a) {
     constexpr int kPer = KVT == LOOM_KV_F32 ? 4 : (KVT == LOOM_KV_F16 ? 8 : 16);
     constexpr int TPR = D / 8;         // threads per V row (8 dims each)
     constexpr int NG = kThreads / TPR; // position groups in phase 3
-    __shared__ __align__(16) float qs[kMaxG][kMaxD];
-    __shared__ float red[NG][kMaxG][D];  // 32 KB: final sum over position groups
-    __shared__ float ps[kMaxG][kTile];
-    __shared__ float m_sh[kMaxG], l_sh[kMaxG], corr_sh[kMaxG];
+    __shared__ __align__(16) float qs[GM][kMaxD];
+    __shared__ float red[NG][GM][D];  // 8 GM KB: final sum over position groups
+    __shared__ float ps[GM][kTile];
+    __shared__ float m_sh[GM], l_sh[GM], corr_sh[GM];
 
     const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
     const int kvh = blockIdx.x / a.hgroups, hg = blockIdx.x % a.hgroups;
@@ -123,14 +123,14 @@ static __global__ void __launch_bounds__(kThreads, 1) attn_kernel(const AttnArgs
     const int64_t hi = min(L, lo + tiles_per * kTile);
     const int64_t row_stride = a.n_kv_head * D;  // elements between positions
 
-    for (int i = tid; i < kMaxG * D; i += kThreads) {
+    for (int i = tid; i < GM * D; i += kThreads) {
         const int g = i / D, d = i % D;
         qs[g][d] = g < G ? a.q[(t * a.n_head + h0 + g) * D + d] : 0.0f;
     }
-    if (tid < kMaxG) { m_sh[tid] = -INFINITY; l_sh[tid] = 0.0f; }
-    float acc[kMaxG][8];
+    if (tid < GM) { m_sh[tid] = -INFINITY; l_sh[tid] = 0.0f; }
+    float acc[GM][8];
 #pragma unroll
-    for (int g = 0; g < kMaxG; g++)
+    for (int g = 0; g < GM; g++)
 #pragma unroll
         for (int e = 0; e < 8; e++) acc[g][e] = 0.0f;
     __syncthreads();
@@ -140,9 +140,9 @@ static __global__ void __launch_bounds__(kThreads, 1) attn_kernel(const AttnArgs
         {
             const int j = tid >> 1, half = tid & 1;
             const int64_t pos = j0 + j;
-            float dot[kMaxG];
+            float dot[GM];
 #pragma unroll
-            for (int g = 0; g < kMaxG; g++) dot[g] = 0.0f;
+            for (int g = 0; g < GM; g++) dot[g] = 0.0f;
             if (pos < hi) {
                 const int64_t e0 = pos * row_stride + (int64_t)kvh * D + half * (D / 2);
 #pragma unroll
@@ -151,7 +151,7 @@ static __global__ void __launch_bounds__(kThreads, 1) attn_kernel(const AttnArgs
                     int n;
                     load16<KVT>(a.kc, e0 + c * kPer, v, n);
 #pragma unroll
-                    for (int g = 0; g < kMaxG; g++) {
+                    for (int g = 0; g < GM; g++) {
                         if (g < G) {
 #pragma unroll
                             for (int e = 0; e < kPer; e++)
@@ -163,7 +163,7 @@ static __global__ void __launch_bounds__(kThreads, 1) attn_kernel(const AttnArgs
             const float ksc = (KVT == LOOM_KV_INT8 && pos < hi)
                                   ? a.ks[pos * a.n_kv_head + kvh] : 1.0f;
 #pragma unroll
-            for (int g = 0; g < kMaxG; g++) {
+            for (int g = 0; g < GM; g++) {
                 float s = dot[g] + __shfl_xor_sync(0xffffffffu, dot[g], 1);
                 if (half == 0 && g < G)
                     ps[g][j] = pos < hi ? s * ksc * a.scale : -INFINITY;
@@ -194,7 +194,7 @@ static __global__ void __launch_bounds__(kThreads, 1) attn_kernel(const AttnArgs
         {
             const int c = tid % TPR, grp = tid / TPR;
 #pragma unroll
-            for (int g = 0; g < kMaxG; g++) {
+            for (int g = 0; g < GM; g++) {
                 if (g < G) {
                     const float cr = corr_sh[g];
 #pragma unroll
@@ -213,7 +213,7 @@ static __global__ void __launch_bounds__(kThreads, 1) attn_kernel(const AttnArgs
                     for (int e = 0; e < 8; e++) v[e] *= vsc;
                 }
 #pragma unroll
-                for (int g = 0; g < kMaxG; g++) {
+                for (int g = 0; g < GM; g++) {
                     if (g < G) {
                         const float pg = ps[g][j];
 #pragma unroll
@@ -229,7 +229,7 @@ static __global__ void __launch_bounds__(kThreads, 1) attn_kernel(const AttnArgs
     {
         const int c = tid % TPR, grp = tid / TPR;
 #pragma unroll
-        for (int g = 0; g < kMaxG; g++) {
+        for (int g = 0; g < GM; g++) {
             if (g < G) {
 #pragma unroll
                 for (int e = 0; e < 8; e++) red[grp][g][8 * c + e] = acc[g][e];
@@ -239,7 +239,7 @@ static __global__ void __launch_bounds__(kThreads, 1) attn_kernel(const AttnArgs
     __syncthreads();
     if (tid >= D) return;
 #pragma unroll
-    for (int g = 0; g < kMaxG; g++) {
+    for (int g = 0; g < GM; g++) {
         if (g >= G) break;
         float o = 0.0f;
         for (int grp = 0; grp < NG; grp++) o += red[grp][g][tid];
@@ -274,11 +274,21 @@ attn_combine_kernel(const float *part, int64_t n_head, int D, int splits, float 
     }
 }
 
+template <int D, int GM>
+void launch_g(const AttnArgs &a, int kvt, dim3 grid, cudaStream_t stream) {
+    if (kvt == LOOM_KV_F32) attn_kernel<D, LOOM_KV_F32, GM><<<grid, kThreads, 0, stream>>>(a);
+    else if (kvt == LOOM_KV_F16) attn_kernel<D, LOOM_KV_F16, GM><<<grid, kThreads, 0, stream>>>(a);
+    else attn_kernel<D, LOOM_KV_INT8, GM><<<grid, kThreads, 0, stream>>>(a);
+}
+
+// Heads a block: the compile-time bound GM (1, 2, 4 or 8) is the smallest >= a.G, so the
+// accumulators and shared arrays are sized for the GQA group at hand.
 template <int D>
 void launch_d(const AttnArgs &a, int kvt, dim3 grid, cudaStream_t stream) {
-    if (kvt == LOOM_KV_F32) attn_kernel<D, LOOM_KV_F32><<<grid, kThreads, 0, stream>>>(a);
-    else if (kvt == LOOM_KV_F16) attn_kernel<D, LOOM_KV_F16><<<grid, kThreads, 0, stream>>>(a);
-    else attn_kernel<D, LOOM_KV_INT8><<<grid, kThreads, 0, stream>>>(a);
+    if (a.G <= 1) launch_g<D, 1>(a, kvt, grid, stream);
+    else if (a.G <= 2) launch_g<D, 2>(a, kvt, grid, stream);
+    else if (a.G <= 4) launch_g<D, 4>(a, kvt, grid, stream);
+    else launch_g<D, 8>(a, kvt, grid, stream);
 }
 
 loom_status run(AttnArgs a, int kvt, int64_t D, int64_t N, loom_error *err,

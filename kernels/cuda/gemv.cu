@@ -123,18 +123,30 @@ static __global__ void __launch_bounds__(kThreads, 1) gemv_kernel(const GemvArgs
     }
     if (r >= s.rows) return;
     float v;
-    if (si == 0) v = seg_dot<UNROLL, T0>(s, r, a.x, a.K, lane);
-    else if (si == 1) v = seg_dot<UNROLL, T1>(s, r, a.x, a.K, lane);
-    else v = seg_dot<UNROLL, T2>(s, r, a.x, a.K, lane);
-    v = warp_sum(v);
-    if (a.epi == EPI_SWIGLU) {
-        float u = warp_sum(seg_dot<UNROLL, T1>(a.seg[1], r, a.x, a.K, lane));
-        v = __fmul_rn(silu_f(v), u);
-    } else if (a.epi == EPI_ADD) {
-        v = __fadd_rn(v, s.resid[r]);
-    } else if (s.bias) {
-        v = __fadd_rn(v, s.bias[r]);
+    if constexpr (T0 == T1 && T1 == T2) {
+        // One call site for every segment and both SwiGLU matrices: the unrolled pass body
+        // exists once in the binary (several copies thrashed the instruction cache).
+        float d0 = 0.0f, d1 = 0.0f;
+        const int nm = a.epi == EPI_SWIGLU ? 2 : 1;
+#pragma unroll 1
+        for (int m = 0; m < nm; m++) {
+            const float t = warp_sum(seg_dot<UNROLL, T0>(m ? a.seg[1] : s, r, a.x, a.K, lane));
+            if (m == 0) d0 = t;
+            else d1 = t;
+        }
+        v = a.epi == EPI_SWIGLU ? __fmul_rn(silu_f(d0), d1) : d0;
+    } else {
+        if (si == 0) v = seg_dot<UNROLL, T0>(s, r, a.x, a.K, lane);
+        else if (si == 1) v = seg_dot<UNROLL, T1>(s, r, a.x, a.K, lane);
+        else v = seg_dot<UNROLL, T2>(s, r, a.x, a.K, lane);
+        v = warp_sum(v);
+        if (a.epi == EPI_SWIGLU) {
+            float u = warp_sum(seg_dot<UNROLL, T1>(a.seg[1], r, a.x, a.K, lane));
+            v = __fmul_rn(silu_f(v), u);
+        }
     }
+    if (a.epi == EPI_ADD) v = __fadd_rn(v, s.resid[r]);
+    else if (a.epi != EPI_SWIGLU && s.bias) v = __fadd_rn(v, s.bias[r]);
     if (lane == 0) s.y[r] = v;
 }
 
@@ -169,10 +181,10 @@ loom_status gemv_launch_unroll(const GemvArgs &a, int unroll, loom_error *err,
     dim3 grid((unsigned)((rows + kWarps - 1) / kWarps));
     if (unroll == 1)  // the simple path: one pass at a time, the generic kernel
         gemv_kernel<1, -1, -1, -1><<<grid, kThreads, 0, stream>>>(a);
-    else if (unroll >= 8)
-        launch_types<8>(a, grid, stream);
-    else
+    else if (unroll >= 4)
         launch_types<4>(a, grid, stream);
+    else
+        launch_types<2>(a, grid, stream);
     LAUNCH_CHECK();
     return LOOM_OK;
 }

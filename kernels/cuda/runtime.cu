@@ -25,7 +25,7 @@ static std::mutex g_mu;
 static bool g_switch_read = false;
 static bool g_switch[SW_COUNT];
 // Passes a GEMV warp prefetches; chosen from bench/NOTES.md measurements.
-static const int kDefaultUnroll = 4;
+static const int kDefaultUnroll = 2;
 static int g_unroll = kDefaultUnroll;
 
 static void read_switches_locked() {
