@@ -14,6 +14,7 @@
 #include <string.h>
 
 #include "api/loom_impl.h"
+#include "executor/cuda_backend.h"
 #include "executor/executor.h"
 #include "ir/serialize/serialize.h"
 #include "loaders/gguf.h"
@@ -203,7 +204,61 @@ const loom_gguf *loom_model_gguf(const loom_model *m) { return m->gguf; }
 
 /* ---------------------------------------------------------------- sessions */
 
-void loom_session_options_init(loom_session_options *o) { memset(o, 0, sizeof *o); }
+void loom_session_options_init(loom_session_options *o) {
+    memset(o, 0, sizeof *o);
+    o->cuda_graphs = -1;
+}
+
+/* The CUDA backend is linked only into binaries that list //executor:cuda; elsewhere these
+ * weak references are NULL and a CUDA session is refused with a clear message. */
+extern loom_status loom_exec_cuda_backend_create(const loom_cuda_backend_options *o,
+                                                 loom_exec_backend **out, loom_error *err)
+    __attribute__((weak));
+extern bool loom_exec_cuda_backend_info(loom_exec_backend *b, loom_cuda_backend_info *out)
+    __attribute__((weak));
+extern loom_status loom_exec_cuda_copy_bandwidth(loom_exec_backend *b, size_t bytes, double *gbs,
+                                                 loom_error *err) __attribute__((weak));
+
+/* The backend a session asks for. */
+static loom_status make_backend(const loom_session_options *o, loom_exec_backend **be,
+                                loom_error *err) {
+    if (o->backend == LOOM_BACKEND_CPU) {
+        if (o->kv != LOOM_SESSION_KV_AS_MODEL)
+            return loom_error_set(err, LOOM_ERR_UNSUPPORTED,
+                                  "the INT8 KV cache needs the cuda backend");
+        return loom_exec_cpu_backend_create(o->n_threads, be, err);
+    }
+    if (o->backend != LOOM_BACKEND_CUDA)
+        return loom_error_set(err, LOOM_ERR_INVALID_ARGUMENT, "unknown backend %d (cpu, cuda)",
+                              (int)o->backend);
+    if (!loom_exec_cuda_backend_create)
+        return loom_error_set(err, LOOM_ERR_UNSUPPORTED,
+                              "this program was built without the CUDA backend "
+                              "(link //executor:cuda); use the cpu backend");
+    loom_cuda_backend_options co;
+    memset(&co, 0, sizeof co);
+    co.graphs = -1;
+    co.device = o->device;
+    co.kv_int8 = o->kv == LOOM_SESSION_KV_INT8;
+    co.weights = o->weights == LOOM_SESSION_WEIGHTS_COPY     ? LOOM_CUDA_WEIGHTS_COPY
+                 : o->weights == LOOM_SESSION_WEIGHTS_MAPPED ? LOOM_CUDA_WEIGHTS_MAPPED
+                                                             : LOOM_CUDA_WEIGHTS_AUTO;
+    co.graphs = o->cuda_graphs;
+    co.progress = o->progress;
+    co.progress_ctx = o->progress_ctx;
+    return loom_exec_cuda_backend_create(&co, be, err);
+}
+
+loom_status loom_backend_available(loom_backend_kind backend, loom_error *err) {
+    if (backend == LOOM_BACKEND_CPU) return LOOM_OK;
+    loom_session_options o;
+    loom_session_options_init(&o);
+    o.backend = backend;
+    loom_exec_backend *be = NULL;
+    loom_status st = make_backend(&o, &be, err);
+    loom_exec_backend_destroy(be);
+    return st;
+}
 
 loom_status loom_session_create(loom_model *m, const loom_session_options *opts,
                                 loom_session **out, loom_error *err) {
@@ -212,10 +267,9 @@ loom_status loom_session_create(loom_model *m, const loom_session_options *opts,
     loom_session_options o;
     loom_session_options_init(&o);
     if (opts) o = *opts;
-    if (o.backend != LOOM_BACKEND_CPU)
-        return loom_error_set(err, LOOM_ERR_UNSUPPORTED,
-                              "session: backend '%s' is not available in this build; available: cpu",
-                              o.backend == LOOM_BACKEND_CUDA ? "cuda" : "?");
+    if (o.n_streams < 0 || o.n_streams > 16)
+        return loom_error_set(err, LOOM_ERR_INVALID_ARGUMENT,
+                              "session: %d streams is outside 0..16", o.n_streams);
     if (o.n_ctx < 0 || o.n_ctx > m->n_ctx)
         return loom_error_set(err, LOOM_ERR_LIMIT,
                               "session: context length %d is outside 1..%d (the graph's KV cache; "
@@ -232,8 +286,11 @@ loom_status loom_session_create(loom_model *m, const loom_session_options *opts,
         st = loom_error_set(err, LOOM_ERR_OUT_OF_MEMORY, "session: out of memory");
         goto fail;
     }
-    if ((st = loom_exec_cpu_backend_create(o.n_threads, &be, err)) ||
-        (st = loom_exec_create(m->graph, be, resolve_weight, m->gguf, &s->exec, err)))
+    loom_exec_options eo;
+    loom_exec_options_init(&eo);
+    eo.n_streams = o.n_streams > 1 ? (uint32_t)o.n_streams : 1;
+    if ((st = make_backend(&o, &be, err)) ||
+        (st = loom_exec_create_ex(m->graph, be, resolve_weight, m->gguf, &eo, &s->exec, err)))
         goto fail;
     *out = s;
     return LOOM_OK;
@@ -308,6 +365,20 @@ int32_t loom_session_pos(const loom_session *s) { return s->pos; }
 
 void loom_session_exec_stats(const loom_session *s, loom_exec_stats *out) {
     loom_exec_get_stats(s->exec, out);
+}
+
+bool loom_session_cuda_info(loom_session *s, loom_cuda_backend_info *out) {
+    memset(out, 0, sizeof *out);
+    return loom_exec_cuda_backend_info &&
+           loom_exec_cuda_backend_info(loom_exec_get_backend(s->exec), out);
+}
+
+loom_status loom_session_copy_bandwidth(loom_session *s, double *gbs, loom_error *err) {
+    *gbs = 0;
+    if (!loom_exec_cuda_copy_bandwidth)
+        return loom_error_set(err, LOOM_ERR_UNSUPPORTED, "built without the CUDA backend");
+    return loom_exec_cuda_copy_bandwidth(loom_exec_get_backend(s->exec), (size_t)1 << 30, gbs,
+                                         err);
 }
 
 void loom_session_reset(loom_session *s) {

@@ -5,6 +5,7 @@
 #ifndef LOOM_API_IMPL_H
 #define LOOM_API_IMPL_H
 
+#include "executor/cuda_backend.h"
 #include "executor/executor.h"
 #include "ir/ir.h"
 #include "loaders/gguf.h"
@@ -21,6 +22,12 @@ const loom_gguf *loom_model_gguf(const loom_model *m);
 
 /* The memory of the session's executor plan (weights, KV cache, activations). */
 void loom_session_exec_stats(const loom_session *s, loom_exec_stats *out);
+
+/* The CUDA backend's report (false when the session runs on another backend). */
+bool loom_session_cuda_info(loom_session *s, loom_cuda_backend_info *out);
+
+/* The device's measured copy bandwidth (GB/s, read + write; CUDA sessions only). */
+loom_status loom_session_copy_bandwidth(loom_session *s, double *gbs, loom_error *err);
 
 #ifdef __cplusplus
 }

@@ -1,39 +1,36 @@
-/* executor.c: binding a graph to a backend, the buffer plan, and running steps.
+/* executor.c: binding a graph to a backend, memory from the plan, and running steps.
  *
- * Every value has a root: a node result that owns a buffer is its own root; a reshape result
- * (VIEW op) has its operand's root; a kv_write result (WRITES_STATE op) has the state's root;
- * inputs, weights and state are roots with their own memory. The plan walks the program once:
- * a root's buffer is live from its defining node to the last node that reads it or any value
- * rooted in it (graph outputs: to the end). Buffers freed by earlier roots are reused by later
- * roots needing at most their size (best fit); an in-place op (ops.def flag) writes over its first
- * operand when that operand's root dies at the node and its buffer is big enough.
- * Invariant: two roots share a buffer only when their live ranges do not overlap, except the
- * in-place hand-over, where the kernel's contract allows out == in.
+ * The plan (executor/plan.h) fixes the program order, each node's stream and the events it
+ * waits for, and the activation arena: every node result that owns memory is a block at an
+ * offset of one arena allocation; views and state versions share their root's memory; inputs,
+ * weights and state live outside the arena. The executor allocates the arena once at create,
+ * points every root at its offset, and runs a step as: upload the inputs, begin_step (the
+ * backend forks its streams), per node set_stream (with the events to wait for), run_node and,
+ * where some node waits for it, record; end_step (join), synchronize. Backends without the
+ * stream members run the nodes in program order, which the plan's lifetimes also respect.
+ * Invariant: two roots share arena bytes only when the plan orders every access of one before
+ * the other (tests/plan checks it by brute force), except in-place hand-overs, where the
+ * kernel's contract allows out == in.
  */
 #include "executor/executor.h"
 
 #include <stdlib.h>
 #include <string.h>
 
-enum { NO_BUF = -1 };
-
-typedef struct buffer {
-    size_t bytes;
-    void *data;
-} buffer;
+#include "executor/plan.h"
 
 struct loom_exec {
     const loom_ir_graph *g;
     loom_exec_backend *be;
+    loom_exec_plan *plan;
     uint32_t n_values;
     loom_ir_value_id *root; /* [n_values] root of each value (LOOM_IR_NO_VALUE for dead) */
-    int32_t *buf_of;        /* [n_values] buffer index of node roots and inputs, else NO_BUF */
-    void **ptr;             /* [n_values] memory of roots: weights, state, buffers */
+    void **ptr;             /* [n_values] memory of roots: weights, state, inputs, arena blocks */
     const void **host;      /* [n_values] host copy of graph inputs during a step */
-    buffer *bufs;
-    uint32_t n_bufs;
+    void *arena;            /* the activation arena (NULL when it is empty) */
     uint32_t n_nodes;
     loom_ir_node_id *order; /* program order */
+    int32_t t_sym;          /* index of symbol T, -1 when absent */
     int64_t sym[LOOM_IR_MAX_SYMBOLS]; /* symbols of the last step (0: none yet) */
     bool ran;
     loom_exec_stats stats;
@@ -47,119 +44,46 @@ static void *mem_alloc(loom_exec *e, size_t bytes, bool zero, loom_error *err) {
 
 /* ---------------------------------------------------------------- plan */
 
-static loom_ir_value_id root_of(loom_exec *e, loom_ir_value_id v) {
-    return v < e->n_values ? e->root[v] : LOOM_IR_NO_VALUE;
-}
-
 static int64_t max_bytes(const loom_ir_graph *g, const loom_ir_value *v) {
     return loom_ir_type_bytes(g, &v->type, NULL);
 }
 
-/* Takes a free buffer of at least `bytes` (the smallest such), or makes a new one. */
-static int32_t take_buffer(loom_exec *e, bool *is_free, size_t bytes) {
-    int32_t best = NO_BUF;
-    for (uint32_t i = 0; i < e->n_bufs; i++)
-        if (is_free[i] && e->bufs[i].bytes >= bytes &&
-            (best == NO_BUF || e->bufs[i].bytes < e->bufs[best].bytes))
-            best = (int32_t)i;
-    if (best != NO_BUF) {
-        is_free[best] = false;
-        return best;
-    }
-    e->bufs[e->n_bufs] = (buffer){bytes, NULL};
-    is_free[e->n_bufs] = false;
-    return (int32_t)e->n_bufs++;
-}
-
-static loom_status plan(loom_exec *e, loom_error *err) {
+/* Builds the plan, allocates the arena and the input buffers, and points every root at its
+ * memory. */
+static loom_status plan(loom_exec *e, uint32_t n_streams, loom_error *err) {
     const loom_ir_graph *g = e->g;
-    uint32_t nv = e->n_values;
-    loom_status st = LOOM_OK;
-    int64_t *last = malloc(nv * sizeof *last);
-    bool *is_free = calloc(nv + 1, sizeof *is_free);
-    e->bufs = calloc(nv + 1, sizeof *e->bufs);
-    if (!last || !is_free || !e->bufs) {
-        st = loom_error_set(err, LOOM_ERR_OUT_OF_MEMORY, "executor: out of memory planning");
-        goto done;
-    }
-    for (uint32_t v = 0; v < nv; v++) {
-        const loom_ir_value *val = loom_ir_value_get(g, v);
-        last[v] = -1;
-        e->buf_of[v] = NO_BUF;
-        e->root[v] = val->kind == LOOM_IR_VALUE_DEAD ? LOOM_IR_NO_VALUE : v;
-    }
-    /* Roots (program order defines operands first) and last uses. */
-    for (uint32_t i = 0; i < e->n_nodes; i++) {
-        const loom_ir_node *n = loom_ir_node_get(g, e->order[i]);
-        uint32_t flags = loom_ir_op_info_get(n->op)->flags;
-        if (flags & (LOOM_IR_OPF_VIEW | LOOM_IR_OPF_WRITES_STATE)) e->root[n->out[0]] = e->root[n->in[0]];
-        for (uint32_t k = 0; k < n->n_in; k++) last[root_of(e, n->in[k])] = i;
-        for (uint32_t k = 0; k < n->n_out; k++)
-            if (last[root_of(e, n->out[k])] < (int64_t)i) last[root_of(e, n->out[k])] = i;
-    }
-    for (uint32_t i = 0; i < loom_ir_output_count(g); i++)
-        last[root_of(e, loom_ir_output_at(g, i, NULL))] = INT64_MAX;
-
+    loom_status st = loom_exec_plan_create(g, n_streams, &e->plan, err);
+    if (st) return st;
+    for (uint32_t v = 0; v < e->n_values; v++) e->root[v] = loom_exec_plan_root(e->plan, v);
+    for (uint32_t i = 0; i < loom_exec_plan_node_count(e->plan); i++)
+        e->order[i] = loom_exec_plan_node_at(e->plan, i);
     /* Graph inputs get buffers of their own (uploaded each step). */
     for (uint32_t i = 0; i < loom_ir_input_count(g); i++) {
         loom_ir_value_id v = loom_ir_input_at(g, i);
         int64_t b = max_bytes(g, loom_ir_value_get(g, v));
-        if (b < 0) {
-            st = loom_error_set(err, LOOM_ERR_LIMIT, "executor: input '%s' is too large",
-                                loom_ir_value_get(g, v)->name);
-            goto done;
-        }
-        e->buf_of[v] = (int32_t)e->n_bufs;
-        e->bufs[e->n_bufs++] = (buffer){(size_t)b, NULL};
+        if (b < 0)
+            return loom_error_set(err, LOOM_ERR_LIMIT, "executor: input '%s' is too large",
+                                  loom_ir_value_get(g, v)->name);
+        if (!(e->ptr[v] = mem_alloc(e, (size_t)b, false, err)))
+            return err && err->status ? err->status : LOOM_ERR_OUT_OF_MEMORY;
     }
-    uint32_t first_node_buf = e->n_bufs;
-
-    for (uint32_t i = 0; i < e->n_nodes; i++) {
-        const loom_ir_node *n = loom_ir_node_get(g, e->order[i]);
-        uint32_t flags = loom_ir_op_info_get(n->op)->flags;
-        int32_t handed = NO_BUF; /* buffer handed from in[0] to out[0] */
-        for (uint32_t k = 0; k < n->n_out; k++) {
-            loom_ir_value_id o = n->out[k];
-            if (e->root[o] != o) continue; /* a view or a state version */
-            int64_t b = max_bytes(g, loom_ir_value_get(g, o));
-            if (b < 0) {
-                st = loom_error_set(err, LOOM_ERR_LIMIT,
-                                    "executor: result of node %u (%s) is too large", e->order[i],
-                                    loom_ir_op_info_get(n->op)->name);
-                goto done;
-            }
-            e->stats.activation_sum += (uint64_t)b;
-            loom_ir_value_id r = root_of(e, n->in[0]);
-            if (k == 0 && (flags & LOOM_IR_OPF_INPLACE) && last[r] == (int64_t)i &&
-                e->buf_of[r] >= (int32_t)first_node_buf && e->bufs[e->buf_of[r]].bytes >= (size_t)b) {
-                e->buf_of[o] = handed = e->buf_of[r];
-            } else {
-                e->buf_of[o] = take_buffer(e, is_free, (size_t)b);
-            }
-        }
-        /* Release roots whose last reader is this node (inputs first, then unused results). */
-        for (uint32_t k = 0; k < n->n_in + n->n_out; k++) {
-            loom_ir_value_id r = root_of(e, k < n->n_in ? n->in[k] : n->out[k - n->n_in]);
-            if (last[r] != (int64_t)i || e->buf_of[r] < (int32_t)first_node_buf) continue;
-            if (k < n->n_in && e->buf_of[r] == handed) continue; /* lives on as out[0] */
-            is_free[e->buf_of[r]] = true;
-        }
+    uint64_t arena = loom_exec_plan_arena_bytes(e->plan);
+    if (arena > SIZE_MAX)
+        return loom_error_set(err, LOOM_ERR_LIMIT, "executor: arena of %llu bytes is too large",
+                              (unsigned long long)arena);
+    if (arena && !(e->arena = mem_alloc(e, (size_t)arena, false, err)))
+        return err && err->status ? err->status : LOOM_ERR_OUT_OF_MEMORY;
+    for (uint32_t v = 0; v < e->n_values; v++) {
+        uint32_t b = e->root[v] == v ? loom_exec_plan_block_of(e->plan, v) : LOOM_PLAN_NO_BLOCK;
+        if (b != LOOM_PLAN_NO_BLOCK)
+            e->ptr[v] = (char *)e->arena + loom_exec_plan_block_at(e->plan, b)->offset;
     }
-    for (uint32_t i = first_node_buf; i < e->n_bufs; i++) e->stats.activation_bytes += e->bufs[i].bytes;
-    e->stats.n_buffers = e->n_bufs - first_node_buf;
-    for (uint32_t i = 0; i < e->n_bufs; i++) {
-        e->bufs[i].data = mem_alloc(e, e->bufs[i].bytes, false, err);
-        if (!e->bufs[i].data) {
-            st = err && err->status ? err->status : LOOM_ERR_OUT_OF_MEMORY;
-            goto done;
-        }
-    }
-    for (uint32_t v = 0; v < nv; v++)
-        if (e->root[v] == v && e->buf_of[v] != NO_BUF) e->ptr[v] = e->bufs[e->buf_of[v]].data;
-done:
-    free(last);
-    free(is_free);
-    return st;
+    e->stats.activation_bytes = arena;
+    e->stats.activation_sum = loom_exec_plan_sum_bytes(e->plan);
+    e->stats.activation_lower_bound = loom_exec_plan_lower_bound_bytes(e->plan);
+    e->stats.n_buffers = loom_exec_plan_block_count(e->plan);
+    e->stats.n_streams = loom_exec_plan_streams(e->plan);
+    return LOOM_OK;
 }
 
 /* ---------------------------------------------------------------- create / destroy */
@@ -194,10 +118,29 @@ static loom_status bind_weights_and_state(loom_exec *e, loom_exec_weight_fn reso
     return LOOM_OK;
 }
 
+void loom_exec_options_init(loom_exec_options *o) {
+    memset(o, 0, sizeof *o);
+    o->n_streams = 1;
+}
+
 loom_status loom_exec_create(const loom_ir_graph *g, loom_exec_backend *backend,
                              loom_exec_weight_fn resolve, void *resolve_ctx, loom_exec **out,
                              loom_error *err) {
+    return loom_exec_create_ex(g, backend, resolve, resolve_ctx, NULL, out, err);
+}
+
+loom_status loom_exec_create_ex(const loom_ir_graph *g, loom_exec_backend *backend,
+                                loom_exec_weight_fn resolve, void *resolve_ctx,
+                                const loom_exec_options *opts, loom_exec **out, loom_error *err) {
     *out = NULL;
+    loom_exec_options o;
+    loom_exec_options_init(&o);
+    if (opts) o = *opts;
+    if (o.n_streams < 1 || o.n_streams > LOOM_PLAN_MAX_STREAMS) {
+        loom_exec_backend_destroy(backend);
+        return loom_error_set(err, LOOM_ERR_INVALID_ARGUMENT, "executor: streams %u outside 1..%d",
+                              o.n_streams, LOOM_PLAN_MAX_STREAMS);
+    }
     if (!g || !backend || !resolve) {
         loom_exec_backend_destroy(backend);
         return loom_error_set(err, LOOM_ERR_INVALID_ARGUMENT,
@@ -219,11 +162,10 @@ loom_status loom_exec_create(const loom_ir_graph *g, loom_exec_backend *backend,
     e->n_values = loom_ir_value_bound(g);
     uint32_t nv = e->n_values ? e->n_values : 1;
     e->root = calloc(nv, sizeof *e->root);
-    e->buf_of = calloc(nv, sizeof *e->buf_of);
     e->ptr = calloc(nv, sizeof *e->ptr);
     e->host = calloc(nv, sizeof *e->host);
     e->order = calloc(loom_ir_node_count(g) + 1, sizeof *e->order);
-    if (!e->root || !e->buf_of || !e->ptr || !e->host || !e->order) {
+    if (!e->root || !e->ptr || !e->host || !e->order) {
         st = loom_error_set(err, LOOM_ERR_OUT_OF_MEMORY, "executor: out of memory");
         goto fail;
     }
@@ -236,9 +178,15 @@ loom_status loom_exec_create(const loom_ir_graph *g, loom_exec_backend *backend,
                                 id, loom_ir_op_info_get(n->op)->name);
             goto fail;
         }
-        e->order[e->n_nodes++] = id;
+        e->n_nodes++;
     }
-    if ((st = bind_weights_and_state(e, resolve, resolve_ctx, err)) || (st = plan(e, err)))
+    e->t_sym = -1;
+    {
+        int64_t t = loom_ir_symbol_find(g, "T");
+        if (t) e->t_sym = (int32_t)loom_ir_dim_sym_index(t);
+    }
+    if ((st = bind_weights_and_state(e, resolve, resolve_ctx, err)) ||
+        (st = plan(e, o.n_streams, err)))
         goto fail;
     *out = e;
     return LOOM_OK;
@@ -258,12 +206,13 @@ void loom_exec_destroy(loom_exec *e) {
                 if (e->ptr[loom_ir_weight_at(g, i)])
                     e->be->vt->unmap_weight(e->be, e->ptr[loom_ir_weight_at(g, i)]);
     }
-    if (e->bufs)
-        for (uint32_t i = 0; i < e->n_bufs; i++) e->be->vt->free(e->be, e->bufs[i].data);
+    if (e->ptr)
+        for (uint32_t i = 0; i < loom_ir_input_count(g); i++)
+            e->be->vt->free(e->be, e->ptr[loom_ir_input_at(g, i)]);
+    e->be->vt->free(e->be, e->arena);
     loom_exec_backend_destroy(e->be);
-    free(e->bufs);
+    loom_exec_plan_destroy(e->plan);
     free(e->root);
-    free(e->buf_of);
     free(e->ptr);
     free(e->host);
     free(e->order);
@@ -343,21 +292,46 @@ loom_status loom_exec_run(loom_exec *e, const int64_t *sym_values, const loom_ex
         e->host[v] = data;
     }
     loom_exec_tensor in[LOOM_IR_MAX_INPUTS], out[LOOM_IR_MAX_OUTPUTS];
+    const loom_exec_backend_vtable *vt = e->be->vt;
+    uint32_t n_streams = loom_exec_plan_streams(e->plan);
+    bool began = false;
+    if (vt->begin_step) {
+        int64_t T = e->t_sym >= 0 ? e->sym[e->t_sym] : 1;
+        began = true; /* a failed begin_step may have opened a capture: end_step(false) closes it */
+        if ((st = vt->begin_step(e->be, n_streams, e->n_nodes, T, err))) goto done;
+    }
     for (uint32_t i = 0; i < e->n_nodes; i++) {
         const loom_ir_node *n = loom_ir_node_get(g, e->order[i]);
+        if (vt->set_stream) {
+            uint32_t n_waits;
+            const uint32_t *waits = loom_exec_plan_waits(e->plan, i, &n_waits);
+            if ((st = vt->set_stream(e->be, loom_exec_plan_stream_of(e->plan, i), waits, n_waits,
+                                     err)))
+                goto done;
+        }
         for (uint32_t k = 0; k < n->n_in; k++)
             if ((st = tensor_of(e, n->in[k], &in[k], err))) goto done;
         for (uint32_t k = 0; k < n->n_out; k++)
             if ((st = tensor_of(e, n->out[k], &out[k], err))) goto done;
-        if ((st = e->be->vt->run_node(e->be, g, n, in, out, err))) {
+        if ((st = vt->run_node(e->be, g, n, in, out, err))) {
             loom_error_prefix(err, "executor: node %u (%s): ", e->order[i],
                               loom_ir_op_info_get(n->op)->name);
             goto done;
         }
+        if (vt->record && loom_exec_plan_records(e->plan, i) && (st = vt->record(e->be, i, err)))
+            goto done;
     }
-    if (e->be->vt->synchronize && (st = e->be->vt->synchronize(e->be, err))) goto done;
+    if (vt->end_step) {
+        began = false;
+        if ((st = vt->end_step(e->be, true, err))) goto done;
+    }
+    if (vt->synchronize && (st = vt->synchronize(e->be, err))) goto done;
     e->ran = true;
 done:
+    if (began && vt->end_step) {
+        loom_error ignored = {0};
+        (void)vt->end_step(e->be, false, &ignored); /* abandon the step (and any capture) */
+    }
     for (uint32_t i = 0; i < n_in; i++) e->host[loom_ir_input_at(g, i)] = NULL;
     return st;
 }
@@ -393,6 +367,11 @@ loom_status loom_exec_reset_state(loom_exec *e, loom_error *err) {
         loom_ir_value_id v = loom_ir_state_at(g, i);
         size_t b = (size_t)max_bytes(g, loom_ir_value_get(g, v));
         void *p = e->ptr[v];
+        if (e->be->vt->zero) {
+            loom_status st = e->be->vt->zero(e->be, p, b, err);
+            if (st) return st;
+            continue;
+        }
         if (!e->be->vt->upload) {
             memset(p, 0, b);
             continue;
@@ -410,3 +389,7 @@ loom_status loom_exec_reset_state(loom_exec *e, loom_error *err) {
 }
 
 void loom_exec_get_stats(const loom_exec *e, loom_exec_stats *out) { *out = e->stats; }
+
+const loom_exec_plan *loom_exec_get_plan(const loom_exec *e) { return e->plan; }
+
+loom_exec_backend *loom_exec_get_backend(loom_exec *e) { return e->be; }

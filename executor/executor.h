@@ -8,10 +8,11 @@
  * outputs are read back. State persists from step to step; positions are the caller's business
  * (the session layer in api/ tracks them).
  *
- * Buffer plan: every node result gets a buffer sized for the symbols' declared maxima; reshape
- * results alias their operand, kv_write results alias the written state; a buffer whose last
- * reader has run is reused by a later result of the same size, and ops flagged in-place in
- * ops.def write over their first operand when it dies at that node. Planned once at create.
+ * Memory and streams come from the plan (executor/plan.h), made once at create: one activation
+ * arena holding every intermediate at offsets chosen from (stream-aware) lifetimes, sized for
+ * the symbols' declared maxima; reshape results alias their operand, kv_write results alias the
+ * written state, in-place ops (ops.def) write over their dying first operand. With n_streams > 1
+ * a backend with the stream members runs independent branches on different streams.
  *
  * Backends: a loom_exec_backend is a vtable (below) plus its private state. The CPU backend
  * (loom_exec_cpu_backend_create) dispatches every op of ops.def, primitive and fused, to
@@ -85,6 +86,21 @@ typedef struct loom_exec_backend_vtable {
                             loom_error *err);
     /* Optional: waits until every node issued so far has finished (end of a step). */
     loom_status (*synchronize)(loom_exec_backend *b, loom_error *err);
+    /* Optional, streams (executor/plan.h). begin_step: after the step's inputs are uploaded
+     * and before its first node; n_streams and n_nodes come from the plan, n_tokens is the
+     * step's T; the backend forks its streams from the main one (and may start capturing).
+     * set_stream: later run_node calls go to `stream`, after waiting for the events recorded
+     * after the nodes of program indices waits[0..n_waits) of this step. record: records the
+     * event of program index i on the current stream. end_step: joins every stream into the
+     * main one (ok false: the step failed; abandon a capture), before synchronize. */
+    loom_status (*begin_step)(loom_exec_backend *b, uint32_t n_streams, uint32_t n_nodes,
+                              int64_t n_tokens, loom_error *err);
+    loom_status (*set_stream)(loom_exec_backend *b, uint32_t stream, const uint32_t *waits,
+                              uint32_t n_waits, loom_error *err);
+    loom_status (*record)(loom_exec_backend *b, uint32_t i, loom_error *err);
+    loom_status (*end_step)(loom_exec_backend *b, bool ok, loom_error *err);
+    /* Optional: zeroes `bytes` of backend memory at p (NULL: upload of zeros / memset). */
+    loom_status (*zero)(loom_exec_backend *b, void *p, size_t bytes, loom_error *err);
     /* Frees the backend itself. */
     void (*destroy)(loom_exec_backend *b);
 } loom_exec_backend_vtable;
@@ -108,12 +124,22 @@ typedef loom_status (*loom_exec_weight_fn)(void *ctx, const loom_ir_value *w, co
 
 typedef struct loom_exec loom_exec;
 
+/* Options of an executor. */
+typedef struct loom_exec_options {
+    uint32_t n_streams; /* 1..16 streams for the plan (1: serial; default 1) */
+} loom_exec_options;
+void loom_exec_options_init(loom_exec_options *o);
+
 /* Verifies g, checks that the backend supports every node, resolves every weight, allocates the
  * state (zeroed) and the planned intermediate buffers. Takes ownership of backend (destroyed on
  * failure too). On failure *out is NULL. */
 loom_status loom_exec_create(const loom_ir_graph *g, loom_exec_backend *backend,
                              loom_exec_weight_fn resolve, void *resolve_ctx, loom_exec **out,
                              loom_error *err);
+/* The same with options (opts NULL: defaults); loom_exec_create is this with defaults. */
+loom_status loom_exec_create_ex(const loom_ir_graph *g, loom_exec_backend *backend,
+                                loom_exec_weight_fn resolve, void *resolve_ctx,
+                                const loom_exec_options *opts, loom_exec **out, loom_error *err);
 void loom_exec_destroy(loom_exec *e); /* NULL is a no-op */
 
 /* A graph input's host data for one step: elements of the input's type, symbols bound. */
@@ -142,9 +168,16 @@ typedef struct loom_exec_stats {
     uint64_t activation_sum;   /* intermediates without reuse */
     uint64_t state_bytes;      /* KV cache */
     uint64_t weight_bytes;     /* bound weights (not owned) */
-    uint32_t n_buffers;        /* distinct intermediate buffers */
+    uint32_t n_buffers;        /* arena blocks (executor/plan.h) */
+    uint64_t activation_lower_bound; /* most block bytes alive at one time */
+    uint32_t n_streams;        /* streams the plan uses */
 } loom_exec_stats;
 void loom_exec_get_stats(const loom_exec *e, loom_exec_stats *out);
+
+/* The executor's plan (executor/plan.h; owned by e) and backend (owned by e). */
+struct loom_exec_plan;
+const struct loom_exec_plan *loom_exec_get_plan(const loom_exec *e);
+loom_exec_backend *loom_exec_get_backend(loom_exec *e);
 
 #ifdef __cplusplus
 }

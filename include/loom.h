@@ -21,8 +21,12 @@
  * Ownership: every handle is created by a _load/_create call and freed by its _destroy
  * (destroy(NULL) is a no-op). A session borrows its model: destroy sessions before the model.
  * Threads: one session per thread is safe; a model may be shared by sessions on several threads
- * (it is immutable after load). The only process-wide state is the CPU kernels' thread pool,
- * whose size the last session created with a non-zero n_threads sets (results never depend on it).
+ * (it is immutable after load). loom keeps no global mutable state of its own; the process-wide
+ * state it uses is the CPU kernels' thread pool, whose size the last session created with a
+ * non-zero n_threads sets (results never depend on it), and the CUDA kernels' device scratch
+ * (guarded by a lock inside the kernel library).
+ * Backends: cpu always; cuda (session option) when a usable GPU is present, with several
+ * streams, CUDA graphs for decode steps, F16/F32 or INT8 KV; see executor/cuda_backend.h.
  */
 #ifndef LOOM_H
 #define LOOM_H
@@ -88,16 +92,44 @@ const char *loom_model_arch(const loom_model *m);   /* "llama", "qwen2", "qwen3"
 
 typedef enum loom_backend_kind {
     LOOM_BACKEND_CPU = 0,
-    LOOM_BACKEND_CUDA = 1, /* not built yet: LOOM_ERR_UNSUPPORTED */
+    LOOM_BACKEND_CUDA = 1, /* without a usable GPU: LOOM_ERR_UNSUPPORTED at session create */
 } loom_backend_kind;
+
+/* KV cache storage of a session (CUDA): the model's cache type, or int8 rows with one float
+ * scale per (position, KV head) (looser accuracy, see the README). */
+typedef enum loom_session_kv {
+    LOOM_SESSION_KV_AS_MODEL = 0,
+    LOOM_SESSION_KV_INT8 = 1,
+} loom_session_kv;
+
+/* Where a CUDA session's weights live: AUTO maps the file's memory on integrated GPUs (Jetson)
+ * and copies it to device memory on discrete ones; COPY / MAPPED force one. */
+typedef enum loom_session_weights {
+    LOOM_SESSION_WEIGHTS_AUTO = 0,
+    LOOM_SESSION_WEIGHTS_COPY = 1,
+    LOOM_SESSION_WEIGHTS_MAPPED = 2,
+} loom_session_weights;
 
 typedef struct loom_session_options {
     loom_backend_kind backend;
     int32_t n_ctx;     /* KV cache length; 0: the model's n_ctx (may not exceed it) */
     int32_t n_threads; /* CPU threads; 0: as they are (one per online core by default) */
+    int32_t n_streams; /* 0 or 1: serial; 2..16: independent branches on several CUDA streams
+                        * (the CPU backend runs them in order, same results) */
+    loom_session_kv kv;             /* CUDA only */
+    loom_session_weights weights;   /* CUDA only */
+    int32_t cuda_graphs;            /* -1 (default): on unless LOOM_CUDA_GRAPHS=0; 0 off; 1 on */
+    int32_t device;                 /* CUDA device ordinal */
+    /* Optional: loading progress (bytes of weights made visible to the device so far). */
+    void (*progress)(void *ctx, uint64_t bytes_done);
+    void *progress_ctx;
 } loom_session_options;
 
 void loom_session_options_init(loom_session_options *opts);
+
+/* LOOM_OK when `backend` can run here: cpu always; cuda when a usable GPU and driver are
+ * present (otherwise LOOM_ERR_UNSUPPORTED saying why). Cheap; nothing stays allocated. */
+loom_status loom_backend_available(loom_backend_kind backend, loom_error *err);
 
 /* Creates a session over m (borrowed; m must outlive it) and allocates its KV cache.
  * opts may be NULL. */

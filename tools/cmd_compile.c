@@ -4,13 +4,18 @@
  * writes the graph with ir/serialize (via OUT.tmp renamed over OUT). `--stats` prints what the
  * graph holds: the count of each op, the nodes and the values; with `--json` as one JSON object
  * {"ops": {"<op>": count, ...}, "nodes": N, "values": N, "passes": [{"name", "nodes_before",
- * "nodes_after", "rewrites", "ms"}, ...]} on stdout (ops in op-table order, only those present). Exit codes: 0 success, 1 runtime error, 2 usage error.
+ * "nodes_after", "rewrites", "ms"}, ...]} on stdout (ops in op-table order, only those present).
+ * `--plan [--streams N]` prints the execution plan (executor/plan.h) without any backend: the
+ * activation arena, the sum of intermediates, the lower bound, streams and waits; with `--json`
+ * as `"plan": {"arena_bytes": A, "sum_bytes": S, "lower_bound_bytes": L, "streams": N, ...}`
+ * (inside the --stats object, or alone in one). Exit codes: 0 success, 1 runtime error, 2 usage error.
  */
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "executor/plan.h"
 #include "ir/ir.h"
 #include "ir/serialize/serialize.h"
 #include "loaders/gguf.h"
@@ -33,7 +38,10 @@ static void usage(FILE *f) {
             "  --print-after NAME  print the graph after pass NAME (stderr)\n"
             "  --print-after-all   print the graph after every pass (stderr)\n"
             "  --stats             print the op counts, nodes and values, and per-pass statistics\n"
-            "  --json              with --stats: one JSON object on stdout\n"
+            "  --json              with --stats / --plan: one JSON object on stdout\n"
+            "  --plan              print the execution plan (no GPU needed): activation arena,\n"
+            "                      sum of intermediates, lower bound, streams, waits\n"
+            "  --streams N         streams for --plan (default 1: serial)\n"
             "  --ctx N             context length (KV cache rows; default min(context_length, 4096))\n"
             "  --max-tokens N      largest step T (default 512)\n"
             "  --kv f32|f16        KV cache dtype (default f32)\n"
@@ -52,7 +60,38 @@ static bool parse_int(const char *s, long lo, long hi, int32_t *out) {
     return true;
 }
 
-static void print_stats(const loom_ir_graph *g, const loom_pass_manager *pm, bool json) {
+/* The plan's figures as a JSON member `"plan": {...}` (no braces around it). */
+static void plan_json(const loom_exec_plan *p, char *buf, size_t len) {
+    snprintf(buf, len,
+             "\"plan\": {\"arena_bytes\": %llu, \"sum_bytes\": %llu, \"lower_bound_bytes\": %llu, "
+             "\"streams\": %u, \"blocks\": %u, \"inplace\": %u, \"waits\": %u}",
+             (unsigned long long)loom_exec_plan_arena_bytes(p),
+             (unsigned long long)loom_exec_plan_sum_bytes(p),
+             (unsigned long long)loom_exec_plan_lower_bound_bytes(p), loom_exec_plan_streams(p),
+             loom_exec_plan_block_count(p), loom_exec_plan_inplace_count(p),
+             loom_exec_plan_wait_count(p));
+}
+
+static void print_plan(const loom_exec_plan *p) {
+    uint64_t a = loom_exec_plan_arena_bytes(p), s = loom_exec_plan_sum_bytes(p),
+             l = loom_exec_plan_lower_bound_bytes(p);
+    printf("plan: %u nodes on %u stream(s), %u cross-stream waits\n", loom_exec_plan_node_count(p),
+           loom_exec_plan_streams(p), loom_exec_plan_wait_count(p));
+    printf("  activation arena   %12llu bytes (%.2f MiB), %.3f x the lower bound\n",
+           (unsigned long long)a, a / 1048576.0, l ? (double)a / (double)l : 0.0);
+    printf("  lower bound        %12llu bytes (most bytes alive at one time)\n",
+           (unsigned long long)l);
+    printf("  sum of results     %12llu bytes (no reuse), %u blocks, %u in-place hand-overs\n",
+           (unsigned long long)s, loom_exec_plan_block_count(p), loom_exec_plan_inplace_count(p));
+    uint32_t per[LOOM_PLAN_MAX_STREAMS] = {0};
+    for (uint32_t i = 0; i < loom_exec_plan_node_count(p); i++) per[loom_exec_plan_stream_of(p, i)]++;
+    for (uint32_t s2 = 0; s2 < loom_exec_plan_streams(p); s2++)
+        printf("  stream %u: %u nodes\n", s2, per[s2]);
+    printf("  (weights, inputs and the KV cache are outside the arena)\n");
+}
+
+static void print_stats(const loom_ir_graph *g, const loom_pass_manager *pm, bool json,
+                        const char *extra) {
     uint32_t count[LOOM_IR_OP_COUNT] = {0}, nodes = 0, values = 0;
     for (loom_ir_node_id id = loom_ir_first_node(g); id != LOOM_IR_NO_NODE;
          id = loom_ir_node_get(g, id)->next) {
@@ -77,7 +116,7 @@ static void print_stats(const loom_ir_graph *g, const loom_pass_manager *pm, boo
                    "\"rewrites\": %u, \"ms\": %.3f}",
                    i ? ", " : "", st->name, st->nodes_before, st->nodes_after, st->rewrites, st->ms);
         }
-        printf("]}\n");
+        printf("]%s%s}\n", extra ? ", " : "", extra ? extra : "");
         return;
     }
     if (pm && loom_pass_manager_stat_count(pm)) {
@@ -98,7 +137,8 @@ static void print_stats(const loom_ir_graph *g, const loom_pass_manager *pm, boo
 
 int loom_cmd_compile(int argc, char **argv) {
     const char *model = NULL, *out = NULL, *passes = NULL;
-    bool stats = false, json = false, print = false;
+    bool stats = false, json = false, print = false, show_plan = false;
+    int32_t streams = 1;
     loom_pass_options po;
     loom_pass_options_init(&po);
     loom_lower_options lo;
@@ -143,6 +183,11 @@ int loom_cmd_compile(int argc, char **argv) {
         } else if (!strcmp(a, "--stats")) {
             stats = true;
             takes = false;
+        } else if (!strcmp(a, "--plan")) {
+            show_plan = true;
+            takes = false;
+        } else if (!strcmp(a, "--streams")) {
+            ok = parse_int(v, 1, LOOM_PLAN_MAX_STREAMS, &streams);
         } else if (!strcmp(a, "--json")) {
             json = true;
             takes = false;
@@ -176,8 +221,8 @@ int loom_cmd_compile(int argc, char **argv) {
         usage(stderr);
         return 2;
     }
-    if (json && !stats) {
-        fprintf(stderr, "loom compile: --json goes with --stats\n");
+    if (json && !stats && !show_plan) {
+        fprintf(stderr, "loom compile: --json goes with --stats or --plan\n");
         return 2;
     }
     lo.source_path = model;
@@ -185,6 +230,8 @@ int loom_cmd_compile(int argc, char **argv) {
     loom_gguf *f = NULL;
     loom_ir_graph *g = NULL;
     loom_pass_manager *pm = NULL;
+    loom_exec_plan *plan = NULL;
+    char plan_buf[512] = "";
     int rc = 1;
     /* An unknown pass is a usage error, found before any work. */
     if (loom_pass_manager_create(passes, &po, &pm, &err)) {
@@ -196,7 +243,13 @@ int loom_cmd_compile(int argc, char **argv) {
         goto fail;
     if (out && loom_ir_save(g, out, &err)) goto fail;
     if (print && loom_ir_print(g, stdout, &err)) goto fail;
-    if (stats) print_stats(g, pm, json);
+    if (show_plan) {
+        if (loom_exec_plan_create(g, (uint32_t)streams, &plan, &err)) goto fail;
+        plan_json(plan, plan_buf, sizeof plan_buf);
+    }
+    if (stats) print_stats(g, pm, json, show_plan ? plan_buf : NULL);
+    if (show_plan && json && !stats) printf("{%s}\n", plan_buf);
+    if (show_plan && !json) print_plan(plan);
     if (out && !json)
         fprintf(stderr, "loom compile: wrote %s (%u nodes)\n", out, loom_ir_node_count(g));
     rc = 0;
@@ -204,6 +257,7 @@ int loom_cmd_compile(int argc, char **argv) {
 fail:
     fprintf(stderr, "loom compile: %s: %s\n", model, err.msg);
 done:
+    loom_exec_plan_destroy(plan);
     loom_pass_manager_destroy(pm);
     loom_ir_graph_destroy(g);
     loom_gguf_close(f);

@@ -34,7 +34,11 @@ static void usage(FILE *f) {
             "  -p, --prompt TEXT   prompt text, tokenized with the model's tokenizer (BOS added\n"
             "                      when the model asks for it)\n"
             "  -n N                tokens to generate (default 16; 0: only evaluate the prompt)\n"
-            "  --backend NAME      cpu (default); cuda is not built yet\n"
+            "  --backend NAME      cpu (default) or cuda (fails at once without a usable GPU)\n"
+            "  --streams N         streams for independent branches (default 1: serial)\n"
+            "  --weights MODE      cuda: auto (default), copy (device memory), mapped (host)\n"
+            "  --cuda-graphs 0|1   cuda: capture decode steps as CUDA graphs (default 1, or\n"
+            "                      LOOM_CUDA_GRAPHS=0)\n"
             "  --temp T            sampling temperature (default 0: greedy)\n"
             "  --top-k K           keep the K most likely tokens (default 0: all)\n"
             "  --top-p P           nucleus sampling threshold (default 1: off)\n"
@@ -43,7 +47,7 @@ static void usage(FILE *f) {
             "  -m GGUF             the GGUF of a .pb graph (default: the file it names, next to it)\n"
             "  --ctx N             context length (GGUF: default prompt + n; .pb: the graph's)\n"
             "  --threads N         CPU threads (default: online cores)\n"
-            "  --kv f32|f16        KV cache type of a GGUF's graph (default f32)\n"
+            "  --kv f32|f16|int8   KV cache type (a GGUF's graph; int8: cuda only; default f32)\n"
             "  --passes LIST       optimize a GGUF's graph: pass names or -O0/-O2 (default -O2)\n"
             "  -O0, -O2            the same as --passes -O0 / -O2\n"
             "  -h, --help          this help\n");
@@ -134,7 +138,9 @@ static int write_logits(const char *path, const float *x, size_t n) {
 int loom_cmd_run(int argc, char **argv) {
     const char *model_path = NULL, *tokens = NULL, *logits_path = NULL, *gguf = NULL, *text = NULL;
     const char *backend = "cpu", *passes = "-O2";
-    bool kv_f16 = false;
+    bool kv_f16 = false, kv_int8 = false;
+    long streams = 1, graphs = -1;
+    const char *weights = "auto";
     long n_gen = 16, ctx = 0, threads = 0, top_k = 0;
     unsigned long long seed = 0;
     float temp = 0.0f, top_p = 1.0f;
@@ -182,8 +188,16 @@ int loom_cmd_run(int argc, char **argv) {
             passes = a;
             takes = false;
         } else if (!strcmp(a, "--kv")) {
-            ok = v && (!strcmp(v, "f32") || !strcmp(v, "f16"));
+            ok = v && (!strcmp(v, "f32") || !strcmp(v, "f16") || !strcmp(v, "int8"));
             kv_f16 = ok && !strcmp(v, "f16");
+            kv_int8 = ok && !strcmp(v, "int8");
+        } else if (!strcmp(a, "--streams")) {
+            ok = parse_long(v, 1, 16, &streams);
+        } else if (!strcmp(a, "--cuda-graphs")) {
+            ok = parse_long(v, 0, 1, &graphs);
+        } else if (!strcmp(a, "--weights")) {
+            ok = v && (!strcmp(v, "auto") || !strcmp(v, "copy") || !strcmp(v, "mapped"));
+            weights = v;
         } else if (!strcmp(a, "--threads")) {
             ok = parse_long(v, 1, 1024, &threads);
         } else if (a[0] == '-' && a[1]) {
@@ -233,6 +247,20 @@ int loom_cmd_run(int argc, char **argv) {
         fprintf(stderr, "loom run: unknown backend '%s' (known: cpu, cuda)\n", backend);
         free(prompt);
         return 2;
+    }
+    if (kv_int8 && kind != LOOM_BACKEND_CUDA) {
+        fprintf(stderr, "loom run: --kv int8 needs --backend cuda\n");
+        free(prompt);
+        return 2;
+    }
+    {
+        /* Fail at once (before loading anything) when the backend cannot run here. */
+        loom_error berr = {0};
+        if (loom_backend_available(kind, &berr)) {
+            fprintf(stderr, "loom run: %s\n", berr.msg);
+            free(prompt);
+            return 1;
+        }
     }
 
     int rc = 1;
@@ -289,6 +317,12 @@ int loom_cmd_run(int argc, char **argv) {
     loom_session_options_init(&so);
     so.backend = kind;
     so.n_threads = (int32_t)threads;
+    so.n_streams = (int32_t)streams;
+    so.cuda_graphs = (int32_t)graphs;
+    so.kv = kv_int8 ? LOOM_SESSION_KV_INT8 : LOOM_SESSION_KV_AS_MODEL;
+    so.weights = !strcmp(weights, "copy")     ? LOOM_SESSION_WEIGHTS_COPY
+                 : !strcmp(weights, "mapped") ? LOOM_SESSION_WEIGHTS_MAPPED
+                                              : LOOM_SESSION_WEIGHTS_AUTO;
     if (loom_session_create(m, &so, &s, &err)) goto fail;
     loom_sampler_options sp;
     loom_sampler_options_init(&sp);
@@ -363,6 +397,19 @@ int loom_cmd_run(int argc, char **argv) {
             model_path, loom_model_arch(m), V, backend, 1e3 * t_load, n_prompt,
             1e3 * t_prefill, n_prompt / (t_prefill > 0 ? t_prefill : 1e-9), n_out,
             1e3 * t_decode, n_out > 1 ? (n_out - 1) / (t_decode > 0 ? t_decode : 1e-9) : 0.0);
+    loom_cuda_backend_info ci;
+    if (loom_session_cuda_info(s, &ci))
+        fprintf(stderr,
+                "loom run: cuda device %d (cc %d.%d, %d SMs%s): weights %.1f MiB %s, KV %s, "
+                "%u stream(s), graphs %s (%llu instantiated, %llu updated, %llu launched), "
+                "%llu host-fallback nodes, %.0f MiB free of %.0f MiB\n",
+                ci.device, ci.cc_major, ci.cc_minor, ci.sm_count,
+                ci.integrated ? ", integrated" : "", ci.weight_bytes / 1048576.0,
+                ci.weights_mapped ? "mapped" : "copied", ci.kv_int8 ? "int8" : "as the model",
+                es.n_streams, ci.graphs ? "on" : "off",
+                (unsigned long long)ci.graph_instantiations, (unsigned long long)ci.graph_updates,
+                (unsigned long long)ci.graph_launches, (unsigned long long)ci.host_fallback_nodes,
+                ci.free_bytes / 1048576.0, ci.total_bytes / 1048576.0);
     rc = 0;
     goto done;
 fail:

@@ -10,5 +10,6 @@ int loom_cmd_compile(int argc, char **argv);
 int loom_cmd_run(int argc, char **argv);
 int loom_cmd_dump(int argc, char **argv);
 int loom_cmd_tokenize(int argc, char **argv);
+int loom_cmd_bench(int argc, char **argv);
 
 #endif

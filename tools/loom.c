@@ -18,6 +18,7 @@ static const command commands[] = {
     {"run", loom_cmd_run, "generate tokens from a GGUF model or .pb graph"},
     {"dump", loom_cmd_dump, "print a graph as IR text or Graphviz DOT (--dot)"},
     {"tokenize", loom_cmd_tokenize, "print the token ids (and pieces) of a text"},
+    {"bench", loom_cmd_bench, "prefill/decode throughput (llama-bench style) and the roofline"},
 };
 
 static void usage(FILE *f) {

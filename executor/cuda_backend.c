@@ -1,0 +1,995 @@
+/* cuda_backend.c: the CUDA backend (cuda_backend.h): every op of ir/ops.def on kernels/cuda,
+ * streams and events from the plan, CUDA-graph capture of decode steps, weights copied or
+ * mapped.
+ *
+ * Invariants: every CUDA runtime call goes through CK (statement, function, file, line ->
+ * LOOM_ERR_CUDA); a launcher's own status passes through unchanged (the executor prefixes the
+ * node and op). Streams: streams[0] is the main stream; uploads, downloads, the fork at a step's
+ * start and the join at its end happen on it. Events: one per program index (recorded only where
+ * the plan asks), one fork event, one join event per stream. While a capture is open no
+ * synchronous call is made (host fallbacks disable capture at create). The kernel library's
+ * scratch (split-KV attention, softmax, argmax) is shared, so nodes using it are ordered across
+ * streams by scratch_ev. Everything allocated is tracked and freed on destroy, also after
+ * errors.
+ */
+#include "executor/cuda_backend.h"
+
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "executor/cuda_rt.h"
+#include "kernels/cpu/cpu_kernels.h"
+#include "kernels/cuda/cuda_kernels.h"
+
+static loom_status cuda_fail(loom_error *err, cudaError_t e, const char *stmt, const char *func,
+                             const char *file, int line) {
+    (void)cudaGetLastError();
+    return loom_error_set(err, LOOM_ERR_CUDA, "cuda backend: %s failed: %s (%s) in %s (%s:%d)",
+                          stmt, cudaGetErrorName(e), cudaGetErrorString(e), func, file, line);
+}
+
+#define CK(stmt)                                                                   \
+    do {                                                                           \
+        cudaError_t ck_e_ = (stmt);                                                \
+        if (ck_e_ != cudaSuccess) return cuda_fail(err, ck_e_, #stmt, __func__, __FILE__, __LINE__); \
+    } while (0)
+
+enum { MAX_STREAMS = 16 };
+
+typedef struct region { /* a registered host mapping (mapped weight mode) */
+    char *host;
+    size_t bytes;
+    char *dev;
+} region;
+
+typedef struct cuda_backend {
+    loom_cuda_backend_options opt;
+    int cc_major, cc_minor, sm_count;
+    bool integrated, mapped, graphs_on, host_fallback;
+    cudaStream_t streams[MAX_STREAMS];
+    uint32_t n_streams_made;
+    cudaEvent_t fork_ev, join_ev[MAX_STREAMS], scratch_ev;
+    cudaEvent_t *node_ev;
+    uint32_t n_node_ev;
+    uint32_t step_streams;
+    cudaStream_t cur;
+    int32_t scratch_stream; /* stream of the last scratch user in this step, -1 none */
+    bool capturing;
+    cudaGraphExec_t exec;
+    size_t scratch_need;
+    region *regions;
+    uint32_t n_regions, cap_regions;
+    uint64_t weight_bytes, device_bytes;
+    uint64_t n_inst, n_update, n_launch, n_fallback;
+    /* LOOM_CUDA_PROFILE=1 (graphs off): per-node CUDA-event timing of decode steps, summed per
+     * op, printed on stderr at destroy (bench/NOTES.md's decode breakdown). */
+    bool profile, prof_step;
+    cudaEvent_t *prof_ev; /* [2 * n_prof] start/end per node */
+    uint32_t n_prof, node_i;
+    cudaEvent_t prof_begin, prof_end;
+    loom_ir_op *prof_op;
+    double prof_ms[LOOM_IR_OP_COUNT], prof_total_ms;
+    uint64_t prof_count[LOOM_IR_OP_COUNT], prof_steps;
+} cuda_backend;
+
+static bool is_weight_type(loom_ir_dtype t) {
+    switch (t) {
+    case LOOM_IR_F32: case LOOM_IR_F16: case LOOM_IR_BF16: case LOOM_IR_Q8_0:
+    case LOOM_IR_Q4_K: case LOOM_IR_Q5_K: case LOOM_IR_Q6_K:
+        return true;
+    default:
+        return false;
+    }
+}
+
+static int64_t last_dim(const loom_ir_value *v) { return v->type.rank ? v->type.dims[v->type.rank - 1] : 1; }
+
+static void need_scratch(cuda_backend *c, size_t b) {
+    if (b > c->scratch_need) c->scratch_need = b;
+}
+
+/* Bytes a cache of c_rows x heads x D f16/f32 elements needs as INT8 data + scales. */
+static uint64_t int8_cache_bytes(int64_t rows_heads, int64_t d) {
+    uint64_t data = (uint64_t)(rows_heads * d);
+    return (data + 255) / 256 * 256 + (uint64_t)rows_heads * sizeof(float);
+}
+
+static bool cuda_supports(loom_exec_backend *b, const loom_ir_graph *g, const loom_ir_node *n) {
+    cuda_backend *c = b->impl;
+    const loom_ir_value *in0 = loom_ir_value_get(g, n->in[0]);
+    switch (n->op) {
+    case LOOM_IR_OP_GET_ROWS:
+        return is_weight_type(in0->type.dtype);
+    case LOOM_IR_OP_MUL: case LOOM_IR_OP_ADD: {
+        const loom_ir_value *b1 = loom_ir_value_get(g, n->in[1]);
+        return in0->type.dtype == LOOM_IR_F32 && b1->type.dtype == LOOM_IR_F32;
+    }
+    case LOOM_IR_OP_MATMUL: case LOOM_IR_OP_MATMUL_ADD:
+        return is_weight_type(loom_ir_value_get(g, n->in[1])->type.dtype);
+    case LOOM_IR_OP_MATMUL_PAIR:
+        return is_weight_type(loom_ir_value_get(g, n->in[1])->type.dtype) &&
+               is_weight_type(loom_ir_value_get(g, n->in[2])->type.dtype);
+    case LOOM_IR_OP_MATMUL_TRIPLE:
+        for (int i = 1; i <= 3; i++)
+            if (!is_weight_type(loom_ir_value_get(g, n->in[i])->type.dtype)) return false;
+        for (int i = 4; i < n->n_in; i++)
+            if (loom_ir_value_get(g, n->in[i])->type.dtype != LOOM_IR_F32) return false;
+        return true;
+    case LOOM_IR_OP_KV_WRITE:
+    case LOOM_IR_OP_ATTENTION: {
+        const loom_ir_value *cache = loom_ir_value_get(g, n->in[n->op == LOOM_IR_OP_KV_WRITE ? 0 : 1]);
+        if (cache->type.dtype != LOOM_IR_F32 && cache->type.dtype != LOOM_IR_F16) return false;
+        int64_t numel = loom_ir_type_numel(g, &cache->type, NULL), d = last_dim(cache);
+        if (c->opt.kv_int8 &&
+            int8_cache_bytes(numel / d, d) > (uint64_t)loom_ir_type_bytes(g, &cache->type, NULL))
+            return false;
+        if (n->op == LOOM_IR_OP_ATTENTION) {
+            if (loom_ir_value_get(g, n->in[2])->type.dtype != cache->type.dtype) return false;
+            int64_t hd = loom_ir_node_attr_int(n, LOOM_IR_ATTR_HEAD_DIM, 0);
+            int64_t nh = loom_ir_node_attr_int(n, LOOM_IR_ATTR_N_HEAD, 0);
+            if (hd != 64 && hd != 128) c->host_fallback = true; /* run on the host */
+            need_scratch(c, loom_cuda_scratch_bytes_for(nh, hd, 0, 0));
+        }
+        return true;
+    }
+    case LOOM_IR_OP_FUSED_RMS_NORM:
+        return loom_ir_value_get(g, n->in[1])->type.dtype == LOOM_IR_F32;
+    case LOOM_IR_OP_SOFTMAX: case LOOM_IR_OP_ARGMAX: {
+        int64_t numel = loom_ir_type_numel(g, &in0->type, NULL), d = last_dim(in0);
+        need_scratch(c, loom_cuda_scratch_bytes_for(0, 0, d ? numel / d : 0, d));
+        return in0->type.dtype == LOOM_IR_F32;
+    }
+    case LOOM_IR_OP_CONVERT: {
+        loom_ir_dtype to = loom_ir_value_get(g, n->out[0])->type.dtype, from = in0->type.dtype;
+        return from == to || (from == LOOM_IR_F16 && to == LOOM_IR_F32) ||
+               (from == LOOM_IR_F32 && to == LOOM_IR_F16);
+    }
+    case LOOM_IR_OP_RMS_NORM: case LOOM_IR_OP_RESHAPE: case LOOM_IR_OP_ROPE: case LOOM_IR_OP_SILU:
+        return true;
+    default:
+        return false;
+    }
+}
+
+/* ---------------------------------------------------------------- memory */
+
+static loom_status alloc_fail(loom_error *err, cudaError_t e, size_t bytes, const char *what) {
+    (void)cudaGetLastError();
+    size_t fr = 0, tot = 0;
+    if (cudaMemGetInfo(&fr, &tot) != cudaSuccess) (void)cudaGetLastError();
+    return loom_error_set(err, e == 2 /* cudaErrorMemoryAllocation */ ? LOOM_ERR_OUT_OF_MEMORY
+                                                                        : LOOM_ERR_CUDA,
+                          "cuda backend: cannot allocate %zu bytes (%.1f MiB) for %s: %s; device "
+                          "has %.1f MiB free of %.1f MiB",
+                          bytes, bytes / 1048576.0, what, cudaGetErrorString(e), fr / 1048576.0,
+                          tot / 1048576.0);
+}
+
+static loom_status cuda_alloc(loom_exec_backend *b, size_t bytes, bool zero, void **out,
+                              loom_error *err) {
+    cuda_backend *c = b->impl;
+    *out = NULL;
+    size_t rounded = (bytes + 255) / 256 * 256;
+    cudaError_t e = cudaMalloc(out, rounded ? rounded : 256);
+    if (e != cudaSuccess) {
+        *out = NULL;
+        return alloc_fail(err, e, rounded, "activations/state");
+    }
+    if (zero) {
+        e = cudaMemsetAsync(*out, 0, rounded, c->streams[0]);
+        if (e == cudaSuccess) e = cudaStreamSynchronize(c->streams[0]);
+        if (e != cudaSuccess) {
+            cudaFree(*out);
+            *out = NULL;
+            return cuda_fail(err, e, "cudaMemsetAsync(zero)", __func__, __FILE__, __LINE__);
+        }
+    }
+    c->device_bytes += rounded;
+    return LOOM_OK;
+}
+
+static void cuda_free(loom_exec_backend *b, void *p) {
+    (void)b;
+    if (p) cudaFree(p);
+}
+
+static loom_status cuda_zero(loom_exec_backend *b, void *p, size_t bytes, loom_error *err) {
+    cuda_backend *c = b->impl;
+    CK(cudaMemsetAsync(p, 0, bytes, c->streams[0]));
+    CK(cudaStreamSynchronize(c->streams[0]));
+    return LOOM_OK;
+}
+
+/* Finds the /proc/self/maps mapping holding p: [*lo, *hi). */
+static bool find_mapping(const void *p, uintptr_t *lo, uintptr_t *hi) {
+    FILE *f = fopen("/proc/self/maps", "r");
+    if (!f) return false;
+    char line[512];
+    bool found = false;
+    while (fgets(line, sizeof line, f)) {
+        unsigned long a, z;
+        if (sscanf(line, "%lx-%lx", &a, &z) != 2) continue;
+        if ((uintptr_t)p >= a && (uintptr_t)p < z) {
+            *lo = a;
+            *hi = z;
+            found = true;
+            break;
+        }
+    }
+    fclose(f);
+    return found;
+}
+
+static loom_status map_registered(cuda_backend *c, const void *host, size_t bytes,
+                                  const void **out, loom_error *err) {
+    for (uint32_t i = 0; i < c->n_regions; i++) {
+        region *r = &c->regions[i];
+        if ((const char *)host >= r->host && (const char *)host + bytes <= r->host + r->bytes) {
+            *out = r->dev + ((const char *)host - r->host);
+            return LOOM_OK;
+        }
+    }
+    uintptr_t lo, hi;
+    if (!find_mapping(host, &lo, &hi) || (uintptr_t)host + bytes > hi)
+        return loom_error_set(err, LOOM_ERR_CUDA,
+                              "cuda backend: weight at %p (+%zu bytes) is not inside one mapping "
+                              "of /proc/self/maps; cannot register it", host, bytes);
+    if (c->n_regions == c->cap_regions) {
+        uint32_t cap = c->cap_regions ? 2 * c->cap_regions : 8;
+        region *r = realloc(c->regions, cap * sizeof *r);
+        if (!r) return loom_error_set(err, LOOM_ERR_OUT_OF_MEMORY, "cuda backend: out of memory");
+        c->regions = r;
+        c->cap_regions = cap;
+    }
+    region r = {(char *)lo, hi - lo, NULL};
+    int ro = 0;
+    if (cudaDeviceGetAttribute(&ro, cudaDevAttrHostRegisterReadOnlySupported, c->opt.device))
+        (void)cudaGetLastError(), ro = 0;
+    CK(cudaHostRegister(r.host, r.bytes, cudaHostRegisterMapped | (ro ? cudaHostRegisterReadOnly : 0)));
+    void *dev = NULL;
+    cudaError_t e = cudaHostGetDevicePointer(&dev, r.host, 0);
+    if (e != cudaSuccess) {
+        cudaHostUnregister(r.host);
+        return cuda_fail(err, e, "cudaHostGetDevicePointer(&dev, r.host, 0)", __func__, __FILE__,
+                         __LINE__);
+    }
+    r.dev = dev;
+    c->regions[c->n_regions++] = r;
+    *out = r.dev + ((const char *)host - r.host);
+    return LOOM_OK;
+}
+
+static loom_status cuda_map_weight(loom_exec_backend *b, const void *host, size_t bytes,
+                                   const void **out, loom_error *err) {
+    cuda_backend *c = b->impl;
+    *out = NULL;
+    loom_status st;
+    if (c->mapped) {
+        if ((st = map_registered(c, host, bytes, out, err))) return st;
+    } else {
+        void *d = NULL;
+        cudaError_t e = cudaMalloc(&d, bytes ? bytes : 1);
+        if (e != cudaSuccess) return alloc_fail(err, e, bytes, "a weight");
+        e = cudaMemcpy(d, host, bytes, cudaMemcpyHostToDevice);
+        if (e != cudaSuccess) {
+            cudaFree(d);
+            return cuda_fail(err, e, "cudaMemcpy(weight)", __func__, __FILE__, __LINE__);
+        }
+        *out = d;
+    }
+    c->weight_bytes += bytes;
+    if (c->opt.progress) c->opt.progress(c->opt.progress_ctx, c->weight_bytes);
+    return LOOM_OK;
+}
+
+static void cuda_unmap_weight(loom_exec_backend *b, const void *mapped) {
+    cuda_backend *c = b->impl;
+    if (!c->mapped && mapped) cudaFree((void *)mapped); /* registered regions go at destroy */
+}
+
+static loom_status cuda_upload(loom_exec_backend *b, void *dst, const void *src, size_t bytes,
+                               loom_error *err) {
+    cuda_backend *c = b->impl;
+    CK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyHostToDevice, c->streams[0]));
+    CK(cudaStreamSynchronize(c->streams[0]));
+    return LOOM_OK;
+}
+
+static loom_status cuda_download(loom_exec_backend *b, void *dst, const void *src, size_t bytes,
+                                 loom_error *err) {
+    cuda_backend *c = b->impl;
+    CK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToHost, c->streams[0]));
+    CK(cudaStreamSynchronize(c->streams[0]));
+    return LOOM_OK;
+}
+
+/* ---------------------------------------------------------------- streams and graphs */
+
+static loom_status ensure_streams(cuda_backend *c, uint32_t n, uint32_t n_nodes, loom_error *err) {
+    while (c->n_streams_made < n) {
+        CK(cudaStreamCreateWithFlags(&c->streams[c->n_streams_made], cudaStreamNonBlocking));
+        cudaError_t e = cudaEventCreateWithFlags(&c->join_ev[c->n_streams_made], cudaEventDisableTiming);
+        if (e != cudaSuccess) {
+            cudaStreamDestroy(c->streams[c->n_streams_made]);
+            c->streams[c->n_streams_made] = NULL;
+            return cuda_fail(err, e, "cudaEventCreateWithFlags(join)", __func__, __FILE__, __LINE__);
+        }
+        c->n_streams_made++;
+    }
+    if (c->n_node_ev < n_nodes) {
+        cudaEvent_t *ev = realloc(c->node_ev, n_nodes * sizeof *ev);
+        if (!ev) return loom_error_set(err, LOOM_ERR_OUT_OF_MEMORY, "cuda backend: out of memory");
+        c->node_ev = ev;
+        while (c->n_node_ev < n_nodes) {
+            CK(cudaEventCreateWithFlags(&c->node_ev[c->n_node_ev], cudaEventDisableTiming));
+            c->n_node_ev++;
+        }
+    }
+    return LOOM_OK;
+}
+
+static loom_status cuda_begin_step(loom_exec_backend *b, uint32_t n_streams, uint32_t n_nodes,
+                                   int64_t n_tokens, loom_error *err) {
+    cuda_backend *c = b->impl;
+    if (n_streams < 1 || n_streams > MAX_STREAMS)
+        return loom_error_set(err, LOOM_ERR_INVALID_ARGUMENT, "cuda backend: %u streams",
+                              n_streams);
+    loom_status st = ensure_streams(c, n_streams, n_nodes, err);
+    if (st) return st;
+    if (c->scratch_need && (st = loom_cuda_reserve_scratch(c->scratch_need, err))) return st;
+    c->step_streams = n_streams;
+    c->cur = c->streams[0];
+    c->scratch_stream = -1;
+    c->capturing = false;
+    c->node_i = 0;
+    c->prof_step = c->profile && n_tokens == 1;
+    if (c->prof_step) {
+        if (c->n_prof < n_nodes) {
+            cudaEvent_t *ev = realloc(c->prof_ev, 2 * (size_t)n_nodes * sizeof *ev);
+            loom_ir_op *op = realloc(c->prof_op, (size_t)n_nodes * sizeof *op);
+            if (ev) c->prof_ev = ev;
+            if (op) c->prof_op = op;
+            if (!ev || !op)
+                return loom_error_set(err, LOOM_ERR_OUT_OF_MEMORY, "cuda backend: out of memory");
+            while (c->n_prof < n_nodes) {
+                CK(cudaEventCreateWithFlags(&c->prof_ev[2 * c->n_prof], 0));
+                CK(cudaEventCreateWithFlags(&c->prof_ev[2 * c->n_prof + 1], 0));
+                c->n_prof++;
+            }
+        }
+        if (!c->prof_begin) CK(cudaEventCreateWithFlags(&c->prof_begin, 0));
+        if (!c->prof_end) CK(cudaEventCreateWithFlags(&c->prof_end, 0));
+        CK(cudaEventRecord(c->prof_begin, c->streams[0]));
+    } else if (c->graphs_on && !c->host_fallback && n_tokens == 1) {
+        CK(cudaStreamBeginCapture(c->streams[0], cudaStreamCaptureModeThreadLocal));
+        c->capturing = true;
+    }
+    if (n_streams > 1) {
+        CK(cudaEventRecord(c->fork_ev, c->streams[0]));
+        for (uint32_t s = 1; s < n_streams; s++) CK(cudaStreamWaitEvent(c->streams[s], c->fork_ev, 0));
+    }
+    return LOOM_OK;
+}
+
+static loom_status cuda_set_stream(loom_exec_backend *b, uint32_t stream, const uint32_t *waits,
+                                   uint32_t n_waits, loom_error *err) {
+    cuda_backend *c = b->impl;
+    if (stream >= c->step_streams)
+        return loom_error_set(err, LOOM_ERR_INVALID_ARGUMENT, "cuda backend: stream %u of %u",
+                              stream, c->step_streams);
+    c->cur = c->streams[stream];
+    for (uint32_t i = 0; i < n_waits; i++) {
+        if (waits[i] >= c->n_node_ev)
+            return loom_error_set(err, LOOM_ERR_INVALID_ARGUMENT, "cuda backend: event %u", waits[i]);
+        CK(cudaStreamWaitEvent(c->cur, c->node_ev[waits[i]], 0));
+    }
+    return LOOM_OK;
+}
+
+static loom_status cuda_record(loom_exec_backend *b, uint32_t i, loom_error *err) {
+    cuda_backend *c = b->impl;
+    if (i >= c->n_node_ev)
+        return loom_error_set(err, LOOM_ERR_INVALID_ARGUMENT, "cuda backend: event %u", i);
+    CK(cudaEventRecord(c->node_ev[i], c->cur));
+    return LOOM_OK;
+}
+
+static loom_status finish_capture(cuda_backend *c, loom_error *err) {
+    cudaGraph_t graph = NULL;
+    c->capturing = false;
+    CK(cudaStreamEndCapture(c->streams[0], &graph));
+    loom_status st = LOOM_OK;
+    cudaError_t e;
+    if (c->exec) {
+        cudaGraphExecUpdateResultInfo info;
+        memset(&info, 0, sizeof info);
+        e = cudaGraphExecUpdate(c->exec, graph, &info);
+        if (e == cudaSuccess) {
+            c->n_update++;
+        } else {
+            (void)cudaGetLastError();
+            cudaGraphExecDestroy(c->exec);
+            c->exec = NULL;
+        }
+    }
+    if (!c->exec) {
+        e = cudaGraphInstantiate(&c->exec, graph, 0);
+        if (e != cudaSuccess) {
+            c->exec = NULL;
+            st = cuda_fail(err, e, "cudaGraphInstantiate(&c->exec, graph, 0)", __func__, __FILE__,
+                           __LINE__);
+            goto done;
+        }
+        c->n_inst++;
+    }
+    e = cudaGraphLaunch(c->exec, c->streams[0]);
+    if (e != cudaSuccess) {
+        st = cuda_fail(err, e, "cudaGraphLaunch(c->exec, c->streams[0])", __func__, __FILE__,
+                       __LINE__);
+        goto done;
+    }
+    c->n_launch++;
+done:
+    cudaGraphDestroy(graph);
+    return st;
+}
+
+static loom_status cuda_end_step(loom_exec_backend *b, bool ok, loom_error *err) {
+    cuda_backend *c = b->impl;
+    loom_status st = LOOM_OK;
+    /* Join: the main stream waits for every other stream's work of this step. */
+    for (uint32_t s = 1; s < c->step_streams && ok; s++) {
+        cudaError_t e = cudaEventRecord(c->join_ev[s], c->streams[s]);
+        if (e == cudaSuccess) e = cudaStreamWaitEvent(c->streams[0], c->join_ev[s], 0);
+        if (e != cudaSuccess) {
+            st = cuda_fail(err, e, "join streams", __func__, __FILE__, __LINE__);
+            ok = false;
+        }
+    }
+    if (c->capturing) {
+        if (ok) return finish_capture(c, err);
+        /* Abandon the capture; the main stream leaves capture mode. */
+        cudaGraph_t graph = NULL;
+        c->capturing = false;
+        if (cudaStreamEndCapture(c->streams[0], &graph) == cudaSuccess && graph) cudaGraphDestroy(graph);
+        (void)cudaGetLastError();
+        if (c->exec) {
+            cudaGraphExecDestroy(c->exec);
+            c->exec = NULL;
+        }
+    }
+    return st;
+}
+
+static loom_status cuda_synchronize(loom_exec_backend *b, loom_error *err) {
+    cuda_backend *c = b->impl;
+    if (c->prof_step) CK(cudaEventRecord(c->prof_end, c->streams[0]));
+    for (uint32_t s = 0; s < c->n_streams_made; s++) CK(cudaStreamSynchronize(c->streams[s]));
+    CK(cudaGetLastError());
+    if (c->prof_step) {
+        c->prof_step = false;
+        float ms = 0;
+        CK(cudaEventElapsedTime(&ms, c->prof_begin, c->prof_end));
+        c->prof_total_ms += ms;
+        c->prof_steps++;
+        for (uint32_t i = 0; i < c->node_i && i < c->n_prof; i++) {
+            CK(cudaEventElapsedTime(&ms, c->prof_ev[2 * i], c->prof_ev[2 * i + 1]));
+            c->prof_ms[c->prof_op[i]] += ms;
+            c->prof_count[c->prof_op[i]]++;
+        }
+    }
+    return LOOM_OK;
+}
+
+/* ---------------------------------------------------------------- dispatch helpers */
+
+static loom_kweight kweight_of(const loom_exec_tensor *t) {
+    int64_t cols = t->dims[t->rank - 1];
+    return (loom_kweight){t->data, (loom_ggml_type)t->dtype, cols ? t->numel / cols : 0, cols};
+}
+
+static size_t elem_bytes(loom_ir_dtype t) { return t == LOOM_IR_F16 || t == LOOM_IR_BF16 ? 2 : 4; }
+
+static loom_status copy_d2d(cuda_backend *c, void *dst, const void *src, size_t bytes,
+                            loom_error *err) {
+    if (dst == src || !bytes) return LOOM_OK;
+    CK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, c->cur));
+    return LOOM_OK;
+}
+
+/* Positions of a step from the host copy of the graph input (or downloaded when absent). */
+static loom_status host_positions(cuda_backend *c, const loom_exec_tensor *pos, int32_t **owned,
+                                  const int32_t **out, loom_error *err) {
+    *owned = NULL;
+    if (pos->host) {
+        *out = pos->host;
+        return LOOM_OK;
+    }
+    if (c->capturing)
+        return loom_error_set(err, LOOM_ERR_UNSUPPORTED,
+                              "cuda backend: positions are not a graph input; cannot capture");
+    int32_t *p = malloc((size_t)(pos->numel ? pos->numel : 1) * sizeof *p);
+    if (!p) return loom_error_set(err, LOOM_ERR_OUT_OF_MEMORY, "cuda backend: out of memory");
+    cudaError_t e = cudaMemcpyAsync(p, pos->data, (size_t)pos->numel * sizeof *p,
+                                    cudaMemcpyDeviceToHost, c->cur);
+    if (e == cudaSuccess) e = cudaStreamSynchronize(c->cur);
+    if (e != cudaSuccess) {
+        free(p);
+        return cuda_fail(err, e, "download positions", __func__, __FILE__, __LINE__);
+    }
+    *owned = p;
+    *out = p;
+    return LOOM_OK;
+}
+
+static loom_status check_positions(const int32_t *pos, int64_t n, int64_t n_ctx, bool *consecutive,
+                                   loom_error *err) {
+    *consecutive = true;
+    for (int64_t t = 0; t < n; t++) {
+        if (pos[t] < 0 || pos[t] >= n_ctx)
+            return loom_error_set(err, LOOM_ERR_LIMIT,
+                                  "position %d of token %lld is outside the context 0..%lld",
+                                  pos[t], (long long)t, (long long)n_ctx - 1);
+        if (pos[t] != pos[0] + t) *consecutive = false;
+    }
+    return LOOM_OK;
+}
+
+/* The layout of a cache tensor in this backend (INT8 overrides the graph's dtype). */
+static loom_kv_layout layout_of(const cuda_backend *c, const loom_exec_tensor *cache, int64_t hkv,
+                                int64_t d, void **data, float **scales) {
+    loom_kv_layout kv = {c->opt.kv_int8 ? LOOM_KV_INT8
+                                        : cache->dtype == LOOM_IR_F16 ? LOOM_KV_F16 : LOOM_KV_F32,
+                         cache->dims[0], hkv, d};
+    *data = cache->data;
+    *scales = NULL;
+    if (c->opt.kv_int8) {
+        uint64_t rows_heads = (uint64_t)(kv.n_ctx * hkv);
+        *scales = (float *)((char *)cache->data + (rows_heads * (uint64_t)d + 255) / 256 * 256);
+    }
+    return kv;
+}
+
+/* Attention on the host for head dims the CUDA kernel does not cover (tiny models only). */
+static loom_status host_attention(cuda_backend *c, const loom_exec_tensor *in,
+                                  const loom_exec_tensor *y, const loom_kv_layout *kv,
+                                  const float *ks, const float *vs, int64_t H, float scale,
+                                  const int32_t *pos, bool consecutive, loom_error *err) {
+    size_t cache_elems = (size_t)(kv->n_ctx * kv->n_kv_head * kv->head_dim);
+    size_t cache_bytes = kv->type == LOOM_KV_INT8 ? cache_elems
+                         : kv->type == LOOM_KV_F16 ? 2 * cache_elems : 4 * cache_elems;
+    size_t sc_bytes = kv->type == LOOM_KV_INT8 ? (size_t)(kv->n_ctx * kv->n_kv_head) * 4 : 0;
+    size_t qb = (size_t)in[0].numel * 4;
+    char *buf = malloc(2 * cache_bytes + 2 * sc_bytes + 2 * qb + 64);
+    if (!buf) return loom_error_set(err, LOOM_ERR_OUT_OF_MEMORY, "cuda backend: out of memory");
+    char *hk = buf, *hv = hk + cache_bytes, *hks = hv + cache_bytes, *hvs = hks + sc_bytes;
+    float *hq = (float *)(((uintptr_t)(hvs + sc_bytes) + 15) & ~(uintptr_t)15), *ho = hq + in[0].numel;
+    loom_status st = LOOM_OK;
+    cudaError_t e = cudaMemcpyAsync(hk, in[1].data, cache_bytes, cudaMemcpyDeviceToHost, c->cur);
+    if (!e) e = cudaMemcpyAsync(hv, in[2].data, cache_bytes, cudaMemcpyDeviceToHost, c->cur);
+    if (!e && sc_bytes) e = cudaMemcpyAsync(hks, ks, sc_bytes, cudaMemcpyDeviceToHost, c->cur);
+    if (!e && sc_bytes) e = cudaMemcpyAsync(hvs, vs, sc_bytes, cudaMemcpyDeviceToHost, c->cur);
+    if (!e) e = cudaMemcpyAsync(hq, in[0].data, qb, cudaMemcpyDeviceToHost, c->cur);
+    if (!e) e = cudaStreamSynchronize(c->cur);
+    if (e) {
+        st = cuda_fail(err, e, "host attention download", __func__, __FILE__, __LINE__);
+        goto done;
+    }
+    int64_t T = in[3].numel, row = H * kv->head_dim;
+    const float *pks = sc_bytes ? (const float *)hks : NULL, *pvs = sc_bytes ? (const float *)hvs : NULL;
+    if (consecutive) {
+        loom_attn_params p = {T, H, T ? pos[0] : 0, scale};
+        st = loom_cpu_attention(hq, hk, pks, hv, pvs, kv, &p, ho, err);
+    } else {
+        for (int64_t t = 0; t < T && !st; t++) {
+            loom_attn_params p = {1, H, pos[t], scale};
+            st = loom_cpu_attention(hq + t * row, hk, pks, hv, pvs, kv, &p, ho + t * row, err);
+        }
+    }
+    if (st) goto done;
+    e = cudaMemcpyAsync(y->data, ho, qb, cudaMemcpyHostToDevice, c->cur);
+    if (!e) e = cudaStreamSynchronize(c->cur);
+    if (e) st = cuda_fail(err, e, "host attention upload", __func__, __FILE__, __LINE__);
+    c->n_fallback++;
+done:
+    free(buf);
+    return st;
+}
+
+/* Orders a scratch-using node after the previous one on another stream. */
+static loom_status scratch_enter(cuda_backend *c, loom_error *err) {
+    int32_t s = 0;
+    for (uint32_t i = 0; i < c->step_streams; i++)
+        if (c->streams[i] == c->cur) s = (int32_t)i;
+    if (c->scratch_stream >= 0 && c->scratch_stream != s)
+        CK(cudaStreamWaitEvent(c->cur, c->scratch_ev, 0));
+    c->scratch_stream = s;
+    return LOOM_OK;
+}
+
+static loom_status scratch_leave(cuda_backend *c, loom_error *err) {
+    if (c->step_streams > 1) CK(cudaEventRecord(c->scratch_ev, c->cur));
+    return LOOM_OK;
+}
+
+/* ---------------------------------------------------------------- dispatch */
+
+static loom_status run_kv_or_attention(cuda_backend *c, const loom_ir_node *n,
+                                       const loom_exec_tensor *in, const loom_exec_tensor *out,
+                                       loom_error *err) {
+    bool is_write = n->op == LOOM_IR_OP_KV_WRITE;
+    const loom_exec_tensor *cache = is_write ? &in[0] : &in[1];
+    const loom_exec_tensor *pos_t = is_write ? &in[2] : &in[3];
+    int64_t hkv, d;
+    if (is_write) {
+        hkv = cache->rank == 3 ? cache->dims[1] : 1;
+        d = cache->rank == 3 ? cache->dims[2] : cache->dims[1];
+    } else {
+        hkv = loom_ir_node_attr_int(n, LOOM_IR_ATTR_N_KV_HEAD, 0);
+        d = loom_ir_node_attr_int(n, LOOM_IR_ATTR_HEAD_DIM, 0);
+    }
+    int32_t *owned = NULL;
+    const int32_t *pos;
+    loom_status st = host_positions(c, pos_t, &owned, &pos, err);
+    if (st) return st;
+    bool consecutive;
+    int64_t T = pos_t->numel;
+    if ((st = check_positions(pos, T, cache->dims[0], &consecutive, err))) goto done;
+    if (is_write) {
+        void *data;
+        float *scales;
+        loom_kv_layout kv = layout_of(c, &out[0], hkv, d, &data, &scales);
+        const float *src = in[1].data;
+        if (consecutive) {
+            st = loom_cuda_kv_write(src, T, T ? pos[0] : 0, data, scales, &kv, err, c->cur);
+        } else {
+            for (int64_t t = 0; t < T && !st; t++)
+                st = loom_cuda_kv_write(src + t * hkv * d, 1, pos[t], data, scales, &kv, err, c->cur);
+        }
+        goto done;
+    }
+    {
+        void *kd, *vd;
+        float *ks, *vs;
+        loom_kv_layout kv = layout_of(c, &in[1], hkv, d, &kd, &ks);
+        (void)layout_of(c, &in[2], hkv, d, &vd, &vs);
+        int64_t H = loom_ir_node_attr_int(n, LOOM_IR_ATTR_N_HEAD, 0);
+        float scale = loom_ir_node_attr_float(n, LOOM_IR_ATTR_SCALE, 0);
+        if (d != 64 && d != 128) {
+            st = host_attention(c, in, &out[0], &kv, ks, vs, H, scale, pos, consecutive, err);
+            goto done;
+        }
+        if ((st = scratch_enter(c, err))) goto done;
+        const float *q = in[0].data;
+        float *o = out[0].data;
+        if (consecutive) {
+            loom_attn_params p = {T, H, T ? pos[0] : 0, scale};
+            st = loom_cuda_attention(q, kd, ks, vd, vs, &kv, &p, o, err, c->cur);
+        } else {
+            for (int64_t t = 0; t < T && !st; t++) {
+                loom_attn_params p = {1, H, pos[t], scale};
+                st = loom_cuda_attention(q + t * H * d, kd, ks, vd, vs, &kv, &p, o + t * H * d, err,
+                                         c->cur);
+            }
+        }
+        if (!st) st = scratch_leave(c, err);
+    }
+done:
+    free(owned);
+    return st;
+}
+
+static loom_status dispatch(loom_exec_backend *b, const loom_ir_node *n,
+                           const loom_exec_tensor *in, const loom_exec_tensor *out,
+                           loom_error *err);
+
+static loom_status cuda_run_node(loom_exec_backend *b, const loom_ir_graph *g,
+                                 const loom_ir_node *n, const loom_exec_tensor *in,
+                                 const loom_exec_tensor *out, loom_error *err) {
+    (void)g;
+    cuda_backend *c = b->impl;
+    uint32_t i = c->node_i++;
+    if (!c->prof_step || i >= c->n_prof) return dispatch(b, n, in, out, err);
+    c->prof_op[i] = n->op;
+    CK(cudaEventRecord(c->prof_ev[2 * i], c->cur));
+    loom_status st = dispatch(b, n, in, out, err);
+    if (st) return st;
+    CK(cudaEventRecord(c->prof_ev[2 * i + 1], c->cur));
+    return LOOM_OK;
+}
+
+static loom_status dispatch(loom_exec_backend *b, const loom_ir_node *n,
+                           const loom_exec_tensor *in, const loom_exec_tensor *out,
+                           loom_error *err) {
+    cuda_backend *c = b->impl;
+    cudaStream_t s = c->cur;
+    const loom_exec_tensor *x = &in[0], *y = &out[0];
+    int64_t last = x->rank ? x->dims[x->rank - 1] : 1, rows = last ? x->numel / last : 0;
+    loom_status st;
+    switch (n->op) {
+    case LOOM_IR_OP_GET_ROWS:
+        return loom_cuda_embed(kweight_of(x), in[1].data, in[1].numel, y->data, err, s);
+    case LOOM_IR_OP_RMS_NORM:
+        return loom_cuda_rms_norm(x->data, NULL, rows, last,
+                                  loom_ir_node_attr_float(n, LOOM_IR_ATTR_EPS, 0), y->data, err, s);
+    case LOOM_IR_OP_FUSED_RMS_NORM:
+        return loom_cuda_rms_norm(x->data, in[1].data, rows, last,
+                                  loom_ir_node_attr_float(n, LOOM_IR_ATTR_EPS, 0), y->data, err, s);
+    case LOOM_IR_OP_ADD:
+    case LOOM_IR_OP_MUL: {
+        const loom_exec_tensor *bv = &in[1];
+        bool add = n->op == LOOM_IR_OP_ADD;
+        if (bv->numel == x->numel)
+            return add ? loom_cuda_add(x->data, bv->data, x->numel, y->data, err, s)
+                       : loom_cuda_mul(x->data, bv->data, x->numel, y->data, err, s);
+        if (!bv->numel) return LOOM_OK;
+        if (add) {
+            if ((st = copy_d2d(c, y->data, x->data, (size_t)x->numel * 4, err))) return st;
+            return loom_cuda_bias_add(y->data, bv->data, x->numel / bv->numel, bv->numel, err, s);
+        }
+        for (int64_t off = 0; off < x->numel; off += bv->numel)
+            if ((st = loom_cuda_mul((const float *)x->data + off, bv->data, bv->numel,
+                                    (float *)y->data + off, err, s)))
+                return st;
+        return LOOM_OK;
+    }
+    case LOOM_IR_OP_MATMUL:
+        return loom_cuda_matmul(x->data, rows, kweight_of(&in[1]), y->data, err, s);
+    case LOOM_IR_OP_MATMUL_ADD:
+        return loom_cuda_matmul_add(x->data, rows, kweight_of(&in[1]), in[2].data, y->data, err, s);
+    case LOOM_IR_OP_MATMUL_PAIR: {
+        bool swiglu = loom_ir_node_attr_int(n, LOOM_IR_ATTR_SWIGLU, 0) != 0;
+        return loom_cuda_matmul_pair(x->data, rows, kweight_of(&in[1]), kweight_of(&in[2]),
+                                     swiglu ? LOOM_PAIR_SWIGLU : LOOM_PAIR_NONE, y->data,
+                                     swiglu ? NULL : out[1].data, err, s);
+    }
+    case LOOM_IR_OP_MATMUL_TRIPLE: {
+        loom_kweight w[3] = {kweight_of(&in[1]), kweight_of(&in[2]), kweight_of(&in[3])};
+        const float *bias[3] = {NULL, NULL, NULL};
+        bool has_bias = n->n_in == 7;
+        if (has_bias)
+            for (int i = 0; i < 3; i++) bias[i] = in[4 + i].data;
+        float *ys[3] = {out[0].data, out[1].data, out[2].data};
+        return loom_cuda_matmul_triple(x->data, rows, w, has_bias ? bias : NULL, ys, err, s);
+    }
+    case LOOM_IR_OP_RESHAPE:
+        return copy_d2d(c, y->data, x->data, (size_t)x->numel * elem_bytes(x->dtype), err);
+    case LOOM_IR_OP_ROPE: {
+        if ((st = copy_d2d(c, y->data, x->data, (size_t)x->numel * 4, err))) return st;
+        int mode = (int)loom_ir_node_attr_int(n, LOOM_IR_ATTR_MODE, 0);
+        loom_rope_params p = {
+            .n_tokens = x->dims[0],
+            .n_head = x->dims[1],
+            .n_kv_head = 0,
+            .head_dim = x->dims[2],
+            .n_rot = loom_ir_node_attr_int(n, LOOM_IR_ATTR_N_ROT, 0),
+            .mode = mode == LOOM_IR_ROPE_NEOX ? LOOM_ROPE_NEOX : LOOM_ROPE_NORM,
+            .freq_base = loom_ir_node_attr_float(n, LOOM_IR_ATTR_FREQ_BASE, 10000.0f),
+            .freq_scale = loom_ir_node_attr_float(n, LOOM_IR_ATTR_FREQ_SCALE, 1.0f),
+        };
+        return loom_cuda_rope(y->data, NULL, in[1].data, &p, err, s);
+    }
+    case LOOM_IR_OP_KV_WRITE:
+    case LOOM_IR_OP_ATTENTION:
+        return run_kv_or_attention(c, n, in, out, err);
+    case LOOM_IR_OP_SILU:
+        return loom_cuda_silu(x->data, x->numel, y->data, err, s);
+    case LOOM_IR_OP_SOFTMAX:
+    case LOOM_IR_OP_ARGMAX:
+        if ((st = scratch_enter(c, err))) return st;
+        st = n->op == LOOM_IR_OP_SOFTMAX ? loom_cuda_softmax(x->data, rows, last, y->data, err, s)
+                                         : loom_cuda_argmax(x->data, rows, last, y->data, err, s);
+        return st ? st : scratch_leave(c, err);
+    case LOOM_IR_OP_CONVERT:
+        if (x->dtype == y->dtype)
+            return copy_d2d(c, y->data, x->data, (size_t)x->numel * elem_bytes(x->dtype), err);
+        if (x->dtype == LOOM_IR_F16)
+            return loom_cuda_f16_to_f32(x->data, x->numel, y->data, err, s);
+        return loom_cuda_f32_to_f16(x->data, x->numel, y->data, err, s);
+    default:
+        return loom_error_set(err, LOOM_ERR_UNSUPPORTED, "op %s has no CUDA dispatch",
+                              loom_ir_op_info_get(n->op) ? loom_ir_op_info_get(n->op)->name : "?");
+    }
+}
+
+/* ---------------------------------------------------------------- create / destroy */
+
+static void print_profile(const cuda_backend *c) {
+    if (!c->prof_steps) return;
+    double sum = 0;
+    for (int op = 0; op < LOOM_IR_OP_COUNT; op++) sum += c->prof_ms[op];
+    double per = c->prof_total_ms / (double)c->prof_steps;
+    fprintf(stderr, "loom cuda profile: %llu decode steps, %.4f ms/step (stream 0, events)\n",
+            (unsigned long long)c->prof_steps, per);
+    fprintf(stderr, "  %-16s %8s %12s %8s\n", "op", "calls", "ms/step", "share");
+    for (int op = 0; op < LOOM_IR_OP_COUNT; op++)
+        if (c->prof_count[op])
+            fprintf(stderr, "  %-16s %8.1f %12.4f %7.1f%%\n", loom_ir_op_info_get((loom_ir_op)op)->name,
+                    (double)c->prof_count[op] / (double)c->prof_steps,
+                    c->prof_ms[op] / (double)c->prof_steps, 100.0 * c->prof_ms[op] / c->prof_total_ms);
+    fprintf(stderr, "  %-16s %8s %12.4f %7.1f%%\n", "gaps/other", "",
+            (c->prof_total_ms - sum) / (double)c->prof_steps,
+            100.0 * (c->prof_total_ms - sum) / c->prof_total_ms);
+}
+
+static void cuda_destroy(loom_exec_backend *b) {
+    cuda_backend *c = b->impl;
+    print_profile(c);
+    for (uint32_t i = 0; i < 2 * c->n_prof; i++) cudaEventDestroy(c->prof_ev[i]);
+    if (c->prof_begin) cudaEventDestroy(c->prof_begin);
+    if (c->prof_end) cudaEventDestroy(c->prof_end);
+    free(c->prof_ev);
+    free(c->prof_op);
+    if (c->capturing) {
+        cudaGraph_t graph = NULL;
+        if (cudaStreamEndCapture(c->streams[0], &graph) == cudaSuccess && graph)
+            cudaGraphDestroy(graph);
+    }
+    for (uint32_t s = 0; s < c->n_streams_made; s++) cudaStreamSynchronize(c->streams[s]);
+    if (c->exec) cudaGraphExecDestroy(c->exec);
+    for (uint32_t i = 0; i < c->n_node_ev; i++) cudaEventDestroy(c->node_ev[i]);
+    for (uint32_t s = 0; s < c->n_streams_made; s++) {
+        cudaEventDestroy(c->join_ev[s]);
+        cudaStreamDestroy(c->streams[s]);
+    }
+    if (c->fork_ev) cudaEventDestroy(c->fork_ev);
+    if (c->scratch_ev) cudaEventDestroy(c->scratch_ev);
+    for (uint32_t i = 0; i < c->n_regions; i++) cudaHostUnregister(c->regions[i].host);
+    (void)cudaGetLastError();
+    free(c->regions);
+    free(c->node_ev);
+    free(c);
+    free(b);
+}
+
+static const loom_exec_backend_vtable cuda_vtable = {
+    .name = "cuda",
+    .supports_op = cuda_supports,
+    .alloc = cuda_alloc,
+    .free = cuda_free,
+    .map_weight = cuda_map_weight,
+    .unmap_weight = cuda_unmap_weight,
+    .upload = cuda_upload,
+    .download = cuda_download,
+    .run_node = cuda_run_node,
+    .synchronize = cuda_synchronize,
+    .destroy = cuda_destroy,
+    .begin_step = cuda_begin_step,
+    .set_stream = cuda_set_stream,
+    .record = cuda_record,
+    .end_step = cuda_end_step,
+    .zero = cuda_zero,
+};
+
+void loom_cuda_backend_options_init(loom_cuda_backend_options *o) {
+    memset(o, 0, sizeof *o);
+    o->graphs = -1;
+}
+
+static loom_status setup(cuda_backend *c, loom_error *err) {
+    int v = 0;
+    CK(cudaSetDevice(c->opt.device));
+    CK(cudaDeviceGetAttribute(&c->cc_major, cudaDevAttrComputeCapabilityMajor, c->opt.device));
+    CK(cudaDeviceGetAttribute(&c->cc_minor, cudaDevAttrComputeCapabilityMinor, c->opt.device));
+    CK(cudaDeviceGetAttribute(&c->sm_count, cudaDevAttrMultiProcessorCount, c->opt.device));
+    CK(cudaDeviceGetAttribute(&v, cudaDevAttrIntegrated, c->opt.device));
+    c->integrated = v != 0;
+    int can_map = 0;
+    CK(cudaDeviceGetAttribute(&can_map, cudaDevAttrCanMapHostMemory, c->opt.device));
+    c->mapped = c->opt.weights == LOOM_CUDA_WEIGHTS_MAPPED ||
+                (c->opt.weights == LOOM_CUDA_WEIGHTS_AUTO && c->integrated);
+    if (c->mapped && !can_map)
+        return loom_error_set(err, LOOM_ERR_UNSUPPORTED,
+                              "cuda backend: device %d cannot map host memory (weights mode mapped)",
+                              c->opt.device);
+    CK(cudaStreamCreateWithFlags(&c->streams[0], cudaStreamNonBlocking));
+    CK(cudaEventCreateWithFlags(&c->join_ev[0], cudaEventDisableTiming));
+    c->n_streams_made = 1;
+    CK(cudaEventCreateWithFlags(&c->fork_ev, cudaEventDisableTiming));
+    CK(cudaEventCreateWithFlags(&c->scratch_ev, cudaEventDisableTiming));
+    c->cur = c->streams[0];
+    c->step_streams = 1;
+    return LOOM_OK;
+}
+
+loom_status loom_exec_cuda_backend_create(const loom_cuda_backend_options *o,
+                                          loom_exec_backend **out, loom_error *err) {
+    *out = NULL;
+    loom_cuda_backend_options def;
+    loom_cuda_backend_options_init(&def);
+    if (!o) o = &def;
+    int count = 0;
+    cudaError_t e = cudaGetDeviceCount(&count);
+    if (e != cudaSuccess || count < 1) {
+        const char *why = e != cudaSuccess ? cudaGetErrorString(e) : "no devices";
+        (void)cudaGetLastError();
+        return loom_error_set(err, LOOM_ERR_UNSUPPORTED,
+                              "cuda backend: no usable CUDA device (%s); use --backend cpu", why);
+    }
+    if (o->device < 0 || o->device >= count)
+        return loom_error_set(err, LOOM_ERR_INVALID_ARGUMENT,
+                              "cuda backend: device %d outside 0..%d", o->device, count - 1);
+    loom_exec_backend *b = calloc(1, sizeof *b);
+    cuda_backend *c = calloc(1, sizeof *c);
+    if (!b || !c) {
+        free(b);
+        free(c);
+        return loom_error_set(err, LOOM_ERR_OUT_OF_MEMORY, "cuda backend: out of memory");
+    }
+    c->opt = *o;
+    b->vt = &cuda_vtable;
+    b->impl = c;
+    const char *env = getenv("LOOM_CUDA_GRAPHS");
+    c->graphs_on = o->graphs == 1 || (o->graphs < 0 && !(env && !strcmp(env, "0")));
+    const char *prof = getenv("LOOM_CUDA_PROFILE");
+    c->profile = prof && !strcmp(prof, "1");
+    loom_status st = setup(c, err);
+    if (st) {
+        cuda_destroy(b);
+        return st;
+    }
+    *out = b;
+    return LOOM_OK;
+}
+
+bool loom_exec_cuda_backend_info(loom_exec_backend *b, loom_cuda_backend_info *out) {
+    memset(out, 0, sizeof *out);
+    if (!b || b->vt != &cuda_vtable) return false;
+    cuda_backend *c = b->impl;
+    out->device = c->opt.device;
+    out->cc_major = c->cc_major;
+    out->cc_minor = c->cc_minor;
+    out->sm_count = c->sm_count;
+    out->integrated = c->integrated;
+    out->weights_mapped = c->mapped;
+    out->kv_int8 = c->opt.kv_int8;
+    out->graphs = c->graphs_on && !c->host_fallback;
+    out->weight_bytes = c->weight_bytes;
+    out->device_bytes = c->device_bytes;
+    out->graph_instantiations = c->n_inst;
+    out->graph_updates = c->n_update;
+    out->graph_launches = c->n_launch;
+    out->host_fallback_nodes = c->n_fallback;
+    if (cudaMemGetInfo(&out->free_bytes, &out->total_bytes) != cudaSuccess) (void)cudaGetLastError();
+    return true;
+}
+
+loom_status loom_exec_cuda_copy_bandwidth(loom_exec_backend *b, size_t bytes, double *gbs,
+                                          loom_error *err) {
+    *gbs = 0;
+    if (!b || b->vt != &cuda_vtable)
+        return loom_error_set(err, LOOM_ERR_INVALID_ARGUMENT, "copy bandwidth: not a CUDA backend");
+    cuda_backend *c = b->impl;
+    void *src = NULL, *dst = NULL;
+    cudaEvent_t a = NULL, z = NULL;
+    loom_status st = LOOM_OK;
+    cudaError_t e = cudaMalloc(&src, bytes);
+    if (e) return alloc_fail(err, e, bytes, "the bandwidth probe");
+    e = cudaMalloc(&dst, bytes);
+    if (e) {
+        cudaFree(src);
+        return alloc_fail(err, e, bytes, "the bandwidth probe");
+    }
+    e = cudaEventCreateWithFlags(&a, 0);
+    if (!e) e = cudaEventCreateWithFlags(&z, 0);
+    if (!e) e = cudaMemsetAsync(src, 1, bytes, c->streams[0]);
+    float best = 1e30f;
+    for (int r = 0; r < 6 && !e; r++) {
+        float ms = 0;
+        e = cudaEventRecord(a, c->streams[0]);
+        if (!e) e = cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, c->streams[0]);
+        if (!e) e = cudaEventRecord(z, c->streams[0]);
+        if (!e) e = cudaEventSynchronize(z);
+        if (!e) e = cudaEventElapsedTime(&ms, a, z);
+        if (!e && r > 0 && ms < best) best = ms;
+    }
+    if (e) st = cuda_fail(err, e, "bandwidth probe", __func__, __FILE__, __LINE__);
+    else *gbs = 2.0 * (double)bytes / (best * 1e-3) / 1e9;
+    if (a) cudaEventDestroy(a);
+    if (z) cudaEventDestroy(z);
+    cudaFree(src);
+    cudaFree(dst);
+    return st;
+}

@@ -1,0 +1,91 @@
+/* cuda_backend.h: the CUDA backend of the executor (executor.h's vtable on kernels/cuda).
+ *
+ * Every op of ir/ops.def, primitive and fused, is dispatched to a kernels/cuda launcher; the
+ * node's stream comes from the plan (executor/plan.h) through the vtable's set_stream/record,
+ * and the streams fork from the main stream at a step's start and join it at its end.
+ * Decode steps (T = 1) are captured into a CUDA graph and launched as one; the captured graph
+ * updates the instantiated one in place (cudaGraphExecUpdate), so no re-instantiation happens
+ * per token. (The kernel launchers take the attention/KV position as a host value, so the graph
+ * is re-captured per token rather than reading the position from device memory.)
+ * LOOM_CUDA_GRAPHS=0 in the environment (or options.graphs = 0) disables capture. Prefill steps
+ * run as normal stream launches. LOOM_CUDA_PROFILE=1 times every node of decode steps with CUDA
+ * events (capture off for them) and prints the time per op and the launch gaps at destroy.
+ *
+ * Weights: on a discrete GPU each weight is copied once to device memory; on an integrated GPU
+ * (cudaDevAttrIntegrated, e.g. Jetson Orin) the mapping holding them (the mmap'd GGUF) is
+ * registered as mapped read-only host memory and kernels get the device alias, never the CPU
+ * pointer. options.weights forces either mode. A progress callback sees the bytes loaded.
+ *
+ * KV cache: the graph's state dtype (f32/f16) unless kv_int8, which stores each cache as int8
+ * rows with one float scale per (position, KV head) inside the state buffer the executor
+ * allocated for it (data first, scales after, 256-byte aligned).
+ *
+ * Errors: every CUDA call is checked (statement, function, file, line in the message, status
+ * LOOM_ERR_CUDA); a kernel's failure is prefixed by the executor with the node and op; an
+ * allocation failure says how many bytes were asked and how many were free. Without a usable
+ * device, create fails at once (LOOM_ERR_UNSUPPORTED, "no usable CUDA device: ...").
+ * Threads: one backend per thread; the backend holds no global state of its own (the kernel
+ * library's device scratch is process-wide, see cuda_kernels.h).
+ */
+#ifndef LOOM_EXECUTOR_CUDA_BACKEND_H
+#define LOOM_EXECUTOR_CUDA_BACKEND_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "executor/executor.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef enum loom_cuda_weight_mode {
+    LOOM_CUDA_WEIGHTS_AUTO = 0,   /* mapped on integrated GPUs, copied on discrete ones */
+    LOOM_CUDA_WEIGHTS_COPY = 1,   /* copied once to device memory */
+    LOOM_CUDA_WEIGHTS_MAPPED = 2, /* host memory registered and used through its device alias */
+} loom_cuda_weight_mode;
+
+typedef struct loom_cuda_backend_options {
+    int device;                   /* CUDA device ordinal (0) */
+    loom_cuda_weight_mode weights;
+    bool kv_int8;                 /* INT8 KV cache with per-row scales */
+    int graphs;                   /* -1: LOOM_CUDA_GRAPHS (default on); 0 off; 1 on */
+    /* Optional: called after each weight is made visible, with the bytes so far. */
+    void (*progress)(void *ctx, uint64_t bytes_done);
+    void *progress_ctx;
+} loom_cuda_backend_options;
+
+void loom_cuda_backend_options_init(loom_cuda_backend_options *o);
+
+/* Creates the backend on o->device (o may be NULL: defaults). Fails at once, leaving nothing
+ * behind, when no usable device exists (LOOM_ERR_UNSUPPORTED with the runtime's reason). */
+loom_status loom_exec_cuda_backend_create(const loom_cuda_backend_options *o,
+                                          loom_exec_backend **out, loom_error *err);
+
+/* What the backend did, for reports. */
+typedef struct loom_cuda_backend_info {
+    int device, cc_major, cc_minor, sm_count;
+    bool integrated;
+    bool weights_mapped;         /* weights used through registered host memory */
+    bool kv_int8;
+    bool graphs;                 /* capture enabled (and every node capturable) */
+    uint64_t weight_bytes;       /* copied or mapped */
+    uint64_t device_bytes;       /* allocated by alloc (arena, inputs, state), now */
+    uint64_t graph_instantiations, graph_updates, graph_launches;
+    uint64_t host_fallback_nodes; /* nodes run on the host (attention of unsupported head_dim) */
+    size_t free_bytes, total_bytes; /* device memory at the time of the call */
+} loom_cuda_backend_info;
+
+/* Measures the device's copy bandwidth: a device-to-device copy of `bytes` (e.g. 1 GiB),
+ * best of 5, counted as read + write (2 x bytes per copy), in GB/s (1e9). */
+loom_status loom_exec_cuda_copy_bandwidth(loom_exec_backend *b, size_t bytes, double *gbs,
+                                          loom_error *err);
+
+/* Fills *out when b is a CUDA backend and returns true; false otherwise. */
+bool loom_exec_cuda_backend_info(loom_exec_backend *b, loom_cuda_backend_info *out);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* LOOM_EXECUTOR_CUDA_BACKEND_H */

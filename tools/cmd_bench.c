@@ -1,0 +1,297 @@
+/* cmd_bench.c: `loom bench`, prefill and decode throughput in the style of llama-bench, plus
+ * the bandwidth roofline of decode.
+ *
+ * Tests: pp<P> evaluates a P-token prompt as one prefill (chunks of the model's max step) from
+ * an empty cache; tg<N> evaluates N single-token decode steps after a P-token prompt (the
+ * prompt untimed). Each is repeated -r times after one warm-up; t/s is the mean over
+ * repetitions, ± the sample standard deviation. Token ids are fixed pseudo-random ids (a seeded
+ * LCG), so runs are comparable. Timing is wall clock around loom_session_eval, which waits for
+ * the device and downloads the last logits row (as a generating program would).
+ *
+ * Roofline (decode): bytes per token = every weight byte a decode step reads (all weights,
+ * except the embedding table, of which one row) + the KV cache bytes read at the mean context
+ * of the timed steps. Bandwidth = bytes per token / time per token. With --backend cuda the
+ * device's copy bandwidth is measured (read + write of a 1 GiB device-to-device copy) and the
+ * roofline time is bytes / that bandwidth; the achieved fraction is roofline / measured time.
+ * Exit codes: 0 success, 1 runtime error, 2 usage error.
+ */
+#include <errno.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "api/loom_impl.h"
+#include "executor/cuda_backend.h"
+#include "ir/ir.h"
+#include "loom.h"
+#include "tools/commands.h"
+
+static void usage(FILE *f) {
+    fprintf(f,
+            "usage: loom bench MODEL.gguf [-p 512] [-n 128] [-r 3] [--backend cpu|cuda]\n"
+            "                  [--streams N] [--kv f32|f16|int8] [--json]\n"
+            "\n"
+            "Prefill (pp) and decode (tg) throughput, llama-bench style, and the decode roofline.\n"
+            "  -p N            prompt tokens (default 512; 0 skips pp)\n"
+            "  -n N            decode tokens after the prompt (default 128; 0 skips tg)\n"
+            "  -r N            repetitions (default 3)\n"
+            "  --backend B     cpu (default) or cuda\n"
+            "  --streams N     CUDA streams (default 1)\n"
+            "  --kv T          KV cache: f32, f16 (default) or int8 (cuda)\n"
+            "  --threads N     CPU threads\n"
+            "  --json          one JSON object on stdout\n");
+}
+
+static bool parse_int(const char *s, long lo, long hi, int32_t *out) {
+    if (!s || !*s) return false;
+    errno = 0;
+    char *end;
+    long v = strtol(s, &end, 10);
+    if (errno || *end || v < lo || v > hi) return false;
+    *out = (int32_t)v;
+    return true;
+}
+
+static double now_s(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+static void mean_sd(const double *x, int n, double *mean, double *sd) {
+    double m = 0, v = 0;
+    for (int i = 0; i < n; i++) m += x[i];
+    m /= n;
+    for (int i = 0; i < n; i++) v += (x[i] - m) * (x[i] - m);
+    *mean = m;
+    *sd = n > 1 ? sqrt(v / (n - 1)) : 0;
+}
+
+/* Weight bytes one decode step reads, and the model's parameter count. */
+static void weight_figures(const loom_ir_graph *g, uint64_t *bytes_tok, uint64_t *total,
+                           uint64_t *params) {
+    *bytes_tok = *total = *params = 0;
+    for (uint32_t i = 0; i < loom_ir_weight_count(g); i++) {
+        loom_ir_value_id v = loom_ir_weight_at(g, i);
+        const loom_ir_value *w = loom_ir_value_get(g, v);
+        int64_t numel = loom_ir_type_numel(g, &w->type, NULL);
+        *params += (uint64_t)numel;
+        *total += w->size;
+        bool only_rows = loom_ir_value_use_count(g, v) > 0;
+        for (uint32_t u = 0; u < loom_ir_value_use_count(g, v); u++) {
+            loom_ir_use use = loom_ir_value_use_at(g, v, u);
+            if (loom_ir_node_get(g, use.node)->op != LOOM_IR_OP_GET_ROWS || use.slot != 0)
+                only_rows = false;
+        }
+        int64_t rows = w->type.rank ? numel / w->type.dims[w->type.rank - 1] : 1;
+        *bytes_tok += only_rows && rows ? w->size / (uint64_t)rows : w->size;
+    }
+}
+
+/* KV bytes read per token per position of context (K and V of every layer). */
+static uint64_t kv_bytes_per_pos(const loom_ir_graph *g, bool int8) {
+    uint64_t b = 0;
+    for (uint32_t i = 0; i < loom_ir_state_count(g); i++) {
+        const loom_ir_value *s = loom_ir_value_get(g, loom_ir_state_at(g, i));
+        int64_t numel = loom_ir_type_numel(g, &s->type, NULL);
+        int64_t row = s->type.dims[0] ? numel / s->type.dims[0] : 0;
+        int64_t d = s->type.dims[s->type.rank - 1];
+        b += int8 ? (uint64_t)row + (uint64_t)(row / d) * 4
+                  : (uint64_t)row * (s->type.dtype == LOOM_IR_F16 ? 2 : 4);
+    }
+    return b;
+}
+
+static void progress(void *ctx, uint64_t done) {
+    uint64_t *next = ctx;
+    if (done >= *next) {
+        fprintf(stderr, "\rloom bench: weights %.0f MiB loaded", done / 1048576.0);
+        *next = done + (256u << 20);
+    }
+}
+
+int loom_cmd_bench(int argc, char **argv) {
+    const char *model = NULL, *kv = "f16";
+    int32_t P = 512, N = 128, R = 3, streams = 1, threads = 0;
+    bool json = false, cuda = false;
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
+        bool ok = true, takes = true;
+        if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
+            usage(stdout);
+            return 0;
+        } else if (!strcmp(a, "-p")) {
+            ok = parse_int(v, 0, 1 << 20, &P);
+        } else if (!strcmp(a, "-n")) {
+            ok = parse_int(v, 0, 1 << 20, &N);
+        } else if (!strcmp(a, "-r")) {
+            ok = parse_int(v, 1, 1000, &R);
+        } else if (!strcmp(a, "--streams")) {
+            ok = parse_int(v, 1, 16, &streams);
+        } else if (!strcmp(a, "--threads")) {
+            ok = parse_int(v, 0, 1024, &threads);
+        } else if (!strcmp(a, "--backend")) {
+            ok = v && (!strcmp(v, "cpu") || !strcmp(v, "cuda"));
+            cuda = ok && !strcmp(v, "cuda");
+        } else if (!strcmp(a, "--kv")) {
+            ok = v && (!strcmp(v, "f32") || !strcmp(v, "f16") || !strcmp(v, "int8"));
+            kv = v;
+        } else if (!strcmp(a, "--json")) {
+            json = true;
+            takes = false;
+        } else if (a[0] == '-' && a[1]) {
+            fprintf(stderr, "loom bench: unknown option '%s'\n", a);
+            usage(stderr);
+            return 2;
+        } else {
+            takes = false;
+            if (model) {
+                fprintf(stderr, "loom bench: more than one model given\n");
+                return 2;
+            }
+            model = a;
+        }
+        if (!ok) {
+            fprintf(stderr, "loom bench: option %s needs a valid value (got '%s')\n", a, v ? v : "");
+            return 2;
+        }
+        if (takes) i++;
+    }
+    if (!model) {
+        fprintf(stderr, "loom bench: no model given\n");
+        usage(stderr);
+        return 2;
+    }
+    if (!strcmp(kv, "int8") && !cuda) {
+        fprintf(stderr, "loom bench: --kv int8 needs --backend cuda\n");
+        return 2;
+    }
+    if (P + N < 1) {
+        fprintf(stderr, "loom bench: nothing to run (-p 0 -n 0)\n");
+        return 2;
+    }
+    loom_error err = {0};
+    loom_model_options mo;
+    loom_model_options_init(&mo);
+    mo.n_ctx = P + N + 1;
+    mo.max_tokens = P > 0 && P < 512 ? P : 512;
+    mo.cache_type = !strcmp(kv, "f32") ? LOOM_CACHE_F32 : LOOM_CACHE_F16;
+    mo.last_logits_only = true;
+    loom_model *m = NULL;
+    loom_session *s = NULL;
+    int rc = 1;
+    double *pp = calloc((size_t)R, sizeof *pp), *tg = calloc((size_t)R, sizeof *tg);
+    int32_t *toks = malloc((size_t)(P + N + 1) * sizeof *toks);
+    if (!pp || !tg || !toks) {
+        fprintf(stderr, "loom bench: out of memory\n");
+        goto done;
+    }
+    if (loom_model_load(model, &mo, &m, &err)) goto fail;
+    loom_session_options so;
+    loom_session_options_init(&so);
+    so.backend = cuda ? LOOM_BACKEND_CUDA : LOOM_BACKEND_CPU;
+    so.n_streams = streams;
+    so.n_threads = threads;
+    so.kv = !strcmp(kv, "int8") ? LOOM_SESSION_KV_INT8 : LOOM_SESSION_KV_AS_MODEL;
+    uint64_t next = 256u << 20;
+    so.progress = progress;
+    so.progress_ctx = &next;
+    if (loom_session_create(m, &so, &s, &err)) goto fail;
+    if (next > (256u << 20)) fprintf(stderr, "\n");
+    int32_t V = loom_model_n_vocab(m);
+    uint32_t seed = 12345;
+    for (int32_t i = 0; i < P + N + 1; i++) {
+        seed = seed * 1664525u + 1013904223u;
+        toks[i] = (int32_t)((seed >> 8) % (uint32_t)V);
+    }
+    /* Warm-up (allocations, first graph capture), then the timed repetitions. */
+    if (loom_session_eval(s, toks, P > 0 ? (P < 16 ? P : 16) : 1, &err)) goto fail;
+    if (loom_session_eval(s, toks + P, 1, &err)) goto fail;
+    for (int r = 0; r < R && P > 0; r++) {
+        loom_session_reset(s);
+        double t0 = now_s();
+        if (loom_session_eval(s, toks, P, &err)) goto fail;
+        pp[r] = P / (now_s() - t0);
+    }
+    for (int r = 0; r < R && N > 0; r++) {
+        loom_session_reset(s);
+        if (P > 0 && loom_session_eval(s, toks, P, &err)) goto fail;
+        double t0 = now_s();
+        for (int32_t i = 0; i < N; i++)
+            if (loom_session_eval(s, toks + P + i, 1, &err)) goto fail;
+        tg[r] = N / (now_s() - t0);
+    }
+    const loom_ir_graph *g = loom_model_graph(m);
+    uint64_t wtok, wtotal, params;
+    weight_figures(g, &wtok, &wtotal, &params);
+    uint64_t kvtok = kv_bytes_per_pos(g, !strcmp(kv, "int8")) * (uint64_t)(P + (N + 1) / 2);
+    double copy_gbs = 0;
+    if (cuda) loom_session_copy_bandwidth(s, &copy_gbs, NULL);
+    double ppm = 0, pps = 0, tgm = 0, tgs = 0;
+    if (P > 0) mean_sd(pp, R, &ppm, &pps);
+    if (N > 0) mean_sd(tg, R, &tgm, &tgs);
+    double ms_tok = tgm > 0 ? 1000.0 / tgm : 0;
+    double bytes_tok = (double)(wtok + kvtok);
+    double bw = ms_tok > 0 ? bytes_tok / (ms_tok * 1e-3) / 1e9 : 0;
+    double roof_ms = copy_gbs > 0 ? bytes_tok / (copy_gbs * 1e9) * 1e3 : 0;
+    double frac = roof_ms > 0 && ms_tok > 0 ? roof_ms / ms_tok : 0;
+    const char *base = strrchr(model, '/') ? strrchr(model, '/') + 1 : model;
+    const char *be = cuda ? "cuda" : "cpu";
+    if (json) {
+        printf("{\"model\": \"%s\", \"arch\": \"%s\", \"size_bytes\": %llu, \"params\": %llu, "
+               "\"backend\": \"%s\", \"streams\": %d, \"kv\": \"%s\", \"reps\": %d, ",
+               base, loom_model_arch(m), (unsigned long long)wtotal, (unsigned long long)params,
+               be, streams, kv, R);
+        printf("\"pp\": {\"tokens\": %d, \"tps\": %.3f, \"tps_sd\": %.3f}, ", P, ppm, pps);
+        printf("\"tg\": {\"tokens\": %d, \"tps\": %.3f, \"tps_sd\": %.3f, \"ms_per_token\": %.4f}, ",
+               N, tgm, tgs, ms_tok);
+        printf("\"roofline\": {\"weight_bytes_per_token\": %llu, \"kv_bytes_per_token\": %llu, "
+               "\"bandwidth_gbs\": %.1f, \"copy_bandwidth_gbs\": %.1f, \"roofline_ms\": %.4f, "
+               "\"fraction\": %.4f}}\n",
+               (unsigned long long)wtok, (unsigned long long)kvtok, bw, copy_gbs, roof_ms, frac);
+    } else {
+        printf("| %-28s | %9s | %8s | %-7s | %7s | %20s |\n", "model", "size", "params",
+               "backend", "test", "t/s");
+        printf("| %-28s | %9s | %8s | %-7s | %7s | %20s |\n", "----------------------------",
+               "--------:", "-------:", "-------", "------:", "-------------------:");
+        char size[32], par[32], test[32], tps[64];
+        if (wtotal >= (1ull << 30))
+            snprintf(size, sizeof size, "%.2f GiB", wtotal / 1073741824.0);
+        else
+            snprintf(size, sizeof size, "%.2f MiB", wtotal / 1048576.0);
+        if (params >= 1000000000ull)
+            snprintf(par, sizeof par, "%.2f B", params / 1e9);
+        else
+            snprintf(par, sizeof par, "%.2f M", params / 1e6);
+        if (P > 0) {
+            snprintf(test, sizeof test, "pp%d", P);
+            snprintf(tps, sizeof tps, "%.2f ± %.2f", ppm, pps);
+            printf("| %-28s | %9s | %8s | %-7s | %7s | %20s |\n", base, size, par, be, test, tps);
+        }
+        if (N > 0) {
+            snprintf(test, sizeof test, "tg%d", N);
+            snprintf(tps, sizeof tps, "%.2f ± %.2f", tgm, tgs);
+            printf("| %-28s | %9s | %8s | %-7s | %7s | %20s |\n", base, size, par, be, test, tps);
+            printf("\ndecode: %.3f ms/token; reads %.3f GB/token (weights %.3f GB, KV %.4f GB at "
+                   "mean context %d) = %.1f GB/s",
+                   ms_tok, bytes_tok / 1e9, wtok / 1e9, kvtok / 1e9, P + (N + 1) / 2, bw);
+            if (copy_gbs > 0)
+                printf("; copy bandwidth %.1f GB/s, roofline %.3f ms/token, achieved %.1f%%",
+                       copy_gbs, roof_ms, 100 * frac);
+            printf("\n");
+        }
+    }
+    rc = 0;
+    goto done;
+fail:
+    fprintf(stderr, "loom bench: %s\n", err.msg);
+done:
+    loom_session_destroy(s);
+    loom_model_destroy(m);
+    free(pp);
+    free(tg);
+    free(toks);
+    return rc;
+}

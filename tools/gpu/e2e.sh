@@ -1,0 +1,49 @@
+#!/bin/bash
+# e2e.sh: the executor's GPU verification in one call (device machine, repo root, gpu-bin/e2e
+# carried; built by tools/gpu/e2e_build.sh). Logs under $OUT (default ./gpu-out-e2e):
+#   e2e_check.log   CUDA vs CPU logits on every test model (kv f32/f16/int8 x 1/2 streams x
+#                   graphs on/off) and greedy 64 tokens, tolerances in tests/gpu_e2e/e2e_check.c
+#   stories_*.txt   stories260K text on cuda and cpu
+#   bench*.txt      `loom bench -p 512 -n 128 --backend cuda` on a Qwen3-4B-shaped Q4_K_M model
+#                   made here by `loom mkmodel` (graphs on, graphs off, 2 streams)
+#   bash gpu-bin/e2e/e2e.sh [check] [stories] [bench]   (default: all)
+set -u
+OUT="${OUT:-gpu-out-e2e}"
+mkdir -p "$OUT"
+B=gpu-bin/e2e
+steps="${*:-check stories bench}"
+nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm,clocks.mem,memory.total,temperature.gpu,power.draw \
+    --format=csv > "$OUT/gpu.txt" 2>&1
+date -u >> "$OUT/gpu.txt"
+for s in $steps; do
+    case "$s" in
+    check)
+        timeout 200 $B/e2e_check $B/testdata > "$OUT/e2e_check.log" 2>&1
+        echo "e2e_check rc=$? $(tail -1 "$OUT/e2e_check.log")"
+        grep -E "FAIL|divergence" "$OUT/e2e_check.log" | head -20
+        ;;
+    stories)
+        for be in cuda cpu; do
+            timeout 60 $B/loom run $B/testdata/models/stories260K.gguf -p "Once upon a time" -n 40 \
+                --backend $be > "$OUT/stories_$be.txt" 2> "$OUT/stories_$be.err"
+            echo "stories $be rc=$?: $(head -c 300 "$OUT/stories_$be.txt")"
+        done
+        cmp -s "$OUT/stories_cuda.txt" "$OUT/stories_cpu.txt" && echo "stories: cuda == cpu text" || echo "stories: cuda != cpu text"
+        ;;
+    bench)
+        M=/tmp/qwen3-4b-q4km.gguf
+        /usr/bin/time -f "mkmodel %e s" $B/loom mkmodel -o $M --arch qwen3 --quant q4_k_m --layers 36 \
+            --hidden 2560 --ffn 9728 --heads 32 --kv-heads 8 --head-dim 128 --vocab 151936 \
+            --ctx 4096 > "$OUT/mkmodel.txt" 2>&1
+        tail -2 "$OUT/mkmodel.txt"
+        timeout 150 $B/loom bench $M -p 512 -n 128 -r 3 --backend cuda > "$OUT/bench.txt" 2> "$OUT/bench.err"
+        echo "bench rc=$?"; cat "$OUT/bench.txt"; tail -3 "$OUT/bench.err"
+        LOOM_CUDA_GRAPHS=0 timeout 100 $B/loom bench $M -p 512 -n 128 -r 2 --backend cuda --json \
+            > "$OUT/bench_nographs.json" 2> "$OUT/bench_nographs.err"
+        echo "bench graphs=0 rc=$?"; cat "$OUT/bench_nographs.json"; tail -2 "$OUT/bench_nographs.err"
+        timeout 100 $B/loom bench $M -p 512 -n 128 -r 2 --backend cuda --streams 2 --json \
+            > "$OUT/bench_streams2.json" 2> "$OUT/bench_streams2.err"
+        echo "bench streams=2 rc=$?"; cat "$OUT/bench_streams2.json"; tail -2 "$OUT/bench_streams2.err"
+        ;;
+    esac
+done
