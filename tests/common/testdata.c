@@ -1,0 +1,53 @@
+/* testdata.c: the one copy of the "find ../shared/testdata or skip" logic (see testdata.h).
+ * Skip and failure messages name the variable, its value and the missing path, so a skipped
+ * test in a CI log says what to set. */
+#include "tests/common/testdata.h"
+
+#include <criterion/criterion.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+static int required(void) {
+    const char *req = getenv("LOOM_REQUIRE_TESTDATA");
+    return req != NULL && strcmp(req, "1") == 0;
+}
+
+const char *loom_test_testdata(const char *probe_relpath) {
+    const char *root = getenv("LOOM_TESTDATA");
+    int whole = probe_relpath == NULL || probe_relpath[0] == '\0';
+    const char *probe = whole ? "." : probe_relpath;
+    if (root == NULL || root[0] == '\0') {
+        if (required())
+            cr_assert_fail("LOOM_REQUIRE_TESTDATA=1 but LOOM_TESTDATA is not set");
+        cr_skip_test("LOOM_TESTDATA is not set: skipping (needs ../shared/testdata)");
+    }
+    size_t len = strlen(root) + 1 + strlen(probe) + 1;
+    char *path = malloc(len);
+    cr_assert_not_null(path, "out of memory");
+    snprintf(path, len, "%s/%s", root, probe);
+    int found = access(path, R_OK) == 0;
+    free(path);
+    if (!found && whole) {
+        if (required())
+            cr_assert_fail("LOOM_REQUIRE_TESTDATA=1 but LOOM_TESTDATA (%s) is not a readable folder", root);
+        cr_skip_test("LOOM_TESTDATA (%s) is not a readable folder: skipping", root);
+    }
+    if (!found) {
+        if (required())
+            cr_assert_fail("LOOM_REQUIRE_TESTDATA=1 but LOOM_TESTDATA (%s) has no %s", root, probe);
+        cr_skip_test("LOOM_TESTDATA (%s) has no %s: skipping", root, probe);
+    }
+    return root;
+}
+
+char *loom_test_path(const char *relpath) {
+    const char *root = loom_test_testdata(relpath);
+    const char *rel = relpath != NULL ? relpath : "";
+    size_t len = strlen(root) + 1 + strlen(rel) + 1;
+    char *path = malloc(len);
+    cr_assert_not_null(path, "out of memory");
+    snprintf(path, len, "%s/%s", root, rel);
+    return path;
+}

@@ -1,0 +1,28 @@
+/* testdata.h: how a Criterion test finds ../shared/testdata.
+ *
+ * The test data lives outside the repository; tools/run-tests.sh passes its absolute path in
+ * the environment variable LOOM_TESTDATA. A test that needs it asks for the root with a probe,
+ * a path relative to the root (file or folder) that the test cannot run without:
+ *
+ *     const char *dir = loom_test_testdata("golden/sequences.txt");
+ *     // here dir is the root and DIR/golden/sequences.txt exists
+ *
+ * When LOOM_TESTDATA is unset or empty, or the probe is absent, the current test is skipped
+ * (cr_skip_test, with a reason naming what is missing), unless LOOM_REQUIRE_TESTDATA=1: then the
+ * test fails (cr_assert_fail) instead, so CI cannot pass by skipping. Either way the call does
+ * not return, so the returned pointer is never NULL. Call these only from inside a test (or a
+ * fixture) of a binary that links Criterion.
+ */
+#ifndef LOOM_TESTS_COMMON_TESTDATA_H
+#define LOOM_TESTS_COMMON_TESTDATA_H
+
+/* The testdata root (the value of LOOM_TESTDATA, owned by the environment) when ROOT/probe_relpath
+ * exists; probe_relpath NULL or "" probes the root folder itself. Otherwise skips the current test,
+ * or fails it when LOOM_REQUIRE_TESTDATA=1; never returns NULL. */
+const char *loom_test_testdata(const char *probe_relpath);
+
+/* ROOT/relpath as a new string the caller frees, after loom_test_testdata(relpath) (so the path
+ * exists, or the test was skipped or failed). Aborts the test on out of memory. */
+char *loom_test_path(const char *relpath);
+
+#endif /* LOOM_TESTS_COMMON_TESTDATA_H */
