@@ -12,6 +12,7 @@
 #include <string.h>
 
 #include "loaders/gguf.h"
+#include "tests/common/testdata.h"
 #include "tests/gguf/gguf_test_util.h"
 
 enum { T_U8 = 0, T_U32 = 4, T_BOOL = 7, T_STR = 8, T_ARR = 9, T_U64 = 10, T_F64 = 12 };
@@ -729,16 +730,6 @@ Test(gguf_reader, open_errors) {
 
 /* ---- the shared test data -------------------------------------------------------------------- */
 
-static const char *testdata(void) {
-    const char *dir = getenv("LOOM_TESTDATA");
-    if (dir == NULL || dir[0] == '\0') {
-        const char *req = getenv("LOOM_REQUIRE_TESTDATA");
-        if (req && strcmp(req, "1") == 0) cr_assert_fail("LOOM_TESTDATA unset but required");
-        cr_skip_test("LOOM_TESTDATA not set: skipping the shared GGUF files");
-    }
-    return dir;
-}
-
 /* Opens every .gguf in DIR/sub, checks its structure, returns how many were read. */
 static int check_dir(const char *dir, const char *sub) {
     char path[4096];
@@ -775,14 +766,14 @@ static int check_dir(const char *dir, const char *sub) {
 }
 
 Test(gguf_reader, every_testdata_file_opens) {
-    const char *dir = testdata();
+    const char *dir = loom_test_testdata(NULL);
     cr_expect_geq(check_dir(dir, "golden"), 8);
     cr_expect_geq(check_dir(dir, "models"), 2);
     cr_expect_geq(check_dir(dir, "vocab"), 2);
 }
 
 Test(gguf_reader, testdata_contents) {
-    const char *dir = testdata();
+    const char *dir = loom_test_testdata(NULL);
     char path[4096];
     loom_gguf *g = NULL;
     loom_error err = {0};

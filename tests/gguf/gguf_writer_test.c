@@ -11,6 +11,7 @@
 #include <sys/stat.h>
 
 #include "loaders/gguf.h"
+#include "tests/common/testdata.h"
 #include "tests/gguf/gguf_test_util.h"
 
 static loom_status fill_index(void *ctx, void *dst, uint64_t nbytes, loom_error *err) {
@@ -282,12 +283,7 @@ static bool copy_and_compare(const char *src) {
 }
 
 Test(gguf_writer, testdata_files_survive_a_round_trip) {
-    const char *dir = getenv("LOOM_TESTDATA");
-    if (dir == NULL || dir[0] == '\0') {
-        const char *req = getenv("LOOM_REQUIRE_TESTDATA");
-        if (req && strcmp(req, "1") == 0) cr_assert_fail("LOOM_TESTDATA unset but required");
-        cr_skip_test("LOOM_TESTDATA not set: skipping the shared GGUF files");
-    }
+    const char *dir = loom_test_testdata(NULL);
     const char *subs[] = {"golden", "models", "vocab"};
     int n = 0;
     for (int s = 0; s < 3; s++) {

@@ -11,6 +11,7 @@
 #include <sys/wait.h>
 
 #include "loaders/gguf.h"
+#include "tests/common/testdata.h"
 #include "tests/gguf/gguf_test_util.h"
 
 static const char *loom_bin(void) {
@@ -146,12 +147,7 @@ Test(inspect, text_output_of_a_written_file) {
 }
 
 Test(inspect, json_of_golden_models_is_valid) {
-    const char *dir = getenv("LOOM_TESTDATA");
-    if (dir == NULL || dir[0] == '\0') {
-        const char *req = getenv("LOOM_REQUIRE_TESTDATA");
-        if (req && strcmp(req, "1") == 0) cr_assert_fail("LOOM_TESTDATA unset but required");
-        cr_skip_test("LOOM_TESTDATA not set: skipping the golden models");
-    }
+    const char *dir = loom_test_testdata(NULL);
     const char *files[] = {"golden/tiny_qwen3_q4km.gguf", "models/stories260K.gguf",
                            "vocab/ggml-vocab-gpt-2.gguf"};
     for (int i = 0; i < 3; i++) {
