@@ -14,6 +14,8 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "tests/common/testdata.h"
+
 static char loom_bin[2048];
 static char golden[1024];
 static char tmpdir[1024];
@@ -24,21 +26,11 @@ static void setup(void) {
     if (access(loom_bin, X_OK) != 0) snprintf(loom_bin, sizeof loom_bin, "bazel-bin/tools/loom");
     const char *t = getenv("TEST_TMPDIR");
     snprintf(tmpdir, sizeof tmpdir, "%s", t ? t : "/tmp");
-    const char *d = getenv("LOOM_TESTDATA");
-    golden[0] = 0;
-    if (d && *d) {
-        snprintf(golden, sizeof golden, "%s/golden", d);
-        char p[1100];
-        snprintf(p, sizeof p, "%s/sequences.txt", golden);
-        if (access(p, R_OK) != 0) golden[0] = 0;
-    }
 }
 
+/* Points golden at LOOM_TESTDATA/golden, or skips the test (fails it when testdata is required). */
 static void need_testdata(void) {
-    if (golden[0]) return;
-    const char *req = getenv("LOOM_REQUIRE_TESTDATA");
-    if (req && !strcmp(req, "1")) cr_assert_fail("LOOM_TESTDATA is missing");
-    cr_skip_test("testdata not found (set LOOM_TESTDATA)");
+    snprintf(golden, sizeof golden, "%s/golden", loom_test_testdata("golden/sequences.txt"));
 }
 
 /* Runs `loom ARGS` (a shell-quoted argument string); captures stdout into out; returns the exit

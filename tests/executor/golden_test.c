@@ -15,23 +15,7 @@
 #include <string.h>
 
 #include "loom.h"
-
-static const char *testdata_dir(void) {
-    const char *d = getenv("LOOM_TESTDATA");
-    const char *req = getenv("LOOM_REQUIRE_TESTDATA");
-    char probe[1024];
-    if (d && *d) {
-        snprintf(probe, sizeof probe, "%s/golden/sequences.txt", d);
-        FILE *f = fopen(probe, "rb");
-        if (f) {
-            fclose(f);
-            return d;
-        }
-    }
-    if (req && !strcmp(req, "1")) cr_assert_fail("LOOM_TESTDATA (%s) has no golden/ data", d ? d : "unset");
-    cr_skip_test("testdata not found (set LOOM_TESTDATA)");
-    return NULL;
-}
+#include "tests/common/testdata.h"
 
 /* Reads sequence `name` (S1, S7, S33) of golden/sequences.txt into toks; returns its length. */
 static int read_sequence(const char *dir, const char *name, int32_t *toks, int cap) {
@@ -128,7 +112,7 @@ static loom_session *session(loom_model *m) {
 }
 
 Test(golden, all_models_all_positions_match_reference) {
-    const char *dir = testdata_dir();
+    const char *dir = loom_test_testdata("golden/sequences.txt");
     int checked = 0;
     for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
         char path[1024];
@@ -180,7 +164,7 @@ static double row_rel(const float *a, const float *b, int n) {
 }
 
 Test(golden, prefill_equals_single_steps_and_chunks) {
-    const char *dir = testdata_dir();
+    const char *dir = loom_test_testdata("golden/sequences.txt");
     const char *models[] = {"tiny_qwen3_q4km", "tiny_qwen2_q4km", "tiny_llama_q8_0"};
     for (size_t mi = 0; mi < 3; mi++) {
         int32_t toks[64];
@@ -221,7 +205,7 @@ Test(golden, prefill_equals_single_steps_and_chunks) {
 
 /* Greedy continuation: the 16 tokens of `<model>.<seq>.deq.greedy16.txt` (comma-separated ids). */
 Test(golden, greedy16_matches_reference) {
-    const char *dir = testdata_dir();
+    const char *dir = loom_test_testdata("golden/sequences.txt");
     int checked = 0;
     for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
         loom_model *m = load(dir, cases[c].model, 64);
@@ -258,7 +242,7 @@ Test(golden, greedy16_matches_reference) {
 /* A graph lowered with max_tokens 8 runs the 33-token prompt in five steps (8+8+8+8+1) inside
  * one eval and still matches the reference at every position. */
 Test(golden, eval_longer_than_max_tokens_is_chunked) {
-    const char *dir = testdata_dir();
+    const char *dir = loom_test_testdata("golden/sequences.txt");
     char path[1024], lp[1024];
     snprintf(path, sizeof path, "%s/golden/tiny_qwen2_q4km.gguf", dir);
     snprintf(lp, sizeof lp, "%s/golden/tiny_qwen2_q4km.S33.deq.logits.bin", dir);
@@ -288,7 +272,7 @@ Test(golden, eval_longer_than_max_tokens_is_chunked) {
 /* An F16 KV cache: within 1e-2 of the range (testdata/README.md), same argmax where the
  * reference's margin exceeds that. */
 Test(golden, f16_kv_cache_within_its_tolerance) {
-    const char *dir = testdata_dir();
+    const char *dir = loom_test_testdata("golden/sequences.txt");
     const char *models[] = {"tiny_qwen3_q4km", "tiny_llama_f32"};
     for (int mi = 0; mi < 2; mi++) {
         char path[1024], lp[1024];
@@ -323,7 +307,7 @@ Test(golden, f16_kv_cache_within_its_tolerance) {
 /* A model lowered for last-token logits gives exactly the last row of the full logits, also
  * when the eval runs in several steps (max_tokens 8). */
 Test(golden, last_logits_only_is_the_last_row) {
-    const char *dir = testdata_dir();
+    const char *dir = loom_test_testdata("golden/sequences.txt");
     int32_t toks[64];
     int n = read_sequence(dir, "S33", toks, 64);
     loom_model *full = load(dir, "tiny_qwen3_q4km", 40);
@@ -362,7 +346,7 @@ Test(golden, last_logits_only_is_the_last_row) {
 /* The -O2 pipeline (fused ops) gives the unoptimized graph's logits within 1e-5 of the range
  * and still matches the reference, on every golden model. */
 Test(golden, optimized_graph_matches_unoptimized_and_reference) {
-    const char *dir = testdata_dir();
+    const char *dir = loom_test_testdata("golden/sequences.txt");
     int32_t toks[64];
     int n = read_sequence(dir, "S33", toks, 64);
     for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
@@ -391,7 +375,7 @@ Test(golden, optimized_graph_matches_unoptimized_and_reference) {
 }
 
 Test(golden, refusals) {
-    const char *dir = testdata_dir();
+    const char *dir = loom_test_testdata("golden/sequences.txt");
     loom_model *m = load(dir, "tiny_qwen3_q4km", 16);
     loom_session *s = session(m);
     loom_error err = {0};

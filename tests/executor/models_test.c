@@ -16,28 +16,11 @@
 #include "api/loom_impl.h"
 #include "loaders/tokenizer.h"
 #include "loom.h"
-
-static const char *models_dir(void) {
-    static char buf[1024];
-    const char *d = getenv("LOOM_TESTDATA");
-    if (d && *d) {
-        snprintf(buf, sizeof buf, "%s/models/stories260K.gguf", d);
-        FILE *f = fopen(buf, "rb");
-        if (f) {
-            fclose(f);
-            snprintf(buf, sizeof buf, "%s/models", d);
-            return buf;
-        }
-    }
-    const char *req = getenv("LOOM_REQUIRE_TESTDATA");
-    if (req && !strcmp(req, "1")) cr_assert_fail("LOOM_TESTDATA (%s) has no models/", d ? d : "unset");
-    cr_skip_test("testdata not found (set LOOM_TESTDATA)");
-    return NULL;
-}
+#include "tests/common/testdata.h"
 
 static loom_model *load(const char *file) {
     char path[1200];
-    snprintf(path, sizeof path, "%s/%s", models_dir(), file);
+    snprintf(path, sizeof path, "%s/models/%s", loom_test_testdata("models/stories260K.gguf"), file);
     loom_model_options o;
     loom_model_options_init(&o);
     o.n_ctx = 128;
