@@ -11,26 +11,11 @@
 #include "ir/ir.h"
 #include "loaders/gguf.h"
 #include "loaders/lower.h"
-
-static const char *golden_dir(char *buf, size_t len) {
-    const char *td = getenv("LOOM_TESTDATA");
-    const char *req = getenv("LOOM_REQUIRE_TESTDATA");
-    DIR *d = NULL;
-    if (td && *td) {
-        snprintf(buf, len, "%s/golden", td);
-        d = opendir(buf);
-    }
-    if (!d) {
-        if (req && !strcmp(req, "1")) cr_assert_fail("LOOM_TESTDATA/golden is required but missing");
-        return NULL;
-    }
-    closedir(d);
-    return buf;
-}
+#include "tests/common/testdata.h"
 
 Test(models, every_golden_graph_round_trips) {
     char dir[1024];
-    if (!golden_dir(dir, sizeof dir)) cr_skip_test("LOOM_TESTDATA not set or no golden/ folder");
+    snprintf(dir, sizeof dir, "%s/golden", loom_test_testdata("golden"));
     DIR *d = opendir(dir);
     cr_assert_not_null(d);
     int models = 0;
