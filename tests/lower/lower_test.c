@@ -19,21 +19,9 @@
 #include "ir/ir.h"
 #include "loaders/gguf.h"
 #include "loaders/lower.h"
+#include "tests/common/testdata.h"
 
 /* ---------------------------------------------------------------- helpers */
-
-static const char *testdata(void) {
-    const char *d = getenv("LOOM_TESTDATA");
-    if (d && *d) {
-        char p[1024];
-        snprintf(p, sizeof p, "%s/golden/sequences.txt", d);
-        if (access(p, R_OK) == 0) return d;
-    }
-    const char *req = getenv("LOOM_REQUIRE_TESTDATA");
-    if (req && !strcmp(req, "1")) cr_assert_fail("LOOM_TESTDATA (%s) is missing", d ? d : "unset");
-    cr_skip_test("testdata not found (set LOOM_TESTDATA)");
-    return NULL;
-}
 
 typedef struct op_counts {
     int n[LOOM_IR_OP_COUNT];
@@ -113,7 +101,7 @@ static const model_case cases[] = {
 };
 
 Test(lower, every_test_model_lowers_with_the_decoder_op_counts) {
-    const char *dir = testdata();
+    const char *dir = loom_test_testdata("golden/sequences.txt");
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         const model_case *c = &cases[i];
         char path[1024];
