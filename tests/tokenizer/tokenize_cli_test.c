@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include "loaders/gguf.h"
+#include "tests/common/testdata.h"
 #include "tests/tokenizer/synth.h"
 #include "tools/commands.h"
 
@@ -117,12 +118,7 @@ Test(cli, exit_codes) {
 }
 
 Test(cli, stories_prompt) {
-    const char *td = getenv("LOOM_TESTDATA");
-    if (!td || !*td || access(td, R_OK) != 0) {
-        const char *req = getenv("LOOM_REQUIRE_TESTDATA");
-        if (req && !strcmp(req, "1")) cr_assert_fail("LOOM_TESTDATA missing but required");
-        cr_skip_test("LOOM_TESTDATA is not set: skipping the stories260K command test");
-    }
+    const char *td = loom_test_testdata("models/stories260K.gguf");
     char m[1024];
     snprintf(m, sizeof m, "%s/models/stories260K.gguf", td);
     char *out;

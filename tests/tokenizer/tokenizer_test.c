@@ -17,24 +17,10 @@
 #include <time.h>
 
 #include "loaders/tokenizer.h"
+#include "tests/common/testdata.h"
 #include "tests/tokenizer/synth.h"
 
 /* ---- shared test data ----------------------------------------------------------------------- */
-
-static const char *testdata(void) {
-    const char *d = getenv("LOOM_TESTDATA");
-    if (d && *d) {
-        DIR *dir = opendir(d);
-        if (dir) {
-            closedir(dir);
-            return d;
-        }
-    }
-    const char *req = getenv("LOOM_REQUIRE_TESTDATA");
-    if (req && !strcmp(req, "1")) cr_assert_fail("LOOM_TESTDATA is not set or missing, but LOOM_REQUIRE_TESTDATA=1");
-    cr_skip_test("LOOM_TESTDATA is not set or not a directory: skipping tests on shared test data");
-    return NULL;
-}
 
 static char *read_file(const char *path, size_t *len) {
     FILE *f = fopen(path, "rb");
@@ -127,7 +113,7 @@ static size_t check_vocab(const char *gguf_path) {
 }
 
 Test(conformance, every_vocab_file_matches_llama_cpp_ids) {
-    const char *td = testdata();
+    const char *td = loom_test_testdata(NULL);
     char dirpath[1024];
     snprintf(dirpath, sizeof dirpath, "%s/vocab", td);
     DIR *dir = opendir(dirpath);
@@ -148,7 +134,7 @@ Test(conformance, every_vocab_file_matches_llama_cpp_ids) {
 }
 
 Test(conformance, vocab_metadata) {
-    const char *td = testdata();
+    const char *td = loom_test_testdata(NULL);
     char path[1024];
     snprintf(path, sizeof path, "%s/vocab/ggml-vocab-gpt-2.gguf", td);
     loom_tokenizer *t = open_tokenizer(path);
@@ -188,7 +174,7 @@ Test(conformance, vocab_metadata) {
 /* ---- stories260K ---------------------------------------------------------------------------- */
 
 static loom_tokenizer *stories(void) {
-    const char *td = testdata();
+    const char *td = loom_test_testdata(NULL);
     char path[1024];
     snprintf(path, sizeof path, "%s/models/stories260K.gguf", td);
     return open_tokenizer(path);
