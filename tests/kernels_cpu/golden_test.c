@@ -16,6 +16,7 @@
 #include <stdio.h>
 
 #include "loaders/gguf.h"
+#include "tests/common/testdata.h"
 #include "test_util.h"
 
 typedef struct layer {
@@ -262,26 +263,11 @@ static void check_rows(const float *got, const float *ref, int64_t T, int64_t V,
     if (getenv("LOOM_GOLDEN_VERBOSE")) fprintf(stderr, "%s: worst row error %.3g\n", what, worst);
 }
 
-static const char *testdata(void) {
-    const char *dir = getenv("LOOM_TESTDATA");
-    if (dir && *dir) return dir;
-    const char *req = getenv("LOOM_REQUIRE_TESTDATA");
-    cr_assert(!(req && strcmp(req, "1") == 0), "LOOM_TESTDATA is not set");
-    return NULL;
-}
-
 static void run_model(const char *name) {
-    const char *dir = testdata();
-    if (!dir) cr_skip_test("LOOM_TESTDATA not set: no golden models");
     char path[1024];
+    snprintf(path, sizeof path, "golden/%s.gguf", name);
+    const char *dir = loom_test_testdata(path);
     snprintf(path, sizeof path, "%s/golden/%s.gguf", dir, name);
-    FILE *probe = fopen(path, "rb");
-    if (!probe) {
-        const char *req = getenv("LOOM_REQUIRE_TESTDATA");
-        cr_assert(!(req && strcmp(req, "1") == 0), "%s missing", path);
-        cr_skip_test("%s missing", path);
-    }
-    fclose(probe);
     model m;
     model_open(&m, path);
     const char *seq_names[] = {"S1", "S7", "S33"};
