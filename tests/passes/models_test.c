@@ -22,21 +22,8 @@
 #include "api/loom_impl.h"
 #include "ir/ir.h"
 #include "loom.h"
+#include "tests/common/testdata.h"
 #include "tools/mkmodel.h"
-
-static const char *testdata(void) {
-    const char *d = getenv("LOOM_TESTDATA"), *req = getenv("LOOM_REQUIRE_TESTDATA");
-    char probe[1024];
-    snprintf(probe, sizeof probe, "%s/golden/sequences.txt", d ? d : "");
-    FILE *f = d && *d ? fopen(probe, "rb") : NULL;
-    if (f) {
-        fclose(f);
-        return d;
-    }
-    if (req && !strcmp(req, "1")) cr_assert_fail("LOOM_TESTDATA (%s) has no golden/", d ? d : "unset");
-    cr_skip_test("testdata not found (set LOOM_TESTDATA)");
-    return NULL;
-}
 
 static loom_model *load(const char *path, const char *passes) {
     loom_model_options o;
@@ -177,7 +164,7 @@ Test(models, golden_models) {
                                   "tiny_llama_q6_k", "tiny_llama_q5_k", "tiny_llama_q4_k",
                                   "tiny_qwen3_q4km", "tiny_qwen2_q4km"};
     static const int32_t s7[] = {338, 281, 93, 503, 475, 149, 364}; /* golden/sequences.txt S7 */
-    const char *dir = testdata();
+    const char *dir = loom_test_testdata("golden/sequences.txt");
     for (size_t i = 0; i < sizeof names / sizeof *names; i++) {
         char path[1024], ref[1024];
         snprintf(path, sizeof path, "%s/golden/%s.gguf", dir, names[i]);
@@ -187,7 +174,7 @@ Test(models, golden_models) {
 }
 
 Test(models, stories260k_and_llama2_tiny_random) {
-    const char *dir = testdata();
+    const char *dir = loom_test_testdata("golden/sequences.txt");
     char path[1024];
     static const int32_t once[] = {1, 403, 407, 261, 378}; /* BOS "Once upon a time" */
     snprintf(path, sizeof path, "%s/models/stories260K.gguf", dir);
