@@ -17,22 +17,7 @@
 
 #include "kernels/quant/quant.h"
 #include "loaders/gguf.h"
-
-/* LOOM_TESTDATA or NULL after skipping (or failing, when testdata is required). */
-static const char *testdata(void) {
-    const char *dir = getenv("LOOM_TESTDATA");
-    if (dir != NULL && *dir != '\0') {
-        DIR *d = opendir(dir);
-        if (d != NULL) {
-            closedir(d);
-            return dir;
-        }
-    }
-    const char *req = getenv("LOOM_REQUIRE_TESTDATA");
-    if (req != NULL && strcmp(req, "1") == 0) cr_assert_fail("LOOM_TESTDATA is not set or not a folder");
-    cr_skip_test("LOOM_TESTDATA is not set or not a folder");
-    return NULL;
-}
+#include "tests/common/testdata.h"
 
 static loom_gguf *open_model(const char *dir, const char *rel) {
     char path[4096];
@@ -102,7 +87,7 @@ static int check_folder(const char *dir, const char *sub) {
 }
 
 Test(golden, every_tensor_dequantizes_to_finite_values) {
-    const char *dir = testdata();
+    const char *dir = loom_test_testdata(NULL);
     cr_expect_geq(check_folder(dir, "golden"), 8, "expected the 8 golden models");
     cr_expect_geq(check_folder(dir, "models"), 1);
 }
@@ -119,7 +104,7 @@ Test(golden, quantizers_at_least_as_accurate_as_ggml) {
         {"golden/tiny_llama_q5_k.gguf", LOOM_GGML_Q5_K},
         {"golden/tiny_llama_q4_k.gguf", LOOM_GGML_Q4_K},
     };
-    const char *dir = testdata();
+    const char *dir = loom_test_testdata(NULL);
     loom_gguf *src = open_model(dir, "golden/tiny_llama_f32.gguf");
     for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
         loom_gguf *q = open_model(dir, cases[c].file);
