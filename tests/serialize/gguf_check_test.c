@@ -9,6 +9,7 @@
 #include "loaders/graph_check.h"
 #include "loaders/lower.h"
 #include "ser_test_util.h"
+#include "tests/common/testdata.h"
 
 static void tmp_path(char *buf, size_t len, const char *name) {
     const char *dir = getenv("TEST_TMPDIR");
@@ -130,19 +131,6 @@ Test(gguf_check, mismatches_refused) {
 
 /* ---- lowered golden models ---- */
 
-static const char *testdata_dir(void) {
-    const char *d = getenv("LOOM_TESTDATA");
-    const char *req = getenv("LOOM_REQUIRE_TESTDATA");
-    char probe[1024];
-    if (d && *d) {
-        snprintf(probe, sizeof probe, "%s/golden/tiny_llama_f32.gguf", d);
-        if (access(probe, R_OK) == 0) return d;
-    }
-    if (req && !strcmp(req, "1")) cr_assert_fail("LOOM_TESTDATA (%s) has no golden/", d ? d : "unset");
-    cr_skip_test("testdata not found (set LOOM_TESTDATA)");
-    return NULL;
-}
-
 static const char *const models[] = {
     "tiny_llama_f32", "tiny_llama_f16", "tiny_llama_q8_0", "tiny_llama_q6_k",
     "tiny_llama_q5_k", "tiny_llama_q4_k", "tiny_qwen2_q4km", "tiny_qwen3_q4km",
@@ -150,7 +138,7 @@ static const char *const models[] = {
 enum { N_MODELS = sizeof models / sizeof models[0] };
 
 Test(lowered, golden_models_round_trip_and_check) {
-    const char *dir = testdata_dir();
+    const char *dir = loom_test_testdata("golden/tiny_llama_f32.gguf");
     loom_gguf *files[N_MODELS];
     loom_ir_graph *graphs[N_MODELS];
     for (int i = 0; i < N_MODELS; i++) {
