@@ -6,8 +6,10 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 need=()
+# clang + libclang-rt-dev: the libFuzzer harnesses (tools/fuzz); graphviz: `dot` in tests/ir;
+# python3-regex: tests/tokenizer/gen_pretok_cases.py, which regenerates pretok_cases.inc.
 for pkg in bazel-bootstrap bazel-platforms protobuf-c-compiler libprotobuf-c-dev libcriterion-dev \
-           clang libclang-rt-dev graphviz python3-pip; do
+           clang libclang-rt-dev graphviz python3-pip python3-regex; do
     dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q "install ok installed" || need+=("$pkg")
 done
 if [ ${#need[@]} -gt 0 ]; then
