@@ -147,3 +147,62 @@ Test(verify, program_order_list) {
     g->n_live_nodes = 3;
     expect_fail(g, "program order list is corrupt");
 }
+
+/* The remaining checks of verify.c, one case each (a corrupt message or a buggy pass could
+ * produce every one of them; the builder and parser never do). */
+
+Test(verify, declaration_of_the_wrong_kind) {
+    loom_ir_graph *g = fresh();
+    g->inputs.v[0] = loom_ir_find_value(g, "w"); /* the weight listed as an input */
+    expect_fail(g, "declaration 0 of kind");
+}
+
+Test(verify, name_declared_twice) {
+    loom_ir_graph *g = fresh();
+    ir_value_rec(g, loom_ir_find_value(g, "w"))->pub.name = "x";
+    expect_fail(g, "name x declared twice");
+}
+
+Test(verify, unknown_op) {
+    loom_ir_graph *g = fresh();
+    ir_node_mut(g, nth(g, 0))->op = (loom_ir_op)999;
+    expect_fail(g, "(#0): unknown op id 999");
+}
+
+Test(verify, attribute_count_bounded) {
+    loom_ir_graph *g = fresh();
+    ir_node_mut(g, nth(g, 0))->n_attrs = LOOM_IR_MAX_ATTRS + 1;
+    expect_fail(g, "node %0 = silu (#0): ");
+}
+
+Test(verify, arity_matches_the_op) {
+    loom_ir_graph *g = fresh();
+    ir_node_mut(g, nth(g, 0))->n_in = 2; /* silu takes one operand */
+    expect_fail(g, "node %0 = silu (#0): 2 operands / 1 results (op takes 1..1");
+}
+
+Test(verify, value_claims_a_node_that_does_not_define_it) {
+    loom_ir_graph *g = fresh();
+    loom_ir_type t = loom_ir_value_get(g, loom_ir_find_value(g, "x"))->type;
+    loom_ir_value_id v = ir_new_value(g, LOOM_IR_VALUE_NODE, &t);
+    ir_value_rec(g, v)->pub.def = nth(g, 0);
+    ir_value_rec(g, v)->pub.def_slot = 0;
+    expect_fail(g, "claims node #0 as its definition, which does not define it");
+}
+
+Test(verify, use_list_without_stray_entries) {
+    loom_ir_graph *g = fresh();
+    cr_assert(ir_add_use(g, loom_ir_find_value(g, "x"), nth(g, 1), 3)); /* no such operand */
+    expect_fail(g, "use lists hold 9 entries for 8 operands");
+}
+
+Test(verify, result_count_matches_inference) {
+    loom_ir_graph *g;
+    loom_error err = {0};
+    const char *t = "input %x : f32[4,64]\nweight @w : f32[32,64]\n"
+                    "%y = matmul_pair(%x, @w, @w) {swiglu=1}\noutput y = %y\n";
+    cr_assert_eq(loom_ir_parse(t, strlen(t), &g, &err), LOOM_OK, "%s", err.msg);
+    ir_node_mut(g, loom_ir_first_node(g))->attrs[0].u.i = 0; /* swiglu=0 gives two results */
+    expect_fail(g, "node %0 = matmul_pair (#0): has 1 results, its operands and attributes "
+                   "give 2");
+}
