@@ -21,7 +21,7 @@ ser_srcs=(ir/serialize/read.c ir/serialize/write.c "$gen/loom_graph.pb-c.c")
     -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined \
     tools/fuzz/ir_fuzz.c "${ir_srcs[@]}" "${ser_srcs[@]}" -l:libprotobuf-c.a -lm -o "$out/ir_fuzz"
 "$CC" "${common[@]}" -O1 tools/fuzz/ir_seed.c "${ir_srcs[@]}" "${ser_srcs[@]}" \
-    loaders/gguf.c loaders/lower.c -l:libprotobuf-c.a -lm -o "$out/ir_seed"
+    loaders/gguf.c loaders/gguf_access.c loaders/lower.c -l:libprotobuf-c.a -lm -o "$out/ir_seed"
 testdata="${LOOM_TESTDATA:-../shared/testdata}"
 models=()
 [ -d "$testdata/golden" ] && models=("$testdata"/golden/*.gguf)
