@@ -4,6 +4,7 @@
  *   [n_prompt][n_vocab] float32 that match the golden .deq logits;
  * - compile --stats --json prints the op counts; -o writes a .pb that runs (with -m) to the same
  *   tokens, and is refused against another GGUF;
+ * - run -p stops at EOS (the count on stderr is the tokens before it) and prints both speeds;
  * - exit codes: 0 success and --help, 1 runtime errors, 2 usage errors.
  */
 #include <criterion/criterion.h>
@@ -146,6 +147,38 @@ Test(cli, run_text_prompt_streams_the_story) {
                           "park. One day, she saw a big, red ball.\n");
     snprintf(args, sizeof args, "run '%s/../models/stories260K.gguf' -p hi --tokens 1", golden);
     cr_assert_eq(run(args, out, sizeof out), 2);
+}
+
+/* -p stops at end of generation. Near-uniform sampling (--temp 30) reaches stories260K's EOS
+ * (id 2) within 300 tokens for some seeds; --tokens with the same prompt ids and seed draws the
+ * same ids (and does not stop), so the -p run must report exactly the tokens before the first
+ * EOS, plus prompt and generation speed on stderr. */
+Test(cli, run_text_prompt_stops_at_eos_and_prints_speed) {
+    need_testdata();
+    char args[4096], ids[8192], text[16384], err[4096];
+    int stopped = 0;
+    for (int seed = 1; seed <= 4; seed++) {
+        snprintf(args, sizeof args, "run '%s/../models/stories260K.gguf' --tokens 1,403,407,261,378 "
+                 "-n 300 --temp 30 --seed %d", golden, seed);
+        cr_assert_eq(run(args, ids, sizeof ids), 0);
+        int k = 0, eos = -1;
+        for (char *p = ids; *p && *p != '\n'; k++) {
+            long v = strtol(p, &p, 10);
+            if (v == 2 && eos < 0) eos = k;
+            while (*p == ' ') p++;
+        }
+        cr_assert_eq(k, 300, "seed %d: %d ids", seed, k);
+        snprintf(args, sizeof args, "run '%s/../models/stories260K.gguf' -p 'Once upon a time' "
+                 "-n 300 --temp 30 --seed %d", golden, seed);
+        cr_assert_eq(run(args, text, sizeof text), 0);
+        read_stderr(err, sizeof err);
+        char want[64];
+        snprintf(want, sizeof want, "generated %d tokens in ", eos < 0 ? 300 : eos);
+        cr_expect(strstr(err, want), "seed %d: first EOS at %d, stderr: %s", seed, eos, err);
+        cr_expect(strstr(err, "prompt 5 tokens in ") && strstr(err, "tokens/s)"), "%s", err);
+        stopped += eos >= 0;
+    }
+    cr_assert_geq(stopped, 1, "no seed reached EOS in 300 tokens: pick other seeds");
 }
 
 /* api/example_generate.c, the program that uses only loom.h, gives the golden greedy tokens. */
