@@ -70,8 +70,10 @@ typedef struct cuda_backend {
     uint32_t n_prof, node_i;
     cudaEvent_t prof_begin, prof_end;
     loom_ir_op *prof_op;
-    double prof_ms[LOOM_IR_OP_COUNT], prof_total_ms;
-    uint64_t prof_count[LOOM_IR_OP_COUNT], prof_steps;
+    int prof_kind; /* 0: decode steps (T = 1), 1: prefill steps */
+    int64_t prof_tokens[2];
+    double prof_ms[2][LOOM_IR_OP_COUNT], prof_total_ms[2];
+    uint64_t prof_count[2][LOOM_IR_OP_COUNT], prof_steps[2];
 } cuda_backend;
 
 static bool is_weight_type(loom_ir_dtype t) {
@@ -344,7 +346,9 @@ static loom_status cuda_begin_step(loom_exec_backend *b, uint32_t n_streams, uin
     c->scratch_stream = -1;
     c->capturing = false;
     c->node_i = 0;
-    c->prof_step = c->profile && n_tokens == 1;
+    c->prof_step = c->profile;
+    c->prof_kind = n_tokens == 1 ? 0 : 1;
+    c->prof_tokens[c->prof_kind] += n_tokens;
     if (c->prof_step) {
         if (c->n_prof < n_nodes) {
             cudaEvent_t *ev = realloc(c->prof_ev, 2 * (size_t)n_nodes * sizeof *ev);
@@ -472,12 +476,13 @@ static loom_status cuda_synchronize(loom_exec_backend *b, loom_error *err) {
         c->prof_step = false;
         float ms = 0;
         CK(cudaEventElapsedTime(&ms, c->prof_begin, c->prof_end));
-        c->prof_total_ms += ms;
-        c->prof_steps++;
+        int k = c->prof_kind;
+        c->prof_total_ms[k] += ms;
+        c->prof_steps[k]++;
         for (uint32_t i = 0; i < c->node_i && i < c->n_prof; i++) {
             CK(cudaEventElapsedTime(&ms, c->prof_ev[2 * i], c->prof_ev[2 * i + 1]));
-            c->prof_ms[c->prof_op[i]] += ms;
-            c->prof_count[c->prof_op[i]]++;
+            c->prof_ms[k][c->prof_op[i]] += ms;
+            c->prof_count[k][c->prof_op[i]]++;
         }
     }
     return LOOM_OK;
@@ -797,21 +802,24 @@ static loom_status dispatch(loom_exec_backend *b, const loom_ir_node *n,
 /* ---------------------------------------------------------------- create / destroy */
 
 static void print_profile(const cuda_backend *c) {
-    if (!c->prof_steps) return;
-    double sum = 0;
-    for (int op = 0; op < LOOM_IR_OP_COUNT; op++) sum += c->prof_ms[op];
-    double per = c->prof_total_ms / (double)c->prof_steps;
-    fprintf(stderr, "loom cuda profile: %llu decode steps, %.4f ms/step (stream 0, events)\n",
-            (unsigned long long)c->prof_steps, per);
-    fprintf(stderr, "  %-16s %8s %12s %8s\n", "op", "calls", "ms/step", "share");
-    for (int op = 0; op < LOOM_IR_OP_COUNT; op++)
-        if (c->prof_count[op])
-            fprintf(stderr, "  %-16s %8.1f %12.4f %7.1f%%\n", loom_ir_op_info_get((loom_ir_op)op)->name,
-                    (double)c->prof_count[op] / (double)c->prof_steps,
-                    c->prof_ms[op] / (double)c->prof_steps, 100.0 * c->prof_ms[op] / c->prof_total_ms);
-    fprintf(stderr, "  %-16s %8s %12.4f %7.1f%%\n", "gaps/other", "",
-            (c->prof_total_ms - sum) / (double)c->prof_steps,
-            100.0 * (c->prof_total_ms - sum) / c->prof_total_ms);
+    for (int k = 0; k < 2; k++) {
+        if (!c->prof_steps[k]) continue;
+        double sum = 0, steps = (double)c->prof_steps[k], tot = c->prof_total_ms[k];
+        for (int op = 0; op < LOOM_IR_OP_COUNT; op++) sum += c->prof_ms[k][op];
+        fprintf(stderr,
+                "loom cuda profile: %llu %s steps (%lld tokens), %.4f ms/step (stream 0, events)\n",
+                (unsigned long long)c->prof_steps[k], k ? "prefill" : "decode",
+                (long long)c->prof_tokens[k], tot / steps);
+        fprintf(stderr, "  %-16s %8s %12s %8s\n", "op", "calls", "ms/step", "share");
+        for (int op = 0; op < LOOM_IR_OP_COUNT; op++)
+            if (c->prof_count[k][op])
+                fprintf(stderr, "  %-16s %8.1f %12.4f %7.1f%%\n",
+                        loom_ir_op_info_get((loom_ir_op)op)->name,
+                        (double)c->prof_count[k][op] / steps, c->prof_ms[k][op] / steps,
+                        100.0 * c->prof_ms[k][op] / tot);
+        fprintf(stderr, "  %-16s %8s %12.4f %7.1f%%\n", "gaps/other", "", (tot - sum) / steps,
+                100.0 * (tot - sum) / tot);
+    }
 }
 
 static void cuda_destroy(loom_exec_backend *b) {

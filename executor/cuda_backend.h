@@ -8,8 +8,9 @@
  * per token. (The kernel launchers take the attention/KV position as a host value, so the graph
  * is re-captured per token rather than reading the position from device memory.)
  * LOOM_CUDA_GRAPHS=0 in the environment (or options.graphs = 0) disables capture. Prefill steps
- * run as normal stream launches. LOOM_CUDA_PROFILE=1 times every node of decode steps with CUDA
- * events (capture off for them) and prints the time per op and the launch gaps at destroy.
+ * run as normal stream launches. LOOM_CUDA_PROFILE=1 times every node with CUDA events (capture
+ * off) and prints, for decode and prefill steps apart, the time per op and the rest (launch gaps,
+ * event overhead) at destroy.
  *
  * Weights: on a discrete GPU each weight is copied once to device memory; on an integrated GPU
  * (cudaDevAttrIntegrated, e.g. Jetson Orin) the mapping holding them (the mmap'd GGUF) is

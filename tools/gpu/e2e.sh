@@ -6,7 +6,7 @@
 #   stories_*.txt   stories260K text on cuda and cpu
 #   bench*.txt      `loom bench -p 512 -n 128 --backend cuda` on a Qwen3-4B-shaped Q4_K_M model
 #                   made here by `loom mkmodel` (graphs on, graphs off, 2 streams)
-#   bash gpu-bin/e2e/e2e.sh [check] [stories] [bench]   (default: all)
+#   bash gpu-bin/e2e/e2e.sh [check] [stories] [bench] [profile]   (default: the first three)
 set -u
 OUT="${OUT:-gpu-out-e2e}"
 mkdir -p "$OUT"
@@ -26,9 +26,17 @@ for s in $steps; do
         for be in cuda cpu; do
             timeout 60 $B/loom run $B/testdata/models/stories260K.gguf -p "Once upon a time" -n 40 \
                 --backend $be > "$OUT/stories_$be.txt" 2> "$OUT/stories_$be.err"
-            echo "stories $be rc=$?: $(head -c 300 "$OUT/stories_$be.txt")"
+            echo "stories $be rc=$?: $(head -c 300 "$OUT/stories_$be.txt")"; tail -2 "$OUT/stories_$be.err"
         done
         cmp -s "$OUT/stories_cuda.txt" "$OUT/stories_cpu.txt" && echo "stories: cuda == cpu text" || echo "stories: cuda != cpu text"
+        ;;
+    profile)
+        M=/tmp/qwen3-4b-q4km.gguf
+        [ -f $M ] || $B/loom mkmodel -o $M --arch qwen3 --quant q4_k_m --layers 36 --hidden 2560 \
+            --ffn 9728 --heads 32 --kv-heads 8 --head-dim 128 --vocab 151936 --ctx 4096 > /dev/null 2>&1
+        LOOM_CUDA_PROFILE=1 timeout 80 $B/loom bench $M -p 512 -n 32 -r 1 --backend cuda \
+            > "$OUT/bench_profile.txt" 2> "$OUT/bench_profile.err"
+        echo "bench profile rc=$?"; grep -A16 "loom cuda profile" "$OUT/bench_profile.err"
         ;;
     bench)
         M=/tmp/qwen3-4b-q4km.gguf
@@ -44,6 +52,11 @@ for s in $steps; do
         timeout 100 $B/loom bench $M -p 512 -n 128 -r 2 --backend cuda --streams 2 --json \
             > "$OUT/bench_streams2.json" 2> "$OUT/bench_streams2.err"
         echo "bench streams=2 rc=$?"; cat "$OUT/bench_streams2.json"; tail -2 "$OUT/bench_streams2.err"
+        LOOM_CUDA_PROFILE=1 timeout 80 $B/loom bench $M -p 512 -n 32 -r 1 --backend cuda \
+            > "$OUT/bench_profile.txt" 2> "$OUT/bench_profile.err"
+        echo "bench profile rc=$?"; grep -A16 "loom cuda profile" "$OUT/bench_profile.err"
+        $B/loom run $M --tokens 1,2,3,4 -n 8 --backend cuda > "$OUT/run_4b.txt" 2> "$OUT/run_4b.err"
+        echo "run 4b rc=$?"; tail -4 "$OUT/run_4b.err"
         ;;
     esac
 done
