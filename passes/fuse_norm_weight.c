@@ -13,10 +13,10 @@
 
 static bool guard(const loom_ir_graph *g, loom_match *m) {
     const loom_ir_node *mul = loom_match_node(g, m, 0), *norm = loom_match_node(g, m, 1);
-    loom_ir_value_id w = mul->in[0] == norm->out[0] ? mul->in[1] : mul->in[0];
-    loom_ir_value_id in[2] = {norm->in[0], w};
+    loom_ir_value_id w = mul->in[0] == norm->out[0] ? mul->in[1] : mul->in[0]; /* other operand */
     if (w == norm->out[0]) return false; /* mul(n, n) */
     m->val[0] = w;
+    loom_ir_value_id in[2] = {norm->in[0], w};
     return loom_pass_infers_as(g, LOOM_IR_OP_FUSED_RMS_NORM, in, 2, norm->attrs, norm->n_attrs,
                                mul->out, 1);
 }

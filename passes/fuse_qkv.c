@@ -25,8 +25,8 @@ static loom_ir_value_id bias_of(const loom_ir_graph *g, loom_ir_value_id p, loom
     return n->in[1];
 }
 
-/* Match: node 0..2 the matmuls in program order, 3..5 the bias adds (when all three have one);
- * val[0..2] the biases. */
+/* Match: node 0..2 the matmuls in program order; when the biases ride along, n_nodes = 6 with
+ * nodes 3..5 the bias adds and val[0..2] the biases (the rewrite tells the cases by n_nodes). */
 static bool guard(const loom_ir_graph *g, loom_match *m) {
     loom_ir_value_id x = loom_match_node(g, m, 0)->in[0];
     if (loom_pass_users(g, x, LOOM_IR_OP_MATMUL, 0, m->node, 3) != 3) return false;
@@ -50,7 +50,6 @@ static bool guard(const loom_ir_graph *g, loom_match *m) {
         m->n_nodes = 3; /* biases that do not fit: fuse the products alone */
         for (uint32_t i = 0; i < 3; i++) old[i] = loom_match_node(g, m, i)->out[0];
     }
-    m->val[0] = LOOM_IR_NO_VALUE;
     return loom_pass_infers_as(g, LOOM_IR_OP_MATMUL_TRIPLE, in, 4, NULL, 0, old, 3);
 }
 
