@@ -110,6 +110,15 @@ static bool is_pb_path(const char *path) {
     return !(n == 4 && !memcmp(magic, "GGUF", 4));
 }
 
+/* Weight loading progress on stderr, every 256 MiB (CUDA sessions copying a large model). */
+static void load_progress(void *ctx, uint64_t done) {
+    uint64_t *next = ctx;
+    if (done >= *next) {
+        fprintf(stderr, "\rloom run: weights %.0f MiB loaded", done / 1048576.0);
+        *next = done + (256u << 20);
+    }
+}
+
 static double now_s(void) {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
@@ -323,7 +332,11 @@ int loom_cmd_run(int argc, char **argv) {
     so.weights = !strcmp(weights, "copy")     ? LOOM_SESSION_WEIGHTS_COPY
                  : !strcmp(weights, "mapped") ? LOOM_SESSION_WEIGHTS_MAPPED
                                               : LOOM_SESSION_WEIGHTS_AUTO;
+    uint64_t next_report = 256u << 20;
+    so.progress = load_progress;
+    so.progress_ctx = &next_report;
     if (loom_session_create(m, &so, &s, &err)) goto fail;
+    if (next_report > (256u << 20)) fprintf(stderr, "\n");
     loom_sampler_options sp;
     loom_sampler_options_init(&sp);
     sp.temperature = temp;
