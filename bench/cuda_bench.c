@@ -443,13 +443,14 @@ int main(int argc, char **argv) {
             bench_mm(nm, MM_PLAIN, 1, 1, &ts[t], Mf, H);
         }
         if (ci == 0) { /* Q4_K variants: unroll, byte loads, simple path */
-            static const char *un[2] = {"1", "4"};
-            for (int u = 0; u < 2; u++) {
+            static const char *un[3] = {"1", "2", "4"};
+            for (int u = 0; u < 3; u++) {
                 set_env("LOOM_GEMV_UNROLL", un[u]);
                 snprintf(nm, sizeof nm, "4B gemv Q4_K unroll %s", un[u]);
                 bench_mm(nm, MM_PLAIN, 1, 1, q4, Mf, H);
             }
-            set_env("LOOM_GEMV_UNROLL", "2"); /* the default */
+            unsetenv("LOOM_GEMV_UNROLL"); /* the default: by type */
+            loom_cuda_reload_switches();
             set_env("LOOM_Q4K_UINT32_LOADS", "0");
             bench_mm("4B gemv Q4_K byte loads", MM_PLAIN, 1, 1, q4, Mf, H);
             set_env("LOOM_Q4K_UINT32_LOADS", "1");

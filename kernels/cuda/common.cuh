@@ -31,7 +31,8 @@ loom_status cuda_fail(loom_error *err, cudaError_t e, const char *stmt, const ch
 enum Switch { SW_FAST_GEMV, SW_Q4K_U32, SW_FAST_EMBD, SW_FAST_NORM, SW_FAST_ATTN, SW_COUNT };
 bool fast(Switch s);
 
-// GEMV passes prefetched per warp (benchmarks set LOOM_GEMV_UNROLL = 1, 2, 4, 8 or 16).
+// GEMV passes prefetched per warp: 0 = by type (default), else LOOM_GEMV_UNROLL = 1, 2, 4
+// (8 and 16 run as 4).
 int gemv_unroll();
 
 // Prints "loom cuda: <what>: <why>, using the simple path" once per `key` (a static flag).

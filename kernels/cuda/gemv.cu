@@ -179,6 +179,10 @@ loom_status gemv_launch_unroll(const GemvArgs &a, int unroll, loom_error *err,
         for (int i = 1; i < a.nseg; i++) rows += a.seg[i].rows;
     if (rows == 0) return LOOM_OK;
     dim3 grid((unsigned)((rows + kWarps - 1) / kWarps));
+    if (unroll == 0) {  // by type: a Q4_K/Q5_K pass is 4 blocks, others 1 block or less
+        const int t = a.seg[0].type;
+        unroll = (t == LOOM_GGML_Q4_K || t == LOOM_GGML_Q5_K) ? 2 : 4;
+    }
     if (unroll == 1)  // the simple path: one pass at a time, the generic kernel
         gemv_kernel<1, -1, -1, -1><<<grid, kThreads, 0, stream>>>(a);
     else if (unroll >= 4)

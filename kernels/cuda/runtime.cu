@@ -24,8 +24,8 @@ loom_status cuda_fail(loom_error *err, cudaError_t e, const char *stmt, const ch
 static std::mutex g_mu;
 static bool g_switch_read = false;
 static bool g_switch[SW_COUNT];
-// Passes a GEMV warp prefetches; chosen from bench/NOTES.md measurements.
-static const int kDefaultUnroll = 2;
+// Passes a GEMV warp prefetches; 0 = by type (bench/NOTES.md: Q4_K/Q5_K 2, others 4).
+static const int kDefaultUnroll = 0;
 static int g_unroll = kDefaultUnroll;
 
 static void read_switches_locked() {
