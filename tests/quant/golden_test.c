@@ -1,6 +1,6 @@
 /* golden_test.c: kernels/quant on the models in LOOM_TESTDATA (read through //loaders:gguf).
  *
- * - Every tensor of every golden/*.gguf and models/*.gguf file dequantizes, row by row, to finite
+ * - Every tensor of every .gguf file in golden/ and models/ dequantizes, row by row, to finite
  *   values, and loom_dot_row over each row is finite and equals the dequantized row's sum.
  * - Our quantizers are at least as accurate as ggml's: the tiny_llama_{q8_0,q6_k,q5_k,q4_k}
  *   files were quantized by ggml from the very weights stored in tiny_llama_f32.gguf (same seed),
