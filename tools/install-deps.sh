@@ -28,6 +28,12 @@ if command -v python3 >/dev/null && ! python3 -c "import gguf" >/dev/null 2>&1; 
         echo "install-deps: could not pip install gguf; the GGUF interop test will skip" >&2
 fi
 
+# The CUDA toolkit is not a Debian package here: tools/bazel/cuda.bzl runs /usr/local/cuda/bin/nvcc,
+# and //tools:loom links the CUDA backend, so without it the build stops; say so up front.
+[ -x /usr/local/cuda/bin/nvcc ] ||
+    echo "install-deps: /usr/local/cuda/bin/nvcc not found: //kernels/cuda (linked into //tools:loom)" \
+         "cannot build; install the CUDA toolkit (12.x or 13.x) under /usr/local/cuda" >&2
+
 here="$(pwd)"
 rc="build --override_repository=rules_cc=$here/third_party/bazel/rules_cc
 build --override_repository=rules_java=$here/third_party/bazel/rules_java
