@@ -41,7 +41,7 @@ static int cmp_desc_u32(const void *a, const void *b) {
     return x < y ? 1 : x > y ? -1 : 0;
 }
 
-/* Assigns streams, waits and vector clocks. idx[node id] = program index. */
+/* Assigns streams, waits and vector clocks (def_idx[v]: program index defining v). */
 static loom_status assign_streams(loom_exec_plan *p, const loom_ir_graph *g,
                                   const uint32_t *def_idx, loom_error *err) {
     uint32_t S = p->n_streams, n = p->n;
@@ -217,16 +217,14 @@ loom_status loom_exec_plan_create(const loom_ir_graph *g, uint32_t n_streams,
     loom_exec_plan *p = calloc(1, sizeof *p);
     if (!p) return loom_error_set(err, LOOM_ERR_OUT_OF_MEMORY, "plan: out of memory");
     loom_status st = LOOM_OK;
-    uint32_t nv = loom_ir_value_bound(g), nn = loom_ir_node_bound(g), n = loom_ir_node_count(g);
+    uint32_t nv = loom_ir_value_bound(g), n = loom_ir_node_count(g);
     uint32_t S = n_streams;
     p->n = n;
     p->n_streams = S;
     p->n_values = nv;
-    uint32_t *idx = malloc((nn + 1) * sizeof *idx);
     uint32_t *def_idx = malloc((nv + 1) * sizeof *def_idx);
     int32_t *lastuse = NULL; /* [nv * S] per root */
     uint32_t *blk_first = NULL; /* block -> first root */
-    int64_t *bytes = NULL;      /* [nv] root bytes */
     place_item *items = NULL, *best_items = NULL;
     uint64_t *offsets = NULL, *best_off = NULL;
     bool *placed = NULL;
@@ -240,9 +238,8 @@ loom_status loom_exec_plan_create(const loom_ir_graph *g, uint32_t n_streams,
     p->root = malloc((nv + 1) * sizeof *p->root);
     p->block_of_root = malloc((nv + 1) * sizeof *p->block_of_root);
     lastuse = malloc(((size_t)nv * S + 1) * sizeof *lastuse);
-    bytes = calloc(nv + 1, sizeof *bytes);
-    if (!idx || !def_idx || !p->order || !p->stream || !p->vc || !p->wait_start || !p->records ||
-        !p->root || !p->block_of_root || !lastuse || !bytes) {
+    if (!def_idx || !p->order || !p->stream || !p->vc || !p->wait_start || !p->records ||
+        !p->root || !p->block_of_root || !lastuse) {
         st = loom_error_set(err, LOOM_ERR_OUT_OF_MEMORY, "plan: out of memory");
         goto done;
     }
@@ -257,7 +254,6 @@ loom_status loom_exec_plan_create(const loom_ir_graph *g, uint32_t n_streams,
         for (loom_ir_node_id id = loom_ir_first_node(g); id != LOOM_IR_NO_NODE;
              id = loom_ir_node_get(g, id)->next) {
             const loom_ir_node *nd = loom_ir_node_get(g, id);
-            idx[id] = k;
             p->order[k] = id;
             uint32_t flags = loom_ir_op_info_get(nd->op)->flags;
             for (uint32_t o = 0; o < nd->n_out; o++) def_idx[nd->out[o]] = k;
@@ -321,7 +317,6 @@ loom_status loom_exec_plan_create(const loom_ir_graph *g, uint32_t n_streams,
                                     p->order[k], loom_ir_op_info_get(nd->op)->name);
                 break;
             }
-            bytes[v] = b;
             p->sum += (uint64_t)b;
             bool is_out = loom_ir_value_is_output(g, v);
             /* In place: out[0] over in[0]'s root when every access of that root is ordered
@@ -429,11 +424,9 @@ loom_status loom_exec_plan_create(const loom_ir_graph *g, uint32_t n_streams,
         for (uint32_t bi = 0; bi < nb; bi++) p->blocks[bi].offset = best_off[bi];
     }
 done:
-    free(idx);
     free(def_idx);
     free(lastuse);
     free(blk_first);
-    free(bytes);
     free(items);
     free(best_items);
     free(offsets);
