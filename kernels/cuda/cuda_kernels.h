@@ -14,8 +14,10 @@
  * Link the static CUDA runtime (the `//kernels/cuda:cuda` target does).
  *
  * Fast paths (read once per process from the environment; `=0` selects the simple path):
- *   LOOM_FAST_GEMV        matmul family: multi-block prefetch (simple: one block per pass)
- *   LOOM_Q4K_UINT32_LOADS Q4_K / Q5_K quants as one 32-bit word per lane (simple: byte loads,
+ *   LOOM_FAST_GEMV        matmul family: kernels specialized per weight type, several passes
+ *                         prefetched (simple: generic kernel, one pass at a time, byte loads;
+ *                         bit-identical results)
+ *   LOOM_Q4K_UINT32_LOADS Q4_K / Q5_K quants as 32-bit word loads (simple: byte loads,
  *                         bit-identical results)
  *   LOOM_FAST_EMBD        embedding: one warp per 256-value block (simple: a thread per value)
  *   LOOM_FAST_NORM        RMSNorm: float4 loads (simple: scalar)
@@ -97,7 +99,7 @@ loom_status loom_cuda_f32_to_f16(const float *src, int64_t n, uint16_t *dst, loo
  * the current device (grows, never shrinks). Launchers grow it themselves when needed, except
  * while `stream` is being captured into a CUDA graph: then a launcher that finds too little
  * scratch takes its path that needs none. Call it before capturing (the executor does, with
- * loom_cuda_scratch_bytes_for). */
+ * loom_cuda_scratch_bytes_for). The scratch serves one stream at a time. */
 loom_status loom_cuda_reserve_scratch(size_t bytes, loom_error *err);
 
 /* Scratch bytes that attention over n_head heads of head_dim D and softmax/argmax over `rows`
