@@ -309,3 +309,18 @@ Test(manager, deep_model_fuses_every_layer) {
     loom_pass_manager_destroy(pm);
     loom_ir_graph_destroy(g);
 }
+
+Test(manager, verify_each_names_the_pass_after_which_the_graph_fails) {
+    loom_ir_graph *g = parse_or_die("symbol T max=4\ninput %x : f32[T,64]\ninput %pos : i32[T]\n"
+                                    "state @kc : f32[16,64]\n%a = kv_write(@kc, %x, %pos)\n");
+    /* A second write of the same cache version: the builder allows it, the verifier does not. */
+    loom_error err = {0};
+    cr_assert_neq(loom_ir_kv_write(g, loom_ir_find_value(g, "kc"), loom_ir_find_value(g, "x"),
+                                   loom_ir_find_value(g, "pos"), &err),
+                  LOOM_IR_NO_VALUE, "%s", err.msg);
+    cr_assert_eq(loom_pass_run_pipeline(g, "cse,dce", true, &err), LOOM_ERR_VERIFY, "%s", err.msg);
+    cr_assert(strstr(err.msg, "pass cse: the graph fails to verify: verify: ") &&
+                  strstr(err.msg, "written at most once"),
+              "%s", err.msg);
+    loom_ir_graph_destroy(g);
+}
