@@ -29,6 +29,11 @@
 namespace loom_cuda {
 namespace {
 
+#ifndef LOOM_GEMV_MINB
+#define LOOM_GEMV_MINB 5
+#endif
+constexpr int kMinBlocksV8 = LOOM_GEMV_MINB;  // blocks an SM the V8 kernels are built for
+
 struct GemvArgs {
     Seg seg[3];
     int nseg;
@@ -37,7 +42,7 @@ struct GemvArgs {
     int64_t K;
 };
 
-template <int T, bool WIDE, int UNROLL>
+template <int T, bool WIDE, int UNROLL, bool V8>
 __device__ __forceinline__ float row_dot(const uint8_t *row, const float *x, int64_t K,
                                          int lane) {
     using L = Lane<T>;
@@ -52,7 +57,7 @@ __device__ __forceinline__ float row_dot(const uint8_t *row, const float *x, int
         for (int u = 0; u < UNROLL; u++) {
             if (p0 + u < np) {
                 const typename L::X xv = L::template loadx<WIDE>(x, p0 + u, lane, K);
-                const typename L::W w = L::template prep<WIDE>(raw[u], row, p0 + u, lane, K);
+                const typename L::W w = L::template prep<WIDE, V8>(raw[u], row, p0 + u, lane, K);
                 acc = __fadd_rn(acc, L::dotw(w, xv));
             }
         }
@@ -60,51 +65,62 @@ __device__ __forceinline__ float row_dot(const uint8_t *row, const float *x, int
     return acc;
 }
 
-template <int UNROLL>
+template <int UNROLL, bool V8>
 __device__ __forceinline__ float row_dot_any(const Seg &s, int64_t r, const float *x, int64_t K, int lane) {
     const uint8_t *row = s.w + r * s.row_bytes;
     const bool w = s.wide != 0;
     switch (s.type) {
     case LOOM_GGML_Q4_K:
-        return w ? row_dot<LOOM_GGML_Q4_K, true, UNROLL>(row, x, K, lane)
-                 : row_dot<LOOM_GGML_Q4_K, false, UNROLL>(row, x, K, lane);
+        return w ? row_dot<LOOM_GGML_Q4_K, true, UNROLL, V8>(row, x, K, lane)
+                 : row_dot<LOOM_GGML_Q4_K, false, UNROLL, V8>(row, x, K, lane);
     case LOOM_GGML_Q5_K:
-        return w ? row_dot<LOOM_GGML_Q5_K, true, UNROLL>(row, x, K, lane)
-                 : row_dot<LOOM_GGML_Q5_K, false, UNROLL>(row, x, K, lane);
-    case LOOM_GGML_Q6_K: return row_dot<LOOM_GGML_Q6_K, true, UNROLL>(row, x, K, lane);
-    case LOOM_GGML_Q8_0: return row_dot<LOOM_GGML_Q8_0, true, UNROLL>(row, x, K, lane);
+        return w ? row_dot<LOOM_GGML_Q5_K, true, UNROLL, V8>(row, x, K, lane)
+                 : row_dot<LOOM_GGML_Q5_K, false, UNROLL, V8>(row, x, K, lane);
+    case LOOM_GGML_Q6_K: return row_dot<LOOM_GGML_Q6_K, true, UNROLL, V8>(row, x, K, lane);
+    case LOOM_GGML_Q8_0: return row_dot<LOOM_GGML_Q8_0, true, UNROLL, V8>(row, x, K, lane);
     case LOOM_GGML_F16:
-        return w ? row_dot<LOOM_GGML_F16, true, UNROLL>(row, x, K, lane)
-                 : row_dot<LOOM_GGML_F16, false, UNROLL>(row, x, K, lane);
+        return w ? row_dot<LOOM_GGML_F16, true, UNROLL, V8>(row, x, K, lane)
+                 : row_dot<LOOM_GGML_F16, false, UNROLL, V8>(row, x, K, lane);
     case LOOM_GGML_BF16:
-        return w ? row_dot<LOOM_GGML_BF16, true, UNROLL>(row, x, K, lane)
-                 : row_dot<LOOM_GGML_BF16, false, UNROLL>(row, x, K, lane);
+        return w ? row_dot<LOOM_GGML_BF16, true, UNROLL, V8>(row, x, K, lane)
+                 : row_dot<LOOM_GGML_BF16, false, UNROLL, V8>(row, x, K, lane);
     case LOOM_GGML_F32:
-        return w ? row_dot<LOOM_GGML_F32, true, UNROLL>(row, x, K, lane)
-                 : row_dot<LOOM_GGML_F32, false, UNROLL>(row, x, K, lane);
+        return w ? row_dot<LOOM_GGML_F32, true, UNROLL, V8>(row, x, K, lane)
+                 : row_dot<LOOM_GGML_F32, false, UNROLL, V8>(row, x, K, lane);
     default: return 0.0f;
     }
 }
 
 // The dot of segment row r: specialized on the segment's type T (its registers only), or
 // T < 0: a run-time switch over every type (the generic kernel, for rare type mixes).
-template <int UNROLL, int T>
+template <int UNROLL, int T, bool V8>
 __device__ __forceinline__ float seg_dot(const Seg &s, int64_t r, const float *x, int64_t K,
                                          int lane) {
     if constexpr (T < 0) {
-        return row_dot_any<UNROLL>(s, r, x, K, lane);
+        return row_dot_any<UNROLL, V8>(s, r, x, K, lane);
     } else if constexpr (T == LOOM_GGML_Q6_K || T == LOOM_GGML_Q8_0) {
-        return row_dot<T, true, UNROLL>(s.w + r * s.row_bytes, x, K, lane);
+        return row_dot<T, true, UNROLL, V8>(s.w + r * s.row_bytes, x, K, lane);
     } else {
         const uint8_t *row = s.w + r * s.row_bytes;
-        return s.wide ? row_dot<T, true, UNROLL>(row, x, K, lane)
-                      : row_dot<T, false, UNROLL>(row, x, K, lane);
+        return s.wide ? row_dot<T, true, UNROLL, V8>(row, x, K, lane)
+                      : row_dot<T, false, UNROLL, V8>(row, x, K, lane);
     }
 }
 
 // Segment i's rows have type Ti (or any type when Ti < 0).
-template <int UNROLL, int T0, int T1, int T2>
-static __global__ void __launch_bounds__(kThreads, 1) gemv_kernel(const GemvArgs a) {
+// V8 (LOOM_GEMV_V8, default on; bench/NOTES.md v8): the cheaper Q4_K/Q5_K scale decode
+// (bit-identical) and __launch_bounds__(kThreads, kMinBlocksV8) for occupancy; V8 = false is
+// v7 as it was (minimum 1 block: ~128 registers, 4 blocks an SM), kept for comparison.
+// Occupancy the kernel is built for: kMinBlocksV8 for the V8 Q4_K/Q5_K kernels at the
+// default prefetch depth (more would spill), else 1 (the compiler's choice, ~128 registers).
+template <int UNROLL, int T0, bool V8>
+constexpr int gemv_min_blocks() {
+    return V8 && UNROLL == 2 && (T0 == LOOM_GGML_Q4_K || T0 == LOOM_GGML_Q5_K) ? kMinBlocksV8 : 1;
+}
+
+template <int UNROLL, int T0, int T1, int T2, bool V8>
+static __global__ void __launch_bounds__(kThreads, (gemv_min_blocks<UNROLL, T0, V8>()))
+    gemv_kernel(const GemvArgs a) {
     const int lane = threadIdx.x & 31;
     int64_t r = (int64_t)blockIdx.x * kWarps + (threadIdx.x >> 5);
     int si = 0;
@@ -130,18 +146,18 @@ static __global__ void __launch_bounds__(kThreads, 1) gemv_kernel(const GemvArgs
         const int nm = a.epi == EPI_SWIGLU ? 2 : 1;
 #pragma unroll 1
         for (int m = 0; m < nm; m++) {
-            const float t = warp_sum(seg_dot<UNROLL, T0>(m ? a.seg[1] : s, r, a.x, a.K, lane));
+            const float t = warp_sum(seg_dot<UNROLL, T0, V8>(m ? a.seg[1] : s, r, a.x, a.K, lane));
             if (m == 0) d0 = t;
             else d1 = t;
         }
         v = a.epi == EPI_SWIGLU ? __fmul_rn(silu_f(d0), d1) : d0;
     } else {
-        if (si == 0) v = seg_dot<UNROLL, T0>(s, r, a.x, a.K, lane);
-        else if (si == 1) v = seg_dot<UNROLL, T1>(s, r, a.x, a.K, lane);
-        else v = seg_dot<UNROLL, T2>(s, r, a.x, a.K, lane);
+        if (si == 0) v = seg_dot<UNROLL, T0, V8>(s, r, a.x, a.K, lane);
+        else if (si == 1) v = seg_dot<UNROLL, T1, V8>(s, r, a.x, a.K, lane);
+        else v = seg_dot<UNROLL, T2, V8>(s, r, a.x, a.K, lane);
         v = warp_sum(v);
         if (a.epi == EPI_SWIGLU) {
-            float u = warp_sum(seg_dot<UNROLL, T1>(a.seg[1], r, a.x, a.K, lane));
+            float u = warp_sum(seg_dot<UNROLL, T1, V8>(a.seg[1], r, a.x, a.K, lane));
             v = __fmul_rn(silu_f(v), u);
         }
     }
@@ -150,26 +166,26 @@ static __global__ void __launch_bounds__(kThreads, 1) gemv_kernel(const GemvArgs
     if (lane == 0) s.y[r] = v;
 }
 
-template <int U>
+template <int U, bool V8>
 void launch_types(const GemvArgs &a, dim3 grid, cudaStream_t stream) {
     const int t0 = a.seg[0].type;
     const int t1 = a.nseg > 1 ? a.seg[1].type : t0;
     const int t2 = a.nseg > 2 ? a.seg[2].type : t1;
     const bool same = t0 == t1 && t1 == t2;
     if (same && t0 == LOOM_GGML_Q4_K)
-        gemv_kernel<U, LOOM_GGML_Q4_K, LOOM_GGML_Q4_K, LOOM_GGML_Q4_K><<<grid, kThreads, 0, stream>>>(a);
+        gemv_kernel<U, LOOM_GGML_Q4_K, LOOM_GGML_Q4_K, LOOM_GGML_Q4_K, V8><<<grid, kThreads, 0, stream>>>(a);
     else if (same && t0 == LOOM_GGML_Q5_K)
-        gemv_kernel<U, LOOM_GGML_Q5_K, LOOM_GGML_Q5_K, LOOM_GGML_Q5_K><<<grid, kThreads, 0, stream>>>(a);
+        gemv_kernel<U, LOOM_GGML_Q5_K, LOOM_GGML_Q5_K, LOOM_GGML_Q5_K, V8><<<grid, kThreads, 0, stream>>>(a);
     else if (same && t0 == LOOM_GGML_Q6_K)
-        gemv_kernel<U, LOOM_GGML_Q6_K, LOOM_GGML_Q6_K, LOOM_GGML_Q6_K><<<grid, kThreads, 0, stream>>>(a);
+        gemv_kernel<U, LOOM_GGML_Q6_K, LOOM_GGML_Q6_K, LOOM_GGML_Q6_K, V8><<<grid, kThreads, 0, stream>>>(a);
     else if (same && t0 == LOOM_GGML_Q8_0)
-        gemv_kernel<U, LOOM_GGML_Q8_0, LOOM_GGML_Q8_0, LOOM_GGML_Q8_0><<<grid, kThreads, 0, stream>>>(a);
+        gemv_kernel<U, LOOM_GGML_Q8_0, LOOM_GGML_Q8_0, LOOM_GGML_Q8_0, V8><<<grid, kThreads, 0, stream>>>(a);
     else if (same && t0 == LOOM_GGML_F16)
-        gemv_kernel<U, LOOM_GGML_F16, LOOM_GGML_F16, LOOM_GGML_F16><<<grid, kThreads, 0, stream>>>(a);
+        gemv_kernel<U, LOOM_GGML_F16, LOOM_GGML_F16, LOOM_GGML_F16, V8><<<grid, kThreads, 0, stream>>>(a);
     else if (t0 == LOOM_GGML_Q4_K && t1 == LOOM_GGML_Q4_K && t2 == LOOM_GGML_Q6_K)
-        gemv_kernel<U, LOOM_GGML_Q4_K, LOOM_GGML_Q4_K, LOOM_GGML_Q6_K><<<grid, kThreads, 0, stream>>>(a);
+        gemv_kernel<U, LOOM_GGML_Q4_K, LOOM_GGML_Q4_K, LOOM_GGML_Q6_K, V8><<<grid, kThreads, 0, stream>>>(a);
     else
-        gemv_kernel<U, -1, -1, -1><<<grid, kThreads, 0, stream>>>(a);
+        gemv_kernel<U, -1, -1, -1, V8><<<grid, kThreads, 0, stream>>>(a);
 }
 
 loom_status gemv_launch_unroll(const GemvArgs &a, int unroll, loom_error *err,
@@ -179,16 +195,18 @@ loom_status gemv_launch_unroll(const GemvArgs &a, int unroll, loom_error *err,
         for (int i = 1; i < a.nseg; i++) rows += a.seg[i].rows;
     if (rows == 0) return LOOM_OK;
     dim3 grid((unsigned)((rows + kWarps - 1) / kWarps));
+    const bool v8 = fast(SW_GEMV_V8);
     if (unroll == 0) {  // by type: a Q4_K/Q5_K pass is 4 blocks, others 1 block or less
         const int t = a.seg[0].type;
         unroll = (t == LOOM_GGML_Q4_K || t == LOOM_GGML_Q5_K) ? 2 : 4;
     }
     if (unroll == 1)  // the simple path: one pass at a time, the generic kernel
-        gemv_kernel<1, -1, -1, -1><<<grid, kThreads, 0, stream>>>(a);
+        if (v8) gemv_kernel<1, -1, -1, -1, true><<<grid, kThreads, 0, stream>>>(a);
+        else gemv_kernel<1, -1, -1, -1, false><<<grid, kThreads, 0, stream>>>(a);
     else if (unroll >= 4)
-        launch_types<4>(a, grid, stream);
+        v8 ? launch_types<4, true>(a, grid, stream) : launch_types<4, false>(a, grid, stream);
     else
-        launch_types<2>(a, grid, stream);
+        v8 ? launch_types<2, true>(a, grid, stream) : launch_types<2, false>(a, grid, stream);
     LAUNCH_CHECK();
     return LOOM_OK;
 }
