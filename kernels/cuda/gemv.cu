@@ -200,10 +200,10 @@ loom_status gemv_launch_unroll(const GemvArgs &a, int unroll, loom_error *err,
         const int t = a.seg[0].type;
         unroll = (t == LOOM_GGML_Q4_K || t == LOOM_GGML_Q5_K) ? 2 : 4;
     }
-    if (unroll == 1)  // the simple path: one pass at a time, the generic kernel
+    if (unroll == 1) {  // the simple path: one pass at a time, the generic kernel
         if (v8) gemv_kernel<1, -1, -1, -1, true><<<grid, kThreads, 0, stream>>>(a);
         else gemv_kernel<1, -1, -1, -1, false><<<grid, kThreads, 0, stream>>>(a);
-    else if (unroll >= 4)
+    } else if (unroll >= 4)
         v8 ? launch_types<4, true>(a, grid, stream) : launch_types<4, false>(a, grid, stream);
     else
         v8 ? launch_types<2, true>(a, grid, stream) : launch_types<2, false>(a, grid, stream);
