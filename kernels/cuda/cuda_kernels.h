@@ -22,6 +22,8 @@
  *   LOOM_FAST_EMBD        embedding: one warp per 256-value block (simple: a thread per value)
  *   LOOM_FAST_NORM        RMSNorm: float4 loads (simple: scalar)
  *   LOOM_FAST_ATTN        attention: GQA groups per block + split-KV (simple: a block per head)
+ *   LOOM_GEMV_V8          GEMV v8: cheaper Q4_K/Q5_K scale decode, 5 blocks/SM (=0: v7;
+ *                         bit-identical results; bench/NOTES.md)
  * When a fast path's launch fails, the launcher logs once on stderr and runs the simple path.
  *
  *   loom_kweight w = {.data = d_w, .type = LOOM_GGML_Q4_K, .rows = 2560, .cols = 2560};
