@@ -4,7 +4,9 @@
  * writes the graph with ir/serialize (via OUT.tmp renamed over OUT). `--stats` prints what the
  * graph holds: the count of each op, the nodes and the values; with `--json` as one JSON object
  * {"ops": {"<op>": count, ...}, "nodes": N, "values": N, "passes": [{"name", "nodes_before",
- * "nodes_after", "rewrites", "ms"}, ...]} on stdout (ops in op-table order, only those present).
+ * "nodes_after", "rewrites", "ms"}, ...], "layers": [{"<op>": count, ...}, ...]} on stdout (ops
+ * in op-table order, only those present; "layers" holds the op counts of each decoder layer, see
+ * layer_of_nodes). Without --json the per-layer counts are printed once when all layers agree.
  * `--plan [--streams N]` prints the execution plan (executor/plan.h) without any backend: the
  * activation arena, the sum of intermediates, the lower bound, streams and waits; with `--json`
  * as `"plan": {"arena_bytes": A, "sum_bytes": S, "lower_bound_bytes": L, "streams": N, ...}`
@@ -90,33 +92,88 @@ static void print_plan(const loom_exec_plan *p) {
     printf("  (weights, inputs and the KV cache are outside the arena)\n");
 }
 
+/* The decoder layer of a weight or state name ("blk.N.*", "kv.N.*"), or -1. */
+static int name_layer(const char *name) {
+    const char *digits = !strncmp(name, "blk.", 4) ? name + 4 : !strncmp(name, "kv.", 3) ? name + 3 : NULL;
+    if (!digits || *digits < '0' || *digits > '9') return -1;
+    return (int)strtol(digits, NULL, 10);
+}
+
+/* Assigns each node result a layer: a node reading a weight or state belongs to that tensor's
+ * layer (-1 for token_embd, output_norm, output); a node reading none (reshape, rope, silu...)
+ * inherits the highest layer of its operands. Returns an array indexed by value id (-1: no
+ * layer), or NULL when out of memory; *n_layer receives 1 + the highest layer seen. */
+static int *layer_of_nodes(const loom_ir_graph *g, int *n_layer) {
+    uint32_t bound = loom_ir_value_bound(g);
+    int *layer = malloc((bound ? bound : 1) * sizeof *layer);
+    if (!layer) return NULL;
+    for (uint32_t v = 0; v < bound; v++) layer[v] = -1;
+    *n_layer = 0;
+    for (loom_ir_node_id id = loom_ir_first_node(g); id != LOOM_IR_NO_NODE;
+         id = loom_ir_node_get(g, id)->next) {
+        const loom_ir_node *n = loom_ir_node_get(g, id);
+        int l = -1;
+        bool reads_tensor = false;
+        for (int i = 0; i < n->n_in; i++) {
+            const loom_ir_value *v = loom_ir_value_get(g, n->in[i]);
+            if (v->kind == LOOM_IR_VALUE_WEIGHT || v->kind == LOOM_IR_VALUE_STATE) {
+                int t = name_layer(v->name);
+                l = reads_tensor && t < l ? l : t;
+                reads_tensor = true;
+            } else if (!reads_tensor && v->kind == LOOM_IR_VALUE_NODE && layer[n->in[i]] > l) {
+                l = layer[n->in[i]];
+            }
+        }
+        for (int o = 0; o < n->n_out; o++) layer[n->out[o]] = l;
+        if (l + 1 > *n_layer) *n_layer = l + 1;
+    }
+    return layer;
+}
+
+static void print_op_counts_json(const uint32_t *count) {
+    printf("{");
+    bool first = true;
+    for (int op = 0; op < LOOM_IR_OP_COUNT; op++) {
+        if (!count[op]) continue;
+        printf("%s\"%s\": %u", first ? "" : ", ", loom_ir_op_info_get((loom_ir_op)op)->name, count[op]);
+        first = false;
+    }
+    printf("}");
+}
+
 static void print_stats(const loom_ir_graph *g, const loom_pass_manager *pm, bool json,
                         const char *extra) {
     uint32_t count[LOOM_IR_OP_COUNT] = {0}, nodes = 0, values = 0;
+    int n_layer = 0;
+    int *layer = layer_of_nodes(g, &n_layer);
+    uint32_t(*per_layer)[LOOM_IR_OP_COUNT] = layer && n_layer ? calloc((size_t)n_layer, sizeof *per_layer) : NULL;
     for (loom_ir_node_id id = loom_ir_first_node(g); id != LOOM_IR_NO_NODE;
          id = loom_ir_node_get(g, id)->next) {
-        count[loom_ir_node_get(g, id)->op]++;
+        const loom_ir_node *n = loom_ir_node_get(g, id);
+        count[n->op]++;
         nodes++;
+        if (per_layer && layer[n->out[0]] >= 0) per_layer[layer[n->out[0]]][n->op]++;
     }
+    free(layer);
     for (uint32_t v = 0; v < loom_ir_value_bound(g); v++)
         if (loom_ir_value_get(g, v)->kind != LOOM_IR_VALUE_DEAD) values++;
     if (json) {
-        printf("{\"ops\": {");
-        bool first = true;
-        for (int op = 0; op < LOOM_IR_OP_COUNT; op++) {
-            if (!count[op]) continue;
-            printf("%s\"%s\": %u", first ? "" : ", ", loom_ir_op_info_get((loom_ir_op)op)->name,
-                   count[op]);
-            first = false;
-        }
-        printf("}, \"nodes\": %u, \"values\": %u, \"passes\": [", nodes, values);
+        printf("{\"ops\": ");
+        print_op_counts_json(count);
+        printf(", \"nodes\": %u, \"values\": %u, \"passes\": [", nodes, values);
         for (uint32_t i = 0; pm && i < loom_pass_manager_stat_count(pm); i++) {
             const loom_pass_stat *st = loom_pass_manager_stat_at(pm, i);
             printf("%s{\"name\": \"%s\", \"nodes_before\": %u, \"nodes_after\": %u, "
                    "\"rewrites\": %u, \"ms\": %.3f}",
                    i ? ", " : "", st->name, st->nodes_before, st->nodes_after, st->rewrites, st->ms);
         }
+        printf("], \"layers\": [");
+        for (int l = 0; per_layer && l < n_layer; l++) {
+            printf("%s", l ? ", " : "");
+            print_op_counts_json(per_layer[l]);
+        }
         printf("]%s%s}\n", extra ? ", " : "", extra ? extra : "");
+        free(per_layer);
         return;
     }
     if (pm && loom_pass_manager_stat_count(pm)) {
@@ -133,6 +190,18 @@ static void print_stats(const loom_ir_graph *g, const loom_pass_manager *pm, boo
         if (count[op]) printf("%-16s %u\n", loom_ir_op_info_get((loom_ir_op)op)->name, count[op]);
     printf("nodes %u, values %u (inputs %u, weights %u, state %u)\n", nodes, values,
            loom_ir_input_count(g), loom_ir_weight_count(g), loom_ir_state_count(g));
+    bool same = per_layer != NULL;
+    for (int l = 1; same && l < n_layer; l++)
+        same = !memcmp(per_layer[l], per_layer[0], sizeof per_layer[0]);
+    if (same) {
+        printf("each of the %d layers:", n_layer);
+        for (int op = 0; op < LOOM_IR_OP_COUNT; op++)
+            if (per_layer[0][op]) printf(" %s %u", loom_ir_op_info_get((loom_ir_op)op)->name, per_layer[0][op]);
+        printf("\n");
+    } else if (per_layer) {
+        printf("layers differ in their ops (see --json \"layers\")\n");
+    }
+    free(per_layer);
 }
 
 int loom_cmd_compile(int argc, char **argv) {

@@ -89,7 +89,12 @@ Test(cli, compile_stats_json_and_pb_round_trip) {
     cr_assert_str_eq(out, "{\"ops\": {\"get_rows\": 1, \"rms_norm\": 5, \"mul\": 7, \"add\": 4, "
                           "\"matmul\": 15, \"reshape\": 6, \"rope\": 4, \"kv_write\": 4, "
                           "\"attention\": 2, \"silu\": 2}, \"nodes\": 50, \"values\": 77, "
-                          "\"passes\": []}\n");
+                          "\"passes\": [], \"layers\": ["
+                          "{\"rms_norm\": 2, \"mul\": 3, \"add\": 2, \"matmul\": 7, \"reshape\": 3, "
+                          "\"rope\": 2, \"kv_write\": 2, \"attention\": 1, \"silu\": 1}, "
+                          "{\"rms_norm\": 2, \"mul\": 3, \"add\": 2, \"matmul\": 7, \"reshape\": 3, "
+                          "\"rope\": 2, \"kv_write\": 2, \"attention\": 1, \"silu\": 1}]}\n");
+    /* Outside the layers: get_rows, the final rms_norm and mul, the output matmul. */
     /* 77 values = 2 inputs + 21 weights + 4 KV states + 50 node results. */
     /* The default -O2 pipeline: per layer one matmul_triple, one matmul_pair, two matmul_add. */
     snprintf(args, sizeof args, "compile '%s/tiny_llama_q8_0.gguf' --stats --json", golden);
@@ -99,6 +104,14 @@ Test(cli, compile_stats_json_and_pb_round_trip) {
                           "\"matmul_triple\": 2, \"matmul_pair\": 2, \"matmul_add\": 4}, "
                           "\"nodes\": 31,") == out, "%s", out);
     cr_assert(strstr(out, "\"name\": \"fuse-qkv\""), "%s", out);
+    /* Each layer, exactly: two fused_rms_norm, one matmul_triple, RoPE and KV writes of K and V,
+     * one attention, one matmul_pair, two matmul_add (reshapes are views). */
+    const char *layer = "{\"reshape\": 3, \"rope\": 2, \"kv_write\": 2, \"attention\": 1, "
+                        "\"fused_rms_norm\": 2, \"matmul_triple\": 1, \"matmul_pair\": 1, "
+                        "\"matmul_add\": 2}";
+    char layers[1024];
+    snprintf(layers, sizeof layers, "\"layers\": [%s, %s]}", layer, layer);
+    cr_assert(strstr(out, layers), "%s", out);
     snprintf(args, sizeof args, "compile '%s/tiny_llama_q8_0.gguf' --passes no-such-pass", golden);
     cr_assert_eq(run(args, out, sizeof out), 2);
     read_stderr(err, sizeof err);
