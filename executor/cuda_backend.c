@@ -636,7 +636,7 @@ static loom_status run_kv_or_attention(cuda_backend *c, const loom_ir_node *n,
         d = loom_ir_node_attr_int(n, LOOM_IR_ATTR_HEAD_DIM, 0);
     }
     int32_t *owned = NULL;
-    const int32_t *pos;
+    const int32_t *pos = NULL;
     loom_status st = host_positions(c, pos_t, &owned, &pos, err);
     if (st) return st;
     bool consecutive;
