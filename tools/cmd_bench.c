@@ -26,6 +26,7 @@
 #include "executor/cuda_backend.h"
 #include "ir/ir.h"
 #include "loom.h"
+#include "tools/cli.h"
 #include "tools/commands.h"
 
 static void usage(FILE *f) {
@@ -42,22 +43,6 @@ static void usage(FILE *f) {
             "  --kv T          KV cache: f32, f16 (default) or int8 (cuda)\n"
             "  --threads N     CPU threads\n"
             "  --json          one JSON object on stdout\n");
-}
-
-static bool parse_int(const char *s, long lo, long hi, int32_t *out) {
-    if (!s || !*s) return false;
-    errno = 0;
-    char *end;
-    long v = strtol(s, &end, 10);
-    if (errno || *end || v < lo || v > hi) return false;
-    *out = (int32_t)v;
-    return true;
-}
-
-static double now_s(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return ts.tv_sec + ts.tv_nsec * 1e-9;
 }
 
 static void mean_sd(const double *x, int n, double *mean, double *sd) {
@@ -123,15 +108,15 @@ int loom_cmd_bench(int argc, char **argv) {
             usage(stdout);
             return 0;
         } else if (!strcmp(a, "-p")) {
-            ok = parse_int(v, 0, 1 << 20, &P);
+            ok = loom_cli_parse_int(v, 0, 1 << 20, &P);
         } else if (!strcmp(a, "-n")) {
-            ok = parse_int(v, 0, 1 << 20, &N);
+            ok = loom_cli_parse_int(v, 0, 1 << 20, &N);
         } else if (!strcmp(a, "-r")) {
-            ok = parse_int(v, 1, 1000, &R);
+            ok = loom_cli_parse_int(v, 1, 1000, &R);
         } else if (!strcmp(a, "--streams")) {
-            ok = parse_int(v, 1, 16, &streams);
+            ok = loom_cli_parse_int(v, 1, 16, &streams);
         } else if (!strcmp(a, "--threads")) {
-            ok = parse_int(v, 0, 1024, &threads);
+            ok = loom_cli_parse_int(v, 0, 1024, &threads);
         } else if (!strcmp(a, "--backend")) {
             ok = v && (!strcmp(v, "cpu") || !strcmp(v, "cuda"));
             cuda = ok && !strcmp(v, "cuda");
@@ -211,17 +196,17 @@ int loom_cmd_bench(int argc, char **argv) {
     if (loom_session_eval(s, toks + P, 1, &err)) goto fail;
     for (int r = 0; r < R && P > 0; r++) {
         loom_session_reset(s);
-        double t0 = now_s();
+        double t0 = loom_cli_now_s();
         if (loom_session_eval(s, toks, P, &err)) goto fail;
-        pp[r] = P / (now_s() - t0);
+        pp[r] = P / (loom_cli_now_s() - t0);
     }
     for (int r = 0; r < R && N > 0; r++) {
         loom_session_reset(s);
         if (P > 0 && loom_session_eval(s, toks, P, &err)) goto fail;
-        double t0 = now_s();
+        double t0 = loom_cli_now_s();
         for (int32_t i = 0; i < N; i++)
             if (loom_session_eval(s, toks + P + i, 1, &err)) goto fail;
-        tg[r] = N / (now_s() - t0);
+        tg[r] = N / (loom_cli_now_s() - t0);
     }
     const loom_ir_graph *g = loom_model_graph(m);
     uint64_t wtok, wtotal, params;

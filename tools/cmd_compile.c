@@ -23,6 +23,7 @@
 #include "loaders/gguf.h"
 #include "loaders/lower.h"
 #include "passes/passes.h"
+#include "tools/cli.h"
 #include "tools/commands.h"
 
 static void usage(FILE *f) {
@@ -50,16 +51,6 @@ static void usage(FILE *f) {
             "  --last-logits       logits of each step's last token only (input last_row)\n"
             "  --print             print the graph's text form on stdout\n"
             "  -h, --help          this help\n");
-}
-
-static bool parse_int(const char *s, long lo, long hi, int32_t *out) {
-    if (!s || !*s) return false;
-    errno = 0;
-    char *end;
-    long v = strtol(s, &end, 10);
-    if (errno || *end || v < lo || v > hi) return false;
-    *out = (int32_t)v;
-    return true;
 }
 
 /* The plan's figures as a JSON member `"plan": {...}` (no braces around it). */
@@ -243,9 +234,9 @@ int loom_cmd_compile(int argc, char **argv) {
             po.print_after_all = true;
             takes = false;
         } else if (!strcmp(a, "--ctx")) {
-            ok = parse_int(v, 1, INT32_MAX, &lo.n_ctx);
+            ok = loom_cli_parse_int(v, 1, INT32_MAX, &lo.n_ctx);
         } else if (!strcmp(a, "--max-tokens")) {
-            ok = parse_int(v, 1, INT32_MAX, &lo.max_tokens);
+            ok = loom_cli_parse_int(v, 1, INT32_MAX, &lo.max_tokens);
         } else if (!strcmp(a, "--kv")) {
             ok = v && (!strcmp(v, "f32") || !strcmp(v, "f16"));
             if (ok) lo.kv_dtype = !strcmp(v, "f16") ? LOOM_IR_F16 : LOOM_IR_F32;
@@ -256,7 +247,7 @@ int loom_cmd_compile(int argc, char **argv) {
             show_plan = true;
             takes = false;
         } else if (!strcmp(a, "--streams")) {
-            ok = parse_int(v, 1, LOOM_PLAN_MAX_STREAMS, &streams);
+            ok = loom_cli_parse_int(v, 1, LOOM_PLAN_MAX_STREAMS, &streams);
         } else if (!strcmp(a, "--json")) {
             json = true;
             takes = false;

@@ -19,6 +19,7 @@
 #include "loaders/tokenizer.h"
 #include "loom.h"
 #include "passes/passes.h"
+#include "tools/cli.h"
 #include "tools/commands.h"
 
 static void usage(FILE *f) {
@@ -51,26 +52,6 @@ static void usage(FILE *f) {
             "  --passes LIST       optimize a GGUF's graph: pass names or -O0/-O2 (default -O2)\n"
             "  -O0, -O2            the same as --passes -O0 / -O2\n"
             "  -h, --help          this help\n");
-}
-
-static bool parse_long(const char *s, long lo, long hi, long *out) {
-    if (!s || !*s) return false;
-    errno = 0;
-    char *end;
-    long v = strtol(s, &end, 10);
-    if (errno || *end || v < lo || v > hi) return false;
-    *out = v;
-    return true;
-}
-
-static bool parse_float(const char *s, float *out) {
-    if (!s || !*s) return false;
-    errno = 0;
-    char *end;
-    float v = strtof(s, &end);
-    if (errno || *end) return false;
-    *out = v;
-    return true;
 }
 
 /* Parses "1,2,3" into a malloc'd array; false on anything else. */
@@ -119,12 +100,6 @@ static void load_progress(void *ctx, uint64_t done) {
     }
 }
 
-static double now_s(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-
 static int write_logits(const char *path, const float *x, size_t n) {
     char tmp[4096];
     snprintf(tmp, sizeof tmp, "%s.tmp", path);
@@ -167,16 +142,16 @@ int loom_cmd_run(int argc, char **argv) {
             text = v;
             ok = v != NULL;
         } else if (!strcmp(a, "-n")) {
-            ok = parse_long(v, 0, 1 << 24, &n_gen);
+            ok = loom_cli_parse_long(v, 0, 1 << 24, &n_gen);
         } else if (!strcmp(a, "--backend")) {
             backend = v;
             ok = v != NULL;
         } else if (!strcmp(a, "--temp")) {
-            ok = parse_float(v, &temp);
+            ok = loom_cli_parse_float(v, &temp);
         } else if (!strcmp(a, "--top-k")) {
-            ok = parse_long(v, 0, INT32_MAX, &top_k);
+            ok = loom_cli_parse_long(v, 0, INT32_MAX, &top_k);
         } else if (!strcmp(a, "--top-p")) {
-            ok = parse_float(v, &top_p) && top_p > 0.0f;
+            ok = loom_cli_parse_float(v, &top_p) && top_p > 0.0f;
         } else if (!strcmp(a, "--seed")) {
             char *end;
             errno = 0;
@@ -189,7 +164,7 @@ int loom_cmd_run(int argc, char **argv) {
             gguf = v;
             ok = v != NULL;
         } else if (!strcmp(a, "--ctx")) {
-            ok = parse_long(v, 1, INT32_MAX, &ctx);
+            ok = loom_cli_parse_long(v, 1, INT32_MAX, &ctx);
         } else if (!strcmp(a, "--passes")) {
             passes = v;
             ok = v != NULL;
@@ -201,14 +176,14 @@ int loom_cmd_run(int argc, char **argv) {
             kv_f16 = ok && !strcmp(v, "f16");
             kv_int8 = ok && !strcmp(v, "int8");
         } else if (!strcmp(a, "--streams")) {
-            ok = parse_long(v, 1, 16, &streams);
+            ok = loom_cli_parse_long(v, 1, 16, &streams);
         } else if (!strcmp(a, "--cuda-graphs")) {
-            ok = parse_long(v, 0, 1, &graphs);
+            ok = loom_cli_parse_long(v, 0, 1, &graphs);
         } else if (!strcmp(a, "--weights")) {
             ok = v && (!strcmp(v, "auto") || !strcmp(v, "copy") || !strcmp(v, "mapped"));
             weights = v;
         } else if (!strcmp(a, "--threads")) {
-            ok = parse_long(v, 1, 1024, &threads);
+            ok = loom_cli_parse_long(v, 1, 1024, &threads);
         } else if (a[0] == '-' && a[1]) {
             fprintf(stderr, "loom run: unknown option '%s'\n", a);
             usage(stderr);
@@ -287,7 +262,7 @@ int loom_cmd_run(int argc, char **argv) {
     mo.cache_type = kv_f16 ? LOOM_CACHE_F16 : LOOM_CACHE_F32;
     /* Only --logits needs every prompt row; otherwise skip their output projections. */
     mo.last_logits_only = logits_path == NULL;
-    double t0 = now_s();
+    double t0 = loom_cli_now_s();
     if (text) {
         /* Tokenize first (the GGUF alone has the vocabulary), to size the context. */
         loom_gguf *g = NULL;
@@ -344,12 +319,12 @@ int loom_cmd_run(int argc, char **argv) {
     sp.top_p = top_p;
     sp.seed = seed;
     if (loom_sampler_create(&sp, &sampler, &err)) goto fail;
-    double t_load = now_s() - t0;
+    double t_load = loom_cli_now_s() - t0;
 
     /* Prefill, then decode, timed apart. */
-    t0 = now_s();
+    t0 = loom_cli_now_s();
     if (loom_session_eval(s, prompt, n_prompt, &err)) goto fail;
-    double t_prefill = now_s() - t0;
+    double t_prefill = loom_cli_now_s() - t0;
     int32_t V = loom_model_n_vocab(m);
     if (logits_path) {
         int32_t rows = 0;
@@ -368,7 +343,7 @@ int loom_cmd_run(int argc, char **argv) {
         loom_error_set(&err, LOOM_ERR_OUT_OF_MEMORY, "out of memory");
         goto fail;
     }
-    t0 = now_s();
+    t0 = loom_cli_now_s();
     for (long i = 0; i < n_gen; i++) {
         int32_t rows;
         const float *l = loom_session_logits(s, &rows);
@@ -385,7 +360,7 @@ int loom_cmd_run(int argc, char **argv) {
         out[n_out++] = t;
         if (i + 1 < n_gen && loom_session_eval(s, &out[n_out - 1], 1, &err)) goto fail;
     }
-    double t_decode = now_s() - t0;
+    double t_decode = loom_cli_now_s() - t0;
     if (detok) {
         const char *piece;
         size_t len;
