@@ -21,15 +21,6 @@
 #include "kernels/quant/quant.h"
 #include "tests/gpu/cuda_min.h"
 
-#define CK(x)                                                                                 \
-    do {                                                                                      \
-        cudaError_t e_ = (x);                                                                 \
-        if (e_ != cudaSuccess) {                                                              \
-            fprintf(stderr, "FATAL %s:%d %s: %s\n", __FILE__, __LINE__, #x,                    \
-                    cudaGetErrorString(e_));                                                  \
-            exit(2);                                                                          \
-        }                                                                                     \
-    } while (0)
 #define LK(x)                                                                                 \
     do {                                                                                      \
         loom_error err_ = {0};                                                                \

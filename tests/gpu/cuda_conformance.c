@@ -29,15 +29,6 @@
 static int g_quick = 0, g_fail = 0, g_cases = 0;
 static uint64_t g_rng = 0x9E3779B97F4A7C15ull;
 
-#define CK(x)                                                                                 \
-    do {                                                                                      \
-        cudaError_t e_ = (x);                                                                 \
-        if (e_ != cudaSuccess) {                                                              \
-            fprintf(stderr, "FATAL %s:%d %s: %s\n", __FILE__, __LINE__, #x,                    \
-                    cudaGetErrorString(e_));                                                  \
-            exit(2);                                                                          \
-        }                                                                                     \
-    } while (0)
 
 static uint64_t rnd(void) {
     g_rng ^= g_rng << 13;

@@ -7,6 +7,8 @@
 #define LOOM_TESTS_GPU_CUDA_MIN_H
 
 #include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
 
 #include "kernels/cuda/cuda_kernels.h" /* cudaStream_t */
 
@@ -43,5 +45,16 @@ cudaError_t cudaGraphInstantiate(cudaGraphExec_t *ge, cudaGraph_t g, unsigned lo
 cudaError_t cudaGraphLaunch(cudaGraphExec_t ge, cudaStream_t s);
 cudaError_t cudaGraphExecDestroy(cudaGraphExec_t ge);
 cudaError_t cudaGraphDestroy(cudaGraph_t g);
+
+/* CK(call): a failed CUDA runtime call ends the test program (exit 2) naming the call. */
+#define CK(x)                                                                                 \
+    do {                                                                                      \
+        cudaError_t e_ = (x);                                                                 \
+        if (e_ != cudaSuccess) {                                                              \
+            fprintf(stderr, "FATAL %s:%d %s: %s\n", __FILE__, __LINE__, #x,                    \
+                    cudaGetErrorString(e_));                                                  \
+            exit(2);                                                                          \
+        }                                                                                     \
+    } while (0)
 
 #endif /* LOOM_TESTS_GPU_CUDA_MIN_H */
