@@ -12,6 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "executor/backend_common.h"
 #include "executor/executor.h"
 #include "kernels/cpu/cpu_kernels.h"
 
@@ -24,16 +25,6 @@ static bool is_float_vec_type(loom_ir_dtype t) {
     return t == LOOM_IR_F32 || t == LOOM_IR_F16 || t == LOOM_IR_BF16;
 }
 
-static bool is_weight_type(loom_ir_dtype t) {
-    switch (t) {
-    case LOOM_IR_F32: case LOOM_IR_F16: case LOOM_IR_BF16: case LOOM_IR_Q8_0:
-    case LOOM_IR_Q4_K: case LOOM_IR_Q5_K: case LOOM_IR_Q6_K:
-        return true;
-    default:
-        return false;
-    }
-}
-
 static bool is_cache_type(loom_ir_dtype t) { return t == LOOM_IR_F32 || t == LOOM_IR_F16; }
 
 static bool cpu_supports(loom_exec_backend *b, const loom_ir_graph *g, const loom_ir_node *n) {
@@ -41,18 +32,18 @@ static bool cpu_supports(loom_exec_backend *b, const loom_ir_graph *g, const loo
     const loom_ir_value *in0 = loom_ir_value_get(g, n->in[0]);
     switch (n->op) {
     case LOOM_IR_OP_GET_ROWS:
-        return is_weight_type(in0->type.dtype);
+        return loom_exec_is_weight_type(in0->type.dtype);
     case LOOM_IR_OP_MUL: case LOOM_IR_OP_ADD:
         return in0->type.dtype == LOOM_IR_F32 &&
                is_float_vec_type(loom_ir_value_get(g, n->in[1])->type.dtype);
     case LOOM_IR_OP_MATMUL: case LOOM_IR_OP_MATMUL_ADD:
-        return is_weight_type(loom_ir_value_get(g, n->in[1])->type.dtype);
+        return loom_exec_is_weight_type(loom_ir_value_get(g, n->in[1])->type.dtype);
     case LOOM_IR_OP_MATMUL_PAIR:
-        return is_weight_type(loom_ir_value_get(g, n->in[1])->type.dtype) &&
-               is_weight_type(loom_ir_value_get(g, n->in[2])->type.dtype);
+        return loom_exec_is_weight_type(loom_ir_value_get(g, n->in[1])->type.dtype) &&
+               loom_exec_is_weight_type(loom_ir_value_get(g, n->in[2])->type.dtype);
     case LOOM_IR_OP_MATMUL_TRIPLE:
         for (int i = 1; i <= 3; i++)
-            if (!is_weight_type(loom_ir_value_get(g, n->in[i])->type.dtype)) return false;
+            if (!loom_exec_is_weight_type(loom_ir_value_get(g, n->in[i])->type.dtype)) return false;
         for (int i = 4; i < n->n_in; i++) /* biases */
             if (loom_ir_value_get(g, n->in[i])->type.dtype != LOOM_IR_F32) return false;
         return true;
@@ -99,12 +90,6 @@ static void cpu_destroy(loom_exec_backend *b) {
 
 /* ---------------------------------------------------------------- helpers */
 
-static loom_kweight kweight_of(const loom_exec_tensor *t) {
-    /* A weight [M,K] (or a [K] vector seen as one row). */
-    int64_t cols = t->dims[t->rank - 1];
-    return (loom_kweight){t->data, (loom_ggml_type)t->dtype, cols ? t->numel / cols : 0, cols};
-}
-
 /* f32 data of a float vector t (widened into scratch slot `slot` of two when f16/bf16). */
 static loom_status float_vec(cpu_backend *c, const loom_exec_tensor *t, int slot,
                              const float **out, loom_error *err) {
@@ -144,35 +129,10 @@ static loom_status binary(cpu_backend *c, const loom_exec_tensor *a, const loom_
     return LOOM_OK;
 }
 
-static loom_kv_layout kv_layout_of(const loom_exec_tensor *cache) {
-    loom_kv_layout kv = {cache->dtype == LOOM_IR_F16 ? LOOM_KV_F16 : LOOM_KV_F32, cache->dims[0],
-                         1, cache->dims[1]};
-    if (cache->rank == 3) {
-        kv.n_kv_head = cache->dims[1];
-        kv.head_dim = cache->dims[2];
-    }
-    return kv;
-}
-
-/* True when pos[t] == pos[0] + t for every t. Checks every position is in 0..n_ctx-1. */
-static loom_status positions(const int32_t *pos, int64_t n, int64_t n_ctx, bool *consecutive,
-                             loom_error *err) {
-    *consecutive = true;
-    for (int64_t t = 0; t < n; t++) {
-        if (pos[t] < 0 || pos[t] >= n_ctx)
-            return loom_error_set(err, LOOM_ERR_LIMIT,
-                                  "position %d of token %lld is outside the context 0..%lld",
-                                  pos[t], (long long)t, (long long)n_ctx - 1);
-        if (pos[t] != pos[0] + t) *consecutive = false;
-    }
-    return LOOM_OK;
-}
-
-static size_t elem_bytes(loom_ir_dtype t) { return t == LOOM_IR_F16 || t == LOOM_IR_BF16 ? 2 : 4; }
-
 static loom_status convert(const loom_exec_tensor *x, const loom_exec_tensor *y, loom_error *err) {
     if (x->dtype == y->dtype) {
-        if (x->data != y->data) memmove(y->data, x->data, (size_t)x->numel * elem_bytes(x->dtype));
+        if (x->data != y->data)
+            memmove(y->data, x->data, (size_t)x->numel * loom_exec_elem_bytes(x->dtype));
         return LOOM_OK;
     }
     if (x->dtype == LOOM_IR_F16 && y->dtype == LOOM_IR_F32)
@@ -212,7 +172,7 @@ static loom_status cpu_run_node(loom_exec_backend *b, const loom_ir_graph *g, co
     int64_t last = x->rank ? x->dims[x->rank - 1] : 1;
     switch (n->op) {
     case LOOM_IR_OP_GET_ROWS:
-        return loom_cpu_embed(kweight_of(x), in[1].data, in[1].numel, y->data, err);
+        return loom_cpu_embed(loom_exec_kweight_of(x), in[1].data, in[1].numel, y->data, err);
     case LOOM_IR_OP_RMS_NORM:
         return loom_cpu_rms_norm(x->data, NULL, last ? x->numel / last : 0, last,
                                  loom_ir_node_attr_float(n, LOOM_IR_ATTR_EPS, 0), y->data, err);
@@ -226,18 +186,21 @@ static loom_status cpu_run_node(loom_exec_backend *b, const loom_ir_graph *g, co
     case LOOM_IR_OP_ADD:
         return binary(c, x, &in[1], y, n->op == LOOM_IR_OP_ADD, err);
     case LOOM_IR_OP_MATMUL:
-        return loom_cpu_matmul(x->data, last ? x->numel / last : 0, kweight_of(&in[1]), y->data, err);
+        return loom_cpu_matmul(x->data, last ? x->numel / last : 0, loom_exec_kweight_of(&in[1]),
+                               y->data, err);
     case LOOM_IR_OP_MATMUL_ADD:
-        return loom_cpu_matmul_add(x->data, last ? x->numel / last : 0, kweight_of(&in[1]),
-                                   in[2].data, y->data, err);
+        return loom_cpu_matmul_add(x->data, last ? x->numel / last : 0,
+                                   loom_exec_kweight_of(&in[1]), in[2].data, y->data, err);
     case LOOM_IR_OP_MATMUL_PAIR: {
         bool swiglu = loom_ir_node_attr_int(n, LOOM_IR_ATTR_SWIGLU, 0) != 0;
-        return loom_cpu_matmul_pair(x->data, last ? x->numel / last : 0, kweight_of(&in[1]),
-                                    kweight_of(&in[2]), swiglu ? LOOM_PAIR_SWIGLU : LOOM_PAIR_NONE,
-                                    y->data, swiglu ? NULL : out[1].data, err);
+        return loom_cpu_matmul_pair(x->data, last ? x->numel / last : 0,
+                                    loom_exec_kweight_of(&in[1]), loom_exec_kweight_of(&in[2]),
+                                    swiglu ? LOOM_PAIR_SWIGLU : LOOM_PAIR_NONE, y->data,
+                                    swiglu ? NULL : out[1].data, err);
     }
     case LOOM_IR_OP_MATMUL_TRIPLE: {
-        loom_kweight w[3] = {kweight_of(&in[1]), kweight_of(&in[2]), kweight_of(&in[3])};
+        loom_kweight w[3] = {loom_exec_kweight_of(&in[1]), loom_exec_kweight_of(&in[2]),
+                             loom_exec_kweight_of(&in[3])};
         const float *bias[3] = {NULL, NULL, NULL};
         bool has_bias = n->n_in == 7;
         if (has_bias)
@@ -253,47 +216,39 @@ static loom_status cpu_run_node(loom_exec_backend *b, const loom_ir_graph *g, co
                                       has_bias ? bias : NULL, ys, err);
     }
     case LOOM_IR_OP_RESHAPE:
-        if (y->data != x->data) memmove(y->data, x->data, (size_t)x->numel * elem_bytes(x->dtype));
+        if (y->data != x->data)
+            memmove(y->data, x->data, (size_t)x->numel * loom_exec_elem_bytes(x->dtype));
         return LOOM_OK;
     case LOOM_IR_OP_ROPE: {
         if (y->data != x->data) memcpy(y->data, x->data, (size_t)x->numel * sizeof(float));
-        int mode = (int)loom_ir_node_attr_int(n, LOOM_IR_ATTR_MODE, 0);
-        loom_rope_params p = {
-            .n_tokens = x->dims[0],
-            .n_head = x->dims[1],
-            .n_kv_head = 0,
-            .head_dim = x->dims[2],
-            .n_rot = loom_ir_node_attr_int(n, LOOM_IR_ATTR_N_ROT, 0),
-            .mode = mode == LOOM_IR_ROPE_NEOX ? LOOM_ROPE_NEOX : LOOM_ROPE_NORM,
-            .freq_base = loom_ir_node_attr_float(n, LOOM_IR_ATTR_FREQ_BASE, 10000.0f),
-            .freq_scale = loom_ir_node_attr_float(n, LOOM_IR_ATTR_FREQ_SCALE, 1.0f),
-        };
+        loom_rope_params p = loom_exec_rope_params(n, x);
         return loom_cpu_rope(y->data, NULL, in[1].data, &p, err);
     }
     case LOOM_IR_OP_KV_WRITE: {
         /* in: cache, x, pos; out aliases the cache. */
-        loom_kv_layout kv = kv_layout_of(&in[0]);
+        int64_t hkv, d;
+        loom_exec_cache_heads(&in[0], &hkv, &d);
+        loom_kv_layout kv = loom_exec_kv_layout(&in[0], hkv, d);
         const float *src = in[1].data;
         const int32_t *pos = in[2].data;
         int64_t T = in[2].numel, row = kv.n_kv_head * kv.head_dim;
         bool consecutive;
-        if ((st = positions(pos, T, kv.n_ctx, &consecutive, err))) return st;
+        if ((st = loom_exec_check_positions(pos, T, kv.n_ctx, &consecutive, err))) return st;
         if (consecutive) return loom_cpu_kv_write(src, T, T ? pos[0] : 0, y->data, NULL, &kv, err);
         for (int64_t t = 0; t < T; t++)
             if ((st = loom_cpu_kv_write(src + t * row, 1, pos[t], y->data, NULL, &kv, err))) return st;
         return LOOM_OK;
     }
     case LOOM_IR_OP_ATTENTION: {
-        loom_kv_layout kv = {.type = in[1].dtype == LOOM_IR_F16 ? LOOM_KV_F16 : LOOM_KV_F32,
-                             .n_ctx = in[1].dims[0],
-                             .n_kv_head = loom_ir_node_attr_int(n, LOOM_IR_ATTR_N_KV_HEAD, 0),
-                             .head_dim = loom_ir_node_attr_int(n, LOOM_IR_ATTR_HEAD_DIM, 0)};
+        loom_kv_layout kv =
+            loom_exec_kv_layout(&in[1], loom_ir_node_attr_int(n, LOOM_IR_ATTR_N_KV_HEAD, 0),
+                                loom_ir_node_attr_int(n, LOOM_IR_ATTR_HEAD_DIM, 0));
         int64_t H = loom_ir_node_attr_int(n, LOOM_IR_ATTR_N_HEAD, 0);
         float scale = loom_ir_node_attr_float(n, LOOM_IR_ATTR_SCALE, 0);
         const int32_t *pos = in[3].data;
         int64_t T = in[3].numel, row = H * kv.head_dim;
         bool consecutive;
-        if ((st = positions(pos, T, kv.n_ctx, &consecutive, err))) return st;
+        if ((st = loom_exec_check_positions(pos, T, kv.n_ctx, &consecutive, err))) return st;
         const float *q = x->data;
         float *o = y->data;
         if (consecutive) {

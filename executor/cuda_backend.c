@@ -19,6 +19,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "executor/backend_common.h"
 #include "executor/cuda_rt.h"
 #include "kernels/cpu/cpu_kernels.h"
 #include "kernels/cuda/cuda_kernels.h"
@@ -76,16 +77,6 @@ typedef struct cuda_backend {
     uint64_t prof_count[2][LOOM_IR_OP_COUNT], prof_steps[2];
 } cuda_backend;
 
-static bool is_weight_type(loom_ir_dtype t) {
-    switch (t) {
-    case LOOM_IR_F32: case LOOM_IR_F16: case LOOM_IR_BF16: case LOOM_IR_Q8_0:
-    case LOOM_IR_Q4_K: case LOOM_IR_Q5_K: case LOOM_IR_Q6_K:
-        return true;
-    default:
-        return false;
-    }
-}
-
 static int64_t last_dim(const loom_ir_value *v) { return v->type.rank ? v->type.dims[v->type.rank - 1] : 1; }
 
 static void need_scratch(cuda_backend *c, size_t b) {
@@ -103,19 +94,19 @@ static bool cuda_supports(loom_exec_backend *b, const loom_ir_graph *g, const lo
     const loom_ir_value *in0 = loom_ir_value_get(g, n->in[0]);
     switch (n->op) {
     case LOOM_IR_OP_GET_ROWS:
-        return is_weight_type(in0->type.dtype);
+        return loom_exec_is_weight_type(in0->type.dtype);
     case LOOM_IR_OP_MUL: case LOOM_IR_OP_ADD: {
         const loom_ir_value *b1 = loom_ir_value_get(g, n->in[1]);
         return in0->type.dtype == LOOM_IR_F32 && b1->type.dtype == LOOM_IR_F32;
     }
     case LOOM_IR_OP_MATMUL: case LOOM_IR_OP_MATMUL_ADD:
-        return is_weight_type(loom_ir_value_get(g, n->in[1])->type.dtype);
+        return loom_exec_is_weight_type(loom_ir_value_get(g, n->in[1])->type.dtype);
     case LOOM_IR_OP_MATMUL_PAIR:
-        return is_weight_type(loom_ir_value_get(g, n->in[1])->type.dtype) &&
-               is_weight_type(loom_ir_value_get(g, n->in[2])->type.dtype);
+        return loom_exec_is_weight_type(loom_ir_value_get(g, n->in[1])->type.dtype) &&
+               loom_exec_is_weight_type(loom_ir_value_get(g, n->in[2])->type.dtype);
     case LOOM_IR_OP_MATMUL_TRIPLE:
         for (int i = 1; i <= 3; i++)
-            if (!is_weight_type(loom_ir_value_get(g, n->in[i])->type.dtype)) return false;
+            if (!loom_exec_is_weight_type(loom_ir_value_get(g, n->in[i])->type.dtype)) return false;
         for (int i = 4; i < n->n_in; i++)
             if (loom_ir_value_get(g, n->in[i])->type.dtype != LOOM_IR_F32) return false;
         return true;
@@ -490,13 +481,6 @@ static loom_status cuda_synchronize(loom_exec_backend *b, loom_error *err) {
 
 /* ---------------------------------------------------------------- dispatch helpers */
 
-static loom_kweight kweight_of(const loom_exec_tensor *t) {
-    int64_t cols = t->dims[t->rank - 1];
-    return (loom_kweight){t->data, (loom_ggml_type)t->dtype, cols ? t->numel / cols : 0, cols};
-}
-
-static size_t elem_bytes(loom_ir_dtype t) { return t == LOOM_IR_F16 || t == LOOM_IR_BF16 ? 2 : 4; }
-
 static loom_status copy_d2d(cuda_backend *c, void *dst, const void *src, size_t bytes,
                             loom_error *err) {
     if (dst == src || !bytes) return LOOM_OK;
@@ -529,25 +513,11 @@ static loom_status host_positions(cuda_backend *c, const loom_exec_tensor *pos, 
     return LOOM_OK;
 }
 
-static loom_status check_positions(const int32_t *pos, int64_t n, int64_t n_ctx, bool *consecutive,
-                                   loom_error *err) {
-    *consecutive = true;
-    for (int64_t t = 0; t < n; t++) {
-        if (pos[t] < 0 || pos[t] >= n_ctx)
-            return loom_error_set(err, LOOM_ERR_LIMIT,
-                                  "position %d of token %lld is outside the context 0..%lld",
-                                  pos[t], (long long)t, (long long)n_ctx - 1);
-        if (pos[t] != pos[0] + t) *consecutive = false;
-    }
-    return LOOM_OK;
-}
-
 /* The layout of a cache tensor in this backend (INT8 overrides the graph's dtype). */
 static loom_kv_layout layout_of(const cuda_backend *c, const loom_exec_tensor *cache, int64_t hkv,
                                 int64_t d, void **data, float **scales) {
-    loom_kv_layout kv = {c->opt.kv_int8 ? LOOM_KV_INT8
-                                        : cache->dtype == LOOM_IR_F16 ? LOOM_KV_F16 : LOOM_KV_F32,
-                         cache->dims[0], hkv, d};
+    loom_kv_layout kv = loom_exec_kv_layout(cache, hkv, d);
+    if (c->opt.kv_int8) kv.type = LOOM_KV_INT8;
     *data = cache->data;
     *scales = NULL;
     if (c->opt.kv_int8) {
@@ -629,8 +599,7 @@ static loom_status run_kv_or_attention(cuda_backend *c, const loom_ir_node *n,
     const loom_exec_tensor *pos_t = is_write ? &in[2] : &in[3];
     int64_t hkv, d;
     if (is_write) {
-        hkv = cache->rank == 3 ? cache->dims[1] : 1;
-        d = cache->rank == 3 ? cache->dims[2] : cache->dims[1];
+        loom_exec_cache_heads(cache, &hkv, &d);
     } else {
         hkv = loom_ir_node_attr_int(n, LOOM_IR_ATTR_N_KV_HEAD, 0);
         d = loom_ir_node_attr_int(n, LOOM_IR_ATTR_HEAD_DIM, 0);
@@ -641,7 +610,7 @@ static loom_status run_kv_or_attention(cuda_backend *c, const loom_ir_node *n,
     if (st) return st;
     bool consecutive;
     int64_t T = pos_t->numel;
-    if ((st = check_positions(pos, T, cache->dims[0], &consecutive, err))) goto done;
+    if ((st = loom_exec_check_positions(pos, T, cache->dims[0], &consecutive, err))) goto done;
     if (is_write) {
         void *data;
         float *scales;
@@ -715,7 +684,7 @@ static loom_status dispatch(loom_exec_backend *b, const loom_ir_node *n,
     loom_status st;
     switch (n->op) {
     case LOOM_IR_OP_GET_ROWS:
-        return loom_cuda_embed(kweight_of(x), in[1].data, in[1].numel, y->data, err, s);
+        return loom_cuda_embed(loom_exec_kweight_of(x), in[1].data, in[1].numel, y->data, err, s);
     case LOOM_IR_OP_RMS_NORM:
         return loom_cuda_rms_norm(x->data, NULL, rows, last,
                                   loom_ir_node_attr_float(n, LOOM_IR_ATTR_EPS, 0), y->data, err, s);
@@ -741,17 +710,20 @@ static loom_status dispatch(loom_exec_backend *b, const loom_ir_node *n,
         return LOOM_OK;
     }
     case LOOM_IR_OP_MATMUL:
-        return loom_cuda_matmul(x->data, rows, kweight_of(&in[1]), y->data, err, s);
+        return loom_cuda_matmul(x->data, rows, loom_exec_kweight_of(&in[1]), y->data, err, s);
     case LOOM_IR_OP_MATMUL_ADD:
-        return loom_cuda_matmul_add(x->data, rows, kweight_of(&in[1]), in[2].data, y->data, err, s);
+        return loom_cuda_matmul_add(x->data, rows, loom_exec_kweight_of(&in[1]), in[2].data,
+                                    y->data, err, s);
     case LOOM_IR_OP_MATMUL_PAIR: {
         bool swiglu = loom_ir_node_attr_int(n, LOOM_IR_ATTR_SWIGLU, 0) != 0;
-        return loom_cuda_matmul_pair(x->data, rows, kweight_of(&in[1]), kweight_of(&in[2]),
+        return loom_cuda_matmul_pair(x->data, rows, loom_exec_kweight_of(&in[1]),
+                                     loom_exec_kweight_of(&in[2]),
                                      swiglu ? LOOM_PAIR_SWIGLU : LOOM_PAIR_NONE, y->data,
                                      swiglu ? NULL : out[1].data, err, s);
     }
     case LOOM_IR_OP_MATMUL_TRIPLE: {
-        loom_kweight w[3] = {kweight_of(&in[1]), kweight_of(&in[2]), kweight_of(&in[3])};
+        loom_kweight w[3] = {loom_exec_kweight_of(&in[1]), loom_exec_kweight_of(&in[2]),
+                             loom_exec_kweight_of(&in[3])};
         const float *bias[3] = {NULL, NULL, NULL};
         bool has_bias = n->n_in == 7;
         if (has_bias)
@@ -760,20 +732,11 @@ static loom_status dispatch(loom_exec_backend *b, const loom_ir_node *n,
         return loom_cuda_matmul_triple(x->data, rows, w, has_bias ? bias : NULL, ys, err, s);
     }
     case LOOM_IR_OP_RESHAPE:
-        return copy_d2d(c, y->data, x->data, (size_t)x->numel * elem_bytes(x->dtype), err);
+        return copy_d2d(c, y->data, x->data, (size_t)x->numel * loom_exec_elem_bytes(x->dtype),
+                        err);
     case LOOM_IR_OP_ROPE: {
         if ((st = copy_d2d(c, y->data, x->data, (size_t)x->numel * 4, err))) return st;
-        int mode = (int)loom_ir_node_attr_int(n, LOOM_IR_ATTR_MODE, 0);
-        loom_rope_params p = {
-            .n_tokens = x->dims[0],
-            .n_head = x->dims[1],
-            .n_kv_head = 0,
-            .head_dim = x->dims[2],
-            .n_rot = loom_ir_node_attr_int(n, LOOM_IR_ATTR_N_ROT, 0),
-            .mode = mode == LOOM_IR_ROPE_NEOX ? LOOM_ROPE_NEOX : LOOM_ROPE_NORM,
-            .freq_base = loom_ir_node_attr_float(n, LOOM_IR_ATTR_FREQ_BASE, 10000.0f),
-            .freq_scale = loom_ir_node_attr_float(n, LOOM_IR_ATTR_FREQ_SCALE, 1.0f),
-        };
+        loom_rope_params p = loom_exec_rope_params(n, x);
         return loom_cuda_rope(y->data, NULL, in[1].data, &p, err, s);
     }
     case LOOM_IR_OP_KV_WRITE:
@@ -789,7 +752,8 @@ static loom_status dispatch(loom_exec_backend *b, const loom_ir_node *n,
         return st ? st : scratch_leave(c, err);
     case LOOM_IR_OP_CONVERT:
         if (x->dtype == y->dtype)
-            return copy_d2d(c, y->data, x->data, (size_t)x->numel * elem_bytes(x->dtype), err);
+            return copy_d2d(c, y->data, x->data,
+                            (size_t)x->numel * loom_exec_elem_bytes(x->dtype), err);
         if (x->dtype == LOOM_IR_F16)
             return loom_cuda_f16_to_f32(x->data, x->numel, y->data, err, s);
         return loom_cuda_f32_to_f16(x->data, x->numel, y->data, err, s);

@@ -1,0 +1,62 @@
+/* backend_common.c: the helpers of backend_common.h shared by the CPU and CUDA backends. Pure
+ * functions over IR dtypes and executor tensors; the messages are the backends' own (they were
+ * moved here unchanged).
+ */
+#include "executor/backend_common.h"
+
+bool loom_exec_is_weight_type(loom_ir_dtype t) {
+    switch (t) {
+    case LOOM_IR_F32: case LOOM_IR_F16: case LOOM_IR_BF16: case LOOM_IR_Q8_0:
+    case LOOM_IR_Q4_K: case LOOM_IR_Q5_K: case LOOM_IR_Q6_K:
+        return true;
+    default:
+        return false;
+    }
+}
+
+loom_kweight loom_exec_kweight_of(const loom_exec_tensor *t) {
+    int64_t cols = t->dims[t->rank - 1];
+    return (loom_kweight){t->data, (loom_ggml_type)t->dtype, cols ? t->numel / cols : 0, cols};
+}
+
+size_t loom_exec_elem_bytes(loom_ir_dtype t) {
+    return t == LOOM_IR_F16 || t == LOOM_IR_BF16 ? 2 : 4;
+}
+
+loom_status loom_exec_check_positions(const int32_t *pos, int64_t n, int64_t n_ctx,
+                                      bool *consecutive, loom_error *err) {
+    *consecutive = true;
+    for (int64_t t = 0; t < n; t++) {
+        if (pos[t] < 0 || pos[t] >= n_ctx)
+            return loom_error_set(err, LOOM_ERR_LIMIT,
+                                  "position %d of token %lld is outside the context 0..%lld",
+                                  pos[t], (long long)t, (long long)n_ctx - 1);
+        if (pos[t] != pos[0] + t) *consecutive = false;
+    }
+    return LOOM_OK;
+}
+
+void loom_exec_cache_heads(const loom_exec_tensor *cache, int64_t *n_kv_head, int64_t *head_dim) {
+    *n_kv_head = cache->rank == 3 ? cache->dims[1] : 1;
+    *head_dim = cache->rank == 3 ? cache->dims[2] : cache->dims[1];
+}
+
+loom_kv_layout loom_exec_kv_layout(const loom_exec_tensor *cache, int64_t n_kv_head,
+                                   int64_t head_dim) {
+    return (loom_kv_layout){cache->dtype == LOOM_IR_F16 ? LOOM_KV_F16 : LOOM_KV_F32, cache->dims[0],
+                            n_kv_head, head_dim};
+}
+
+loom_rope_params loom_exec_rope_params(const loom_ir_node *n, const loom_exec_tensor *x) {
+    int mode = (int)loom_ir_node_attr_int(n, LOOM_IR_ATTR_MODE, 0);
+    return (loom_rope_params){
+        .n_tokens = x->dims[0],
+        .n_head = x->dims[1],
+        .n_kv_head = 0,
+        .head_dim = x->dims[2],
+        .n_rot = loom_ir_node_attr_int(n, LOOM_IR_ATTR_N_ROT, 0),
+        .mode = mode == LOOM_IR_ROPE_NEOX ? LOOM_ROPE_NEOX : LOOM_ROPE_NORM,
+        .freq_base = loom_ir_node_attr_float(n, LOOM_IR_ATTR_FREQ_BASE, 10000.0f),
+        .freq_scale = loom_ir_node_attr_float(n, LOOM_IR_ATTR_FREQ_SCALE, 1.0f),
+    };
+}

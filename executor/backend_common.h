@@ -1,0 +1,54 @@
+/* backend_common.h: helpers shared by the executor's backends (cpu_backend.c, cuda_backend.c);
+ * internal to executor/, not part of the public API.
+ *
+ * Only what means the same in every backend lives here: which IR dtypes are weight types, the
+ * kernel-weight view of a tensor, an element's byte size for plain copies, the position check of
+ * kv_write/attention, the F32/F16 cache layout with its head geometry and a rope node's
+ * kernel parameters. Backend-specific
+ * decisions (supported ops, INT8 caches, where positions live) stay in the backends. All
+ * functions are pure (no allocation, no global state).
+ */
+#ifndef LOOM_EXECUTOR_BACKEND_COMMON_H
+#define LOOM_EXECUTOR_BACKEND_COMMON_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "executor/executor.h"
+#include "kernels/cpu/cpu_kernels.h"
+#include "loom/status.h"
+
+/* True for the dtypes a weight (matmul / get_rows operand) may have: F32, F16, BF16, Q8_0,
+ * Q4_K, Q5_K, Q6_K. */
+bool loom_exec_is_weight_type(loom_ir_dtype t);
+
+/* The kernels' view of weight t: [M,K] with K its last dim (a [K] vector is one row). t->rank
+ * must be >= 1; a zero K gives M = 0. */
+loom_kweight loom_exec_kweight_of(const loom_exec_tensor *t);
+
+/* Bytes of one element for same-dtype copies: 2 for F16/BF16, 4 for every other dtype the
+ * executor copies (F32, I32). */
+size_t loom_exec_elem_bytes(loom_ir_dtype t);
+
+/* Checks that every pos[0..n-1] lies in 0..n_ctx-1 (LOOM_ERR_LIMIT naming the position and token
+ * otherwise) and sets *consecutive to whether pos[t] == pos[0] + t for every t (true for n == 0).
+ * On error *consecutive is unspecified. */
+loom_status loom_exec_check_positions(const int32_t *pos, int64_t n, int64_t n_ctx,
+                                      bool *consecutive, loom_error *err);
+
+/* Head geometry of an F32/F16 cache tensor [n_ctx, n_kv_head, head_dim] or [n_ctx, row]
+ * (then one head of width row). */
+void loom_exec_cache_heads(const loom_exec_tensor *cache, int64_t *n_kv_head, int64_t *head_dim);
+
+/* The F32/F16 kernel layout of cache (F16 when its dtype is F16, F32 otherwise) with n_ctx =
+ * dims[0] and the given head geometry. */
+loom_kv_layout loom_exec_kv_layout(const loom_exec_tensor *cache, int64_t n_kv_head,
+                                   int64_t head_dim);
+
+/* The kernels' rope parameters of rope node n over x [n_tokens, n_head, head_dim]: n_rot, mode
+ * (NEOX or NORM), freq_base (default 10000) and freq_scale (default 1) from n's attributes;
+ * n_kv_head = 0 (one tensor). */
+loom_rope_params loom_exec_rope_params(const loom_ir_node *n, const loom_exec_tensor *x);
+
+#endif
