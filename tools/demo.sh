@@ -15,7 +15,9 @@ $loom mkmodel -o "$out/demo.gguf" --arch qwen3 --layers 4 --hidden 512 --ffn 153
     --kv-heads 4 --head-dim 64 --vocab 2048 --ctx 512 --quant q4_k_m --seed 1
 echo
 echo "== loom inspect =="
-$loom inspect "$out/demo.gguf" | head -40
+$loom inspect "$out/demo.gguf" > "$out/inspect.txt"   # (not piped: head would cut it off, SIGPIPE)
+head -40 "$out/inspect.txt"
+echo "... ($(wc -l < "$out/inspect.txt") lines in all)"
 echo
 echo "== loom compile: lower to a verified graph, write the .pb, op statistics =="
 $loom compile "$out/demo.gguf" -o "$out/demo.pb" --stats
