@@ -14,6 +14,16 @@ bool loom_exec_is_weight_type(loom_ir_dtype t) {
     }
 }
 
+bool loom_exec_matmul_operands_ok(const loom_ir_graph *g, const loom_ir_node *n) {
+    int n_weights = n->op == LOOM_IR_OP_MATMUL_TRIPLE ? 3 : n->op == LOOM_IR_OP_MATMUL_PAIR ? 2 : 1;
+    for (int i = 1; i <= n_weights; i++)
+        if (!loom_exec_is_weight_type(loom_ir_value_get(g, n->in[i])->type.dtype)) return false;
+    if (n->op == LOOM_IR_OP_MATMUL_TRIPLE)
+        for (int i = 4; i < n->n_in; i++) /* biases */
+            if (loom_ir_value_get(g, n->in[i])->type.dtype != LOOM_IR_F32) return false;
+    return true;
+}
+
 loom_kweight loom_exec_kweight_of(const loom_exec_tensor *t) {
     int64_t cols = t->dims[t->rank - 1];
     return (loom_kweight){t->data, (loom_ggml_type)t->dtype, cols ? t->numel / cols : 0, cols};

@@ -23,6 +23,11 @@
  * Q4_K, Q5_K, Q6_K. */
 bool loom_exec_is_weight_type(loom_ir_dtype t);
 
+/* For a matmul-family node (matmul, matmul_add, matmul_pair, matmul_triple): true when every
+ * weight operand has a weight dtype and every bias of a triple is F32. The kernels of both
+ * backends take the same weight types, so this part of supports_op is shared. */
+bool loom_exec_matmul_operands_ok(const loom_ir_graph *g, const loom_ir_node *n);
+
 /* The kernels' view of weight t: [M,K] with K its last dim (a [K] vector is one row). t->rank
  * must be >= 1; a zero K gives M = 0. */
 loom_kweight loom_exec_kweight_of(const loom_exec_tensor *t);

@@ -100,16 +100,8 @@ static bool cuda_supports(loom_exec_backend *b, const loom_ir_graph *g, const lo
         return in0->type.dtype == LOOM_IR_F32 && b1->type.dtype == LOOM_IR_F32;
     }
     case LOOM_IR_OP_MATMUL: case LOOM_IR_OP_MATMUL_ADD:
-        return loom_exec_is_weight_type(loom_ir_value_get(g, n->in[1])->type.dtype);
-    case LOOM_IR_OP_MATMUL_PAIR:
-        return loom_exec_is_weight_type(loom_ir_value_get(g, n->in[1])->type.dtype) &&
-               loom_exec_is_weight_type(loom_ir_value_get(g, n->in[2])->type.dtype);
-    case LOOM_IR_OP_MATMUL_TRIPLE:
-        for (int i = 1; i <= 3; i++)
-            if (!loom_exec_is_weight_type(loom_ir_value_get(g, n->in[i])->type.dtype)) return false;
-        for (int i = 4; i < n->n_in; i++)
-            if (loom_ir_value_get(g, n->in[i])->type.dtype != LOOM_IR_F32) return false;
-        return true;
+    case LOOM_IR_OP_MATMUL_PAIR: case LOOM_IR_OP_MATMUL_TRIPLE:
+        return loom_exec_matmul_operands_ok(g, n);
     case LOOM_IR_OP_KV_WRITE:
     case LOOM_IR_OP_ATTENTION: {
         const loom_ir_value *cache = loom_ir_value_get(g, n->in[n->op == LOOM_IR_OP_KV_WRITE ? 0 : 1]);
