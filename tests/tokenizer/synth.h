@@ -2,10 +2,7 @@
  * them again, so the tokenizer can be tested on models that have no file in the test data (the
  * gpt2 pre-tokenizers, special tokens, hostile metadata). Header-only, used by the tests of this
  * package only.
- *
- * bl_encode is an independent implementation of GPT-2's bytes_to_unicode (printable Latin-1 bytes
- * stand for themselves, the other 68 bytes for U+0100.. in byte order), used to spell byte-level
- * tokens and merges.
+ * Byte-level tokens and merges are spelled with bl_encode (byte_level.h).
  */
 #ifndef LOOM_TESTS_TOKENIZER_SYNTH_H
 #define LOOM_TESTS_TOKENIZER_SYNTH_H
@@ -18,29 +15,7 @@
 
 #include "loaders/gguf.h"
 #include "loaders/tokenizer.h"
-
-/* Byte-level spelling of s[0..n) into out (room for 2n + 1); NUL-terminated, returns length. */
-static size_t bl_encode(const char *s, size_t n, char *out) {
-    size_t w = 0;
-    for (size_t i = 0; i < n; i++) {
-        unsigned b = (unsigned char)s[i], cp = b;
-        int printable = (b >= 0x21 && b <= 0x7E) || (b >= 0xA1 && b <= 0xAC) || b >= 0xAE;
-        if (!printable) {
-            unsigned k = 0;
-            for (unsigned c = 0; c < b; c++)
-                k += !((c >= 0x21 && c <= 0x7E) || (c >= 0xA1 && c <= 0xAC) || c >= 0xAE);
-            cp = 256 + k;
-        }
-        if (cp < 0x80)
-            out[w++] = (char)cp;
-        else {
-            out[w++] = (char)(0xC0 | (cp >> 6));
-            out[w++] = (char)(0x80 | (cp & 0x3F));
-        }
-    }
-    out[w] = '\0';
-    return w;
-}
+#include "tests/tokenizer/byte_level.h"
 
 /* Writes w to a fresh temporary file, opens it and unlinks it (the mapping stays valid).
  * Destroys w. */

@@ -20,28 +20,7 @@
 #include "loaders/gguf.h"
 #include "loaders/tokenizer.h"
 #include "loaders/unicode.h"
-
-static size_t bl_encode(const char *s, size_t n, char *out) {
-    size_t w = 0;
-    for (size_t i = 0; i < n; i++) {
-        unsigned b = (unsigned char)s[i], cp = b;
-        int printable = (b >= 0x21 && b <= 0x7E) || (b >= 0xA1 && b <= 0xAC) || b >= 0xAE;
-        if (!printable) {
-            unsigned k = 0;
-            for (unsigned c = 0; c < b; c++)
-                k += !((c >= 0x21 && c <= 0x7E) || (c >= 0xA1 && c <= 0xAC) || c >= 0xAE);
-            cp = 256 + k;
-        }
-        if (cp < 0x80)
-            out[w++] = (char)cp;
-        else {
-            out[w++] = (char)(0xC0 | (cp >> 6));
-            out[w++] = (char)(0x80 | (cp & 0x3F));
-        }
-    }
-    out[w] = '\0';
-    return w;
-}
+#include "tests/tokenizer/byte_level.h"
 
 static loom_tokenizer *toks[16];
 static int n_toks, n_bpe;
