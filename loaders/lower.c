@@ -11,6 +11,8 @@
  */
 #include "loaders/lower.h"
 
+#include "ir/serialize/source_id.h"
+
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -263,20 +265,14 @@ static loom_status layer_weights_declare(lower_ctx *c, int l, layer_weights *w) 
 
 /* ---------------------------------------------------------------- graph */
 
-uint64_t loom_lower_gguf_checksum(const loom_gguf *g) {
-    const unsigned char *p = loom_gguf_file_bytes(g);
-    uint64_t n = loom_gguf_data_offset(g), h = 0xcbf29ce484222325ull;
-    if (n > loom_gguf_file_size(g)) n = loom_gguf_file_size(g);
-    for (uint64_t i = 0; i < n; i++) h = (h ^ p[i]) * 0x100000001b3ull;
-    return h;
-}
-
 static loom_status set_metadata(lower_ctx *c, const loom_lower_options *o, int64_t n_ctx) {
     const loom_lower_hparams *hp = c->hp;
     loom_ir_graph *g = c->g;
     loom_error *err = c->err;
-    char sum[24];
-    snprintf(sum, sizeof sum, "%016llx", (unsigned long long)loom_lower_gguf_checksum(c->gguf));
+    /* The same identity loom_ir_set_source records; source.file only when the path is known. */
+    uint64_t size = loom_gguf_file_size(c->gguf), header = loom_gguf_data_offset(c->gguf);
+    char sum[LOOM_IR_CHECKSUM_LEN];
+    loom_ir_gguf_checksum(loom_gguf_file_bytes(c->gguf), header < size ? header : size, sum);
     const char *base = o->source_path ? strrchr(o->source_path, '/') : NULL;
     base = base ? base + 1 : o->source_path;
     loom_status st;
@@ -297,7 +293,7 @@ static loom_status set_metadata(lower_ctx *c, const loom_lower_options *o, int64
         (st = loom_ir_meta_set_string(g, "loom.rope_mode", hp->rope_neox ? "neox" : "norm", err)) ||
         (st = loom_ir_meta_set_int(g, "loom.tied_output", hp->tied_output, err)) ||
         (base && (st = loom_ir_meta_set_string(g, "source.file", base, err))) ||
-        (st = loom_ir_meta_set_int(g, "source.size", (int64_t)loom_gguf_file_size(c->gguf), err)) ||
+        (st = loom_ir_meta_set_int(g, "source.size", (int64_t)size, err)) ||
         (st = loom_ir_meta_set_string(g, "source.checksum", sum, err)))
         return st;
     return LOOM_OK;

@@ -72,10 +72,6 @@ loom_status loom_lower_read_hparams(const loom_gguf *g, loom_lower_hparams *hp, 
 loom_status loom_lower_gguf(const loom_gguf *g, const loom_lower_options *opts,
                             loom_ir_graph **out, loom_error *err);
 
-/* FNV-1a 64 over the file's bytes [0, data offset) (header, metadata, tensor infos): the value
- * recorded as `source.checksum` (formatted "%016llx"), identifying the file a graph belongs to. */
-uint64_t loom_lower_gguf_checksum(const loom_gguf *g);
-
 #ifdef __cplusplus
 }
 #endif

@@ -11,8 +11,8 @@
  *   loom_ir_set_source(graph, "model.gguf", loom_gguf_file_size(f), loom_gguf_file_bytes(f),
  *                      loom_gguf_data_offset(f), &err);
  *
- * loaders/lower.c computes the same checksum (same algorithm and format) itself. This target
- * does not depend on protobuf or the GGUF reader, so the lowering may use it instead.
+ * This target does not depend on protobuf or the GGUF reader; the lowering records the
+ * identity through loom_ir_gguf_checksum too.
  * Checking a graph against an opened GGUF file is loaders/graph_check.h.
  */
 #ifndef LOOM_IR_SOURCE_ID_H
