@@ -33,7 +33,8 @@ static const float *cache_row(const attn_job *j, const void *cache, const float 
         return (const float *)cache + row * D;
     case LOOM_KV_F16: {
         const uint16_t *src = (const uint16_t *)cache + row * D;
-        for (int64_t i = 0; i < D; i++) buf[i] = loom_fp16_to_fp32(src[i]);
+        const float *f16 = loom_cpu_f16_table();
+        for (int64_t i = 0; i < D; i++) buf[i] = f16[src[i]];
         return buf;
     }
     case LOOM_KV_INT8: {

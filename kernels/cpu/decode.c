@@ -19,17 +19,6 @@ static inline float half(const float *f16, const uint8_t *p) {
     return f16[(uint16_t)(p[0] | (p[1] << 8))];
 }
 
-/* Q4_K/Q5_K 6-bit sub-block scale and min j (0..7) from the 12 packed bytes. */
-static inline void scale_min(const uint8_t *s, int j, int *sc, int *m) {
-    if (j < 4) {
-        *sc = s[j] & 63;
-        *m = s[j + 4] & 63;
-    } else {
-        *sc = (s[j + 4] & 0x0f) | ((s[j - 4] >> 6) << 4);
-        *m = (s[j + 4] >> 4) | ((s[j] >> 6) << 4);
-    }
-}
-
 static void decode_q8_0(const float *f16, const uint8_t *b, float *y) {
     const float d = half(f16, b);
     const int8_t *q = (const int8_t *)(b + 2);
@@ -41,8 +30,8 @@ static void decode_q4_k(const float *f16, const uint8_t *b, float *y) {
     const uint8_t *scales = b + 4, *qs = b + 16;
     for (int c = 0; c < 4; c++) { /* 32 bytes: sub-block 2c low nibbles, 2c+1 high nibbles */
         int sc0, m0, sc1, m1;
-        scale_min(scales, 2 * c, &sc0, &m0);
-        scale_min(scales, 2 * c + 1, &sc1, &m1);
+        loom_k_scale_min(scales, 2 * c, &sc0, &m0);
+        loom_k_scale_min(scales, 2 * c + 1, &sc1, &m1);
         const float d0 = d * (float)sc0, min0 = dmin * (float)m0;
         const float d1 = d * (float)sc1, min1 = dmin * (float)m1;
         const uint8_t *q = qs + 32 * c;
@@ -60,8 +49,8 @@ static void decode_q5_k(const float *f16, const uint8_t *b, float *y) {
     for (int c = 0; c < 4; c++) {
         const int j0 = 2 * c, j1 = 2 * c + 1;
         int sc0, m0, sc1, m1;
-        scale_min(scales, j0, &sc0, &m0);
-        scale_min(scales, j1, &sc1, &m1);
+        loom_k_scale_min(scales, j0, &sc0, &m0);
+        loom_k_scale_min(scales, j1, &sc1, &m1);
         const float d0 = d * (float)sc0, min0 = dmin * (float)m0;
         const float d1 = d * (float)sc1, min1 = dmin * (float)m1;
         const uint8_t *q = qs + 32 * c;

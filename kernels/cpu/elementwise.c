@@ -66,7 +66,8 @@ loom_status loom_cpu_bias_add(float *y, const float *bias, int64_t rows, int64_t
 loom_status loom_cpu_f16_to_f32(const uint16_t *src, int64_t n, float *dst, loom_error *err) {
     loom_status s = check_n("f16_to_f32", n, src, src, dst, err);
     if (s != LOOM_OK) return s;
-    for (int64_t i = 0; i < n; i++) dst[i] = loom_fp16_to_fp32(src[i]);
+    const float *f16 = loom_cpu_f16_table();
+    for (int64_t i = 0; i < n; i++) dst[i] = f16[src[i]];
     return LOOM_OK;
 }
 

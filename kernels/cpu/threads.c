@@ -159,21 +159,11 @@ const float *loom_cpu_f16_table(void) {
 
 /* ------------------------------------------------------------------------------------------- */
 
-static bool weight_type_supported(loom_ggml_type t) {
-    switch (t) {
-    case LOOM_GGML_F32: case LOOM_GGML_F16: case LOOM_GGML_BF16: case LOOM_GGML_Q8_0:
-    case LOOM_GGML_Q4_K: case LOOM_GGML_Q5_K: case LOOM_GGML_Q6_K:
-        return true;
-    default:
-        return false;
-    }
-}
-
 loom_status loom_cpu_check_weight(const char *who, const char *what, const loom_kweight *w,
                                   loom_error *err) {
     if (!w) return loom_error_set(err, LOOM_ERR_INVALID_ARGUMENT, "%s: %s is NULL", who, what);
     const loom_ggml_type_info *info = loom_ggml_type_get((uint32_t)w->type);
-    if (!weight_type_supported(w->type) || !info)
+    if (!info || !info->computable)
         return loom_error_set(err, LOOM_ERR_UNSUPPORTED,
                               "%s: %s has type %s (id %d); supported: F32, F16, BF16, Q8_0, Q4_K, "
                               "Q5_K, Q6_K",

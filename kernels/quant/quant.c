@@ -130,20 +130,6 @@ enum {
     Q6K_QL = 0, Q6K_QH = 128, Q6K_SCALES = 192, Q6K_D = 208, Q6K_BYTES = 210,
 };
 
-/* 6-bit scale and min of sub-block j from the 12 packed bytes:
- *   bytes 0..3: scale j (j<4) in bits 0-5, bits 6-7 = high bits of scale j+4
- *   bytes 4..7: min j (j<4) in bits 0-5,   bits 6-7 = high bits of min j+4
- *   bytes 8..11: low nibble = scale j+4 bits 0-3, high nibble = min j+4 bits 0-3 */
-static inline void unpack_scale_min(const uint8_t *s, int j, int *sc, int *m) {
-    if (j < 4) {
-        *sc = s[j] & 63;
-        *m = s[j + 4] & 63;
-    } else {
-        *sc = (s[j + 4] & 0x0f) | ((s[j - 4] >> 6) << 4);
-        *m = (s[j + 4] >> 4) | ((s[j] >> 6) << 4);
-    }
-}
-
 static void pack_scale_min(uint8_t *s, const int *sc, const int *m) {
     memset(s, 0, LOOM_K_SCALE_SIZE);
     for (int j = 0; j < 8; j++) {
@@ -173,7 +159,7 @@ static void dequant_q4_k(const uint8_t *b, float *y) {
     const uint8_t *qs = b + Q4K_QS;
     for (int j = 0; j < 8; j++) {
         int sc, m;
-        unpack_scale_min(b + Q4K_SCALES, j, &sc, &m);
+        loom_k_scale_min(b + Q4K_SCALES, j, &sc, &m);
         float dl = d * (float)sc, ml = dmin * (float)m;
         const uint8_t *q = qs + 32 * (j / 2);
         int shift = 4 * (j & 1);
@@ -187,7 +173,7 @@ static void dequant_q5_k(const uint8_t *b, float *y) {
     const uint8_t *qs = b + Q5K_QS, *qh = b + Q5K_QH;
     for (int j = 0; j < 8; j++) {
         int sc, m;
-        unpack_scale_min(b + Q5K_SCALES, j, &sc, &m);
+        loom_k_scale_min(b + Q5K_SCALES, j, &sc, &m);
         float dl = d * (float)sc, ml = dmin * (float)m;
         const uint8_t *q = qs + 32 * (j / 2);
         int shift = 4 * (j & 1);

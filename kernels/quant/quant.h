@@ -99,6 +99,20 @@ _Static_assert(sizeof(loom_block_q4_k) == 144, "Q4_K block is 144 bytes");
 _Static_assert(sizeof(loom_block_q5_k) == 176, "Q5_K block is 176 bytes");
 _Static_assert(sizeof(loom_block_q6_k) == 210, "Q6_K block is 210 bytes");
 
+/* Q4_K/Q5_K: the 6-bit scale and min of sub-block j (0..7) from the 12 packed scale bytes:
+ *   bytes 0..3: scale j (j<4) in bits 0-5, bits 6-7 = high bits of scale j+4
+ *   bytes 4..7: min j (j<4) in bits 0-5,   bits 6-7 = high bits of min j+4
+ *   bytes 8..11: low nibble = scale j+4 bits 0-3, high nibble = min j+4 bits 0-3 */
+static inline void loom_k_scale_min(const uint8_t *s, int j, int *sc, int *m) {
+    if (j < 4) {
+        *sc = s[j] & 63;
+        *m = s[j + 4] & 63;
+    } else {
+        *sc = (s[j + 4] & 0x0f) | ((s[j - 4] >> 6) << 4);
+        *m = (s[j + 4] >> 4) | ((s[j] >> 6) << 4);
+    }
+}
+
 /* The table entry for a type id, or NULL when the id is not a ggml type. */
 const loom_ggml_type_info *loom_ggml_type_get(uint32_t type_id);
 
