@@ -237,7 +237,6 @@ static loom_status make_backend(const loom_session_options *o, loom_exec_backend
                               "(link //executor:cuda); use the cpu backend");
     loom_cuda_backend_options co;
     memset(&co, 0, sizeof co);
-    co.graphs = -1;
     co.device = o->device;
     co.kv_int8 = o->kv == LOOM_SESSION_KV_INT8;
     co.weights = o->weights == LOOM_SESSION_WEIGHTS_COPY     ? LOOM_CUDA_WEIGHTS_COPY

@@ -111,14 +111,8 @@ static loom_status binary(cpu_backend *c, const loom_exec_tensor *a, const loom_
     loom_status st = float_vec(c, b, 0, &bv, err);
     if (st) return st;
     if (b->numel == 0) return LOOM_OK;
-    const float *av = a->data;
-    float *yv = y->data;
-    for (int64_t off = 0; off < a->numel; off += b->numel) {
-        st = is_add ? loom_cpu_add(av + off, bv, b->numel, yv + off, err)
-                    : loom_cpu_mul(av + off, bv, b->numel, yv + off, err);
-        if (st) return st;
-    }
-    return LOOM_OK;
+    return is_add ? loom_cpu_add_bcast(a->data, a->numel, bv, b->numel, y->data, err)
+                  : loom_cpu_mul_bcast(a->data, a->numel, bv, b->numel, y->data, err);
 }
 
 static loom_status convert(const loom_exec_tensor *x, const loom_exec_tensor *y, loom_error *err) {

@@ -174,10 +174,8 @@ static int cmp_span(const void *a, const void *b) {
 }
 
 /* Places items in their order; writes offsets[block]; returns the arena size. */
-static uint64_t place(const place_item *items, uint32_t m, uint64_t *offsets, bool *placed,
-                      span *spans) {
+static uint64_t place(const place_item *items, uint32_t m, uint64_t *offsets, span *spans) {
     uint64_t arena = 0;
-    memset(placed, 0, m * sizeof *placed);
     for (uint32_t i = 0; i < m; i++) {
         const place_item *it = &items[i];
         uint32_t ns = 0;
@@ -224,10 +222,8 @@ loom_status loom_exec_plan_create(const loom_ir_graph *g, uint32_t n_streams,
     p->n_values = nv;
     uint32_t *def_idx = malloc((nv + 1) * sizeof *def_idx);
     int32_t *lastuse = NULL; /* [nv * S] per root */
-    uint32_t *blk_first = NULL; /* block -> first root */
-    place_item *items = NULL, *best_items = NULL;
+    place_item *items = NULL;
     uint64_t *offsets = NULL, *best_off = NULL;
-    bool *placed = NULL;
     span *spans = NULL;
     int64_t *maxuse = NULL;
     p->order = malloc((n + 1) * sizeof *p->order);
@@ -284,12 +280,9 @@ loom_status loom_exec_plan_create(const loom_ir_graph *g, uint32_t n_streams,
     }
     /* Roots that own arena memory: node results that are their own root. */
     uint32_t nb = 0;
-    blk_first = malloc((nv + 1) * sizeof *blk_first);
-    uint32_t *blk_of = malloc((nv + 1) * sizeof *blk_of); /* root -> block while building */
     bool *blk_out = calloc(nv + 1, sizeof *blk_out);
     int32_t *blk_use = malloc(((size_t)nv * S + 1) * sizeof *blk_use);
-    if (!blk_first || !blk_of || !blk_out || !blk_use) {
-        free(blk_of);
+    if (!blk_out || !blk_use) {
         free(blk_out);
         free(blk_use);
         st = loom_error_set(err, LOOM_ERR_OUT_OF_MEMORY, "plan: out of memory");
@@ -297,7 +290,6 @@ loom_status loom_exec_plan_create(const loom_ir_graph *g, uint32_t n_streams,
     }
     p->blocks = calloc(nv + 1, sizeof *p->blocks);
     if (!p->blocks) {
-        free(blk_of);
         free(blk_out);
         free(blk_use);
         st = loom_error_set(err, LOOM_ERR_OUT_OF_MEMORY, "plan: out of memory");
@@ -337,7 +329,6 @@ loom_status loom_exec_plan_create(const loom_ir_graph *g, uint32_t n_streams,
                 p->n_inplace++;
             } else {
                 bi = nb++;
-                blk_first[bi] = v;
                 p->blocks[bi] = (loom_exec_plan_block){0, round_up((uint64_t)(b ? b : 1)), k, k + 1};
                 for (uint32_t t = 0; t < S; t++) blk_use[(size_t)bi * S + t] = -1;
             }
@@ -370,7 +361,6 @@ loom_status loom_exec_plan_create(const loom_ir_graph *g, uint32_t n_streams,
         }
         B->end = end;
     }
-    free(blk_of);
     free(blk_out);
     free(blk_use);
     if (st) goto done;
@@ -396,12 +386,10 @@ loom_status loom_exec_plan_create(const loom_ir_graph *g, uint32_t n_streams,
     }
     /* Placement: the best of a few orderings. */
     items = malloc((nb + 1) * sizeof *items);
-    best_items = malloc((nb + 1) * sizeof *best_items);
     offsets = malloc((nb + 1) * sizeof *offsets);
     best_off = malloc((nb + 1) * sizeof *best_off);
-    placed = malloc((nb + 1) * sizeof *placed);
     spans = malloc((nb + 1) * sizeof *spans);
-    if (!items || !best_items || !offsets || !best_off || !placed || !spans) {
+    if (!items || !offsets || !best_off || !spans) {
         st = loom_error_set(err, LOOM_ERR_OUT_OF_MEMORY, "plan: out of memory");
         goto done;
     }
@@ -413,7 +401,7 @@ loom_status loom_exec_plan_create(const loom_ir_graph *g, uint32_t n_streams,
                 items[bi] = (place_item){bi, p->blocks[bi].bytes, p->blocks[bi].begin,
                                          p->blocks[bi].end};
             qsort(items, nb, sizeof *items, cmps[c]);
-            uint64_t a = place(items, nb, offsets, placed, spans);
+            uint64_t a = place(items, nb, offsets, spans);
             if (a < best) {
                 best = a;
                 memcpy(best_off, offsets, nb * sizeof *offsets);
@@ -426,12 +414,9 @@ loom_status loom_exec_plan_create(const loom_ir_graph *g, uint32_t n_streams,
 done:
     free(def_idx);
     free(lastuse);
-    free(blk_first);
     free(items);
-    free(best_items);
     free(offsets);
     free(best_off);
-    free(placed);
     free(spans);
     free(maxuse);
     if (st) {
