@@ -72,7 +72,7 @@ size_t loom_gguf_type_size(loom_gguf_type t) {
 }
 
 static uint64_t hash_name(const char *s) {
-    uint64_t h = 1469598103934665603ull; /* FNV-1a */
+    uint64_t h = 14695981039346656037ull; /* FNV-1a 64 offset basis */
     for (; *s; s++) h = (h ^ (uint8_t)*s) * 1099511628211ull;
     return h;
 }

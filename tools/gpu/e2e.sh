@@ -52,9 +52,6 @@ for s in $steps; do
         timeout 100 $B/loom bench $M -p 512 -n 128 -r 2 --backend cuda --streams 2 --json \
             > "$OUT/bench_streams2.json" 2> "$OUT/bench_streams2.err"
         echo "bench streams=2 rc=$?"; cat "$OUT/bench_streams2.json"; tail -2 "$OUT/bench_streams2.err"
-        LOOM_CUDA_PROFILE=1 timeout 80 $B/loom bench $M -p 512 -n 32 -r 1 --backend cuda \
-            > "$OUT/bench_profile.txt" 2> "$OUT/bench_profile.err"
-        echo "bench profile rc=$?"; grep -A16 "loom cuda profile" "$OUT/bench_profile.err"
         $B/loom run $M --tokens 1,2,3,4 -n 8 --backend cuda > "$OUT/run_4b.txt" 2> "$OUT/run_4b.err"
         echo "run 4b rc=$?"; tail -4 "$OUT/run_4b.err"
         ;;
