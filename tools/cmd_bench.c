@@ -32,7 +32,7 @@
 static void usage(FILE *f) {
     fprintf(f,
             "usage: loom bench MODEL.gguf [-p 512] [-n 128] [-r 3] [--backend cpu|cuda]\n"
-            "                  [--streams N] [--kv f32|f16|int8] [--json]\n"
+            "                  [--streams N] [--kv f32|f16|int8] [--threads N] [--json]\n"
             "\n"
             "Prefill (pp) and decode (tg) throughput, llama-bench style, and the decode roofline.\n"
             "  -p N            prompt tokens (default 512; 0 skips pp)\n"
@@ -41,7 +41,7 @@ static void usage(FILE *f) {
             "  --backend B     cpu (default) or cuda\n"
             "  --streams N     CUDA streams (default 1)\n"
             "  --kv T          KV cache: f32, f16 (default) or int8 (cuda)\n"
-            "  --threads N     CPU threads\n"
+            "  --threads N     CPU threads (default 0: one per online core)\n"
             "  --json          one JSON object on stdout\n");
 }
 
