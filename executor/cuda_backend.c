@@ -685,21 +685,11 @@ static loom_status dispatch(loom_exec_backend *b, const loom_ir_node *n,
                                   loom_ir_node_attr_float(n, LOOM_IR_ATTR_EPS, 0), y->data, err, s);
     case LOOM_IR_OP_ADD:
     case LOOM_IR_OP_MUL: {
+        /* b repeats over a's leading dims (nb == n: plain elementwise); one launch. */
         const loom_exec_tensor *bv = &in[1];
-        bool add = n->op == LOOM_IR_OP_ADD;
-        if (bv->numel == x->numel)
-            return add ? loom_cuda_add(x->data, bv->data, x->numel, y->data, err, s)
-                       : loom_cuda_mul(x->data, bv->data, x->numel, y->data, err, s);
-        if (!bv->numel) return LOOM_OK;
-        if (add) {
-            if ((st = copy_d2d(c, y->data, x->data, (size_t)x->numel * 4, err))) return st;
-            return loom_cuda_bias_add(y->data, bv->data, x->numel / bv->numel, bv->numel, err, s);
-        }
-        for (int64_t off = 0; off < x->numel; off += bv->numel)
-            if ((st = loom_cuda_mul((const float *)x->data + off, bv->data, bv->numel,
-                                    (float *)y->data + off, err, s)))
-                return st;
-        return LOOM_OK;
+        return n->op == LOOM_IR_OP_ADD
+                   ? loom_cuda_add_bcast(x->data, x->numel, bv->data, bv->numel, y->data, err, s)
+                   : loom_cuda_mul_bcast(x->data, x->numel, bv->data, bv->numel, y->data, err, s);
     }
     case LOOM_IR_OP_MATMUL:
         return loom_cuda_matmul(x->data, rows, loom_exec_kweight_of(&in[1]), y->data, err, s);

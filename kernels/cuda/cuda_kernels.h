@@ -84,6 +84,10 @@ loom_status loom_cuda_swiglu(const float *gate, const float *up, int64_t n, floa
                              loom_error *err, cudaStream_t stream);
 loom_status loom_cuda_bias_add(float *y, const float *bias, int64_t rows, int64_t m,
                                loom_error *err, cudaStream_t stream);
+loom_status loom_cuda_add_bcast(const float *a, int64_t n, const float *b, int64_t nb, float *y,
+                                loom_error *err, cudaStream_t stream);
+loom_status loom_cuda_mul_bcast(const float *a, int64_t n, const float *b, int64_t nb, float *y,
+                                loom_error *err, cudaStream_t stream);
 loom_status loom_cuda_embed(loom_kweight table, const int32_t *ids, int64_t n_tokens, float *out,
                             loom_error *err, cudaStream_t stream);
 loom_status loom_cuda_softmax(const float *x, int64_t rows, int64_t n, float *y, loom_error *err,

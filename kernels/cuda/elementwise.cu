@@ -1,9 +1,11 @@
-// elementwise.cu: add, mul, silu, swiglu, bias_add and the f16 <-> f32 conversions.
+// elementwise.cu: add, mul, silu, swiglu, bias_add, the broadcast add/mul and the f16 <-> f32
+// conversions.
 //
 // Launch geometry: 128-thread blocks, a grid-stride loop over the n elements (grid capped at
-// 65535 blocks); bias_add walks the rows*m elements and indexes bias by i % m.
+// 65535 blocks); bias_add and the broadcast forms walk the n elements and index the repeated
+// operand by i % nb (one launch for every row, where the executor used to launch one per row).
 // Memory traffic: each input read once, each output written once (coalesced, 4-byte).
-// Numeric contract: add, mul, bias_add and both conversions are bit-exact with the CPU twins
+// Numeric contract: add, mul, bias_add, add_bcast, mul_bcast and both conversions are bit-exact with the CPU twins
 // (single IEEE operations; f32->f16 rounds to nearest even; a NaN stays a NaN but its payload
 // may differ). silu and swiglu use x / (1 + expf(-x)) with the device expf (<= 2 ulp from
 // glibc's): within 1e-6 relative of the CPU twin. Outputs may alias inputs (same index).
@@ -36,6 +38,14 @@ bias_kernel(float *y, const float *bias, int64_t total, int64_t m) {
         y[i] = __fadd_rn(y[i], bias[i % m]);
 }
 
+template <int OP>
+static __global__ void __launch_bounds__(kThreads)
+bcast_kernel(const float *a, int64_t n, const float *b, int64_t nb, float *y) {
+    for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n;
+         i += (int64_t)gridDim.x * blockDim.x)
+        y[i] = OP == OP_ADD ? __fadd_rn(a[i], b[i % nb]) : __fmul_rn(a[i], b[i % nb]);
+}
+
 static __global__ void __launch_bounds__(kThreads)
 f16_to_f32_kernel(const uint16_t *src, int64_t n, float *dst) {
     for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n;
@@ -62,6 +72,21 @@ loom_status binary(const char *what, const float *a, const float *b, int64_t n, 
     return LOOM_OK;
 }
 
+template <int OP>
+loom_status bcast(const char *what, const float *a, int64_t n, const float *b, int64_t nb,
+                  float *y, loom_error *err, cudaStream_t stream) {
+    if (n < 0) ARG_FAIL(LOOM_ERR_INVALID_ARGUMENT, "%s: n = %lld", what, (long long)n);
+    if (n == 0) return LOOM_OK;
+    if (nb <= 0 || n % nb != 0)
+        ARG_FAIL(LOOM_ERR_INVALID_ARGUMENT,
+                 "%s: %lld values do not repeat a broadcast operand of %lld", what, (long long)n,
+                 (long long)nb);
+    if (!a || !b || !y) ARG_FAIL(LOOM_ERR_INVALID_ARGUMENT, "%s: NULL pointer", what);
+    bcast_kernel<OP><<<grid_for(n, kThreads), kThreads, 0, stream>>>(a, n, b, nb, y);
+    LAUNCH_CHECK();
+    return LOOM_OK;
+}
+
 }  // namespace
 }  // namespace loom_cuda
 
@@ -82,6 +107,15 @@ extern "C" loom_status loom_cuda_silu(const float *x, int64_t n, float *y, loom_
 extern "C" loom_status loom_cuda_swiglu(const float *gate, const float *up, int64_t n, float *y,
                                         loom_error *err, cudaStream_t stream) {
     return binary<OP_SWIGLU>("swiglu", gate, up, n, y, err, stream);
+}
+
+extern "C" loom_status loom_cuda_add_bcast(const float *a, int64_t n, const float *b, int64_t nb,
+                                           float *y, loom_error *err, cudaStream_t stream) {
+    return bcast<OP_ADD>("add_bcast", a, n, b, nb, y, err, stream);
+}
+extern "C" loom_status loom_cuda_mul_bcast(const float *a, int64_t n, const float *b, int64_t nb,
+                                           float *y, loom_error *err, cudaStream_t stream) {
+    return bcast<OP_MUL>("mul_bcast", a, n, b, nb, y, err, stream);
 }
 
 extern "C" loom_status loom_cuda_bias_add(float *y, const float *bias, int64_t rows, int64_t m,

@@ -12,7 +12,7 @@
  *                  Q4_K/Q5_K byte path == word path (bits); simple path == fast path (bits)
  *   rms_norm 1e-5 relative; rope 1e-4 absolute; attention 1e-4 * max|out|;
  *   softmax 1e-6 relative + 1e-12; silu/swiglu 1e-6 relative;
- *   kv_write, embed, argmax, add, mul, bias_add, f16<->f32: bit-exact.
+ *   kv_write, embed, argmax, add, mul, bias_add, add/mul_bcast, f16<->f32: bit-exact.
  */
 #include <math.h>
 #include <stdint.h>
@@ -552,6 +552,17 @@ static void test_elementwise(int64_t n) {
     report_status("bias_add", shape, loom_cuda_bias_add(dy, db, rows, m, &err, 0), &err);
     to_host(yg, dy, nb);
     report_bits("bias_add", shape, yg, yc, sizeof(float) * (size_t)(rows * m));
+    /* add_bcast / mul_bcast: b[0..m) repeated over rows x m */
+    for (int op = 0; op < 2; op++) {
+        const char *name = op ? "mul_bcast" : "add_bcast";
+        CK(cudaMemset(dy, 0xFF, nb));
+        loom_status st;
+        if (op) { loom_cpu_mul_bcast(a, rows * m, b, m, yc, &err); st = loom_cuda_mul_bcast(da, rows * m, db, m, dy, &err, 0); }
+        else { loom_cpu_add_bcast(a, rows * m, b, m, yc, &err); st = loom_cuda_add_bcast(da, rows * m, db, m, dy, &err, 0); }
+        report_status(name, shape, st, &err);
+        to_host(yg, dy, nb);
+        report_bits(name, shape, yg, yc, sizeof(float) * (size_t)(rows * m));
+    }
     /* f32 -> f16 -> f32 */
     uint16_t *hc = xmalloc(sizeof(uint16_t) * (size_t)n), *hg = xmalloc(sizeof(uint16_t) * (size_t)n);
     a[0] = 1e6f; a[1] = -INFINITY; a[2] = 6.1e-6f; a[3] = -0.0f;
