@@ -22,6 +22,7 @@
  */
 #include "loaders/gguf.h"
 #include "loaders/gguf_impl.h"
+#include "loom/hash.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -72,9 +73,7 @@ size_t loom_gguf_type_size(loom_gguf_type t) {
 }
 
 static uint64_t hash_name(const char *s) {
-    uint64_t h = 14695981039346656037ull; /* FNV-1a 64 offset basis */
-    for (; *s; s++) h = (h ^ (uint8_t)*s) * 1099511628211ull;
-    return h;
+    return loom_fnv1a64(LOOM_FNV1A64_BASIS, s, strlen(s));
 }
 
 /* Slot table of at least 2n entries (power of two); NULL when out of memory. */

@@ -19,12 +19,12 @@
 
 #include "loaders/tokenizer_impl.h"
 #include "loaders/unicode.h"
+#include "loom/hash.h"
 
 /* ---- hashing and the index tables ----------------------------------------------------------- */
 
 uint64_t loom_tok_hash(const char *s, size_t n) {
-    uint64_t h = 0xcbf29ce484222325ull;
-    for (size_t i = 0; i < n; i++) h = (h ^ (unsigned char)s[i]) * 0x100000001b3ull;
+    uint64_t h = loom_fnv1a64(LOOM_FNV1A64_BASIS, s, n);
     return h ^ (h >> 29);
 }
 
