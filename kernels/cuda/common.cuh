@@ -5,6 +5,8 @@
 //   enclosing function. LAUNCH_CHECK() is CUDA_CHECK(cudaGetLastError()) and follows every
 //   launch. Launchers therefore need a `loom_error *err` in scope.
 // - The fast-path switches (read once from the environment) and a log-once helper.
+// - launch(): kernel launches with programmatic dependent launch (PDL) where the device has
+//   it.
 // - Warp reductions and fp16/bf16 helpers.
 // Everything numeric that several kernels must compute identically (GEMV and GEMM, embedding
 // and dequantization) lives in quant_blocks.cuh, not here.
@@ -44,6 +46,46 @@ void *scratch(size_t bytes, cudaStream_t stream);
 
 // Number of multiprocessors of the current device (cached).
 int sm_count();
+
+// Programmatic dependent launch (PDL, compute capability 9.0+; LOOM_CUDA_PDL=0 turns it off):
+// a kernel launched with launch() below may start while the kernel before it on the stream is
+// still running, so that its launch and block scheduling overlap the other's tail. Every kernel
+// launched through launch() MUST call pdl_wait() before its first global memory access (read or
+// write): it returns once the previous kernel has completed and its writes are visible, so the
+// stream order holds for RAW and WAR hazards alike (and transitively: the previous kernel waited
+// for its own predecessor). A kernel with pdl_wait() may also be launched with <<<>>>: then the
+// wait returns at once. pdl_launch_dependents() lets the next kernel's blocks be scheduled before
+// this grid finishes; calling it early is safe because the next kernel still waits.
+bool pdl_on();
+
+__device__ __forceinline__ void pdl_wait() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    asm volatile("griddepcontrol.wait;" ::: "memory");
+#endif
+}
+
+__device__ __forceinline__ void pdl_launch_dependents() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    asm volatile("griddepcontrol.launch_dependents;" :::);
+#endif
+}
+
+// kernel<<<grid, block, smem, stream>>>(args...), with the PDL attribute when pdl_on().
+template <typename... Params, typename... Args>
+cudaError_t launch(void (*kernel)(Params...), dim3 grid, dim3 block, size_t smem,
+                   cudaStream_t stream, Args... args) {
+    cudaLaunchAttribute attr[1];
+    attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+    attr[0].val.programmaticStreamSerializationAllowed = 1;
+    cudaLaunchConfig_t cfg = {};
+    cfg.gridDim = grid;
+    cfg.blockDim = block;
+    cfg.dynamicSmemBytes = smem;
+    cfg.stream = stream;
+    cfg.attrs = attr;
+    cfg.numAttrs = pdl_on() ? 1 : 0;
+    return cudaLaunchKernelEx(&cfg, kernel, static_cast<Params>(args)...);
+}
 
 }  // namespace loom_cuda
 

@@ -20,6 +20,8 @@ enum Op { OP_ADD, OP_MUL, OP_SILU, OP_SWIGLU };
 template <int OP>
 static __global__ void __launch_bounds__(kThreads)
 binary_kernel(const float *a, const float *b, int64_t n, float *y) {
+    pdl_wait();
+    pdl_launch_dependents();
     for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n;
          i += (int64_t)gridDim.x * blockDim.x) {
         float v;
@@ -33,6 +35,8 @@ binary_kernel(const float *a, const float *b, int64_t n, float *y) {
 
 static __global__ void __launch_bounds__(kThreads)
 bias_kernel(float *y, const float *bias, int64_t total, int64_t m) {
+    pdl_wait();
+    pdl_launch_dependents();
     for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < total;
          i += (int64_t)gridDim.x * blockDim.x)
         y[i] = __fadd_rn(y[i], bias[i % m]);
@@ -41,6 +45,8 @@ bias_kernel(float *y, const float *bias, int64_t total, int64_t m) {
 template <int OP>
 static __global__ void __launch_bounds__(kThreads)
 bcast_kernel(const float *a, int64_t n, const float *b, int64_t nb, float *y) {
+    pdl_wait();
+    pdl_launch_dependents();
     for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n;
          i += (int64_t)gridDim.x * blockDim.x)
         y[i] = OP == OP_ADD ? __fadd_rn(a[i], b[i % nb]) : __fmul_rn(a[i], b[i % nb]);
@@ -48,6 +54,8 @@ bcast_kernel(const float *a, int64_t n, const float *b, int64_t nb, float *y) {
 
 static __global__ void __launch_bounds__(kThreads)
 f16_to_f32_kernel(const uint16_t *src, int64_t n, float *dst) {
+    pdl_wait();
+    pdl_launch_dependents();
     for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n;
          i += (int64_t)gridDim.x * blockDim.x)
         dst[i] = f16_bits_to_f32(src[i]);
@@ -55,6 +63,8 @@ f16_to_f32_kernel(const uint16_t *src, int64_t n, float *dst) {
 
 static __global__ void __launch_bounds__(kThreads)
 f32_to_f16_kernel(const float *src, int64_t n, uint16_t *dst) {
+    pdl_wait();
+    pdl_launch_dependents();
     for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n;
          i += (int64_t)gridDim.x * blockDim.x)
         dst[i] = __half_as_ushort(__float2half_rn(src[i]));
@@ -67,8 +77,7 @@ loom_status binary(const char *what, const float *a, const float *b, int64_t n, 
     if (n == 0) return LOOM_OK;
     if (!a || !y || ((OP == OP_ADD || OP == OP_MUL || OP == OP_SWIGLU) && !b))
         ARG_FAIL(LOOM_ERR_INVALID_ARGUMENT, "%s: NULL pointer", what);
-    binary_kernel<OP><<<grid_for(n, kThreads), kThreads, 0, stream>>>(a, b, n, y);
-    LAUNCH_CHECK();
+    CUDA_CHECK(launch(binary_kernel<OP>, grid_for(n, kThreads), kThreads, 0, stream, a, b, n, y));
     return LOOM_OK;
 }
 
@@ -82,8 +91,8 @@ loom_status bcast(const char *what, const float *a, int64_t n, const float *b, i
                  "%s: %lld values do not repeat a broadcast operand of %lld", what, (long long)n,
                  (long long)nb);
     if (!a || !b || !y) ARG_FAIL(LOOM_ERR_INVALID_ARGUMENT, "%s: NULL pointer", what);
-    bcast_kernel<OP><<<grid_for(n, kThreads), kThreads, 0, stream>>>(a, n, b, nb, y);
-    LAUNCH_CHECK();
+    CUDA_CHECK(launch(bcast_kernel<OP>, grid_for(n, kThreads), kThreads, 0, stream,
+                      a, n, b, nb, y));
     return LOOM_OK;
 }
 
@@ -125,8 +134,8 @@ extern "C" loom_status loom_cuda_bias_add(float *y, const float *bias, int64_t r
                  (long long)m);
     if (rows == 0 || m == 0) return LOOM_OK;
     if (!y || !bias) ARG_FAIL(LOOM_ERR_INVALID_ARGUMENT, "bias_add: NULL pointer");
-    bias_kernel<<<grid_for(rows * m, kThreads), kThreads, 0, stream>>>(y, bias, rows * m, m);
-    LAUNCH_CHECK();
+    CUDA_CHECK(launch(bias_kernel, grid_for(rows * m, kThreads), kThreads, 0, stream,
+                      y, bias, rows * m, m));
     return LOOM_OK;
 }
 
@@ -135,8 +144,7 @@ extern "C" loom_status loom_cuda_f16_to_f32(const uint16_t *src, int64_t n, floa
     if (n < 0) ARG_FAIL(LOOM_ERR_INVALID_ARGUMENT, "f16_to_f32: n = %lld", (long long)n);
     if (n == 0) return LOOM_OK;
     if (!src || !dst) ARG_FAIL(LOOM_ERR_INVALID_ARGUMENT, "f16_to_f32: NULL pointer");
-    f16_to_f32_kernel<<<grid_for(n, kThreads), kThreads, 0, stream>>>(src, n, dst);
-    LAUNCH_CHECK();
+    CUDA_CHECK(launch(f16_to_f32_kernel, grid_for(n, kThreads), kThreads, 0, stream, src, n, dst));
     return LOOM_OK;
 }
 
@@ -145,7 +153,6 @@ extern "C" loom_status loom_cuda_f32_to_f16(const float *src, int64_t n, uint16_
     if (n < 0) ARG_FAIL(LOOM_ERR_INVALID_ARGUMENT, "f32_to_f16: n = %lld", (long long)n);
     if (n == 0) return LOOM_OK;
     if (!src || !dst) ARG_FAIL(LOOM_ERR_INVALID_ARGUMENT, "f32_to_f16: NULL pointer");
-    f32_to_f16_kernel<<<grid_for(n, kThreads), kThreads, 0, stream>>>(src, n, dst);
-    LAUNCH_CHECK();
+    CUDA_CHECK(launch(f32_to_f16_kernel, grid_for(n, kThreads), kThreads, 0, stream, src, n, dst));
     return LOOM_OK;
 }

@@ -16,6 +16,8 @@ namespace {
 static __global__ void __launch_bounds__(kThreads)
 embed_fast_kernel(const uint8_t *table, int type, int64_t rows, int64_t rb, int64_t D,
                   const int32_t *ids, float *out) {
+    pdl_wait();
+    pdl_launch_dependents();
     const int64_t t = blockIdx.y, k = (int64_t)blockIdx.x * kThreads + threadIdx.x;
     if (k >= D) return;
     const int32_t id = ids[t];
@@ -25,6 +27,8 @@ embed_fast_kernel(const uint8_t *table, int type, int64_t rows, int64_t rb, int6
 static __global__ void __launch_bounds__(kThreads)
 embed_simple_kernel(const uint8_t *table, int type, int64_t rows, int64_t rb, int64_t D,
                     const int32_t *ids, int64_t n, float *out) {
+    pdl_wait();
+    pdl_launch_dependents();
     for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n * D;
          i += (int64_t)gridDim.x * blockDim.x) {
         const int64_t t = i / D, k = i % D;
@@ -55,16 +59,14 @@ extern "C" loom_status loom_cuda_embed(loom_kweight table, const int32_t *ids, i
     const uint8_t *tb = (const uint8_t *)table.data;
     if (fast(SW_FAST_EMBD) && n_tokens <= 65535) {
         dim3 grid((unsigned)((D + kThreads - 1) / kThreads), (unsigned)n_tokens);
-        embed_fast_kernel<<<grid, kThreads, 0, stream>>>(tb, table.type, table.rows, rb, D, ids,
-                                                         out);
-        cudaError_t e = cudaGetLastError();
+        cudaError_t e = launch(embed_fast_kernel, grid, kThreads, 0, stream, tb, (int)table.type,
+                               table.rows, rb, D, ids, out);
         if (e == cudaSuccess) return LOOM_OK;
         loom_error why = {};
         cuda_fail(&why, e, "embed_fast_kernel", __func__, __FILE__, __LINE__);
         log_fallback_once(&g_embed_fallback_logged, "embed", &why);
     }
-    embed_simple_kernel<<<grid_for(n_tokens * D, kThreads), kThreads, 0, stream>>>(
-        tb, table.type, table.rows, rb, D, ids, n_tokens, out);
-    LAUNCH_CHECK();
+    CUDA_CHECK(launch(embed_simple_kernel, grid_for(n_tokens * D, kThreads), kThreads, 0, stream,
+                      tb, (int)table.type, table.rows, rb, D, ids, n_tokens, out));
     return LOOM_OK;
 }

@@ -24,6 +24,8 @@ __device__ __forceinline__ double warp_sum_d(double v) {
 template <bool VEC>
 static __global__ void __launch_bounds__(kThreads)
 rms_kernel(const float *x, const float *w, int64_t rows, int64_t d, float eps, float *y) {
+    pdl_wait();
+    pdl_launch_dependents();
     __shared__ double part[kWarps];
     for (int64_t r = blockIdx.x; r < rows; r += gridDim.x) {
         const float *xr = x + r * d;
@@ -85,14 +87,13 @@ extern "C" loom_status loom_cuda_rms_norm(const float *x, const float *weight, i
     const bool vec = d % 4 == 0 && (uintptr_t)x % 16 == 0 && (uintptr_t)y % 16 == 0 &&
                      (!weight || (uintptr_t)weight % 16 == 0);
     if (vec && fast(SW_FAST_NORM)) {
-        rms_kernel<true><<<grid, kThreads, 0, stream>>>(x, weight, rows, d, eps, y);
-        cudaError_t e = cudaGetLastError();
+        cudaError_t e = launch(rms_kernel<true>, grid, kThreads, 0, stream,
+                               x, weight, rows, d, eps, y);
         if (e == cudaSuccess) return LOOM_OK;
         loom_error why = {};
         cuda_fail(&why, e, "rms_kernel<true>", __func__, __FILE__, __LINE__);
         log_fallback_once(&g_norm_fallback_logged, "rms_norm", &why);
     }
-    rms_kernel<false><<<grid, kThreads, 0, stream>>>(x, weight, rows, d, eps, y);
-    LAUNCH_CHECK();
+    CUDA_CHECK(launch(rms_kernel<false>, grid, kThreads, 0, stream, x, weight, rows, d, eps, y));
     return LOOM_OK;
 }

@@ -1,10 +1,12 @@
 // runtime.cu: module services of kernels/cuda: the CUDA error recorder behind CUDA_CHECK, the
-// fast-path switches, the log-once fallback message, the device scratch for split-KV attention
-// and two-pass softmax/argmax, and the multiprocessor count. No kernels live here.
+// fast-path switches (and LOOM_CUDA_PDL, programmatic dependent launch), the log-once fallback
+// message, the device scratch for split-KV attention and two-pass softmax/argmax, and the
+// multiprocessor count. No kernels live here.
 //
 // Invariants: the switches are read from the environment once (first use) unless
 // loom_cuda_reload_switches() is called; the scratch only grows, and never while a stream is
 // being captured (a graph must not contain a pointer that a later growth frees).
+#include <atomic>
 #include <mutex>
 #include <stdio.h>
 #include <stdlib.h>
@@ -27,6 +29,7 @@ static bool g_switch[SW_COUNT];
 // Passes a GEMV warp prefetches; 0 = by type (bench/NOTES.md: Q4_K/Q5_K 2, others 4).
 static const int kDefaultUnroll = 0;
 static int g_unroll = kDefaultUnroll;
+static bool g_pdl = false;
 
 static void read_switches_locked() {
     static const char *names[SW_COUNT] = {"LOOM_FAST_GEMV", "LOOM_Q4K_UINT32_LOADS",
@@ -39,19 +42,40 @@ static void read_switches_locked() {
     const char *u = getenv("LOOM_GEMV_UNROLL");
     int n = u ? atoi(u) : kDefaultUnroll;
     g_unroll = (n == 1 || n == 2 || n == 4 || n == 8 || n == 16) ? n : kDefaultUnroll;
+    // Programmatic dependent launch needs compute capability 9.0 (common.cuh: launch()).
+    const char *p = getenv("LOOM_CUDA_PDL");
+    int dev = 0, major = 0;
+    g_pdl = !(p && strcmp(p, "0") == 0) && cudaGetDevice(&dev) == cudaSuccess &&
+            cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev) == cudaSuccess &&
+            major >= 9;
+    (void)cudaGetLastError();
     g_switch_read = true;
 }
 
-bool fast(Switch s) {
+// After the first read the switches only change through loom_cuda_reload_switches(), so a
+// launcher reads them without the lock once g_switch_ready is set (acquire pairs with release).
+static std::atomic<bool> g_switch_ready{false};
+
+static void ensure_switches() {
+    if (g_switch_ready.load(std::memory_order_acquire)) return;
     std::lock_guard<std::mutex> lock(g_mu);
     if (!g_switch_read) read_switches_locked();
+    g_switch_ready.store(true, std::memory_order_release);
+}
+
+bool fast(Switch s) {
+    ensure_switches();
     return g_switch[s];
 }
 
 int gemv_unroll() {
-    std::lock_guard<std::mutex> lock(g_mu);
-    if (!g_switch_read) read_switches_locked();
+    ensure_switches();
     return g_unroll;
+}
+
+bool pdl_on() {
+    ensure_switches();
+    return g_pdl;
 }
 
 void log_fallback_once(int *key, const char *what, const loom_error *why) {
@@ -127,6 +151,7 @@ extern "C" void loom_cuda_release_scratch(void) {
     loom_cuda::g_scratch_bytes = 0;
 }
 
+// Not while launches run on other threads (they read the switches without the lock).
 extern "C" void loom_cuda_reload_switches(void) {
     std::lock_guard<std::mutex> lock(loom_cuda::g_mu);
     loom_cuda::read_switches_locked();

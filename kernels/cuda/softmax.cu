@@ -67,6 +67,8 @@ __device__ void block_argmax(float *v, int64_t *i, float *shv, int64_t *shi) {
 // ---- softmax ------------------------------------------------------------------------------
 static __global__ void __launch_bounds__(kThreads)
 softmax_simple_kernel(const float *x, int64_t n, float *y) {
+    pdl_wait();
+    pdl_launch_dependents();
     __shared__ float shf[kWarps];
     __shared__ double shd[kWarps];
     const float *xr = x + (int64_t)blockIdx.x * n;
@@ -82,6 +84,8 @@ softmax_simple_kernel(const float *x, int64_t n, float *y) {
 
 static __global__ void __launch_bounds__(kThreads)
 softmax_partial_kernel(const float *x, int64_t n, int64_t chunks, float2 *part) {
+    pdl_wait();
+    pdl_launch_dependents();
     __shared__ float shf[kWarps];
     __shared__ double shd[kWarps];
     const int64_t row = blockIdx.y, c = blockIdx.x;
@@ -98,6 +102,8 @@ softmax_partial_kernel(const float *x, int64_t n, int64_t chunks, float2 *part) 
 
 static __global__ void __launch_bounds__(kThreads)
 softmax_final_kernel(const float *x, int64_t n, int64_t chunks, const float2 *part, float *y) {
+    pdl_wait();
+    pdl_launch_dependents();
     const int64_t row = blockIdx.y, c = blockIdx.x;
     const float2 *pr = part + row * chunks;
     float M = -INFINITY;
@@ -116,6 +122,8 @@ softmax_final_kernel(const float *x, int64_t n, int64_t chunks, const float2 *pa
 static __global__ void __launch_bounds__(kThreads)
 argmax_kernel(const float *x, int64_t n, int64_t chunk, int64_t chunks, float *pv, int64_t *pi,
               int32_t *out) {
+    pdl_wait();
+    pdl_launch_dependents();
     __shared__ float shv[kWarps];
     __shared__ int64_t shi[kWarps];
     const int64_t row = blockIdx.y, c = blockIdx.x;
@@ -133,6 +141,8 @@ argmax_kernel(const float *x, int64_t n, int64_t chunk, int64_t chunks, float *p
 
 static __global__ void __launch_bounds__(kThreads)
 argmax_final_kernel(const float *pv, const int64_t *pi, int64_t chunks, int32_t *out) {
+    pdl_wait();
+    pdl_launch_dependents();
     __shared__ float shv[kWarps];
     __shared__ int64_t shi[kWarps];
     const int64_t row = blockIdx.x;
@@ -170,14 +180,11 @@ extern "C" loom_status loom_cuda_softmax(const float *x, int64_t rows, int64_t n
                               : nullptr;
     if (part) {
         dim3 grid((unsigned)chunks, (unsigned)rows);
-        softmax_partial_kernel<<<grid, kThreads, 0, stream>>>(x, n, chunks, part);
-        LAUNCH_CHECK();
-        softmax_final_kernel<<<grid, kThreads, 0, stream>>>(x, n, chunks, part, y);
-        LAUNCH_CHECK();
+        CUDA_CHECK(launch(softmax_partial_kernel, grid, kThreads, 0, stream, x, n, chunks, part));
+        CUDA_CHECK(launch(softmax_final_kernel, grid, kThreads, 0, stream, x, n, chunks, part, y));
         return LOOM_OK;
     }
-    softmax_simple_kernel<<<(unsigned)rows, kThreads, 0, stream>>>(x, n, y);
-    LAUNCH_CHECK();
+    CUDA_CHECK(launch(softmax_simple_kernel, (unsigned)rows, kThreads, 0, stream, x, n, y));
     return LOOM_OK;
 }
 
@@ -193,15 +200,13 @@ extern "C" loom_status loom_cuda_argmax(const float *x, int64_t rows, int64_t n,
     if (sc) {
         int64_t *pi = (int64_t *)sc;
         float *pv = (float *)(pi + rows * chunks);
-        argmax_kernel<<<dim3((unsigned)chunks, (unsigned)rows), kThreads, 0, stream>>>(
-            x, n, kChunk, chunks, pv, pi, nullptr);
-        LAUNCH_CHECK();
-        argmax_final_kernel<<<(unsigned)rows, kThreads, 0, stream>>>(pv, pi, chunks, out);
-        LAUNCH_CHECK();
+        CUDA_CHECK(launch(argmax_kernel, dim3((unsigned)chunks, (unsigned)rows), kThreads, 0, stream,
+                          x, n, kChunk, chunks, pv, pi, nullptr));
+        CUDA_CHECK(launch(argmax_final_kernel, (unsigned)rows, kThreads, 0, stream,
+                          pv, pi, chunks, out));
         return LOOM_OK;
     }
-    argmax_kernel<<<dim3(1, (unsigned)rows), kThreads, 0, stream>>>(x, n, n, 1, nullptr, nullptr,
-                                                                    out);
-    LAUNCH_CHECK();
+    CUDA_CHECK(launch(argmax_kernel, dim3(1, (unsigned)rows), kThreads, 0, stream,
+                      x, n, n, 1, nullptr, nullptr, out));
     return LOOM_OK;
 }

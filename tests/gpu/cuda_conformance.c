@@ -12,7 +12,8 @@
  *                  Q4_K/Q5_K byte path == word path (bits); simple path == fast path (bits)
  *   rms_norm 1e-5 relative; rope 1e-4 absolute; attention 1e-4 * max|out|;
  *   softmax 1e-6 relative + 1e-12; silu/swiglu 1e-6 relative;
- *   kv_write, embed, argmax, add, mul, bias_add, add/mul_bcast, f16<->f32: bit-exact.
+ *   kv_write, embed, argmax, add, mul, bias_add, add/mul_bcast, f16<->f32: bit-exact;
+ *   a chain of dependent launches with and without programmatic dependent launch: exact.
  */
 #include <math.h>
 #include <stdint.h>
@@ -643,6 +644,62 @@ static void test_softmax_argmax(int64_t rows, int64_t n) {
 }
 
 /* ---- bad arguments are refused without a launch ----------------------------------------- */
+/* Programmatic dependent launch (kernels/cuda/common.cuh): `steps` dependent launches ping-pong
+ * between two buffers (each reads what the previous launch wrote and overwrites what the one
+ * before it read: read-after-write and write-after-read), grids of many waves; then the same
+ * chain captured into a CUDA graph and replayed 3 times. Integer-valued floats, so the expected
+ * result is exact. Run with LOOM_CUDA_PDL unset (on) and =0 by the caller. */
+static void test_pdl_chain(int64_t n, int steps) {
+    char shape[64];
+    snprintf(shape, sizeof shape, "n=%lld steps=%d", (long long)n, steps);
+    size_t nb = sizeof(float) * (size_t)n;
+    float *h = xmalloc(nb), *one = xmalloc(nb), *got = xmalloc(nb);
+    for (int64_t i = 0; i < n; i++) {
+        h[i] = (float)(i % 1000);
+        one[i] = (float)(1 + i % 3);
+    }
+    float *a = dup_dev(h, nb), *b = dev_poison(nb), *d = dup_dev(one, nb);
+    cudaStream_t s;
+    CK(cudaStreamCreate(&s));
+    loom_error err = {0};
+    int ok = 1;
+    for (int i = 0; i < steps && ok; i++)
+        ok = loom_cuda_add(i % 2 ? b : a, d, n, i % 2 ? a : b, &err, s) == LOOM_OK;
+    CK(cudaStreamSynchronize(s));
+    if (!ok) report_status("pdl chain", shape, LOOM_ERR_CUDA, &err);
+    to_host(got, steps % 2 ? b : a, nb);
+    size_t bad = 0;
+    for (int64_t i = 0; i < n; i++) bad += got[i] != h[i] + (float)steps * one[i];
+    report("pdl chain (stream)", shape, (double)bad, 0);
+    /* graph: the chain starts from `a` again each replay, so reset it before launching */
+    cudaGraph_t graph = NULL;
+    cudaGraphExec_t exec = NULL;
+    CK(cudaStreamBeginCapture(s, cudaStreamCaptureModeGlobal));
+    for (int i = 0; i < steps && ok; i++)
+        ok = loom_cuda_add(i % 2 ? b : a, d, n, i % 2 ? a : b, &err, s) == LOOM_OK;
+    CK(cudaStreamEndCapture(s, &graph));
+    if (!ok) report_status("pdl chain (graph)", shape, LOOM_ERR_CUDA, &err);
+    CK(cudaGraphInstantiate(&exec, graph, 0));
+    bad = 0;
+    for (int r = 0; r < 3; r++) {
+        CK(cudaMemcpy(a, h, nb, cudaMemcpyHostToDevice));
+        CK(cudaGraphLaunch(exec, s));
+        CK(cudaStreamSynchronize(s));
+        to_host(got, steps % 2 ? b : a, nb);
+        for (int64_t i = 0; i < n; i++) bad += got[i] != h[i] + (float)steps * one[i];
+    }
+    report("pdl chain (graph x3)", shape, (double)bad, 0);
+    CK(cudaGraphExecDestroy(exec));
+    CK(cudaGraphDestroy(graph));
+    CK(cudaStreamDestroy(s));
+    cudaFree(a);
+    cudaFree(b);
+    cudaFree(d);
+    free(h);
+    free(one);
+    free(got);
+}
+
 static void test_bad_args(void) {
     loom_error err = {0};
     loom_kweight w = {(void *)16, LOOM_GGML_Q4_K, 4, 300};
@@ -724,6 +781,10 @@ int main(int argc, char **argv) {
     test_softmax_argmax(1, 1000);
     test_softmax_argmax(g_quick ? 1 : 3, 151936);
     if (!g_quick) test_softmax_argmax(2, 262144 + 17);
+    test_pdl_chain(g_quick ? 100000 : 4000000, g_quick ? 8 : 64);
+    set_switch("LOOM_CUDA_PDL", "0");
+    test_pdl_chain(g_quick ? 100000 : 1000003, 9);
+    set_switch("LOOM_CUDA_PDL", "1");
     test_bad_args();
 
     CK(cudaDeviceSynchronize());
