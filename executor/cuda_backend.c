@@ -83,10 +83,14 @@ static void need_scratch(cuda_backend *c, size_t b) {
     if (b > c->scratch_need) c->scratch_need = b;
 }
 
-/* Bytes a cache of c_rows x heads x D f16/f32 elements needs as INT8 data + scales. */
-static uint64_t int8_cache_bytes(int64_t rows_heads, int64_t d) {
-    uint64_t data = (uint64_t)(rows_heads * d);
-    return (data + 255) / 256 * 256 + (uint64_t)rows_heads * sizeof(float);
+/* The INT8 form of a KV cache of rows_heads (positions x KV heads) rows of d values: the int8
+ * data first, padded to 256 bytes, then one float scale per row. Returns the total bytes and
+ * sets *scales_at (may be NULL) to the scales' offset. The one definition of that layout: the
+ * allocation (cuda_state_bytes) and the kernels' pointers (layout_of) both come from here. */
+static uint64_t int8_cache_bytes(uint64_t rows_heads, uint64_t d, uint64_t *scales_at) {
+    uint64_t data = (rows_heads * d + 255) / 256 * 256;
+    if (scales_at) *scales_at = data;
+    return data + rows_heads * sizeof(float);
 }
 
 static bool cuda_supports(loom_exec_backend *b, const loom_ir_graph *g, const loom_ir_node *n) {
@@ -106,10 +110,8 @@ static bool cuda_supports(loom_exec_backend *b, const loom_ir_graph *g, const lo
     case LOOM_IR_OP_ATTENTION: {
         const loom_ir_value *cache = loom_ir_value_get(g, n->in[n->op == LOOM_IR_OP_KV_WRITE ? 0 : 1]);
         if (cache->type.dtype != LOOM_IR_F32 && cache->type.dtype != LOOM_IR_F16) return false;
-        int64_t numel = loom_ir_type_numel(g, &cache->type, NULL), d = last_dim(cache);
-        if (c->opt.kv_int8 &&
-            int8_cache_bytes(numel / d, d) > (uint64_t)loom_ir_type_bytes(g, &cache->type, NULL))
-            return false;
+        /* INT8 scales are per (position, KV head): the cache must say its heads. */
+        if (c->opt.kv_int8 && cache->type.rank != 3) return false;
         if (n->op == LOOM_IR_OP_ATTENTION) {
             if (loom_ir_value_get(g, n->in[2])->type.dtype != cache->type.dtype) return false;
             int64_t hd = loom_ir_node_attr_int(n, LOOM_IR_ATTR_HEAD_DIM, 0);
@@ -173,6 +175,20 @@ static loom_status cuda_alloc(loom_exec_backend *b, size_t bytes, bool zero, voi
     }
     c->device_bytes += rounded;
     return LOOM_OK;
+}
+
+/* INT8 KV: every state value (the graph's caches are its only state) is stored as
+ * int8_cache_bytes of its [n_ctx, n_kv_head, head_dim] F32/F16 type; otherwise as the graph
+ * says. */
+static size_t cuda_state_bytes(loom_exec_backend *b, const loom_ir_graph *g, loom_ir_value_id v,
+                               size_t graph_bytes) {
+    cuda_backend *c = b->impl;
+    const loom_ir_value *val = loom_ir_value_get(g, v);
+    if (!c->opt.kv_int8 || val->type.rank != 3 ||
+        (val->type.dtype != LOOM_IR_F32 && val->type.dtype != LOOM_IR_F16))
+        return graph_bytes;
+    uint64_t d = (uint64_t)last_dim(val), numel = (uint64_t)loom_ir_type_numel(g, &val->type, NULL);
+    return d ? (size_t)int8_cache_bytes(numel / d, d, NULL) : graph_bytes;
 }
 
 static void cuda_free(loom_exec_backend *b, void *p) {
@@ -513,8 +529,9 @@ static loom_kv_layout layout_of(const cuda_backend *c, const loom_exec_tensor *c
     *data = cache->data;
     *scales = NULL;
     if (c->opt.kv_int8) {
-        uint64_t rows_heads = (uint64_t)(kv.n_ctx * hkv);
-        *scales = (float *)((char *)cache->data + (rows_heads * (uint64_t)d + 255) / 256 * 256);
+        uint64_t at;
+        (void)int8_cache_bytes((uint64_t)(kv.n_ctx * hkv), (uint64_t)d, &at);
+        *scales = (float *)((char *)cache->data + at);
     }
     return kv;
 }
@@ -815,6 +832,7 @@ static const loom_exec_backend_vtable cuda_vtable = {
     .record = cuda_record,
     .end_step = cuda_end_step,
     .zero = cuda_zero,
+    .state_bytes = cuda_state_bytes,
 };
 
 void loom_cuda_backend_options_init(loom_cuda_backend_options *o) {

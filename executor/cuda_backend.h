@@ -17,9 +17,10 @@
  * registered as mapped read-only host memory and kernels get the device alias, never the CPU
  * pointer. options.weights forces either mode. A progress callback sees the bytes loaded.
  *
- * KV cache: the graph's state dtype (f32/f16) unless kv_int8, which stores each cache as int8
- * rows with one float scale per (position, KV head) inside the state buffer the executor
- * allocated for it (data first, scales after, 256-byte aligned).
+ * KV cache: the graph's state dtype (f32/f16) unless kv_int8, which stores each cache
+ * [n_ctx, n_kv_head, head_dim] as int8 rows with one float scale per (position, KV head): the
+ * backend's state_bytes sizes the state buffer for exactly that (data first, scales after,
+ * 256-byte aligned), so the executor's state_bytes report is the true KV memory.
  *
  * Errors: every CUDA call is checked (statement, function, file, line in the message, status
  * LOOM_ERR_CUDA); a kernel's failure is prefixed by the executor with the node and op; an

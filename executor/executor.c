@@ -48,6 +48,15 @@ static int64_t max_bytes(const loom_ir_graph *g, const loom_ir_value *v) {
     return loom_ir_type_bytes(g, &v->type, NULL);
 }
 
+/* Bytes of state value v as the backend stores it (vtable state_bytes); -1 when its graph type
+ * is too large or empty. */
+static int64_t state_size(const loom_exec *e, loom_ir_value_id v) {
+    int64_t b = max_bytes(e->g, loom_ir_value_get(e->g, v));
+    if (b <= 0 || !e->be->vt->state_bytes) return b > 0 ? b : -1;
+    size_t s = e->be->vt->state_bytes(e->be, e->g, v, (size_t)b);
+    return s == 0 ? b : s > (size_t)INT64_MAX ? -1 : (int64_t)s;
+}
+
 /* Builds the plan, allocates the arena and the input buffers, and points every root at its
  * memory. */
 static loom_status plan(loom_exec *e, uint32_t n_streams, loom_error *err) {
@@ -107,7 +116,7 @@ static loom_status bind_weights_and_state(loom_exec *e, loom_exec_weight_fn reso
     }
     for (uint32_t i = 0; i < loom_ir_state_count(g); i++) {
         loom_ir_value_id v = loom_ir_state_at(g, i);
-        int64_t b = max_bytes(g, loom_ir_value_get(g, v));
+        int64_t b = state_size(e, v);
         if (b <= 0)
             return loom_error_set(err, LOOM_ERR_LIMIT, "executor: state '%s' is too large",
                                   loom_ir_value_get(g, v)->name);
@@ -365,7 +374,7 @@ loom_status loom_exec_reset_state(loom_exec *e, loom_error *err) {
     const loom_ir_graph *g = e->g;
     for (uint32_t i = 0; i < loom_ir_state_count(g); i++) {
         loom_ir_value_id v = loom_ir_state_at(g, i);
-        size_t b = (size_t)max_bytes(g, loom_ir_value_get(g, v));
+        size_t b = (size_t)state_size(e, v); /* > 0: create allocated it so */
         void *p = e->ptr[v];
         if (e->be->vt->zero) {
             loom_status st = e->be->vt->zero(e->be, p, b, err);

@@ -99,6 +99,12 @@ typedef struct loom_exec_backend_vtable {
                               uint32_t n_waits, loom_error *err);
     loom_status (*record)(loom_exec_backend *b, uint32_t i, loom_error *err);
     loom_status (*end_step)(loom_exec_backend *b, bool ok, loom_error *err);
+    /* Optional: the bytes the backend stores state value v in, given its graph type's size
+     * graph_bytes (> 0); a backend may store state in another form (the CUDA backend's INT8 KV
+     * cache: int8 rows + scales). NULL member or a return of 0: graph_bytes. Asked once per
+     * state value at create; the executor allocates, zeroes and reports that many bytes. */
+    size_t (*state_bytes)(loom_exec_backend *b, const loom_ir_graph *g, loom_ir_value_id v,
+                          size_t graph_bytes);
     /* Optional: zeroes `bytes` of backend memory at p (NULL: upload of zeros / memset). */
     loom_status (*zero)(loom_exec_backend *b, void *p, size_t bytes, loom_error *err);
     /* Frees the backend itself. */
@@ -166,7 +172,7 @@ loom_status loom_exec_reset_state(loom_exec *e, loom_error *err);
 typedef struct loom_exec_stats {
     uint64_t activation_bytes; /* intermediates after reuse */
     uint64_t activation_sum;   /* intermediates without reuse */
-    uint64_t state_bytes;      /* KV cache */
+    uint64_t state_bytes;      /* KV cache as the backend stores it (vtable state_bytes) */
     uint64_t weight_bytes;     /* bound weights (not owned) */
     uint32_t n_buffers;        /* arena blocks (executor/plan.h) */
     uint64_t activation_lower_bound; /* most block bytes alive at one time */

@@ -386,3 +386,63 @@ Test(executor, plan_reuses_buffers_across_layers) {
     loom_ir_graph_destroy(g);
     free_weights(&ws);
 }
+
+/* ---------------------------------------------------------------- backend-sized state */
+
+/* A CPU backend whose vtable asks for more bytes for @kc (as the CUDA backend's INT8 cache asks
+ * for fewer) and keeps the graph's size for @vc (return 0); zeroed allocations are logged. */
+static const loom_exec_backend_vtable *cpu_vt;
+static size_t zeroed[8];
+static int n_zeroed;
+
+static size_t grown_state(loom_exec_backend *b, const loom_ir_graph *g, loom_ir_value_id v,
+                          size_t graph_bytes) {
+    (void)b;
+    return !strcmp(loom_ir_value_get(g, v)->name, "kc") ? graph_bytes + 1000 : 0;
+}
+
+static loom_status logging_alloc(loom_exec_backend *b, size_t bytes, bool zero, void **out,
+                                 loom_error *err) {
+    if (zero && n_zeroed < 8) zeroed[n_zeroed++] = bytes;
+    return cpu_vt->alloc(b, bytes, zero, out, err);
+}
+
+Test(executor, backend_state_bytes_size_allocate_and_report_the_state) {
+    loom_ir_graph *g = parse(attn_graph);
+    weights ws = {0};
+    loom_exec_backend *be = NULL;
+    loom_exec *e = NULL;
+    loom_error err = {0};
+    cr_assert_eq(loom_exec_cpu_backend_create(1, &be, &err), LOOM_OK, "%s", err.msg);
+    static loom_exec_backend_vtable vt;
+    cpu_vt = be->vt;
+    vt = *be->vt;
+    vt.state_bytes = grown_state;
+    vt.alloc = logging_alloc;
+    be->vt = &vt;
+    n_zeroed = 0;
+    cr_assert_eq(loom_exec_create(g, be, resolve, &ws, &e, &err), LOOM_OK, "%s", err.msg);
+    loom_exec_stats st;
+    loom_exec_get_stats(e, &st);
+    const size_t cache = 6 * 2 * 8 * sizeof(float);
+    cr_assert_eq(st.state_bytes, (uint64_t)(cache + 1000 + cache), "state %llu",
+                 (unsigned long long)st.state_bytes);
+    cr_assert_eq(n_zeroed, 2);
+    cr_assert(zeroed[0] + zeroed[1] == 2 * cache + 1000 &&
+                  (zeroed[0] == cache + 1000 || zeroed[1] == cache + 1000),
+              "allocated %zu and %zu", zeroed[0], zeroed[1]);
+    /* The kernels still see the graph's layout at the start of the buffer. */
+    for (int i = 0; i < 32; i++) {
+        ((float *)Q[0])[i] = frand();
+        if (i < 16) ((float *)K[0])[i] = frand(), ((float *)V[0])[i] = frand();
+    }
+    float a[32];
+    double ref[4][8];
+    int32_t p0[1] = {0};
+    attn_step(e, p0, 1, a);
+    ref_attention(0, ref);
+    for (int i = 0; i < 32; i++) cr_assert(fabs(a[i] - ((double *)ref)[i]) < 1e-5);
+    cr_assert_eq(loom_exec_reset_state(e, &err), LOOM_OK, "%s", err.msg);
+    loom_exec_destroy(e);
+    loom_ir_graph_destroy(g);
+}
