@@ -62,6 +62,11 @@ typedef struct cuda_backend {
     size_t scratch_need;
     region *regions;
     uint32_t n_regions, cap_regions;
+    /* Pinned staging of a step's inputs: uploads copy into stage[stage_used..] and enqueue an
+     * asynchronous copy from there on streams[0]; the bytes are free again once streams[0] has
+     * been synchronized (end of step, a download), when stage_used goes back to 0. */
+    char *stage;
+    size_t stage_cap, stage_used;
     uint64_t weight_bytes, device_bytes;
     uint64_t n_inst, n_update, n_launch, n_fallback;
     /* LOOM_CUDA_PROFILE=1 (graphs off): per-node CUDA-event timing of decode steps, summed per
@@ -290,11 +295,39 @@ static void cuda_unmap_weight(loom_exec_backend *b, const void *mapped) {
     if (!c->mapped && mapped) cudaFree((void *)mapped); /* registered regions go at destroy */
 }
 
+enum { STAGE_MIN = 64 << 10, STAGE_MAX = 16 << 20 };
+
+/* Asynchronous on streams[0] through the pinned staging buffer (no synchronization per input;
+ * the step's end synchronizes). The caller's src may change as soon as this returns. An upload
+ * larger than STAGE_MAX goes directly and waits for itself. */
 static loom_status cuda_upload(loom_exec_backend *b, void *dst, const void *src, size_t bytes,
                                loom_error *err) {
     cuda_backend *c = b->impl;
-    CK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyHostToDevice, c->streams[0]));
-    CK(cudaStreamSynchronize(c->streams[0]));
+    if (!bytes) return LOOM_OK;
+    if (bytes > STAGE_MAX) {
+        CK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyHostToDevice, c->streams[0]));
+        CK(cudaStreamSynchronize(c->streams[0]));
+        return LOOM_OK;
+    }
+    size_t need = (bytes + 63) & ~(size_t)63;
+    if (c->stage_used + need > c->stage_cap) {
+        /* Full: wait for the copies still reading it, then start over (grown if too small). */
+        CK(cudaStreamSynchronize(c->streams[0]));
+        c->stage_used = 0;
+        if (need > c->stage_cap) {
+            size_t cap = need < STAGE_MIN ? STAGE_MIN : 2 * need;
+            void *p = NULL;
+            cudaError_t e = cudaMallocHost(&p, cap);
+            if (e != cudaSuccess) return alloc_fail(err, e, cap, "pinned input staging (host)");
+            if (c->stage) cudaFreeHost(c->stage);
+            c->stage = p;
+            c->stage_cap = cap;
+        }
+    }
+    char *at = c->stage + c->stage_used;
+    memcpy(at, src, bytes);
+    CK(cudaMemcpyAsync(dst, at, bytes, cudaMemcpyHostToDevice, c->streams[0]));
+    c->stage_used += need;
     return LOOM_OK;
 }
 
@@ -303,6 +336,7 @@ static loom_status cuda_download(loom_exec_backend *b, void *dst, const void *sr
     cuda_backend *c = b->impl;
     CK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToHost, c->streams[0]));
     CK(cudaStreamSynchronize(c->streams[0]));
+    c->stage_used = 0; /* every upload enqueued before has completed */
     return LOOM_OK;
 }
 
@@ -471,6 +505,7 @@ static loom_status cuda_synchronize(loom_exec_backend *b, loom_error *err) {
     if (c->prof_step) CK(cudaEventRecord(c->prof_end, c->streams[0]));
     for (uint32_t s = 0; s < c->n_streams_made; s++) CK(cudaStreamSynchronize(c->streams[s]));
     CK(cudaGetLastError());
+    c->stage_used = 0;
     if (c->prof_step) {
         c->prof_step = false;
         float ms = 0;
@@ -808,6 +843,7 @@ static void cuda_destroy(loom_exec_backend *b) {
     if (c->fork_ev) cudaEventDestroy(c->fork_ev);
     if (c->scratch_ev) cudaEventDestroy(c->scratch_ev);
     for (uint32_t i = 0; i < c->n_regions; i++) cudaHostUnregister(c->regions[i].host);
+    if (c->stage) cudaFreeHost(c->stage);
     (void)cudaGetLastError();
     free(c->regions);
     free(c->node_ev);
