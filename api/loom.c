@@ -28,6 +28,8 @@ struct loom_model {
     char arch[16];
     int32_t n_vocab, n_ctx, max_tokens;
     bool last_only; /* logits f32[1,n_vocab] of the step's last token (input `last_row`) */
+    uint32_t t_index;          /* symbol T's index (step sizes), resolved once at load */
+    loom_ir_value_id logits_v; /* the `logits` output, resolved once at load */
 };
 
 struct loom_session {
@@ -78,6 +80,8 @@ static loom_status model_describe(loom_model *m, loom_error *err) {
         return loom_error_set(err, LOOM_ERR_FORMAT, "model: output 'logits' is not f32[%s,n_vocab]",
                               m->last_only ? "1" : "T");
     m->n_vocab = (int32_t)l->type.dims[1];
+    m->t_index = loom_ir_dim_sym_index(T);
+    m->logits_v = lv;
     m->max_tokens = (int32_t)loom_ir_symbol_at(g, loom_ir_dim_sym_index(T))->max;
     m->n_ctx = (int32_t)meta_int(g, "loom.n_ctx", 0);
     if (m->n_ctx < 1) {
@@ -333,7 +337,7 @@ loom_status loom_session_eval(loom_session *s, const int32_t *tokens, int32_t n,
         int32_t T = n - done < s->m->max_tokens ? n - done : s->m->max_tokens;
         for (int32_t t = 0; t < T; t++) s->positions[t] = s->pos + done + t;
         int64_t sym[LOOM_IR_MAX_SYMBOLS] = {0};
-        sym[loom_ir_dim_sym_index(loom_ir_symbol_find(s->m->graph, "T"))] = T;
+        sym[s->m->t_index] = T;
         int32_t last_row = T - 1;
         loom_exec_binding in[3] = {{"tokens", tokens + done},
                                    {"positions", s->positions},
@@ -343,7 +347,8 @@ loom_status loom_session_eval(loom_session *s, const int32_t *tokens, int32_t n,
         float *dst = s->logits + (s->m->last_only ? 0 : (size_t)done * V);
         size_t rows = s->m->last_only ? 1 : (size_t)T;
         if (!st)
-            st = loom_exec_read_output(s->exec, "logits", dst, rows * V * sizeof(float), NULL, err);
+            st = loom_exec_read_value(s->exec, s->m->logits_v, dst, rows * V * sizeof(float),
+                                      NULL, err);
         if (st) {
             loom_error_prefix(err, "eval at position %d: ", s->pos + done);
             return st;

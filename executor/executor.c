@@ -351,6 +351,19 @@ loom_status loom_exec_read_output(loom_exec *e, const char *name, void *dst, siz
     loom_ir_value_id v = loom_ir_find_output(e->g, name);
     if (v == LOOM_IR_NO_VALUE)
         return loom_error_set(err, LOOM_ERR_NOT_FOUND, "executor: the graph has no output '%s'", name);
+    return loom_exec_read_value(e, v, dst, capacity, bytes, err);
+}
+
+loom_status loom_exec_read_value(loom_exec *e, loom_ir_value_id v, void *dst, size_t capacity,
+                                 size_t *bytes, loom_error *err) {
+    if (bytes) *bytes = 0;
+    const char *name = NULL;
+    for (uint32_t i = 0; i < loom_ir_output_count(e->g) && !name; i++) {
+        const char *oname = NULL;
+        if (loom_ir_output_at(e->g, i, &oname) == v) name = oname ? oname : "?";
+    }
+    if (!name)
+        return loom_error_set(err, LOOM_ERR_NOT_FOUND, "executor: value %u is not an output", v);
     if (!e->ran)
         return loom_error_set(err, LOOM_ERR_INVALID_ARGUMENT,
                               "executor: output '%s' read before a successful step", name);

@@ -165,6 +165,12 @@ loom_status loom_exec_run(loom_exec *e, const int64_t *sym_values, const loom_ex
 loom_status loom_exec_read_output(loom_exec *e, const char *name, void *dst, size_t capacity,
                                   size_t *bytes, loom_error *err);
 
+/* The same for output value v (a value id of the graph that is one of its outputs, e.g. from
+ * loom_ir_find_output once at setup), without the name lookup; LOOM_ERR_NOT_FOUND when v is
+ * not an output. */
+loom_status loom_exec_read_value(loom_exec *e, loom_ir_value_id v, void *dst, size_t capacity,
+                                 size_t *bytes, loom_error *err);
+
 /* Zeroes every state value (a fresh KV cache). */
 loom_status loom_exec_reset_state(loom_exec *e, loom_error *err);
 

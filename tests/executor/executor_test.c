@@ -442,6 +442,14 @@ Test(executor, backend_state_bytes_size_allocate_and_report_the_state) {
     attn_step(e, p0, 1, a);
     ref_attention(0, ref);
     for (int i = 0; i < 32; i++) cr_assert(fabs(a[i] - ((double *)ref)[i]) < 1e-5);
+    /* Reading an output by its value id (resolved once) gives what the name gives. */
+    float b[32];
+    cr_assert_eq(loom_exec_read_value(e, loom_ir_find_output(g, "a"), b, sizeof b, NULL, &err),
+                 LOOM_OK, "%s", err.msg);
+    cr_assert(memcmp(a, b, sizeof b) == 0);
+    cr_assert_eq(loom_exec_read_value(e, loom_ir_find_value(g, "q"), b, sizeof b, NULL, &err),
+                 LOOM_ERR_NOT_FOUND);
+    cr_assert(strstr(err.msg, "not an output"), "%s", err.msg);
     cr_assert_eq(loom_exec_reset_state(e, &err), LOOM_OK, "%s", err.msg);
     loom_exec_destroy(e);
     loom_ir_graph_destroy(g);
