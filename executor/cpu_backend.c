@@ -41,6 +41,9 @@ static bool cpu_supports(loom_exec_backend *b, const loom_ir_graph *g, const loo
         return loom_exec_matmul_operands_ok(g, n);
     case LOOM_IR_OP_KV_WRITE:
         return is_cache_type(in0->type.dtype);
+    case LOOM_IR_OP_ROPE_KV_WRITE:
+        return in0->type.dtype == loom_ir_value_get(g, n->in[1])->type.dtype &&
+               is_cache_type(in0->type.dtype);
     case LOOM_IR_OP_ATTENTION:
         return is_cache_type(loom_ir_value_get(g, n->in[1])->type.dtype) &&
                loom_ir_value_get(g, n->in[1])->type.dtype ==
@@ -224,6 +227,18 @@ static loom_status cpu_run_node(loom_exec_backend *b, const loom_ir_graph *g, co
         for (int64_t t = 0; t < T; t++)
             if ((st = loom_cpu_kv_write(src + t * row, 1, pos[t], y->data, NULL, &kv, err))) return st;
         return LOOM_OK;
+    }
+    case LOOM_IR_OP_ROPE_KV_WRITE: {
+        /* in: k_cache, v_cache, q [T,Hq,D], k, v [T,Hkv,D], pos [, q_norm, k_norm]; out: the
+         * two caches (aliases), roped q. */
+        loom_kv_layout kv = loom_exec_kv_layout(&in[0], in[3].dims[1], in[3].dims[2]);
+        loom_rope_params p = loom_exec_rope_params(n, &in[2]);
+        p.n_kv_head = kv.n_kv_head;
+        bool norms = n->n_in == 8;
+        return loom_cpu_rope_kv_write(in[2].data, in[3].data, in[4].data, in[5].data,
+                                      norms ? in[6].data : NULL, norms ? in[7].data : NULL,
+                                      loom_ir_node_attr_float(n, LOOM_IR_ATTR_EPS, 0), &p,
+                                      out[0].data, NULL, out[1].data, NULL, &kv, out[2].data, err);
     }
     case LOOM_IR_OP_ATTENTION: {
         loom_kv_layout kv =

@@ -253,8 +253,9 @@ loom_status loom_exec_plan_create(const loom_ir_graph *g, uint32_t n_streams,
             p->order[k] = id;
             uint32_t flags = loom_ir_op_info_get(nd->op)->flags;
             for (uint32_t o = 0; o < nd->n_out; o++) def_idx[nd->out[o]] = k;
-            if (flags & (LOOM_IR_OPF_VIEW | LOOM_IR_OPF_WRITES_STATE))
-                p->root[nd->out[0]] = p->root[nd->in[0]];
+            if (flags & LOOM_IR_OPF_VIEW) p->root[nd->out[0]] = p->root[nd->in[0]];
+            for (uint32_t o = 0; o < loom_ir_op_state_results(nd->op); o++)
+                p->root[nd->out[o]] = p->root[nd->in[o]]; /* state results: the cache itself */
             k++;
         }
     }

@@ -140,7 +140,7 @@ bool ir_value_is_cache(const loom_ir_graph *g, loom_ir_value_id id) {
     if (v->kind == LOOM_IR_VALUE_STATE) return true;
     if (v->kind != LOOM_IR_VALUE_NODE) return false;
     const loom_ir_node *n = loom_ir_node_get(g, v->def);
-    return n && (loom_ir_op_info_get(n->op)->flags & LOOM_IR_OPF_WRITES_STATE);
+    return n && v->def_slot < loom_ir_op_state_results(n->op);
 }
 
 /* Operand i is a cache; *row receives its values per position (E), *ctx its rows (C). */
@@ -267,21 +267,26 @@ static loom_status infer_reshape(const ctx *c, loom_ir_type out[], uint32_t *n_o
     return LOOM_OK;
 }
 
-static loom_status infer_rope(const ctx *c, loom_ir_type out[], uint32_t *n_out) {
+/* The rope attributes (n_rot, freq_base, freq_scale) against the head dim D. */
+static loom_status check_rope_attrs(const ctx *c, int64_t D) {
     char db[64];
-    loom_status st = need_act(c, 0, 3, 3);
-    if (st) return st;
-    const loom_ir_type *x = &c->v[0]->type;
-    if ((st = need_i32_vec(c, 1, x->dims[0], "positions"))) return st;
     int64_t n_rot = attr(c, LOOM_IR_ATTR_N_ROT)->u.i;
     float base = attr(c, LOOM_IR_ATTR_FREQ_BASE)->u.f, scale = attr(c, LOOM_IR_ATTR_FREQ_SCALE)->u.f;
-    if (loom_ir_dim_is_sym(x->dims[2]) || n_rot < 2 || n_rot % 2 || n_rot > x->dims[2])
+    if (loom_ir_dim_is_sym(D) || n_rot < 2 || n_rot % 2 || n_rot > D)
         return fail(c, LOOM_ERR_INVALID_ARGUMENT, "n_rot %lld must be even, >= 2 and <= the "
-                    "head dim %s", (long long)n_rot, ir_dim_format(c->g, x->dims[2], db,
-                                                                  sizeof db));
+                    "head dim %s", (long long)n_rot, ir_dim_format(c->g, D, db, sizeof db));
     if (!(base > 0.0f) || isinf(base) || !(scale > 0.0f) || isinf(scale))
         return fail(c, LOOM_ERR_INVALID_ARGUMENT, "freq_base %g and freq_scale %g must be finite "
                     "and > 0", base, scale);
+    return LOOM_OK;
+}
+
+static loom_status infer_rope(const ctx *c, loom_ir_type out[], uint32_t *n_out) {
+    loom_status st = need_act(c, 0, 3, 3);
+    if (st) return st;
+    const loom_ir_type *x = &c->v[0]->type;
+    if ((st = need_i32_vec(c, 1, x->dims[0], "positions")) || (st = check_rope_attrs(c, x->dims[2])))
+        return st;
     out[0] = *x;
     *n_out = 1;
     return LOOM_OK;
@@ -429,6 +434,52 @@ static loom_status infer_matmul_add(const ctx *c, loom_ir_type out[], uint32_t *
         return fail(c, LOOM_ERR_TYPE, "operand 2 (residual) is %s: expected the product's %s",
                     tstr(c, 2, rb, sizeof rb), loom_ir_type_format(c->g, &out[0], tb, sizeof tb));
     *n_out = 1;
+    return LOOM_OK;
+}
+
+/* rope_kv_write(k_cache, v_cache, q, k, v, pos [, q_norm, k_norm]): see ops.def. */
+static loom_status infer_rope_kv_write(const ctx *c, loom_ir_type out[], uint32_t *n_out) {
+    char tb[96], kb[96];
+    if (c->n_in != 6 && c->n_in != 8)
+        return fail(c, LOOM_ERR_INVALID_ARGUMENT, "takes k_cache, v_cache, q, k, v, pos and "
+                    "optionally q_norm, k_norm (6 or 8 operands), got %u", c->n_in);
+    int64_t rows, krow, vrow;
+    loom_status st;
+    if ((st = need_cache(c, 0, &rows, &krow)) || (st = need_cache(c, 1, &rows, &vrow)) ||
+        (st = need_act(c, 2, 3, 3)) || (st = need_act(c, 3, 3, 3)) || (st = need_act(c, 4, 3, 3)))
+        return st;
+    if (c->in[0] == c->in[1])
+        return fail(c, LOOM_ERR_TYPE, "operands 0 and 1 are one cache: K and V need their own");
+    const loom_ir_type *q = &c->v[2]->type, *k = &c->v[3]->type;
+    int64_t D = q->dims[2], row = -1;
+    if (loom_ir_dim_is_sym(k->dims[1]) || loom_ir_dim_is_sym(D) || k->dims[0] != q->dims[0] ||
+        k->dims[2] != D || !mul_ok(k->dims[1], D, &row))
+        return fail(c, LOOM_ERR_TYPE, "operand 3 (k) is %s: expected [T,Hkv,D] with q's T and "
+                    "constant D (q %s)", tstr(c, 3, kb, sizeof kb), tstr(c, 2, tb, sizeof tb));
+    if (!loom_ir_type_equal(&c->v[4]->type, k))
+        return fail(c, LOOM_ERR_TYPE, "operand 4 (v) is %s: expected k's %s",
+                    tstr(c, 4, tb, sizeof tb), tstr(c, 3, kb, sizeof kb));
+    for (uint32_t i = 0; i < 2; i++)
+        if ((i ? vrow : krow) != row)
+            return fail(c, LOOM_ERR_TYPE, "operand %u (%s cache) is %s: its rows must hold the "
+                        "%lld values of k's heads", i, i ? "v" : "k", tstr(c, i, tb, sizeof tb),
+                        (long long)row);
+    if ((st = need_i32_vec(c, 5, q->dims[0], "positions")) || (st = check_rope_attrs(c, D)) ||
+        (st = check_eps(c)))
+        return st;
+    for (uint32_t i = 6; i < c->n_in; i++) {
+        if ((st = need_float_vec(c, i, D, i == 6 ? "q_norm" : "k_norm"))) return st;
+        if (c->v[i]->type.dtype != LOOM_IR_F32)
+            return fail(c, LOOM_ERR_TYPE, "operand %u (%s) is %s: the norm weights must be f32", i,
+                        i == 6 ? "q_norm" : "k_norm", tstr(c, i, tb, sizeof tb));
+    }
+    if (c->n_in == 6 && attr(c, LOOM_IR_ATTR_EPS)->u.f != 0.0f)
+        return fail(c, LOOM_ERR_INVALID_ARGUMENT, "eps %g without norm weights: must be 0",
+                    attr(c, LOOM_IR_ATTR_EPS)->u.f);
+    out[0] = c->v[0]->type;
+    out[1] = c->v[1]->type;
+    out[2] = *q;
+    *n_out = 3;
     return LOOM_OK;
 }
 

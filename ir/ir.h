@@ -142,6 +142,8 @@ enum {
     LOOM_IR_OPF_VIEW = 1u << 3,         /* out 0 IS operand 0's buffer with other dims */
     LOOM_IR_OPF_WRITES_STATE = 1u << 4, /* out 0 IS operand 0's (state) buffer after a write;
                                            has an effect: never dead */
+    LOOM_IR_OPF_WRITES_STATE2 = 1u << 5, /* with WRITES_STATE: out 1 IS operand 1's (state)
+                                            buffer after a write too (rope_kv_write) */
 };
 
 typedef enum loom_ir_attr_kind {
@@ -167,13 +169,13 @@ _Static_assert(LOOM_IR_ATTR_ID_COUNT <= 32, "attrs masks are 32-bit");
 
 enum { LOOM_IR_ROPE_NORM = 0, LOOM_IR_ROPE_NEOX = 1 }; /* values of the `mode` attribute */
 
-/* Op ids: LOOM_IR_OP_GET_ROWS, ..., LOOM_IR_OP_MATMUL_ADD (ops.def order). */
+/* Op ids: LOOM_IR_OP_GET_ROWS, ..., LOOM_IR_OP_ROPE_KV_WRITE (ops.def order). */
 typedef enum loom_ir_op {
 #define LOOM_IR_OP_DEF(ID, name, min_in, max_in, max_out, flags, attrs, doc) LOOM_IR_OP_##ID,
 #include "ir/ops.def"
     LOOM_IR_OP_COUNT
 } loom_ir_op;
-_Static_assert(LOOM_IR_OP_COUNT == 17, "op count changed: update ops.def users (printer, "
+_Static_assert(LOOM_IR_OP_COUNT == 18, "op count changed: update ops.def users (printer, "
                                        "protobuf mapping, executor dispatch, CPU/CUDA kernels)");
 
 typedef struct loom_ir_op_info {
@@ -200,6 +202,11 @@ const loom_ir_attr_info *loom_ir_attr_info_get(loom_ir_attr_id id);
 /* Name lookups; false when unknown. */
 bool loom_ir_op_from_name(const char *name, loom_ir_op *out);
 bool loom_ir_attr_from_name(const char *name, loom_ir_attr_id *out);
+
+/* How many leading results of op are its leading operands' state buffers after a write: result
+ * i (i < the count) IS operand i's buffer. 0 for ops without WRITES_STATE, 1 for kv_write, 2
+ * for rope_kv_write. */
+uint32_t loom_ir_op_state_results(loom_ir_op op);
 
 /* ---------------------------------------------------------------- values, nodes, attributes */
 
@@ -473,7 +480,8 @@ loom_status loom_ir_topo_order(const loom_ir_graph *g, loom_ir_node_id *order, u
  * above its definition in program order; no cycles; every operand live and its type matching
  * the op's signature (inference re-run and compared with the stored result types); attributes
  * complete and of the right kind; referenced weights/state declared with a consistent size;
- * every output defined; a state version written by at most one kv_write; use lists consistent. */
+ * every output defined; a state version written by at most one state-writing op (kv_write,
+ * rope_kv_write); use lists consistent. */
 loom_status loom_ir_verify(const loom_ir_graph *g, loom_error *err);
 
 /* Structural equality: same symbols, metadata (as a key set), declarations (in order, with

@@ -102,7 +102,8 @@ loom_status ir_infer_normalized(const loom_ir_graph *g, loom_ir_op op, const loo
                                 uint32_t n_in, const loom_ir_attr *attrs, uint32_t n_attrs,
                                 loom_ir_type out[LOOM_IR_MAX_OUTPUTS], uint32_t *n_out,
                                 loom_error *err);
-/* True when v is a KV cache: a STATE value or the result of a WRITES_STATE op. */
+/* True when v is a KV cache: a STATE value or a state result of a WRITES_STATE op (result i <
+ * loom_ir_op_state_results). */
 bool ir_value_is_cache(const loom_ir_graph *g, loom_ir_value_id v);
 
 /* ---- table.c ---- */

@@ -20,7 +20,7 @@ static const loom_ir_attr_info attr_table[LOOM_IR_ATTR_ID_COUNT] = {
 #include "ir/ops.def"
 };
 
-_Static_assert(LOOM_IR_MAX_INPUTS >= 7 && LOOM_IR_MAX_OUTPUTS >= 3, "ops.def arities fit a node");
+_Static_assert(LOOM_IR_MAX_INPUTS >= 8 && LOOM_IR_MAX_OUTPUTS >= 3, "ops.def arities fit a node");
 
 const loom_ir_op_info *loom_ir_op_info_get(loom_ir_op op) {
     return (unsigned)op < LOOM_IR_OP_COUNT ? &op_table[op] : NULL;
@@ -37,6 +37,12 @@ bool loom_ir_op_from_name(const char *name, loom_ir_op *out) {
             return true;
         }
     return false;
+}
+
+uint32_t loom_ir_op_state_results(loom_ir_op op) {
+    const loom_ir_op_info *oi = loom_ir_op_info_get(op);
+    if (!oi || !(oi->flags & LOOM_IR_OPF_WRITES_STATE)) return 0;
+    return oi->flags & LOOM_IR_OPF_WRITES_STATE2 ? 2 : 1;
 }
 
 bool loom_ir_attr_from_name(const char *name, loom_ir_attr_id *out) {

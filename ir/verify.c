@@ -176,16 +176,16 @@ static loom_status check_types(const loom_ir_graph *g, loom_error *err) {
                            loom_ir_type_format(g, &types[o], b, sizeof b));
             }
         }
-        if (loom_ir_op_info_get(n->op)->flags & LOOM_IR_OPF_WRITES_STATE) {
-            const value_rec *r = ir_value_rec(g, n->in[0]);
+        for (uint32_t s = 0; s < loom_ir_op_state_results(n->op); s++) {
+            const value_rec *r = ir_value_rec(g, n->in[s]);
             for (uint32_t u = 0; u < r->n_uses; u++) {
                 const loom_ir_node *w = loom_ir_node_get(g, r->uses[u].node);
-                if (r->uses[u].node != id && r->uses[u].slot == 0 &&
-                    (loom_ir_op_info_get(w->op)->flags & LOOM_IR_OPF_WRITES_STATE)) {
+                if ((r->uses[u].node != id || r->uses[u].slot != s) &&
+                    r->uses[u].slot < loom_ir_op_state_results(w->op)) {
                     char lab[96];
                     return bad(g, id, err, "cache %s is also written by node #%u: a cache "
                                "version is written at most once",
-                               ir_value_label(g, n->in[0], lab, sizeof lab), r->uses[u].node);
+                               ir_value_label(g, n->in[s], lab, sizeof lab), r->uses[u].node);
                 }
             }
         }

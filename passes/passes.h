@@ -38,7 +38,7 @@ extern "C" {
 
 /* The default pipeline (-O2). */
 #define LOOM_PASS_PIPELINE_O2 \
-    "fuse-norm-weight,fuse-qkv,fuse-gate-up,fuse-residual-add,cse,dce"
+    "fuse-norm-weight,fuse-qkv,fuse-gate-up,fuse-residual-add,fuse-rope-kv-write,cse,dce"
 
 typedef loom_status (*loom_pass_fn)(loom_ir_graph *g, uint32_t *n_rewrites, loom_error *err);
 
@@ -48,6 +48,7 @@ loom_status loom_pass_fuse_qkv(loom_ir_graph *g, uint32_t *n_rewrites, loom_erro
 loom_status loom_pass_fuse_gate_up(loom_ir_graph *g, uint32_t *n_rewrites, loom_error *err);
 loom_status loom_pass_fuse_residual_add(loom_ir_graph *g, uint32_t *n_rewrites, loom_error *err);
 loom_status loom_pass_fuse_matmul_pair(loom_ir_graph *g, uint32_t *n_rewrites, loom_error *err);
+loom_status loom_pass_fuse_rope_kv_write(loom_ir_graph *g, uint32_t *n_rewrites, loom_error *err);
 loom_status loom_pass_dce(loom_ir_graph *g, uint32_t *n_rewrites, loom_error *err);
 loom_status loom_pass_cse(loom_ir_graph *g, uint32_t *n_rewrites, loom_error *err);
 

@@ -14,6 +14,8 @@ static const loom_pass_info passes[] = {
      "silu(x.Wg) * x.Wu -> matmul_pair {swiglu=1}"},
     {"fuse-residual-add", loom_pass_fuse_residual_add,
      "matmul(x, W) + r -> matmul_add(x, W, r)"},
+    {"fuse-rope-kv-write", loom_pass_fuse_rope_kv_write,
+     "[q/k head norms,] rope(q), rope(k), kv_write(k), kv_write(v) -> rope_kv_write"},
     {"fuse-matmul-pair", loom_pass_fuse_matmul_pair,
      "two matmuls of one input -> matmul_pair {swiglu=0} (example of docs/writing-a-pass.md)"},
     {"cse", loom_pass_cse, "merge nodes with the same op, operands and attributes"},

@@ -205,6 +205,28 @@ loom_status loom_cpu_kv_write(const float *src, int64_t n_tokens, int64_t pos0, 
                               float *scales, const loom_kv_layout *kv, loom_error *err);
 
 /* ---------------------------------------------------------------------------------------------
+ * Attention prologue (rope_kv.c): the IR's rope_kv_write, one call per layer
+ * ------------------------------------------------------------------------------------------- */
+/* For T = p->n_tokens tokens: q[T, n_head, D], k and v [T, n_kv_head, D] (D = p->head_dim),
+ * positions pos[T] (int32; device memory on CUDA, read by the kernel):
+ *   with q_norm, k_norm (float [D] each, both or neither): q' = rms_norm(q) * q_norm and
+ *   k' = rms_norm(k) * k_norm per head (loom_cpu_rms_norm's contract, eps); else q' = q, k' = k;
+ *   q_out = rope(q'), k'' = rope(k') (loom_cpu_rope's contract, p's mode, n_rot, freq_base,
+ *   freq_scale); k'' into k_cache and v into v_cache at cache position pos[t] for token t
+ *   (loom_cpu_kv_write's conversions; k_scales/v_scales the INT8 scale arrays, else NULL).
+ * p->n_kv_head and p->head_dim must equal the layout's; pos need not be consecutive. k and v are
+ * only read; q_out may alias q. The CPU twin is bit for bit the chain of loom_cpu_rms_norm,
+ * loom_cpu_rope and loom_cpu_kv_write (which it calls), and refuses a position outside
+ * 0 .. n_ctx - 1 (LOOM_ERR_LIMIT) before writing anything. CUDA twin: one launch whose grid does
+ * not depend on the positions (CUDA-graph replay); a token whose position is out of range writes
+ * no cache row. Tolerances (rope_kv.cu): q_out and the K cache as rope's (1e-4 absolute of the
+ * largest |value|, plus one F16 rounding / one INT8 step); the V cache bit-exact. */
+loom_status loom_cpu_rope_kv_write(const float *q, const float *k, const float *v,
+                                   const int32_t *pos, const float *q_norm, const float *k_norm,
+                                   float eps, const loom_rope_params *p, void *k_cache,
+                                   float *k_scales, void *v_cache, float *v_scales,
+                                   const loom_kv_layout *kv, float *q_out, loom_error *err);
+/* ---------------------------------------------------------------------------------------------
  * Attention (attention.c)
  * ------------------------------------------------------------------------------------------- */
 

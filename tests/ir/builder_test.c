@@ -15,6 +15,7 @@ static const char *base =
     "input %x : f32[T,256]\n"
     "input %x3 : f32[T,4,64]\n"
     "input %r : f32[T,128]\n"
+    "input %k3 : f32[T,2,64]\n"
     "weight @w : q4_k[128,256]\n"
     "weight @w2 : q6_k[128,256]\n"
     "weight @wbig : q4_k[256,256]\n"
@@ -68,6 +69,10 @@ static const good_case good[] = {
     {"%y = matmul_pair(%x, @w, @w2) {swiglu=1}", "f32[T,128]"},
     {"%a, %b = matmul_pair(%x, @w, @wbig) {swiglu=0}", "f32[T,128], f32[T,256]"},
     {"%y = matmul_add(%x, @w, %r)", "f32[T,128]"},
+    {"%k, %v, %q = rope_kv_write(@kc, @vc, %x3, %k3, %k3, %pos) {eps=0, mode=neox, n_rot=64, "
+     "freq_base=1e6}", "f16[32,128], f16[32,2,64], f32[T,4,64]"},
+    {"%k, %v, %q = rope_kv_write(@vc, @kc, %x3, %k3, %k3, %pos, @hw, @hw) {eps=1e-6, mode=norm, "
+     "n_rot=32, freq_base=1e4}", "f16[32,2,64], f16[32,128], f32[T,4,64]"},
 };
 
 Test(builder, infers_every_op) {
@@ -145,6 +150,25 @@ static const bad_case bad[] = {
     {"%y = matmul_add(%x, @w, %x)", LOOM_ERR_TYPE,
      "operand 2 (residual) is f32[T,256]: expected the product's f32[T,128]"},
     {"%y = silu(%nope)", LOOM_ERR_NOT_FOUND, "undefined value %nope"},
+    {"%k, %v, %q = rope_kv_write(@kc, @vc, %x3, %k3, %k3, %pos, @hw) {eps=0, mode=neox, n_rot=64, "
+     "freq_base=1e6}", LOOM_ERR_INVALID_ARGUMENT, "(6 or 8 operands), got 7"},
+    {"%k, %v, %q = rope_kv_write(@kc, @vc, %x3, %k3, %k3, %pos) {eps=1e-6, mode=neox, n_rot=64, "
+     "freq_base=1e6}", LOOM_ERR_INVALID_ARGUMENT, "eps 1e-06 without norm weights: must be 0"},
+    {"%k, %v, %q = rope_kv_write(@kc, @vc, %x3, %k3, %x3, %pos) {eps=0, mode=neox, n_rot=64, "
+     "freq_base=1e6}", LOOM_ERR_TYPE, "operand 4 (v) is f32[T,4,64]: expected k's f32[T,2,64]"},
+    {"%k, %v, %q = rope_kv_write(@kc, @vc, %x3, %x3, %x3, %pos) {eps=0, mode=neox, n_rot=64, "
+     "freq_base=1e6}", LOOM_ERR_TYPE, "operand 0 (k cache) is f16[32,128]: its rows must hold "
+     "the 256 values of k's heads"},
+    {"%k, %v, %q = rope_kv_write(@kc, @kc, %x3, %k3, %k3, %pos) {eps=0, mode=neox, n_rot=64, "
+     "freq_base=1e6}", LOOM_ERR_TYPE, "operands 0 and 1 are one cache"},
+    {"%k, %v, %q = rope_kv_write(@kc, @vc, %x3, %k3, %k3, %pos, @nw, @hw) {eps=1e-6, "
+     "mode=neox, n_rot=64, freq_base=1e6}", LOOM_ERR_TYPE,
+     "operand 6 (q_norm) is f32[256]: expected a float vector f32[64]"},
+    {"%k, %v, %q = rope_kv_write(@kc, @vc, %x3, %k3, %k3, %pos) {eps=0, mode=neox, n_rot=66, "
+     "freq_base=1e6}", LOOM_ERR_INVALID_ARGUMENT, "n_rot 66 must be even, >= 2 and <= the head "
+     "dim 64"},
+    {"%k, %v, %q = rope_kv_write(%r, @vc, %x3, %k3, %k3, %pos) {eps=0, mode=neox, n_rot=64, "
+     "freq_base=1e6}", LOOM_ERR_TYPE, "operand 0 must be a KV cache"},
 };
 
 Test(builder, refuses_mismatches_naming_op_and_operands) {

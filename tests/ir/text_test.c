@@ -183,6 +183,30 @@ Test(text, verify_error_after_parse_is_reported) {
               err.msg);
 }
 
+Test(text, rope_kv_write_results_are_cache_versions_written_once) {
+    /* rope_kv_write's results 0 and 1 are caches (kv_write may write them again); result 2 is
+     * not; and it counts as a writer of both of its cache operands. */
+    const char *head = "input %q : f32[2,2,4]\ninput %k : f32[2,1,4]\ninput %p : i32[2]\n"
+                       "state @kc : f32[8,4]\nstate @vc : f32[8,1,4]\n"
+                       "%a, %b, %c = rope_kv_write(@kc, @vc, %q, %k, %k, %p) "
+                       "{eps=0, mode=norm, n_rot=4, freq_base=1e4}\n";
+    const char *tails[] = {"%d = kv_write(%b, %k, %p)\n", "%d = kv_write(%c, %k, %p)\n",
+                           "%d = kv_write(@vc, %k, %p)\n"};
+    for (int i = 0; i < 3; i++) {
+        char t[1024];
+        snprintf(t, sizeof t, "%s%s", head, tails[i]);
+        loom_ir_graph *g = NULL;
+        loom_error err = {0};
+        loom_status st = loom_ir_parse(t, strlen(t), &g, &err);
+        if (i == 0) cr_expect_eq(st, LOOM_OK, "%s", err.msg);
+        if (i == 1) cr_expect(st == LOOM_ERR_TYPE && strstr(err.msg, "must be a KV cache"), "%s",
+                              err.msg);
+        if (i == 2) cr_expect(st == LOOM_ERR_VERIFY && strstr(err.msg, "written at most once"),
+                              "%s", err.msg);
+        loom_ir_graph_destroy(g);
+    }
+}
+
 Test(text, missing_file) {
     loom_ir_graph *g;
     loom_error err = {0};

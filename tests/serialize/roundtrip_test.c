@@ -42,6 +42,35 @@ Test(roundtrip, layer_text_prints_identically) {
     loom_ir_graph_destroy(g2);
 }
 
+/* The fused attention prologue (rope_kv_write: three results, two of them cache versions) with
+ * and without its norm operands comes back equal and in the same bytes: the protobuf form needs
+ * nothing op-specific (ops and attributes go by name, so files without it load as before). */
+Test(roundtrip, rope_kv_write_with_and_without_norms) {
+    static const char *text =
+        "symbol T max=8\n"
+        "input %positions : i32[T]\n"
+        "input %q : f32[T,4,64]\n"
+        "input %k : f32[T,2,64]\n"
+        "weight @qn : f32[64] offset=0\n"
+        "weight @kn : f32[64] offset=256\n"
+        "state @kv.0.k : f16[16,2,64]\n"
+        "state @kv.0.v : f16[16,128]\n"
+        "state @kv.1.k : f32[16,128]\n"
+        "state @kv.1.v : f32[16,128]\n"
+        "%kc, %vc, %qr = rope_kv_write(@kv.0.k, @kv.0.v, %q, %k, %k, %positions, @qn, @kn) "
+        "{eps=1e-06, mode=neox, n_rot=64, freq_base=1000000.0}\n"
+        "%kc1, %vc1, %qr1 = rope_kv_write(@kv.1.k, @kv.1.v, %qr, %k, %k, %positions) "
+        "{eps=0, mode=norm, n_rot=32, freq_base=10000.0, freq_scale=0.5}\n"
+        "%a = attention(%qr1, %kc1, %vc1, %positions) {n_head=4, n_kv_head=2, head_dim=64, "
+        "scale=0.125}\n"
+        "%b = attention(%qr, %kc, %vc, %positions) {n_head=4, n_kv_head=2, head_dim=64, "
+        "scale=0.125}\n"
+        "output a = %a\noutput b = %b\n";
+    loom_ir_graph *g = parse_text(text);
+    check_round_trip(g);
+    loom_ir_graph_destroy(g);
+}
+
 Test(roundtrip, deterministic_across_calls) {
     loom_ir_graph *g = parse_text(LAYER_TEXT);
     uint8_t *b1, *b2;
