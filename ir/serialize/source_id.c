@@ -1,5 +1,6 @@
 /* source_id.c: the GGUF identity recorded in a graph's metadata (see source_id.h). */
 #include "ir/serialize/source_id.h"
+#include "loom/hash.h"
 
 #include <inttypes.h>
 #include <stdio.h>
@@ -7,12 +8,7 @@
 
 void loom_ir_gguf_checksum(const void *file_bytes, uint64_t data_offset,
                            char out[LOOM_IR_CHECKSUM_LEN]) {
-    const unsigned char *p = file_bytes;
-    uint64_t h = 0xcbf29ce484222325ull; /* FNV-1a 64 offset basis */
-    for (uint64_t i = 0; i < data_offset; i++) {
-        h ^= p[i];
-        h *= 0x100000001b3ull; /* FNV 64 prime */
-    }
+    uint64_t h = loom_fnv1a64(LOOM_FNV1A64_BASIS, file_bytes, (size_t)data_offset);
     snprintf(out, LOOM_IR_CHECKSUM_LEN, "%016" PRIx64, h);
 }
 
