@@ -44,13 +44,30 @@ struct AttnArgs {
     const float *ks, *vs;
     float *out;
     float *part;  // [N][n_head][splits][D + 2] when splits > 1
-    int64_t n_kv_head, n_head, pos0;
+    const int32_t *pos_dev;  // device position of query 0 (the _at launcher), else NULL
+    int64_t n_kv_head, n_head, pos0, n_tokens, n_ctx;
     float scale;
     int group;    // n_head / n_kv_head
     int G;        // heads a block
     int hgroups;  // ceil(group / G)
-    int splits;
+    int splits;   // gridDim.z: the most splits a block may find in use
 };
+
+// Position of query 0: the launcher's value, or the device value clamped to 0 .. n_ctx - N (a
+// device position out of range can neither fault nor read unwritten rows past the cache).
+__device__ __forceinline__ int64_t query_pos0(const AttnArgs &a) {
+    if (!a.pos_dev) return a.pos0;
+    const int64_t p = *a.pos_dev;
+    return p < 0 ? 0 : (p > a.n_ctx - a.n_tokens ? a.n_ctx - a.n_tokens : p);
+}
+
+// Splits in use for this position: the same function of (pos0 + N, a.splits) in both
+// launchers, so a grid sized from n_ctx partitions the positions exactly as a grid sized from
+// the position does (the _at results are bit-identical to the by-value ones).
+__device__ __forceinline__ int splits_used(const AttnArgs &a, int64_t pos0) {
+    const int64_t ntiles = (pos0 + a.n_tokens + kTile - 1) / kTile;
+    return (int)min((int64_t)a.splits, ntiles);
+}
 
 template <int KVT>
 __device__ __forceinline__ void load16(const void *base, int64_t elem, float *v, int &n) {
@@ -116,9 +133,12 @@ static __global__ void __launch_bounds__(kThreads, 1) attn_kernel(const AttnArgs
     const int h0 = kvh * a.group + hg * a.G;
     const int G = min(a.G, a.group - hg * a.G);
     const int64_t t = blockIdx.y;
-    const int64_t L = a.pos0 + t + 1;  // visible positions 0 .. L-1
+    const int64_t pos0 = query_pos0(a);
+    const int splits = splits_used(a, pos0);
+    if ((int)blockIdx.z >= splits) return;  // a split beyond this position's range
+    const int64_t L = pos0 + t + 1;  // visible positions 0 .. L-1
     const int64_t ntiles = (L + kTile - 1) / kTile;
-    const int64_t tiles_per = (ntiles + a.splits - 1) / a.splits;
+    const int64_t tiles_per = (ntiles + splits - 1) / splits;
     const int64_t lo = (int64_t)blockIdx.z * tiles_per * kTile;
     const int64_t hi = min(L, lo + tiles_per * kTile);
     const int64_t row_stride = a.n_kv_head * D;  // elements between positions
@@ -244,7 +264,7 @@ static __global__ void __launch_bounds__(kThreads, 1) attn_kernel(const AttnArgs
         float o = 0.0f;
         for (int grp = 0; grp < NG; grp++) o += red[grp][g][tid];
         const int64_t h = h0 + g;
-        if (a.splits == 1) {
+        if (splits == 1) {
             a.out[(t * a.n_head + h) * D + tid] = o / l_sh[g];
         } else {
             float *pp = a.part + ((t * a.n_head + h) * a.splits + blockIdx.z) * (D + 2);
@@ -254,11 +274,15 @@ static __global__ void __launch_bounds__(kThreads, 1) attn_kernel(const AttnArgs
     }
 }
 
-// Combines the split partials: grid (n_head, N), thread per dim.
+// Combines the split partials: grid (n_head, N), thread per dim. Nothing to do when this
+// position used one split (the main kernel wrote out itself).
 static __global__ void __launch_bounds__(kThreads)
-attn_combine_kernel(const float *part, int64_t n_head, int D, int splits, float *out) {
-    const int64_t h = blockIdx.x, t = blockIdx.y;
-    const float *pp = part + (t * n_head + h) * splits * (D + 2);
+attn_combine_kernel(const AttnArgs a, int D) {
+    const int splits = splits_used(a, query_pos0(a));
+    if (splits == 1) return;
+    const int64_t n_head = a.n_head, h = blockIdx.x, t = blockIdx.y;
+    const float *pp = a.part + (t * n_head + h) * a.splits * (D + 2);
+    float *out = a.out;
     float M = -INFINITY;
     for (int s = 0; s < splits; s++) M = fmaxf(M, pp[s * (D + 2) + D]);
     for (int d = threadIdx.x; d < D; d += kThreads) {
@@ -299,7 +323,7 @@ loom_status run(AttnArgs a, int kvt, int64_t D, int64_t N, loom_error *err,
     LAUNCH_CHECK();
     if (a.splits > 1) {
         attn_combine_kernel<<<dim3((unsigned)a.n_head, (unsigned)N), kThreads, 0, stream>>>(
-            a.part, a.n_head, (int)D, a.splits, a.out);
+            a, (int)D);
         LAUNCH_CHECK();
     }
     return LOOM_OK;
@@ -307,50 +331,57 @@ loom_status run(AttnArgs a, int kvt, int64_t D, int64_t N, loom_error *err,
 
 int g_attn_fallback_logged = 0;
 
-}  // namespace
-}  // namespace loom_cuda
-
-using namespace loom_cuda;
-
-extern "C" loom_status loom_cuda_attention(const float *q, const void *k_cache,
-                                           const float *k_scales, const void *v_cache,
-                                           const float *v_scales, const loom_kv_layout *kv,
-                                           const loom_attn_params *p, float *out,
-                                           loom_error *err, cudaStream_t stream) {
+// Checks everything but the position; the by-value launcher checks that itself.
+static loom_status check_attn(const float *q, const void *k_cache, const float *k_scales,
+                              const void *v_cache, const float *v_scales,
+                              const loom_kv_layout *kv, const loom_attn_params *p,
+                              const float *out, loom_error *err) {
     if (!kv || !p) ARG_FAIL(LOOM_ERR_INVALID_ARGUMENT, "attention: NULL layout or params");
     const int64_t D = kv->head_dim, N = p->n_tokens;
     if (N < 0 || p->n_head <= 0 || kv->n_kv_head <= 0 || p->n_head % kv->n_kv_head != 0 ||
-        p->pos0 < 0 || p->pos0 + N > kv->n_ctx)
+        N > kv->n_ctx)
         ARG_FAIL(LOOM_ERR_INVALID_ARGUMENT,
-                 "attention: bad shape (N %lld, heads %lld/%lld, pos0 %lld, n_ctx %lld)",
-                 (long long)N, (long long)p->n_head, (long long)kv->n_kv_head,
-                 (long long)p->pos0, (long long)kv->n_ctx);
+                 "attention: bad shape (N %lld, heads %lld/%lld, n_ctx %lld)", (long long)N,
+                 (long long)p->n_head, (long long)kv->n_kv_head, (long long)kv->n_ctx);
     if (D != 64 && D != 128)
         ARG_FAIL(LOOM_ERR_UNSUPPORTED, "attention: head_dim %lld (CUDA supports 64 and 128)",
                  (long long)D);
     if (kv->type != LOOM_KV_F32 && kv->type != LOOM_KV_F16 && kv->type != LOOM_KV_INT8)
         ARG_FAIL(LOOM_ERR_UNSUPPORTED, "attention: cache type %d", (int)kv->type);
-    if (N == 0) return LOOM_OK;
     if (N > 65535) ARG_FAIL(LOOM_ERR_INVALID_ARGUMENT, "attention: N = %lld > 65535", (long long)N);
-    if (!q || !k_cache || !v_cache || !out ||
-        (kv->type == LOOM_KV_INT8 && (!k_scales || !v_scales)))
+    if (N > 0 && (!q || !k_cache || !v_cache || !out ||
+                  (kv->type == LOOM_KV_INT8 && (!k_scales || !v_scales))))
         ARG_FAIL(LOOM_ERR_INVALID_ARGUMENT, "attention: NULL pointer");
-    if ((uintptr_t)k_cache % 16 != 0)
-        ARG_FAIL(LOOM_ERR_INVALID_ARGUMENT, "attention: K cache must be 16-byte aligned");
+    if ((uintptr_t)k_cache % 16 != 0 || (uintptr_t)v_cache % 16 != 0)
+        ARG_FAIL(LOOM_ERR_INVALID_ARGUMENT, "attention: K/V caches must be 16-byte aligned");
+    return LOOM_OK;
+}
 
+// Runs attention with query 0 at `pos0` (pos_dev NULL) or at *pos_dev. `L_grid` is the largest
+// pos0 + N the grid must cover: the position itself (by value) or n_ctx (_at).
+static loom_status launch_attn(const float *q, const void *k_cache, const float *k_scales,
+                               const void *v_cache, const float *v_scales,
+                               const loom_kv_layout *kv, const loom_attn_params *p, int64_t pos0,
+                               const int32_t *pos_dev, int64_t L_grid, float *out,
+                               loom_error *err, cudaStream_t stream) {
+    const int64_t D = kv->head_dim, N = p->n_tokens;
     AttnArgs a = {};
     a.q = q; a.kc = k_cache; a.vc = v_cache; a.ks = k_scales; a.vs = v_scales; a.out = out;
-    a.n_kv_head = kv->n_kv_head; a.n_head = p->n_head; a.pos0 = p->pos0; a.scale = p->scale;
+    a.pos_dev = pos_dev;
+    a.n_kv_head = kv->n_kv_head; a.n_head = p->n_head; a.pos0 = pos0; a.scale = p->scale;
+    a.n_tokens = N; a.n_ctx = kv->n_ctx;
     a.group = (int)(p->n_head / kv->n_kv_head);
     if (fast(SW_FAST_ATTN)) {
         AttnArgs f = a;
         f.G = a.group < kMaxG ? a.group : kMaxG;
         f.hgroups = (f.group + f.G - 1) / f.G;
         const int64_t blocks = kv->n_kv_head * f.hgroups * N;
-        const int64_t ntiles = (p->pos0 + N + kTile - 1) / kTile;
-        int64_t splits = (8 * sm_count() + blocks - 1) / blocks;  // ~8 blocks per SM
-        if (splits > ntiles) splits = ntiles;
-        if (splits > kMaxSplits) splits = kMaxSplits;
+        const int64_t ntiles = (L_grid + kTile - 1) / kTile;
+        // The split count depends on the shape only (never on the position): ~8 blocks per SM,
+        // and N * splits <= kMaxSplits so that the partials fit loom_cuda_scratch_bytes_for.
+        int64_t smax = (8 * sm_count() + blocks - 1) / blocks;
+        if (smax > kMaxSplits / N) smax = kMaxSplits / N;
+        int64_t splits = smax < ntiles ? smax : ntiles;
         if (splits < 1) splits = 1;
         if (splits > 1) {
             size_t bytes = (size_t)(N * p->n_head * splits * (D + 2)) * sizeof(float);
@@ -366,4 +397,39 @@ extern "C" loom_status loom_cuda_attention(const float *q, const void *k_cache,
     a.hgroups = a.group;
     a.splits = 1;
     return run(a, kv->type, D, N, err, stream);
+}
+
+}  // namespace
+}  // namespace loom_cuda
+
+using namespace loom_cuda;
+
+extern "C" loom_status loom_cuda_attention(const float *q, const void *k_cache,
+                                           const float *k_scales, const void *v_cache,
+                                           const float *v_scales, const loom_kv_layout *kv,
+                                           const loom_attn_params *p, float *out,
+                                           loom_error *err, cudaStream_t stream) {
+    loom_status st = check_attn(q, k_cache, k_scales, v_cache, v_scales, kv, p, out, err);
+    if (st != LOOM_OK) return st;
+    if (p->pos0 < 0 || p->pos0 + p->n_tokens > kv->n_ctx)
+        ARG_FAIL(LOOM_ERR_INVALID_ARGUMENT,
+                 "attention: positions %lld .. %lld + %lld outside the cache of %lld",
+                 (long long)p->pos0, (long long)p->pos0, (long long)p->n_tokens,
+                 (long long)kv->n_ctx);
+    if (p->n_tokens == 0) return LOOM_OK;
+    return launch_attn(q, k_cache, k_scales, v_cache, v_scales, kv, p, p->pos0, nullptr,
+                       p->pos0 + p->n_tokens, out, err, stream);
+}
+
+extern "C" loom_status loom_cuda_attention_at(const float *q, const void *k_cache,
+                                              const float *k_scales, const void *v_cache,
+                                              const float *v_scales, const loom_kv_layout *kv,
+                                              const loom_attn_params *p, const int32_t *d_pos0,
+                                              float *out, loom_error *err, cudaStream_t stream) {
+    loom_status st = check_attn(q, k_cache, k_scales, v_cache, v_scales, kv, p, out, err);
+    if (st != LOOM_OK) return st;
+    if (!d_pos0) ARG_FAIL(LOOM_ERR_INVALID_ARGUMENT, "attention_at: NULL device position");
+    if (p->n_tokens == 0) return LOOM_OK;
+    return launch_attn(q, k_cache, k_scales, v_cache, v_scales, kv, p, 0, d_pos0, kv->n_ctx, out,
+                       err, stream);
 }

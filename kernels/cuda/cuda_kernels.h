@@ -66,12 +66,33 @@ loom_status loom_cuda_rope(float *q, float *k, const int32_t *pos, const loom_ro
 loom_status loom_cuda_kv_write(const float *src, int64_t n_tokens, int64_t pos0, void *cache,
                                float *scales, const loom_kv_layout *kv, loom_error *err,
                                cudaStream_t stream);
+/* CUDA only (no CPU twin): loom_cuda_kv_write with the position of token 0 read by the kernel
+ * from DEVICE memory (*d_pos0, int32), so one captured CUDA graph serves every decode step
+ * (update *d_pos0 between replays). The launch does not depend on the position. Token t goes to
+ * position *d_pos0 + t when that lies in 0 .. n_ctx - 1; other tokens are skipped (nothing is
+ * written; the host cannot see the position to refuse it). Bit-identical to loom_cuda_kv_write
+ * at the same position. */
+loom_status loom_cuda_kv_write_at(const float *src, int64_t n_tokens, const int32_t *d_pos0,
+                                  void *cache, float *scales, const loom_kv_layout *kv,
+                                  loom_error *err, cudaStream_t stream);
 
 /* ---- attention (attention.cu): decode (N = 1) with split-KV, and batched causal prefill ---- */
 loom_status loom_cuda_attention(const float *q, const void *k_cache, const float *k_scales,
                                 const void *v_cache, const float *v_scales,
                                 const loom_kv_layout *kv, const loom_attn_params *p, float *out,
                                 loom_error *err, cudaStream_t stream);
+/* CUDA only: loom_cuda_attention with the position of query 0 read by the kernels from DEVICE
+ * memory (*d_pos0, int32; p->pos0 is ignored). The grid and the scratch are sized from
+ * kv->n_ctx, never from the position, and nothing is read back to the host, so the launch can
+ * be captured once in a CUDA graph and replayed at any position. A device position outside
+ * 0 .. n_ctx - n_tokens is clamped into that range (reads stay inside the cache). Results are
+ * bit-identical to loom_cuda_attention at the same position (same split partition; reserve
+ * loom_cuda_scratch_bytes_for before capturing, or a capture without scratch runs unsplit). */
+loom_status loom_cuda_attention_at(const float *q, const void *k_cache, const float *k_scales,
+                                   const void *v_cache, const float *v_scales,
+                                   const loom_kv_layout *kv, const loom_attn_params *p,
+                                   const int32_t *d_pos0, float *out, loom_error *err,
+                                   cudaStream_t stream);
 
 /* ---- elementwise, embedding, softmax, argmax, conversions ---------------------------------- */
 loom_status loom_cuda_add(const float *a, const float *b, int64_t n, float *y, loom_error *err,
@@ -108,8 +129,10 @@ loom_status loom_cuda_f32_to_f16(const float *src, int64_t n, uint16_t *dst, loo
  * loom_cuda_scratch_bytes_for). The scratch serves one stream at a time. */
 loom_status loom_cuda_reserve_scratch(size_t bytes, loom_error *err);
 
-/* Scratch bytes that attention over n_head heads of head_dim D and softmax/argmax over `rows`
- * rows of n values need. */
+/* Scratch bytes that attention (any N, any context: the launchers keep N x splits <= 128) over
+ * n_head heads of head_dim D and softmax/argmax over `rows` rows of n values need; pass zeros
+ * for the part that does not apply. Reserving it before a capture guarantees that no launcher
+ * inside the capture takes its no-scratch path. */
 size_t loom_cuda_scratch_bytes_for(int64_t n_head, int64_t head_dim, int64_t rows, int64_t n);
 
 /* Frees the scratch (at exit; nothing may be running). */

@@ -135,12 +135,16 @@ extern "C" loom_status loom_cuda_reserve_scratch(size_t bytes, loom_error *err) 
     return LOOM_OK;
 }
 
-// Split-KV: per (head, token, split) D + 2 floats; softmax/argmax: 2 values per (row, chunk).
+// Split-KV: D + 2 floats per (head, token, split), and attention.cu keeps tokens x splits <=
+// 128 whatever N is; softmax: a float2 per (row, 4096-value chunk); argmax: a float and an
+// int64 per (row, chunk) (softmax.cu), so 12 bytes per (row, chunk) covers both.
 extern "C" size_t loom_cuda_scratch_bytes_for(int64_t n_head, int64_t head_dim, int64_t rows,
                                               int64_t n) {
-    const int64_t max_splits = 128, chunk = 4096;
-    size_t attn = (size_t)n_head * (size_t)max_splits * (size_t)(head_dim + 2) * sizeof(float);
-    size_t sm = (size_t)rows * (size_t)((n + chunk - 1) / chunk) * 2 * sizeof(float);
+    const int64_t max_token_splits = 128, chunk = 4096;
+    size_t attn =
+        (size_t)n_head * (size_t)max_token_splits * (size_t)(head_dim + 2) * sizeof(float);
+    size_t sm = (size_t)rows * (size_t)((n + chunk - 1) / chunk) *
+                (sizeof(float) + sizeof(int64_t));
     return attn > sm ? attn : sm;
 }
 

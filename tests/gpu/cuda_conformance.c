@@ -461,8 +461,61 @@ static void test_kv(loom_kv_type t, int64_t n_ctx, int64_t nkv, int64_t D, int64
     for (size_t i = 0; i < cb; i++) diff += cc[i] != cg[i];
     if (t == LOOM_KV_INT8) diff += memcmp(sc, sg, sb) != 0;
     report("kv_write", shape, (double)diff, 0);
+    /* the _at launcher (position in device memory) writes the same bytes */
+    int32_t p32 = (int32_t)pos0, *dpos = dup_dev(&p32, sizeof p32);
+    CK(cudaMemset(dc, 0xFF, cb));
+    CK(cudaMemset(ds, 0xFF, sb));
+    report_status("kv_write_at", shape,
+                  loom_cuda_kv_write_at(dsrc, T, dpos, dc, t == LOOM_KV_INT8 ? ds : NULL, &kv, &err, 0),
+                  &err);
+    to_host(cg, dc, cb);
+    to_host(sg, ds, sb);
+    diff = 0;
+    for (size_t i = 0; i < cb; i++) diff += cc[i] != cg[i];
+    if (t == LOOM_KV_INT8) diff += memcmp(sc, sg, sb) != 0;
+    report("kv_write_at == cpu", shape, (double)diff, 0);
     free(src); free(cc); free(cg); free(sc); free(sg);
-    cudaFree(dc); cudaFree(ds); cudaFree(dsrc);
+    cudaFree(dc); cudaFree(ds); cudaFree(dsrc); cudaFree(dpos);
+}
+
+/* kv_write_at with a device position partly or wholly outside the cache: the tokens inside
+ * 0 .. n_ctx-1 are written (as the CPU writes them), the others skipped, nothing else touched. */
+static void test_kv_at_oob(loom_kv_type t, int32_t dev_pos, int64_t T) {
+    const int64_t n_ctx = 40, nkv = 2, D = 64;
+    char shape[96];
+    snprintf(shape, sizeof shape, "%s ctx=40 kvh=2 D=64 dpos=%d T=%lld",
+             t == LOOM_KV_F32 ? "F32" : (t == LOOM_KV_F16 ? "F16" : "INT8"), (int)dev_pos,
+             (long long)T);
+    loom_kv_layout kv = {t, n_ctx, nkv, D};
+    size_t cb = (size_t)(n_ctx * nkv * D) * kv_elem(t), sb = sizeof(float) * (size_t)(n_ctx * nkv);
+    size_t srcb = sizeof(float) * (size_t)(T * nkv * D);
+    float *src = xmalloc(srcb);
+    fill(src, T * nkv * D, -4, 4);
+    uint8_t *cc = xmalloc(cb), *cg = xmalloc(cb);
+    float *sc = xmalloc(sb), *sg = xmalloc(sb);
+    memset(cc, 0xFF, cb);
+    memset(sc, 0xFF, sb);
+    int64_t first = dev_pos < 0 ? -(int64_t)dev_pos : 0; /* first token inside */
+    int64_t last = n_ctx - (int64_t)dev_pos;             /* one past the last token inside */
+    if (last > T) last = T;
+    loom_error err = {0};
+    if (last > first)
+        loom_cpu_kv_write(src + first * nkv * D, last - first, dev_pos + first, cc,
+                          t == LOOM_KV_INT8 ? sc : NULL, &kv, &err);
+    void *dc = dev_poison(cb);
+    float *ds = dev_poison(sb), *dsrc = dup_dev(src, srcb);
+    int32_t *dpos = dup_dev(&dev_pos, sizeof dev_pos);
+    report_status("kv_write_at", shape,
+                  loom_cuda_kv_write_at(dsrc, T, dpos, dc, t == LOOM_KV_INT8 ? ds : NULL, &kv, &err, 0),
+                  &err);
+    to_host(cg, dc, cb);
+    to_host(sg, ds, sb);
+    size_t diff = 0;
+    for (size_t i = 0; i < cb; i++) diff += cc[i] != cg[i];
+    if (t == LOOM_KV_INT8) diff += memcmp(sc, sg, sb) != 0;
+    report("kv_write_at out of range", shape, (double)diff, 0);
+    free(src); free(cc); free(cg); free(sc); free(sg);
+    cudaFree(dc); cudaFree(ds); cudaFree(dsrc); cudaFree(dpos);
 }
 
 /* ---- attention -------------------------------------------------------------------------- */
@@ -515,6 +568,170 @@ static void test_attention(loom_kv_type t, int64_t D, int64_t nh, int64_t nkv, i
     report(N == 1 ? "attention decode" : "attention prefill", shape, worst, 1e-4);
     free(kc); free(vc); free(ks); free(vs); free(q); free(oc); free(og);
     cudaFree(dkc); cudaFree(dvc); cudaFree(dks); cudaFree(dvs); cudaFree(dq); cudaFree(dout);
+}
+
+/* Random cache contents of `n` elements of type t (host), and per-row scales. */
+static void rand_cache(loom_kv_type t, uint8_t *c, int64_t n) {
+    for (int64_t i = 0; i < n; i++) {
+        if (t == LOOM_KV_F32) ((float *)c)[i] = urand(-1, 1);
+        else if (t == LOOM_KV_F16) ((uint16_t *)c)[i] = loom_fp32_to_fp16(urand(-1, 1));
+        else ((int8_t *)c)[i] = (int8_t)((int)(rnd() % 255) - 127);
+    }
+}
+
+/* loom_cuda_attention_at (position in device memory, grid sized from n_ctx) against
+ * loom_cuda_attention at the same positions: bit-identical; the by-value result is also checked
+ * against the CPU. Device positions outside 0 .. n_ctx - N are clamped: -7 runs as 0 and
+ * n_ctx + 50 as n_ctx - N. */
+static void test_attention_at(loom_kv_type t, int64_t D, int64_t nh, int64_t nkv, int64_t N,
+                              int64_t n_ctx, const int64_t *pos, int npos) {
+    loom_kv_layout kv = {t, n_ctx, nkv, D};
+    const int64_t ne = n_ctx * nkv * D;
+    size_t cb = (size_t)ne * kv_elem(t), sb = sizeof(float) * (size_t)(n_ctx * nkv);
+    uint8_t *kc = xmalloc(cb), *vc = xmalloc(cb);
+    float *ks = xmalloc(sb), *vs = xmalloc(sb);
+    rand_cache(t, kc, ne);
+    rand_cache(t, vc, ne);
+    for (int64_t i = 0; i < n_ctx * nkv; i++) { ks[i] = urand(0.001f, 0.01f); vs[i] = urand(0.001f, 0.01f); }
+    size_t qb = sizeof(float) * (size_t)(N * nh * D);
+    float *q = xmalloc(qb), *oc = xmalloc(qb), *ob = xmalloc(qb), *oa = xmalloc(qb);
+    fill(q, N * nh * D, -1, 1);
+    const int i8 = t == LOOM_KV_INT8;
+    void *dkc = dup_dev(kc, cb), *dvc = dup_dev(vc, cb);
+    float *dks = dup_dev(ks, sb), *dvs = dup_dev(vs, sb), *dq = dup_dev(q, qb), *dout = dev_poison(qb);
+    int32_t *dpos = dev_poison(sizeof(int32_t));
+    loom_error err = {0};
+    for (int i = 0; i < npos + 2; i++) {
+        /* the last two cases: device positions below and above the range */
+        const int64_t p = i < npos ? pos[i] : (i == npos ? 0 : n_ctx - N);
+        const int32_t dp = i < npos ? (int32_t)p : (i == npos ? -7 : (int32_t)(n_ctx + 50));
+        char shape[96];
+        snprintf(shape, sizeof shape, "%s D=%lld h=%lld/%lld N=%lld ctx=%lld pos=%d",
+                 t == LOOM_KV_F32 ? "F32" : (t == LOOM_KV_F16 ? "F16" : "INT8"), (long long)D,
+                 (long long)nh, (long long)nkv, (long long)N, (long long)n_ctx, (int)dp);
+        loom_attn_params par = {N, nh, p, 1.0f / sqrtf((float)D)};
+        CK(cudaMemset(dout, 0xFF, qb));
+        report_status("attention", shape,
+                      loom_cuda_attention(dq, dkc, i8 ? dks : NULL, dvc, i8 ? dvs : NULL, &kv,
+                                          &par, dout, &err, 0),
+                      &err);
+        to_host(ob, dout, qb);
+        if (i < npos) { /* the by-value result against the CPU (the cache beyond p is unread) */
+            loom_cpu_attention(q, kc, i8 ? ks : NULL, vc, i8 ? vs : NULL, &kv, &par, oc, &err);
+            double mx = 0, worst = 0;
+            for (int64_t e = 0; e < N * nh * D; e++) if (fabs(oc[e]) > mx) mx = fabs(oc[e]);
+            for (int64_t e = 0; e < N * nh * D; e++) {
+                double d = fabs((double)ob[e] - oc[e]) / (mx + 1e-30);
+                if (!(d <= worst)) worst = d;
+            }
+            report("attention (big cache)", shape, worst, 1e-4);
+        }
+        CK(cudaMemcpy(dpos, &dp, sizeof dp, cudaMemcpyHostToDevice));
+        CK(cudaMemset(dout, 0xFF, qb));
+        par.pos0 = 12345678; /* ignored by _at */
+        report_status("attention_at", shape,
+                      loom_cuda_attention_at(dq, dkc, i8 ? dks : NULL, dvc, i8 ? dvs : NULL, &kv,
+                                             &par, dpos, dout, &err, 0),
+                      &err);
+        to_host(oa, dout, qb);
+        report_bits("attention_at == value", shape, oa, ob, qb);
+    }
+    free(kc); free(vc); free(ks); free(vs); free(q); free(oc); free(ob); free(oa);
+    cudaFree(dkc); cudaFree(dvc); cudaFree(dks); cudaFree(dvs); cudaFree(dq); cudaFree(dout);
+    cudaFree(dpos);
+}
+
+/* A decode step captured ONCE into a CUDA graph (kv_write_at of K and V, then attention_at,
+ * the position in device memory) and replayed at several positions with fresh K/V/q inputs,
+ * against the by-value launchers on a second copy of the cache: outputs and caches
+ * bit-identical. */
+static void test_graph_replay(loom_kv_type t, int64_t D, int64_t nh, int64_t nkv, int64_t N,
+                              int64_t n_ctx, const int64_t *pos, int npos) {
+    char shape[96];
+    snprintf(shape, sizeof shape, "%s D=%lld h=%lld/%lld N=%lld ctx=%lld x%d",
+             t == LOOM_KV_F32 ? "F32" : (t == LOOM_KV_F16 ? "F16" : "INT8"), (long long)D,
+             (long long)nh, (long long)nkv, (long long)N, (long long)n_ctx, npos);
+    loom_kv_layout kv = {t, n_ctx, nkv, D};
+    const int64_t ne = n_ctx * nkv * D;
+    size_t cb = (size_t)ne * kv_elem(t), sb = sizeof(float) * (size_t)(n_ctx * nkv);
+    uint8_t *kc = xmalloc(cb), *vc = xmalloc(cb), *c1 = xmalloc(cb), *c2 = xmalloc(cb);
+    float *ks = xmalloc(sb);
+    rand_cache(t, kc, ne);
+    rand_cache(t, vc, ne);
+    for (int64_t i = 0; i < n_ctx * nkv; i++) ks[i] = urand(0.001f, 0.01f);
+    const int i8 = t == LOOM_KV_INT8;
+    /* cache A (graph) and B (by value), identical at the start */
+    void *ak = dup_dev(kc, cb), *av = dup_dev(vc, cb), *bk = dup_dev(kc, cb), *bv = dup_dev(vc, cb);
+    float *aks = dup_dev(ks, sb), *avs = dup_dev(ks, sb), *bks = dup_dev(ks, sb), *bvs = dup_dev(ks, sb);
+    size_t qb = sizeof(float) * (size_t)(N * nh * D), kvb = sizeof(float) * (size_t)(N * nkv * D);
+    float *q = xmalloc(qb), *src = xmalloc(kvb), *oa = xmalloc(qb), *ob = xmalloc(qb);
+    float *dq = dev_poison(qb), *dk = dev_poison(kvb), *dv = dev_poison(kvb);
+    float *outa = dev_poison(qb), *outb = dev_poison(qb);
+    int32_t *dpos = dev_poison(sizeof(int32_t));
+    loom_attn_params par = {N, nh, 0, 1.0f / sqrtf((float)D)};
+    loom_error err = {0};
+    cudaStream_t s;
+    CK(cudaStreamCreate(&s));
+    int ok = 1;
+    if (loom_cuda_reserve_scratch(loom_cuda_scratch_bytes_for(nh, D, 0, 0), &err) != LOOM_OK) ok = 0;
+    cudaGraph_t graph = NULL;
+    cudaGraphExec_t exec = NULL;
+    CK(cudaStreamBeginCapture(s, cudaStreamCaptureModeGlobal));
+    if (loom_cuda_kv_write_at(dk, N, dpos, ak, i8 ? aks : NULL, &kv, &err, s) != LOOM_OK ||
+        loom_cuda_kv_write_at(dv, N, dpos, av, i8 ? avs : NULL, &kv, &err, s) != LOOM_OK ||
+        loom_cuda_attention_at(dq, ak, i8 ? aks : NULL, av, i8 ? avs : NULL, &kv, &par, dpos, outa,
+                               &err, s) != LOOM_OK)
+        ok = 0;
+    CK(cudaStreamEndCapture(s, &graph));
+    if (!ok) {
+        report_status("graph replay", shape, LOOM_ERR_CUDA, &err);
+    } else {
+        CK(cudaGraphInstantiate(&exec, graph, 0));
+        size_t diff = 0;
+        for (int i = 0; i < npos; i++) {
+            fill(q, N * nh * D, -1, 1);
+            CK(cudaMemcpy(dq, q, qb, cudaMemcpyHostToDevice));
+            fill(src, N * nkv * D, -1, 1);
+            CK(cudaMemcpy(dk, src, kvb, cudaMemcpyHostToDevice));
+            fill(src, N * nkv * D, -1, 1);
+            CK(cudaMemcpy(dv, src, kvb, cudaMemcpyHostToDevice));
+            const int32_t dp = (int32_t)pos[i];
+            CK(cudaMemcpy(dpos, &dp, sizeof dp, cudaMemcpyHostToDevice));
+            CK(cudaMemset(outa, 0xFF, qb));
+            CK(cudaMemset(outb, 0xFF, qb));
+            CK(cudaGraphLaunch(exec, s));
+            par.pos0 = pos[i];
+            if (loom_cuda_kv_write(dk, N, pos[i], bk, i8 ? bks : NULL, &kv, &err, s) != LOOM_OK ||
+                loom_cuda_kv_write(dv, N, pos[i], bv, i8 ? bvs : NULL, &kv, &err, s) != LOOM_OK ||
+                loom_cuda_attention(dq, bk, i8 ? bks : NULL, bv, i8 ? bvs : NULL, &kv, &par,
+                                    outb, &err, s) != LOOM_OK)
+                report_status("graph replay (by value)", shape, LOOM_ERR_CUDA, &err);
+            CK(cudaStreamSynchronize(s));
+            to_host(oa, outa, qb);
+            to_host(ob, outb, qb);
+            for (size_t e = 0; e < qb; e++) diff += ((uint8_t *)oa)[e] != ((uint8_t *)ob)[e];
+        }
+        to_host(c1, ak, cb);
+        to_host(c2, bk, cb);
+        for (size_t e = 0; e < cb; e++) diff += c1[e] != c2[e];
+        to_host(c1, av, cb);
+        to_host(c2, bv, cb);
+        for (size_t e = 0; e < cb; e++) diff += c1[e] != c2[e];
+        if (i8) {
+            float *s1 = xmalloc(sb), *s2 = xmalloc(sb);
+            to_host(s1, aks, sb); to_host(s2, bks, sb); diff += memcmp(s1, s2, sb) != 0;
+            to_host(s1, avs, sb); to_host(s2, bvs, sb); diff += memcmp(s1, s2, sb) != 0;
+            free(s1); free(s2);
+        }
+        report("graph replay == value", shape, (double)diff, 0);
+        CK(cudaGraphExecDestroy(exec));
+    }
+    if (graph) CK(cudaGraphDestroy(graph));
+    CK(cudaStreamDestroy(s));
+    free(kc); free(vc); free(c1); free(c2); free(ks); free(q); free(src); free(oa); free(ob);
+    cudaFree(ak); cudaFree(av); cudaFree(bk); cudaFree(bv);
+    cudaFree(aks); cudaFree(avs); cudaFree(bks); cudaFree(bvs);
+    cudaFree(dq); cudaFree(dk); cudaFree(dv); cudaFree(outa); cudaFree(outb); cudaFree(dpos);
 }
 
 /* ---- elementwise, embed, softmax, argmax, conversions ----------------------------------- */
@@ -749,6 +966,9 @@ int main(int argc, char **argv) {
         test_kv((loom_kv_type)t, 64, 8, 128, 0, 1);
         test_kv((loom_kv_type)t, 64, 8, 128, 17, 30);
         test_kv((loom_kv_type)t, 40, 2, 64, 39, 1);
+        test_kv_at_oob((loom_kv_type)t, 38, 4);   /* 2 tokens inside, 2 past the end */
+        test_kv_at_oob((loom_kv_type)t, -3, 5);   /* 3 tokens before 0, 2 inside */
+        test_kv_at_oob((loom_kv_type)t, 1000, 3); /* nothing inside */
     }
 
     static const int64_t lens_full[] = {1, 2, 63, 64, 65, 1000, 4096, 8192};
@@ -772,6 +992,24 @@ int main(int argc, char **argv) {
             test_attention((loom_kv_type)t, 64, 8, 8, pre[i][0], pre[i][1], 0);
         }
     test_attention(LOOM_KV_F16, 128, 16, 4, 9, 50, 1);
+
+    /* position from device memory: _at == by value (F16, INT8; GQA 1, 2, 4, 8; D 64, 128) */
+    {
+        const int64_t ctx = g_quick ? 300 : 2000;
+        const int64_t p1[] = {0, 63, 64, 130, ctx - 1};
+        const int64_t pn7[] = {0, 57, ctx - 7}, pn32[] = {0, 57, ctx - 32};
+        for (int t = LOOM_KV_F16; t <= LOOM_KV_INT8; t++) {
+            for (int g = 0; g < 4; g++)
+                test_attention_at((loom_kv_type)t, (g & 1) ? 64 : 128, gqa[g][0], gqa[g][1], 1,
+                                  ctx, p1, g_quick ? 3 : 5);
+            test_attention_at((loom_kv_type)t, 128, 32, 8, 7, ctx, pn7, 3);
+            test_attention_at((loom_kv_type)t, 64, 16, 2, 32, ctx, pn32, g_quick ? 1 : 3);
+        }
+        const int64_t steps[] = {5, 64, 129, ctx - 40, ctx - 1};
+        test_graph_replay(LOOM_KV_F16, 128, 32, 8, 1, ctx, steps, 5);
+        test_graph_replay(LOOM_KV_INT8, 64, 8, 1, 1, ctx, steps, 5);
+        test_graph_replay(LOOM_KV_F16, 64, 16, 2, 4, ctx, steps, 4);
+    }
 
     test_elementwise(g_quick ? 1000 : 100003);
     for (int ti = 0; ti < N_TYPES; ti++) {
