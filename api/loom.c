@@ -137,7 +137,11 @@ static loom_status load_graph_file(loom_model *m, const char *path, const char *
         snprintf(buf, sizeof buf, "%.*s%s", dir, path, name->s);
         gguf_path = buf;
     }
-    if ((st = loom_gguf_open(gguf_path, &m->gguf, err))) return st;
+    if ((st = loom_gguf_open(gguf_path, &m->gguf, err))) {
+        if (gguf_path == buf && err)
+            loom_error_prefix(err, "the graph's source GGUF (give another with -m): ");
+        return st;
+    }
     if ((st = loom_ir_check_against_gguf(m->graph, m->gguf, err)))
         loom_error_prefix(err, "checking against %s: ", gguf_path);
     return st;
@@ -152,17 +156,26 @@ static bool is_gguf_file(const char *path) {
     return n == 4 && !memcmp(magic, "GGUF", 4);
 }
 
-loom_status loom_model_load(const char *path, const loom_model_options *opts, loom_model **out,
-                            loom_error *err) {
+/* Loads path (a GGUF when gguf is given or the file says so; gguf, already opened from path,
+ * is taken over). */
+static loom_status model_load(const char *path, loom_gguf *gguf, const loom_model_options *opts,
+                              loom_model **out, loom_error *err) {
     *out = NULL;
-    if (!path) return loom_error_set(err, LOOM_ERR_INVALID_ARGUMENT, "model: no path given");
+    if (!path) {
+        loom_gguf_close(gguf);
+        return loom_error_set(err, LOOM_ERR_INVALID_ARGUMENT, "model: no path given");
+    }
     loom_model_options o;
     loom_model_options_init(&o);
     if (opts) o = *opts;
     loom_model *m = calloc(1, sizeof *m);
-    if (!m) return loom_error_set(err, LOOM_ERR_OUT_OF_MEMORY, "model: out of memory");
+    if (!m) {
+        loom_gguf_close(gguf);
+        return loom_error_set(err, LOOM_ERR_OUT_OF_MEMORY, "model: out of memory");
+    }
+    m->gguf = gguf;
     loom_status st;
-    if (is_gguf_file(path)) {
+    if (gguf || is_gguf_file(path)) {
         loom_lower_options lo;
         loom_lower_options_init(&lo);
         lo.max_tokens = o.max_tokens;
@@ -175,7 +188,7 @@ loom_status loom_model_load(const char *path, const loom_model_options *opts, lo
         }
         lo.kv_dtype = o.cache_type == LOOM_CACHE_F16 ? LOOM_IR_F16 : LOOM_IR_F32;
         lo.last_logits_only = o.last_logits_only;
-        if ((st = loom_gguf_open(path, &m->gguf, err)) ||
+        if ((!m->gguf && (st = loom_gguf_open(path, &m->gguf, err))) ||
             (st = loom_lower_gguf(m->gguf, &lo, &m->graph, err)))
             goto fail;
         if (o.passes && *o.passes && (st = loom_pass_run_pipeline(m->graph, o.passes, true, err)))
@@ -190,6 +203,21 @@ fail:
     if (err) loom_error_prefix(err, "loading %s: ", path);
     loom_model_destroy(m);
     return st;
+}
+
+loom_status loom_model_load(const char *path, const loom_model_options *opts, loom_model **out,
+                            loom_error *err) {
+    return model_load(path, NULL, opts, out, err);
+}
+
+loom_status loom_model_load_gguf(loom_gguf *gguf, const char *path,
+                                 const loom_model_options *opts, loom_model **out,
+                                 loom_error *err) {
+    if (!gguf) {
+        *out = NULL;
+        return loom_error_set(err, LOOM_ERR_INVALID_ARGUMENT, "model: no GGUF given");
+    }
+    return model_load(path, gguf, opts, out, err);
 }
 
 void loom_model_destroy(loom_model *m) {

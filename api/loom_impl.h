@@ -20,6 +20,13 @@ const loom_ir_graph *loom_model_graph(const loom_model *m);
 /* The model's mapped GGUF file. */
 const loom_gguf *loom_model_gguf(const loom_model *m);
 
+/* loom_model_load of a GGUF the caller already opened from path (e.g. to read its tokenizer
+ * first): the model takes gguf over (closed with the model, or at once on failure), so the file
+ * is opened once. */
+loom_status loom_model_load_gguf(loom_gguf *gguf, const char *path,
+                                 const loom_model_options *opts, loom_model **out,
+                                 loom_error *err);
+
 /* The memory of the session's executor plan (weights, KV cache, activations). */
 void loom_session_exec_stats(const loom_session *s, loom_exec_stats *out);
 

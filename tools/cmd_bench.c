@@ -89,14 +89,6 @@ static uint64_t kv_bytes_per_pos(const loom_ir_graph *g, bool int8) {
     return b;
 }
 
-static void progress(void *ctx, uint64_t done) {
-    uint64_t *next = ctx;
-    if (done >= *next) {
-        fprintf(stderr, "\rloom bench: weights %.0f MiB loaded", done / 1048576.0);
-        *next = done + (256u << 20);
-    }
-}
-
 int loom_cmd_bench(int argc, char **argv) {
     const char *model = NULL, *kv = "f16";
     int32_t P = 512, N = 128, R = 3, streams = 1, threads = 0;
@@ -180,11 +172,11 @@ int loom_cmd_bench(int argc, char **argv) {
     so.n_streams = streams;
     so.n_threads = threads;
     so.kv = !strcmp(kv, "int8") ? LOOM_SESSION_KV_INT8 : LOOM_SESSION_KV_AS_MODEL;
-    uint64_t next = 256u << 20;
-    so.progress = progress;
-    so.progress_ctx = &next;
+    loom_cli_progress prog = LOOM_CLI_PROGRESS_INIT("loom bench");
+    so.progress = loom_cli_load_progress;
+    so.progress_ctx = &prog;
     if (loom_session_create(m, &so, &s, &err)) goto fail;
-    if (next > (256u << 20)) fprintf(stderr, "\n");
+    loom_cli_progress_end(&prog);
     int32_t V = loom_model_n_vocab(m);
     uint32_t seed = 12345;
     for (int32_t i = 0; i < P + N + 1; i++) {
@@ -225,10 +217,14 @@ int loom_cmd_bench(int argc, char **argv) {
     const char *base = strrchr(model, '/') ? strrchr(model, '/') + 1 : model;
     const char *be = cuda ? "cuda" : "cpu";
     if (json) {
-        printf("{\"model\": \"%s\", \"arch\": \"%s\", \"size_bytes\": %llu, \"params\": %llu, "
+        /* The file name and the GGUF's arch string are the user's: escaped. */
+        printf("{\"model\": ");
+        loom_cli_put_json(stdout, base);
+        printf(", \"arch\": ");
+        loom_cli_put_json(stdout, loom_model_arch(m));
+        printf(", \"size_bytes\": %llu, \"params\": %llu, "
                "\"backend\": \"%s\", \"streams\": %d, \"kv\": \"%s\", \"reps\": %d, ",
-               base, loom_model_arch(m), (unsigned long long)wtotal, (unsigned long long)params,
-               be, streams, kv, R);
+               (unsigned long long)wtotal, (unsigned long long)params, be, streams, kv, R);
         printf("\"pp\": {\"tokens\": %d, \"tps\": %.3f, \"tps_sd\": %.3f}, ", P, ppm, pps);
         printf("\"tg\": {\"tokens\": %d, \"tps\": %.3f, \"tps_sd\": %.3f, \"ms_per_token\": %.4f}, ",
                N, tgm, tgs, ms_tok);

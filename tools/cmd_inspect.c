@@ -16,6 +16,7 @@
 #include <string.h>
 
 #include "loaders/gguf.h"
+#include "tools/cli.h"
 #include "tools/commands.h"
 
 enum { TEXT_STRING_MAX = 96 }; /* bytes of a string shown in text mode */
@@ -33,58 +34,10 @@ static void usage(FILE *f) {
             "  -h, --help      this help\n");
 }
 
-/* Length of the valid UTF-8 sequence at s (n bytes left), or 0 when it is not one. */
-static size_t utf8_len(const unsigned char *s, size_t n) {
-    size_t len;
-    uint32_t cp;
-    if (s[0] < 0x80) return 1;
-    if ((s[0] & 0xe0) == 0xc0) len = 2, cp = s[0] & 0x1f;
-    else if ((s[0] & 0xf0) == 0xe0) len = 3, cp = s[0] & 0x0f;
-    else if ((s[0] & 0xf8) == 0xf0) len = 4, cp = s[0] & 0x07;
-    else return 0;
-    if (len > n) return 0;
-    for (size_t i = 1; i < len; i++) {
-        if ((s[i] & 0xc0) != 0x80) return 0;
-        cp = (cp << 6) | (s[i] & 0x3f);
-    }
-    static const uint32_t min_cp[] = {0, 0, 0x80, 0x800, 0x10000};
-    if (cp < min_cp[len] || cp > 0x10ffff || (cp >= 0xd800 && cp <= 0xdfff)) return 0;
-    return len;
-}
-
-/* A quoted string: JSON escapes in json mode, C-like escapes otherwise (at most max bytes of
- * it, then an ellipsis and the length). */
+/* A quoted string (tools/cli.h's escaper): JSON escapes in json mode, C-like escapes otherwise
+ * (at most max bytes of it, then an ellipsis and the length). */
 static void put_string(const char *p, uint64_t len, bool json, uint64_t max) {
-    const unsigned char *s = (const unsigned char *)p;
-    uint64_t shown = len > max ? max : len;
-    putchar('"');
-    for (uint64_t i = 0; i < shown;) {
-        unsigned char c = s[i];
-        size_t n = utf8_len(s + i, (size_t)(len - i));
-        if (c == '"' || c == '\\') {
-            printf("\\%c", c);
-        } else if (c == '\n') {
-            fputs("\\n", stdout);
-        } else if (c == '\t') {
-            fputs("\\t", stdout);
-        } else if (c == '\r') {
-            fputs("\\r", stdout);
-        } else if (c < 0x20 || c == 0x7f) {
-            printf(json ? "\\u%04x" : "\\x%02x", c);
-        } else if (n == 0) {
-            if (json) fputs("\\ufffd", stdout);
-            else printf("\\x%02x", c);
-            i++;
-            continue;
-        } else {
-            fwrite(s + i, 1, n, stdout);
-            i += n;
-            continue;
-        }
-        i++;
-    }
-    putchar('"');
-    if (shown < len) printf("...(%" PRIu64 " bytes)", len);
+    loom_cli_put_string(stdout, p, (size_t)len, json, (size_t)max);
 }
 
 /* %.9g round-trips any f32, %.17g any f64. */

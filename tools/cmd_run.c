@@ -45,7 +45,8 @@ static void usage(FILE *f) {
             "  --top-p P           nucleus sampling threshold (default 1: off)\n"
             "  --seed S            sampler seed (default 0); the same seed gives the same tokens\n"
             "  --logits FILE       write the prompt's logits: raw LE float32 [n_prompt][n_vocab]\n"
-            "  -m GGUF             the GGUF of a .pb graph (default: the file it names, next to it)\n"
+            "  -m GGUF             the GGUF of a .pb graph (default: the source file the graph\n"
+            "                      names, next to it; also the vocabulary for -p)\n"
             "  --ctx N             context length (GGUF: default prompt + n; .pb: the graph's)\n"
             "  --threads N         CPU threads (default: online cores)\n"
             "  --kv f32|f16|int8   KV cache type (a GGUF's graph; int8: cuda only; default f32)\n"
@@ -89,15 +90,6 @@ static bool is_pb_path(const char *path) {
     size_t n = f ? fread(magic, 1, 4, f) : 0;
     if (f) fclose(f);
     return !(n == 4 && !memcmp(magic, "GGUF", 4));
-}
-
-/* Weight loading progress on stderr, every 256 MiB (CUDA sessions copying a large model). */
-static void load_progress(void *ctx, uint64_t done) {
-    uint64_t *next = ctx;
-    if (done >= *next) {
-        fprintf(stderr, "\rloom run: weights %.0f MiB loaded", done / 1048576.0);
-        *next = done + (256u << 20);
-    }
 }
 
 static int write_logits(const char *path, const float *x, size_t n) {
@@ -263,26 +255,25 @@ int loom_cmd_run(int argc, char **argv) {
     /* Only --logits needs every prompt row; otherwise skip their output projections. */
     mo.last_logits_only = logits_path == NULL;
     double t0 = loom_cli_now_s();
+    loom_gguf *g = NULL; /* a GGUF opened for its tokenizer, handed to the model after */
     if (text) {
-        /* Tokenize first (the GGUF alone has the vocabulary), to size the context. */
-        loom_gguf *g = NULL;
-        const char *gpath = is_pb_path(model_path) && gguf ? gguf : model_path;
+        /* Tokenize first (the GGUF has the vocabulary), to size a GGUF's context. A .pb graph
+         * keeps its own context: load it first and take the vocabulary from its GGUF (-m, or
+         * the source file the graph names), so no file is opened twice. */
         loom_token *ids = NULL;
         size_t n_ids = 0;
-        if (!is_pb_path(model_path) || gguf) {
-            if (loom_gguf_open(gpath, &g, &err) || loom_tokenizer_create(g, &tok, &err) ||
-                loom_tokenizer_encode(tok, text, strlen(text), loom_tokenizer_add_bos(tok), true,
-                                      &ids, &n_ids, &err)) {
-                loom_gguf_close(g);
-                goto fail;
-            }
-            loom_gguf_close(g);
+        const loom_gguf *vocab = NULL;
+        if (is_pb_path(model_path)) {
+            if (loom_model_load(model_path, &mo, &m, &err)) goto fail;
+            vocab = loom_model_gguf(m);
+        } else {
+            if (loom_gguf_open(model_path, &g, &err)) goto fail;
+            vocab = g;
         }
-        if (!tok) {
-            loom_error_set(&err, LOOM_ERR_INVALID_ARGUMENT,
-                           "-p with a .pb graph needs its GGUF given with -m (the vocabulary)");
+        if (loom_tokenizer_create(vocab, &tok, &err) ||
+            loom_tokenizer_encode(tok, text, strlen(text), loom_tokenizer_add_bos(tok), true,
+                                  &ids, &n_ids, &err))
             goto fail;
-        }
         prompt = malloc((n_ids ? n_ids : 1) * sizeof *prompt);
         if (!prompt) {
             free(ids);
@@ -296,7 +287,13 @@ int loom_cmd_run(int argc, char **argv) {
     }
     /* A GGUF is lowered for just the context this run needs (small KV cache). */
     mo.n_ctx = ctx ? (int32_t)ctx : (int32_t)(n_prompt + n_gen > 0 ? n_prompt + n_gen : 1);
-    if (loom_model_load(model_path, &mo, &m, &err)) goto fail;
+    if (!m) {
+        loom_gguf *own = g;
+        g = NULL; /* the model owns it now, also when loading fails */
+        if (own ? loom_model_load_gguf(own, model_path, &mo, &m, &err)
+                : loom_model_load(model_path, &mo, &m, &err))
+            goto fail;
+    }
     loom_session_options so;
     loom_session_options_init(&so);
     so.backend = kind;
@@ -307,11 +304,11 @@ int loom_cmd_run(int argc, char **argv) {
     so.weights = !strcmp(weights, "copy")     ? LOOM_SESSION_WEIGHTS_COPY
                  : !strcmp(weights, "mapped") ? LOOM_SESSION_WEIGHTS_MAPPED
                                               : LOOM_SESSION_WEIGHTS_AUTO;
-    uint64_t next_report = 256u << 20;
-    so.progress = load_progress;
-    so.progress_ctx = &next_report;
+    loom_cli_progress prog = LOOM_CLI_PROGRESS_INIT("loom run");
+    so.progress = loom_cli_load_progress;
+    so.progress_ctx = &prog;
     if (loom_session_create(m, &so, &s, &err)) goto fail;
-    if (next_report > (256u << 20)) fprintf(stderr, "\n");
+    loom_cli_progress_end(&prog);
     loom_sampler_options sp;
     loom_sampler_options_init(&sp);
     sp.temperature = temp;
@@ -403,6 +400,7 @@ int loom_cmd_run(int argc, char **argv) {
 fail:
     fprintf(stderr, "loom run: %s\n", err.msg);
 done:
+    loom_gguf_close(g);
     loom_detok_destroy(detok);
     loom_tokenizer_destroy(tok);
     free(out);

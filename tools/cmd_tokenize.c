@@ -16,6 +16,7 @@
 
 #include "loaders/gguf.h"
 #include "loaders/tokenizer.h"
+#include "tools/cli.h"
 #include "tools/commands.h"
 
 static void usage(FILE *f) {
@@ -32,29 +33,6 @@ static void usage(FILE *f) {
             "decodes to, escaped (\\n \\t \\\" \\\\, \\xNN for control bytes and partial characters).\n");
 }
 
-/* Length of the well-formed UTF-8 character at s[0..n), or 0. */
-static size_t utf8_char_len(const unsigned char *s, size_t n) {
-    unsigned char c = s[0];
-    size_t k;
-    unsigned char lo = 0x80, hi = 0xBF;
-    if (c >= 0xC2 && c <= 0xDF)
-        k = 2;
-    else if (c >= 0xE0 && c <= 0xEF) {
-        k = 3;
-        if (c == 0xE0) lo = 0xA0;
-        if (c == 0xED) hi = 0x9F;
-    } else if (c >= 0xF0 && c <= 0xF4) {
-        k = 4;
-        if (c == 0xF0) lo = 0x90;
-        if (c == 0xF4) hi = 0x8F;
-    } else
-        return 0;
-    if (n < k || s[1] < lo || s[1] > hi) return 0;
-    for (size_t i = 2; i < k; i++)
-        if (s[i] < 0x80 || s[i] > 0xBF) return 0;
-    return k;
-}
-
 static void print_escaped(FILE *f, const char *p, size_t n) {
     const unsigned char *s = (const unsigned char *)p;
     fputc('"', f);
@@ -67,7 +45,7 @@ static void print_escaped(FILE *f, const char *p, size_t n) {
         else if (c == '\\') fputs("\\\\", f);
         else if (c >= 0x20 && c < 0x7F) fputc(c, f);
         else if (c >= 0x80) {
-            size_t k = utf8_char_len(s + i, n - i);
+            size_t k = loom_cli_utf8_len(s + i, n - i);
             if (k) {
                 fwrite(s + i, 1, k, f);
                 i += k;
