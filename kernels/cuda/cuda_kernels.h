@@ -135,6 +135,11 @@ loom_status loom_cuda_reserve_scratch(size_t bytes, loom_error *err);
  * inside the capture takes its no-scratch path. */
 size_t loom_cuda_scratch_bytes_for(int64_t n_head, int64_t head_dim, int64_t rows, int64_t n);
 
+/* The current device scratch base (NULL: none yet). It changes whenever the scratch is
+ * reallocated (growth frees the old one), so a captured CUDA graph whose kernels use the scratch
+ * is valid only while this returns the pointer seen at capture. */
+const void *loom_cuda_scratch_base(void);
+
 /* Frees the scratch (at exit; nothing may be running). */
 void loom_cuda_release_scratch(void);
 

@@ -148,6 +148,12 @@ extern "C" size_t loom_cuda_scratch_bytes_for(int64_t n_head, int64_t head_dim, 
     return attn > sm ? attn : sm;
 }
 
+// The captured graphs of the executor keep the scratch pointer; it compares this before replay.
+extern "C" const void *loom_cuda_scratch_base(void) {
+    std::lock_guard<std::mutex> lock(loom_cuda::g_mu);
+    return loom_cuda::g_scratch;
+}
+
 extern "C" void loom_cuda_release_scratch(void) {
     std::lock_guard<std::mutex> lock(loom_cuda::g_mu);
     if (loom_cuda::g_scratch) cudaFree(loom_cuda::g_scratch);
