@@ -128,6 +128,14 @@ static bool cuda_supports(loom_exec_backend *b, const loom_ir_graph *g, const lo
     }
     case LOOM_IR_OP_FUSED_RMS_NORM:
         return loom_ir_value_get(g, n->in[1])->type.dtype == LOOM_IR_F32;
+    case LOOM_IR_OP_ROPE_KV_WRITE: { /* caches as kv_write's; the kernel takes head_dim <= 2048 */
+        const loom_ir_value *vc = loom_ir_value_get(g, n->in[1]);
+        if (vc->type.dtype != in0->type.dtype ||
+            (in0->type.dtype != LOOM_IR_F32 && in0->type.dtype != LOOM_IR_F16))
+            return false;
+        if (c->opt.kv_int8 && (in0->type.rank != 3 || vc->type.rank != 3)) return false;
+        return last_dim(loom_ir_value_get(g, n->in[3])) <= 2048;
+    }
     case LOOM_IR_OP_SOFTMAX: case LOOM_IR_OP_ARGMAX: {
         int64_t numel = loom_ir_type_numel(g, &in0->type, NULL), d = last_dim(in0);
         need_scratch(c, loom_cuda_scratch_bytes_for(0, 0, d ? numel / d : 0, d));
@@ -699,6 +707,32 @@ done:
     return st;
 }
 
+/* rope_kv_write: the positions are checked on the host (the input's host copy), the kernel
+ * reads them from device memory (one launch, replayable at any position). */
+static loom_status run_rope_kv_write(cuda_backend *c, const loom_ir_node *n,
+                                     const loom_exec_tensor *in, const loom_exec_tensor *out,
+                                     loom_error *err) {
+    int64_t hkv = in[3].dims[1], d = in[3].dims[2];
+    int32_t *owned = NULL;
+    const int32_t *pos = NULL;
+    bool consecutive;
+    loom_status st = host_positions(c, &in[5], &owned, &pos, err);
+    if (!st) st = loom_exec_check_positions(pos, in[5].numel, in[0].dims[0], &consecutive, err);
+    free(owned);
+    if (st) return st;
+    void *kd, *vd;
+    float *ks, *vs;
+    loom_kv_layout kv = layout_of(c, &out[0], hkv, d, &kd, &ks);
+    (void)layout_of(c, &out[1], hkv, d, &vd, &vs);
+    loom_rope_params p = loom_exec_rope_params(n, &in[2]);
+    p.n_kv_head = hkv;
+    bool norms = n->n_in == 8;
+    return loom_cuda_rope_kv_write(in[2].data, in[3].data, in[4].data, in[5].data,
+                                   norms ? in[6].data : NULL, norms ? in[7].data : NULL,
+                                   loom_ir_node_attr_float(n, LOOM_IR_ATTR_EPS, 0), &p, kd, ks,
+                                   vd, vs, &kv, out[2].data, err, c->cur);
+}
+
 static loom_status dispatch(loom_exec_backend *b, const loom_ir_node *n,
                            const loom_exec_tensor *in, const loom_exec_tensor *out,
                            loom_error *err);
@@ -776,6 +810,8 @@ static loom_status dispatch(loom_exec_backend *b, const loom_ir_node *n,
     case LOOM_IR_OP_KV_WRITE:
     case LOOM_IR_OP_ATTENTION:
         return run_kv_or_attention(c, n, in, out, err);
+    case LOOM_IR_OP_ROPE_KV_WRITE:
+        return run_rope_kv_write(c, n, in, out, err);
     case LOOM_IR_OP_SILU:
         return loom_cuda_silu(x->data, x->numel, y->data, err, s);
     case LOOM_IR_OP_SOFTMAX:

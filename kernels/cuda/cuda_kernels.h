@@ -76,6 +76,16 @@ loom_status loom_cuda_kv_write_at(const float *src, int64_t n_tokens, const int3
                                   void *cache, float *scales, const loom_kv_layout *kv,
                                   loom_error *err, cudaStream_t stream);
 
+/* The attention prologue of one layer in one launch (rope_kv.cu; CPU twin and contract in
+ * cpu_kernels.h). The positions pos[T] are read by the kernel from device memory and the grid
+ * depends on T and the head counts only, so a captured graph replays at any position. */
+loom_status loom_cuda_rope_kv_write(const float *q, const float *k, const float *v,
+                                    const int32_t *pos, const float *q_norm, const float *k_norm,
+                                    float eps, const loom_rope_params *p, void *k_cache,
+                                    float *k_scales, void *v_cache, float *v_scales,
+                                    const loom_kv_layout *kv, float *q_out, loom_error *err,
+                                    cudaStream_t stream);
+
 /* ---- attention (attention.cu): decode (N = 1) with split-KV, and batched causal prefill ---- */
 loom_status loom_cuda_attention(const float *q, const void *k_cache, const float *k_scales,
                                 const void *v_cache, const float *v_scales,

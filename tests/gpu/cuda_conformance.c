@@ -13,7 +13,9 @@
  *   rms_norm 1e-5 relative; rope 1e-4 absolute; attention 1e-4 * max|out|;
  *   softmax 1e-6 relative + 1e-12; silu/swiglu 1e-6 relative;
  *   kv_write, embed, argmax, add, mul, bias_add, add/mul_bcast, f16<->f32: bit-exact;
- *   a chain of dependent launches with and without programmatic dependent launch: exact.
+ *   a chain of dependent launches with and without programmatic dependent launch: exact;
+ *   rope_kv_write: q_out 1e-4 * max(1, max|q_out|), K cache that + one F16/INT8 rounding step,
+ *                  V cache bit-exact, also replayed from one CUDA-graph capture.
  */
 #include <math.h>
 #include <stdint.h>
@@ -734,6 +736,119 @@ static void test_graph_replay(loom_kv_type t, int64_t D, int64_t nh, int64_t nkv
     cudaFree(dq); cudaFree(dk); cudaFree(dv); cudaFree(outa); cudaFree(outb); cudaFree(dpos);
 }
 
+/* rope_kv_write (the attention prologue) against its CPU twin over `steps` steps on one pair of
+ * caches (both sides start from the same 0xFF bytes, so an unwritten row differs). Step i has
+ * T tokens at positions p0_i + T-1-t (distinct, descending when T > 1), read from device memory.
+ * graph: the launch is captured ONCE into a CUDA graph and replayed for every step with new
+ * positions and inputs (no re-capture). q_out: 1e-4 * max(1, max|q_out|) absolute; K cache: that
+ * plus one F16 rounding (|x| 2^-10) or one INT8 step (the row's scale), reported as the worst
+ * ratio to the allowance (tol 1); V cache and V scales: bit-exact. */
+static void test_rope_kv(loom_kv_type t, loom_rope_mode mode, int norms, int64_t D, int64_t nh,
+                         int64_t nkv, int64_t T, int64_t n_rot, int steps, int graph) {
+    char shape[96];
+    snprintf(shape, sizeof shape, "%s %s%s D=%lld h=%lld/%lld T=%lld rot=%lld x%d%s",
+             t == LOOM_KV_F32 ? "F32" : (t == LOOM_KV_F16 ? "F16" : "INT8"),
+             mode == LOOM_ROPE_NEOX ? "NEOX" : "NORM", norms ? " norm" : "", (long long)D,
+             (long long)nh, (long long)nkv, (long long)T, (long long)n_rot, steps,
+             graph ? " graph" : "");
+    const int64_t n_ctx = 2048, ne = n_ctx * nkv * D, nq = T * nh * D, nk = T * nkv * D;
+    loom_kv_layout kv = {t, n_ctx, nkv, D};
+    loom_rope_params p = {T, nh, nkv, D, n_rot, mode, 1000000.0f, 1.0f};
+    const int i8 = t == LOOM_KV_INT8;
+    size_t cb = (size_t)ne * kv_elem(t), sb = sizeof(float) * (size_t)(n_ctx * nkv);
+    size_t qb = sizeof(float) * (size_t)nq, kb = sizeof(float) * (size_t)nk;
+    uint8_t *ck = xmalloc(cb), *cv = xmalloc(cb), *gk = xmalloc(cb), *gv = xmalloc(cb);
+    float *cks = xmalloc(sb), *cvs = xmalloc(sb), *gks = xmalloc(sb), *gvs = xmalloc(sb);
+    memset(ck, 0xFF, cb); memset(cv, 0xFF, cb); memset(cks, 0xFF, sb); memset(cvs, 0xFF, sb);
+    void *dck = dup_dev(ck, cb), *dcv = dup_dev(cv, cb);
+    float *dks = dup_dev(cks, sb), *dvs = dup_dev(cvs, sb);
+    float *q = xmalloc(qb), *k = xmalloc(kb), *v = xmalloc(kb), *qo = xmalloc(qb), *go = xmalloc(qb);
+    float qw[2048], kw[2048];
+    fill(qw, D, 0.5f, 1.5f);
+    fill(kw, D, 0.5f, 1.5f);
+    int32_t *pos = xmalloc(sizeof(int32_t) * (size_t)T);
+    float *dq = dev_poison(qb), *dk = dev_poison(kb), *dv = dev_poison(kb), *dqo = dev_poison(qb);
+    float *dqw = dup_dev(qw, sizeof(float) * (size_t)D), *dkw = dup_dev(kw, sizeof(float) * (size_t)D);
+    int32_t *dpos = dev_poison(sizeof(int32_t) * (size_t)T);
+    loom_error err = {0};
+    cudaStream_t s;
+    CK(cudaStreamCreate(&s));
+    cudaGraph_t gr = NULL;
+    cudaGraphExec_t exec = NULL;
+    double q_worst = 0, q_max = 1;
+    for (int step = 0; step < steps; step++) {
+        fill(q, nq, -1, 1);
+        fill(k, nk, -1, 1);
+        fill(v, nk, -1, 1);
+        int64_t p0 = step == steps - 1 ? n_ctx - T : (int64_t)(rnd() % (uint64_t)(n_ctx - T + 1));
+        for (int64_t i = 0; i < T; i++) pos[i] = (int32_t)(p0 + T - 1 - i);
+        CK(cudaMemcpy(dq, q, qb, cudaMemcpyHostToDevice));
+        CK(cudaMemcpy(dk, k, kb, cudaMemcpyHostToDevice));
+        CK(cudaMemcpy(dv, v, kb, cudaMemcpyHostToDevice));
+        CK(cudaMemcpy(dpos, pos, sizeof(int32_t) * (size_t)T, cudaMemcpyHostToDevice));
+        CK(cudaMemset(dqo, 0xFF, qb));
+        loom_status st = LOOM_OK;
+        if (!graph || step == 0) {
+            if (graph) CK(cudaStreamBeginCapture(s, cudaStreamCaptureModeGlobal));
+            st = loom_cuda_rope_kv_write(dq, dk, dv, dpos, norms ? dqw : NULL, norms ? dkw : NULL,
+                                         1e-6f, &p, dck, i8 ? dks : NULL, dcv, i8 ? dvs : NULL,
+                                         &kv, dqo, &err, s);
+            if (graph) {
+                CK(cudaStreamEndCapture(s, &gr));
+                if (st == LOOM_OK) CK(cudaGraphInstantiate(&exec, gr, 0));
+            }
+        }
+        report_status("rope_kv_write", shape, st, &err);
+        if (st != LOOM_OK) break;
+        if (graph) CK(cudaGraphLaunch(exec, s));
+        CK(cudaStreamSynchronize(s));
+        if (loom_cpu_rope_kv_write(q, k, v, pos, norms ? qw : NULL, norms ? kw : NULL, 1e-6f, &p,
+                                   ck, i8 ? cks : NULL, cv, i8 ? cvs : NULL, &kv, qo, &err))
+            report_status("rope_kv_write (cpu)", shape, LOOM_ERR_INVALID_ARGUMENT, &err);
+        to_host(go, dqo, qb);
+        for (int64_t i = 0; i < nq; i++) {
+            double e = fabs((double)go[i] - qo[i]);
+            if (!(e <= q_worst)) q_worst = e;
+            if (fabs(qo[i]) > q_max) q_max = fabs(qo[i]);
+        }
+    }
+    report("rope_kv_write q_out", shape, q_worst, 1e-4 * q_max);
+    to_host(gk, dck, cb); to_host(gv, dcv, cb); to_host(gks, dks, sb); to_host(gvs, dvs, sb);
+    double k_ratio = 0;
+    for (int64_t i = 0; i < ne; i++) {
+        float a, b, allow = (float)(1e-4 * q_max);
+        if (t == LOOM_KV_F32) {
+            if (!memcmp(gk + 4 * i, ck + 4 * i, 4)) continue;
+            memcpy(&a, gk + 4 * i, 4), memcpy(&b, ck + 4 * i, 4);
+        } else if (t == LOOM_KV_F16) {
+            uint16_t ha, hb;
+            memcpy(&ha, gk + 2 * i, 2), memcpy(&hb, ck + 2 * i, 2);
+            if (ha == hb) continue;
+            a = loom_fp16_to_fp32(ha), b = loom_fp16_to_fp32(hb);
+            allow += fabsf(b) * (1.0f / 1024.0f);
+        } else {
+            const int64_t row = i / D;
+            if (gk[i] == ck[i] && !memcmp(&gks[row], &cks[row], 4)) continue;
+            a = (float)(int8_t)gk[i] * gks[row], b = (float)(int8_t)ck[i] * cks[row];
+            allow += cks[row] * 1.01f;
+        }
+        double r = fabs((double)a - b) / allow;
+        if (!(r <= k_ratio)) k_ratio = r;
+    }
+    report("rope_kv_write k_cache", shape, k_ratio, 1.0);
+    size_t diff = 0;
+    for (size_t e = 0; e < cb; e++) diff += gv[e] != cv[e];
+    if (i8) diff += memcmp(gvs, cvs, sb) != 0;
+    report("rope_kv_write v_cache", shape, (double)diff, 0);
+    if (exec) CK(cudaGraphExecDestroy(exec));
+    if (gr) CK(cudaGraphDestroy(gr));
+    CK(cudaStreamDestroy(s));
+    free(ck); free(cv); free(gk); free(gv); free(cks); free(cvs); free(gks); free(gvs);
+    free(q); free(k); free(v); free(qo); free(go); free(pos);
+    cudaFree(dck); cudaFree(dcv); cudaFree(dks); cudaFree(dvs); cudaFree(dq); cudaFree(dk);
+    cudaFree(dv); cudaFree(dqo); cudaFree(dqw); cudaFree(dkw); cudaFree(dpos);
+}
+
 /* ---- elementwise, embed, softmax, argmax, conversions ----------------------------------- */
 static void test_elementwise(int64_t n) {
     char shape[64];
@@ -1009,6 +1124,23 @@ int main(int argc, char **argv) {
         test_graph_replay(LOOM_KV_F16, 128, 32, 8, 1, ctx, steps, 5);
         test_graph_replay(LOOM_KV_INT8, 64, 8, 1, 1, ctx, steps, 5);
         test_graph_replay(LOOM_KV_F16, 64, 16, 2, 4, ctx, steps, 4);
+    }
+
+    /* rope_kv_write: D 64/128, GQA 1..8, T 1..32, F16/INT8 (+ F32), norms or not, both modes */
+    {
+        static const int64_t rk[][5] = {{128, 32, 8, 1, 128}, {64, 8, 8, 5, 64},
+                                        {128, 16, 2, 32, 128}, {64, 4, 2, 17, 32},
+                                        {128, 8, 1, 3, 64}};
+        for (int t = LOOM_KV_F16; t <= LOOM_KV_INT8; t++)
+            for (int mode = 0; mode < 2; mode++)
+                for (int nm = 0; nm < 2; nm++)
+                    for (int c = 0; c < (g_quick ? 2 : 5); c++)
+                        test_rope_kv((loom_kv_type)t, mode ? LOOM_ROPE_NEOX : LOOM_ROPE_NORM, nm,
+                                     rk[c][0], rk[c][1], rk[c][2], rk[c][3], rk[c][4], 2, 0);
+        test_rope_kv(LOOM_KV_F32, LOOM_ROPE_NEOX, 1, 128, 32, 8, 1, 128, 2, 0);
+        for (int t = 0; t < 3; t++) /* one capture, replayed at new positions and inputs */
+            test_rope_kv((loom_kv_type)t, LOOM_ROPE_NEOX, 1, 128, 32, 8, 1, 128, 5, 1);
+        test_rope_kv(LOOM_KV_INT8, LOOM_ROPE_NORM, 0, 64, 8, 2, 4, 64, 3, 1);
     }
 
     test_elementwise(g_quick ? 1000 : 100003);

@@ -1,0 +1,182 @@
+// rope_kv.cu: the attention prologue of one layer in one launch (the IR's rope_kv_write): per
+// head the optional RMSNorm x weight of Q and K, RoPE of both (NORM and NEOX), the roped K and
+// V written into the KV cache (F32, F16 or INT8 with a per-row absmax scale) at each token's
+// position, the roped Q out. Positions are read by the kernel from DEVICE memory (pos[T]), and
+// the grid depends only on T and the head counts, so a captured CUDA graph replays at any
+// position with no re-capture.
+//
+// Launch geometry: 128-thread blocks (4 warps), one warp per head row: T * n_head Q rows, then
+// T * n_kv_head K rows; the warp of K row (t, h) also writes V row (t, h). Each warp stages its
+// row in shared memory (head_dim floats; head_dim <= 2048): load + sum of squares, scale and
+// weight in place, rotate the pairs in place (a lane owns whole pairs), store/convert.
+// Memory traffic: q, k, v read once (K/V rows of INT8 a second time from shared memory / L1),
+// q_out and the two cache rows written once, the norm weights read per row (L1/L2 hits).
+// Numeric contract (CPU twin loom_cpu_rope_kv_write): the norm as norm.cu (sum of squares in
+// double, scale = (float)(1/sqrt(mean + eps)), (x * scale) * w in float32, no contraction):
+// within 1e-5 relative (in practice equal); the angles as rope.cu (theta_scale = powf on the
+// host, t = (float)pos multiplied i times in float32, theta = freq_scale * t bit-identical; cos
+// and sin by a double range reduction and __sincosf, abs error < 1e-6), the rotation in IEEE
+// float32 with no contraction: q_out within 1e-4 absolute of max(1, max |value|) for |pos| <
+// 32768. The K cache holds those roped values converted as kv.cu converts (F16 round to nearest
+// even; INT8 amax / 127 with ties-to-even quantization), so it is within that tolerance plus
+// one F16 rounding or one INT8 step; the V cache is bit-exact. A token whose position is
+// outside 0 .. n_ctx - 1 writes no cache row (the executor checks positions on the host).
+#include <math.h>
+
+#include "kernels/cuda/common.cuh"
+
+namespace loom_cuda {
+namespace {
+
+constexpr int64_t kMaxHeadDim = 2048;  // shared memory: kWarps * D floats <= 32 KB
+
+struct PrologueArgs {
+    const float *q, *k, *v;
+    const int32_t *pos;
+    const float *q_norm, *k_norm;  // both or neither
+    float eps, theta_scale, freq_scale;
+    int64_t T, nh, nkv, D, half, n_ctx;
+    int neox, type;
+    void *k_cache, *v_cache;
+    float *k_scales, *v_scales;
+    float *q_out;
+};
+
+// Writes the row s[0..D) (shared memory, or global for V) into cache row cr of `type`.
+__device__ __forceinline__ void store_row(const float *s, int64_t D, int type, void *cache,
+                                          float *scales, int64_t cr, int lane) {
+    if (type == LOOM_KV_F32) {
+        float *dst = (float *)cache + cr * D;
+        for (int64_t i = lane; i < D; i += 32) dst[i] = s[i];
+    } else if (type == LOOM_KV_F16) {
+        uint16_t *dst = (uint16_t *)cache + cr * D;
+        for (int64_t i = lane; i < D; i += 32) dst[i] = __half_as_ushort(__float2half_rn(s[i]));
+    } else {
+        float amax = 0.0f;
+        for (int64_t i = lane; i < D; i += 32) amax = fmaxf(amax, fabsf(s[i]));
+        amax = warp_max(amax);
+        const float d = __fdiv_rn(amax, 127.0f);
+        const float id = d != 0.0f ? __fdiv_rn(1.0f, d) : 0.0f;
+        int8_t *dst = (int8_t *)cache + cr * D;
+        for (int64_t i = lane; i < D; i += 32) {
+            int qv = __float2int_rn(__fmul_rn(s[i], id));
+            qv = qv > 127 ? 127 : (qv < -127 ? -127 : qv);
+            dst[i] = (int8_t)qv;
+        }
+        if (lane == 0) scales[cr] = d;
+    }
+}
+
+static __global__ void __launch_bounds__(kThreads) prologue_kernel(PrologueArgs a) {
+    extern __shared__ float smem[];
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+    const int64_t r = (int64_t)blockIdx.x * kWarps + warp, nq = a.T * a.nh;
+    if (r >= nq + a.T * a.nkv) return;  // whole warps leave together
+    const bool is_q = r < nq;
+    const int64_t t = is_q ? r / a.nh : (r - nq) / a.nkv, h = is_q ? r % a.nh : (r - nq) % a.nkv;
+    const int64_t D = a.D;
+    const float *src = is_q ? a.q + (t * a.nh + h) * D : a.k + (t * a.nkv + h) * D;
+    const float *w = is_q ? a.q_norm : a.k_norm;
+    float *s = smem + (int64_t)warp * D;
+
+    double ss = 0.0;
+    for (int64_t i = lane; i < D; i += 32) {
+        const float x = src[i];
+        s[i] = x;
+        if (w) ss += (double)x * x;
+    }
+    if (w) {
+#pragma unroll
+        for (int o = 16; o > 0; o >>= 1) ss += __shfl_xor_sync(0xffffffffu, ss, o);
+        const float scale = (float)(1.0 / sqrt(ss / (double)D + (double)a.eps));
+        for (int64_t i = lane; i < D; i += 32) s[i] = __fmul_rn(__fmul_rn(s[i], scale), w[i]);
+    }
+    __syncwarp();
+
+    const int32_t p = a.pos[t];
+    for (int64_t i = lane; i < a.half; i += 32) {
+        float tt = (float)p;
+        for (int64_t j = 0; j < i; j++) tt = __fmul_rn(tt, a.theta_scale);
+        const float theta = __fmul_rn(a.freq_scale, tt);
+        // Range reduction in double (error < 1e-10 for |theta| < 2^20), then the fast sincos on
+        // [-pi, pi] (abs error < 1e-6): no slow-path local memory of sinf/cosf.
+        const double k2pi = rint((double)theta * 0.15915494309189535);
+        const float red = (float)fma(-k2pi, 6.283185307179586, (double)theta);
+        float sn, c;
+        __sincosf(red, &sn, &c);
+        const int64_t i0 = a.neox ? i : 2 * i, i1 = a.neox ? i + a.half : 2 * i + 1;
+        const float x0 = s[i0], x1 = s[i1];
+        s[i0] = __fsub_rn(__fmul_rn(x0, c), __fmul_rn(x1, sn));
+        s[i1] = __fadd_rn(__fmul_rn(x0, sn), __fmul_rn(x1, c));
+    }
+    __syncwarp();
+
+    if (is_q) {
+        float *dst = a.q_out + (t * a.nh + h) * D;
+        for (int64_t i = lane; i < D; i += 32) dst[i] = s[i];
+        return;
+    }
+    if (p < 0 || p >= a.n_ctx) return;  // only a bad device position gets here
+    const int64_t cr = (int64_t)p * a.nkv + h;
+    store_row(s, D, a.type, a.k_cache, a.k_scales, cr, lane);
+    store_row(a.v + (t * a.nkv + h) * D, D, a.type, a.v_cache, a.v_scales, cr, lane);
+}
+
+}  // namespace
+}  // namespace loom_cuda
+
+using namespace loom_cuda;
+
+extern "C" loom_status loom_cuda_rope_kv_write(const float *q, const float *k, const float *v,
+                                               const int32_t *pos, const float *q_norm,
+                                               const float *k_norm, float eps,
+                                               const loom_rope_params *p, void *k_cache,
+                                               float *k_scales, void *v_cache, float *v_scales,
+                                               const loom_kv_layout *kv, float *q_out,
+                                               loom_error *err, cudaStream_t stream) {
+    if (!p || !kv) ARG_FAIL(LOOM_ERR_INVALID_ARGUMENT, "rope_kv_write: NULL params or layout");
+    if (kv->type != LOOM_KV_F32 && kv->type != LOOM_KV_F16 && kv->type != LOOM_KV_INT8)
+        ARG_FAIL(LOOM_ERR_UNSUPPORTED, "rope_kv_write: cache type %d", (int)kv->type);
+    if (p->n_tokens < 0 || p->n_head < 0 || kv->n_ctx < 0 || p->n_kv_head != kv->n_kv_head ||
+        p->head_dim != kv->head_dim || p->n_kv_head < 0)
+        ARG_FAIL(LOOM_ERR_INVALID_ARGUMENT,
+                 "rope_kv_write: tokens %lld, heads %lld/%lld, head_dim %lld do not fit the cache "
+                 "layout (n_ctx %lld, heads %lld, head_dim %lld)",
+                 (long long)p->n_tokens, (long long)p->n_head, (long long)p->n_kv_head,
+                 (long long)p->head_dim, (long long)kv->n_ctx, (long long)kv->n_kv_head,
+                 (long long)kv->head_dim);
+    if (p->head_dim < 2 || p->head_dim > kMaxHeadDim || p->n_rot < 2 || p->n_rot % 2 != 0 ||
+        p->n_rot > p->head_dim)
+        ARG_FAIL(LOOM_ERR_UNSUPPORTED,
+                 "rope_kv_write: head_dim %lld (2..%lld) and n_rot %lld (even, <= head_dim)",
+                 (long long)p->head_dim, (long long)kMaxHeadDim, (long long)p->n_rot);
+    if (p->mode != LOOM_ROPE_NORM && p->mode != LOOM_ROPE_NEOX)
+        ARG_FAIL(LOOM_ERR_INVALID_ARGUMENT, "rope_kv_write: unknown mode %d", (int)p->mode);
+    if (!(p->freq_base > 0.0f) || !(p->freq_scale > 0.0f) || !(eps >= 0.0f))
+        ARG_FAIL(LOOM_ERR_INVALID_ARGUMENT,
+                 "rope_kv_write: freq_base %g, freq_scale %g must be > 0 and eps %g >= 0",
+                 (double)p->freq_base, (double)p->freq_scale, (double)eps);
+    if ((q_norm == NULL) != (k_norm == NULL))
+        ARG_FAIL(LOOM_ERR_INVALID_ARGUMENT,
+                 "rope_kv_write: q_norm and k_norm are both given or both NULL");
+    const int64_t rows = p->n_tokens * (p->n_head + p->n_kv_head);
+    if (rows == 0) return LOOM_OK;
+    if (!q || !k || !v || !pos || !q_out || !k_cache || !v_cache ||
+        (kv->type == LOOM_KV_INT8 && (!k_scales || !v_scales)))
+        ARG_FAIL(LOOM_ERR_INVALID_ARGUMENT,
+                 "rope_kv_write: NULL q, k, v, pos, q_out, cache or INT8 scales");
+    PrologueArgs a;
+    a.q = q, a.k = k, a.v = v, a.pos = pos, a.q_norm = q_norm, a.k_norm = k_norm, a.eps = eps;
+    a.theta_scale = powf(p->freq_base, -2.0f / (float)p->n_rot);  // as the CPU twin computes it
+    a.freq_scale = p->freq_scale;
+    a.T = p->n_tokens, a.nh = p->n_head, a.nkv = p->n_kv_head, a.D = p->head_dim;
+    a.half = p->n_rot / 2, a.n_ctx = kv->n_ctx;
+    a.neox = p->mode == LOOM_ROPE_NEOX, a.type = (int)kv->type;
+    a.k_cache = k_cache, a.v_cache = v_cache, a.k_scales = k_scales, a.v_scales = v_scales;
+    a.q_out = q_out;
+    const unsigned grid = (unsigned)((rows + kWarps - 1) / kWarps);
+    const size_t shmem = (size_t)kWarps * (size_t)p->head_dim * sizeof(float);
+    prologue_kernel<<<grid, kThreads, shmem, stream>>>(a);
+    LAUNCH_CHECK();
+    return LOOM_OK;
+}
