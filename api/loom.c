@@ -395,6 +395,21 @@ const float *loom_session_logits(const loom_session *s, int32_t *n_rows) {
 
 int32_t loom_session_pos(const loom_session *s) { return s->pos; }
 
+void loom_session_get_stats(loom_session *s, loom_session_stats *out) {
+    memset(out, 0, sizeof *out);
+    loom_exec_stats es;
+    loom_exec_get_stats(s->exec, &es);
+    out->weight_bytes = es.weight_bytes;
+    out->kv_bytes = es.state_bytes;
+    out->activation_bytes = es.activation_bytes;
+    loom_cuda_backend_info ci;
+    if (loom_session_cuda_info(s, &ci)) {
+        out->graph_instantiations = ci.graph_instantiations;
+        out->graph_updates = ci.graph_updates;
+        out->graph_launches = ci.graph_launches;
+    }
+}
+
 void loom_session_exec_stats(const loom_session *s, loom_exec_stats *out) {
     loom_exec_get_stats(s->exec, out);
 }

@@ -11,6 +11,14 @@
  * scratch (split-KV attention, softmax, argmax) is shared, so nodes using it are ordered across
  * streams by scratch_ev. Everything allocated is tracked and freed on destroy, also after
  * errors.
+ * Decode-step graphs: the first decode step (T = 1) of a shape (stream count) is captured; the
+ * KV write and attention launches read the position from the device copy of the `positions`
+ * input (loom_cuda_kv_write_at / loom_cuda_attention_at), so every later decode step only
+ * uploads its inputs and replays the graph (replay_step). A replay is refused (the step is
+ * captured again and the exec updated in place) when the capture baked a host value
+ * (step_baked: a by-value position), when the kernel library's scratch moved, or when the
+ * inputs the capture's position checks read are missing; the checks themselves (positions
+ * inside the cache) run on the host copies before every replay.
  */
 #include "executor/cuda_backend.h"
 
@@ -39,6 +47,15 @@ static loom_status cuda_fail(loom_error *err, cudaError_t e, const char *stmt, c
 
 enum { MAX_STREAMS = 16 };
 
+/* A position check a captured step made, repeated on the host before each replay: the
+ * positions at device address dev (n values, an input's buffer) must lie in 0..n_ctx-1. */
+typedef struct pos_check {
+    const void *dev;
+    int64_t n, n_ctx;
+    const char *op; /* "kv_write", "attention", ... for the message */
+} pos_check;
+
+
 typedef struct region { /* a registered host mapping (mapped weight mode) */
     char *host;
     size_t bytes;
@@ -49,6 +66,7 @@ typedef struct cuda_backend {
     loom_cuda_backend_options opt;
     int cc_major, cc_minor, sm_count;
     bool integrated, mapped, graphs_on, host_fallback;
+    bool replay_on; /* LOOM_CUDA_GRAPH_REPLAY=0: capture every decode step (the A/B baseline) */
     cudaStream_t streams[MAX_STREAMS];
     uint32_t n_streams_made;
     cudaEvent_t fork_ev, join_ev[MAX_STREAMS], scratch_ev;
@@ -58,7 +76,14 @@ typedef struct cuda_backend {
     cudaStream_t cur;
     int32_t scratch_stream; /* stream of the last scratch user in this step, -1 none */
     bool capturing;
+    bool step_baked; /* the open capture baked a per-step host value: not replayable */
     cudaGraphExec_t exec;
+    /* What exec was captured for, and whether it may be replayed as it is. */
+    bool exec_replayable;
+    uint32_t exec_streams;
+    const void *exec_scratch;
+    pos_check *checks; /* the position checks of exec's capture */
+    uint32_t n_checks, cap_checks;
     size_t scratch_need;
     region *regions;
     uint32_t n_regions, cap_regions;
@@ -410,6 +435,10 @@ static loom_status cuda_begin_step(loom_exec_backend *b, uint32_t n_streams, uin
     } else if (c->graphs_on && !c->host_fallback && n_tokens == 1) {
         CK(cudaStreamBeginCapture(c->streams[0], cudaStreamCaptureModeThreadLocal));
         c->capturing = true;
+        c->step_baked = false;
+        c->exec_replayable = false; /* until this capture is instantiated */
+        c->n_checks = 0;
+        c->exec_scratch = loom_cuda_scratch_base();
     }
     if (n_streams > 1) {
         CK(cudaEventRecord(c->fork_ev, c->streams[0]));
@@ -469,6 +498,8 @@ static loom_status finish_capture(cuda_backend *c, loom_error *err) {
         }
         c->n_inst++;
     }
+    c->exec_replayable = !c->step_baked;
+    c->exec_streams = c->step_streams;
     e = cudaGraphLaunch(c->exec, c->streams[0]);
     if (e != cudaSuccess) {
         st = cuda_fail(err, e, "cudaGraphLaunch(c->exec, c->streams[0])", __func__, __FILE__,
@@ -504,8 +535,43 @@ static loom_status cuda_end_step(loom_exec_backend *b, bool ok, loom_error *err)
             cudaGraphExecDestroy(c->exec);
             c->exec = NULL;
         }
+        c->exec_replayable = false;
     }
     return st;
+}
+
+/* Replays exec for a decode step of the shape it was captured for (executor.h's replay_step):
+ * the position checks of the capture on this step's host copies, then one cudaGraphLaunch on
+ * the main stream, after the inputs' uploads. */
+static bool cuda_replay_step(loom_exec_backend *b, uint32_t n_streams, int64_t n_tokens,
+                             const loom_exec_tensor *inputs, uint32_t n_inputs, loom_status *st,
+                             loom_error *err) {
+    cuda_backend *c = b->impl;
+    *st = LOOM_OK;
+    if (!c->exec || !c->exec_replayable || !c->replay_on || !c->graphs_on || c->host_fallback ||
+        c->profile || n_tokens != 1 || n_streams != c->exec_streams)
+        return false;
+    if (loom_cuda_scratch_base() != c->exec_scratch) return false; /* moved: capture again */
+    for (uint32_t i = 0; i < c->n_checks; i++) {
+        const pos_check *k = &c->checks[i];
+        const loom_exec_tensor *in = NULL;
+        for (uint32_t j = 0; j < n_inputs && !in; j++)
+            if (inputs[j].data == k->dev && inputs[j].host && inputs[j].numel == k->n) in = &inputs[j];
+        if (!in) return false; /* cannot check: run (and capture) the step normally */
+        bool consecutive;
+        if ((*st = loom_exec_check_positions(in->host, k->n, k->n_ctx, &consecutive, err))) {
+            loom_error_prefix(err, "cuda backend: %s (graph replay): ", k->op);
+            return true;
+        }
+    }
+    cudaError_t e = cudaGraphLaunch(c->exec, c->streams[0]);
+    if (e != cudaSuccess) {
+        *st = cuda_fail(err, e, "cudaGraphLaunch(c->exec, c->streams[0]) (replay)", __func__,
+                        __FILE__, __LINE__);
+        return true;
+    }
+    c->n_launch++;
+    return true;
 }
 
 static loom_status cuda_synchronize(loom_exec_backend *b, loom_error *err) {
@@ -641,6 +707,28 @@ static loom_status scratch_leave(cuda_backend *c, loom_error *err) {
     return LOOM_OK;
 }
 
+/* Records, while capturing, that positions pos_t (n values, checked now) must lie inside a
+ * cache of n_ctx rows: cuda_replay_step repeats the check on each replayed step's input. */
+static loom_status note_positions(cuda_backend *c, const loom_exec_tensor *pos_t, int64_t n_ctx,
+                                  loom_ir_op op, loom_error *err) {
+    for (uint32_t i = 0; i < c->n_checks; i++)
+        if (c->checks[i].dev == pos_t->data && c->checks[i].n == pos_t->numel) {
+            if (n_ctx < c->checks[i].n_ctx) c->checks[i].n_ctx = n_ctx;
+            return LOOM_OK;
+        }
+    if (c->n_checks == c->cap_checks) {
+        uint32_t cap = c->cap_checks ? 2 * c->cap_checks : 4;
+        pos_check *k = realloc(c->checks, cap * sizeof *k);
+        if (!k) return loom_error_set(err, LOOM_ERR_OUT_OF_MEMORY, "cuda backend: out of memory");
+        c->checks = k;
+        c->cap_checks = cap;
+    }
+    const loom_ir_op_info *info = loom_ir_op_info_get(op);
+    c->checks[c->n_checks++] = (pos_check){pos_t->data, pos_t->numel, n_ctx,
+                                           info ? info->name : "?"};
+    return LOOM_OK;
+}
+
 /* ---------------------------------------------------------------- dispatch */
 
 static loom_status run_kv_or_attention(cuda_backend *c, const loom_ir_node *n,
@@ -658,17 +746,28 @@ static loom_status run_kv_or_attention(cuda_backend *c, const loom_ir_node *n,
     }
     int32_t *owned = NULL;
     const int32_t *pos = NULL;
-    loom_status st = host_positions(c, pos_t, &owned, &pos, err);
-    if (st) return st;
-    bool consecutive;
+    bool consecutive = true;
     int64_t T = pos_t->numel;
-    if ((st = loom_exec_check_positions(pos, T, cache->dims[0], &consecutive, err))) goto done;
+    loom_status st = LOOM_OK;
+    /* Capturing: the kernels read the position from the device input (replayable), checked on
+     * the host now and before every replay; without a host copy the kernels' clamping keeps
+     * them inside the cache. */
+    bool at = c->capturing && !(!is_write && d != 64 && d != 128);
+    if (!(at && !pos_t->host)) {
+        if ((st = host_positions(c, pos_t, &owned, &pos, err))) return st;
+        if ((st = loom_exec_check_positions(pos, T, cache->dims[0], &consecutive, err))) goto done;
+        if (c->capturing && (st = note_positions(c, pos_t, cache->dims[0], n->op, err))) goto done;
+    }
+    at = at && consecutive;
+    if (c->capturing && !at) c->step_baked = true;
     if (is_write) {
         void *data;
         float *scales;
         loom_kv_layout kv = layout_of(c, &out[0], hkv, d, &data, &scales);
         const float *src = in[1].data;
-        if (consecutive) {
+        if (at) {
+            st = loom_cuda_kv_write_at(src, T, pos_t->data, data, scales, &kv, err, c->cur);
+        } else if (consecutive) {
             st = loom_cuda_kv_write(src, T, T ? pos[0] : 0, data, scales, &kv, err, c->cur);
         } else {
             for (int64_t t = 0; t < T && !st; t++)
@@ -690,7 +789,10 @@ static loom_status run_kv_or_attention(cuda_backend *c, const loom_ir_node *n,
         if ((st = scratch_enter(c, err))) goto done;
         const float *q = in[0].data;
         float *o = out[0].data;
-        if (consecutive) {
+        if (at) {
+            loom_attn_params p = {T, H, 0, scale};
+            st = loom_cuda_attention_at(q, kd, ks, vd, vs, &kv, &p, pos_t->data, o, err, c->cur);
+        } else if (consecutive) {
             loom_attn_params p = {T, H, T ? pos[0] : 0, scale};
             st = loom_cuda_attention(q, kd, ks, vd, vs, &kv, &p, o, err, c->cur);
         } else {
@@ -718,6 +820,7 @@ static loom_status run_rope_kv_write(cuda_backend *c, const loom_ir_node *n,
     bool consecutive;
     loom_status st = host_positions(c, &in[5], &owned, &pos, err);
     if (!st) st = loom_exec_check_positions(pos, in[5].numel, in[0].dims[0], &consecutive, err);
+    if (!st && c->capturing) st = note_positions(c, &in[5], in[0].dims[0], n->op, err);
     free(owned);
     if (st) return st;
     void *kd, *vd;
@@ -882,6 +985,7 @@ static void cuda_destroy(loom_exec_backend *b) {
     if (c->stage) cudaFreeHost(c->stage);
     (void)cudaGetLastError();
     free(c->regions);
+    free(c->checks);
     free(c->node_ev);
     free(c);
     free(b);
@@ -905,6 +1009,7 @@ static const loom_exec_backend_vtable cuda_vtable = {
     .end_step = cuda_end_step,
     .zero = cuda_zero,
     .state_bytes = cuda_state_bytes,
+    .replay_step = cuda_replay_step,
 };
 
 void loom_cuda_backend_options_init(loom_cuda_backend_options *o) {
@@ -967,6 +1072,8 @@ loom_status loom_exec_cuda_backend_create(const loom_cuda_backend_options *o,
     b->impl = c;
     const char *env = getenv("LOOM_CUDA_GRAPHS");
     c->graphs_on = o->graphs == 1 || (o->graphs < 0 && !(env && !strcmp(env, "0")));
+    const char *replay = getenv("LOOM_CUDA_GRAPH_REPLAY");
+    c->replay_on = !(replay && !strcmp(replay, "0"));
     const char *prof = getenv("LOOM_CUDA_PROFILE");
     c->profile = prof && !strcmp(prof, "1");
     loom_status st = setup(c, err);

@@ -3,11 +3,17 @@
  * Every op of ir/ops.def, primitive and fused, is dispatched to a kernels/cuda launcher; the
  * node's stream comes from the plan (executor/plan.h) through the vtable's set_stream/record,
  * and the streams fork from the main stream at a step's start and join it at its end.
- * Decode steps (T = 1) are captured into a CUDA graph and launched as one; the captured graph
- * updates the instantiated one in place (cudaGraphExecUpdate), so no re-instantiation happens
- * per token. (The kernel launchers take the attention/KV position as a host value, so the graph
- * is re-captured per token rather than reading the position from device memory.)
- * LOOM_CUDA_GRAPHS=0 in the environment (or options.graphs = 0) disables capture. Prefill steps
+ * Decode steps (T = 1) run as one CUDA graph: the first is captured and instantiated, and
+ * every later decode step of the same stream count only uploads its inputs (token id, position)
+ * into their fixed device buffers and replays it (cudaGraphLaunch): the KV write and attention
+ * kernels read the position from the device copy of the `positions` input, so the graph does
+ * not change from token to token (info: 1 instantiation, 0 updates, one launch per step). The
+ * positions are still checked against the cache on the host before each replay. Should a
+ * capture bake a host value (non-consecutive positions) or the kernels' scratch move, the next
+ * step is captured again and updates the exec in place (cudaGraphExecUpdate).
+ * LOOM_CUDA_GRAPHS=0 in the environment (or options.graphs = 0) disables capture;
+ * LOOM_CUDA_GRAPH_REPLAY=0 keeps capture but captures every decode step and updates the exec in
+ * place (the behaviour before replay, kept for A/B measurements). Prefill steps
  * run as normal stream launches. LOOM_CUDA_PROFILE=1 times every node with CUDA events (capture
  * off) and prints, for decode and prefill steps apart, the time per op and the rest (launch gaps,
  * event overhead) at destroy.
@@ -73,7 +79,9 @@ typedef struct loom_cuda_backend_info {
     bool graphs;                 /* capture enabled (and every node capturable) */
     uint64_t weight_bytes;       /* copied or mapped */
     uint64_t device_bytes;       /* allocated by alloc (arena, inputs, state), now */
-    uint64_t graph_instantiations, graph_updates, graph_launches;
+    uint64_t graph_instantiations; /* decode graphs instantiated (1 per session normally) */
+    uint64_t graph_updates;        /* re-captures applied in place (0 when replay works) */
+    uint64_t graph_launches;       /* decode steps run as a graph (first capture + replays) */
     uint64_t host_fallback_nodes; /* nodes run on the host (attention of unsupported head_dim) */
     size_t free_bytes, total_bytes; /* device memory at the time of the call */
 } loom_cuda_backend_info;

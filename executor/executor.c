@@ -4,10 +4,12 @@
  * waits for, and the activation arena: every node result that owns memory is a block at an
  * offset of one arena allocation; views and state versions share their root's memory; inputs,
  * weights and state live outside the arena. The executor allocates the arena once at create,
- * points every root at its offset, and runs a step as: upload the inputs, begin_step (the
- * backend forks its streams), per node set_stream (with the events to wait for), run_node and,
- * where some node waits for it, record; end_step (join), synchronize. Backends without the
- * stream members run the nodes in program order, which the plan's lifetimes also respect.
+ * points every root at its offset, and runs a step as: upload the inputs, replay_step (a
+ * backend that captured an earlier step of this shape replays it; then only synchronize),
+ * begin_step (the backend forks its streams), per node set_stream (with the events to wait
+ * for), run_node and, where some node waits for it, record; end_step (join), synchronize.
+ * Backends without the stream members run the nodes in program order, which the plan's
+ * lifetimes also respect.
  * Invariant: two roots share arena bytes only when the plan orders every access of one before
  * the other (tests/plan checks it by brute force), except in-place hand-overs, where the
  * kernel's contract allows out == in.
@@ -304,8 +306,18 @@ loom_status loom_exec_run(loom_exec *e, const int64_t *sym_values, const loom_ex
     const loom_exec_backend_vtable *vt = e->be->vt;
     uint32_t n_streams = loom_exec_plan_streams(e->plan);
     bool began = false;
+    int64_t T = e->t_sym >= 0 ? e->sym[e->t_sym] : 1;
+    if (vt->replay_step) {
+        loom_exec_tensor ins[LOOM_IR_MAX_INPUTS];
+        uint32_t n = 0;
+        for (uint32_t i = 0; i < n_in && n < LOOM_IR_MAX_INPUTS; i++)
+            if ((st = tensor_of(e, loom_ir_input_at(g, i), &ins[n++], err))) goto done;
+        if (n == n_in && vt->replay_step(e->be, n_streams, T, ins, n, &st, err)) {
+            if (st) goto done;
+            goto sync;
+        }
+    }
     if (vt->begin_step) {
-        int64_t T = e->t_sym >= 0 ? e->sym[e->t_sym] : 1;
         began = true; /* a failed begin_step may have opened a capture: end_step(false) closes it */
         if ((st = vt->begin_step(e->be, n_streams, e->n_nodes, T, err))) goto done;
     }
@@ -334,6 +346,7 @@ loom_status loom_exec_run(loom_exec *e, const int64_t *sym_values, const loom_ex
         began = false;
         if ((st = vt->end_step(e->be, true, err))) goto done;
     }
+sync:
     if (vt->synchronize && (st = vt->synchronize(e->be, err))) goto done;
     e->ran = true;
 done:

@@ -99,6 +99,17 @@ typedef struct loom_exec_backend_vtable {
                               uint32_t n_waits, loom_error *err);
     loom_status (*record)(loom_exec_backend *b, uint32_t i, loom_error *err);
     loom_status (*end_step)(loom_exec_backend *b, bool ok, loom_error *err);
+    /* Optional: asked after the inputs are uploaded and before begin_step. Returns true when
+     * the backend ran the whole step itself, by replaying what it captured of an earlier step
+     * of the same shape (n_streams, n_tokens) whose buffers were the same (they are fixed for
+     * the executor's life; the inputs were just uploaded into them); *st then holds the
+     * step's status and the executor skips begin_step, the nodes and end_step and only
+     * synchronizes. inputs[0..n_inputs) are the graph inputs of this step (data: backend
+     * buffers, host: the caller's copies), for the checks the nodes would have made (positions
+     * inside the cache). False: nothing was done, run the step normally. */
+    bool (*replay_step)(loom_exec_backend *b, uint32_t n_streams, int64_t n_tokens,
+                        const loom_exec_tensor *inputs, uint32_t n_inputs, loom_status *st,
+                        loom_error *err);
     /* Optional: the bytes the backend stores state value v in, given its graph type's size
      * graph_bytes (> 0); a backend may store state in another form (the CUDA backend's INT8 KV
      * cache: int8 rows + scales). NULL member or a return of 0: graph_bytes. Asked once per

@@ -150,6 +150,18 @@ loom_status loom_session_eval(loom_session *s, const int32_t *tokens, int32_t n,
 const float *loom_session_logits(const loom_session *s, int32_t *n_rows);
 
 int32_t loom_session_pos(const loom_session *s); /* tokens held in the KV cache */
+
+/* What a session holds and did, for reports and tests. */
+typedef struct loom_session_stats {
+    uint64_t weight_bytes;     /* weights bound (mapped or copied to the device) */
+    uint64_t kv_bytes;         /* KV cache as stored (INT8: int8 rows + scales) */
+    uint64_t activation_bytes; /* the activation arena */
+    /* CUDA sessions (0 elsewhere): decode-step CUDA graphs instantiated, updated in place after
+     * a re-capture, and launched (the first capture and every replay). With graphs on, a
+     * generation instantiates once and replays every later decode step: 1, 0, decode steps. */
+    uint64_t graph_instantiations, graph_updates, graph_launches;
+} loom_session_stats;
+void loom_session_get_stats(loom_session *s, loom_session_stats *out);
 /* Forgets every token (pos = 0). */
 void loom_session_reset(loom_session *s);
 

@@ -177,3 +177,38 @@ Test(sampler, bad_options_are_refused) {
     cr_assert_null(s);
     cr_assert(strstr(err.msg, "top_p"), "%s", err.msg);
 }
+
+/* loom_session_get_stats: the CPU session's KV bytes are the graph's caches (f32 and f16 halve),
+ * the weights those the graph binds, and no CUDA graph counters. */
+Test(models, session_stats_report_the_kv_cache_and_no_graphs_on_cpu) {
+    const char *td = loom_test_testdata("golden/tiny_llama_q8_0.gguf");
+    char path[1200];
+    snprintf(path, sizeof path, "%s/golden/tiny_llama_q8_0.gguf", td);
+    uint64_t kv[2] = {0, 0};
+    for (int f16 = 0; f16 < 2; f16++) {
+        loom_model_options mo;
+        loom_model_options_init(&mo);
+        mo.n_ctx = 64;
+        mo.cache_type = f16 ? LOOM_CACHE_F16 : LOOM_CACHE_F32;
+        loom_model *m = NULL;
+        loom_session *s = NULL;
+        loom_error err = {0};
+        cr_assert_eq(loom_model_load(path, &mo, &m, &err), LOOM_OK, "%s", err.msg);
+        cr_assert_eq(loom_session_create(m, NULL, &s, &err), LOOM_OK, "%s", err.msg);
+        int32_t toks[3] = {338, 281, 93};
+        cr_assert_eq(loom_session_eval(s, toks, 3, &err), LOOM_OK, "%s", err.msg);
+        loom_session_stats st;
+        loom_session_get_stats(s, &st);
+        loom_exec_stats es;
+        loom_session_exec_stats(s, &es);
+        cr_assert_eq(st.kv_bytes, es.state_bytes);
+        cr_assert_eq(st.weight_bytes, es.weight_bytes);
+        cr_assert(st.weight_bytes > 0 && st.activation_bytes > 0);
+        cr_assert_eq(st.graph_instantiations + st.graph_updates + st.graph_launches, 0);
+        kv[f16] = st.kv_bytes;
+        loom_session_destroy(s);
+        loom_model_destroy(m);
+    }
+    cr_assert(kv[0] > 0 && kv[0] == 2 * kv[1], "f32 %llu, f16 %llu", (unsigned long long)kv[0],
+              (unsigned long long)kv[1]);
+}

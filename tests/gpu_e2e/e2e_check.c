@@ -8,9 +8,15 @@
  *   compared with the CPU backend's (F32 cache, same passes) as max |diff| / the CPU row's
  *   range (max - min). Tolerances: f32 cache 2e-3 (CUDA kernels' reduction order), f16 cache
  *   1e-2 (testdata README), int8 cache 5e-2 (ours: per-row absmax/127 rounding of K and V).
+ *   With graphs on and off both run (not --quick), the two CUDA runs must agree bit for bit.
  * Then greedy generation of 64 tokens after S7, CPU vs CUDA (f32 cache, 2 streams, graphs on):
  *   same tokens, or the first divergence is reported with the CPU's top-2 logit margin there
  *   (a near-tie when the margin is below the f32 tolerance times the range).
+ * Then CUDA-graph replay (issue 7): greedy 64 tokens after S7 on CUDA with graphs on and with
+ *   graphs off, KV f16 | int8 x 1 | 2 streams: the logits of every position (prompt's last row
+ *   and each of the 63 decode steps) must be bit-identical between the two, and the graphs-on
+ *   session must report exactly 1 instantiation, 0 updates and 63 launches (one capture, then
+ *   replays without re-capture); graphs off: none.
  * A table is printed; the exit code is non-zero when any comparison fails.
  */
 #include <math.h>
@@ -89,6 +95,50 @@ static double compare(const run *ref, const run *got) {
         if (!(rel <= worst)) worst = rel;
     }
     return worst;
+}
+
+/* Greedy generation of n tokens after S7 on CUDA, keeping the logits row of every position
+ * that picks a token (the prompt's last row, then each decode step's): logits [n][V]. */
+static int gen_rows(const char *path, loom_cache_type cache, const loom_session_options *so,
+                    int32_t n, float **logits, int32_t *V_out, loom_session_stats *stats,
+                    char *why, size_t why_len) {
+    loom_model_options mo;
+    loom_model_options_init(&mo);
+    mo.n_ctx = 128;
+    mo.max_tokens = 32;
+    mo.cache_type = cache;
+    loom_model *m = NULL;
+    loom_session *s = NULL;
+    loom_error err = {0};
+    int rc = 0;
+    *logits = NULL;
+    if (loom_model_load(path, &mo, &m, &err) || loom_session_create(m, so, &s, &err) ||
+        loom_session_eval(s, S7, 7, &err)) {
+        snprintf(why, why_len, "%s", err.msg);
+        rc = 1;
+        goto done;
+    }
+    int32_t V = loom_model_n_vocab(m);
+    *V_out = V;
+    *logits = malloc((size_t)n * V * sizeof(float));
+    for (int32_t i = 0; i < n; i++) {
+        int32_t rows;
+        const float *l = loom_session_logits(s, &rows) + (size_t)(rows - 1) * V;
+        memcpy(*logits + (size_t)i * V, l, (size_t)V * sizeof(float));
+        int32_t best = 0;
+        for (int32_t v = 1; v < V; v++)
+            if (l[v] > l[best]) best = v;
+        if (i + 1 < n && loom_session_eval(s, &best, 1, &err)) {
+            snprintf(why, why_len, "%s", err.msg);
+            rc = 1;
+            break;
+        }
+    }
+    loom_session_get_stats(s, stats);
+done:
+    loom_session_destroy(s);
+    loom_model_destroy(m);
+    return rc;
 }
 
 static int greedy(const char *path, const loom_session_options *so, int32_t *out, int32_t n,
@@ -177,7 +227,8 @@ int main(int argc, char **argv) {
             continue;
         }
         for (int k = 0; k < 3; k++)
-            for (int streams = 1; streams <= 2; streams++)
+            for (int streams = 1; streams <= 2; streams++) {
+                run on = {0}; /* the graphs-on run, compared bit for bit with graphs off */
                 for (int graphs = 1; graphs >= 0; graphs--) {
                     if (quick && (streams == 2) != (graphs == 1)) continue;
                     loom_session_options so;
@@ -194,8 +245,23 @@ int main(int argc, char **argv) {
                     printf("%-34s %-5s %-7d %-6s %12.3e %10.1e %s%s%s\n", models[mi], kvs[k].name,
                            streams, graphs ? "on" : "off", e, kvs[k].tol, ok ? "ok" : "FAIL",
                            rc ? ": " : "", rc ? why : "");
+                    if (graphs && !rc) {
+                        on = got;
+                        continue;
+                    }
+                    if (!graphs && !rc && on.logits) {
+                        size_t nf = (size_t)got.rows * got.V, diff = 0;
+                        for (size_t i = 0; i < nf; i++)
+                            diff += memcmp(&on.logits[i], &got.logits[i], sizeof(float)) != 0;
+                        bool same = on.rows == got.rows && diff == 0;
+                        if (!same) failures++;
+                        printf("%-34s %-5s %-7d on==off %s (%zu of %zu floats differ)\n", models[mi],
+                               kvs[k].name, streams, same ? "bit-identical ok" : "FAIL", diff, nf);
+                    }
                     free(got.logits);
                 }
+                free(on.logits);
+            }
         free(ref.logits);
     }
     /* Greedy 64 tokens on the golden models. */
@@ -231,6 +297,57 @@ int main(int argc, char **argv) {
                    ma[first], tie ? "" : " (not a near-tie)");
             if (!tie) failures++;
         }
+    }
+    /* CUDA-graph replay over a 64-token generation: graphs on == off bit for bit at every
+     * position, one instantiation, no update. */
+    printf("\n%-34s %-5s %-7s %s\n", "graph replay, greedy 64 after S7", "kv", "streams",
+           "on == off (bits) / graph stats with graphs on");
+    int n_replay_models = quick ? 3 : 8; /* the golden models: head_dim 64, no host fallback */
+    for (int mi = 0; mi < n_replay_models; mi++) {
+        char path[1024];
+        snprintf(path, sizeof path, "%s/%s", dir, models[mi]);
+        for (int k = 1; k < 3; k++)
+            for (int streams = 1; streams <= 2; streams++) {
+                float *a = NULL, *b = NULL;
+                int32_t Va = 0, Vb = 0;
+                loom_session_stats sa, sb;
+                loom_session_options so;
+                loom_session_options_init(&so);
+                so.backend = LOOM_BACKEND_CUDA;
+                so.n_streams = streams;
+                so.kv = kvs[k].int8 ? LOOM_SESSION_KV_INT8 : LOOM_SESSION_KV_AS_MODEL;
+                so.cuda_graphs = 1;
+                int rc = gen_rows(path, kvs[k].cache, &so, 64, &a, &Va, &sa, why, sizeof why);
+                so.cuda_graphs = 0;
+                if (!rc) rc = gen_rows(path, kvs[k].cache, &so, 64, &b, &Vb, &sb, why, sizeof why);
+                if (rc) {
+                    printf("%-34s %-5s %-7d FAIL: %s\n", models[mi], kvs[k].name, streams, why);
+                    failures++;
+                } else {
+                    size_t nf = (size_t)64 * Va, diff = 0;
+                    int first = -1;
+                    for (size_t i = 0; i < nf; i++)
+                        if (memcmp(&a[i], &b[i], sizeof(float))) {
+                            diff++;
+                            if (first < 0) first = (int)(i / (size_t)Va);
+                        }
+                    bool ok = Va == Vb && diff == 0 && sa.graph_instantiations == 1 &&
+                              sa.graph_updates == 0 && sa.graph_launches == 63 &&
+                              sb.graph_instantiations + sb.graph_updates + sb.graph_launches == 0;
+                    if (!ok) failures++;
+                    printf("%-34s %-5s %-7d %s: %zu floats differ (first at position %d); graphs "
+                           "on: %llu instantiated, %llu updated, %llu launched; off: %llu/%llu/%llu\n",
+                           models[mi], kvs[k].name, streams, ok ? "ok" : "FAIL", diff, first,
+                           (unsigned long long)sa.graph_instantiations,
+                           (unsigned long long)sa.graph_updates,
+                           (unsigned long long)sa.graph_launches,
+                           (unsigned long long)sb.graph_instantiations,
+                           (unsigned long long)sb.graph_updates,
+                           (unsigned long long)sb.graph_launches);
+                }
+                free(a);
+                free(b);
+            }
     }
     printf("\n%s: %d failure(s)\n", failures ? "FAIL" : "PASS", failures);
     return failures ? 1 : 0;

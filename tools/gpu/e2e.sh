@@ -1,16 +1,20 @@
 #!/bin/bash
-# e2e.sh: the executor's GPU verification in one call (device machine, repo root, gpu-bin/e2e
-# carried; built by tools/gpu/e2e_build.sh). Logs under $OUT (default ./gpu-out-e2e):
+# e2e.sh: the executor's GPU verification in one call (device machine, repo root, the folder
+# this script lies in carried; built by tools/gpu/e2e_build.sh). Logs under $OUT (default
+# ./gpu-out-e2e):
 #   e2e_check.log   CUDA vs CPU logits on every test model (kv f32/f16/int8 x 1/2 streams x
 #                   graphs on/off) and greedy 64 tokens, tolerances in tests/gpu_e2e/e2e_check.c
 #   stories_*.txt   stories260K text on cuda and cpu
 #   bench*.txt      `loom bench -p 512 -n 128 --backend cuda` on a Qwen3-4B-shaped Q4_K_M model
-#                   made here by `loom mkmodel` (graphs on, graphs off, 2 streams)
+#                   made here by `loom mkmodel` (graphs on = replay, LOOM_CUDA_GRAPH_REPLAY=0 =
+#                   capture per token, graphs off, 2 streams)
 #   bash gpu-bin/e2e/e2e.sh [check] [stories] [bench] [profile]   (default: the first three)
+#   e2e_check.log also holds the graph-replay section (graphs on == off bit for bit over a
+#   64-token generation, 1 instantiation / 0 updates); bench.txt's stderr the graph stats.
 set -u
 OUT="${OUT:-gpu-out-e2e}"
 mkdir -p "$OUT"
-B=gpu-bin/e2e
+B="$(dirname "$0")"
 steps="${*:-check stories bench}"
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm,clocks.mem,memory.total,temperature.gpu,power.draw \
     --format=csv > "$OUT/gpu.txt" 2>&1
@@ -46,6 +50,9 @@ for s in $steps; do
         tail -2 "$OUT/mkmodel.txt"
         timeout 150 $B/loom bench $M -p 512 -n 128 -r 3 --backend cuda > "$OUT/bench.txt" 2> "$OUT/bench.err"
         echo "bench rc=$?"; cat "$OUT/bench.txt"; tail -3 "$OUT/bench.err"
+        LOOM_CUDA_GRAPH_REPLAY=0 timeout 100 $B/loom bench $M -p 512 -n 128 -r 2 --backend cuda --json \
+            > "$OUT/bench_recapture.json" 2> "$OUT/bench_recapture.err"
+        echo "bench replay=0 (capture + update per token) rc=$?"; cat "$OUT/bench_recapture.json"; tail -2 "$OUT/bench_recapture.err"
         LOOM_CUDA_GRAPHS=0 timeout 100 $B/loom bench $M -p 512 -n 128 -r 2 --backend cuda --json \
             > "$OUT/bench_nographs.json" 2> "$OUT/bench_nographs.err"
         echo "bench graphs=0 rc=$?"; cat "$OUT/bench_nographs.json"; tail -2 "$OUT/bench_nographs.err"
