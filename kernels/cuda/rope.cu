@@ -19,6 +19,8 @@ namespace {
 static __global__ void __launch_bounds__(kThreads)
 rope_kernel(float *q, float *k, const int32_t *pos, int64_t T, int64_t nh, int64_t nkv,
             int64_t D, int64_t n_rot, int neox, float theta_scale, float freq_scale) {
+    pdl_wait();
+    pdl_launch_dependents();
     const int64_t half = n_rot / 2, heads = nh + (k ? nkv : 0);
     const int64_t total = T * heads * half;
     for (int64_t idx = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; idx < total;
@@ -63,9 +65,8 @@ extern "C" loom_status loom_cuda_rope(float *q, float *k, const int32_t *pos,
     const float theta_scale = powf(p->freq_base, -2.0f / (float)p->n_rot);
     const int64_t total = p->n_tokens * (p->n_head + (k ? p->n_kv_head : 0)) * (p->n_rot / 2);
     if (total == 0) return LOOM_OK;
-    rope_kernel<<<grid_for(total, kThreads), kThreads, 0, stream>>>(
-        q, k, pos, p->n_tokens, p->n_head, p->n_kv_head, p->head_dim, p->n_rot,
-        p->mode == LOOM_ROPE_NEOX, theta_scale, p->freq_scale);
-    LAUNCH_CHECK();
+    CUDA_CHECK(launch(rope_kernel, grid_for(total, kThreads), kThreads, 0, stream, q, k, pos,
+                      p->n_tokens, p->n_head, p->n_kv_head, p->head_dim, p->n_rot,
+                      (int)(p->mode == LOOM_ROPE_NEOX), theta_scale, p->freq_scale));
     return LOOM_OK;
 }

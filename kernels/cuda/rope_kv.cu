@@ -68,6 +68,8 @@ __device__ __forceinline__ void store_row(const float *s, int64_t D, int type, v
 }
 
 static __global__ void __launch_bounds__(kThreads) prologue_kernel(PrologueArgs a) {
+    pdl_wait();
+    pdl_launch_dependents();
     extern __shared__ float smem[];
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
     const int64_t r = (int64_t)blockIdx.x * kWarps + warp, nq = a.T * a.nh;
@@ -176,7 +178,6 @@ extern "C" loom_status loom_cuda_rope_kv_write(const float *q, const float *k, c
     a.q_out = q_out;
     const unsigned grid = (unsigned)((rows + kWarps - 1) / kWarps);
     const size_t shmem = (size_t)kWarps * (size_t)p->head_dim * sizeof(float);
-    prologue_kernel<<<grid, kThreads, shmem, stream>>>(a);
-    LAUNCH_CHECK();
+    CUDA_CHECK(launch(prologue_kernel, grid, kThreads, shmem, stream, a));
     return LOOM_OK;
 }
