@@ -433,7 +433,36 @@ int main(int argc, char **argv) {
             snprintf(nm, sizeof nm, "%s gemv %s", cfgs[ci].name, loom_ggml_type_get(ts[t])->name);
             bench_mm(nm, MM_PLAIN, 1, 1, &ts[t], Mf, H);
         }
-        if (ci == 0) { /* Q4_K variants: unroll, byte loads, simple path */
+        { /* the warp-per-row kernels (LOOM_GEMV_MMA=0) on the same shapes, side by side */
+            set_env("LOOM_GEMV_MMA", "0");
+            snprintf(nm, sizeof nm, "%s triple QKV (MMA=0)", cfgs[ci].name);
+            bench_mm(nm, MM_TRIPLE, 1, 3, q4, qkvM, H);
+            snprintf(nm, sizeof nm, "%s attn out + add (MMA=0)", cfgs[ci].name);
+            bench_mm(nm, MM_ADD, 1, 1, q4, Mo, 4096);
+            snprintf(nm, sizeof nm, "%s gate/up pair SwiGLU (MMA=0)", cfgs[ci].name);
+            bench_mm(nm, MM_PAIR, 1, 2, q4, Mf, H);
+            snprintf(nm, sizeof nm, "%s ffn down + add (MMA=0)", cfgs[ci].name);
+            bench_mm(nm, MM_ADD, 1, 1, q4, Mo, F);
+            snprintf(nm, sizeof nm, "%s gemv Q4_K (MMA=0)", cfgs[ci].name);
+            bench_mm(nm, MM_PLAIN, 1, 1, q4, Mf, H);
+            set_env("LOOM_GEMV_MMA", "1");
+        }
+        if (ci == 0) { /* mma cluster split-K forced (default: by shape) */
+            static const char *sp[4] = {"1", "2", "4", "8"};
+            for (int i = 0; i < 4; i++) {
+                set_env("LOOM_GEMV_MMA_SPLIT", sp[i]);
+                snprintf(nm, sizeof nm, "4B attn out + add split %s", sp[i]);
+                bench_mm(nm, MM_ADD, 1, 1, q4, Mo, 4096);
+                snprintf(nm, sizeof nm, "4B ffn down + add split %s", sp[i]);
+                bench_mm(nm, MM_ADD, 1, 1, q4, Mo, F);
+                snprintf(nm, sizeof nm, "4B triple QKV split %s", sp[i]);
+                bench_mm(nm, MM_TRIPLE, 1, 3, q4, qkvM, H);
+            }
+            unsetenv("LOOM_GEMV_MMA_SPLIT");
+            loom_cuda_reload_switches();
+        }
+        if (ci == 0) { /* Q4_K variants of the warp-per-row kernels: unroll, byte loads, simple */
+            set_env("LOOM_GEMV_MMA", "0");
             static const char *un[3] = {"1", "2", "4"};
             for (int u = 0; u < 3; u++) {
                 set_env("LOOM_GEMV_UNROLL", un[u]);
@@ -448,10 +477,17 @@ int main(int argc, char **argv) {
             set_env("LOOM_FAST_GEMV", "0");
             bench_mm("4B gemv Q4_K simple path", MM_PLAIN, 1, 1, q4, Mf, H);
             set_env("LOOM_FAST_GEMV", "1");
+            set_env("LOOM_GEMV_MMA", "1");
             bench_mm("4B lm head Q6_K", MM_PLAIN, 1, 1, &q4[2], (const int64_t[]){151936}, H);
         }
         snprintf(nm, sizeof nm, "%s prefill gemm N=32", cfgs[ci].name);
         bench_mm(nm, MM_GEMM, 32, 1, q4, Mf, H);
+        set_env("LOOM_GEMV_MMA", "0");
+        snprintf(nm, sizeof nm, "%s prefill gemm N=32 (MMA=0)", cfgs[ci].name);
+        bench_mm(nm, MM_GEMM, 32, 1, q4, Mf, H);
+        set_env("LOOM_GEMV_MMA", "1");
+        snprintf(nm, sizeof nm, "%s prefill gemm N=512", cfgs[ci].name);
+        bench_mm(nm, MM_GEMM, 512, 1, q4, Mf, H);
         snprintf(nm, sizeof nm, "%s prefill gemm N=8", cfgs[ci].name);
         bench_mm(nm, MM_GEMM, 8, 1, q4, Mf, H);
     }
@@ -470,6 +506,9 @@ int main(int argc, char **argv) {
     bench_small("embed Q6_K row 4B", 4, 1, 2560, 2560 * (210.0 / 256 + 4));
     bench_small("f16->f32 logits", 5, 151936, 1, 151936 * 6.0);
     bench_step("4B", 2560, 9728, g_quick ? 4 : 8, 4096, LOOM_GGML_Q4_K);
+    set_env("LOOM_GEMV_MMA", "0");
+    bench_step("4B (MMA=0)", 2560, 9728, g_quick ? 4 : 8, 4096, LOOM_GGML_Q4_K);
+    set_env("LOOM_GEMV_MMA", "1");
     if (!g_quick) bench_step("8B", 4096, 14336, 4, 4096, LOOM_GGML_Q4_K);
     if (!g_quick) bench_step("4B", 2560, 9728, 8, 4096, LOOM_GGML_Q6_K);
     loom_cuda_release_scratch();

@@ -30,12 +30,15 @@ loom_status cuda_fail(loom_error *err, cudaError_t e, const char *stmt, const ch
                       const char *file, int line);
 
 // The fast-path switches; each is true unless its variable is "0".
-enum Switch { SW_FAST_GEMV, SW_Q4K_U32, SW_FAST_EMBD, SW_FAST_NORM, SW_FAST_ATTN, SW_GEMV_V8, SW_COUNT };
+enum Switch { SW_FAST_GEMV, SW_Q4K_U32, SW_FAST_EMBD, SW_FAST_NORM, SW_FAST_ATTN, SW_GEMV_V8, SW_GEMV_MMA, SW_COUNT };
 bool fast(Switch s);
 
 // GEMV passes prefetched per warp: 0 = by type (default), else LOOM_GEMV_UNROLL = 1, 2, 4
 // (8 and 16 run as 4).
 int gemv_unroll();
+
+// Cluster split-K of the mma GEMV (LOOM_GEMV_MMA_SPLIT = 1, 2, 4, 8; 0 = by shape).
+int gemv_mma_split();
 
 // Prints "loom cuda: <what>: <why>, using the simple path" once per `key` (a static flag).
 void log_fallback_once(int *key, const char *what, const loom_error *why);

@@ -266,8 +266,44 @@ loom_status check_x(const char *what, const float *x, int64_t n, int64_t K, loom
     return LOOM_OK;
 }
 
-// Runs segments over n tokens: the GEMV for n == 1, else GEMM launches per segment and chunk.
+int g_mma_fallback_logged = 0;
+
+loom_status run_matmul_rows(GemvArgs a, int64_t n, loom_error *err, cudaStream_t stream);
+
+// Runs segments over n tokens. Default: the segments with a tensor-core path (gemv_mma.cu,
+// Q4_K) in one mma launch for all n tokens, the others (a triple's Q6_K V, other types) on the
+// warp-per-row kernels below. LOOM_GEMV_MMA=0 or LOOM_FAST_GEMV=0: warp-per-row only. A failed
+// mma launch logs once and falls back to the warp-per-row kernels.
 loom_status run_matmul(GemvArgs a, int64_t n, loom_error *err, cudaStream_t stream) {
+    if (n == 0) return LOOM_OK;
+    if (!fast(SW_FAST_GEMV) || !fast(SW_GEMV_MMA)) return run_matmul_rows(a, n, err, stream);
+    if (a.epi == EPI_SWIGLU) {
+        if (!mma_seg_ok(a.seg[0]) || !mma_seg_ok(a.seg[1])) return run_matmul_rows(a, n, err, stream);
+        loom_status st = mma_matmul(a.seg, 2, a.epi, a.x, a.K, n, err, stream);
+        if (st == LOOM_OK) return st;
+        log_fallback_once(&g_mma_fallback_logged, "matmul (mma)", err);
+        return run_matmul_rows(a, n, err, stream);
+    }
+    Seg mm[3];
+    GemvArgs rest = a;
+    int nm = 0;
+    rest.nseg = 0;
+    for (int i = 0; i < a.nseg; i++) {
+        if (mma_seg_ok(a.seg[i])) mm[nm++] = a.seg[i];
+        else rest.seg[rest.nseg++] = a.seg[i];
+    }
+    if (nm > 0) {
+        loom_status st = mma_matmul(mm, nm, a.epi, a.x, a.K, n, err, stream);
+        if (st != LOOM_OK) {
+            log_fallback_once(&g_mma_fallback_logged, "matmul (mma)", err);
+            return run_matmul_rows(a, n, err, stream);
+        }
+    }
+    return rest.nseg > 0 ? run_matmul_rows(rest, n, err, stream) : LOOM_OK;
+}
+
+// The warp-per-row kernels: the GEMV for n == 1, else GEMM launches per segment and chunk.
+loom_status run_matmul_rows(GemvArgs a, int64_t n, loom_error *err, cudaStream_t stream) {
     if (n == 0) return LOOM_OK;
     if (n == 1) return gemv_launch(a, err, stream);
     for (int64_t t0 = 0; t0 < n; t0 += 32) {

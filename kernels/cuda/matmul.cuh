@@ -32,4 +32,14 @@ __device__ __forceinline__ float silu_f(float x) {
 loom_status gemm_launch(const Seg &seg, const float *x, int64_t n, int64_t K, int epi,
                         loom_error *err, cudaStream_t stream);
 
+// gemv_mma.cu (tensor cores): true when the segment's type and alignment have an mma path.
+bool mma_seg_ok(const Seg &s);
+
+// The whole matmul over n >= 1 tokens (any n: one launch per 262140 tokens) for segments that
+// all pass mma_seg_ok: epi EPI_PLAIN (nseg 1..3, biases), EPI_ADD (nseg 1) or EPI_SWIGLU
+// (seg[0] gate, seg[1] up, output seg[0].y). Not bit-identical to gemv.cu / gemm.cu; a pair of
+// equal shapes gives the same dots with and without SwiGLU.
+loom_status mma_matmul(const Seg *seg, int nseg, int epi, const float *x, int64_t K, int64_t n,
+                       loom_error *err, cudaStream_t stream);
+
 }  // namespace loom_cuda

@@ -29,12 +29,13 @@ static bool g_switch[SW_COUNT];
 // Passes a GEMV warp prefetches; 0 = by type (bench/NOTES.md: Q4_K/Q5_K 2, others 4).
 static const int kDefaultUnroll = 0;
 static int g_unroll = kDefaultUnroll;
+static int g_mma_split = 0;  // 0 = by shape (gemv_mma.cu)
 static bool g_pdl = false;
 
 static void read_switches_locked() {
     static const char *names[SW_COUNT] = {"LOOM_FAST_GEMV", "LOOM_Q4K_UINT32_LOADS",
                                           "LOOM_FAST_EMBD", "LOOM_FAST_NORM", "LOOM_FAST_ATTN",
-                                          "LOOM_GEMV_V8"};
+                                          "LOOM_GEMV_V8", "LOOM_GEMV_MMA"};
     for (int i = 0; i < SW_COUNT; i++) {
         const char *v = getenv(names[i]);
         g_switch[i] = !(v && strcmp(v, "0") == 0);
@@ -49,6 +50,9 @@ static void read_switches_locked() {
             cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev) == cudaSuccess &&
             major >= 9;
     (void)cudaGetLastError();
+    const char *sp = getenv("LOOM_GEMV_MMA_SPLIT");
+    int k = sp ? atoi(sp) : 0;
+    g_mma_split = (k == 1 || k == 2 || k == 4 || k == 8) ? k : 0;
     g_switch_read = true;
 }
 
@@ -76,6 +80,12 @@ int gemv_unroll() {
 bool pdl_on() {
     ensure_switches();
     return g_pdl;
+}
+
+int gemv_mma_split() {
+    std::lock_guard<std::mutex> lock(g_mu);
+    if (!g_switch_read) read_switches_locked();
+    return g_mma_split;
 }
 
 void log_fallback_once(int *key, const char *what, const loom_error *why) {

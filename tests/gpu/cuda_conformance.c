@@ -9,7 +9,9 @@
  * Outputs are poisoned (all bytes 0xFF, a NaN pattern) before every GPU run, so an unwritten
  * element fails. Tolerances are those of the kernels' contracts (cpu_kernels.h, the .cu files):
  *   matmul family: per element |d| <= 1e-5 * sum_k |W x| (+1e-30); GEMM token == GEMV (bits);
- *                  Q4_K/Q5_K byte path == word path (bits); simple path == fast path (bits)
+ *                  Q4_K/Q5_K byte path == word path (bits); simple path == fast path (bits);
+ *                  Q4_K (and the fused variants) on both the tensor-core path (default) and
+ *                  LOOM_GEMV_MMA=0, each against the CPU twin (the two are not bit-identical)
  *   rms_norm 1e-5 relative; rope 1e-4 absolute; attention 1e-4 * max|out|;
  *   softmax 1e-6 relative + 1e-12; silu/swiglu 1e-6 relative;
  *   kv_write, embed, argmax, add, mul, bias_add, add/mul_bcast, f16<->f32: bit-exact;
@@ -172,15 +174,22 @@ static double rel_to_bound(const float *a, const float *c, const double *bound, 
 }
 
 /* ---- matmul family ---------------------------------------------------------------------- */
-static void test_matmul_one(loom_ggml_type t, int64_t M, int64_t K, int64_t n) {
+/* wild: x spans ~2^-20 .. 2^33 in magnitude over the super-blocks (beyond f16's range: the
+ * mma path's per-super-block scaling must keep it exact enough). Q4_K runs twice: the default
+ * (tensor-core) path and LOOM_GEMV_MMA=0 (warp-per-row kernels); each is checked against the
+ * CPU twin and for GEMM token == GEMV bits; the simple / byte paths must equal the latter. */
+static void test_matmul_one_x(loom_ggml_type t, int64_t M, int64_t K, int64_t n, int wild) {
     char shape[96];
     const char *tn = loom_ggml_type_get(t)->name;
-    snprintf(shape, sizeof shape, "%s M=%lld K=%lld N=%lld", tn, (long long)M, (long long)K,
-             (long long)n);
+    snprintf(shape, sizeof shape, "%s M=%lld K=%lld N=%lld%s", tn, (long long)M, (long long)K,
+             (long long)n, wild ? " wild x" : "");
     size_t wb;
     uint8_t *w = rand_weights(t, M, K, &wb);
     float *x = xmalloc(sizeof(float) * (size_t)(n * K));
     fill(x, n * K, -1, 1);
+    if (wild)
+        for (int64_t i = 0; i < n * K; i++)
+            x[i] = ldexpf(x[i], (int)((i / 256) % 41) - 20) * (i % 7 == 0 ? 1e4f : 1.0f);
     float *yc = xmalloc(sizeof(float) * (size_t)(n * M)), *yg = xmalloc(sizeof(float) * (size_t)(n * M));
     loom_error err = {0};
     loom_kweight hw = {w, t, M, K};
@@ -192,46 +201,60 @@ static void test_matmul_one(loom_ggml_type t, int64_t M, int64_t K, int64_t n) {
     float *dx = dup_dev(x, sizeof(float) * (size_t)(n * K));
     float *dy = dev_poison(sizeof(float) * (size_t)(n * M));
     loom_kweight dwk = {dw, t, M, K};
-    loom_status st = loom_cuda_matmul(dx, n, dwk, dy, &err, 0);
-    report_status("matmul", shape, st, &err);
-    to_host(yg, dy, sizeof(float) * (size_t)(n * M));
     double *bound = abs_dot_bound(t, w, M, K, x, n);
-    report(n == 1 ? "matmul gemv" : "matmul gemm", shape, rel_to_bound(yg, yc, bound, n * M), 1e-5);
+    const int modes = t == LOOM_GGML_Q4_K ? 2 : 1; /* types without an mma path: one path */
+    for (int mode = 0; mode < modes; mode++) {
+        const int rows_path = mode == modes - 1; /* the warp-per-row kernels */
+        if (mode == 1) set_switch("LOOM_GEMV_MMA", "0");
+        CK(cudaMemset(dy, 0xFF, sizeof(float) * (size_t)(n * M)));
+        loom_status st = loom_cuda_matmul(dx, n, dwk, dy, &err, 0);
+        report_status("matmul", shape, st, &err);
+        to_host(yg, dy, sizeof(float) * (size_t)(n * M));
+        char kn[32];
+        snprintf(kn, sizeof kn, "matmul %s%s", n == 1 ? "gemv" : "gemm", modes == 2 && !rows_path ? " mma" : "");
+        report(kn, shape, rel_to_bound(yg, yc, bound, n * M), 1e-5);
 
-    if (n > 1) { /* each token bit-identical to the GEMV of that token alone */
-        float *y1 = xmalloc(sizeof(float) * (size_t)M);
-        float *dy1 = dev_poison(sizeof(float) * (size_t)M);
-        size_t diff = 0;
-        for (int64_t i = 0; i < n; i++) {
-            CK(cudaMemset(dy1, 0xFF, sizeof(float) * (size_t)M));
-            st = loom_cuda_matmul(dx + i * K, 1, dwk, dy1, &err, 0);
-            report_status("matmul", shape, st, &err);
-            to_host(y1, dy1, sizeof(float) * (size_t)M);
-            diff += memcmp(y1, yg + i * M, sizeof(float) * (size_t)M) != 0;
+        if (n > 1) { /* each token bit-identical to the GEMV of that token alone */
+            float *y1 = xmalloc(sizeof(float) * (size_t)M);
+            float *dy1 = dev_poison(sizeof(float) * (size_t)M);
+            size_t diff = 0;
+            for (int64_t i = 0; i < n; i++) {
+                CK(cudaMemset(dy1, 0xFF, sizeof(float) * (size_t)M));
+                st = loom_cuda_matmul(dx + i * K, 1, dwk, dy1, &err, 0);
+                report_status("matmul", shape, st, &err);
+                to_host(y1, dy1, sizeof(float) * (size_t)M);
+                diff += memcmp(y1, yg + i * M, sizeof(float) * (size_t)M) != 0;
+            }
+            report(modes == 2 && !rows_path ? "gemm==gemv bits mma" : "gemm==gemv bits", shape,
+                   (double)diff, 0);
+            free(y1);
+            cudaFree(dy1);
+        } else if (rows_path) {
+            /* simple path and (Q4_K/Q5_K) byte loads: the same bits as the fast row kernels */
+            float *ys = xmalloc(sizeof(float) * (size_t)M);
+            const char *sw[2] = {"LOOM_FAST_GEMV", "LOOM_Q4K_UINT32_LOADS"};
+            for (int s = 0; s < 2; s++) {
+                if (s == 1 && t != LOOM_GGML_Q4_K && t != LOOM_GGML_Q5_K) continue;
+                set_switch(sw[s], "0");
+                CK(cudaMemset(dy, 0xFF, sizeof(float) * (size_t)M));
+                st = loom_cuda_matmul(dx, 1, dwk, dy, &err, 0);
+                report_status("matmul", shape, st, &err);
+                to_host(ys, dy, sizeof(float) * (size_t)M);
+                set_switch(sw[s], "1");
+                report_bits(s == 0 ? "gemv simple==fast" : "gemv bytes==words", shape, ys, yg,
+                            sizeof(float) * (size_t)M);
+            }
+            free(ys);
         }
-        report("gemm==gemv bits", shape, (double)diff, 0);
-        free(y1);
-        cudaFree(dy1);
-    } else {
-        /* simple path and (Q4_K/Q5_K) byte loads: the same bits */
-        float *ys = xmalloc(sizeof(float) * (size_t)M);
-        const char *sw[2] = {"LOOM_FAST_GEMV", "LOOM_Q4K_UINT32_LOADS"};
-        for (int s = 0; s < 2; s++) {
-            if (s == 1 && t != LOOM_GGML_Q4_K && t != LOOM_GGML_Q5_K) continue;
-            set_switch(sw[s], "0");
-            CK(cudaMemset(dy, 0xFF, sizeof(float) * (size_t)M));
-            st = loom_cuda_matmul(dx, 1, dwk, dy, &err, 0);
-            report_status("matmul", shape, st, &err);
-            to_host(ys, dy, sizeof(float) * (size_t)M);
-            set_switch(sw[s], "1");
-            report_bits(s == 0 ? "gemv simple==fast" : "gemv bytes==words", shape, ys, yg,
-                        sizeof(float) * (size_t)M);
-        }
-        free(ys);
+        if (mode == 1) set_switch("LOOM_GEMV_MMA", "1");
     }
     free(bound);
     free(w); free(x); free(yc); free(yg);
     cudaFree(dw); cudaFree(dx); cudaFree(dy);
+}
+
+static void test_matmul_one(loom_ggml_type t, int64_t M, int64_t K, int64_t n) {
+    test_matmul_one_x(t, M, K, n, 0);
 }
 
 static void test_matmul(void) {
@@ -244,6 +267,16 @@ static void test_matmul(void) {
             const int64_t *sh = g_quick ? shapes_quick[s] : shapes_full[s];
             test_matmul_one(k_types[ti], sh[0], sh[1], 1);
         }
+    /* the mma path: 4B shapes (cluster split-K), wide-range x, more ragged token counts */
+    test_matmul_one_x(LOOM_GGML_Q4_K, g_quick ? 160 : 2560, 4096, 1, 0);
+    test_matmul_one_x(LOOM_GGML_Q4_K, 41, 2560, 1, 1);
+    test_matmul_one_x(LOOM_GGML_Q4_K, 41, 2560, 6, 1);
+    if (!g_quick) {
+        test_matmul_one_x(LOOM_GGML_Q4_K, 2560, 9728, 1, 0);
+        test_matmul_one_x(LOOM_GGML_Q4_K, 100, 1024, 1, 0);
+        test_matmul_one_x(LOOM_GGML_Q4_K, 19, 768, 5, 0);
+        test_matmul_one_x(LOOM_GGML_Q4_K, 77, 1280, 67, 0);
+    }
     const int64_t ns_full[] = {2, 7, 32, 33, 45};
     const int64_t ns_quick[] = {3, 33};
     for (int ti = 0; ti < N_TYPES; ti++)
@@ -1064,6 +1097,11 @@ int main(int argc, char **argv) {
     test_matmul();
     test_matmul_fused(1);
     test_matmul_fused(g_quick ? 3 : 37);
+    printf("-- the same fused cases with LOOM_GEMV_MMA=0 (warp-per-row kernels)\n");
+    set_switch("LOOM_GEMV_MMA", "0");
+    test_matmul_fused(1);
+    test_matmul_fused(g_quick ? 3 : 37);
+    set_switch("LOOM_GEMV_MMA", "1");
 
     test_norm(1, 2560, 1);
     test_norm(g_quick ? 3 : 7, 4096, 1);

@@ -1,0 +1,519 @@
+// gemv_mma.cu: the matmul family (GEMV, GEMM, and their add / pair+SwiGLU / triple epilogues)
+// for Q4_K weights on the tensor cores, the default path since session 2 (LOOM_GEMV_MMA=0
+// selects the warp-per-row kernels of gemv.cu / gemm.cu, which remain the fallback for every
+// other type and for weights that are not 16-byte aligned).
+//
+// The product. mma.sync m16n8k16 (f16 x f16 -> f32) with A = the quantized weights and
+// B = the activations. A holds sc * q (Q4_K: 6-bit scale times 4-bit quant, <= 945: exact in
+// f16), made from the packed nibbles without conversions: (w & 0x000F000F) | 0x64006400 is
+// half2(1024 + q, 1024 + q'), and one HFMA2 with (sc, -1024 sc) gives sc * q exactly (high
+// nibbles: mask 0x00F000F0, HFMA2 with (sc/16, -64 sc)). B holds x in f16 as hi + lo
+// (x_hi = f16(x s), x_lo = f16(x s - x_hi), s a power of two per super-block and token that
+// brings max|x| to [2^14, 2^15)): ~22 bits of x survive. Token i uses mma columns 2i (hi) and
+// 2i+1 (lo), so lane (g = lane/4, t = lane%4) holds rows g and g+8 of token t in c0+c1 and
+// c2+c3: no shuffles. The mins go through a second mma chain over the same B fragments, with
+// A = the 6-bit min of each value's sub-block (so no sums of x are needed). Per super-block and
+// row, in FP32:  acc += (d / s) * C - (dmin / s) * M,  C = sum sc q x s,  M = sum m x s.
+// k permutation: lane t owns quant chunk t (32 bytes: sub-blocks 2t and 2t+1) of rows g and
+// g+8, so it decodes only 2 of the 8 scales and mins; each warp stages x for its super-block
+// in shared memory in exactly the permuted fragment order (one LDS.128 per lane per 2 mma).
+//
+// Launch geometry: 128-thread blocks; a block owns a tile of 16 rows (of one segment; the
+// pair's two matrices both, for its SwiGLU epilogue) and up to 4 tokens; grid (S, token
+// groups, tiles). The 4 warps take the super-blocks i of the block's K share by i % 4; on
+// sm_90 S > 1 splits K over a cluster of S blocks (super-blocks i with (i / 4) % S == rank),
+// whose partial sums meet in distributed shared memory. Reductions run in a fixed order (warps
+// 0..3, then cluster ranks 0..S-1), and S depends only on the matrix shape, so results are
+// deterministic and a GEMM token is bit-identical to the GEMV of that token (the per-token
+// instruction sequence is the same; mma columns are independent).
+//
+// Memory traffic: each weight byte once from DRAM per token group (a GEMM of n tokens re-reads
+// each 16-row tile for every group of 4, from L2: the groups of a tile are adjacent blocks).
+// x through L2/L1 once per block, y written once.
+//
+// Numeric contract: as gemv.cu (|y - y_cpu| <= 1e-5 * sum_k |W[m,k] x[k]| per element against
+// the CPU twin): products sc*q*x_hi are exact, x carries ~22 bits, accumulation is FP32 in the
+// tensor cores (16 steps a super-block) and in FMA folds. NOT bit-identical to the
+// warp-per-row kernels (another summation order). Requires: Q4_K, K % 256 == 0, weights and x
+// 16-byte aligned.
+#include <cooperative_groups.h>
+#include <stdio.h>
+
+#include "kernels/cuda/matmul.cuh"
+
+namespace loom_cuda {
+namespace {
+
+namespace cg = cooperative_groups;
+
+constexpr int kTileRows = 16;
+constexpr int kGroupTok = 4;  // tokens a block (mma columns 2t, 2t+1)
+
+// f16x2 helpers on raw bits (exact where used: every result below is a small integer or a
+// power-of-two multiple of one).
+__device__ __forceinline__ uint32_t hfma2(uint32_t a, uint32_t b, uint32_t c) {
+    uint32_t d;
+    asm("fma.rn.f16x2 %0, %1, %2, %3;" : "=r"(d) : "r"(a), "r"(b), "r"(c));
+    return d;
+}
+__device__ __forceinline__ uint32_t hadd2(uint32_t a, uint32_t b) {
+    uint32_t d;
+    asm("add.rn.f16x2 %0, %1, %2;" : "=r"(d) : "r"(a), "r"(b));
+    return d;
+}
+__device__ __forceinline__ uint32_t hmul2(uint32_t a, uint32_t b) {
+    uint32_t d;
+    asm("mul.rn.f16x2 %0, %1, %2;" : "=r"(d) : "r"(a), "r"(b));
+    return d;
+}
+__device__ __forceinline__ uint32_t pack_h2(float lo, float hi) {
+    const __half2 h = __floats2half2_rn(lo, hi);
+    return *reinterpret_cast<const uint32_t *>(&h);
+}
+__device__ __forceinline__ float h_lo(uint32_t h) { return __half2float(__ushort_as_half((uint16_t)h)); }
+__device__ __forceinline__ float h_hi(uint32_t h) { return __half2float(__ushort_as_half((uint16_t)(h >> 16))); }
+
+// c += A (16x16, row) * B (16x8, col); f16 inputs, f32 accumulate.
+__device__ __forceinline__ void mma16816(float c[4], uint32_t a0, uint32_t a1, uint32_t a2,
+                                         uint32_t a3, uint32_t b0, uint32_t b1) {
+    asm("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, "
+        "{%8,%9}, {%0,%1,%2,%3};"
+        : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+        : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
+}
+
+__device__ __forceinline__ uint4 ldg16(const uint8_t *p) {
+    return __ldg(reinterpret_cast<const uint4 *>(p));
+}
+
+constexpr uint32_t kH1024 = 0x64006400u;   // half2(1024, 1024)
+constexpr uint32_t kHm1024 = 0xE400E400u;  // half2(-1024, -1024)
+constexpr uint32_t kH16th = 0x2C002C00u;   // half2(1/16, 1/16)
+constexpr uint32_t kHm64 = 0xD400D400u;    // half2(-64, -64)
+
+// Per-warp shared staging of one super-block of x for up to NT tokens (2 NT columns).
+// frag[(sp * 2NT + c) * 4 + t]: lane t's B registers of mma steps 2sp, 2sp+1 in column c
+// (c = 2 slot: hi, 2 slot + 1: lo); sinv[slot]: 1 / s of the token in that slot.
+template <int NT>
+struct Stage {
+    uint4 frag[8 * 2 * NT * 4];
+    float sinv[kGroupTok];
+};
+
+// Stages x[sb * 256 ..] of one token into column pair `slot` (whole warp; lane L: t = L & 3,
+// sp = L >> 2 loads x[64t + 4sp ..+3] and x[64t + 32 + 4sp ..+3], the values of lane t's
+// mma steps 2sp (sub-block 2t) and 2sp+1 (sub-block 2t+1)).
+template <int NT>
+__device__ __forceinline__ void stage_token(Stage<NT> &st, int slot, float4 xa, float4 xc,
+                                            int lane) {
+    const int t = lane & 3, sp = lane >> 2;
+    const float mx = fmaxf(fmaxf(fmaxf(fabsf(xa.x), fabsf(xa.y)), fmaxf(fabsf(xa.z), fabsf(xa.w))),
+                           fmaxf(fmaxf(fabsf(xc.x), fabsf(xc.y)), fmaxf(fabsf(xc.z), fabsf(xc.w))));
+    // Non-negative floats order as their bits: one integer warp reduction (REDUX).
+    const uint32_t mb = __reduce_max_sync(0xffffffffu, __float_as_uint(mx));
+    // s = 2^(15 - E) with max|x| in [2^(E-1), 2^E): max|x| s in [2^14, 2^15), below f16's max.
+    int e = 268 - (int)(mb >> 23);
+    e = e < 1 ? 1 : (e > 253 ? 253 : e);
+    const float s = __uint_as_float((uint32_t)e << 23);
+    const float sinv = __uint_as_float((uint32_t)(254 - e) << 23);
+    xa.x = __fmul_rn(xa.x, s); xa.y = __fmul_rn(xa.y, s); xa.z = __fmul_rn(xa.z, s); xa.w = __fmul_rn(xa.w, s);
+    xc.x = __fmul_rn(xc.x, s); xc.y = __fmul_rn(xc.y, s); xc.z = __fmul_rn(xc.z, s); xc.w = __fmul_rn(xc.w, s);
+    uint4 hi, lo;
+    hi.x = pack_h2(xa.x, xa.z); hi.y = pack_h2(xa.y, xa.w);
+    hi.z = pack_h2(xc.x, xc.z); hi.w = pack_h2(xc.y, xc.w);
+    lo.x = pack_h2(__fsub_rn(xa.x, h_lo(hi.x)), __fsub_rn(xa.z, h_hi(hi.x)));
+    lo.y = pack_h2(__fsub_rn(xa.y, h_lo(hi.y)), __fsub_rn(xa.w, h_hi(hi.y)));
+    lo.z = pack_h2(__fsub_rn(xc.x, h_lo(hi.z)), __fsub_rn(xc.z, h_hi(hi.z)));
+    lo.w = pack_h2(__fsub_rn(xc.y, h_lo(hi.w)), __fsub_rn(xc.w, h_hi(hi.w)));
+    st.frag[(sp * 2 * NT + 2 * slot) * 4 + t] = hi;
+    st.frag[(sp * 2 * NT + 2 * slot + 1) * 4 + t] = lo;
+    if (lane == 0) st.sinv[slot] = sinv;
+}
+
+// ---- Q4_K -------------------------------------------------------------------------------
+// The bytes lane (g, t) loads for one super-block: header (d, dmin, 12 scale bytes) and quant
+// chunk t (32 bytes) of rows g and g+8.
+struct Q4Raw {
+    uint4 h0, h8, qa0, qb0, qa8, qb8;
+};
+
+__device__ __forceinline__ Q4Raw q4_load(const uint8_t *rg, const uint8_t *r8, int64_t sb,
+                                         int t) {
+    const uint8_t *bg = rg + sb * kQ4KBytes, *b8 = r8 + sb * kQ4KBytes;
+    Q4Raw r;
+    r.qa0 = ldg16(bg + 16 + 32 * t);
+    r.qb0 = ldg16(bg + 32 + 32 * t);
+    r.qa8 = ldg16(b8 + 16 + 32 * t);
+    r.qb8 = ldg16(b8 + 32 + 32 * t);
+    r.h0 = ldg16(bg);
+    r.h8 = ldg16(b8);
+    return r;
+}
+
+// Scale constants of sub-blocks 2t (even: low nibbles) and 2t+1 (odd: high nibbles) of a row.
+struct Q4Sc {
+    uint32_t se, nse, so, nso, me, mo;  // half2: (sc_e, sc_e), (-1024 sc_e), (sc_o/16), (-64 sc_o), (m_e, m_e), (m_o, m_o)
+    float d, dmin;
+};
+
+__device__ __forceinline__ Q4Sc q4_scales(const uint4 &hd, bool hit, uint32_t sel_e,
+                                          uint32_t sel_o) {
+    // Sub-blocks 0-3: sc = S0 & 63, m = S1 & 63; 4-7: low 4 bits from S2's nibbles, top 2 bits
+    // from bits 6-7 of S0 / S1. Lanes t >= 2 (hit) own sub-blocks 4-7.
+    const uint32_t S0 = hd.y, S1 = hd.z, S2 = hd.w;
+    const int sh = hit ? 2 : 0;
+    const uint32_t xs = hit ? S2 : S0, xm = hit ? (S2 >> 4) : S1;
+    const uint32_t scw = (xs & 0x0F0F0F0Fu) | ((S0 >> sh) & 0x30303030u);
+    const uint32_t mw = (xm & 0x0F0F0F0Fu) | ((S1 >> sh) & 0x30303030u);
+    Q4Sc s;
+    s.se = hadd2(__byte_perm(scw, 0x64646464u, sel_e), kHm1024);
+    s.nse = hmul2(s.se, kHm1024);
+    s.so = hfma2(__byte_perm(scw, 0x64646464u, sel_o), kH16th, kHm64);
+    s.nso = hmul2(s.so, kHm1024);
+    s.me = hadd2(__byte_perm(mw, 0x64646464u, sel_e), kHm1024);
+    s.mo = hadd2(__byte_perm(mw, 0x64646464u, sel_o), kHm1024);
+    s.d = f16_bits_to_f32((uint16_t)(hd.x & 0xFFFFu));
+    s.dmin = f16_bits_to_f32((uint16_t)(hd.x >> 16));
+    return s;
+}
+
+__device__ __forceinline__ uint32_t q4w(const uint4 &a, const uint4 &b, int i) {
+    return i == 0 ? a.x : i == 1 ? a.y : i == 2 ? a.z : i == 3 ? a.w
+         : i == 4 ? b.x : i == 5 ? b.y : i == 6 ? b.z : b.w;
+}
+
+// One super-block of rows g, g+8 against the staged x: acc[0] (row g), acc[1] (row g+8) of the
+// token in this lane's slot t. ncol: staged columns (2 x tokens); lanes g >= ncol use B = 0.
+// Two mma chains over the same B: C = sum sc q x s (A = sc q) and M = sum m x s (A = the
+// sub-block's min, the same for all its values), then acc += (d/s) C - (dmin/s) M.
+template <int NT, int NCH>
+__device__ __forceinline__ void q4_superblock(const Q4Raw &r, const Stage<NT> &st, int lane,
+                                              int ncol, bool hit, uint32_t sel_e,
+                                              uint32_t sel_o, float acc[2]) {
+    const int g = lane >> 2, t = lane & 3;
+    const bool bon = g < ncol;
+    const Q4Sc s0 = q4_scales(r.h0, hit, sel_e, sel_o);
+    const Q4Sc s8 = q4_scales(r.h8, hit, sel_e, sel_o);
+    // NCH = 2: four independent accumulator chains (C and M, even and odd sp) halve the mma
+    // latency a super-block waits for (the pair, with two matrices in flight, keeps 2).
+    float c[2][4] = {}, cm[2][4] = {};
+#pragma unroll
+    for (int sp = 0; sp < 8; sp++) {
+        float *cc = c[NCH == 2 ? (sp & 1) : 0], *ccm = cm[NCH == 2 ? (sp & 1) : 0];
+        const uint4 b = bon ? st.frag[(sp * 2 * NT + g) * 4 + t] : make_uint4(0u, 0u, 0u, 0u);
+        const uint32_t w0 = q4w(r.qa0, r.qb0, sp), w8 = q4w(r.qa8, r.qb8, sp);
+        const uint32_t v0 = w0 >> 8, v8 = w8 >> 8;
+        // step 2sp: low nibbles (sub-block 2t), bytes (0,2) in slots 2t,2t+1 and (1,3) in 2t+8,2t+9
+        mma16816(cc, hfma2((w0 & 0x000F000Fu) | kH1024, s0.se, s0.nse),
+                 hfma2((w8 & 0x000F000Fu) | kH1024, s8.se, s8.nse),
+                 hfma2((v0 & 0x000F000Fu) | kH1024, s0.se, s0.nse),
+                 hfma2((v8 & 0x000F000Fu) | kH1024, s8.se, s8.nse), b.x, b.y);
+        mma16816(ccm, s0.me, s8.me, s0.me, s8.me, b.x, b.y);
+        // step 2sp+1: high nibbles (sub-block 2t+1)
+        mma16816(cc, hfma2((w0 & 0x00F000F0u) | kH1024, s0.so, s0.nso),
+                 hfma2((w8 & 0x00F000F0u) | kH1024, s8.so, s8.nso),
+                 hfma2((v0 & 0x00F000F0u) | kH1024, s0.so, s0.nso),
+                 hfma2((v8 & 0x00F000F0u) | kH1024, s8.so, s8.nso), b.z, b.w);
+        mma16816(ccm, s0.mo, s8.mo, s0.mo, s8.mo, b.z, b.w);
+    }
+    const float inv = st.sinv[t];
+    // row g: columns 2t (hi) + 2t+1 (lo) = elements 0, 1; row g+8: elements 2, 3
+    const float c0 = __fadd_rn(__fadd_rn(c[0][0], c[0][1]), __fadd_rn(c[1][0], c[1][1]));
+    const float m0 = __fadd_rn(__fadd_rn(cm[0][0], cm[0][1]), __fadd_rn(cm[1][0], cm[1][1]));
+    const float c8 = __fadd_rn(__fadd_rn(c[0][2], c[0][3]), __fadd_rn(c[1][2], c[1][3]));
+    const float m8 = __fadd_rn(__fadd_rn(cm[0][2], cm[0][3]), __fadd_rn(cm[1][2], cm[1][3]));
+    acc[0] = fmaf(__fmul_rn(s0.d, inv), c0, acc[0]);
+    acc[0] = fmaf(-__fmul_rn(s0.dmin, inv), m0, acc[0]);
+    acc[1] = fmaf(__fmul_rn(s8.d, inv), c8, acc[1]);
+    acc[1] = fmaf(-__fmul_rn(s8.dmin, inv), m8, acc[1]);
+}
+
+struct MmaArgs {
+    Seg seg[3];
+    int64_t tile0[4];  // first tile of each segment; tile0[nseg] = total tiles
+    int nseg;
+    int epi;           // EPI_PLAIN (+bias), EPI_ADD, EPI_SWIGLU (seg[0] gate, seg[1] up)
+    const float *x;    // [n][K]
+    int64_t K;
+    int n;
+};
+
+// NT: tokens staged per block (1: the GEMV; 4: GEMM groups, the last one possibly ragged).
+// NMAT: 2 for the pair (both matrices' rows of the tile; SwiGLU or two outputs), else 1.
+// Occupancy: 4 blocks an SM for the GEMV (<= 128 registers), 3 for the GEMM groups (their 4
+// tokens' x registers would spill at 128).
+template <int NT, int NMAT>
+static __global__ void __launch_bounds__(kThreads, NT == 1 ? 4 : 3) gemv_mma_q4k(const MmaArgs a) {
+    __shared__ Stage<NT> stage[kWarps];
+    __shared__ float red[kWarps][NMAT][2][32];
+    const int lane = threadIdx.x & 31, w = threadIdx.x >> 5;
+    const int g = lane >> 2, t = lane & 3;
+    const int S = gridDim.x, rank = blockIdx.x;
+    const int64_t tile = blockIdx.z;
+    const int tok0 = blockIdx.y * kGroupTok;
+    const int ntok = a.n - tok0 < NT ? a.n - tok0 : NT;
+    // Segment of this tile (uniform over the block).
+    int si = 0;
+    if (NMAT == 1) {
+        if (a.nseg > 1 && tile >= a.tile0[1]) si = 1;
+        if (a.nseg > 2 && tile >= a.tile0[2]) si = 2;
+    }
+    const Seg &s = a.seg[si];
+    const int64_t r0 = (tile - a.tile0[si]) * kTileRows;
+    const int64_t rg = r0 + g < s.rows ? r0 + g : s.rows - 1;
+    const int64_t r8 = r0 + g + 8 < s.rows ? r0 + g + 8 : s.rows - 1;
+    const uint8_t *wg[NMAT], *w8[NMAT];
+#pragma unroll
+    for (int m = 0; m < NMAT; m++) {
+        const Seg &sm = NMAT == 1 ? s : a.seg[m];
+        wg[m] = sm.w + rg * sm.row_bytes;
+        w8[m] = sm.w + r8 * sm.row_bytes;
+    }
+    const bool hit = t >= 2;
+    const uint32_t e = 2 * (t & 1);
+    const uint32_t sel_e = e * 0x101u + 0x4040u, sel_o = (e + 1) * 0x101u + 0x4040u;
+    const int ncol = 2 * ntok;
+
+    float acc[NMAT][2];
+#pragma unroll
+    for (int m = 0; m < NMAT; m++) acc[m][0] = acc[m][1] = 0.0f;
+
+    Stage<NT> &st = stage[w];
+    const int64_t nsb = a.K / 256;
+    const int64_t step = (int64_t)kWarps * S;
+    const float *xb = a.x + (int64_t)tok0 * a.K + 64 * (lane & 3) + 4 * (lane >> 2);
+    int64_t sb = (int64_t)kWarps * rank + w;
+    // One matrix: the next super-block's weights are loaded before this one is used (register
+    // double buffer). The pair loads two matrices a step, which keeps as many bytes in flight
+    // without the second buffer (that would spill).
+    constexpr bool kPrefetch = NMAT == 1;
+    Q4Raw cur[NMAT];
+    // x of the super-block in hand for the staged tokens (L2); the GEMV loads it with the
+    // weights, one super-block ahead (4 tokens' x would not fit in registers twice).
+    constexpr bool kPrefetchX = kPrefetch && NT == 1;
+    float4 xa[NT], xc[NT];
+    auto load_x = [&](int64_t b, float4 *pa, float4 *pc) {
+#pragma unroll
+        for (int i = 0; i < NT; i++) {
+            if (i == 0 || i < ntok) {
+                const float *p = xb + (int64_t)i * a.K + b * 256;
+                pa[i] = ld_x4(p);
+                pc[i] = ld_x4(p + 32);
+            }
+        }
+    };
+    if (kPrefetch && sb < nsb) {
+#pragma unroll
+        for (int m = 0; m < NMAT; m++) cur[m] = q4_load(wg[m], w8[m], sb, t);
+        if (kPrefetchX) load_x(sb, xa, xc);
+    }
+    for (; sb < nsb; sb += step) {
+        if (!kPrefetch) {
+#pragma unroll
+            for (int m = 0; m < NMAT; m++) cur[m] = q4_load(wg[m], w8[m], sb, t);
+        }
+        if (!kPrefetchX) load_x(sb, xa, xc);
+        Q4Raw nxt[NMAT];
+        float4 nxa[NT], nxc[NT];
+        const bool more = kPrefetch && sb + step < nsb;
+        if (more) {
+#pragma unroll
+            for (int m = 0; m < NMAT; m++) nxt[m] = q4_load(wg[m], w8[m], sb + step, t);
+            if (kPrefetchX) load_x(sb + step, nxa, nxc);
+        }
+        __syncwarp();
+#pragma unroll
+        for (int i = 0; i < NT; i++)
+            if (i == 0 || i < ntok) stage_token<NT>(st, i, xa[i], xc[i], lane);
+        __syncwarp();
+#pragma unroll
+        for (int m = 0; m < NMAT; m++)
+            q4_superblock<NT, NMAT == 1 ? 2 : 1>(cur[m], st, lane, ncol, hit, sel_e, sel_o, acc[m]);
+        if (more) {
+#pragma unroll
+            for (int m = 0; m < NMAT; m++) cur[m] = nxt[m];
+            if (kPrefetchX) {
+#pragma unroll
+                for (int i = 0; i < NT; i++) { xa[i] = nxa[i]; xc[i] = nxc[i]; }
+            }
+        }
+    }
+
+    // Warps 0..3 in order, then cluster ranks 0..S-1 in order.
+#pragma unroll
+    for (int m = 0; m < NMAT; m++) {
+        red[w][m][0][lane] = acc[m][0];
+        red[w][m][1][lane] = acc[m][1];
+    }
+    __syncthreads();
+    float v[NMAT][2];
+    if (w == 0) {
+#pragma unroll
+        for (int m = 0; m < NMAT; m++)
+#pragma unroll
+            for (int j = 0; j < 2; j++) {
+                float x = red[0][m][j][lane];
+                for (int q = 1; q < kWarps; q++) x = __fadd_rn(x, red[q][m][j][lane]);
+                v[m][j] = x;
+            }
+    }
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    if (S > 1) {
+        cg::cluster_group cl = cg::this_cluster();
+        __syncthreads();  // everyone has read red[]: reuse red[0] as this block's partial
+        if (w == 0) {
+#pragma unroll
+            for (int m = 0; m < NMAT; m++) {
+                red[0][m][0][lane] = v[m][0];
+                red[0][m][1][lane] = v[m][1];
+            }
+        }
+        cl.sync();
+        if (rank == 0 && w == 0) {
+#pragma unroll 1
+            for (int q = 1; q < S; q++) {
+                float *rq = cl.map_shared_rank(&red[0][0][0][0], q);
+#pragma unroll
+                for (int m = 0; m < NMAT; m++)
+#pragma unroll
+                    for (int j = 0; j < 2; j++)
+                        v[m][j] = __fadd_rn(v[m][j], rq[(m * 2 + j) * 32 + lane]);
+            }
+        }
+        cl.sync();  // the other ranks' shared memory must outlive rank 0's reads
+    }
+#endif
+    if (rank != 0 || w != 0 || t >= ntok) return;
+    const int64_t tok = tok0 + t;
+#pragma unroll
+    for (int j = 0; j < 2; j++) {
+        const int64_t r = r0 + g + 8 * j;
+        if (r >= s.rows) continue;
+        const int64_t i = tok * s.rows + r;
+        float y = v[0][j];
+        if (NMAT == 2 && a.epi == EPI_SWIGLU) {
+            y = __fmul_rn(silu_f(y), v[NMAT - 1][j]);
+        } else if (NMAT == 2) {  // the pair without epilogue: both outputs
+            const Seg &s1 = a.seg[1];
+            const float y1 = v[NMAT - 1][j];
+            s1.y[i] = s1.bias ? __fadd_rn(y1, s1.bias[r]) : y1;
+            if (s.bias) y = __fadd_rn(y, s.bias[r]);
+        } else if (a.epi == EPI_ADD) {
+            y = __fadd_rn(y, s.resid[i]);
+        } else if (s.bias) {
+            y = __fadd_rn(y, s.bias[r]);
+        }
+        s.y[i] = y;
+    }
+}
+
+template <int NT, int NMAT>
+cudaError_t launch_q4k(const MmaArgs &a, int S, int64_t groups, cudaStream_t stream) {
+    dim3 grid((unsigned)S, (unsigned)groups, (unsigned)a.tile0[a.nseg]);
+    if (S == 1) {
+        gemv_mma_q4k<NT, NMAT><<<grid, kThreads, 0, stream>>>(a);
+        return cudaGetLastError();
+    }
+    cudaLaunchConfig_t cfg = {};
+    cfg.gridDim = grid;
+    cfg.blockDim = dim3(kThreads);
+    cfg.dynamicSmemBytes = 0;
+    cfg.stream = stream;
+    cudaLaunchAttribute at[1];
+    at[0].id = cudaLaunchAttributeClusterDimension;
+    at[0].val.clusterDim.x = (unsigned)S;
+    at[0].val.clusterDim.y = 1;
+    at[0].val.clusterDim.z = 1;
+    cfg.attrs = at;
+    cfg.numAttrs = 1;
+    return cudaLaunchKernelEx(&cfg, gemv_mma_q4k<NT, NMAT>, a);
+}
+
+// Cluster size for a matrix of `tiles` 16-row tiles and nsb super-blocks a row: as many ranks
+// as stay resident in one wave, each warp keeping >= 2 super-blocks; 1 before sm_90.
+// LOOM_GEMV_MMA_SPLIT (1, 2, 4, 8) forces it where it fits.
+int pick_split(int64_t tiles, int64_t nsb) {
+    static int major = -1;
+    if (major < 0) {
+        int dev = 0;
+        if (cudaGetDevice(&dev) != cudaSuccess ||
+            cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev) != cudaSuccess) {
+            (void)cudaGetLastError();
+            major = 0;
+        }
+    }
+    if (major < 9) return 1;
+    int S = gemv_mma_split();
+    if (S <= 0) {
+        // The largest S whose blocks are all resident at once (4 a SM; bench 2026-11-29: at
+        // 160 tiles S = 2 beat 1, 4 and 8, which need a second wave).
+        const int64_t resident = 4 * (int64_t)sm_count();
+        S = 1;
+        while (S < 8 && tiles * 2 * S <= resident && nsb >= (int64_t)kWarps * 2 * S) S *= 2;
+    }
+    while (S > 1 && nsb < (int64_t)kWarps * S) S /= 2;  // every rank gets work
+    return S;
+}
+
+}  // namespace
+
+bool mma_seg_ok(const Seg &s) {
+    return s.type == LOOM_GGML_Q4_K && ((uintptr_t)s.w % 16) == 0 && s.row_bytes % 16 == 0;
+}
+
+loom_status mma_matmul(const Seg *seg, int nseg, int epi, const float *x, int64_t K, int64_t n,
+                       loom_error *err, cudaStream_t stream) {
+    if (n <= 0) return LOOM_OK;
+    MmaArgs a = {};
+    // Two matrices of one shape from the same x (the pair, with or without SwiGLU) share the
+    // block: one staging of x for both, and the same dots bit for bit in both epilogues.
+    const int nmat = epi == EPI_SWIGLU ||
+                     (epi == EPI_PLAIN && nseg == 2 && seg[0].rows == seg[1].rows) ? 2 : 1;
+    int64_t tiles = 0;
+    if (nmat == 2) {
+        a.seg[0] = seg[0];
+        a.seg[1] = seg[1];
+        a.nseg = 1;  // one tile range, both matrices per tile
+        a.tile0[0] = 0;
+        tiles = (seg[0].rows + kTileRows - 1) / kTileRows;
+    } else {
+        a.nseg = nseg;
+        for (int i = 0; i < nseg; i++) {
+            a.seg[i] = seg[i];
+            a.tile0[i] = tiles;
+            tiles += (seg[i].rows + kTileRows - 1) / kTileRows;
+        }
+    }
+    a.tile0[a.nseg] = tiles;
+    if (tiles == 0) return LOOM_OK;
+    if (tiles > 65535)
+        ARG_FAIL(LOOM_ERR_UNSUPPORTED, "matmul (mma): %lld row tiles > 65535", (long long)tiles);
+    a.epi = epi;
+    a.x = x;
+    a.K = K;
+    // The SwiGLU pair counts both matrices, so it splits as the pair without epilogue does
+    // (the same S: silu(a) * b of the same bits).
+    const int S = pick_split(tiles * nmat, K / 256);
+    // Token groups: at most 65535 per launch (262140 tokens).
+    for (int64_t t0 = 0; t0 < n; t0 += 65535 * (int64_t)kGroupTok) {
+        const int64_t nn = n - t0 < 65535 * (int64_t)kGroupTok ? n - t0 : 65535 * (int64_t)kGroupTok;
+        MmaArgs b = a;
+        b.x = x + t0 * K;
+        b.n = (int)nn;
+        for (int i = 0; i < 3; i++) {
+            const int64_t rows = b.seg[i].rows;
+            if (b.seg[i].y) b.seg[i].y += t0 * rows;
+            if (b.seg[i].resid) b.seg[i].resid += t0 * rows;
+        }
+        const int64_t groups = (nn + kGroupTok - 1) / kGroupTok;
+        cudaError_t e;
+        if (nn == 1)
+            e = nmat == 2 ? launch_q4k<1, 2>(b, S, groups, stream) : launch_q4k<1, 1>(b, S, groups, stream);
+        else
+            e = nmat == 2 ? launch_q4k<4, 2>(b, S, groups, stream) : launch_q4k<4, 1>(b, S, groups, stream);
+        CUDA_CHECK(e);
+    }
+    return LOOM_OK;
+}
+
+}  // namespace loom_cuda
