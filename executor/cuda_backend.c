@@ -92,6 +92,10 @@ typedef struct cuda_backend {
      * been synchronized (end of step, a download), when stage_used goes back to 0. */
     char *stage;
     size_t stage_cap, stage_used;
+    /* Pinned landing buffer of downloads (the logits of each step): a pageable destination
+     * would make the driver stage the copy itself, in smaller pieces. */
+    char *down;
+    size_t down_cap;
     uint64_t weight_bytes, device_bytes;
     uint64_t n_inst, n_update, n_launch, n_fallback;
     /* LOOM_CUDA_PROFILE=1 (graphs off): per-node CUDA-event timing of decode steps, summed per
@@ -353,6 +357,7 @@ static loom_status cuda_upload(loom_exec_backend *b, void *dst, const void *src,
             cudaError_t e = cudaMallocHost(&p, cap);
             if (e != cudaSuccess) return alloc_fail(err, e, cap, "pinned input staging (host)");
             if (c->stage) cudaFreeHost(c->stage);
+    if (c->down) cudaFreeHost(c->down);
             c->stage = p;
             c->stage_cap = cap;
         }
@@ -364,12 +369,27 @@ static loom_status cuda_upload(loom_exec_backend *b, void *dst, const void *src,
     return LOOM_OK;
 }
 
+/* Through the pinned landing buffer up to STAGE_MAX bytes (grown on demand; directly when it
+ * cannot be had or for larger copies); synchronous. */
 static loom_status cuda_download(loom_exec_backend *b, void *dst, const void *src, size_t bytes,
                                  loom_error *err) {
     cuda_backend *c = b->impl;
-    CK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToHost, c->streams[0]));
+    if (bytes <= STAGE_MAX && bytes > c->down_cap) {
+        size_t cap = bytes < STAGE_MIN ? STAGE_MIN : bytes;
+        void *p = NULL;
+        if (cudaMallocHost(&p, cap) == cudaSuccess) {
+            if (c->down) cudaFreeHost(c->down);
+            c->down = p;
+            c->down_cap = cap;
+        } else {
+            (void)cudaGetLastError(); /* keep the old buffer; this copy goes directly */
+        }
+    }
+    bool staged = bytes <= c->down_cap;
+    CK(cudaMemcpyAsync(staged ? c->down : dst, src, bytes, cudaMemcpyDeviceToHost, c->streams[0]));
     CK(cudaStreamSynchronize(c->streams[0]));
     c->stage_used = 0; /* every upload enqueued before has completed */
+    if (staged) memcpy(dst, c->down, bytes);
     return LOOM_OK;
 }
 
@@ -983,6 +1003,7 @@ static void cuda_destroy(loom_exec_backend *b) {
     if (c->scratch_ev) cudaEventDestroy(c->scratch_ev);
     for (uint32_t i = 0; i < c->n_regions; i++) cudaHostUnregister(c->regions[i].host);
     if (c->stage) cudaFreeHost(c->stage);
+    if (c->down) cudaFreeHost(c->down);
     (void)cudaGetLastError();
     free(c->regions);
     free(c->checks);
