@@ -576,7 +576,8 @@ static bool cuda_replay_step(loom_exec_backend *b, uint32_t n_streams, int64_t n
         const pos_check *k = &c->checks[i];
         const loom_exec_tensor *in = NULL;
         for (uint32_t j = 0; j < n_inputs && !in; j++)
-            if (inputs[j].data == k->dev && inputs[j].host && inputs[j].numel == k->n) in = &inputs[j];
+            if (inputs[j].data == k->dev && inputs[j].host && inputs[j].numel == k->n)
+                in = &inputs[j];
         if (!in) return false; /* cannot check: run (and capture) the step normally */
         bool consecutive;
         if ((*st = loom_exec_check_positions(in->host, k->n, k->n_ctx, &consecutive, err))) {
