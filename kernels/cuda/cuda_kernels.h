@@ -22,8 +22,16 @@
  *   LOOM_FAST_EMBD        embedding: one warp per 256-value block (simple: a thread per value)
  *   LOOM_FAST_NORM        RMSNorm: float4 loads (simple: scalar)
  *   LOOM_FAST_ATTN        attention: GQA groups per block + split-KV (simple: a block per head)
+ *   LOOM_ATTN_V4          attention v4 (cp.async double buffering, combine folded into the
+ *                         last block, head_dim 64/80/96/128/256); =0: v3 (64 and 128 only).
+ *                         LOOM_ATTN_BPSM=1..16: blocks per SM the split choice aims at (1)
  *   LOOM_GEMV_V8          GEMV v8: cheaper Q4_K/Q5_K scale decode, 5 blocks/SM (=0: v7;
  *                         bit-identical results; bench/NOTES.md)
+ *   LOOM_GEMV_MMA         matmul family on tensor cores for Q4_K weights (gemv_mma.cu; GEMV
+ *                         and GEMM, all epilogues); =0: the warp-per-row kernels above. NOT
+ *                         bit-identical to them (both within the same CPU-twin tolerance).
+ *                         LOOM_GEMV_MMA_SPLIT=1|2|4|8 forces its sm_90 cluster split-K
+ *                         (default: by shape; results depend on it, deterministically)
  * When a fast path's launch fails, the launcher logs once on stderr and runs the simple path.
  *
  *   loom_kweight w = {.data = d_w, .type = LOOM_GGML_Q4_K, .rows = 2560, .cols = 2560};

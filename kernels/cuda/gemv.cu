@@ -1,6 +1,8 @@
 // gemv.cu: quantized matrix-vector products y[M] = W[M x K] x[K] and their fused variants
 // (add, pair with optional SwiGLU epilogue, triple with per-matrix types and biases), plus the
-// launchers of the whole matmul family (N > 1 goes to gemm.cu in chunks of 32 tokens).
+// launchers of the whole matmul family. Q4_K segments go to the tensor-core kernels of
+// gemv_mma.cu for any N (the default; LOOM_GEMV_MMA=0 keeps them here); the kernels below serve
+// every other type, and N > 1 goes to gemm.cu in chunks of 32 tokens.
 //
 // Launch geometry: 128-thread blocks, one warp per output row, 4 rows per block, grid
 // ceil(rows / 4) over the concatenated rows of all segments (a triple's Q, K and V rows follow

@@ -19,8 +19,8 @@
 // in shared memory in exactly the permuted fragment order (one LDS.128 per lane per 2 mma).
 //
 // Launch geometry: 128-thread blocks; a block owns a tile of 16 rows (of one segment; the
-// pair's two matrices both, for its SwiGLU epilogue) and up to 4 tokens; grid (S, token
-// groups, tiles). The 4 warps take the super-blocks i of the block's K share by i % 4; on
+// pair's two matrices both, for its SwiGLU epilogue) and 1 token (GEMV) or up to 8 (GEMM: two
+// n-tiles that share every decoded A fragment); grid (S, token groups, tiles). The 4 warps take the super-blocks i of the block's K share by i % 4; on
 // sm_90 S > 1 splits K over a cluster of S blocks (super-blocks i with (i / 4) % S == rank),
 // whose partial sums meet in distributed shared memory. Reductions run in a fixed order (warps
 // 0..3, then cluster ranks 0..S-1), and S depends only on the matrix shape, so results are
@@ -28,7 +28,7 @@
 // instruction sequence is the same; mma columns are independent).
 //
 // Memory traffic: each weight byte once from DRAM per token group (a GEMM of n tokens re-reads
-// each 16-row tile for every group of 4, from L2: the groups of a tile are adjacent blocks).
+// each 16-row tile for every group of 8, from L2: the groups of a tile are adjacent blocks).
 // x through L2/L1 once per block, y written once.
 //
 // Numeric contract: as gemv.cu (|y - y_cpu| <= 1e-5 * sum_k |W[m,k] x[k]| per element against
@@ -36,6 +36,11 @@
 // tensor cores (16 steps a super-block) and in FMA folds. NOT bit-identical to the
 // warp-per-row kernels (another summation order). Requires: Q4_K, K % 256 == 0, weights and x
 // 16-byte aligned.
+//
+// Cost (SASS of the GEMV kernel, sm_90a, nvdisasm): 432 instructions per warp and super-block
+// of 16 rows (4096 weights) = 3.4 lane-instructions per weight (v8 warp-per-row: ~7.8): 144 for
+// the nibbles (LOP3 + HFMA2 per 2 weights, a shift per word), 32 HMMA, ~55 x staging, ~40 scale
+// decode, ~30 register moves of the prefetch double buffer, the rest addresses and folds.
 #include <cooperative_groups.h>
 #include <stdio.h>
 
@@ -47,7 +52,7 @@ namespace {
 namespace cg = cooperative_groups;
 
 constexpr int kTileRows = 16;
-constexpr int kGroupTok = 4;  // tokens a block (mma columns 2t, 2t+1)
+constexpr int kGemmTok = 8;  // tokens a GEMM block: 2 n-tiles, token 4j+t in columns 8j+2t, 8j+2t+1
 
 // f16x2 helpers on raw bits (exact where used: every result below is a small integer or a
 // power-of-two multiple of one).
@@ -64,6 +69,13 @@ __device__ __forceinline__ uint32_t hadd2(uint32_t a, uint32_t b) {
 __device__ __forceinline__ uint32_t hmul2(uint32_t a, uint32_t b) {
     uint32_t d;
     asm("mul.rn.f16x2 %0, %1, %2;" : "=r"(d) : "r"(a), "r"(b));
+    return d;
+}
+// (a & mask) | c in ONE LOP3 (nvcc otherwise splits it into AND + OR: two immediates).
+template <uint32_t MASK>
+__device__ __forceinline__ uint32_t and_or(uint32_t a, uint32_t c) {
+    uint32_t d;
+    asm("lop3.b32 %0, %1, %2, %3, 0xEA;" : "=r"(d) : "r"(a), "n"(MASK), "r"(c));
     return d;
 }
 __device__ __forceinline__ uint32_t pack_h2(float lo, float hi) {
@@ -97,12 +109,13 @@ constexpr uint32_t kHm64 = 0xD400D400u;    // half2(-64, -64)
 template <int NT>
 struct Stage {
     uint4 frag[8 * 2 * NT * 4];
-    float sinv[kGroupTok];
+    float sinv[NT < 4 ? 4 : NT];
 };
 
 // Stages x[sb * 256 ..] of one token into column pair `slot` (whole warp; lane L: t = L & 3,
-// sp = L >> 2 loads x[64t + 4sp ..+3] and x[64t + 32 + 4sp ..+3], the values of lane t's
-// mma steps 2sp (sub-block 2t) and 2sp+1 (sub-block 2t+1)).
+// sp = L >> 2 loads x[a ..+3] and x[c ..+3], a = 64t + 4sp (sub-block 2t), c = a + 32
+// (sub-block 2t+1): the values of lane t's mma steps 2sp (slots 2t,2t+1: x[a], x[a+2];
+// slots 2t+8,2t+9: x[c], x[c+2]) and 2sp+1 (x[a+1], x[a+3]; x[c+1], x[c+3])).
 template <int NT>
 __device__ __forceinline__ void stage_token(Stage<NT> &st, int slot, float4 xa, float4 xc,
                                             int lane) {
@@ -119,11 +132,11 @@ __device__ __forceinline__ void stage_token(Stage<NT> &st, int slot, float4 xa, 
     xa.x = __fmul_rn(xa.x, s); xa.y = __fmul_rn(xa.y, s); xa.z = __fmul_rn(xa.z, s); xa.w = __fmul_rn(xa.w, s);
     xc.x = __fmul_rn(xc.x, s); xc.y = __fmul_rn(xc.y, s); xc.z = __fmul_rn(xc.z, s); xc.w = __fmul_rn(xc.w, s);
     uint4 hi, lo;
-    hi.x = pack_h2(xa.x, xa.z); hi.y = pack_h2(xa.y, xa.w);
-    hi.z = pack_h2(xc.x, xc.z); hi.w = pack_h2(xc.y, xc.w);
+    hi.x = pack_h2(xa.x, xa.z); hi.y = pack_h2(xc.x, xc.z);
+    hi.z = pack_h2(xa.y, xa.w); hi.w = pack_h2(xc.y, xc.w);
     lo.x = pack_h2(__fsub_rn(xa.x, h_lo(hi.x)), __fsub_rn(xa.z, h_hi(hi.x)));
-    lo.y = pack_h2(__fsub_rn(xa.y, h_lo(hi.y)), __fsub_rn(xa.w, h_hi(hi.y)));
-    lo.z = pack_h2(__fsub_rn(xc.x, h_lo(hi.z)), __fsub_rn(xc.z, h_hi(hi.z)));
+    lo.y = pack_h2(__fsub_rn(xc.x, h_lo(hi.y)), __fsub_rn(xc.z, h_hi(hi.y)));
+    lo.z = pack_h2(__fsub_rn(xa.y, h_lo(hi.z)), __fsub_rn(xa.w, h_hi(hi.z)));
     lo.w = pack_h2(__fsub_rn(xc.y, h_lo(hi.w)), __fsub_rn(xc.w, h_hi(hi.w)));
     st.frag[(sp * 2 * NT + 2 * slot) * 4 + t] = hi;
     st.frag[(sp * 2 * NT + 2 * slot + 1) * 4 + t] = lo;
@@ -189,43 +202,55 @@ __device__ __forceinline__ uint32_t q4w(const uint4 &a, const uint4 &b, int i) {
 template <int NT, int NCH>
 __device__ __forceinline__ void q4_superblock(const Q4Raw &r, const Stage<NT> &st, int lane,
                                               int ncol, bool hit, uint32_t sel_e,
-                                              uint32_t sel_o, float acc[2]) {
+                                              uint32_t sel_o, float (&acc)[(NT + 3) / 4][2]) {
+    constexpr int NTL = (NT + 3) / 4;  // n-tiles: the A registers of a step serve all of them
     const int g = lane >> 2, t = lane & 3;
-    const bool bon = g < ncol;
     const Q4Sc s0 = q4_scales(r.h0, hit, sel_e, sel_o);
     const Q4Sc s8 = q4_scales(r.h8, hit, sel_e, sel_o);
     // NCH = 2: four independent accumulator chains (C and M, even and odd sp) halve the mma
     // latency a super-block waits for (the pair, with two matrices in flight, keeps 2).
-    float c[2][4] = {}, cm[2][4] = {};
+    float c[2][NTL][4] = {}, cm[2][NTL][4] = {};
+    // A of the min chain: the same for all 16 steps (slots 2t,2t+1 hold sub-block 2t, slots
+    // 2t+8,2t+9 sub-block 2t+1): built once, no register copies per mma.
+    const uint32_t mq0 = s0.me, mq1 = s8.me, mq2 = s0.mo, mq3 = s8.mo;
 #pragma unroll
     for (int sp = 0; sp < 8; sp++) {
-        float *cc = c[NCH == 2 ? (sp & 1) : 0], *ccm = cm[NCH == 2 ? (sp & 1) : 0];
-        const uint4 b = bon ? st.frag[(sp * 2 * NT + g) * 4 + t] : make_uint4(0u, 0u, 0u, 0u);
+        const int ch = NCH == 2 ? (sp & 1) : 0;
         const uint32_t w0 = q4w(r.qa0, r.qb0, sp), w8 = q4w(r.qa8, r.qb8, sp);
         const uint32_t v0 = w0 >> 8, v8 = w8 >> 8;
-        // step 2sp: low nibbles (sub-block 2t), bytes (0,2) in slots 2t,2t+1 and (1,3) in 2t+8,2t+9
-        mma16816(cc, hfma2((w0 & 0x000F000Fu) | kH1024, s0.se, s0.nse),
-                 hfma2((w8 & 0x000F000Fu) | kH1024, s8.se, s8.nse),
-                 hfma2((v0 & 0x000F000Fu) | kH1024, s0.se, s0.nse),
-                 hfma2((v8 & 0x000F000Fu) | kH1024, s8.se, s8.nse), b.x, b.y);
-        mma16816(ccm, s0.me, s8.me, s0.me, s8.me, b.x, b.y);
-        // step 2sp+1: high nibbles (sub-block 2t+1)
-        mma16816(cc, hfma2((w0 & 0x00F000F0u) | kH1024, s0.so, s0.nso),
-                 hfma2((w8 & 0x00F000F0u) | kH1024, s8.so, s8.nso),
-                 hfma2((v0 & 0x00F000F0u) | kH1024, s0.so, s0.nso),
-                 hfma2((v8 & 0x00F000F0u) | kH1024, s8.so, s8.nso), b.z, b.w);
-        mma16816(ccm, s0.mo, s8.mo, s0.mo, s8.mo, b.z, b.w);
+        // step 2sp: bytes 0, 2 of the word; low nibbles (sub-block 2t) in slots 2t, 2t+1, high
+        // nibbles (sub-block 2t+1) in slots 2t+8, 2t+9. Step 2sp+1: bytes 1, 3.
+        const uint32_t a0 = hfma2(and_or<0x000F000Fu>(w0, kH1024), s0.se, s0.nse);
+        const uint32_t a1 = hfma2(and_or<0x000F000Fu>(w8, kH1024), s8.se, s8.nse);
+        const uint32_t a2 = hfma2(and_or<0x00F000F0u>(w0, kH1024), s0.so, s0.nso);
+        const uint32_t a3 = hfma2(and_or<0x00F000F0u>(w8, kH1024), s8.so, s8.nso);
+        const uint32_t a4 = hfma2(and_or<0x000F000Fu>(v0, kH1024), s0.se, s0.nse);
+        const uint32_t a5 = hfma2(and_or<0x000F000Fu>(v8, kH1024), s8.se, s8.nse);
+        const uint32_t a6 = hfma2(and_or<0x00F000F0u>(v0, kH1024), s0.so, s0.nso);
+        const uint32_t a7 = hfma2(and_or<0x00F000F0u>(v8, kH1024), s8.so, s8.nso);
+#pragma unroll
+        for (int j = 0; j < NTL; j++) {
+            const bool bon = 8 * j + g < ncol;
+            const uint4 b = bon ? st.frag[(sp * 2 * NT + 8 * j + g) * 4 + t] : make_uint4(0u, 0u, 0u, 0u);
+            mma16816(c[ch][j], a0, a1, a2, a3, b.x, b.y);
+            mma16816(cm[ch][j], mq0, mq1, mq2, mq3, b.x, b.y);
+            mma16816(c[ch][j], a4, a5, a6, a7, b.z, b.w);
+            mma16816(cm[ch][j], mq0, mq1, mq2, mq3, b.z, b.w);
+        }
     }
-    const float inv = st.sinv[t];
-    // row g: columns 2t (hi) + 2t+1 (lo) = elements 0, 1; row g+8: elements 2, 3
-    const float c0 = __fadd_rn(__fadd_rn(c[0][0], c[0][1]), __fadd_rn(c[1][0], c[1][1]));
-    const float m0 = __fadd_rn(__fadd_rn(cm[0][0], cm[0][1]), __fadd_rn(cm[1][0], cm[1][1]));
-    const float c8 = __fadd_rn(__fadd_rn(c[0][2], c[0][3]), __fadd_rn(c[1][2], c[1][3]));
-    const float m8 = __fadd_rn(__fadd_rn(cm[0][2], cm[0][3]), __fadd_rn(cm[1][2], cm[1][3]));
-    acc[0] = fmaf(__fmul_rn(s0.d, inv), c0, acc[0]);
-    acc[0] = fmaf(-__fmul_rn(s0.dmin, inv), m0, acc[0]);
-    acc[1] = fmaf(__fmul_rn(s8.d, inv), c8, acc[1]);
-    acc[1] = fmaf(-__fmul_rn(s8.dmin, inv), m8, acc[1]);
+#pragma unroll
+    for (int j = 0; j < NTL; j++) {
+        const float inv = st.sinv[4 * j + t];
+        // row g: columns 2t (hi) + 2t+1 (lo) = elements 0, 1; row g+8: elements 2, 3
+        const float c0 = __fadd_rn(__fadd_rn(c[0][j][0], c[0][j][1]), __fadd_rn(c[1][j][0], c[1][j][1]));
+        const float m0 = __fadd_rn(__fadd_rn(cm[0][j][0], cm[0][j][1]), __fadd_rn(cm[1][j][0], cm[1][j][1]));
+        const float c8 = __fadd_rn(__fadd_rn(c[0][j][2], c[0][j][3]), __fadd_rn(c[1][j][2], c[1][j][3]));
+        const float m8 = __fadd_rn(__fadd_rn(cm[0][j][2], cm[0][j][3]), __fadd_rn(cm[1][j][2], cm[1][j][3]));
+        acc[j][0] = fmaf(__fmul_rn(s0.d, inv), c0, acc[j][0]);
+        acc[j][0] = fmaf(-__fmul_rn(s0.dmin, inv), m0, acc[j][0]);
+        acc[j][1] = fmaf(__fmul_rn(s8.d, inv), c8, acc[j][1]);
+        acc[j][1] = fmaf(-__fmul_rn(s8.dmin, inv), m8, acc[j][1]);
+    }
 }
 
 struct MmaArgs {
@@ -238,19 +263,21 @@ struct MmaArgs {
     int n;
 };
 
-// NT: tokens staged per block (1: the GEMV; 4: GEMM groups, the last one possibly ragged).
+// NT: tokens staged per block (1: the GEMV; 8: GEMM groups in 2 n-tiles that share each
+// decoded A, the last group possibly ragged).
 // NMAT: 2 for the pair (both matrices' rows of the tile; SwiGLU or two outputs), else 1.
-// Occupancy: 4 blocks an SM for the GEMV (<= 128 registers), 3 for the GEMM groups (their 4
-// tokens' x registers would spill at 128).
+// Occupancy: 4 blocks an SM for the GEMV (<= 128 registers), 2 for the GEMM groups (8 tokens:
+// 168 registers spilled).
 template <int NT, int NMAT>
-static __global__ void __launch_bounds__(kThreads, NT == 1 ? 4 : 3) gemv_mma_q4k(const MmaArgs a) {
+static __global__ void __launch_bounds__(kThreads, NT == 1 ? 4 : 2) gemv_mma_q4k(const MmaArgs a) {
     __shared__ Stage<NT> stage[kWarps];
-    __shared__ float red[kWarps][NMAT][2][32];
+    constexpr int NTL = (NT + 3) / 4;
+    __shared__ float red[kWarps][NMAT][NTL][2][32];
     const int lane = threadIdx.x & 31, w = threadIdx.x >> 5;
     const int g = lane >> 2, t = lane & 3;
     const int S = gridDim.x, rank = blockIdx.x;
     const int64_t tile = blockIdx.z;
-    const int tok0 = blockIdx.y * kGroupTok;
+    const int tok0 = blockIdx.y * NT;
     const int ntok = a.n - tok0 < NT ? a.n - tok0 : NT;
     // Segment of this tile (uniform over the block).
     int si = 0;
@@ -274,9 +301,11 @@ static __global__ void __launch_bounds__(kThreads, NT == 1 ? 4 : 3) gemv_mma_q4k
     const uint32_t sel_e = e * 0x101u + 0x4040u, sel_o = (e + 1) * 0x101u + 0x4040u;
     const int ncol = 2 * ntok;
 
-    float acc[NMAT][2];
+    float acc[NMAT][NTL][2];
 #pragma unroll
-    for (int m = 0; m < NMAT; m++) acc[m][0] = acc[m][1] = 0.0f;
+    for (int m = 0; m < NMAT; m++)
+#pragma unroll
+        for (int j = 0; j < NTL; j++) acc[m][j][0] = acc[m][j][1] = 0.0f;
 
     Stage<NT> &st = stage[w];
     const int64_t nsb = a.K / 256;
@@ -289,14 +318,15 @@ static __global__ void __launch_bounds__(kThreads, NT == 1 ? 4 : 3) gemv_mma_q4k
     constexpr bool kPrefetch = NMAT == 1;
     Q4Raw cur[NMAT];
     // x of the super-block in hand for the staged tokens (L2); the GEMV loads it with the
-    // weights, one super-block ahead (4 tokens' x would not fit in registers twice).
+    // weights, one super-block ahead; the GEMM in batches of XB tokens when staging.
     constexpr bool kPrefetchX = kPrefetch && NT == 1;
-    float4 xa[NT], xc[NT];
-    auto load_x = [&](int64_t b, float4 *pa, float4 *pc) {
+    constexpr int XB = NT < 4 ? NT : 4;
+    float4 xa[XB], xc[XB];
+    auto load_x = [&](int64_t b, int i0, float4 *pa, float4 *pc) {
 #pragma unroll
-        for (int i = 0; i < NT; i++) {
-            if (i == 0 || i < ntok) {
-                const float *p = xb + (int64_t)i * a.K + b * 256;
+        for (int i = 0; i < XB; i++) {
+            if (i0 + i == 0 || i0 + i < ntok) {
+                const float *p = xb + (int64_t)(i0 + i) * a.K + b * 256;
                 pa[i] = ld_x4(p);
                 pc[i] = ld_x4(p + 32);
             }
@@ -305,57 +335,65 @@ static __global__ void __launch_bounds__(kThreads, NT == 1 ? 4 : 3) gemv_mma_q4k
     if (kPrefetch && sb < nsb) {
 #pragma unroll
         for (int m = 0; m < NMAT; m++) cur[m] = q4_load(wg[m], w8[m], sb, t);
-        if (kPrefetchX) load_x(sb, xa, xc);
+        if (kPrefetchX) load_x(sb, 0, xa, xc);
     }
     for (; sb < nsb; sb += step) {
         if (!kPrefetch) {
 #pragma unroll
             for (int m = 0; m < NMAT; m++) cur[m] = q4_load(wg[m], w8[m], sb, t);
         }
-        if (!kPrefetchX) load_x(sb, xa, xc);
         Q4Raw nxt[NMAT];
-        float4 nxa[NT], nxc[NT];
+        float4 nxa[XB], nxc[XB];
         const bool more = kPrefetch && sb + step < nsb;
         if (more) {
 #pragma unroll
             for (int m = 0; m < NMAT; m++) nxt[m] = q4_load(wg[m], w8[m], sb + step, t);
-            if (kPrefetchX) load_x(sb + step, nxa, nxc);
+            if (kPrefetchX) load_x(sb + step, 0, nxa, nxc);
         }
         __syncwarp();
 #pragma unroll
-        for (int i = 0; i < NT; i++)
-            if (i == 0 || i < ntok) stage_token<NT>(st, i, xa[i], xc[i], lane);
+        for (int i0 = 0; i0 < NT; i0 += XB) {
+            if (!kPrefetchX) load_x(sb, i0, xa, xc);
+#pragma unroll
+            for (int i = 0; i < XB; i++)
+                if (i0 + i == 0 || i0 + i < ntok) stage_token<NT>(st, i0 + i, xa[i], xc[i], lane);
+        }
         __syncwarp();
 #pragma unroll
         for (int m = 0; m < NMAT; m++)
             q4_superblock<NT, NMAT == 1 ? 2 : 1>(cur[m], st, lane, ncol, hit, sel_e, sel_o, acc[m]);
+        // (The copy below costs ~30 moves a step; a two-set ping-pong spilled: bench/NOTES.md.)
         if (more) {
 #pragma unroll
             for (int m = 0; m < NMAT; m++) cur[m] = nxt[m];
             if (kPrefetchX) {
 #pragma unroll
-                for (int i = 0; i < NT; i++) { xa[i] = nxa[i]; xc[i] = nxc[i]; }
+                for (int i = 0; i < XB; i++) { xa[i] = nxa[i]; xc[i] = nxc[i]; }
             }
         }
     }
 
     // Warps 0..3 in order, then cluster ranks 0..S-1 in order.
 #pragma unroll
-    for (int m = 0; m < NMAT; m++) {
-        red[w][m][0][lane] = acc[m][0];
-        red[w][m][1][lane] = acc[m][1];
-    }
+    for (int m = 0; m < NMAT; m++)
+#pragma unroll
+        for (int j = 0; j < NTL; j++) {
+            red[w][m][j][0][lane] = acc[m][j][0];
+            red[w][m][j][1][lane] = acc[m][j][1];
+        }
     __syncthreads();
-    float v[NMAT][2];
+    float v[NMAT][NTL][2];
     if (w == 0) {
 #pragma unroll
         for (int m = 0; m < NMAT; m++)
 #pragma unroll
-            for (int j = 0; j < 2; j++) {
-                float x = red[0][m][j][lane];
-                for (int q = 1; q < kWarps; q++) x = __fadd_rn(x, red[q][m][j][lane]);
-                v[m][j] = x;
-            }
+            for (int j = 0; j < NTL; j++)
+#pragma unroll
+                for (int k = 0; k < 2; k++) {
+                    float x = red[0][m][j][k][lane];
+                    for (int q = 1; q < kWarps; q++) x = __fadd_rn(x, red[q][m][j][k][lane]);
+                    v[m][j][k] = x;
+                }
     }
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
     if (S > 1) {
@@ -363,47 +401,55 @@ static __global__ void __launch_bounds__(kThreads, NT == 1 ? 4 : 3) gemv_mma_q4k
         __syncthreads();  // everyone has read red[]: reuse red[0] as this block's partial
         if (w == 0) {
 #pragma unroll
-            for (int m = 0; m < NMAT; m++) {
-                red[0][m][0][lane] = v[m][0];
-                red[0][m][1][lane] = v[m][1];
-            }
+            for (int m = 0; m < NMAT; m++)
+#pragma unroll
+                for (int j = 0; j < NTL; j++) {
+                    red[0][m][j][0][lane] = v[m][j][0];
+                    red[0][m][j][1][lane] = v[m][j][1];
+                }
         }
         cl.sync();
         if (rank == 0 && w == 0) {
 #pragma unroll 1
             for (int q = 1; q < S; q++) {
-                float *rq = cl.map_shared_rank(&red[0][0][0][0], q);
+                float *rq = cl.map_shared_rank(&red[0][0][0][0][0], q);
 #pragma unroll
                 for (int m = 0; m < NMAT; m++)
 #pragma unroll
-                    for (int j = 0; j < 2; j++)
-                        v[m][j] = __fadd_rn(v[m][j], rq[(m * 2 + j) * 32 + lane]);
+                    for (int j = 0; j < NTL; j++)
+#pragma unroll
+                        for (int k = 0; k < 2; k++)
+                            v[m][j][k] = __fadd_rn(v[m][j][k], rq[((m * NTL + j) * 2 + k) * 32 + lane]);
             }
         }
         cl.sync();  // the other ranks' shared memory must outlive rank 0's reads
     }
 #endif
-    if (rank != 0 || w != 0 || t >= ntok) return;
-    const int64_t tok = tok0 + t;
+    if (rank != 0 || w != 0) return;
 #pragma unroll
-    for (int j = 0; j < 2; j++) {
-        const int64_t r = r0 + g + 8 * j;
-        if (r >= s.rows) continue;
-        const int64_t i = tok * s.rows + r;
-        float y = v[0][j];
-        if (NMAT == 2 && a.epi == EPI_SWIGLU) {
-            y = __fmul_rn(silu_f(y), v[NMAT - 1][j]);
-        } else if (NMAT == 2) {  // the pair without epilogue: both outputs
-            const Seg &s1 = a.seg[1];
-            const float y1 = v[NMAT - 1][j];
-            s1.y[i] = s1.bias ? __fadd_rn(y1, s1.bias[r]) : y1;
-            if (s.bias) y = __fadd_rn(y, s.bias[r]);
-        } else if (a.epi == EPI_ADD) {
-            y = __fadd_rn(y, s.resid[i]);
-        } else if (s.bias) {
-            y = __fadd_rn(y, s.bias[r]);
+    for (int j = 0; j < NTL; j++) {
+        if (4 * j + t >= ntok) continue;
+        const int64_t tok = tok0 + 4 * j + t;
+#pragma unroll
+        for (int k = 0; k < 2; k++) {
+            const int64_t r = r0 + g + 8 * k;
+            if (r >= s.rows) continue;
+            const int64_t i = tok * s.rows + r;
+            float y = v[0][j][k];
+            if (NMAT == 2 && a.epi == EPI_SWIGLU) {
+                y = __fmul_rn(silu_f(y), v[NMAT - 1][j][k]);
+            } else if (NMAT == 2) {  // the pair without epilogue: both outputs
+                const Seg &s1 = a.seg[1];
+                const float y1 = v[NMAT - 1][j][k];
+                s1.y[i] = s1.bias ? __fadd_rn(y1, s1.bias[r]) : y1;
+                if (s.bias) y = __fadd_rn(y, s.bias[r]);
+            } else if (a.epi == EPI_ADD) {
+                y = __fadd_rn(y, s.resid[i]);
+            } else if (s.bias) {
+                y = __fadd_rn(y, s.bias[r]);
+            }
+            s.y[i] = y;
         }
-        s.y[i] = y;
     }
 }
 
@@ -494,9 +540,10 @@ loom_status mma_matmul(const Seg *seg, int nseg, int epi, const float *x, int64_
     // The SwiGLU pair counts both matrices, so it splits as the pair without epilogue does
     // (the same S: silu(a) * b of the same bits).
     const int S = pick_split(tiles * nmat, K / 256);
-    // Token groups: at most 65535 per launch (262140 tokens).
-    for (int64_t t0 = 0; t0 < n; t0 += 65535 * (int64_t)kGroupTok) {
-        const int64_t nn = n - t0 < 65535 * (int64_t)kGroupTok ? n - t0 : 65535 * (int64_t)kGroupTok;
+    // Token groups of kGemmTok (1 for the GEMV): at most 65535 a launch.
+    const int64_t per_launch = 65535 * (int64_t)kGemmTok;
+    for (int64_t t0 = 0; t0 < n; t0 += per_launch) {
+        const int64_t nn = n - t0 < per_launch ? n - t0 : per_launch;
         MmaArgs b = a;
         b.x = x + t0 * K;
         b.n = (int)nn;
@@ -505,12 +552,13 @@ loom_status mma_matmul(const Seg *seg, int nseg, int epi, const float *x, int64_
             if (b.seg[i].y) b.seg[i].y += t0 * rows;
             if (b.seg[i].resid) b.seg[i].resid += t0 * rows;
         }
-        const int64_t groups = (nn + kGroupTok - 1) / kGroupTok;
+        const int64_t groups = nn == 1 ? 1 : (nn + kGemmTok - 1) / kGemmTok;
         cudaError_t e;
         if (nn == 1)
             e = nmat == 2 ? launch_q4k<1, 2>(b, S, groups, stream) : launch_q4k<1, 1>(b, S, groups, stream);
         else
-            e = nmat == 2 ? launch_q4k<4, 2>(b, S, groups, stream) : launch_q4k<4, 1>(b, S, groups, stream);
+            e = nmat == 2 ? launch_q4k<kGemmTok, 2>(b, S, groups, stream)
+                          : launch_q4k<kGemmTok, 1>(b, S, groups, stream);
         CUDA_CHECK(e);
     }
     return LOOM_OK;
