@@ -212,16 +212,23 @@ struct at_ctx {
     void *kc[R_MAX], *vc[R_MAX];
     float *ks[R_MAX], *vs[R_MAX];
     float *q, *out;
+    int32_t *dpos; /* non-NULL: loom_cuda_attention_at with the position in device memory */
     loom_kv_layout kv;
     loom_attn_params p;
 };
 static void at_fn(void *c, int i) {
     struct at_ctx *a = c;
     int k = i % a->copies;
-    LK(loom_cuda_attention(a->q, a->kc[k], a->ks[k], a->vc[k], a->vs[k], &a->kv, &a->p, a->out,
-                           &g_err, g_s));
+    if (a->dpos)
+        LK(loom_cuda_attention_at(a->q, a->kc[k], a->ks[k], a->vc[k], a->vs[k], &a->kv, &a->p,
+                                  a->dpos, a->out, &g_err, g_s));
+    else
+        LK(loom_cuda_attention(a->q, a->kc[k], a->ks[k], a->vc[k], a->vs[k], &a->kv, &a->p,
+                               a->out, &g_err, g_s));
 }
-static void bench_attn(const char *name, loom_kv_type t, int64_t L, int64_t N) {
+/* Attention over a cache of L positions (query N-1 at position L-1); at: through the _at
+ * launcher (position read from device memory, grid from n_ctx = L). */
+static void bench_attn_at(const char *name, loom_kv_type t, int64_t L, int64_t N, int at) {
     struct at_ctx *a = calloc(1, sizeof *a);
     const int64_t nh = 32, nkv = 8, D = 128;
     a->kv = (loom_kv_layout){t, L, nkv, D};
@@ -239,6 +246,11 @@ static void bench_attn(const char *name, loom_kv_type t, int64_t L, int64_t N) {
     }
     a->q = dev_floats(N * nh * D, -1, 1);
     a->out = dev_floats(N * nh * D, 0, 1);
+    if (at) {
+        int32_t p0 = (int32_t)(L - N);
+        CK(cudaMalloc((void **)&a->dpos, sizeof p0));
+        CK(cudaMemcpy(a->dpos, &p0, sizeof p0, cudaMemcpyHostToDevice));
+    }
     size_t need = loom_cuda_scratch_bytes_for(nh, D, 1, 1) * (size_t)N;
     LK(loom_cuda_reserve_scratch(need, &g_err));
     double bytes = 2.0 * cb + (t == LOOM_KV_INT8 ? 8.0 * L * nkv : 0) + 8.0 * N * nh * D;
@@ -249,7 +261,11 @@ static void bench_attn(const char *name, loom_kv_type t, int64_t L, int64_t N) {
     row(name, shape, us, bytes);
     for (int c = 0; c < copies; c++) { cudaFree(a->kc[c]); cudaFree(a->vc[c]); cudaFree(a->ks[c]); cudaFree(a->vs[c]); }
     cudaFree(a->q); cudaFree(a->out);
+    if (a->dpos) cudaFree(a->dpos);
     free(a);
+}
+static void bench_attn(const char *name, loom_kv_type t, int64_t L, int64_t N) {
+    bench_attn_at(name, t, L, N, 0);
 }
 
 /* ---- small kernels ---------------------------------------------------------------------- */
@@ -491,14 +507,38 @@ int main(int argc, char **argv) {
         snprintf(nm, sizeof nm, "%s prefill gemm N=8", cfgs[ci].name);
         bench_mm(nm, MM_GEMM, 8, 1, q4, Mf, H);
     }
-    bench_attn("decode attention", LOOM_KV_F16, 1024, 1);
-    bench_attn("decode attention", LOOM_KV_F16, 4096, 1);
-    bench_attn("decode attention", LOOM_KV_F16, 8192, 1);
-    bench_attn("decode attention", LOOM_KV_INT8, 4096, 1);
+    /* decode attention: v3 (LOOM_ATTN_V4=0) and v4 side by side, same run */
+    {
+        static const int64_t Ls[3] = {1024, 4096, 8192};
+        for (int ti = 0; ti < 2; ti++)
+            for (int li = 0; li < 3; li++) {
+                const loom_kv_type kt = ti ? LOOM_KV_INT8 : LOOM_KV_F16;
+                set_env("LOOM_ATTN_V4", "0");
+                bench_attn("decode attention v3", kt, Ls[li], 1);
+                set_env("LOOM_ATTN_V4", "1");
+                bench_attn("decode attention v4", kt, Ls[li], 1);
+            }
+        bench_attn_at("decode attention v4 _at", LOOM_KV_F16, 4096, 1, 1);
+        static const char *bp[6] = {"1", "2", "3", "4", "6", "8"};
+        for (int i = 0; i < (g_quick ? 0 : 6); i++) { /* blocks per SM the splits aim at */
+            char nm[64];
+            snprintf(nm, sizeof nm, "decode attention v4 bpsm %s", bp[i]);
+            set_env("LOOM_ATTN_BPSM", bp[i]);
+            bench_attn(nm, LOOM_KV_F16, 4096, 1);
+            bench_attn(nm, LOOM_KV_F16, 1024, 1);
+            bench_attn(nm, LOOM_KV_F16, 8192, 1);
+            bench_attn(nm, LOOM_KV_INT8, 4096, 1);
+        }
+        unsetenv("LOOM_ATTN_BPSM");
+        loom_cuda_reload_switches();
+    }
     set_env("LOOM_FAST_ATTN", "0");
     bench_attn("decode attention simple path", LOOM_KV_F16, 4096, 1);
     set_env("LOOM_FAST_ATTN", "1");
-    bench_attn("prefill attention", LOOM_KV_F16, 1056, 32);
+    bench_attn("prefill attention v4", LOOM_KV_F16, 1056, 32);
+    set_env("LOOM_ATTN_V4", "0");
+    bench_attn("prefill attention v3", LOOM_KV_F16, 1056, 32);
+    set_env("LOOM_ATTN_V4", "1");
     bench_small("rms_norm 4B", 0, 1, 2560, 2560 * 12.0);
     bench_small("softmax vocab", 1, 151936, 1, 151936 * 12.0);
     bench_small("argmax vocab", 2, 151936, 1, 151936 * 4.0);

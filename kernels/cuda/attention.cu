@@ -1,34 +1,44 @@
-// attention.cu: flash attention over the KV cache for decode (one query token, GQA, split-KV
-// with a combine kernel) and batched causal prefill (N query tokens in one launch).
+// attention.cu: flash attention over the KV cache for decode (one query token, GQA, split-KV)
+// and batched causal prefill (N query tokens in one launch), in two kernels:
 //
-// Launch geometry: 128-thread blocks; grid (n_kv_head * head_groups, N tokens, splits). A
-// block owns up to G = 8 query heads that share one KV head (GQA: kv_head = head / (n_head /
-// n_kv_head)), one query token t (which sees positions 0 .. pos0 + t) and one contiguous range
-// of those positions (split-KV: `splits` blocks per head over parts of a long context; a second
-// kernel combines their partial (max, sum, output) triples). The block walks its range in
-// tiles of 64 positions:
-//   1. scores: thread (j = tid/2, half = tid%2) loads half of K row j with 16-byte loads and
-//      dots it with the G query heads held in shared memory; the two halves meet by a shuffle;
-//      s[g][j] = scale * dot goes to shared memory only (masked positions get -inf);
-//   2. online softmax: warp w updates heads w and w+4: tile max, m_new, p = exp(s - m_new),
-//      l = l * exp(m_old - m_new) + sum p;
-//   3. V: thread (grp, c) owns dims 8c .. 8c+7 (one 16-byte F16 load a position) and the
-//      tile positions j = grp (mod NG), NG = 128 / (D / 8) position groups, accumulating
-//      acc[g][e] = acc[g][e] * corr[g] + sum_j p[g][j] * V[j][8c + e] in registers;
-//      the groups' sums meet once, at the end, in shared memory (fixed order).
-// The fast path (LOOM_FAST_ATTN) uses G = min(8, n_head / n_kv_head) and enough splits to give
-// the GPU about eight blocks per multiprocessor (at most 128); the simple path uses G = 1 and
-// no split.
-// Shared memory (GM = heads a block, 1..8): q GM x 128 + p GM x 64 + final sum NG x GM x D
-// (= 1024 GM) + 3 GM floats: 38.1 KB at GM = 8, 19 KB at GM = 4 (sm_87 budget: 48 KB).
+// v4 (the fast path, LOOM_FAST_ATTN and LOOM_ATTN_V4 on; head_dim 64, 80, 96, 128, 256).
+// Launch geometry: 128-thread blocks, grid (n_kv_head * head_groups, N, splits). A block owns
+// up to G = 8 query heads that share one KV head (kv_head = head / (n_head / n_kv_head)), one
+// query token t (sees positions 0 .. pos0 + t) and one split: `per` consecutive tiles of TP
+// cache rows (TP = 64, 32 or 16 so that a K tile is <= 8 KB: 32 rows for F16 x 128). The
+// splits S come from the shape only (~LOOM_ATTN_BPSM = 1 block per SM, N x S <= 128), never
+// from the position; a position uses min(S, its tiles) of them, so the grid may be sized from
+// n_ctx (loom_cuda_attention_at) and blocks past the used splits return at once.
+// Per tile, double-buffered: the K and V tiles (and INT8 row scales) of tile i + 1 are copied
+// global -> shared by cp.async while tile i is computed (16-byte copies, chunk c of row r
+// stored at chunk (c + r * 128/TP) mod (row bytes / 16) so the score reads are conflict-free):
+//   1. scores: 128/TP threads a K row, 16-byte shared reads, the G query heads from shared
+//      memory; the row's lanes meet by shuffles; s = scale * dot (* K row scale) to shared;
+//   2. online softmax: warp w owns heads w, w + 4 (m, l in registers, p to shared; INT8 folds
+//      the V row scale into p);
+//   3. V: thread (head slice, position group, unit u) accumulates values 8u .. 8u+7 of up to 4
+//      heads over its rows; the groups' sums meet once, at the end, in shared memory.
+// The split combine is folded in: each block writes (sum, max, l) partials, and the last block
+// of each (token, KV head group) to finish (an atomic counter in g_attn_counters, reset by that
+// block, so graph replays find it zero) combines the S partials in split order 0 .. S-1: the
+// result does not depend on which block is last. One launch, no combine kernel.
+// Shared memory: 2 stages x (K + V tile) <= 32 KB (reused for the group sums and the combine),
+// q G x D floats, p TP x G floats: 34-42 KB (sm_87 budget 48 KB). Registers: 64-128, 141-151
+// for G > 4 (3 blocks/SM), zero spills (sm_87 and sm_90a).
+// Memory traffic: every K and V byte of the visible range read once per KV head (decode), q
+// once, partials (D + 2) floats per (head, split), written and read once from L2.
 //
-// Memory traffic: every K and V row of the visible range is read once per block; with G
-// covering a whole GQA group, once per KV head (decode). Scores never leave shared memory.
-// Split partials: (D + 2) floats per head and split.
+// v3 (LOOM_ATTN_V4=0; and the simple path LOOM_FAST_ATTN=0, one head a block, no split; head_dim
+// 64 and 128): a block walks 64-position tiles with loads straight into registers: thread
+// (j = tid/2, half) dots half of K row j; online softmax; V rows as 16-byte loads, position
+// groups summed at the end; split partials combined by a second kernel. Kept as the fallback
+// and for comparison (bench/NOTES.md section 3).
 //
-// Numeric contract: float32 online softmax; K and V decoded as the CPU does (f16 -> f32, int8
-// -> q * d, with d applied after the dot for K). Within 1e-4 of max |out| of the CPU twin for
-// F32/F16 caches (INT8 likewise, both decode the same codes). head_dim 64 or 128.
+// Numeric contract (both): float32 online softmax; K and V decoded as the CPU does (f16 ->
+// f32, int8 -> q * d, with d applied after the dot for K and folded into p for V). Within 1e-4
+// of max |out| of the CPU twin (loom_cpu_attention) for F32/F16/INT8 caches. Deterministic:
+// the same inputs give the same bits (fixed reduction orders), and loom_cuda_attention_at gives
+// the bits of loom_cuda_attention at the same position.
 #include <math.h>
 
 #include "kernels/cuda/common.cuh"
@@ -51,6 +61,8 @@ struct AttnArgs {
     int G;        // heads a block
     int hgroups;  // ceil(group / G)
     int splits;   // gridDim.z: the most splits a block may find in use
+    int S;        // v4: splits for this shape (a position uses min(S, its tiles) or fewer)
+    int SP;       // v4: split stride of the partials (gridDim.z rounded up to 4)
 };
 
 // Position of query 0: the launcher's value, or the device value clamped to 0 .. n_ctx - N (a
@@ -329,6 +341,481 @@ loom_status run(AttnArgs a, int kvt, int64_t D, int64_t N, loom_error *err,
     return LOOM_OK;
 }
 
+// ---- v4: split-KV decode with cp.async double buffering and the combine folded in ----------
+
+// 16 bytes global -> shared without registers, or 16 zero bytes when !ok (nothing is read).
+__device__ __forceinline__ void cp_async16(void *smem, const void *gmem, bool ok) {
+    const unsigned sa = (unsigned)__cvta_generic_to_shared(smem);
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(sa), "l"(gmem),
+                 "r"(ok ? 16 : 0)
+                 : "memory");
+}
+__device__ __forceinline__ void cp_async4(void *smem, const void *gmem, bool ok) {
+    const unsigned sa = (unsigned)__cvta_generic_to_shared(smem);
+    asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;\n" ::"r"(sa), "l"(gmem),
+                 "r"(ok ? 4 : 0)
+                 : "memory");
+}
+__device__ __forceinline__ void cp_async_commit() {
+    asm volatile("cp.async.commit_group;\n" ::: "memory");
+}
+template <int N>
+__device__ __forceinline__ void cp_async_wait() {
+    asm volatile("cp.async.wait_group %0;\n" ::"n"(N) : "memory");
+}
+
+constexpr __host__ __device__ int kv_elem_bytes(int kvt) {
+    return kvt == LOOM_KV_F32 ? 4 : (kvt == LOOM_KV_F16 ? 2 : 1);
+}
+// Cache rows a tile: 64, 32 or 16, so that one K (or V) tile is at most 8 KB.
+constexpr __host__ __device__ int tile_rows(int D, int kvt) {
+    return D * kv_elem_bytes(kvt) <= 128 ? 64 : (D * kv_elem_bytes(kvt) <= 256 ? 32 : 16);
+}
+constexpr int cmax(int a, int b) { return a > b ? a : b; }
+
+// Heads x positions counters of the folded combine: zero at module load, each reset by the
+// block that used it, so every launch (and graph replay) finds them zero.
+constexpr int kMaxCounters = 16384;
+__device__ int g_attn_counters[kMaxCounters];
+
+template <int D, int KVT, int GM>
+struct V4 {
+    static constexpr int ES = kv_elem_bytes(KVT);
+    static constexpr int RB = D * ES;              // bytes of one cache row
+    static constexpr int CPR = RB / 16;            // 16-byte chunks a row
+    static constexpr int TP = tile_rows(D, KVT);   // rows a tile
+    static constexpr int TPRK = kThreads / TP;     // threads a K row (scores)
+    static constexpr int KIT = (CPR + TPRK - 1) / TPRK;  // chunks a thread (scores)
+    static constexpr int PER = 16 / ES;            // values a chunk
+    static constexpr int UPR = D / 8;              // 8-value units a row (V)
+    static constexpr int HPT = GM < 4 ? GM : 4;    // heads a thread accumulates (V)
+    static constexpr int HH = GM / HPT;            // head slices (V): thread tid / TPH
+    static constexpr int TPH = kThreads / HH;      // threads a head slice
+    static constexpr int NGV = TPH / UPR;          // position groups a head slice (V)
+    static constexpr int VIT = (TP + NGV - 1) / NGV;  // rows a group a tile (V)
+    static constexpr int TILE = TP * RB;
+    static constexpr int NST = 2;                  // stages, each a K tile and a V tile
+    static constexpr int BUF = cmax(cmax(NST * 2 * TILE, NGV * GM * D * 4), 2 * GM * kMaxSplits * 4);
+    static_assert(RB % 16 == 0 && D % 8 == 0 && TP * TPRK == kThreads && NGV >= 1, "geometry");
+    static_assert(BUF + GM * D * 4 + TP * GM * 4 + 2 * NST * TP * 4 <= 48 * 1024, "sm_87 budget");
+};
+
+// Chunk c of row r sits at chunk (c + r * TPRK) mod CPR of the row in shared memory, so the 8
+// lanes of one 16-byte shared load phase (TPRK lanes a row, 8 / TPRK rows) hit 8 different
+// 16-byte bank groups in the score phase; the V phase reads whole rows and is conflict-free.
+template <int CPR, int TPRK>
+__device__ __forceinline__ int swz(int r, int c) { return (c + r * TPRK) % CPR; }
+
+// 16 cache bytes -> 16 / ES floats. INT8 goes through the 2^23 trick (exact: byte_perm builds
+// 2^23 + (q + 128), one subtraction removes it), cheaper than I2F.
+template <int KVT>
+__device__ __forceinline__ void decode16(const uint4 w, float *v) {
+    const uint32_t x[4] = {w.x, w.y, w.z, w.w};
+    if (KVT == LOOM_KV_F32) {
+#pragma unroll
+        for (int i = 0; i < 4; i++) v[i] = __uint_as_float(x[i]);
+    } else if (KVT == LOOM_KV_F16) {
+#pragma unroll
+        for (int i = 0; i < 4; i++) {
+            const float2 f = __half22float2(*reinterpret_cast<const __half2 *>(&x[i]));
+            v[2 * i] = f.x;
+            v[2 * i + 1] = f.y;
+        }
+    } else {
+#pragma unroll
+        for (int i = 0; i < 4; i++) {
+            const uint32_t b = x[i] ^ 0x80808080u;
+#pragma unroll
+            for (int k = 0; k < 4; k++)
+                v[4 * i + k] = __uint_as_float(__byte_perm(b, 0x4B000000u, 0x7540 | k)) - 8388736.0f;
+        }
+    }
+}
+
+// The 8 values of unit u (values 8u .. 8u+7) of row j of a V tile.
+template <int KVT, int RB, int CPR, int TPRK>
+__device__ __forceinline__ void load_unit(const unsigned char *Vs, int j, int u, float *v) {
+    const unsigned char *row = Vs + j * RB;
+    if (KVT == LOOM_KV_F16) {
+        decode16<KVT>(*reinterpret_cast<const uint4 *>(row + swz<CPR, TPRK>(j, u) * 16), v);
+    } else if (KVT == LOOM_KV_F32) {
+        decode16<KVT>(*reinterpret_cast<const uint4 *>(row + swz<CPR, TPRK>(j, 2 * u) * 16), v);
+        decode16<KVT>(*reinterpret_cast<const uint4 *>(row + swz<CPR, TPRK>(j, 2 * u + 1) * 16),
+                      v + 4);
+    } else {
+        const uint2 w = *reinterpret_cast<const uint2 *>(row + swz<CPR, TPRK>(j, u >> 1) * 16 +
+                                                         (u & 1) * 8);
+        const uint32_t x[2] = {w.x ^ 0x80808080u, w.y ^ 0x80808080u};
+#pragma unroll
+        for (int k = 0; k < 8; k++)
+            v[k] = __uint_as_float(__byte_perm(x[k >> 2], 0x4B000000u, 0x7540 | (k & 3))) -
+                   8388736.0f;
+    }
+}
+
+// One block: the G (<= GM) query heads of one KV head, one query token, one split of the
+// visible positions, walked in tiles of TP rows; see the file comment (v4).
+template <int D, int KVT, int GM>
+static __global__ void __launch_bounds__(kThreads, GM == 8 ? 3 : 4) attn_v4_kernel(const AttnArgs a) {
+    using C = V4<D, KVT, GM>;
+    constexpr bool I8 = KVT == LOOM_KV_INT8;
+    constexpr int NSC = I8 ? C::NST : 1;
+    constexpr int HW = (GM + kWarps - 1) / kWarps;  // heads a softmax warp
+    __shared__ __align__(16) unsigned char buf[C::BUF];  // tiles | group sums | combine
+    __shared__ __align__(16) float qs[GM][D];
+    __shared__ __align__(16) float ps[C::TP][GM];  // scores, then p (x V scale for INT8)
+    __shared__ float kss[NSC][C::TP], vss[NSC][C::TP];
+    __shared__ float corr_sh[GM], m_sh[GM], l_sh[GM];
+    __shared__ int last_sh;
+
+    const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
+    const int kvh = blockIdx.x / a.hgroups, hg = blockIdx.x % a.hgroups;
+    const int h0 = kvh * a.group + hg * a.G;
+    const int G = min(a.G, a.group - hg * a.G);
+    const int t = blockIdx.y;
+    // The partition is a function of pos0 + N and a.S only (never of the grid): _at == value.
+    // Positions are int: the launcher keeps n_ctx below 2^30.
+    const int pos0 = (int)query_pos0(a);
+    const int ntiles = (pos0 + (int)a.n_tokens + C::TP - 1) / C::TP;
+    const int s1 = min(a.S, ntiles);
+    const int per = (ntiles + s1 - 1) / s1;  // tiles a split
+    const int S = (ntiles + per - 1) / per;  // splits in use
+    if ((int)blockIdx.z >= S) return;
+    const int L = pos0 + t + 1;  // token t sees positions 0 .. L-1
+    const int lo = (int)blockIdx.z * per * C::TP;
+    const int hi = min(L, lo + per * C::TP);
+    const int nch = hi > lo ? (hi - lo + C::TP - 1) / C::TP : 0;
+    const int64_t rs = a.n_kv_head * C::RB;  // bytes between positions
+    const unsigned char *kb = (const unsigned char *)a.kc + (int64_t)kvh * C::RB;
+    const unsigned char *vb = (const unsigned char *)a.vc + (int64_t)kvh * C::RB;
+
+    // Tile pair `ci` into stage ci % NST (rows past hi are zero-filled and never read).
+    auto issue = [&](int ci) {
+        const int st = ci % C::NST;
+        unsigned char *Ks = buf + st * 2 * C::TILE, *Vs = Ks + C::TILE;
+        const int j0 = lo + ci * C::TP;
+#pragma unroll
+        for (int i = 0; i < (C::TP * C::CPR + kThreads - 1) / kThreads; i++) {
+            const int idx = tid + i * kThreads;
+            if (C::TP * C::CPR % kThreads != 0 && idx >= C::TP * C::CPR) break;
+            const int r = idx / C::CPR, c = idx % C::CPR;
+            const bool ok = j0 + r < hi;
+            const int64_t off = ok ? (int64_t)(j0 + r) * rs + c * 16 : 0;
+            const int sh = r * C::RB + swz<C::CPR, C::TPRK>(r, c) * 16;
+            cp_async16(Ks + sh, kb + off, ok);
+            cp_async16(Vs + sh, vb + off, ok);
+        }
+        if (I8) {
+            const int r = tid % C::TP;
+            const bool ok = tid < 2 * C::TP && j0 + r < hi;
+            const int64_t e = ok ? (int64_t)(j0 + r) * a.n_kv_head + kvh : 0;
+            if (tid < C::TP) cp_async4(&kss[st % NSC][r], a.ks + e, ok);
+            else if (tid < 2 * C::TP) cp_async4(&vss[st % NSC][r], a.vs + e, ok);
+        }
+    };
+
+    // q of the block's heads (zero rows past G) travels with the first tile pair.
+    for (int idx = tid; idx < GM * D / 4; idx += kThreads) {
+        const int g = idx / (D / 4), c = idx % (D / 4);
+        const bool ok = g < G;
+        cp_async16(&qs[g][4 * c], a.q + (ok ? ((int64_t)t * a.n_head + h0 + g) * D + 4 * c : 0),
+                   ok);
+    }
+#pragma unroll
+    for (int st = 0; st < C::NST; st++) {
+        if (st < nch) issue(st);
+        cp_async_commit();
+    }
+
+    float acc[C::HPT][8];
+#pragma unroll
+    for (int g = 0; g < C::HPT; g++)
+#pragma unroll
+        for (int e = 0; e < 8; e++) acc[g][e] = 0.0f;
+    float m_run[HW], l_run[HW];
+#pragma unroll
+    for (int k = 0; k < HW; k++) { m_run[k] = -INFINITY; l_run[k] = 0.0f; }
+
+    for (int ci = 0; ci < nch; ci++) {
+        // Tile pair ci has landed (group ci); then the stage read in ci - 1 is refilled.
+        if (ci == 0) cp_async_wait<C::NST - 1>();
+        else cp_async_wait<C::NST - 2>();
+        __syncthreads();
+        if (ci >= 1) {
+            if (ci - 1 + C::NST < nch) issue(ci - 1 + C::NST);
+            cp_async_commit();
+        }
+        const int st = ci % C::NST;
+        const unsigned char *Ks = buf + st * 2 * C::TILE, *Vs = Ks + C::TILE;
+        const int j0 = lo + ci * C::TP;
+
+        // 1. scores: TPRK threads a row, each KIT chunks; the row's lanes meet by shuffles
+        {
+            const int r = tid / C::TPRK, sub = tid % C::TPRK;
+            float dot[GM];
+#pragma unroll
+            for (int g = 0; g < GM; g++) dot[g] = 0.0f;
+#pragma unroll 1
+            for (int i = 0; i < C::KIT; i++) {
+                const int c = sub + C::TPRK * i;
+                if (C::KIT * C::TPRK == C::CPR || c < C::CPR) {
+                    float v[C::PER];
+                    decode16<KVT>(*reinterpret_cast<const uint4 *>(
+                                      Ks + r * C::RB + swz<C::CPR, C::TPRK>(r, c) * 16),
+                                  v);
+#pragma unroll
+                    for (int g = 0; g < GM; g++) {
+                        const float4 *qv = reinterpret_cast<const float4 *>(&qs[g][c * C::PER]);
+#pragma unroll
+                        for (int e = 0; e < C::PER / 4; e++) {
+                            const float4 qq = qv[e];
+                            dot[g] = fmaf(qq.x, v[4 * e], dot[g]);
+                            dot[g] = fmaf(qq.y, v[4 * e + 1], dot[g]);
+                            dot[g] = fmaf(qq.z, v[4 * e + 2], dot[g]);
+                            dot[g] = fmaf(qq.w, v[4 * e + 3], dot[g]);
+                        }
+                    }
+                }
+            }
+#pragma unroll
+            for (int o = C::TPRK / 2; o > 0; o >>= 1)
+#pragma unroll
+                for (int g = 0; g < GM; g++) dot[g] += __shfl_xor_sync(0xffffffffu, dot[g], o);
+            if (sub == 0) {
+                const bool ok = j0 + r < hi;
+                const float ksc = I8 ? kss[st % NSC][r] : 1.0f;
+#pragma unroll
+                for (int g = 0; g < GM; g++) ps[r][g] = ok ? dot[g] * ksc * a.scale : -INFINITY;
+            }
+        }
+        __syncthreads();
+        // 2. online softmax: warp w owns heads w, w + 4
+#pragma unroll
+        for (int k = 0; k < HW; k++) {
+            const int g = warp + kWarps * k;
+            if (g < GM) {
+                constexpr int JL = (C::TP + 31) / 32;
+                float sv[JL];
+                float mt = -INFINITY;
+#pragma unroll
+                for (int u = 0; u < JL; u++) {
+                    const int j = lane + 32 * u;
+                    sv[u] = j < C::TP ? ps[j][g] : -INFINITY;
+                    mt = fmaxf(mt, sv[u]);
+                }
+                mt = warp_max(mt);
+                const float mo = m_run[k], mn = fmaxf(mo, mt);
+                float sum = 0.0f;
+#pragma unroll
+                for (int u = 0; u < JL; u++) {
+                    const int j = lane + 32 * u;
+                    const float p = mn == -INFINITY ? 0.0f : expf(sv[u] - mn);
+                    sum += p;
+                    if (j < C::TP) ps[j][g] = I8 ? p * vss[st % NSC][j] : p;
+                }
+                sum = warp_sum(sum);
+                const float corr = mo == -INFINITY ? 0.0f : expf(mo - mn);
+                l_run[k] = l_run[k] * corr + sum;
+                m_run[k] = mn;
+                if (lane == 0) corr_sh[g] = corr;
+            }
+        }
+        __syncthreads();
+        // 3. V: thread (hs, pg, u) owns values 8u .. 8u+7 of heads HPT hs .. HPT hs + HPT-1
+        //    for rows pg, pg + NGV, ...
+        {
+            const int hs = tid / C::TPH, u = tid % C::TPH % C::UPR, pg = tid % C::TPH / C::UPR;
+            if (pg < C::NGV) {
+#pragma unroll
+                for (int g = 0; g < C::HPT; g++) {
+                    const float cr = corr_sh[C::HPT * hs + g];
+#pragma unroll
+                    for (int e = 0; e < 8; e++) acc[g][e] *= cr;
+                }
+#pragma unroll 2
+                for (int i = 0; i < C::VIT; i++) {
+                    const int j = pg + C::NGV * i;
+                    if (C::VIT * C::NGV == C::TP || j < C::TP) {
+                        float v[8];
+                        load_unit<KVT, C::RB, C::CPR, C::TPRK>(Vs, j, u, v);
+                        float pv[C::HPT];
+                        if constexpr (C::HPT == 4) {
+                            const float4 p4 = *reinterpret_cast<const float4 *>(&ps[j][4 * hs]);
+                            pv[0] = p4.x; pv[1] = p4.y; pv[2] = p4.z; pv[3] = p4.w;
+                        } else {
+#pragma unroll
+                            for (int g = 0; g < C::HPT; g++) pv[g] = ps[j][g];
+                        }
+#pragma unroll
+                        for (int g = 0; g < C::HPT; g++)
+#pragma unroll
+                            for (int e = 0; e < 8; e++) acc[g][e] = fmaf(pv[g], v[e], acc[g][e]);
+                    }
+                }
+            }
+        }
+    }
+
+    // 4. the NGV position groups' sums meet in shared memory (fixed order)
+    cp_async_wait<0>();  // (only empty groups, or q when nch == 0, can be pending here)
+    __syncthreads();     // every thread is done with the tiles: buf becomes the group sums
+    float *red = reinterpret_cast<float *>(buf);  // [NGV][GM][D]
+    {
+        const int hs = tid / C::TPH, u = tid % C::TPH % C::UPR, pg = tid % C::TPH / C::UPR;
+        if (pg < C::NGV) {
+#pragma unroll
+            for (int g = 0; g < C::HPT; g++)
+#pragma unroll
+                for (int e = 0; e < 8; e++)
+                    red[(pg * GM + C::HPT * hs + g) * D + 8 * u + e] = acc[g][e];
+        }
+    }
+    if (lane == 0) {
+#pragma unroll
+        for (int k = 0; k < HW; k++) {
+            const int g = warp + kWarps * k;
+            if (g < GM) { m_sh[g] = m_run[k]; l_sh[g] = l_run[k]; }
+        }
+    }
+    __syncthreads();
+    // Partials, per (token, head): [D][SP] values, then [SP] maxima and [SP] sums.
+    const int64_t pstride = (int64_t)(D + 2) * a.SP;
+    for (int idx = tid; idx < GM * D; idx += kThreads) {
+        const int g = idx / D, d = idx % D;
+        if (g >= G) break;
+        float o = 0.0f;
+#pragma unroll
+        for (int p = 0; p < C::NGV; p++) o += red[(p * GM + g) * D + d];
+        const int64_t th = (int64_t)t * a.n_head + h0 + g;
+        if (S == 1) {
+            a.out[th * D + d] = o / l_sh[g];
+        } else {
+            float *pp = a.part + th * pstride;
+            pp[(int64_t)d * a.SP + blockIdx.z] = o;
+            if (d == 0) {
+                pp[(int64_t)D * a.SP + blockIdx.z] = m_sh[g];
+                pp[(int64_t)(D + 1) * a.SP + blockIdx.z] = l_sh[g];
+            }
+        }
+    }
+    if (S == 1) return;
+
+    // 5. the last block of this (token, head group) to finish combines all S partials in split
+    //    order (deterministic whichever block is last) and resets the counter.
+    __threadfence();
+    __syncthreads();
+    int *cnt = g_attn_counters + (t * (int)gridDim.x + (int)blockIdx.x);
+    if (tid == 0) last_sh = atomicAdd(cnt, 1) == S - 1;
+    __syncthreads();
+    if (!last_sh) return;
+    __threadfence();
+    float *w = reinterpret_cast<float *>(buf);  // [GM][kMaxSplits] weights
+    float *ls = w + GM * kMaxSplits;           // [GM][kMaxSplits] sums
+    for (int idx = tid; idx < GM * S; idx += kThreads) {
+        const int g = idx / S, s = idx % S;
+        if (g >= G) break;
+        const float *pp = a.part + ((int64_t)t * a.n_head + h0 + g) * pstride;
+        w[g * kMaxSplits + s] = __ldcg(pp + (int64_t)D * a.SP + s);
+        ls[g * kMaxSplits + s] = __ldcg(pp + (int64_t)(D + 1) * a.SP + s);
+    }
+    __syncthreads();
+#pragma unroll
+    for (int k = 0; k < HW; k++) {
+        const int g = warp + kWarps * k;
+        if (g < G) {
+            float M = -INFINITY;
+            for (int s = lane; s < S; s += 32) M = fmaxf(M, w[g * kMaxSplits + s]);
+            M = warp_max(M);
+            float den = 0.0f;
+            for (int s = lane; s < S; s += 32) {
+                const float m = w[g * kMaxSplits + s];
+                const float wt = m == -INFINITY ? 0.0f : expf(m - M);
+                w[g * kMaxSplits + s] = wt;
+                den = fmaf(wt, ls[g * kMaxSplits + s], den);
+            }
+            den = warp_sum(den);
+            if (lane == 0) l_sh[g] = den;
+        }
+    }
+    __syncthreads();
+    // Every thread owns EPT output values, EG at a time; each step issues its 16-byte partial
+    // loads (4 a value, 16 splits) before any FMA: one L2 round trip a step, not 16.
+    // The sum runs over s = 0 .. S-1 in order for every value (the padding s >= S, up to SP,
+    // is loaded but never used).
+    {
+        constexpr int EPT = (GM * D + kThreads - 1) / kThreads;
+        constexpr int EG = EPT < 4 ? EPT : 4;  // values a pass (16 float4 loads in flight)
+#pragma unroll 1
+        for (int k0 = 0; k0 < EPT; k0 += EG) {
+            const float *pe[EG];
+            const float *we[EG];
+            float num[EG];
+#pragma unroll
+            for (int k = 0; k < EG; k++) {
+                const int idx = tid + (k0 + k) * kThreads, g = idx / D, d = idx % D;
+                const int gg = g < G ? g : 0;  // past G: a valid row, result not stored
+                pe[k] = a.part + ((int64_t)t * a.n_head + h0 + gg) * pstride + (int64_t)d * a.SP;
+                we[k] = w + gg * kMaxSplits;
+                num[k] = 0.0f;
+            }
+            for (int s0 = 0; s0 < S; s0 += 16) {
+                float4 o[EG][4];
+#pragma unroll
+                for (int k = 0; k < EG; k++)
+#pragma unroll
+                    for (int c = 0; c < 4; c++)
+                        if (s0 + 4 * c < S)
+                            o[k][c] = __ldcg(reinterpret_cast<const float4 *>(pe[k] + s0 + 4 * c));
+#pragma unroll
+                for (int k = 0; k < EG; k++)
+#pragma unroll
+                    for (int c = 0; c < 4; c++) {
+                        const int sb = s0 + 4 * c;
+                        if (sb < S) num[k] = fmaf(we[k][sb], o[k][c].x, num[k]);
+                        if (sb + 1 < S) num[k] = fmaf(we[k][sb + 1], o[k][c].y, num[k]);
+                        if (sb + 2 < S) num[k] = fmaf(we[k][sb + 2], o[k][c].z, num[k]);
+                        if (sb + 3 < S) num[k] = fmaf(we[k][sb + 3], o[k][c].w, num[k]);
+                    }
+            }
+#pragma unroll
+            for (int k = 0; k < EG; k++) {
+                const int idx = tid + (k0 + k) * kThreads, g = idx / D, d = idx % D;
+                if (g < G) a.out[((int64_t)t * a.n_head + h0 + g) * D + d] = num[k] / l_sh[g];
+            }
+        }
+    }
+    if (tid == 0) *cnt = 0;
+}
+
+template <int D, int KVT>
+void launch_v4_g(const AttnArgs &a, dim3 grid, cudaStream_t stream) {
+    if (a.G <= 1) attn_v4_kernel<D, KVT, 1><<<grid, kThreads, 0, stream>>>(a);
+    else if (a.G <= 2 && (D == 64 || D == 128)) attn_v4_kernel<D, KVT, 2><<<grid, kThreads, 0, stream>>>(a);
+    else if (a.G <= 4) attn_v4_kernel<D, KVT, 4><<<grid, kThreads, 0, stream>>>(a);
+    else attn_v4_kernel<D, KVT, 8><<<grid, kThreads, 0, stream>>>(a);
+}
+
+template <int D>
+void launch_v4_t(const AttnArgs &a, int kvt, dim3 grid, cudaStream_t stream) {
+    if (kvt == LOOM_KV_F16) launch_v4_g<D, LOOM_KV_F16>(a, grid, stream);
+    else if (kvt == LOOM_KV_INT8) launch_v4_g<D, LOOM_KV_INT8>(a, grid, stream);
+    else if constexpr (D == 64 || D == 128) launch_v4_g<D, LOOM_KV_F32>(a, grid, stream);
+}
+
+loom_status run_v4(AttnArgs a, int kvt, int64_t D, int64_t N, loom_error *err,
+                   cudaStream_t stream) {
+    dim3 grid((unsigned)(a.n_kv_head * a.hgroups), (unsigned)N, (unsigned)a.splits);
+    switch (D) {
+    case 64: launch_v4_t<64>(a, kvt, grid, stream); break;
+    case 80: launch_v4_t<80>(a, kvt, grid, stream); break;
+    case 96: launch_v4_t<96>(a, kvt, grid, stream); break;
+    case 128: launch_v4_t<128>(a, kvt, grid, stream); break;
+    default: launch_v4_t<256>(a, kvt, grid, stream); break;
+    }
+    LAUNCH_CHECK();
+    return LOOM_OK;
+}
+
 int g_attn_fallback_logged = 0;
 
 // Checks everything but the position; the by-value launcher checks that itself.
@@ -343,17 +830,21 @@ static loom_status check_attn(const float *q, const void *k_cache, const float *
         ARG_FAIL(LOOM_ERR_INVALID_ARGUMENT,
                  "attention: bad shape (N %lld, heads %lld/%lld, n_ctx %lld)", (long long)N,
                  (long long)p->n_head, (long long)kv->n_kv_head, (long long)kv->n_ctx);
-    if (D != 64 && D != 128)
-        ARG_FAIL(LOOM_ERR_UNSUPPORTED, "attention: head_dim %lld (CUDA supports 64 and 128)",
-                 (long long)D);
     if (kv->type != LOOM_KV_F32 && kv->type != LOOM_KV_F16 && kv->type != LOOM_KV_INT8)
         ARG_FAIL(LOOM_ERR_UNSUPPORTED, "attention: cache type %d", (int)kv->type);
+    if (!(D == 64 || D == 128 || (kv->type != LOOM_KV_F32 && (D == 80 || D == 96 || D == 256))))
+        ARG_FAIL(LOOM_ERR_UNSUPPORTED,
+                 "attention: head_dim %lld with a %s cache (CUDA supports 64, 80, 96, 128, 256 "
+                 "for F16/INT8 and 64, 128 for F32)",
+                 (long long)D, kv->type == LOOM_KV_F32 ? "F32" : "F16/INT8");
     if (N > 65535) ARG_FAIL(LOOM_ERR_INVALID_ARGUMENT, "attention: N = %lld > 65535", (long long)N);
+    if (kv->n_ctx > ((int64_t)1 << 30))
+        ARG_FAIL(LOOM_ERR_UNSUPPORTED, "attention: n_ctx %lld > 2^30", (long long)kv->n_ctx);
     if (N > 0 && (!q || !k_cache || !v_cache || !out ||
                   (kv->type == LOOM_KV_INT8 && (!k_scales || !v_scales))))
         ARG_FAIL(LOOM_ERR_INVALID_ARGUMENT, "attention: NULL pointer");
-    if ((uintptr_t)k_cache % 16 != 0 || (uintptr_t)v_cache % 16 != 0)
-        ARG_FAIL(LOOM_ERR_INVALID_ARGUMENT, "attention: K/V caches must be 16-byte aligned");
+    if ((uintptr_t)k_cache % 16 != 0 || (uintptr_t)v_cache % 16 != 0 || (uintptr_t)q % 16 != 0)
+        ARG_FAIL(LOOM_ERR_INVALID_ARGUMENT, "attention: q and the K/V caches must be 16-byte aligned");
     return LOOM_OK;
 }
 
@@ -371,7 +862,35 @@ static loom_status launch_attn(const float *q, const void *k_cache, const float 
     a.n_kv_head = kv->n_kv_head; a.n_head = p->n_head; a.pos0 = pos0; a.scale = p->scale;
     a.n_tokens = N; a.n_ctx = kv->n_ctx;
     a.group = (int)(p->n_head / kv->n_kv_head);
-    if (fast(SW_FAST_ATTN)) {
+    const bool v3_shape = (D == 64 || D == 128);
+    const bool fast_path = fast(SW_FAST_ATTN);
+    if (fast_path && (fast(SW_ATTN_V4) || !v3_shape)) {
+        // v4: G heads a block, S splits for this shape (~attn_blocks_per_sm() blocks per SM),
+        // never depending on the position; N * SP <= kMaxSplits keeps the partials inside
+        // loom_cuda_scratch_bytes_for, and N x blocks must fit the combine's counters.
+        AttnArgs f = a;
+        f.G = a.group < kMaxG ? a.group : kMaxG;
+        f.hgroups = (f.group + f.G - 1) / f.G;
+        const int64_t bx = kv->n_kv_head * f.hgroups;
+        int64_t S = (attn_blocks_per_sm() * sm_count() + bx * N - 1) / (bx * N);
+        const int64_t cap = (kMaxSplits / N) / 4 * 4;
+        if (S > cap) S = cap;
+        if (N * bx > kMaxCounters || S < 1) S = 1;
+        const int64_t TP = tile_rows((int)D, (int)kv->type);
+        const int64_t ntiles = (L_grid + TP - 1) / TP;
+        int64_t z = S < ntiles ? S : ntiles;
+        if (z > 1) {
+            f.SP = (int)((z + 3) & ~(int64_t)3);
+            size_t bytes = (size_t)(N * p->n_head * (D + 2) * f.SP) * sizeof(float);
+            f.part = (float *)scratch(bytes, stream);
+            if (!f.part) S = z = 1;
+        }
+        f.S = (int)S;
+        f.splits = (int)z;
+        loom_status st = run_v4(f, kv->type, D, N, err, stream);
+        if (st == LOOM_OK) return st;
+        log_fallback_once(&g_attn_fallback_logged, "attention", err);
+    } else if (fast_path) {
         AttnArgs f = a;
         f.G = a.group < kMaxG ? a.group : kMaxG;
         f.hgroups = (f.group + f.G - 1) / f.G;
@@ -393,9 +912,13 @@ static loom_status launch_attn(const float *q, const void *k_cache, const float 
         if (st == LOOM_OK) return st;
         log_fallback_once(&g_attn_fallback_logged, "attention", err);
     }
+    // simple path: one head a block, no split (v3; v4's kernel for head sizes v3 lacks)
     a.G = 1;
     a.hgroups = a.group;
     a.splits = 1;
+    a.S = 1;
+    a.SP = 4;
+    if (!v3_shape) return run_v4(a, kv->type, D, N, err, stream);
     return run(a, kv->type, D, N, err, stream);
 }
 

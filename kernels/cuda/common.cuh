@@ -30,7 +30,7 @@ loom_status cuda_fail(loom_error *err, cudaError_t e, const char *stmt, const ch
                       const char *file, int line);
 
 // The fast-path switches; each is true unless its variable is "0".
-enum Switch { SW_FAST_GEMV, SW_Q4K_U32, SW_FAST_EMBD, SW_FAST_NORM, SW_FAST_ATTN, SW_GEMV_V8, SW_GEMV_MMA, SW_COUNT };
+enum Switch { SW_FAST_GEMV, SW_Q4K_U32, SW_FAST_EMBD, SW_FAST_NORM, SW_FAST_ATTN, SW_GEMV_V8, SW_GEMV_MMA, SW_ATTN_V4, SW_COUNT };
 bool fast(Switch s);
 
 // GEMV passes prefetched per warp: 0 = by type (default), else LOOM_GEMV_UNROLL = 1, 2, 4
@@ -42,6 +42,10 @@ int gemv_mma_split();
 
 // Prints "loom cuda: <what>: <why>, using the simple path" once per `key` (a static flag).
 void log_fallback_once(int *key, const char *what, const loom_error *why);
+
+// Decode attention (v4): target blocks per multiprocessor when choosing splits; 1 unless
+// LOOM_ATTN_BPSM = 1..16 (read with the switches).
+int attn_blocks_per_sm();
 
 // Device scratch (see loom_cuda_reserve_scratch); returns NULL when less than `bytes` is
 // available and it cannot grow it (stream capturing, or the allocation failed).

@@ -31,11 +31,15 @@ static const int kDefaultUnroll = 0;
 static int g_unroll = kDefaultUnroll;
 static int g_mma_split = 0;  // 0 = by shape (gemv_mma.cu)
 static bool g_pdl = false;
+// Decode attention: blocks per SM the split choice aims at. 1 measured best on the H200
+// (bench/NOTES.md section 3, v4: each split costs ~0.3 us, so fewer and longer splits win).
+static const int kDefaultAttnBpsm = 1;
+static int g_attn_bpsm = kDefaultAttnBpsm;
 
 static void read_switches_locked() {
     static const char *names[SW_COUNT] = {"LOOM_FAST_GEMV", "LOOM_Q4K_UINT32_LOADS",
                                           "LOOM_FAST_EMBD", "LOOM_FAST_NORM", "LOOM_FAST_ATTN",
-                                          "LOOM_GEMV_V8", "LOOM_GEMV_MMA"};
+                                          "LOOM_GEMV_V8", "LOOM_GEMV_MMA", "LOOM_ATTN_V4"};
     for (int i = 0; i < SW_COUNT; i++) {
         const char *v = getenv(names[i]);
         g_switch[i] = !(v && strcmp(v, "0") == 0);
@@ -53,6 +57,9 @@ static void read_switches_locked() {
     const char *sp = getenv("LOOM_GEMV_MMA_SPLIT");
     int k = sp ? atoi(sp) : 0;
     g_mma_split = (k == 1 || k == 2 || k == 4 || k == 8) ? k : 0;
+    const char *bp = getenv("LOOM_ATTN_BPSM");
+    const int b = bp ? atoi(bp) : 0;
+    g_attn_bpsm = b >= 1 && b <= 16 ? b : kDefaultAttnBpsm;
     g_switch_read = true;
 }
 
@@ -86,6 +93,11 @@ int gemv_mma_split() {
     std::lock_guard<std::mutex> lock(g_mu);
     if (!g_switch_read) read_switches_locked();
     return g_mma_split;
+}
+
+int attn_blocks_per_sm() {
+    ensure_switches();
+    return g_attn_bpsm;
 }
 
 void log_fallback_once(int *key, const char *what, const loom_error *why) {

@@ -31,7 +31,7 @@
 #include "tests/gpu/cuda_min.h"
 
 /* ---- harness ------------------------------------------------------------------------------ */
-static int g_quick = 0, g_fail = 0, g_cases = 0;
+static int g_quick = 0, g_fail = 0, g_cases = 0, g_only_attn = 0;
 static uint64_t g_rng = 0x9E3779B97F4A7C15ull;
 
 
@@ -1084,6 +1084,7 @@ static void test_bad_args(void) {
 int main(int argc, char **argv) {
     for (int i = 1; i < argc; i++) {
         if (strcmp(argv[i], "--quick") == 0) g_quick = 1;
+        else if (strcmp(argv[i], "--attn") == 0) g_only_attn = 1; /* kv_write + attention only */
         else if (strcmp(argv[i], "--seed") == 0 && i + 1 < argc) g_rng = strtoull(argv[++i], NULL, 0) | 1;
     }
     int major = 0, minor = 0;
@@ -1094,6 +1095,7 @@ int main(int argc, char **argv) {
     printf("%-22s %-44s %11s %10s  %s\n", "kernel", "shape", "error", "tol", "verdict");
     loom_cpu_set_threads(0);
 
+    if (!g_only_attn) {
     test_matmul();
     test_matmul_fused(1);
     test_matmul_fused(g_quick ? 3 : 37);
@@ -1114,6 +1116,7 @@ int main(int argc, char **argv) {
         test_rope(m, 3, 8, 2, 64, 64);
         test_rope(m, 2, 4, 4, 128, 96);
         test_rope(m, 5, 6, 0, 64, 32); /* q only */
+    }
     }
     for (int t = 0; t < 3; t++) {
         test_kv((loom_kv_type)t, 64, 8, 128, 0, 1);
@@ -1145,6 +1148,29 @@ int main(int argc, char **argv) {
             test_attention((loom_kv_type)t, 64, 8, 8, pre[i][0], pre[i][1], 0);
         }
     test_attention(LOOM_KV_F16, 128, 16, 4, 9, 50, 1);
+    /* head sizes beyond 64/128 (the v4 kernel; simple path = v4 with one head, no split), GQA
+     * groups that are not powers of two, more than 8 heads a KV head; the v3 fast path */
+    {
+        static const int64_t dx[3] = {80, 96, 256};
+        for (int t = LOOM_KV_F16; t <= LOOM_KV_INT8; t++)
+            for (int i = 0; i < 3; i++) {
+                test_attention((loom_kv_type)t, dx[i], 32, 8, 1, g_quick ? 299 : 1999, 0);
+                test_attention((loom_kv_type)t, dx[i], 8, 8, 1, 63, 0);
+                test_attention((loom_kv_type)t, dx[i], 16, 2, 1, g_quick ? 100 : 700, 0);
+                test_attention((loom_kv_type)t, dx[i], 32, 8, 5, 100, 0);
+                test_attention((loom_kv_type)t, dx[i], 8, 2, 1, 300, 1);
+            }
+        test_attention(LOOM_KV_F16, 128, 24, 8, 1, 700, 0); /* G = 3 */
+        test_attention(LOOM_KV_INT8, 128, 48, 8, 1, 700, 0); /* G = 6 */
+        test_attention(LOOM_KV_F16, 64, 32, 2, 1, 500, 0);  /* 16 heads a KV head */
+        test_attention(LOOM_KV_F32, 128, 32, 8, 1, 3000, 0);
+        printf("-- v3 fast path (LOOM_ATTN_V4=0)\n");
+        set_switch("LOOM_ATTN_V4", "0");
+        test_attention(LOOM_KV_F16, 128, 32, 8, 1, g_quick ? 299 : 4095, 0);
+        test_attention(LOOM_KV_INT8, 64, 16, 2, 1, 1000, 0);
+        test_attention(LOOM_KV_F16, 128, 32, 8, 17, 100, 0);
+        set_switch("LOOM_ATTN_V4", "1");
+    }
 
     /* position from device memory: _at == by value (F16, INT8; GQA 1, 2, 4, 8; D 64, 128) */
     {
@@ -1162,10 +1188,12 @@ int main(int argc, char **argv) {
         test_graph_replay(LOOM_KV_F16, 128, 32, 8, 1, ctx, steps, 5);
         test_graph_replay(LOOM_KV_INT8, 64, 8, 1, 1, ctx, steps, 5);
         test_graph_replay(LOOM_KV_F16, 64, 16, 2, 4, ctx, steps, 4);
+        test_graph_replay(LOOM_KV_INT8, 96, 32, 8, 1, ctx, steps, 5);
+        test_attention_at(LOOM_KV_F16, 256, 16, 4, 1, ctx, p1, 3);
     }
 
     /* rope_kv_write: D 64/128, GQA 1..8, T 1..32, F16/INT8 (+ F32), norms or not, both modes */
-    {
+    if (!g_only_attn) {
         static const int64_t rk[][5] = {{128, 32, 8, 1, 128}, {64, 8, 8, 5, 64},
                                         {128, 16, 2, 32, 128}, {64, 4, 2, 17, 32},
                                         {128, 8, 1, 3, 64}};
@@ -1181,6 +1209,7 @@ int main(int argc, char **argv) {
         test_rope_kv(LOOM_KV_INT8, LOOM_ROPE_NORM, 0, 64, 8, 2, 4, 64, 3, 1);
     }
 
+    if (!g_only_attn) {
     test_elementwise(g_quick ? 1000 : 100003);
     for (int ti = 0; ti < N_TYPES; ti++) {
         test_embed(k_types[ti], g_quick ? 50 : 1000, 2560, 7, 0);
@@ -1193,6 +1222,7 @@ int main(int argc, char **argv) {
     set_switch("LOOM_CUDA_PDL", "0");
     test_pdl_chain(g_quick ? 100000 : 1000003, 9);
     set_switch("LOOM_CUDA_PDL", "1");
+    }
     test_bad_args();
 
     CK(cudaDeviceSynchronize());
