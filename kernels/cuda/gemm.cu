@@ -23,6 +23,8 @@ constexpr int kMaxN = 32;
 template <int T, bool WIDE>
 static __global__ void __launch_bounds__(kThreads, 1) gemm_kernel(const Seg s, const float *x,
                                                                int n, int64_t K, int epi) {
+    pdl_wait();
+    pdl_launch_dependents();
     using L = Lane<T>;
     const int lane = threadIdx.x & 31;
     const int64_t r = (int64_t)blockIdx.x * kWarps + (threadIdx.x >> 5);
@@ -62,9 +64,9 @@ static __global__ void __launch_bounds__(kThreads, 1) gemm_kernel(const Seg s, c
 }
 
 template <int T, bool WIDE>
-void launch(const Seg &s, const float *x, int n, int64_t K, int epi, cudaStream_t stream) {
+void launch_gemm(const Seg &s, const float *x, int n, int64_t K, int epi, cudaStream_t stream) {
     dim3 grid((unsigned)((s.rows + kWarps - 1) / kWarps));
-    gemm_kernel<T, WIDE><<<grid, kThreads, 0, stream>>>(s, x, n, K, epi);
+    (void)launch(gemm_kernel<T, WIDE>, grid, kThreads, 0, stream, s, x, n, K, epi);
 }
 
 }  // namespace
@@ -79,26 +81,26 @@ loom_status gemm_launch(const Seg &s, const float *x, int64_t n, int64_t K, int 
     const int nn = (int)n;
     switch (s.type) {
     case LOOM_GGML_Q4_K:
-        w ? launch<LOOM_GGML_Q4_K, true>(s, x, nn, K, epi, stream)
-          : launch<LOOM_GGML_Q4_K, false>(s, x, nn, K, epi, stream);
+        w ? launch_gemm<LOOM_GGML_Q4_K, true>(s, x, nn, K, epi, stream)
+          : launch_gemm<LOOM_GGML_Q4_K, false>(s, x, nn, K, epi, stream);
         break;
     case LOOM_GGML_Q5_K:
-        w ? launch<LOOM_GGML_Q5_K, true>(s, x, nn, K, epi, stream)
-          : launch<LOOM_GGML_Q5_K, false>(s, x, nn, K, epi, stream);
+        w ? launch_gemm<LOOM_GGML_Q5_K, true>(s, x, nn, K, epi, stream)
+          : launch_gemm<LOOM_GGML_Q5_K, false>(s, x, nn, K, epi, stream);
         break;
-    case LOOM_GGML_Q6_K: launch<LOOM_GGML_Q6_K, true>(s, x, nn, K, epi, stream); break;
-    case LOOM_GGML_Q8_0: launch<LOOM_GGML_Q8_0, true>(s, x, nn, K, epi, stream); break;
+    case LOOM_GGML_Q6_K: launch_gemm<LOOM_GGML_Q6_K, true>(s, x, nn, K, epi, stream); break;
+    case LOOM_GGML_Q8_0: launch_gemm<LOOM_GGML_Q8_0, true>(s, x, nn, K, epi, stream); break;
     case LOOM_GGML_F16:
-        w ? launch<LOOM_GGML_F16, true>(s, x, nn, K, epi, stream)
-          : launch<LOOM_GGML_F16, false>(s, x, nn, K, epi, stream);
+        w ? launch_gemm<LOOM_GGML_F16, true>(s, x, nn, K, epi, stream)
+          : launch_gemm<LOOM_GGML_F16, false>(s, x, nn, K, epi, stream);
         break;
     case LOOM_GGML_BF16:
-        w ? launch<LOOM_GGML_BF16, true>(s, x, nn, K, epi, stream)
-          : launch<LOOM_GGML_BF16, false>(s, x, nn, K, epi, stream);
+        w ? launch_gemm<LOOM_GGML_BF16, true>(s, x, nn, K, epi, stream)
+          : launch_gemm<LOOM_GGML_BF16, false>(s, x, nn, K, epi, stream);
         break;
     case LOOM_GGML_F32:
-        w ? launch<LOOM_GGML_F32, true>(s, x, nn, K, epi, stream)
-          : launch<LOOM_GGML_F32, false>(s, x, nn, K, epi, stream);
+        w ? launch_gemm<LOOM_GGML_F32, true>(s, x, nn, K, epi, stream)
+          : launch_gemm<LOOM_GGML_F32, false>(s, x, nn, K, epi, stream);
         break;
     default:
         return loom_error_set(err, LOOM_ERR_UNSUPPORTED, "gemm: weight type %d", s.type);

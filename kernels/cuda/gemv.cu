@@ -123,6 +123,8 @@ constexpr int gemv_min_blocks() {
 template <int UNROLL, int T0, int T1, int T2, bool V8>
 static __global__ void __launch_bounds__(kThreads, (gemv_min_blocks<UNROLL, T0, V8>()))
     gemv_kernel(const GemvArgs a) {
+    pdl_wait();
+    pdl_launch_dependents();
     const int lane = threadIdx.x & 31;
     int64_t r = (int64_t)blockIdx.x * kWarps + (threadIdx.x >> 5);
     int si = 0;
@@ -175,19 +177,19 @@ void launch_types(const GemvArgs &a, dim3 grid, cudaStream_t stream) {
     const int t2 = a.nseg > 2 ? a.seg[2].type : t1;
     const bool same = t0 == t1 && t1 == t2;
     if (same && t0 == LOOM_GGML_Q4_K)
-        gemv_kernel<U, LOOM_GGML_Q4_K, LOOM_GGML_Q4_K, LOOM_GGML_Q4_K, V8><<<grid, kThreads, 0, stream>>>(a);
+        (void)launch(gemv_kernel<U, LOOM_GGML_Q4_K, LOOM_GGML_Q4_K, LOOM_GGML_Q4_K, V8>, grid, kThreads, 0, stream, a);
     else if (same && t0 == LOOM_GGML_Q5_K)
-        gemv_kernel<U, LOOM_GGML_Q5_K, LOOM_GGML_Q5_K, LOOM_GGML_Q5_K, V8><<<grid, kThreads, 0, stream>>>(a);
+        (void)launch(gemv_kernel<U, LOOM_GGML_Q5_K, LOOM_GGML_Q5_K, LOOM_GGML_Q5_K, V8>, grid, kThreads, 0, stream, a);
     else if (same && t0 == LOOM_GGML_Q6_K)
-        gemv_kernel<U, LOOM_GGML_Q6_K, LOOM_GGML_Q6_K, LOOM_GGML_Q6_K, V8><<<grid, kThreads, 0, stream>>>(a);
+        (void)launch(gemv_kernel<U, LOOM_GGML_Q6_K, LOOM_GGML_Q6_K, LOOM_GGML_Q6_K, V8>, grid, kThreads, 0, stream, a);
     else if (same && t0 == LOOM_GGML_Q8_0)
-        gemv_kernel<U, LOOM_GGML_Q8_0, LOOM_GGML_Q8_0, LOOM_GGML_Q8_0, V8><<<grid, kThreads, 0, stream>>>(a);
+        (void)launch(gemv_kernel<U, LOOM_GGML_Q8_0, LOOM_GGML_Q8_0, LOOM_GGML_Q8_0, V8>, grid, kThreads, 0, stream, a);
     else if (same && t0 == LOOM_GGML_F16)
-        gemv_kernel<U, LOOM_GGML_F16, LOOM_GGML_F16, LOOM_GGML_F16, V8><<<grid, kThreads, 0, stream>>>(a);
+        (void)launch(gemv_kernel<U, LOOM_GGML_F16, LOOM_GGML_F16, LOOM_GGML_F16, V8>, grid, kThreads, 0, stream, a);
     else if (t0 == LOOM_GGML_Q4_K && t1 == LOOM_GGML_Q4_K && t2 == LOOM_GGML_Q6_K)
-        gemv_kernel<U, LOOM_GGML_Q4_K, LOOM_GGML_Q4_K, LOOM_GGML_Q6_K, V8><<<grid, kThreads, 0, stream>>>(a);
+        (void)launch(gemv_kernel<U, LOOM_GGML_Q4_K, LOOM_GGML_Q4_K, LOOM_GGML_Q6_K, V8>, grid, kThreads, 0, stream, a);
     else
-        gemv_kernel<U, -1, -1, -1, V8><<<grid, kThreads, 0, stream>>>(a);
+        (void)launch(gemv_kernel<U, -1, -1, -1, V8>, grid, kThreads, 0, stream, a);
 }
 
 loom_status gemv_launch_unroll(const GemvArgs &a, int unroll, loom_error *err,
@@ -203,8 +205,8 @@ loom_status gemv_launch_unroll(const GemvArgs &a, int unroll, loom_error *err,
         unroll = (t == LOOM_GGML_Q4_K || t == LOOM_GGML_Q5_K) ? 2 : 4;
     }
     if (unroll == 1) {  // the simple path: one pass at a time, the generic kernel
-        if (v8) gemv_kernel<1, -1, -1, -1, true><<<grid, kThreads, 0, stream>>>(a);
-        else gemv_kernel<1, -1, -1, -1, false><<<grid, kThreads, 0, stream>>>(a);
+        if (v8) (void)launch(gemv_kernel<1, -1, -1, -1, true>, grid, kThreads, 0, stream, a);
+        else (void)launch(gemv_kernel<1, -1, -1, -1, false>, grid, kThreads, 0, stream, a);
     } else if (unroll >= 4)
         v8 ? launch_types<4, true>(a, grid, stream) : launch_types<4, false>(a, grid, stream);
     else

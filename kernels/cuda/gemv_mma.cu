@@ -270,6 +270,8 @@ struct MmaArgs {
 // 168 registers spilled).
 template <int NT, int NMAT>
 static __global__ void __launch_bounds__(kThreads, NT == 1 ? 4 : 2) gemv_mma_q4k(const MmaArgs a) {
+    pdl_wait();
+    pdl_launch_dependents();
     __shared__ Stage<NT> stage[kWarps];
     constexpr int NTL = (NT + 3) / 4;
     __shared__ float red[kWarps][NMAT][NTL][2][32];
@@ -456,22 +458,21 @@ static __global__ void __launch_bounds__(kThreads, NT == 1 ? 4 : 2) gemv_mma_q4k
 template <int NT, int NMAT>
 cudaError_t launch_q4k(const MmaArgs &a, int S, int64_t groups, cudaStream_t stream) {
     dim3 grid((unsigned)S, (unsigned)groups, (unsigned)a.tile0[a.nseg]);
-    if (S == 1) {
-        gemv_mma_q4k<NT, NMAT><<<grid, kThreads, 0, stream>>>(a);
-        return cudaGetLastError();
-    }
+    if (S == 1) return launch(gemv_mma_q4k<NT, NMAT>, grid, kThreads, 0, stream, a);
     cudaLaunchConfig_t cfg = {};
     cfg.gridDim = grid;
     cfg.blockDim = dim3(kThreads);
     cfg.dynamicSmemBytes = 0;
     cfg.stream = stream;
-    cudaLaunchAttribute at[1];
+    cudaLaunchAttribute at[2];
     at[0].id = cudaLaunchAttributeClusterDimension;
     at[0].val.clusterDim.x = (unsigned)S;
     at[0].val.clusterDim.y = 1;
     at[0].val.clusterDim.z = 1;
+    at[1].id = cudaLaunchAttributeProgrammaticStreamSerialization;  // common.cuh: launch()
+    at[1].val.programmaticStreamSerializationAllowed = 1;
     cfg.attrs = at;
-    cfg.numAttrs = 1;
+    cfg.numAttrs = pdl_on() ? 2 : 1;
     return cudaLaunchKernelEx(&cfg, gemv_mma_q4k<NT, NMAT>, a);
 }
 
