@@ -23,7 +23,7 @@
 // block, so graph replays find it zero) combines the S partials in split order 0 .. S-1: the
 // result does not depend on which block is last. One launch, no combine kernel.
 // Shared memory: 2 stages x (K + V tile) <= 32 KB (reused for the group sums and the combine),
-// q G x D floats, p TP x G floats: 34-42 KB (sm_87 budget 48 KB). Registers: 64-128, 141-151
+// q G x D floats, p TP x G floats: 34-42 KB (sm_87 budget 48 KB). Registers: 61-128, 143-167
 // for G > 4 (3 blocks/SM), zero spills (sm_87 and sm_90a).
 // Memory traffic: every K and V byte of the visible range read once per KV head (decode), q
 // once, partials (D + 2) floats per (head, split), written and read once from L2.
