@@ -95,6 +95,9 @@ loom_status loom_cuda_rope_kv_write(const float *q, const float *k, const float 
                                     cudaStream_t stream);
 
 /* ---- attention (attention.cu): decode (N = 1) with split-KV, and batched causal prefill ---- */
+/* head_dim 64, 80, 96, 128, 256 with F16/INT8 caches (64 and 128 with F32). The split-KV
+ * partials live in the scratch and the split counters in the module, both shared: like the
+ * scratch, attention serves one stream at a time (two attention launches must not overlap). */
 loom_status loom_cuda_attention(const float *q, const void *k_cache, const float *k_scales,
                                 const void *v_cache, const float *v_scales,
                                 const loom_kv_layout *kv, const loom_attn_params *p, float *out,
