@@ -3,9 +3,10 @@
  * it prints one table row per case (kernel, shape, measured error, tolerance, verdict) and
  * exits non-zero when any case fails or any CUDA call fails.
  *
- *   cuda_conformance [--quick] [--seed N]
+ *   cuda_conformance [--quick] [--attn] [--seed N]
  *
- * --quick keeps a reduced shape set (for compute-sanitizer, which is 10-100x slower).
+ * --quick keeps a reduced shape set (for compute-sanitizer, which is 10-100x slower); --attn
+ * runs only the kv_write and attention cases (with LOOM_ATTN_BPSM=... to sweep split counts).
  * Outputs are poisoned (all bytes 0xFF, a NaN pattern) before every GPU run, so an unwritten
  * element fails. Tolerances are those of the kernels' contracts (cpu_kernels.h, the .cu files):
  *   matmul family: per element |d| <= 1e-5 * sum_k |W x| (+1e-30); GEMM token == GEMV (bits);
