@@ -150,7 +150,9 @@ static bool cuda_supports(loom_exec_backend *b, const loom_ir_graph *g, const lo
             if (loom_ir_value_get(g, n->in[2])->type.dtype != cache->type.dtype) return false;
             int64_t hd = loom_ir_node_attr_int(n, LOOM_IR_ATTR_HEAD_DIM, 0);
             int64_t nh = loom_ir_node_attr_int(n, LOOM_IR_ATTR_N_HEAD, 0);
-            if (hd != 64 && hd != 128) c->host_fallback = true; /* run on the host */
+            loom_kv_type kt = c->opt.kv_int8 ? LOOM_KV_INT8
+                              : cache->type.dtype == LOOM_IR_F16 ? LOOM_KV_F16 : LOOM_KV_F32;
+            if (!loom_cuda_attention_supports(hd, kt)) c->host_fallback = true; /* on the host */
             need_scratch(c, loom_cuda_scratch_bytes_for(nh, hd, 0, 0));
         }
         return true;
@@ -770,10 +772,13 @@ static loom_status run_kv_or_attention(cuda_backend *c, const loom_ir_node *n,
     bool consecutive = true;
     int64_t T = pos_t->numel;
     loom_status st = LOOM_OK;
+    const loom_kv_type kt =
+        c->opt.kv_int8 ? LOOM_KV_INT8 : loom_exec_kv_layout(cache, hkv, d).type;
+    const bool on_device = is_write || loom_cuda_attention_supports(d, kt);
     /* Capturing: the kernels read the position from the device input (replayable), checked on
      * the host now and before every replay; without a host copy the kernels' clamping keeps
      * them inside the cache. */
-    bool at = c->capturing && !(!is_write && d != 64 && d != 128);
+    bool at = c->capturing && on_device;
     if (!(at && !pos_t->host)) {
         if ((st = host_positions(c, pos_t, &owned, &pos, err))) return st;
         if ((st = loom_exec_check_positions(pos, T, cache->dims[0], &consecutive, err))) goto done;
@@ -803,7 +808,7 @@ static loom_status run_kv_or_attention(cuda_backend *c, const loom_ir_node *n,
         (void)layout_of(c, &in[2], hkv, d, &vd, &vs);
         int64_t H = loom_ir_node_attr_int(n, LOOM_IR_ATTR_N_HEAD, 0);
         float scale = loom_ir_node_attr_float(n, LOOM_IR_ATTR_SCALE, 0);
-        if (d != 64 && d != 128) {
+        if (!on_device) {
             st = host_attention(c, in, &out[0], &kv, ks, vs, H, scale, pos, consecutive, err);
             goto done;
         }

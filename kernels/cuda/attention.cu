@@ -132,6 +132,8 @@ __device__ __forceinline__ void load8(const void *base, int64_t elem, float *v) 
 
 template <int D, int KVT, int GM>
 static __global__ void __launch_bounds__(kThreads, 1) attn_kernel(const AttnArgs a) {
+    pdl_wait();
+    pdl_launch_dependents();
     constexpr int kPer = KVT == LOOM_KV_F32 ? 4 : (KVT == LOOM_KV_F16 ? 8 : 16);
     constexpr int TPR = D / 8;         // threads per V row (8 dims each)
     constexpr int NG = kThreads / TPR; // position groups in phase 3
@@ -290,6 +292,8 @@ static __global__ void __launch_bounds__(kThreads, 1) attn_kernel(const AttnArgs
 // position used one split (the main kernel wrote out itself).
 static __global__ void __launch_bounds__(kThreads)
 attn_combine_kernel(const AttnArgs a, int D) {
+    pdl_wait();
+    pdl_launch_dependents();
     const int splits = splits_used(a, query_pos0(a));
     if (splits == 1) return;
     const int64_t n_head = a.n_head, h = blockIdx.x, t = blockIdx.y;
@@ -312,9 +316,9 @@ attn_combine_kernel(const AttnArgs a, int D) {
 
 template <int D, int GM>
 void launch_g(const AttnArgs &a, int kvt, dim3 grid, cudaStream_t stream) {
-    if (kvt == LOOM_KV_F32) attn_kernel<D, LOOM_KV_F32, GM><<<grid, kThreads, 0, stream>>>(a);
-    else if (kvt == LOOM_KV_F16) attn_kernel<D, LOOM_KV_F16, GM><<<grid, kThreads, 0, stream>>>(a);
-    else attn_kernel<D, LOOM_KV_INT8, GM><<<grid, kThreads, 0, stream>>>(a);
+    if (kvt == LOOM_KV_F32) (void)launch(attn_kernel<D, LOOM_KV_F32, GM>, grid, kThreads, 0, stream, a);
+    else if (kvt == LOOM_KV_F16) (void)launch(attn_kernel<D, LOOM_KV_F16, GM>, grid, kThreads, 0, stream, a);
+    else (void)launch(attn_kernel<D, LOOM_KV_INT8, GM>, grid, kThreads, 0, stream, a);
 }
 
 // Heads a block: the compile-time bound GM (1, 2, 4 or 8) is the smallest >= a.G, so the
@@ -334,9 +338,8 @@ loom_status run(AttnArgs a, int kvt, int64_t D, int64_t N, loom_error *err,
     else launch_d<128>(a, kvt, grid, stream);
     LAUNCH_CHECK();
     if (a.splits > 1) {
-        attn_combine_kernel<<<dim3((unsigned)a.n_head, (unsigned)N), kThreads, 0, stream>>>(
-            a, (int)D);
-        LAUNCH_CHECK();
+        CUDA_CHECK(launch(attn_combine_kernel, dim3((unsigned)a.n_head, (unsigned)N), kThreads, 0,
+                          stream, a, (int)D));
     }
     return LOOM_OK;
 }
@@ -457,6 +460,8 @@ __device__ __forceinline__ void load_unit(const unsigned char *Vs, int j, int u,
 // visible positions, walked in tiles of TP rows; see the file comment (v4).
 template <int D, int KVT, int GM>
 static __global__ void __launch_bounds__(kThreads, GM == 8 ? 3 : 4) attn_v4_kernel(const AttnArgs a) {
+    pdl_wait();
+    pdl_launch_dependents();
     using C = V4<D, KVT, GM>;
     constexpr bool I8 = KVT == LOOM_KV_INT8;
     constexpr int NSC = I8 ? C::NST : 1;
@@ -789,10 +794,10 @@ static __global__ void __launch_bounds__(kThreads, GM == 8 ? 3 : 4) attn_v4_kern
 
 template <int D, int KVT>
 void launch_v4_g(const AttnArgs &a, dim3 grid, cudaStream_t stream) {
-    if (a.G <= 1) attn_v4_kernel<D, KVT, 1><<<grid, kThreads, 0, stream>>>(a);
-    else if (a.G <= 2 && (D == 64 || D == 128)) attn_v4_kernel<D, KVT, 2><<<grid, kThreads, 0, stream>>>(a);
-    else if (a.G <= 4) attn_v4_kernel<D, KVT, 4><<<grid, kThreads, 0, stream>>>(a);
-    else attn_v4_kernel<D, KVT, 8><<<grid, kThreads, 0, stream>>>(a);
+    if (a.G <= 1) (void)launch(attn_v4_kernel<D, KVT, 1>, grid, kThreads, 0, stream, a);
+    else if (a.G <= 2 && (D == 64 || D == 128)) (void)launch(attn_v4_kernel<D, KVT, 2>, grid, kThreads, 0, stream, a);
+    else if (a.G <= 4) (void)launch(attn_v4_kernel<D, KVT, 4>, grid, kThreads, 0, stream, a);
+    else (void)launch(attn_v4_kernel<D, KVT, 8>, grid, kThreads, 0, stream, a);
 }
 
 template <int D>
@@ -832,7 +837,7 @@ static loom_status check_attn(const float *q, const void *k_cache, const float *
                  (long long)p->n_head, (long long)kv->n_kv_head, (long long)kv->n_ctx);
     if (kv->type != LOOM_KV_F32 && kv->type != LOOM_KV_F16 && kv->type != LOOM_KV_INT8)
         ARG_FAIL(LOOM_ERR_UNSUPPORTED, "attention: cache type %d", (int)kv->type);
-    if (!(D == 64 || D == 128 || (kv->type != LOOM_KV_F32 && (D == 80 || D == 96 || D == 256))))
+    if (!loom_cuda_attention_supports(D, kv->type))
         ARG_FAIL(LOOM_ERR_UNSUPPORTED,
                  "attention: head_dim %lld with a %s cache (CUDA supports 64, 80, 96, 128, 256 "
                  "for F16/INT8 and 64, 128 for F32)",
@@ -926,6 +931,11 @@ static loom_status launch_attn(const float *q, const void *k_cache, const float 
 }  // namespace loom_cuda
 
 using namespace loom_cuda;
+
+extern "C" bool loom_cuda_attention_supports(int64_t head_dim, loom_kv_type type) {
+    const int64_t D = head_dim;
+    return D == 64 || D == 128 || (type != LOOM_KV_F32 && (D == 80 || D == 96 || D == 256));
+}
 
 extern "C" loom_status loom_cuda_attention(const float *q, const void *k_cache,
                                            const float *k_scales, const void *v_cache,

@@ -115,6 +115,10 @@ loom_status loom_cuda_attention_at(const float *q, const void *k_cache, const fl
                                    const int32_t *d_pos0, float *out, loom_error *err,
                                    cudaStream_t stream);
 
+/* Whether the attention launchers run head_dim with a cache of `type` on the device (64 and 128
+ * always; 80, 96 and 256 with F16/INT8 caches); otherwise they refuse with LOOM_ERR_UNSUPPORTED. */
+bool loom_cuda_attention_supports(int64_t head_dim, loom_kv_type type);
+
 /* ---- elementwise, embedding, softmax, argmax, conversions ---------------------------------- */
 loom_status loom_cuda_add(const float *a, const float *b, int64_t n, float *y, loom_error *err,
                           cudaStream_t stream);

@@ -19,6 +19,8 @@ namespace {
 static __global__ void __launch_bounds__(kThreads)
 kv_kernel(const float *src, int64_t rows, int64_t pos0, const int32_t *d_pos0, int64_t nkv,
           int64_t n_ctx, int64_t D, void *cache, float *scales, int type) {
+    pdl_wait();
+    pdl_launch_dependents();
     const int lane = threadIdx.x & 31;
     const int64_t r = (int64_t)blockIdx.x * kWarps + (threadIdx.x >> 5);
     if (r >= rows) return;
@@ -69,10 +71,9 @@ static loom_status launch_kv(const float *src, int64_t n_tokens, int64_t pos0,
                              const int32_t *d_pos0, void *cache, float *scales,
                              const loom_kv_layout *kv, loom_error *err, cudaStream_t stream) {
     const int64_t rows = n_tokens * kv->n_kv_head;
-    kv_kernel<<<(unsigned)((rows + kWarps - 1) / kWarps), kThreads, 0, stream>>>(
-        src, rows, pos0, d_pos0, kv->n_kv_head, kv->n_ctx, kv->head_dim, cache, scales,
-        (int)kv->type);
-    LAUNCH_CHECK();
+    CUDA_CHECK(launch(kv_kernel, (unsigned)((rows + kWarps - 1) / kWarps), kThreads, 0, stream,
+                      src, rows, pos0, d_pos0, kv->n_kv_head, kv->n_ctx, kv->head_dim, cache,
+                      scales, (int)kv->type));
     return LOOM_OK;
 }
 
