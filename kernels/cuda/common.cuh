@@ -58,9 +58,12 @@ int sm_count();
 // a kernel launched with launch() below may start while the kernel before it on the stream is
 // still running, so that its launch and block scheduling overlap the other's tail. Every kernel
 // launched through launch() MUST call pdl_wait() before its first global memory access (read or
-// write): it returns once the previous kernel has completed and its writes are visible, so the
-// stream order holds for RAW and WAR hazards alike (and transitively: the previous kernel waited
-// for its own predecessor). A kernel with pdl_wait() may also be launched with <<<>>>: then the
+// write) to anything earlier work on the stream may write: it returns once the previous kernel
+// has completed and its writes are visible, so the stream order holds for RAW and WAR hazards
+// alike (and transitively: the previous kernel waited for its own predecessor). Only constant
+// inputs (weights, uploaded before any kernel of the stream ran) may be read before it: the
+// matmul kernels request their first weights there, so that the DRAM latency overlaps the
+// previous kernel's tail. A kernel with pdl_wait() may also be launched with <<<>>>: then the
 // wait returns at once. pdl_launch_dependents() lets the next kernel's blocks be scheduled before
 // this grid finishes; calling it early is safe because the next kernel still waits.
 bool pdl_on();

@@ -270,7 +270,6 @@ struct MmaArgs {
 // 168 registers spilled).
 template <int NT, int NMAT>
 static __global__ void __launch_bounds__(kThreads, NT == 1 ? 4 : 2) gemv_mma_q4k(const MmaArgs a) {
-    pdl_wait();
     pdl_launch_dependents();
     __shared__ Stage<NT> stage[kWarps];
     constexpr int NTL = (NT + 3) / 4;
@@ -334,11 +333,16 @@ static __global__ void __launch_bounds__(kThreads, NT == 1 ? 4 : 2) gemv_mma_q4k
             }
         }
     };
+    // One matrix: the first super-block's weights are requested before pdl_wait (common.cuh):
+    // they are constant, so their DRAM latency overlaps the previous kernel's tail; x (its
+    // output) and y (which it may still read) only after. (The pair hoisting its first load
+    // spills.)
     if (kPrefetch && sb < nsb) {
 #pragma unroll
         for (int m = 0; m < NMAT; m++) cur[m] = q4_load(wg[m], w8[m], sb, t);
-        if (kPrefetchX) load_x(sb, 0, xa, xc);
     }
+    pdl_wait();
+    if (kPrefetchX && sb < nsb) load_x(sb, 0, xa, xc);
     for (; sb < nsb; sb += step) {
         if (!kPrefetch) {
 #pragma unroll

@@ -8,7 +8,9 @@
 #   bench*.txt      `loom bench -p 512 -n 128 --backend cuda` on a Qwen3-4B-shaped Q4_K_M model
 #                   made here by `loom mkmodel` (graphs on = replay, LOOM_CUDA_GRAPH_REPLAY=0 =
 #                   capture per token, graphs off, 2 streams)
-#   bash gpu-bin/e2e/e2e.sh [check] [stories] [bench] [profile]   (default: the first three)
+#   ab_*.json       the same bench with LOOM_CUDA_PDL / LOOM_GEMV_MMA / LOOM_ATTN_V4 =0 in turn
+#   bench_profile.* LOOM_CUDA_PROFILE=1: time per op family of a decode step (graphs off)
+#   bash gpu-bin/e2e/e2e.sh [check] [stories] [bench] [ab] [profile]   (default: the first three)
 #   e2e_check.log also holds the graph-replay section (graphs on == off bit for bit over a
 #   64-token generation, 1 instantiation / 0 updates); bench.txt's stderr the graph stats.
 set -u
@@ -33,6 +35,17 @@ for s in $steps; do
             echo "stories $be rc=$?: $(head -c 300 "$OUT/stories_$be.txt")"; tail -2 "$OUT/stories_$be.err"
         done
         cmp -s "$OUT/stories_cuda.txt" "$OUT/stories_cpu.txt" && echo "stories: cuda == cpu text" || echo "stories: cuda != cpu text"
+        ;;
+    ab)
+        # decode and prefill with each fast path switched off in turn, against `bench` above
+        M=/tmp/qwen3-4b-q4km.gguf
+        [ -f $M ] || $B/loom mkmodel -o $M --arch qwen3 --quant q4_k_m --layers 36 --hidden 2560 \
+            --ffn 9728 --heads 32 --kv-heads 8 --head-dim 128 --vocab 151936 --ctx 4096 > /dev/null 2>&1
+        for v in LOOM_CUDA_PDL LOOM_GEMV_MMA LOOM_ATTN_V4; do
+            env $v=0 timeout 60 $B/loom bench $M -p 512 -n 128 -r 2 --backend cuda --json \
+                > "$OUT/ab_$v.json" 2> "$OUT/ab_$v.err"
+            echo "bench $v=0 rc=$?"; cat "$OUT/ab_$v.json"; tail -2 "$OUT/ab_$v.err"
+        done
         ;;
     profile)
         M=/tmp/qwen3-4b-q4km.gguf
