@@ -32,6 +32,9 @@
  *                         bit-identical to them (both within the same CPU-twin tolerance).
  *                         LOOM_GEMV_MMA_SPLIT=1|2|4|8 forces its sm_90 cluster split-K
  *                         (default: by shape; results depend on it, deterministically)
+ *   LOOM_CUDA_PDL         programmatic dependent launch (compute capability 9.0+): a kernel may
+ *                         start during the previous one's tail and waits for it in-kernel
+ *                         (common.cuh); =0: plain stream order. Same results either way.
  * When a fast path's launch fails, the launcher logs once on stderr and runs the simple path.
  *
  *   loom_kweight w = {.data = d_w, .type = LOOM_GGML_Q4_K, .rows = 2560, .cols = 2560};
