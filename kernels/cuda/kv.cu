@@ -11,7 +11,7 @@
 // Numeric contract: bit-exact with the CPU twin. F16: round to nearest even. INT8: amax =
 // max |x|, d = amax / 127, id = d ? 1/d : 0, q = rint(x * id) (ties to even), all IEEE single
 // operations; scales[row] = d.
-#include "kernels/cuda/common.cuh"
+#include "kernels/cuda/kv_store.cuh"
 
 namespace loom_cuda {
 namespace {
@@ -27,28 +27,8 @@ kv_kernel(const float *src, int64_t rows, int64_t pos0, const int32_t *d_pos0, i
     const int64_t p0 = d_pos0 ? (int64_t)*d_pos0 : pos0;
     const int64_t pos = p0 + r / nkv;
     if (pos < 0 || pos >= n_ctx) return;  // only a device position can get here
-    const float *s = src + r * D;
     const int64_t cr = pos * nkv + r % nkv;  // cache row = pos * n_kv_head + h
-    if (type == LOOM_KV_F32) {
-        float *dst = (float *)cache + cr * D;
-        for (int64_t i = lane; i < D; i += 32) dst[i] = s[i];
-    } else if (type == LOOM_KV_F16) {
-        uint16_t *dst = (uint16_t *)cache + cr * D;
-        for (int64_t i = lane; i < D; i += 32) dst[i] = __half_as_ushort(__float2half_rn(s[i]));
-    } else {
-        float amax = 0.0f;
-        for (int64_t i = lane; i < D; i += 32) amax = fmaxf(amax, fabsf(s[i]));
-        amax = warp_max(amax);
-        const float d = __fdiv_rn(amax, 127.0f);
-        const float id = d != 0.0f ? __fdiv_rn(1.0f, d) : 0.0f;
-        int8_t *dst = (int8_t *)cache + cr * D;
-        for (int64_t i = lane; i < D; i += 32) {
-            int q = __float2int_rn(__fmul_rn(s[i], id));
-            q = q > 127 ? 127 : (q < -127 ? -127 : q);
-            dst[i] = (int8_t)q;
-        }
-        if (lane == 0) scales[cr] = d;
-    }
+    kv_store_row(src + r * D, D, type, cache, scales, cr, lane);
 }
 
 // Validates everything but the position (the by-value launcher checks that itself).

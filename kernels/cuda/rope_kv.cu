@@ -17,13 +17,13 @@
 // host, t = (float)pos multiplied i times in float32, theta = freq_scale * t bit-identical; cos
 // and sin by a double range reduction and __sincosf, abs error < 1e-6), the rotation in IEEE
 // float32 with no contraction: q_out within 1e-4 absolute of max(1, max |value|) for |pos| <
-// 32768. The K cache holds those roped values converted as kv.cu converts (F16 round to nearest
+// 32768. The K cache holds those roped values converted by kv_store.cuh, as kv_write (F16 nearest
 // even; INT8 amax / 127 with ties-to-even quantization), so it is within that tolerance plus
 // one F16 rounding or one INT8 step; the V cache is bit-exact. A token whose position is
 // outside 0 .. n_ctx - 1 writes no cache row (the executor checks positions on the host).
 #include <math.h>
 
-#include "kernels/cuda/common.cuh"
+#include "kernels/cuda/kv_store.cuh"
 
 namespace loom_cuda {
 namespace {
@@ -41,31 +41,6 @@ struct PrologueArgs {
     float *k_scales, *v_scales;
     float *q_out;
 };
-
-// Writes the row s[0..D) (shared memory, or global for V) into cache row cr of `type`.
-__device__ __forceinline__ void store_row(const float *s, int64_t D, int type, void *cache,
-                                          float *scales, int64_t cr, int lane) {
-    if (type == LOOM_KV_F32) {
-        float *dst = (float *)cache + cr * D;
-        for (int64_t i = lane; i < D; i += 32) dst[i] = s[i];
-    } else if (type == LOOM_KV_F16) {
-        uint16_t *dst = (uint16_t *)cache + cr * D;
-        for (int64_t i = lane; i < D; i += 32) dst[i] = __half_as_ushort(__float2half_rn(s[i]));
-    } else {
-        float amax = 0.0f;
-        for (int64_t i = lane; i < D; i += 32) amax = fmaxf(amax, fabsf(s[i]));
-        amax = warp_max(amax);
-        const float d = __fdiv_rn(amax, 127.0f);
-        const float id = d != 0.0f ? __fdiv_rn(1.0f, d) : 0.0f;
-        int8_t *dst = (int8_t *)cache + cr * D;
-        for (int64_t i = lane; i < D; i += 32) {
-            int qv = __float2int_rn(__fmul_rn(s[i], id));
-            qv = qv > 127 ? 127 : (qv < -127 ? -127 : qv);
-            dst[i] = (int8_t)qv;
-        }
-        if (lane == 0) scales[cr] = d;
-    }
-}
 
 static __global__ void __launch_bounds__(kThreads) prologue_kernel(PrologueArgs a) {
     pdl_wait();
@@ -120,8 +95,8 @@ static __global__ void __launch_bounds__(kThreads) prologue_kernel(PrologueArgs 
     }
     if (p < 0 || p >= a.n_ctx) return;  // only a bad device position gets here
     const int64_t cr = (int64_t)p * a.nkv + h;
-    store_row(s, D, a.type, a.k_cache, a.k_scales, cr, lane);
-    store_row(a.v + (t * a.nkv + h) * D, D, a.type, a.v_cache, a.v_scales, cr, lane);
+    kv_store_row(s, D, a.type, a.k_cache, a.k_scales, cr, lane);
+    kv_store_row(a.v + (t * a.nkv + h) * D, D, a.type, a.v_cache, a.v_scales, cr, lane);
 }
 
 }  // namespace

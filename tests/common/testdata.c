@@ -51,3 +51,9 @@ char *loom_test_path(const char *relpath) {
     snprintf(path, len, "%s/%s", root, rel);
     return path;
 }
+
+void loom_test_runfile(char *buf, size_t n, const char *relpath) {
+    const char *src = getenv("TEST_SRCDIR"), *ws = getenv("TEST_WORKSPACE");
+    snprintf(buf, n, "%s/%s/%s", src ? src : ".", ws ? ws : "loom", relpath);
+    if (access(buf, F_OK) != 0) snprintf(buf, n, "bazel-bin/%s", relpath);
+}

@@ -16,6 +16,8 @@
 #ifndef LOOM_TESTS_COMMON_TESTDATA_H
 #define LOOM_TESTS_COMMON_TESTDATA_H
 
+#include <stddef.h>
+
 /* The testdata root (the value of LOOM_TESTDATA, owned by the environment) when ROOT/probe_relpath
  * exists; probe_relpath NULL or "" probes the root folder itself. Otherwise skips the current test,
  * or fails it when LOOM_REQUIRE_TESTDATA=1; never returns NULL. */
@@ -24,5 +26,10 @@ const char *loom_test_testdata(const char *probe_relpath);
 /* ROOT/relpath as a new string the caller frees, after loom_test_testdata(relpath) (so the path
  * exists, or the test was skipped or failed). Aborts the test on out of memory. */
 char *loom_test_path(const char *relpath);
+
+/* The path of a runfile of this test (a `data` dependency, e.g. "tools/loom") into buf[n]:
+ * $TEST_SRCDIR/$TEST_WORKSPACE/relpath when that exists, else bazel-bin/relpath (a test binary
+ * started by hand from the workspace root). */
+void loom_test_runfile(char *buf, size_t n, const char *relpath);
 
 #endif /* LOOM_TESTS_COMMON_TESTDATA_H */

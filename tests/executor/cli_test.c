@@ -22,9 +22,7 @@ static char golden[1024];
 static char tmpdir[1024];
 
 static void setup(void) {
-    const char *src = getenv("TEST_SRCDIR"), *ws = getenv("TEST_WORKSPACE");
-    snprintf(loom_bin, sizeof loom_bin, "%s/%s/tools/loom", src ? src : ".", ws ? ws : "loom");
-    if (access(loom_bin, X_OK) != 0) snprintf(loom_bin, sizeof loom_bin, "bazel-bin/tools/loom");
+    loom_test_runfile(loom_bin, sizeof loom_bin, "tools/loom");
     const char *t = getenv("TEST_TMPDIR");
     snprintf(tmpdir, sizeof tmpdir, "%s", t ? t : "/tmp");
 }
@@ -199,8 +197,7 @@ Test(cli, run_text_prompt_stops_at_eos_and_prints_speed) {
 Test(cli, example_program_uses_only_the_public_header) {
     need_testdata();
     char bin[2100], cmd[8192], out[1024] = "";
-    const char *src = getenv("TEST_SRCDIR"), *ws = getenv("TEST_WORKSPACE");
-    snprintf(bin, sizeof bin, "%s/%s/api/example_generate", src ? src : ".", ws ? ws : "loom");
+    loom_test_runfile(bin, sizeof bin, "api/example_generate");
     snprintf(cmd, sizeof cmd, "'%s' '%s/tiny_qwen3_q4km.gguf' 338,281,93,503,475,149,364", bin, golden);
     FILE *p = popen(cmd, "r");
     cr_assert(p);

@@ -23,9 +23,7 @@ static char loom_bin[2048];
 static char tmpdir[1024];
 
 static void setup(void) {
-    const char *src = getenv("TEST_SRCDIR"), *ws = getenv("TEST_WORKSPACE");
-    snprintf(loom_bin, sizeof loom_bin, "%s/%s/tools/loom", src ? src : ".", ws ? ws : "loom");
-    if (access(loom_bin, X_OK) != 0) snprintf(loom_bin, sizeof loom_bin, "bazel-bin/tools/loom");
+    loom_test_runfile(loom_bin, sizeof loom_bin, "tools/loom");
     const char *t = getenv("TEST_TMPDIR");
     snprintf(tmpdir, sizeof tmpdir, "%s/cli_tools.%d", t ? t : "/tmp", (int)getpid());
     mkdir(tmpdir, 0755);

@@ -19,6 +19,7 @@
 #include <unistd.h>
 
 #include "api/loom_impl.h"
+#include "tests/common/testdata.h"
 #include "loom.h"
 
 static const char *testdata(void) {
@@ -110,9 +111,7 @@ Test(exec_plan, golden_logits_identical_across_streams) {
 /* The `loom` binary in the runfiles (or bazel-bin when run by hand). */
 static const char *loom_bin(void) {
     static char path[2048];
-    const char *src = getenv("TEST_SRCDIR"), *ws = getenv("TEST_WORKSPACE");
-    snprintf(path, sizeof path, "%s/%s/tools/loom", src ? src : ".", ws ? ws : "loom");
-    if (access(path, X_OK) != 0) snprintf(path, sizeof path, "bazel-bin/tools/loom");
+    loom_test_runfile(path, sizeof path, "tools/loom");
     return path;
 }
 
