@@ -80,6 +80,13 @@ __device__ __forceinline__ void pdl_launch_dependents() {
 #endif
 }
 
+// A hint that brings the 128-byte line holding p into L2 (no register, no fault on a valid
+// address). Safe before pdl_wait() for any address: L2 is coherent, so a line the previous
+// kernel writes afterwards is simply updated there.
+__device__ __forceinline__ void prefetch_l2(const void *p) {
+    asm volatile("prefetch.global.L2 [%0];" ::"l"(p));
+}
+
 // kernel<<<grid, block, smem, stream>>>(args...), with the PDL attribute when pdl_on().
 template <typename... Params, typename... Args>
 cudaError_t launch(void (*kernel)(Params...), dim3 grid, dim3 block, size_t smem,

@@ -123,7 +123,6 @@ constexpr int gemv_min_blocks() {
 template <int UNROLL, int T0, int T1, int T2, bool V8>
 static __global__ void __launch_bounds__(kThreads, (gemv_min_blocks<UNROLL, T0, V8>()))
     gemv_kernel(const GemvArgs a) {
-    pdl_wait();
     pdl_launch_dependents();
     const int lane = threadIdx.x & 31;
     int64_t r = (int64_t)blockIdx.x * kWarps + (threadIdx.x >> 5);
@@ -141,6 +140,15 @@ static __global__ void __launch_bounds__(kThreads, (gemv_min_blocks<UNROLL, T0, 
             }
         }
     }
+    // Before the dependent-launch wait (common.cuh): the first 4 KB of the row (and of the
+    // SwiGLU's second row) into L2, so the weights' DRAM latency overlaps the previous kernel.
+    if (r < s.rows) {
+        const int64_t o = (int64_t)lane * 128;
+        if (o < s.row_bytes) prefetch_l2(s.w + r * s.row_bytes + o);
+        if (a.epi == EPI_SWIGLU && o < a.seg[1].row_bytes)
+            prefetch_l2(a.seg[1].w + r * a.seg[1].row_bytes + o);
+    }
+    pdl_wait();
     if (r >= s.rows) return;
     float v;
     if constexpr (T0 == T1 && T1 == T2) {

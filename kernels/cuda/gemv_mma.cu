@@ -336,10 +336,16 @@ static __global__ void __launch_bounds__(kThreads, NT == 1 ? 4 : 2) gemv_mma_q4k
     // One matrix: the first super-block's weights are requested before pdl_wait (common.cuh):
     // they are constant, so their DRAM latency overlaps the previous kernel's tail; x (its
     // output) and y (which it may still read) only after. (The pair hoisting its first load
-    // spills.)
+    // spills, so it asks L2 for those bytes instead.)
     if (kPrefetch && sb < nsb) {
 #pragma unroll
         for (int m = 0; m < NMAT; m++) cur[m] = q4_load(wg[m], w8[m], sb, t);
+    } else if (sb < nsb) {  // the pair: its first super-block into L2 only (no registers)
+#pragma unroll
+        for (int m = 0; m < NMAT; m++) {
+            prefetch_l2(wg[m] + sb * kQ4KBytes + 64 * t);
+            prefetch_l2(w8[m] + sb * kQ4KBytes + 64 * t);
+        }
     }
     pdl_wait();
     if (kPrefetchX && sb < nsb) load_x(sb, 0, xa, xc);
