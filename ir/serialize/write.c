@@ -15,6 +15,7 @@
 #include "ir/serialize/loom_graph.pb-c.h"
 #include "ir/serialize/serialize.h"
 #include "ir/serialize/serialize_impl.h"
+#include "loom/hash.h"
 
 /* ---- ENUM attribute names (shared with read.c) ---- */
 
@@ -58,10 +59,7 @@ bool ser_enum_index(loom_ir_attr_id id, const char *name, int64_t *out) {
 }
 
 uint64_t loom_ir_message_checksum(const void *bytes, size_t len) {
-    const uint8_t *p = bytes;
-    uint64_t h = 0xcbf29ce484222325ull;
-    for (size_t i = 0; i < len; i++) h = (h ^ p[i]) * 0x100000001b3ull;
-    return h;
+    return loom_fnv1a64(LOOM_FNV1A64_BASIS, bytes, len);
 }
 
 /* ---- the writer context ---- */
