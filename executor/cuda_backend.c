@@ -359,7 +359,6 @@ static loom_status cuda_upload(loom_exec_backend *b, void *dst, const void *src,
             cudaError_t e = cudaMallocHost(&p, cap);
             if (e != cudaSuccess) return alloc_fail(err, e, cap, "pinned input staging (host)");
             if (c->stage) cudaFreeHost(c->stage);
-    if (c->down) cudaFreeHost(c->down);
             c->stage = p;
             c->stage_cap = cap;
         }
@@ -524,6 +523,7 @@ static loom_status finish_capture(cuda_backend *c, loom_error *err) {
     c->exec_streams = c->step_streams;
     e = cudaGraphLaunch(c->exec, c->streams[0]);
     if (e != cudaSuccess) {
+        c->exec_replayable = false; /* never replay an exec that failed to launch */
         st = cuda_fail(err, e, "cudaGraphLaunch(c->exec, c->streams[0])", __func__, __FILE__,
                        __LINE__);
         goto done;

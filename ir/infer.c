@@ -149,7 +149,7 @@ static loom_status need_cache(const ctx *c, uint32_t i, int64_t *rows, int64_t *
     const loom_ir_type *t = &c->v[i]->type;
     if (!ir_value_is_cache(c->g, c->in[i]))
         return fail(c, LOOM_ERR_TYPE, "operand %u must be a KV cache (a state value or a "
-                    "kv_write result)", i);
+                    "cache result of kv_write / rope_kv_write)", i);
     if ((t->rank != 2 && t->rank != 3) || !is_float_dtype(t->dtype))
         return fail(c, LOOM_ERR_TYPE, "operand %u is %s: a cache is f32/f16/bf16 [C,E] or "
                     "[C,H,D]", i, tstr(c, i, tb, sizeof tb));
@@ -443,13 +443,17 @@ static loom_status infer_rope_kv_write(const ctx *c, loom_ir_type out[], uint32_
     if (c->n_in != 6 && c->n_in != 8)
         return fail(c, LOOM_ERR_INVALID_ARGUMENT, "takes k_cache, v_cache, q, k, v, pos and "
                     "optionally q_norm, k_norm (6 or 8 operands), got %u", c->n_in);
-    int64_t rows, krow, vrow;
+    int64_t rows, vrows, krow, vrow;
     loom_status st;
-    if ((st = need_cache(c, 0, &rows, &krow)) || (st = need_cache(c, 1, &rows, &vrow)) ||
+    if ((st = need_cache(c, 0, &rows, &krow)) || (st = need_cache(c, 1, &vrows, &vrow)) ||
         (st = need_act(c, 2, 3, 3)) || (st = need_act(c, 3, 3, 3)) || (st = need_act(c, 4, 3, 3)))
         return st;
     if (c->in[0] == c->in[1])
         return fail(c, LOOM_ERR_TYPE, "operands 0 and 1 are one cache: K and V need their own");
+    if (vrows != rows || vrow != krow || c->v[1]->type.dtype != c->v[0]->type.dtype)
+        return fail(c, LOOM_ERR_TYPE, "operands 0 and 1 (K and V caches) are %s and %s: they "
+                    "must have the same positions, row size and dtype",
+                    tstr(c, 0, tb, sizeof tb), tstr(c, 1, kb, sizeof kb));
     const loom_ir_type *q = &c->v[2]->type, *k = &c->v[3]->type;
     int64_t D = q->dims[2], row = -1;
     if (loom_ir_dim_is_sym(k->dims[1]) || loom_ir_dim_is_sym(D) || k->dims[0] != q->dims[0] ||

@@ -26,7 +26,9 @@ static const char *base =
     "weight @emb : q8_0[100,256]\n"
     "weight @b : f32[128]\n"
     "state @kc : f16[32,128]\n"
-    "state @vc : f16[32,2,64]\n";
+    "state @vc : f16[32,2,64]\n"
+    "state @vshort : f16[16,2,64]\n"
+    "state @v32 : f32[32,2,64]\n";
 
 /* Parses base + line; returns the status and the message in err. */
 static loom_status try_line(const char *line, loom_ir_graph **g, loom_error *err) {
@@ -169,6 +171,11 @@ static const bad_case bad[] = {
      "dim 64"},
     {"%k, %v, %q = rope_kv_write(%r, @vc, %x3, %k3, %k3, %pos) {eps=0, mode=neox, n_rot=64, "
      "freq_base=1e6}", LOOM_ERR_TYPE, "operand 0 must be a KV cache"},
+    {"%k, %v, %q = rope_kv_write(@kc, @vshort, %x3, %k3, %k3, %pos) {eps=0, mode=neox, n_rot=64, "
+     "freq_base=1e6}", LOOM_ERR_TYPE, "operands 0 and 1 (K and V caches) are f16[32,128] and "
+     "f16[16,2,64]: they must have the same positions, row size and dtype"},
+    {"%k, %v, %q = rope_kv_write(@kc, @v32, %x3, %k3, %k3, %pos) {eps=0, mode=neox, n_rot=64, "
+     "freq_base=1e6}", LOOM_ERR_TYPE, "must have the same positions, row size and dtype"},
 };
 
 Test(builder, refuses_mismatches_naming_op_and_operands) {
