@@ -10,8 +10,9 @@
  *
  * Memory and streams come from the plan (executor/plan.h), made once at create: one activation
  * arena holding every intermediate at offsets chosen from (stream-aware) lifetimes, sized for
- * the symbols' declared maxima; reshape results alias their operand, kv_write results alias the
- * written state, in-place ops (ops.def) write over their dying first operand. With n_streams > 1
+ * the symbols' declared maxima; reshape results alias their operand, the state results of
+ * state-writing ops (kv_write, rope_kv_write: loom_ir_op_state_results) alias the written
+ * state, in-place ops (ops.def) write over their dying first operand. With n_streams > 1
  * a backend with the stream members runs independent branches on different streams.
  *
  * Backends: a loom_exec_backend is a vtable (below) plus its private state. The CPU backend
@@ -74,7 +75,10 @@ typedef struct loom_exec_backend_vtable {
                               const void **out, loom_error *err);
     /* Optional: releases what map_weight made. */
     void (*unmap_weight)(loom_exec_backend *b, const void *mapped);
-    /* Optional: host -> backend and backend -> host copies (NULL: memcpy). */
+    /* Optional: host -> backend and backend -> host copies (NULL: memcpy). An upload may be
+     * asynchronous: src may be reused once it returns, and the copy is ordered before the
+     * step's work (and a replay_step); it is complete after a download or the step's end. A
+     * download is synchronous. */
     loom_status (*upload)(loom_exec_backend *b, void *dst, const void *src, size_t bytes,
                           loom_error *err);
     loom_status (*download)(loom_exec_backend *b, void *dst, const void *src, size_t bytes,

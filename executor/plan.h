@@ -12,9 +12,9 @@
  * Nodes touching the same state (KV cache) are ordered too. All streams fork from the step's
  * start and join at its end (the backend does that), so steps never overlap.
  *
- * Memory. Every node result that owns memory (not a view, not a kv_write state version) is a
- * root; its uses are those of every value rooted in it (views of it), and a graph output lives to
- * the step's end. An op flagged INPLACE in ops.def writes out[0] over in[0] when every other
+ * Memory. Every node result that owns memory (not a view, not a state result of kv_write or
+ * rope_kv_write) is a root; its uses are those of every value rooted in it (views of it), and a
+ * graph output lives to the step's end. An op flagged INPLACE in ops.def writes out[0] over in[0] when every other
  * access of in[0]'s root happens before the node: the two roots form one block. A block is live
  * over [begin, end) in program-order indices, where end is the first index from which every
  * later node happens after every access of the block (with one stream: last use + 1; with

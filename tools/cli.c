@@ -2,7 +2,6 @@
 #include "tools/cli.h"
 
 #include <errno.h>
-#include <inttypes.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>

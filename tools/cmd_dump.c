@@ -44,7 +44,7 @@ static void print_ops(FILE *f) {
     static const struct { uint32_t flag; const char *name; } flags[] = {
         {LOOM_IR_OPF_ELEMENTWISE, "elementwise"}, {LOOM_IR_OPF_INPLACE, "inplace"},
         {LOOM_IR_OPF_FUSED, "fused"}, {LOOM_IR_OPF_VIEW, "view"},
-        {LOOM_IR_OPF_WRITES_STATE, "writes_state"},
+        {LOOM_IR_OPF_WRITES_STATE, "writes_state"}, {LOOM_IR_OPF_WRITES_STATE2, "writes_state2"},
     };
     for (int op = 0; op < LOOM_IR_OP_COUNT; op++) {
         const loom_ir_op_info *oi = loom_ir_op_info_get((loom_ir_op)op);

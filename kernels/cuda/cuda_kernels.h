@@ -27,6 +27,7 @@
  *                         LOOM_ATTN_BPSM=1..16: blocks per SM the split choice aims at (1)
  *   LOOM_GEMV_V8          GEMV v8: cheaper Q4_K/Q5_K scale decode, 5 blocks/SM (=0: v7;
  *                         bit-identical results; bench/NOTES.md)
+ *   LOOM_GEMV_UNROLL      warp-per-row GEMV passes in flight: 1, 2 or 4 (default by type)
  *   LOOM_GEMV_MMA         matmul family on tensor cores for Q4_K weights (gemv_mma.cu; GEMV
  *                         and GEMM, all epilogues); =0: the warp-per-row kernels above. NOT
  *                         bit-identical to them (both within the same CPU-twin tolerance).
@@ -57,7 +58,7 @@ extern "C" {
 /* The CUDA runtime's stream handle, declared as cuda_runtime_api.h declares it. */
 typedef struct CUstream_st *cudaStream_t;
 
-/* ---- matmul family (gemv.cu for N = 1, gemm.cu for N = 2..32 per pass) ------------------- */
+/* ---- matmul family (gemv_mma.cu: Q4_K, any N; else gemv.cu for N = 1, gemm.cu by 32) ---- */
 loom_status loom_cuda_matmul(const float *x, int64_t n, loom_kweight w, float *y, loom_error *err,
                              cudaStream_t stream);
 loom_status loom_cuda_matmul_add(const float *x, int64_t n, loom_kweight w, const float *residual,
@@ -171,7 +172,7 @@ const void *loom_cuda_scratch_base(void);
 /* Frees the scratch (at exit; nothing may be running). */
 void loom_cuda_release_scratch(void);
 
-/* Re-reads the LOOM_FAST_* switches (tests use it after setenv; normally read once). */
+/* Re-reads every switch listed above (tests use it after setenv; normally read once). */
 void loom_cuda_reload_switches(void);
 
 #ifdef __cplusplus

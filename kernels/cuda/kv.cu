@@ -8,9 +8,8 @@
 // Device positions out of range: token t goes to position p = *d_pos0 + t only when
 // 0 <= p < n_ctx; other rows are skipped (nothing written, no fault).
 // Memory traffic: src read once (twice for INT8, second from L1), the cache row written once.
-// Numeric contract: bit-exact with the CPU twin. F16: round to nearest even. INT8: amax =
-// max |x|, d = amax / 127, id = d ? 1/d : 0, q = rint(x * id) (ties to even), all IEEE single
-// operations; scales[row] = d.
+// Numeric contract: bit-exact with the CPU twin; the conversion of a row is kv_store.cuh's
+// (F16 round to nearest even; INT8 per-row absmax scale).
 #include "kernels/cuda/kv_store.cuh"
 
 namespace loom_cuda {

@@ -1,5 +1,6 @@
-// matmul.cuh: what gemv.cu (N = 1, the launchers) and gemm.cu (N = 2..32 per pass) share:
-// the segment description of one weight matrix and the GEMM entry point.
+// matmul.cuh: what the matmul files share: gemv.cu (the launchers; warp-per-row GEMV),
+// gemm.cu (warp-per-row GEMM, N = 2..32 per pass) and gemv_mma.cu (tensor cores, Q4_K, any N):
+// the segment description of one weight matrix and the entry points.
 #pragma once
 
 #include "kernels/cuda/quant_blocks.cuh"
@@ -7,7 +8,7 @@
 namespace loom_cuda {
 
 // Epilogues. PLAIN: y = dot (+ bias[r] when bias). ADD: y = dot + residual (index as y).
-// SWIGLU (GEMV only): y = silu(dot_A) * dot_B. SWIGLU_FINISH (GEMM second pass):
+// SWIGLU (gemv.cu, gemv_mma.cu): y = silu(dot_A) * dot_B. SWIGLU_FINISH (gemm.cu's second pass):
 // y = silu(y) * dot, y holding dot_A from the first pass.
 enum Epi : int { EPI_PLAIN = 0, EPI_ADD = 1, EPI_SWIGLU = 2, EPI_SWIGLU_FINISH = 3 };
 
@@ -35,8 +36,8 @@ loom_status gemm_launch(const Seg &seg, const float *x, int64_t n, int64_t K, in
 // gemv_mma.cu (tensor cores): true when the segment's type and alignment have an mma path.
 bool mma_seg_ok(const Seg &s);
 
-// The whole matmul over n >= 1 tokens (any n: one launch per 262140 tokens) for segments that
-// all pass mma_seg_ok: epi EPI_PLAIN (nseg 1..3, biases), EPI_ADD (nseg 1) or EPI_SWIGLU
+// The whole matmul over n >= 1 tokens (any n: one launch per 65535 x 8 tokens) for segments
+// that all pass mma_seg_ok: epi EPI_PLAIN (nseg 1..3, biases), EPI_ADD (nseg 1) or EPI_SWIGLU
 // (seg[0] gate, seg[1] up, output seg[0].y). Not bit-identical to gemv.cu / gemm.cu; a pair of
 // equal shapes gives the same dots with and without SwiGLU.
 loom_status mma_matmul(const Seg *seg, int nseg, int epi, const float *x, int64_t K, int64_t n,

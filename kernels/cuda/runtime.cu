@@ -90,8 +90,7 @@ bool pdl_on() {
 }
 
 int gemv_mma_split() {
-    std::lock_guard<std::mutex> lock(g_mu);
-    if (!g_switch_read) read_switches_locked();
+    ensure_switches();
     return g_mma_split;
 }
 

@@ -121,6 +121,11 @@ static int gen_rows(const char *path, loom_cache_type cache, const loom_session_
     int32_t V = loom_model_n_vocab(m);
     *V_out = V;
     *logits = malloc((size_t)n * V * sizeof(float));
+    if (!*logits) {
+        snprintf(why, why_len, "out of memory for %d x %d logits", (int)n, (int)V);
+        rc = 1;
+        goto done;
+    }
     for (int32_t i = 0; i < n; i++) {
         int32_t rows;
         const float *l = loom_session_logits(s, &rows) + (size_t)(rows - 1) * V;

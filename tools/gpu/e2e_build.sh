@@ -11,7 +11,7 @@ TD="${LOOM_TESTDATA:-$(pwd)/../shared/testdata}"
 D=gpu-bin/e2e
 if [ $# -gt 0 ] && [ "${1#-}" = "$1" ]; then D="$1"; shift; fi
 bazel build -c opt //tools:loom //tests/gpu_e2e:e2e_check "$@"
-bin="$(bazel info -c opt bazel-bin 2>/dev/null)"
+bin="$(bazel info -c opt "$@" bazel-bin 2>/dev/null)"
 for b in "$bin/tools/loom" "$bin/tests/gpu_e2e/e2e_check"; do
     if ldd "$b" | grep -q -E "libasan|libubsan"; then
         echo "e2e_build: $b is linked against a sanitizer; rebuild plain" >&2
