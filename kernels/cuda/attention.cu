@@ -1,7 +1,9 @@
 // attention.cu: flash attention over the KV cache for decode (one query token, GQA, split-KV)
 // and batched causal prefill (N query tokens in one launch), in two kernels:
 //
-// v4 (the fast path, LOOM_FAST_ATTN and LOOM_ATTN_V4 on; head_dim 64, 80, 96, 128, 256).
+// v4 (the fast path, LOOM_FAST_ATTN and LOOM_ATTN_V4 on; head_dim 64, 80, 96, 128, 256; also
+// for head_dim 80, 96, 256 whatever the switches say, as G = 1 without a split when they are
+// off, since v3 has no kernels for those).
 // Launch geometry: 128-thread blocks, grid (n_kv_head * head_groups, N, splits). A block owns
 // up to G = 8 query heads that share one KV head (kv_head = head / (n_head / n_kv_head)), one
 // query token t (sees positions 0 .. pos0 + t) and one split: `per` consecutive tiles of TP
@@ -53,7 +55,7 @@ struct AttnArgs {
     const void *kc, *vc;
     const float *ks, *vs;
     float *out;
-    float *part;  // [N][n_head][splits][D + 2] when splits > 1
+    float *part;  // splits > 1: v3 [N][n_head][splits][D + 2]; v4 [N][n_head][D + 2][SP]
     const int32_t *pos_dev;  // device position of query 0 (the _at launcher), else NULL
     int64_t n_kv_head, n_head, pos0, n_tokens, n_ctx;
     float scale;

@@ -7,8 +7,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
 #include <sys/wait.h>
+#include <unistd.h>
 
 #include "loaders/gguf.h"
 #include "tests/common/testdata.h"
@@ -16,14 +16,8 @@
 
 static const char *loom_bin(void) {
     static char path[1024];
-    const char *srcdir = getenv("TEST_SRCDIR"), *ws = getenv("TEST_WORKSPACE");
-    struct stat st;
-    if (srcdir && ws) {
-        snprintf(path, sizeof path, "%s/%s/tests/gguf/loom_inspect", srcdir, ws);
-        if (stat(path, &st) == 0) return path;
-    }
-    snprintf(path, sizeof path, "bazel-bin/tests/gguf/loom_inspect");
-    cr_assert_eq(stat(path, &st), 0, "the loom_inspect binary is not in the runfiles");
+    loom_test_runfile(path, sizeof path, "tests/gguf/loom_inspect");
+    cr_assert_eq(access(path, X_OK), 0, "the loom_inspect binary is not in the runfiles");
     return path;
 }
 

@@ -6,7 +6,8 @@
  *   cuda_conformance [--quick] [--attn] [--seed N]
  *
  * --quick keeps a reduced shape set (for compute-sanitizer, which is 10-100x slower); --attn
- * runs only the kv_write and attention cases (with LOOM_ATTN_BPSM=... to sweep split counts).
+ * runs only the kv_write and attention cases (and the refusals; with LOOM_ATTN_BPSM=... to
+ * sweep split counts).
  * Outputs are poisoned (all bytes 0xFF, a NaN pattern) before every GPU run, so an unwritten
  * element fails. Tolerances are those of the kernels' contracts (cpu_kernels.h, the .cu files):
  *   matmul family: per element |d| <= 1e-5 * sum_k |W x| (+1e-30); GEMM token == GEMV (bits);
@@ -1009,7 +1010,7 @@ static void test_softmax_argmax(int64_t rows, int64_t n) {
     cudaFree(dx); cudaFree(dy); cudaFree(dout);
 }
 
-/* ---- bad arguments are refused without a launch ----------------------------------------- */
+/* ---- dependent launches ------------------------------------------------------------------ */
 /* Programmatic dependent launch (kernels/cuda/common.cuh): `steps` dependent launches ping-pong
  * between two buffers (each reads what the previous launch wrote and overwrites what the one
  * before it read: read-after-write and write-after-read), grids of many waves; then the same
@@ -1066,6 +1067,7 @@ static void test_pdl_chain(int64_t n, int steps) {
     free(got);
 }
 
+/* ---- bad arguments are refused without a launch ----------------------------------------- */
 static void test_bad_args(void) {
     loom_error err = {0};
     loom_kweight w = {(void *)16, LOOM_GGML_Q4_K, 4, 300};

@@ -22,20 +22,6 @@
 #include "tests/common/testdata.h"
 #include "loom.h"
 
-static const char *testdata(void) {
-    const char *d = getenv("LOOM_TESTDATA"), *req = getenv("LOOM_REQUIRE_TESTDATA");
-    char probe[1024];
-    snprintf(probe, sizeof probe, "%s/golden/sequences.txt", d ? d : "");
-    FILE *f = d && *d ? fopen(probe, "rb") : NULL;
-    if (f) {
-        fclose(f);
-        return d;
-    }
-    if (req && !strcmp(req, "1")) cr_assert_fail("LOOM_TESTDATA (%s) has no golden/", d ? d : "unset");
-    cr_skip_test("testdata not found (set LOOM_TESTDATA)");
-    return NULL;
-}
-
 static const int32_t S7[] = {338, 281, 93, 503, 475, 149, 364};
 
 static float *run_s7(const char *path, int32_t streams, int32_t *V) {
@@ -70,7 +56,7 @@ static float *run_s7(const char *path, int32_t streams, int32_t *V) {
 }
 
 Test(exec_plan, golden_logits_identical_across_streams) {
-    const char *d = testdata();
+    const char *d = loom_test_testdata("golden/sequences.txt");
     static const char *names[] = {"tiny_llama_f32", "tiny_llama_f16", "tiny_llama_q8_0",
                                   "tiny_llama_q6_k", "tiny_llama_q5_k", "tiny_llama_q4_k",
                                   "tiny_qwen3_q4km", "tiny_qwen2_q4km"};
@@ -122,7 +108,7 @@ static bool gpu_present(void) {
 
 Test(exec_plan, cuda_session_refused_without_gpu) {
     if (gpu_present()) cr_skip_test("a usable GPU is present");
-    const char *d = testdata();
+    const char *d = loom_test_testdata("golden/sequences.txt");
     char path[1024];
     snprintf(path, sizeof path, "%s/golden/tiny_llama_q4_k.gguf", d);
     loom_model *m = NULL;
@@ -151,7 +137,7 @@ Test(exec_plan, cuda_session_refused_without_gpu) {
 
 Test(exec_plan, loom_run_backend_cuda_exits_1) {
     if (gpu_present()) cr_skip_test("a usable GPU is present");
-    const char *d = testdata();
+    const char *d = loom_test_testdata("golden/sequences.txt");
     const char *tmp = getenv("TEST_TMPDIR");
     char cmd[4096], errf[1024];
     snprintf(errf, sizeof errf, "%s/run_cuda.err", tmp && *tmp ? tmp : "/tmp");

@@ -10,7 +10,7 @@
 #                   capture per token, graphs off, 2 streams)
 #   ab_*.json       the same bench with LOOM_CUDA_PDL / LOOM_GEMV_MMA / LOOM_ATTN_V4 =0 in turn
 #   bench_profile.* LOOM_CUDA_PROFILE=1: time per op family of a decode step (graphs off)
-#   bash gpu-bin/e2e/e2e.sh [check] [stories] [bench] [ab] [profile]   (default: the first three)
+#   bash DEST/e2e.sh [check] [stories] [bench] [ab] [profile]   (default: the first three)
 #   e2e_check.log also holds the graph-replay section (graphs on == off bit for bit over a
 #   64-token generation, 1 instantiation / 0 updates); bench.txt's stderr the graph stats.
 set -u
@@ -18,6 +18,13 @@ OUT="${OUT:-gpu-out-e2e}"
 mkdir -p "$OUT"
 B="$(dirname "$0")"
 steps="${*:-check stories bench}"
+# The Qwen3-4B-shaped Q4_K_M model of the bench steps, made here once (timed in mkmodel.txt).
+M=/tmp/qwen3-4b-q4km.gguf
+make_model() {
+    [ -f $M ] || /usr/bin/time -f "mkmodel %e s" $B/loom mkmodel -o $M --arch qwen3 \
+        --quant q4_k_m --layers 36 --hidden 2560 --ffn 9728 --heads 32 --kv-heads 8 \
+        --head-dim 128 --vocab 151936 --ctx 4096 > "$OUT/mkmodel.txt" 2>&1
+}
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm,clocks.mem,memory.total,temperature.gpu,power.draw \
     --format=csv > "$OUT/gpu.txt" 2>&1
 date -u >> "$OUT/gpu.txt"
@@ -38,9 +45,7 @@ for s in $steps; do
         ;;
     ab)
         # decode and prefill with each fast path switched off in turn, against `bench` above
-        M=/tmp/qwen3-4b-q4km.gguf
-        [ -f $M ] || $B/loom mkmodel -o $M --arch qwen3 --quant q4_k_m --layers 36 --hidden 2560 \
-            --ffn 9728 --heads 32 --kv-heads 8 --head-dim 128 --vocab 151936 --ctx 4096 > /dev/null 2>&1
+        make_model
         for v in LOOM_CUDA_PDL LOOM_GEMV_MMA LOOM_ATTN_V4; do
             env $v=0 timeout 60 $B/loom bench $M -p 512 -n 128 -r 2 --backend cuda --json \
                 > "$OUT/ab_$v.json" 2> "$OUT/ab_$v.err"
@@ -48,18 +53,13 @@ for s in $steps; do
         done
         ;;
     profile)
-        M=/tmp/qwen3-4b-q4km.gguf
-        [ -f $M ] || $B/loom mkmodel -o $M --arch qwen3 --quant q4_k_m --layers 36 --hidden 2560 \
-            --ffn 9728 --heads 32 --kv-heads 8 --head-dim 128 --vocab 151936 --ctx 4096 > /dev/null 2>&1
+        make_model
         LOOM_CUDA_PROFILE=1 timeout 80 $B/loom bench $M -p 512 -n 32 -r 1 --backend cuda \
             > "$OUT/bench_profile.txt" 2> "$OUT/bench_profile.err"
         echo "bench profile rc=$?"; grep -A16 "loom cuda profile" "$OUT/bench_profile.err"
         ;;
     bench)
-        M=/tmp/qwen3-4b-q4km.gguf
-        /usr/bin/time -f "mkmodel %e s" $B/loom mkmodel -o $M --arch qwen3 --quant q4_k_m --layers 36 \
-            --hidden 2560 --ffn 9728 --heads 32 --kv-heads 8 --head-dim 128 --vocab 151936 \
-            --ctx 4096 > "$OUT/mkmodel.txt" 2>&1
+        make_model
         tail -2 "$OUT/mkmodel.txt"
         timeout 150 $B/loom bench $M -p 512 -n 128 -r 3 --backend cuda > "$OUT/bench.txt" 2> "$OUT/bench.err"
         echo "bench rc=$?"; cat "$OUT/bench.txt"; tail -3 "$OUT/bench.err"
