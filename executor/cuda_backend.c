@@ -159,13 +159,13 @@ static bool cuda_supports(loom_exec_backend *b, const loom_ir_graph *g, const lo
     }
     case LOOM_IR_OP_FUSED_RMS_NORM:
         return loom_ir_value_get(g, n->in[1])->type.dtype == LOOM_IR_F32;
-    case LOOM_IR_OP_ROPE_KV_WRITE: { /* caches as kv_write's; the kernel takes head_dim <= 2048 */
+    case LOOM_IR_OP_ROPE_KV_WRITE: { /* caches as kv_write's; head_dim bounded by the kernel */
         const loom_ir_value *vc = loom_ir_value_get(g, n->in[1]);
         if (vc->type.dtype != in0->type.dtype ||
             (in0->type.dtype != LOOM_IR_F32 && in0->type.dtype != LOOM_IR_F16))
             return false;
         if (c->opt.kv_int8 && (in0->type.rank != 3 || vc->type.rank != 3)) return false;
-        return last_dim(loom_ir_value_get(g, n->in[3])) <= 2048;
+        return last_dim(loom_ir_value_get(g, n->in[3])) <= LOOM_CUDA_ROPE_KV_MAX_HEAD_DIM;
     }
     case LOOM_IR_OP_SOFTMAX: case LOOM_IR_OP_ARGMAX: {
         int64_t numel = loom_ir_type_numel(g, &in0->type, NULL), d = last_dim(in0);

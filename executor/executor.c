@@ -32,6 +32,7 @@ struct loom_exec {
     void *arena;            /* the activation arena (NULL when it is empty) */
     uint32_t n_nodes;
     loom_ir_node_id *order; /* program order */
+    loom_exec_tensor *ins;  /* [graph inputs] what a replay_step gets */
     int32_t t_sym;          /* index of symbol T, -1 when absent */
     int64_t sym[LOOM_IR_MAX_SYMBOLS]; /* symbols of the last step (0: none yet) */
     bool ran;
@@ -176,7 +177,8 @@ loom_status loom_exec_create_ex(const loom_ir_graph *g, loom_exec_backend *backe
     e->ptr = calloc(nv, sizeof *e->ptr);
     e->host = calloc(nv, sizeof *e->host);
     e->order = calloc(loom_ir_node_count(g) + 1, sizeof *e->order);
-    if (!e->root || !e->ptr || !e->host || !e->order) {
+    e->ins = calloc(loom_ir_input_count(g) + 1, sizeof *e->ins);
+    if (!e->root || !e->ptr || !e->host || !e->order || !e->ins) {
         st = loom_error_set(err, LOOM_ERR_OUT_OF_MEMORY, "executor: out of memory");
         goto fail;
     }
@@ -227,6 +229,7 @@ void loom_exec_destroy(loom_exec *e) {
     free(e->ptr);
     free(e->host);
     free(e->order);
+    free(e->ins);
     free(e);
 }
 
@@ -308,11 +311,9 @@ loom_status loom_exec_run(loom_exec *e, const int64_t *sym_values, const loom_ex
     bool began = false;
     int64_t T = e->t_sym >= 0 ? e->sym[e->t_sym] : 1;
     if (vt->replay_step) {
-        loom_exec_tensor ins[LOOM_IR_MAX_INPUTS];
-        uint32_t n = 0;
-        for (uint32_t i = 0; i < n_in && n < LOOM_IR_MAX_INPUTS; i++)
-            if ((st = tensor_of(e, loom_ir_input_at(g, i), &ins[n++], err))) goto done;
-        if (n == n_in && vt->replay_step(e->be, n_streams, T, ins, n, &st, err)) {
+        for (uint32_t i = 0; i < n_in; i++)
+            if ((st = tensor_of(e, loom_ir_input_at(g, i), &e->ins[i], err))) goto done;
+        if (vt->replay_step(e->be, n_streams, T, e->ins, n_in, &st, err)) {
             if (st) goto done;
             goto sync;
         }

@@ -88,6 +88,9 @@ loom_status loom_cuda_kv_write_at(const float *src, int64_t n_tokens, const int3
                                   void *cache, float *scales, const loom_kv_layout *kv,
                                   loom_error *err, cudaStream_t stream);
 
+/* The largest head_dim loom_cuda_rope_kv_write takes (a block stages 4 rows in shared memory). */
+#define LOOM_CUDA_ROPE_KV_MAX_HEAD_DIM 2048
+
 /* The attention prologue of one layer in one launch (rope_kv.cu; CPU twin and contract in
  * cpu_kernels.h). The positions pos[T] are read by the kernel from device memory and the grid
  * depends on T and the head counts only, so a captured graph replays at any position. */

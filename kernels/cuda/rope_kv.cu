@@ -28,7 +28,7 @@
 namespace loom_cuda {
 namespace {
 
-constexpr int64_t kMaxHeadDim = 2048;  // shared memory: kWarps * D floats <= 32 KB
+constexpr int64_t kMaxHeadDim = LOOM_CUDA_ROPE_KV_MAX_HEAD_DIM;  // kWarps * D floats <= 32 KB
 
 struct PrologueArgs {
     const float *q, *k, *v;
