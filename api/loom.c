@@ -131,15 +131,17 @@ static loom_status load_graph_file(loom_model *m, const char *path, const char *
         const loom_ir_meta *name = loom_ir_meta_get(m->graph, "source.file");
         if (!name || name->kind != LOOM_IR_META_STRING)
             return loom_error_set(err, LOOM_ERR_NOT_FOUND,
-                                  "the graph names no source GGUF file; give it with -m");
+                                  "the graph names no source GGUF file; give it in "
+                                  "loom_model_options.gguf_path (loom run: -m)");
         const char *slash = strrchr(path, '/');
         int dir = slash ? (int)(slash - path + 1) : 0;
         snprintf(buf, sizeof buf, "%.*s%s", dir, path, name->s);
         gguf_path = buf;
     }
     if ((st = loom_gguf_open(gguf_path, &m->gguf, err))) {
-        if (gguf_path == buf && err)
-            loom_error_prefix(err, "the graph's source GGUF (give another with -m): ");
+        if (gguf_path == buf)
+            loom_error_prefix(err, "the graph's source GGUF (give another in "
+                                   "loom_model_options.gguf_path; loom run: -m): ");
         return st;
     }
     if ((st = loom_ir_check_against_gguf(m->graph, m->gguf, err)))
