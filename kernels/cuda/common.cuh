@@ -51,8 +51,10 @@ int attn_blocks_per_sm();
 // available and it cannot grow it (stream capturing, or the allocation failed).
 void *scratch(size_t bytes, cudaStream_t stream);
 
-// Number of multiprocessors of the current device (cached).
+// Number of multiprocessors and compute-capability major of the current device (cached; 0
+// when it cannot be read).
 int sm_count();
+int cc_major();
 
 // Programmatic dependent launch (PDL, compute capability 9.0+; LOOM_CUDA_PDL=0 turns it off):
 // a kernel launched with launch() below may start while the kernel before it on the stream is
@@ -126,6 +128,13 @@ constexpr int kWarps = kThreads / 32;
 __device__ __forceinline__ float warp_sum(float v) {
 #pragma unroll
     for (int o = 16; o > 0; o >>= 1) v = __fadd_rn(v, __shfl_xor_sync(0xffffffffu, v, o));
+    return v;
+}
+
+// Sum in double (RMSNorm's sum of squares), the same butterfly order everywhere.
+__device__ __forceinline__ double warp_sum_d(double v) {
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
     return v;
 }
 

@@ -490,16 +490,7 @@ cudaError_t launch_q4k(const MmaArgs &a, int S, int64_t groups, cudaStream_t str
 // as stay resident in one wave, each warp keeping >= 2 super-blocks; 1 before sm_90.
 // LOOM_GEMV_MMA_SPLIT (1, 2, 4, 8) forces it where it fits.
 int pick_split(int64_t tiles, int64_t nsb) {
-    static int major = -1;
-    if (major < 0) {
-        int dev = 0;
-        if (cudaGetDevice(&dev) != cudaSuccess ||
-            cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev) != cudaSuccess) {
-            (void)cudaGetLastError();
-            major = 0;
-        }
-    }
-    if (major < 9) return 1;
+    if (cc_major() < 9) return 1;
     int S = gemv_mma_split();
     if (S <= 0) {
         // The largest S whose blocks are all resident at once (4 a SM; bench 2026-11-29: at

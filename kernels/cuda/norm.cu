@@ -15,12 +15,6 @@
 namespace loom_cuda {
 namespace {
 
-__device__ __forceinline__ double warp_sum_d(double v) {
-#pragma unroll
-    for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
-    return v;
-}
-
 template <bool VEC>
 static __global__ void __launch_bounds__(kThreads)
 rms_kernel(const float *x, const float *w, int64_t rows, int64_t d, float eps, float *y) {

@@ -11,7 +11,7 @@
 // on [-pi, pi] (abs error < 1e-6): within 1e-4 absolute of the CPU for |pos| < 32768, |x| <= 1.
 #include <math.h>
 
-#include "kernels/cuda/common.cuh"
+#include "kernels/cuda/rope.cuh"
 
 namespace loom_cuda {
 namespace {
@@ -27,19 +27,7 @@ rope_kernel(float *q, float *k, const int32_t *pos, int64_t T, int64_t nh, int64
          idx += (int64_t)gridDim.x * blockDim.x) {
         const int64_t i = idx % half, th = idx / half, h = th % heads, t = th / heads;
         float *base = h < nh ? q + (t * nh + h) * D : k + (t * nkv + (h - nh)) * D;
-        float tt = (float)pos[t];
-        for (int64_t s = 0; s < i; s++) tt = __fmul_rn(tt, theta_scale);
-        const float theta = __fmul_rn(freq_scale, tt);
-        // Range reduction in double (|theta| < 2^20 here: error < 1e-10), then the fast
-        // sincos on [-pi, pi] (abs error < 1e-6): no slow-path local memory of sinf/cosf.
-        const double k2pi = rint((double)theta * 0.15915494309189535);
-        const float red = (float)fma(-k2pi, 6.283185307179586, (double)theta);
-        float sn, c;
-        __sincosf(red, &sn, &c);
-        const int64_t i0 = neox ? i : 2 * i, i1 = neox ? i + half : 2 * i + 1;
-        const float x0 = base[i0], x1 = base[i1];
-        base[i0] = __fsub_rn(__fmul_rn(x0, c), __fmul_rn(x1, sn));
-        base[i1] = __fadd_rn(__fmul_rn(x0, sn), __fmul_rn(x1, c));
+        rope_rotate_pair(base, i, half, neox != 0, pos[t], theta_scale, freq_scale);
     }
 }
 

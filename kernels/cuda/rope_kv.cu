@@ -24,6 +24,7 @@
 #include <math.h>
 
 #include "kernels/cuda/kv_store.cuh"
+#include "kernels/cuda/rope.cuh"
 
 namespace loom_cuda {
 namespace {
@@ -63,29 +64,15 @@ static __global__ void __launch_bounds__(kThreads) prologue_kernel(PrologueArgs 
         if (w) ss += (double)x * x;
     }
     if (w) {
-#pragma unroll
-        for (int o = 16; o > 0; o >>= 1) ss += __shfl_xor_sync(0xffffffffu, ss, o);
+        ss = warp_sum_d(ss);
         const float scale = (float)(1.0 / sqrt(ss / (double)D + (double)a.eps));
         for (int64_t i = lane; i < D; i += 32) s[i] = __fmul_rn(__fmul_rn(s[i], scale), w[i]);
     }
     __syncwarp();
 
     const int32_t p = a.pos[t];
-    for (int64_t i = lane; i < a.half; i += 32) {
-        float tt = (float)p;
-        for (int64_t j = 0; j < i; j++) tt = __fmul_rn(tt, a.theta_scale);
-        const float theta = __fmul_rn(a.freq_scale, tt);
-        // Range reduction in double (error < 1e-10 for |theta| < 2^20), then the fast sincos on
-        // [-pi, pi] (abs error < 1e-6): no slow-path local memory of sinf/cosf.
-        const double k2pi = rint((double)theta * 0.15915494309189535);
-        const float red = (float)fma(-k2pi, 6.283185307179586, (double)theta);
-        float sn, c;
-        __sincosf(red, &sn, &c);
-        const int64_t i0 = a.neox ? i : 2 * i, i1 = a.neox ? i + a.half : 2 * i + 1;
-        const float x0 = s[i0], x1 = s[i1];
-        s[i0] = __fsub_rn(__fmul_rn(x0, c), __fmul_rn(x1, sn));
-        s[i1] = __fadd_rn(__fmul_rn(x0, sn), __fmul_rn(x1, c));
-    }
+    for (int64_t i = lane; i < a.half; i += 32)
+        rope_rotate_pair(s, i, a.half, a.neox != 0, p, a.theta_scale, a.freq_scale);
     __syncwarp();
 
     if (is_q) {

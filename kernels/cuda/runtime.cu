@@ -49,11 +49,7 @@ static void read_switches_locked() {
     g_unroll = (n == 1 || n == 2 || n == 4 || n == 8 || n == 16) ? n : kDefaultUnroll;
     // Programmatic dependent launch needs compute capability 9.0 (common.cuh: launch()).
     const char *p = getenv("LOOM_CUDA_PDL");
-    int dev = 0, major = 0;
-    g_pdl = !(p && strcmp(p, "0") == 0) && cudaGetDevice(&dev) == cudaSuccess &&
-            cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev) == cudaSuccess &&
-            major >= 9;
-    (void)cudaGetLastError();
+    g_pdl = !(p && strcmp(p, "0") == 0) && cc_major() >= 9;
     const char *sp = getenv("LOOM_GEMV_MMA_SPLIT");
     int k = sp ? atoi(sp) : 0;
     g_mma_split = (k == 1 || k == 2 || k == 4 || k == 8) ? k : 0;
@@ -145,6 +141,20 @@ int sm_count() {
             n = 16;
     }
     return n;
+}
+
+int cc_major() {
+    static int major = -1;
+    if (major < 0) {
+        int dev = 0, v = 0;
+        if (cudaGetDevice(&dev) == cudaSuccess &&
+            cudaDeviceGetAttribute(&v, cudaDevAttrComputeCapabilityMajor, dev) == cudaSuccess)
+            major = v;
+        else
+            major = 0;
+        (void)cudaGetLastError();
+    }
+    return major;
 }
 
 }  // namespace loom_cuda
