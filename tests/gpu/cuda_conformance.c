@@ -470,6 +470,20 @@ static void test_rope(loom_rope_mode mode, int64_t T, int64_t nh, int64_t nkv, i
 
 static size_t kv_elem(loom_kv_type t) { return t == LOOM_KV_F32 ? 4 : (t == LOOM_KV_F16 ? 2 : 1); }
 
+/* Bytes of the device cache (dc, cb bytes) and, for INT8, whether its scales (ds, sb bytes)
+ * differ from the CPU's cc / sc; cg and sg are host buffers of those sizes to copy into. */
+static size_t cache_diff(const uint8_t *cc, const float *sc, const void *dc, const float *ds,
+                         size_t cb, size_t sb, int int8, uint8_t *cg, float *sg) {
+    to_host(cg, dc, cb);
+    size_t diff = 0;
+    for (size_t i = 0; i < cb; i++) diff += cc[i] != cg[i];
+    if (int8) {
+        to_host(sg, ds, sb);
+        diff += memcmp(sc, sg, sb) != 0;
+    }
+    return diff;
+}
+
 static void test_kv(loom_kv_type t, int64_t n_ctx, int64_t nkv, int64_t D, int64_t pos0, int64_t T) {
     char shape[96];
     snprintf(shape, sizeof shape, "%s ctx=%lld kvh=%lld D=%lld pos0=%lld T=%lld",
@@ -492,11 +506,7 @@ static void test_kv(loom_kv_type t, int64_t n_ctx, int64_t nkv, int64_t D, int64
     report_status("kv_write", shape,
                   loom_cuda_kv_write(dsrc, T, pos0, dc, t == LOOM_KV_INT8 ? ds : NULL, &kv, &err, 0),
                   &err);
-    to_host(cg, dc, cb);
-    to_host(sg, ds, sb);
-    size_t diff = 0;
-    for (size_t i = 0; i < cb; i++) diff += cc[i] != cg[i];
-    if (t == LOOM_KV_INT8) diff += memcmp(sc, sg, sb) != 0;
+    size_t diff = cache_diff(cc, sc, dc, ds, cb, sb, t == LOOM_KV_INT8, cg, sg);
     report("kv_write", shape, (double)diff, 0);
     /* the _at launcher (position in device memory) writes the same bytes */
     int32_t p32 = (int32_t)pos0, *dpos = dup_dev(&p32, sizeof p32);
@@ -505,11 +515,7 @@ static void test_kv(loom_kv_type t, int64_t n_ctx, int64_t nkv, int64_t D, int64
     report_status("kv_write_at", shape,
                   loom_cuda_kv_write_at(dsrc, T, dpos, dc, t == LOOM_KV_INT8 ? ds : NULL, &kv, &err, 0),
                   &err);
-    to_host(cg, dc, cb);
-    to_host(sg, ds, sb);
-    diff = 0;
-    for (size_t i = 0; i < cb; i++) diff += cc[i] != cg[i];
-    if (t == LOOM_KV_INT8) diff += memcmp(sc, sg, sb) != 0;
+    diff = cache_diff(cc, sc, dc, ds, cb, sb, t == LOOM_KV_INT8, cg, sg);
     report("kv_write_at == cpu", shape, (double)diff, 0);
     free(src); free(cc); free(cg); free(sc); free(sg);
     cudaFree(dc); cudaFree(ds); cudaFree(dsrc); cudaFree(dpos);
@@ -545,11 +551,7 @@ static void test_kv_at_oob(loom_kv_type t, int32_t dev_pos, int64_t T) {
     report_status("kv_write_at", shape,
                   loom_cuda_kv_write_at(dsrc, T, dpos, dc, t == LOOM_KV_INT8 ? ds : NULL, &kv, &err, 0),
                   &err);
-    to_host(cg, dc, cb);
-    to_host(sg, ds, sb);
-    size_t diff = 0;
-    for (size_t i = 0; i < cb; i++) diff += cc[i] != cg[i];
-    if (t == LOOM_KV_INT8) diff += memcmp(sc, sg, sb) != 0;
+    size_t diff = cache_diff(cc, sc, dc, ds, cb, sb, t == LOOM_KV_INT8, cg, sg);
     report("kv_write_at out of range", shape, (double)diff, 0);
     free(src); free(cc); free(cg); free(sc); free(sg);
     cudaFree(dc); cudaFree(ds); cudaFree(dsrc); cudaFree(dpos);
