@@ -2,8 +2,9 @@
  * text under a GGUF model's tokenizer.
  *
  * Default output: one token per line, `ID<TAB>"PIECE"`, where PIECE is the bytes the token decodes
- * to, escaped so every line is printable UTF-8 (\n, \t, \r, \", \\, \xNN for control bytes and for
- * bytes that are not a whole UTF-8 character inside the piece, e.g. one <0xE6> byte token).
+ * to, escaped by loom_cli_put_string's text mode so every line is printable UTF-8 (\n, \t, \r,
+ * \", \\, lowercase \xnn for control bytes and for bytes that are not a whole UTF-8 character
+ * inside the piece, e.g. one <0xE6> byte token; the same escapes as `loom inspect`).
  * --ids prints only the ids, space-separated, on one line. No BOS unless --bos. Special tokens
  * written in the text (<s>, <|im_end|>) are matched unless --no-parse-special. -f reads the file
  * byte for byte (no newline is stripped).
@@ -31,32 +32,6 @@ static void usage(FILE *f) {
             "  -h, --help           this help\n"
             "Without --ids: one line per token, ID<TAB>\"PIECE\", PIECE being the bytes the token\n"
             "decodes to, escaped (\\n \\t \\\" \\\\, \\xNN for control bytes and partial characters).\n");
-}
-
-static void print_escaped(FILE *f, const char *p, size_t n) {
-    const unsigned char *s = (const unsigned char *)p;
-    fputc('"', f);
-    for (size_t i = 0; i < n;) {
-        unsigned char c = s[i];
-        if (c == '\n') fputs("\\n", f);
-        else if (c == '\t') fputs("\\t", f);
-        else if (c == '\r') fputs("\\r", f);
-        else if (c == '"') fputs("\\\"", f);
-        else if (c == '\\') fputs("\\\\", f);
-        else if (c >= 0x20 && c < 0x7F) fputc(c, f);
-        else if (c >= 0x80) {
-            size_t k = loom_cli_utf8_len(s + i, n - i);
-            if (k) {
-                fwrite(s + i, 1, k, f);
-                i += k;
-                continue;
-            }
-            fprintf(f, "\\x%02X", c);
-        } else
-            fprintf(f, "\\x%02X", c);
-        i++;
-    }
-    fputc('"', f);
 }
 
 static char *read_all(const char *path, size_t *len) {
@@ -161,7 +136,7 @@ int loom_cmd_tokenize(int argc, char **argv) {
         size_t pl = 0;
         const char *piece = loom_tokenizer_piece(t, ids[i], &pl);
         printf("%d\t", (int)ids[i]);
-        print_escaped(stdout, piece, pl);
+        loom_cli_put_string(stdout, piece, pl, false, SIZE_MAX);
         putchar('\n');
     }
     if (ids_only) putchar('\n');
