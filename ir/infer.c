@@ -531,7 +531,7 @@ loom_status ir_normalize_attrs(loom_ir_op op, const loom_ir_attr *attrs, uint32_
                                   "(%s)", oi->name, ai->name, ai->doc);
         }
         char nb[32];
-        if (ai->kind == LOOM_IR_ATTR_KIND_ENUM && !ir_enum_name((loom_ir_attr_id)id, a->u.i, nb,
+        if (ai->kind == LOOM_IR_ATTR_KIND_ENUM && !loom_ir_attr_enum_name((loom_ir_attr_id)id, a->u.i, nb,
                                                                  sizeof nb))
             return loom_error_set(err, LOOM_ERR_INVALID_ARGUMENT, "ir: %s: %s = %lld is not one "
                                   "of %s", oi->name, ai->name, (long long)a->u.i, ai->enum_names);

@@ -202,6 +202,13 @@ const loom_ir_attr_info *loom_ir_attr_info_get(loom_ir_attr_id id);
 /* Name lookups; false when unknown. */
 bool loom_ir_op_from_name(const char *name, loom_ir_op *out);
 bool loom_ir_attr_from_name(const char *name, loom_ir_attr_id *out);
+/* ENUM attribute values (ops.def lists their names comma-separated; a value is its index), the
+ * one lookup the printer, parser, verifier and protobuf mapping share.
+ * loom_ir_attr_enum_name: the name of value i of attribute id into buf (NUL-terminated); false
+ * when id is not an ENUM, i is out of range or buf cannot hold the name.
+ * loom_ir_attr_enum_value: the value whose name is name[0..name_len); false when unknown. */
+bool loom_ir_attr_enum_name(loom_ir_attr_id id, int64_t i, char *buf, size_t len);
+bool loom_ir_attr_enum_value(loom_ir_attr_id id, const char *name, size_t name_len, int64_t *out);
 
 /* How many leading results of op are its leading operands' state buffers after a write: result
  * i (i < the count) IS operand i's buffer. 0 for ops without WRITES_STATE, 1 for kv_write, 2

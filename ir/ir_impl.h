@@ -109,10 +109,6 @@ bool ir_value_is_cache(const loom_ir_graph *g, loom_ir_value_id v);
 /* ---- table.c ---- */
 /* A dim as text: "4096", "T". */
 const char *ir_dim_format(const loom_ir_graph *g, int64_t d, char *buf, size_t len);
-/* The name of ENUM value i of attribute id into buf; false when out of range. */
-bool ir_enum_name(loom_ir_attr_id id, int64_t i, char *buf, size_t len);
-/* The value of ENUM name for attribute id; false when unknown. */
-bool ir_enum_value(loom_ir_attr_id id, const char *name, size_t name_len, int64_t *out);
 /* Shortest text for a float / double that reads back to the same value; always contains '.',
  * 'e', "inf" or "nan" so it is never taken for an int. */
 void ir_format_float(double v, bool single, char *buf, size_t len);

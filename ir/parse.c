@@ -278,7 +278,7 @@ static loom_status attr_block(P *p, loom_ir_attr *attrs, uint32_t *n_attrs,
             break;
         case LOOM_IR_ATTR_KIND_ENUM:
             if ((st = need_word(p, w, sizeof w, "a name"))) return st;
-            if (!ir_enum_value(id, w, strlen(w), &iv))
+            if (!loom_ir_attr_enum_value(id, w, strlen(w), &iv))
                 return perr(p, vat, LOOM_ERR_FORMAT, "%s must be one of %s", name,
                             ai->enum_names);
             attrs[k] = loom_ir_attr_int(id, iv);

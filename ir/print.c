@@ -75,7 +75,7 @@ static void put_attr(FILE *f, const loom_ir_graph *g, const loom_ir_attr *a) {
         put_quoted(f, a->u.s);
         break;
     case LOOM_IR_ATTR_KIND_ENUM:
-        if (ir_enum_name((loom_ir_attr_id)a->id, a->u.i, buf, sizeof buf)) fputs(buf, f);
+        if (loom_ir_attr_enum_name((loom_ir_attr_id)a->id, a->u.i, buf, sizeof buf)) fputs(buf, f);
         else fprintf(f, "%lld", (long long)a->u.i);
         break;
     case LOOM_IR_ATTR_KIND_DTYPE: {

@@ -241,7 +241,7 @@ bool ir_attr_equal(const loom_ir_attr *a, const loom_ir_attr *b) {
     }
 }
 
-bool ir_enum_name(loom_ir_attr_id id, int64_t i, char *buf, size_t len) {
+bool loom_ir_attr_enum_name(loom_ir_attr_id id, int64_t i, char *buf, size_t len) {
     const loom_ir_attr_info *ai = loom_ir_attr_info_get(id);
     if (!ai || !ai->enum_names || i < 0) return false;
     const char *p = ai->enum_names;
@@ -257,7 +257,8 @@ bool ir_enum_name(loom_ir_attr_id id, int64_t i, char *buf, size_t len) {
     return true;
 }
 
-bool ir_enum_value(loom_ir_attr_id id, const char *name, size_t name_len, int64_t *out) {
+bool loom_ir_attr_enum_value(loom_ir_attr_id id, const char *name, size_t name_len,
+                             int64_t *out) {
     const loom_ir_attr_info *ai = loom_ir_attr_info_get(id);
     if (!ai || !ai->enum_names) return false;
     const char *p = ai->enum_names;

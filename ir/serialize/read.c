@@ -353,7 +353,7 @@ static loom_status read_attrs(reader *r, size_t j, const Loompb__Node *n,
         case LOOM_IR_ATTR_KIND_STRING: attrs[k] = loom_ir_attr_string(id, a->s); break;
         case LOOM_IR_ATTR_KIND_ENUM: {
             int64_t idx;
-            if (!ser_enum_index(id, a->s, &idx))
+            if (!loom_ir_attr_enum_value(id, a->s, strlen(a->s), &idx))
                 return loom_error_set(r->e, LOOM_ERR_FORMAT,
                                       "node %zu (%s): attribute %s: unknown value '%s' (one of %s)",
                                       j, n->op, a->name, a->s, info->enum_names);

@@ -17,47 +17,6 @@
 #include "ir/serialize/serialize_impl.h"
 #include "loom/hash.h"
 
-/* ---- ENUM attribute names (shared with read.c) ---- */
-
-/* Finds entry `index` of the comma-separated list: it starts at *start, *n bytes long. */
-static bool enum_entry(const char *list, int64_t index, const char **start, size_t *n) {
-    if (!list || index < 0) return false;
-    const char *p = list;
-    for (int64_t i = 0; i < index; i++) {
-        p = strchr(p, ',');
-        if (!p) return false;
-        p++;
-    }
-    const char *end = strchr(p, ',');
-    *start = p;
-    *n = end ? (size_t)(end - p) : strlen(p);
-    return true;
-}
-
-bool ser_enum_name(loom_ir_attr_id id, int64_t index, char *buf, size_t len) {
-    const loom_ir_attr_info *info = loom_ir_attr_info_get(id);
-    const char *s;
-    size_t n;
-    if (!info || !enum_entry(info->enum_names, index, &s, &n) || n == 0 || n >= len) return false;
-    memcpy(buf, s, n);
-    buf[n] = '\0';
-    return true;
-}
-
-bool ser_enum_index(loom_ir_attr_id id, const char *name, int64_t *out) {
-    const loom_ir_attr_info *info = loom_ir_attr_info_get(id);
-    if (!info || !info->enum_names || !name) return false;
-    const char *s;
-    size_t n;
-    for (int64_t i = 0; enum_entry(info->enum_names, i, &s, &n); i++) {
-        if (n == strlen(name) && !memcmp(s, name, n)) {
-            *out = i;
-            return true;
-        }
-    }
-    return false;
-}
-
 uint64_t loom_ir_message_checksum(const void *bytes, size_t len) {
     return loom_fnv1a64(LOOM_FNV1A64_BASIS, bytes, len);
 }
@@ -184,7 +143,8 @@ static loom_status put_node(writer *w, const loom_ir_node *n, node_msg *nm, loom
             m->s = (char *)a->u.s;
             break;
         case LOOM_IR_ATTR_KIND_ENUM:
-            if (!ser_enum_name((loom_ir_attr_id)a->id, a->u.i, nm->enum_name[i], ENUM_NAME_MAX))
+            if (!loom_ir_attr_enum_name((loom_ir_attr_id)a->id, a->u.i, nm->enum_name[i],
+                                        ENUM_NAME_MAX))
                 return loom_error_set(err, LOOM_ERR_INVALID_ARGUMENT,
                                       "serialize: node %s: attribute %s has no value %lld",
                                       info->name, ai->name, (long long)a->u.i);

@@ -312,3 +312,27 @@ Test(builder, op_table_lookups) {
     cr_assert_not(loom_ir_dtype_computable(LOOM_IR_Q4_0));
     cr_assert_not(loom_ir_dtype_computable(LOOM_IR_I32));
 }
+
+/* The one ENUM name lookup (printer, parser, verifier and ir/serialize all use it): mode is
+ * "norm,neox" in ops.def. */
+Test(builder, enum_attr_lookups) {
+    char buf[8];
+    int64_t v = -7;
+    cr_assert(loom_ir_attr_enum_name(LOOM_IR_ATTR_MODE, 1, buf, sizeof buf));
+    cr_assert_str_eq(buf, "neox");
+    cr_assert(loom_ir_attr_enum_name(LOOM_IR_ATTR_MODE, 0, buf, sizeof buf));
+    cr_assert_str_eq(buf, "norm");
+    cr_assert_not(loom_ir_attr_enum_name(LOOM_IR_ATTR_MODE, 2, buf, sizeof buf));
+    cr_assert_not(loom_ir_attr_enum_name(LOOM_IR_ATTR_MODE, -1, buf, sizeof buf));
+    cr_assert_not(loom_ir_attr_enum_name(LOOM_IR_ATTR_MODE, 1, buf, 4)); /* no room for the NUL */
+    cr_assert_not(loom_ir_attr_enum_name(LOOM_IR_ATTR_EPS, 0, buf, sizeof buf)); /* not an ENUM */
+    cr_assert(loom_ir_attr_enum_value(LOOM_IR_ATTR_MODE, "neox", 4, &v));
+    cr_assert_eq(v, 1);
+    cr_assert(loom_ir_attr_enum_value(LOOM_IR_ATTR_MODE, "norm,", 4, &v)); /* only name_len bytes */
+    cr_assert_eq(v, 0);
+    v = -7;
+    cr_assert_not(loom_ir_attr_enum_value(LOOM_IR_ATTR_MODE, "ne", 2, &v)); /* no prefixes */
+    cr_assert_not(loom_ir_attr_enum_value(LOOM_IR_ATTR_MODE, "norm,neox", 9, &v));
+    cr_assert_not(loom_ir_attr_enum_value(LOOM_IR_ATTR_EPS, "norm", 4, &v));
+    cr_assert_eq(v, -7);
+}
