@@ -122,6 +122,11 @@ loom_status loom_gguf_get_f32(const loom_gguf *g, const char *key, float *out, l
 loom_status loom_gguf_get_bool(const loom_gguf *g, const char *key, bool *out, loom_error *err);
 loom_status loom_gguf_get_string(const loom_gguf *g, const char *key, const char **out,
                                  loom_error *err);
+/* Optional keys: like loom_gguf_get_bool / _string, but an absent key is LOOM_OK with *out
+ * left as it was (the caller's default); a key of another type is still LOOM_ERR_TYPE. */
+loom_status loom_gguf_get_opt_bool(const loom_gguf *g, const char *key, bool *out, loom_error *err);
+loom_status loom_gguf_get_opt_string(const loom_gguf *g, const char *key, const char **out,
+                                     loom_error *err);
 /* An array of elem_type (LOOM_ERR_TYPE otherwise). */
 loom_status loom_gguf_get_array(const loom_gguf *g, const char *key, loom_gguf_type elem_type,
                                 const loom_gguf_value **out, loom_error *err);

@@ -126,6 +126,15 @@ loom_status loom_gguf_get_string(const loom_gguf *g, const char *key, const char
     return LOOM_OK;
 }
 
+loom_status loom_gguf_get_opt_bool(const loom_gguf *g, const char *key, bool *out, loom_error *err) {
+    return loom_gguf_find(g, key) ? loom_gguf_get_bool(g, key, out, err) : LOOM_OK;
+}
+
+loom_status loom_gguf_get_opt_string(const loom_gguf *g, const char *key, const char **out,
+                                     loom_error *err) {
+    return loom_gguf_find(g, key) ? loom_gguf_get_string(g, key, out, err) : LOOM_OK;
+}
+
 loom_status loom_gguf_get_array(const loom_gguf *g, const char *key, loom_gguf_type elem_type,
                                 const loom_gguf_value **out, loom_error *err) {
     const loom_gguf_value *v = lookup(g, key, err);

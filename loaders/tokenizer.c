@@ -131,29 +131,6 @@ static bool elem_score(loom_gguf_type ty) {
 }
 static bool elem_int(loom_gguf_type ty) { return is_int_type(ty); }
 
-/* Optional string key: *out stays NULL when absent. */
-static loom_status get_opt_string(const loom_gguf *g, const char *key, const char **out,
-                                  loom_error *err) {
-    *out = NULL;
-    const loom_gguf_value *v = loom_gguf_find(g, key);
-    if (!v) return LOOM_OK;
-    if (v->type != LOOM_GGUF_STRING)
-        return loom_error_set(err, LOOM_ERR_TYPE, "tokenizer: key '%s' holds a %s, expected a string", key,
-                              loom_gguf_type_name(v->type));
-    *out = v->str.ptr;
-    return LOOM_OK;
-}
-
-static loom_status get_opt_bool(const loom_gguf *g, const char *key, bool *inout, loom_error *err) {
-    const loom_gguf_value *v = loom_gguf_find(g, key);
-    if (!v) return LOOM_OK;
-    if (v->type != LOOM_GGUF_BOOL)
-        return loom_error_set(err, LOOM_ERR_TYPE, "tokenizer: key '%s' holds a %s, expected a bool", key,
-                              loom_gguf_type_name(v->type));
-    *inout = v->b;
-    return LOOM_OK;
-}
-
 /* A special id. A default outside the vocabulary becomes LOOM_TOKEN_NULL. An explicit value must
  * be an integer; -1 (or 0xFFFFFFFF, as converters write it) means "none"; any other value outside
  * the vocabulary is an error, except for ids loom never uses (lenient: padding), which are
@@ -349,12 +326,11 @@ static loom_status load_merges(loom_tokenizer *t, const loom_gguf_value *mv, loo
 
 static loom_status build(loom_tokenizer *t, const loom_gguf *g, loom_error *err) {
     loom_status st;
-    const char *model, *pre;
-    const loom_gguf_value *mv = loom_gguf_find(g, KEY_MODEL);
-    if (!mv)
+    const char *model = NULL, *pre = NULL;
+    if (!loom_gguf_find(g, KEY_MODEL))
         return loom_error_set(err, LOOM_ERR_NOT_FOUND, "tokenizer: key '%s' is missing (no tokenizer in this file)",
                               KEY_MODEL);
-    if ((st = get_opt_string(g, KEY_MODEL, &model, err))) return st;
+    if ((st = loom_gguf_get_string(g, KEY_MODEL, &model, err))) return st;
     if (!strcmp(model, "llama"))
         t->kind = LOOM_TOKENIZER_SPM;
     else if (!strcmp(model, "gpt2"))
@@ -365,7 +341,7 @@ static loom_status build(loom_tokenizer *t, const loom_gguf *g, loom_error *err)
                               model, KEY_MODEL);
     snprintf(t->model_name, sizeof t->model_name, "%s", model);
 
-    if ((st = get_opt_string(g, KEY_PRE, &pre, err))) return st;
+    if ((st = loom_gguf_get_opt_string(g, KEY_PRE, &pre, err))) return st;
     snprintf(t->pre_name, sizeof t->pre_name, "%s", pre ? pre : "");
     if (t->kind == LOOM_TOKENIZER_BPE) {
         t->pre = loom_pretok_find(pre && *pre ? pre : "default");
@@ -446,9 +422,9 @@ static loom_status build(loom_tokenizer *t, const loom_gguf *g, loom_error *err)
     t->add_bos = spm ? true : t->pre->add_bos;
     t->add_eos = false;
     t->add_space_prefix = spm;
-    if ((st = get_opt_bool(g, "tokenizer.ggml.add_bos_token", &t->add_bos, err)) ||
-        (st = get_opt_bool(g, "tokenizer.ggml.add_eos_token", &t->add_eos, err)) ||
-        (st = get_opt_bool(g, "tokenizer.ggml.add_space_prefix", &t->add_space_prefix, err)))
+    if ((st = loom_gguf_get_opt_bool(g, "tokenizer.ggml.add_bos_token", &t->add_bos, err)) ||
+        (st = loom_gguf_get_opt_bool(g, "tokenizer.ggml.add_eos_token", &t->add_eos, err)) ||
+        (st = loom_gguf_get_opt_bool(g, "tokenizer.ggml.add_space_prefix", &t->add_space_prefix, err)))
         return st;
     if (t->add_bos && t->bos == LOOM_TOKEN_NULL)
         return loom_error_set(err, LOOM_ERR_FORMAT,

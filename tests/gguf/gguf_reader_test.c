@@ -674,6 +674,25 @@ Test(gguf_reader, typed_accessors_check_types) {
     cr_expect_str_eq(err.msg, "gguf: key 'missing' not found");
     cr_expect_eq(u32, 200, "output untouched on failure");
 
+    /* optional keys: absent is OK with the default kept, present reads as the plain getter,
+     * another type is still an error */
+    bv = true;
+    s = "dflt";
+    cr_expect_eq(loom_gguf_get_opt_bool(g, "missing", &bv, &err), LOOM_OK);
+    cr_expect_eq(loom_gguf_get_opt_string(g, "missing", &s, &err), LOOM_OK);
+    cr_expect(bv);
+    cr_expect_str_eq(s, "dflt");
+    cr_expect_eq(loom_gguf_get_opt_string(g, "s", &s, &err), LOOM_OK);
+    cr_expect_str_eq(s, "text");
+    bv = false;
+    cr_expect_eq(loom_gguf_get_opt_bool(g, "b", &bv, &err), LOOM_OK);
+    cr_expect(bv);
+    cr_expect_eq(loom_gguf_get_opt_bool(g, "u8", &bv, &err), LOOM_ERR_TYPE);
+    cr_expect_str_eq(err.msg, "gguf: key 'u8' holds u8, wanted bool");
+    cr_expect_eq(loom_gguf_get_opt_string(g, "u32", &s, &err), LOOM_ERR_TYPE);
+    cr_expect_str_eq(err.msg, "gguf: key 'u32' holds u32, wanted string");
+    cr_expect_str_eq(s, "text", "output untouched on failure");
+
     cr_assert_eq(loom_gguf_get_array(g, "i16s", LOOM_GGUF_I16, &arr, &err), LOOM_OK);
     cr_expect_eq(arr->arr.n, 2);
     cr_expect_eq(loom_gguf_array_i64(arr, 0), -300);
