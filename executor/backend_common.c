@@ -4,6 +4,8 @@
  */
 #include "executor/backend_common.h"
 
+#include <string.h>
+
 bool loom_exec_is_weight_type(loom_ir_dtype t) {
     switch (t) {
     case LOOM_IR_F32: case LOOM_IR_F16: case LOOM_IR_BF16: case LOOM_IR_Q8_0:
@@ -69,4 +71,31 @@ loom_rope_params loom_exec_rope_params(const loom_ir_node *n, const loom_exec_te
         .freq_base = loom_ir_node_attr_float(n, LOOM_IR_ATTR_FREQ_BASE, 10000.0f),
         .freq_scale = loom_ir_node_attr_float(n, LOOM_IR_ATTR_FREQ_SCALE, 1.0f),
     };
+}
+
+loom_status loom_exec_parse_op_list(const char *list, const char *what,
+                                    bool set[LOOM_IR_OP_COUNT], loom_error *err) {
+    if (!list) return LOOM_OK;
+    for (const char *p = list; *p;) {
+        size_t len = strcspn(p, ",");
+        char name[64];
+        if (len == 0 || len >= sizeof name)
+            return loom_error_set(err, LOOM_ERR_INVALID_ARGUMENT,
+                                  "%s: empty or over-long op name at byte %zu of '%s'", what,
+                                  (size_t)(p - list), list);
+        memcpy(name, p, len);
+        name[len] = '\0';
+        loom_ir_op op;
+        if (!loom_ir_op_from_name(name, &op))
+            return loom_error_set(err, LOOM_ERR_INVALID_ARGUMENT,
+                                  "%s: unknown op '%s' at byte %zu of '%s'", what, name,
+                                  (size_t)(p - list), list);
+        set[op] = true;
+        p += len;
+        if (*p == ',' && !*++p)
+            return loom_error_set(err, LOOM_ERR_INVALID_ARGUMENT,
+                                  "%s: empty op name at byte %zu of '%s'", what,
+                                  (size_t)(p - list), list);
+    }
+    return LOOM_OK;
 }

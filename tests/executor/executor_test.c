@@ -15,6 +15,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "executor/backend_common.h"
 #include "executor/executor.h"
 #include "ir/ir.h"
 #include "kernels/quant/quant.h"
@@ -331,6 +332,30 @@ Test(executor, refusals) {
     cr_assert_null(e);
     cr_assert(strstr(err.msg, "kv_write") && strstr(err.msg, "cpu"), "%s", err.msg);
     loom_ir_graph_destroy(gb);
+}
+
+Test(executor, op_lists_parse_names_and_refuse_bad_ones_with_their_offset) {
+    bool set[LOOM_IR_OP_COUNT] = {0};
+    loom_error err = {0};
+    cr_assert_eq(loom_exec_parse_op_list(NULL, "X", set, &err), LOOM_OK);
+    cr_assert_eq(loom_exec_parse_op_list("", "X", set, &err), LOOM_OK);
+    for (int i = 0; i < LOOM_IR_OP_COUNT; i++) cr_assert(!set[i]);
+    cr_assert_eq(loom_exec_parse_op_list("attention,matmul_add", "X", set, &err), LOOM_OK);
+    int n = 0;
+    for (int i = 0; i < LOOM_IR_OP_COUNT; i++) n += set[i];
+    cr_assert_eq(n, 2);
+    cr_assert(set[LOOM_IR_OP_ATTENTION] && set[LOOM_IR_OP_MATMUL_ADD]);
+    const struct { const char *list, *says; } bad[] = {
+        {"attention,nosuchop", "unknown op 'nosuchop' at byte 10"},
+        {",attention", "at byte 0"},
+        {"attention,,matmul", "at byte 10"},
+        {"attention,", "empty op name at byte 10"},
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        cr_assert_eq(loom_exec_parse_op_list(bad[i].list, "LOOM_X", set, &err),
+                     LOOM_ERR_INVALID_ARGUMENT, "%s", bad[i].list);
+        cr_assert(strstr(err.msg, bad[i].says) && strstr(err.msg, "LOOM_X"), "%s", err.msg);
+    }
 }
 
 Test(executor, plan_reuses_buffers_across_layers) {
