@@ -10,7 +10,9 @@
 #                   capture per token, graphs off, 2 streams)
 #   ab_*.json       the same bench with LOOM_CUDA_PDL / LOOM_GEMV_MMA / LOOM_ATTN_V4 =0 in turn
 #   bench_profile.* LOOM_CUDA_PROFILE=1: time per op family of a decode step (graphs off)
-#   bash DEST/e2e.sh [check] [stories] [bench] [ab] [profile]   (default: the first three)
+#   skip.txt        decode ms/token with one op family's launches left out in turn
+#                   (LOOM_CUDA_PROFILE_SKIP; graphs replayed): each family's cost in the real step
+#   bash DEST/e2e.sh [check] [stories] [bench] [ab] [profile] [skip]   (default: the first three)
 #   e2e_check.log also holds the graph-replay section (graphs on == off bit for bit over a
 #   64-token generation, 1 instantiation / 0 updates); bench.txt's stderr the graph stats.
 set -u
@@ -57,6 +59,18 @@ for s in $steps; do
         LOOM_CUDA_PROFILE=1 timeout 80 $B/loom bench $M -p 512 -n 32 -r 1 --backend cuda \
             > "$OUT/bench_profile.txt" 2> "$OUT/bench_profile.err"
         echo "bench profile rc=$?"; grep -A16 "loom cuda profile" "$OUT/bench_profile.err"
+        ;;
+    skip)
+        # decode with each family's launches left out (results wrong, timing only), graphs on
+        make_model
+        for ops in none fused_rms_norm attention rope_kv_write matmul_triple matmul_add \
+                   matmul_pair matmul \
+                   fused_rms_norm,attention,rope_kv_write,matmul_triple,matmul_add,matmul_pair,matmul; do
+            v=$ops; [ $ops = none ] && v=
+            ms=$(LOOM_CUDA_PROFILE_SKIP=$v timeout 60 $B/loom bench $M -p 512 -n 128 -r 3 \
+                 --backend cuda --json 2>> "$OUT/skip.err" | grep -o '"ms_per_token": [0-9.]*')
+            echo "skip $ops: $ms" | tee -a "$OUT/skip.txt"
+        done
         ;;
     bench)
         make_model
