@@ -128,18 +128,14 @@ int64_t loom_ir_type_bytes(const loom_ir_graph *g, const loom_ir_type *t,
         const loom_ggml_type_info *ti = loom_ggml_type_get((uint32_t)t->dtype);
         return ti && ti->block_size == 1 ? ti->type_size : -1;
     }
-    int64_t row = dim_value(g, t->dims[t->rank - 1], sym_values);
-    if (row < 0) return -1;
-    int64_t rb = loom_ggml_row_bytes((uint32_t)t->dtype, row);
-    if (rb < 0) return -1;
-    int64_t rows = 1;
-    for (uint32_t i = 0; i + 1 < t->rank; i++) {
-        int64_t d = dim_value(g, t->dims[i], sym_values);
-        if (d < 0 || (d != 0 && rows > INT64_MAX / d)) return -1;
-        rows *= d;
+    if (t->rank > LOOM_IR_MAX_DIMS) return -1;
+    int64_t ne[LOOM_IR_MAX_DIMS]; /* ggml order: the row (the last IR dim) first */
+    for (uint32_t i = 0; i < t->rank; i++) {
+        ne[i] = dim_value(g, t->dims[t->rank - 1 - i], sym_values);
+        if (ne[i] < 0) return -1;
     }
-    if (rows != 0 && rb > INT64_MAX / rows) return -1;
-    return rb * rows;
+    int64_t bytes = loom_ggml_tensor_bytes((uint32_t)t->dtype, t->rank, ne);
+    return bytes < 0 ? -1 : bytes;
 }
 
 const char *ir_dim_format(const loom_ir_graph *g, int64_t d, char *buf, size_t len) {

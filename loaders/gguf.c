@@ -268,8 +268,6 @@ static loom_status read_value(cursor *c, loom_gguf_type t, int depth, loom_gguf_
     return LOOM_ERR_FORMAT;
 }
 
-static bool is_pow2(uint64_t x) { return x != 0 && (x & (x - 1)) == 0; }
-
 /* ---- header, metadata, tensor infos ------------------------------------------------------ */
 
 static loom_status parse_kv(loom_gguf *g, cursor *c) {
@@ -291,7 +289,7 @@ static loom_status parse_kv(loom_gguf *g, cursor *c) {
             if (t != LOOM_GGUF_U32)
                 return fail(c, "key %zu ('general.alignment') at offset %llu: type %s, must be "
                             "u32", i, (unsigned long long)key_at, type_names[t]);
-            if (!is_pow2(v->u64))
+            if (!gguf_alignment_ok(v->u64))
                 return fail(c, "key %zu ('general.alignment') at offset %llu: value %llu is not "
                             "a nonzero power of two", i, (unsigned long long)key_at,
                             (unsigned long long)v->u64);
@@ -316,7 +314,7 @@ static loom_status parse_tensor_info(loom_gguf *g, cursor *c, size_t i) {
         return fail(c, "n_dims %llu at offset %llu: must be 1..%d", (unsigned long long)v,
                     (unsigned long long)at, LOOM_GGUF_MAX_DIMS);
     t->n_dims = (uint32_t)v;
-    uint64_t n_elem = 1, ne_at = c->pos;
+    uint64_t ne_at = c->pos;
     for (int d = 0; d < LOOM_GGUF_MAX_DIMS; d++) t->ne[d] = 1;
     for (uint32_t d = 0; d < t->n_dims; d++) {
         at = c->pos;
@@ -327,10 +325,6 @@ static loom_status parse_tensor_info(loom_gguf *g, cursor *c, size_t i) {
             return fail(c, "ne[%u] %llu at offset %llu: larger than INT64_MAX", d,
                         (unsigned long long)v, (unsigned long long)at);
         t->ne[d] = (int64_t)v;
-        if (v != 0 && n_elem > (uint64_t)INT64_MAX / v)
-            return fail(c, "ne[%u] at offset %llu: element count overflows 64 bits", d,
-                        (unsigned long long)at);
-        n_elem *= v;
     }
     at = c->pos;
     if ((s = read_uint(c, 4, "ggml type", &v))) return s;
@@ -339,24 +333,20 @@ static loom_status parse_tensor_info(loom_gguf *g, cursor *c, size_t i) {
         return fail(c, "ggml type %llu at offset %llu: unknown type id", (unsigned long long)v,
                     (unsigned long long)at);
     t->type = (loom_ggml_type)v;
-    int64_t row = loom_ggml_row_bytes((uint32_t)v, t->ne[0]);
-    if (row == -1)
+    int64_t nbytes = loom_ggml_tensor_bytes((uint32_t)v, t->n_dims, t->ne);
+    if (nbytes == -1) /* type and dims are valid by now: only the block multiple is left */
         return fail(c, "ne[0] %lld at offset %llu: not a multiple of %s's block size %lld",
                     (long long)t->ne[0], (unsigned long long)ne_at, info->name,
                     (long long)info->block_size);
-    if (row < 0)
-        return fail(c, "ne[0] %lld at offset %llu: row size in bytes overflows 64 bits",
-                    (long long)t->ne[0], (unsigned long long)ne_at);
-    uint64_t nbytes = (uint64_t)row, rows = t->ne[0] ? n_elem / (uint64_t)t->ne[0] : 0;
-    if (t->ne[0] == 0) {
-        nbytes = 0;
-    } else if (rows != 0 && nbytes > (uint64_t)INT64_MAX / rows) {
-        return fail(c, "ne at offset %llu: byte size overflows 64 bits",
-                    (unsigned long long)ne_at);
-    } else {
-        nbytes *= rows;
+    if (nbytes < 0) {
+        char shape[4 * 24] = "";
+        for (uint32_t d = 0, n = 0; d < t->n_dims; d++)
+            n += (uint32_t)snprintf(shape + n, sizeof shape - n, "%s%lld", d ? ", " : "",
+                                    (long long)t->ne[d]);
+        return fail(c, "ne [%s] at offset %llu: the element count or the byte size (%s) "
+                    "overflows 64 bits", shape, (unsigned long long)ne_at, info->name);
     }
-    t->nbytes = nbytes;
+    t->nbytes = (uint64_t)nbytes;
     at = c->pos;
     if ((s = read_uint(c, 8, "offset", &t->offset))) return s;
     if (t->offset % g->alignment != 0)

@@ -1,5 +1,6 @@
 /* gguf_impl.h: the reader's handle layout and small helpers shared by gguf.c (parsing) and
- * gguf_access.c (accessors). Private to //loaders:gguf.
+ * gguf_access.c (accessors), plus the alignment rule gguf_writer.c shares. Private to
+ * //loaders:gguf.
  *
  * Invariants once loom_gguf_open* succeeded: keys[i] / values[i] for i < n_kv are fully parsed
  * and unique; tensors[i] for i < n_tensors has a known type, 1..4 dims, nbytes computed without
@@ -9,6 +10,7 @@
 #ifndef LOOM_LOADERS_GGUF_IMPL_H
 #define LOOM_LOADERS_GGUF_IMPL_H
 
+#include <stdbool.h>
 #include <stdint.h>
 
 #include "loaders/gguf.h"
@@ -47,6 +49,12 @@ static const char *const type_names[LOOM_GGUF_TYPE_COUNT] = {
     "u8", "i8", "u16", "i16", "u32", "i32", "f32", "bool", "string", "array", "u64", "i64", "f64",
 };
 static const uint8_t type_sizes[LOOM_GGUF_TYPE_COUNT] = {1, 1, 2, 2, 4, 4, 4, 1, 0, 0, 8, 8, 8};
+
+/* general.alignment's rule, for the reader and the writer alike: a nonzero power of two that a
+ * u32 holds (the key's type, u32, is the caller's check). */
+static inline bool gguf_alignment_ok(uint64_t a) {
+    return a != 0 && a <= UINT32_MAX && (a & (a - 1)) == 0;
+}
 
 /* The n-byte little-endian unsigned integer at p. */
 static inline uint64_t load_le(const uint8_t *p, size_t n) {

@@ -14,6 +14,7 @@
  * SIGBUS) and renamed over PATH only when everything succeeded; on failure PATH.tmp is removed.
  */
 #include "loaders/gguf.h"
+#include "loaders/gguf_impl.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -111,8 +112,6 @@ void loom_gguf_writer_destroy(loom_gguf_writer *w) {
     free(w->tensors);
     free(w);
 }
-
-static bool is_pow2(uint64_t x) { return x != 0 && (x & (x - 1)) == 0; }
 
 /* Appends v's payload (without its type id). depth counts enclosing arrays. */
 static loom_status put_value(buf *b, const loom_gguf_value *v, int depth, const char *key,
@@ -212,7 +211,7 @@ loom_status loom_gguf_writer_set(loom_gguf_writer *w, const char *key, const loo
                               "or empty key");
     uint32_t alignment = w->alignment;
     if (strcmp(key, "general.alignment") == 0) {
-        if (v->type != LOOM_GGUF_U32 || v->u64 > UINT32_MAX || !is_pow2(v->u64))
+        if (v->type != LOOM_GGUF_U32 || !gguf_alignment_ok(v->u64))
             return loom_error_set(err, LOOM_ERR_INVALID_ARGUMENT, "gguf writer: "
                                   "general.alignment must be a u32 power of two");
         alignment = (uint32_t)v->u64;
@@ -339,27 +338,20 @@ static loom_status check_tensor(const loom_gguf_writer *w, const char *name, loo
     if (info == NULL)
         return loom_error_set(err, LOOM_ERR_INVALID_ARGUMENT, "gguf writer: tensor '%s': unknown "
                               "ggml type %d", name, (int)type);
-    uint64_t rows = 1;
-    for (uint32_t d = 0; d < n_dims; d++) {
+    for (uint32_t d = 0; d < n_dims; d++)
         if (ne[d] < 0)
             return loom_error_set(err, LOOM_ERR_INVALID_ARGUMENT, "gguf writer: tensor '%s': "
                                   "ne[%u] = %lld is negative", name, d, (long long)ne[d]);
-        if (d > 0) {
-            if (ne[d] != 0 && rows > (uint64_t)INT64_MAX / (uint64_t)ne[d])
-                return loom_error_set(err, LOOM_ERR_INVALID_ARGUMENT, "gguf writer: tensor '%s': "
-                                      "shape overflows 64 bits", name);
-            rows *= (uint64_t)ne[d];
-        }
-    }
-    int64_t row = loom_ggml_row_bytes((uint32_t)type, ne[0]);
-    if (row < 0)
+    /* the reader's rule, so whatever is written reads back */
+    int64_t bytes = loom_ggml_tensor_bytes((uint32_t)type, n_dims, ne);
+    if (bytes == -1)
         return loom_error_set(err, LOOM_ERR_INVALID_ARGUMENT, "gguf writer: tensor '%s': ne[0] = "
                               "%lld is not a multiple of %s's block size %lld", name,
                               (long long)ne[0], info->name, (long long)info->block_size);
-    if (row != 0 && rows > (uint64_t)INT64_MAX / (uint64_t)row)
-        return loom_error_set(err, LOOM_ERR_INVALID_ARGUMENT, "gguf writer: tensor '%s': byte "
-                              "size overflows 64 bits", name);
-    *nbytes = (uint64_t)row * rows;
+    if (bytes < 0)
+        return loom_error_set(err, LOOM_ERR_INVALID_ARGUMENT, "gguf writer: tensor '%s': element "
+                              "count or byte size (%s) overflows 64 bits", name, info->name);
+    *nbytes = (uint64_t)bytes;
     return LOOM_OK;
 }
 

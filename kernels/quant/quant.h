@@ -120,6 +120,12 @@ const loom_ggml_type_info *loom_ggml_type_get(uint32_t type_id);
  * size, -2 when the size overflows int64. */
 int64_t loom_ggml_row_bytes(uint32_t type_id, int64_t n);
 
+/* Bytes of a tensor whose ggml shape is ne[0..n_dims) (ne[0] the row length in values, the other
+ * dims counting rows): -1 when the id is unknown, n_dims is 0, a dim is negative or ne[0] is not a
+ * multiple of the block size; -2 when the element count or the byte size overflows int64. The one
+ * shape rule of the GGUF reader and writer, so a file one writes the other reads. */
+int64_t loom_ggml_tensor_bytes(uint32_t type_id, uint32_t n_dims, const int64_t *ne);
+
 /* IEEE half and bfloat16 <-> float (round to nearest even; NaN stays NaN). */
 float loom_fp16_to_fp32(uint16_t h);
 uint16_t loom_fp32_to_fp16(float f);

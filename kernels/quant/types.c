@@ -1,11 +1,11 @@
-/* types.c: the ggml type table (name, block size, bytes per block) and row sizes.
+/* types.c: the ggml type table (name, block size, bytes per block), row and tensor sizes.
  *
  * Every type id llama.cpp has written into a GGUF file is here, so any file parses; the ids in
  * the enum's gaps that ggml later retired (Q4_0_4_4 & co., which share Q4_0's / IQ4_NL's block
  * layout) are known by name too, but nothing here can compute them. Sizes match ggml's
  * type_traits (and the gguf Python package's GGML_QUANT_SIZES). Only F32, F16, BF16, Q8_0, Q4_K,
  * Q5_K and Q6_K are `computable`. Ids 4 and 5 (Q4_2, Q4_3) vanished before GGUF existed and stay
- * unknown.
+ * unknown. Row and tensor byte sizes are computed here (overflow-checked) for every module.
  */
 #include "kernels/quant/quant.h"
 
@@ -63,4 +63,19 @@ int64_t loom_ggml_row_bytes(uint32_t type_id, int64_t n) {
     int64_t blocks = n / t->block_size;
     if (blocks > INT64_MAX / t->type_size) return -2;
     return blocks * t->type_size;
+}
+
+int64_t loom_ggml_tensor_bytes(uint32_t type_id, uint32_t n_dims, const int64_t *ne) {
+    if (n_dims == 0 || ne == NULL) return -1;
+    int64_t n = 1;
+    for (uint32_t d = 0; d < n_dims; d++) {
+        if (ne[d] < 0) return -1;
+        if (ne[d] != 0 && n > INT64_MAX / ne[d]) return -2;
+        n *= ne[d];
+    }
+    int64_t row = loom_ggml_row_bytes(type_id, ne[0]);
+    if (row < 0) return row;
+    int64_t rows = ne[0] ? n / ne[0] : 0; /* exact: n is ne[0] times the product of the rest */
+    if (rows != 0 && row > INT64_MAX / rows) return -2;
+    return row * rows;
 }

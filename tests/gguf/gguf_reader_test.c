@@ -351,12 +351,14 @@ static const bad_case bad_cases[] = {
      "at offset 33: must be 1..4"},
     {"ne_negative", f_ne_negative, LOOM_ERR_FORMAT, "ne[0] 9223372036854775808",
      "at offset 37: larger than INT64_MAX"},
-    {"elements_overflow", f_elements_overflow, LOOM_ERR_FORMAT, "ne[1]",
-     "at offset 45: element count overflows 64 bits"},
-    {"row_bytes_overflow", f_row_bytes_overflow, LOOM_ERR_FORMAT, "ne[0] 4611686018427387904",
-     "at offset 37: row size in bytes overflows"},
-    {"bytes_overflow", f_bytes_overflow, LOOM_ERR_FORMAT, "tensor info 0 ('t'): ne",
-     "at offset 37: byte size overflows 64 bits"},
+    /* element count, row bytes and tensor bytes: loom_ggml_tensor_bytes's one -2 */
+    {"elements_overflow", f_elements_overflow, LOOM_ERR_FORMAT,
+     "tensor info 0 ('t'): ne [4294967296, 4294967296]",
+     "at offset 37: the element count or the byte size (F32) overflows 64 bits"},
+    {"row_bytes_overflow", f_row_bytes_overflow, LOOM_ERR_FORMAT, "ne [4611686018427387904]",
+     "at offset 37: the element count or the byte size (F32) overflows 64 bits"},
+    {"bytes_overflow", f_bytes_overflow, LOOM_ERR_FORMAT, "ne [2147483648, 2147483648]",
+     "at offset 37: the element count or the byte size (F32) overflows 64 bits"},
     {"ggml_type_4", f_ggml_type_4, LOOM_ERR_FORMAT, "ggml type 4", "at offset 45: unknown type id"},
     {"ggml_type_1000", f_ggml_type_1000, LOOM_ERR_FORMAT, "ggml type 1000",
      "at offset 45: unknown type id"},
@@ -733,6 +735,23 @@ Test(gguf_reader, every_ggml_type_is_known_by_name) {
     cr_expect_eq(loom_ggml_row_bytes(LOOM_GGML_Q4_K, 512), 288);
     cr_expect_eq(loom_ggml_row_bytes(LOOM_GGML_Q4_K, 100), -1);
     cr_expect_eq(loom_ggml_row_bytes(LOOM_GGML_F32, INT64_MAX), -2);
+
+    /* tensor sizes: the reader's and the writer's one shape rule */
+    const int64_t q4k[3] = {512, 3, 2}, f32_zero_row[3] = {0, (int64_t)1 << 40, (int64_t)1 << 40};
+    const int64_t elems_big[2] = {(int64_t)1 << 32, (int64_t)1 << 32};
+    const int64_t q4k_elems_big[2] = {(int64_t)1 << 32, (int64_t)1 << 31};
+    const int64_t bytes_big[2] = {(int64_t)1 << 31, (int64_t)1 << 31}, neg[2] = {32, -1};
+    cr_expect_eq(loom_ggml_tensor_bytes(LOOM_GGML_Q4_K, 3, q4k), 288 * 6);
+    cr_expect_eq(loom_ggml_tensor_bytes(LOOM_GGML_F32, 1, q4k), 2048);
+    cr_expect_eq(loom_ggml_tensor_bytes(LOOM_GGML_F32, 3, f32_zero_row), 0);
+    cr_expect_eq(loom_ggml_tensor_bytes(LOOM_GGML_F32, 2, elems_big), -2);
+    /* 2^63 values overflow even where their Q4_K bytes (9 * 2^58) would fit */
+    cr_expect_eq(loom_ggml_tensor_bytes(LOOM_GGML_Q4_K, 2, q4k_elems_big), -2);
+    cr_expect_eq(loom_ggml_tensor_bytes(LOOM_GGML_F32, 2, bytes_big), -2);
+    cr_expect_eq(loom_ggml_tensor_bytes(LOOM_GGML_F32, 2, neg), -1);
+    cr_expect_eq(loom_ggml_tensor_bytes(LOOM_GGML_Q4_K, 1, (const int64_t[]){100}), -1);
+    cr_expect_eq(loom_ggml_tensor_bytes(4, 1, q4k), -1);
+    cr_expect_eq(loom_ggml_tensor_bytes(LOOM_GGML_F32, 0, q4k), -1);
 }
 
 Test(gguf_reader, open_errors) {
