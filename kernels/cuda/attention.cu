@@ -348,25 +348,12 @@ loom_status run(AttnArgs a, int kvt, int64_t D, int64_t N, loom_error *err,
 
 // ---- v4: split-KV decode with cp.async double buffering and the combine folded in ----------
 
-// 16 bytes global -> shared without registers, or 16 zero bytes when !ok (nothing is read).
-__device__ __forceinline__ void cp_async16(void *smem, const void *gmem, bool ok) {
-    const unsigned sa = (unsigned)__cvta_generic_to_shared(smem);
-    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(sa), "l"(gmem),
-                 "r"(ok ? 16 : 0)
-                 : "memory");
-}
+// (cp_async16 / cp_async_commit / cp_async_wait: common.cuh)
 __device__ __forceinline__ void cp_async4(void *smem, const void *gmem, bool ok) {
     const unsigned sa = (unsigned)__cvta_generic_to_shared(smem);
     asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;\n" ::"r"(sa), "l"(gmem),
                  "r"(ok ? 4 : 0)
                  : "memory");
-}
-__device__ __forceinline__ void cp_async_commit() {
-    asm volatile("cp.async.commit_group;\n" ::: "memory");
-}
-template <int N>
-__device__ __forceinline__ void cp_async_wait() {
-    asm volatile("cp.async.wait_group %0;\n" ::"n"(N) : "memory");
 }
 
 constexpr __host__ __device__ int kv_elem_bytes(int kvt) {

@@ -89,6 +89,24 @@ __device__ __forceinline__ void prefetch_l2(const void *p) {
     asm volatile("prefetch.global.L2 [%0];" ::"l"(p));
 }
 
+// cp.async (sm_80+): 16 bytes global -> shared without registers, or 16 zero bytes when !ok
+// (nothing is read); groups committed in order, wait_group<N> returns when at most N of this
+// thread's groups are pending (the data of the others is then visible to this thread; other
+// threads' copies need a barrier after their wait).
+__device__ __forceinline__ void cp_async16(void *smem, const void *gmem, bool ok) {
+    const unsigned sa = (unsigned)__cvta_generic_to_shared(smem);
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(sa), "l"(gmem),
+                 "r"(ok ? 16 : 0)
+                 : "memory");
+}
+__device__ __forceinline__ void cp_async_commit() {
+    asm volatile("cp.async.commit_group;\n" ::: "memory");
+}
+template <int N>
+__device__ __forceinline__ void cp_async_wait() {
+    asm volatile("cp.async.wait_group %0;\n" ::"n"(N) : "memory");
+}
+
 // kernel<<<grid, block, smem, stream>>>(args...), with the PDL attribute when pdl_on().
 template <typename... Params, typename... Args>
 cudaError_t launch(void (*kernel)(Params...), dim3 grid, dim3 block, size_t smem,

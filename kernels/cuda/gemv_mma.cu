@@ -44,7 +44,7 @@
 #include <cooperative_groups.h>
 #include <stdio.h>
 
-#include "kernels/cuda/matmul.cuh"
+#include "kernels/cuda/mma_common.cuh"
 
 namespace loom_cuda {
 namespace {
@@ -53,95 +53,6 @@ namespace cg = cooperative_groups;
 
 constexpr int kTileRows = 16;
 constexpr int kGemmTok = 8;  // tokens a GEMM block: 2 n-tiles, token 4j+t in columns 8j+2t, 8j+2t+1
-
-// f16x2 helpers on raw bits (exact where used: every result below is a small integer or a
-// power-of-two multiple of one).
-__device__ __forceinline__ uint32_t hfma2(uint32_t a, uint32_t b, uint32_t c) {
-    uint32_t d;
-    asm("fma.rn.f16x2 %0, %1, %2, %3;" : "=r"(d) : "r"(a), "r"(b), "r"(c));
-    return d;
-}
-__device__ __forceinline__ uint32_t hadd2(uint32_t a, uint32_t b) {
-    uint32_t d;
-    asm("add.rn.f16x2 %0, %1, %2;" : "=r"(d) : "r"(a), "r"(b));
-    return d;
-}
-__device__ __forceinline__ uint32_t hmul2(uint32_t a, uint32_t b) {
-    uint32_t d;
-    asm("mul.rn.f16x2 %0, %1, %2;" : "=r"(d) : "r"(a), "r"(b));
-    return d;
-}
-// (a & mask) | c in ONE LOP3 (nvcc otherwise splits it into AND + OR: two immediates).
-template <uint32_t MASK>
-__device__ __forceinline__ uint32_t and_or(uint32_t a, uint32_t c) {
-    uint32_t d;
-    asm("lop3.b32 %0, %1, %2, %3, 0xEA;" : "=r"(d) : "r"(a), "n"(MASK), "r"(c));
-    return d;
-}
-__device__ __forceinline__ uint32_t pack_h2(float lo, float hi) {
-    const __half2 h = __floats2half2_rn(lo, hi);
-    return *reinterpret_cast<const uint32_t *>(&h);
-}
-__device__ __forceinline__ float h_lo(uint32_t h) { return __half2float(__ushort_as_half((uint16_t)h)); }
-__device__ __forceinline__ float h_hi(uint32_t h) { return __half2float(__ushort_as_half((uint16_t)(h >> 16))); }
-
-// c += A (16x16, row) * B (16x8, col); f16 inputs, f32 accumulate.
-__device__ __forceinline__ void mma16816(float c[4], uint32_t a0, uint32_t a1, uint32_t a2,
-                                         uint32_t a3, uint32_t b0, uint32_t b1) {
-    asm("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, "
-        "{%8,%9}, {%0,%1,%2,%3};"
-        : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
-        : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
-}
-
-__device__ __forceinline__ uint4 ldg16(const uint8_t *p) {
-    return __ldg(reinterpret_cast<const uint4 *>(p));
-}
-
-constexpr uint32_t kH1024 = 0x64006400u;   // half2(1024, 1024)
-constexpr uint32_t kHm1024 = 0xE400E400u;  // half2(-1024, -1024)
-constexpr uint32_t kH16th = 0x2C002C00u;   // half2(1/16, 1/16)
-constexpr uint32_t kHm64 = 0xD400D400u;    // half2(-64, -64)
-
-// Per-warp shared staging of one super-block of x for up to NT tokens (2 NT columns).
-// frag[(sp * 2NT + c) * 4 + t]: lane t's B registers of mma steps 2sp, 2sp+1 in column c
-// (c = 2 slot: hi, 2 slot + 1: lo); sinv[slot]: 1 / s of the token in that slot.
-template <int NT>
-struct Stage {
-    uint4 frag[8 * 2 * NT * 4];
-    float sinv[NT < 4 ? 4 : NT];
-};
-
-// Stages x[sb * 256 ..] of one token into column pair `slot` (whole warp; lane L: t = L & 3,
-// sp = L >> 2 loads x[a ..+3] and x[c ..+3], a = 64t + 4sp (sub-block 2t), c = a + 32
-// (sub-block 2t+1): the values of lane t's mma steps 2sp (slots 2t,2t+1: x[a], x[a+2];
-// slots 2t+8,2t+9: x[c], x[c+2]) and 2sp+1 (x[a+1], x[a+3]; x[c+1], x[c+3])).
-template <int NT>
-__device__ __forceinline__ void stage_token(Stage<NT> &st, int slot, float4 xa, float4 xc,
-                                            int lane) {
-    const int t = lane & 3, sp = lane >> 2;
-    const float mx = fmaxf(fmaxf(fmaxf(fabsf(xa.x), fabsf(xa.y)), fmaxf(fabsf(xa.z), fabsf(xa.w))),
-                           fmaxf(fmaxf(fabsf(xc.x), fabsf(xc.y)), fmaxf(fabsf(xc.z), fabsf(xc.w))));
-    // Non-negative floats order as their bits: one integer warp reduction (REDUX).
-    const uint32_t mb = __reduce_max_sync(0xffffffffu, __float_as_uint(mx));
-    // s = 2^(15 - E) with max|x| in [2^(E-1), 2^E): max|x| s in [2^14, 2^15), below f16's max.
-    int e = 268 - (int)(mb >> 23);
-    e = e < 1 ? 1 : (e > 253 ? 253 : e);
-    const float s = __uint_as_float((uint32_t)e << 23);
-    const float sinv = __uint_as_float((uint32_t)(254 - e) << 23);
-    xa.x = __fmul_rn(xa.x, s); xa.y = __fmul_rn(xa.y, s); xa.z = __fmul_rn(xa.z, s); xa.w = __fmul_rn(xa.w, s);
-    xc.x = __fmul_rn(xc.x, s); xc.y = __fmul_rn(xc.y, s); xc.z = __fmul_rn(xc.z, s); xc.w = __fmul_rn(xc.w, s);
-    uint4 hi, lo;
-    hi.x = pack_h2(xa.x, xa.z); hi.y = pack_h2(xc.x, xc.z);
-    hi.z = pack_h2(xa.y, xa.w); hi.w = pack_h2(xc.y, xc.w);
-    lo.x = pack_h2(__fsub_rn(xa.x, h_lo(hi.x)), __fsub_rn(xa.z, h_hi(hi.x)));
-    lo.y = pack_h2(__fsub_rn(xc.x, h_lo(hi.y)), __fsub_rn(xc.z, h_hi(hi.y)));
-    lo.z = pack_h2(__fsub_rn(xa.y, h_lo(hi.z)), __fsub_rn(xa.w, h_hi(hi.z)));
-    lo.w = pack_h2(__fsub_rn(xc.y, h_lo(hi.w)), __fsub_rn(xc.w, h_hi(hi.w)));
-    st.frag[(sp * 2 * NT + 2 * slot) * 4 + t] = hi;
-    st.frag[(sp * 2 * NT + 2 * slot + 1) * 4 + t] = lo;
-    if (lane == 0) st.sinv[slot] = sinv;
-}
 
 // ---- Q4_K -------------------------------------------------------------------------------
 // The bytes lane (g, t) loads for one super-block: header (d, dmin, 12 scale bytes) and quant
