@@ -19,7 +19,7 @@
 
 #include "kernels/cuda/cuda_kernels.h"
 #include "kernels/quant/quant.h"
-#include "tests/gpu/cuda_min.h"
+#include "tests/gpu/cuda_check.h"
 
 #define LK(x)                                                                                 \
     do {                                                                                      \

@@ -28,9 +28,9 @@
 #include <string.h>
 
 #include "executor/backend_common.h"
-#include "executor/cuda_rt.h"
 #include "kernels/cpu/cpu_kernels.h"
 #include "kernels/cuda/cuda_kernels.h"
+#include "kernels/cuda/cuda_rt.h"
 
 static loom_status cuda_fail(loom_error *err, cudaError_t e, const char *stmt, const char *func,
                              const char *file, int line) {

@@ -30,7 +30,7 @@
 #include "kernels/cpu/cpu_kernels.h"
 #include "kernels/cuda/cuda_kernels.h"
 #include "kernels/quant/quant.h"
-#include "tests/gpu/cuda_min.h"
+#include "tests/gpu/cuda_check.h"
 
 /* ---- harness ------------------------------------------------------------------------------ */
 static int g_quick = 0, g_fail = 0, g_cases = 0, g_only_attn = 0;
