@@ -34,6 +34,118 @@ bool loom_cli_parse_float(const char *s, float *out) {
     return true;
 }
 
+/* True when `name` (n bytes) is one of the '|'-separated words of list. */
+static bool in_list(const char *list, const char *name, size_t n) {
+    for (const char *p = list; *p;) {
+        size_t k = strcspn(p, "|");
+        if (k == n && !strncmp(p, name, n)) return true;
+        p += k + (p[k] == '|');
+    }
+    return false;
+}
+
+static bool takes_value(loom_cli_opt_kind k) { return k != LOOM_CLI_FLAG && k != LOOM_CLI_SELF; }
+
+/* Stores value v for o; false when v is not valid for it. */
+static bool store(const loom_cli_opt *o, const char *v) {
+    switch (o->kind) {
+    case LOOM_CLI_STRING: *(const char **)o->dst = v; return true;
+    case LOOM_CLI_CHOICE:
+        if (!in_list(o->choices, v, strlen(v))) return false;
+        *(const char **)o->dst = v;
+        return true;
+    case LOOM_CLI_INT: return loom_cli_parse_int(v, o->lo, o->hi, o->dst);
+    case LOOM_CLI_LONG: return loom_cli_parse_long(v, o->lo, o->hi, o->dst);
+    case LOOM_CLI_FLOAT: return loom_cli_parse_float(v, o->dst);
+    case LOOM_CLI_FLOAT_POS: {
+        float f;
+        if (!loom_cli_parse_float(v, &f) || !(f > 0.0f)) return false;
+        *(float *)o->dst = f;
+        return true;
+    }
+    case LOOM_CLI_U64: {
+        if (*v < '0' || *v > '9') return false;
+        errno = 0;
+        char *end;
+        unsigned long long x = strtoull(v, &end, 10);
+        if (errno || *end) return false;
+        *(unsigned long long *)o->dst = x;
+        return true;
+    }
+    case LOOM_CLI_FLAG:
+    case LOOM_CLI_SELF: break;
+    }
+    return false;
+}
+
+/* What o accepts, for the message about an invalid value. */
+static void accepted(const loom_cli_opt *o, char *buf, size_t len) {
+    switch (o->kind) {
+    case LOOM_CLI_CHOICE: snprintf(buf, len, "one of %s", o->choices); break;
+    case LOOM_CLI_INT:
+    case LOOM_CLI_LONG: snprintf(buf, len, "an integer in [%ld, %ld]", o->lo, o->hi); break;
+    case LOOM_CLI_FLOAT: snprintf(buf, len, "a number"); break;
+    case LOOM_CLI_FLOAT_POS: snprintf(buf, len, "a number > 0"); break;
+    case LOOM_CLI_U64: snprintf(buf, len, "a non-negative integer"); break;
+    default: snprintf(buf, len, "a value"); break;
+    }
+}
+
+int loom_cli_parse_opts(const char *cmd, int argc, char **argv, const loom_cli_opt *opts,
+                        size_t n_opts, void (*usage)(FILE *f), const char *operand_name,
+                        const char **operand) {
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        if (a[0] != '-' || !a[1]) {
+            if (*operand) {
+                fprintf(stderr, "%s: more than one %s given ('%s', '%s')\n", cmd, operand_name,
+                        *operand, a);
+                return LOOM_CLI_USAGE;
+            }
+            *operand = a;
+            continue;
+        }
+        if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
+            usage(stdout);
+            return LOOM_CLI_HELP;
+        }
+        /* "--name=value": the name is what stands before the '=' */
+        const char *eq = a[1] == '-' ? strchr(a, '=') : NULL;
+        size_t name_len = eq ? (size_t)(eq - a) : strlen(a);
+        const loom_cli_opt *o = NULL;
+        for (size_t k = 0; k < n_opts && !o; k++)
+            if (in_list(opts[k].names, a, name_len)) o = &opts[k];
+        if (!o) {
+            fprintf(stderr, "%s: unknown option '%.*s'\n", cmd, (int)name_len, a);
+            usage(stderr);
+            return LOOM_CLI_USAGE;
+        }
+        if (!takes_value(o->kind)) {
+            if (eq) {
+                fprintf(stderr, "%s: option %.*s takes no value (got '%s')\n", cmd,
+                        (int)name_len, a, eq + 1);
+                return LOOM_CLI_USAGE;
+            }
+            if (o->kind == LOOM_CLI_FLAG) *(bool *)o->dst = true;
+            else *(const char **)o->dst = a;
+            continue;
+        }
+        const char *v = eq ? eq + 1 : i + 1 < argc ? argv[++i] : NULL;
+        if (!v) {
+            fprintf(stderr, "%s: option %s needs a value\n", cmd, a);
+            return LOOM_CLI_USAGE;
+        }
+        if (!store(o, v)) {
+            char what[96];
+            accepted(o, what, sizeof what);
+            fprintf(stderr, "%s: option %.*s needs a valid value (got '%s'; %s)\n", cmd,
+                    (int)name_len, a, v, what);
+            return LOOM_CLI_USAGE;
+        }
+    }
+    return LOOM_CLI_GO_ON;
+}
+
 double loom_cli_now_s(void) {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);

@@ -15,7 +15,6 @@
  * roofline time is bytes / that bandwidth; the achieved fraction is roofline / measured time.
  * Exit codes: 0 success, 1 runtime error, 2 usage error.
  */
-#include <errno.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -90,52 +89,23 @@ static uint64_t kv_bytes_per_pos(const loom_ir_graph *g, bool int8) {
 }
 
 int loom_cmd_bench(int argc, char **argv) {
-    const char *model = NULL, *kv = "f16";
+    const char *model = NULL, *kv = "f16", *backend = "cpu";
     int32_t P = 512, N = 128, R = 3, streams = 1, threads = 0;
-    bool json = false, cuda = false;
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
-        bool ok = true, takes = true;
-        if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
-            usage(stdout);
-            return 0;
-        } else if (!strcmp(a, "-p")) {
-            ok = loom_cli_parse_int(v, 0, 1 << 20, &P);
-        } else if (!strcmp(a, "-n")) {
-            ok = loom_cli_parse_int(v, 0, 1 << 20, &N);
-        } else if (!strcmp(a, "-r")) {
-            ok = loom_cli_parse_int(v, 1, 1000, &R);
-        } else if (!strcmp(a, "--streams")) {
-            ok = loom_cli_parse_int(v, 1, 16, &streams);
-        } else if (!strcmp(a, "--threads")) {
-            ok = loom_cli_parse_int(v, 0, 1024, &threads);
-        } else if (!strcmp(a, "--backend")) {
-            ok = v && (!strcmp(v, "cpu") || !strcmp(v, "cuda"));
-            cuda = ok && !strcmp(v, "cuda");
-        } else if (!strcmp(a, "--kv")) {
-            ok = v && (!strcmp(v, "f32") || !strcmp(v, "f16") || !strcmp(v, "int8"));
-            kv = v;
-        } else if (!strcmp(a, "--json")) {
-            json = true;
-            takes = false;
-        } else if (a[0] == '-' && a[1]) {
-            fprintf(stderr, "loom bench: unknown option '%s'\n", a);
-            usage(stderr);
-            return 2;
-        } else {
-            takes = false;
-            if (model) {
-                fprintf(stderr, "loom bench: more than one model given\n");
-                return 2;
-            }
-            model = a;
-        }
-        if (!ok) {
-            fprintf(stderr, "loom bench: option %s needs a valid value (got '%s')\n", a, v ? v : "");
-            return 2;
-        }
-        if (takes) i++;
-    }
+    bool json = false;
+    const loom_cli_opt opts[] = {
+        {"-p", LOOM_CLI_INT, &P, 0, 1 << 20, NULL},
+        {"-n", LOOM_CLI_INT, &N, 0, 1 << 20, NULL},
+        {"-r", LOOM_CLI_INT, &R, 1, 1000, NULL},
+        {"--streams", LOOM_CLI_INT, &streams, 1, 16, NULL},
+        {"--threads", LOOM_CLI_INT, &threads, 0, 1024, NULL},
+        {"--backend", LOOM_CLI_CHOICE, &backend, 0, 0, "cpu|cuda"},
+        {"--kv", LOOM_CLI_CHOICE, &kv, 0, 0, "f32|f16|int8"},
+        {"--json", LOOM_CLI_FLAG, &json, 0, 0, NULL},
+    };
+    int pr = loom_cli_parse_opts("loom bench", argc, argv, opts, sizeof opts / sizeof opts[0],
+                                 usage, "model", &model);
+    if (pr != LOOM_CLI_GO_ON) return pr;
+    bool cuda = !strcmp(backend, "cuda");
     if (!model) {
         fprintf(stderr, "loom bench: no model given\n");
         usage(stderr);

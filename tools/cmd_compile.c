@@ -12,7 +12,6 @@
  * as `"plan": {"arena_bytes": A, "sum_bytes": S, "lower_bound_bytes": L, "streams": N, ...}`
  * (inside the --stats object, or alone in one). Exit codes: 0 success, 1 runtime error, 2 usage error.
  */
-#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -203,79 +202,28 @@ int loom_cmd_compile(int argc, char **argv) {
     loom_pass_options_init(&po);
     loom_lower_options lo;
     loom_lower_options_init(&lo);
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
-        bool ok = true, takes = true;
-        if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
-            usage(stdout);
-            return 0;
-        } else if (!strcmp(a, "-o")) {
-            out = v;
-            ok = v != NULL;
-        } else if (!strcmp(a, "--passes")) {
-            passes = v;
-            ok = v != NULL;
-        } else if (!strncmp(a, "--passes=", 9)) {
-            passes = a + 9;
-            takes = false;
-        } else if (!strcmp(a, "-O0") || !strcmp(a, "-O2")) {
-            passes = a;
-            takes = false;
-        } else if (!strcmp(a, "--verify-each")) {
-            po.verify_each = true;
-            takes = false;
-        } else if (!strcmp(a, "--print-after")) {
-            po.print_after = v;
-            ok = v != NULL;
-        } else if (!strncmp(a, "--print-after=", 14)) {
-            po.print_after = a + 14;
-            takes = false;
-        } else if (!strcmp(a, "--print-after-all")) {
-            po.print_after_all = true;
-            takes = false;
-        } else if (!strcmp(a, "--ctx")) {
-            ok = loom_cli_parse_int(v, 1, INT32_MAX, &lo.n_ctx);
-        } else if (!strcmp(a, "--max-tokens")) {
-            ok = loom_cli_parse_int(v, 1, INT32_MAX, &lo.max_tokens);
-        } else if (!strcmp(a, "--kv")) {
-            ok = v && (!strcmp(v, "f32") || !strcmp(v, "f16"));
-            if (ok) lo.kv_dtype = !strcmp(v, "f16") ? LOOM_IR_F16 : LOOM_IR_F32;
-        } else if (!strcmp(a, "--stats")) {
-            stats = true;
-            takes = false;
-        } else if (!strcmp(a, "--plan")) {
-            show_plan = true;
-            takes = false;
-        } else if (!strcmp(a, "--streams")) {
-            ok = loom_cli_parse_int(v, 1, LOOM_PLAN_MAX_STREAMS, &streams);
-        } else if (!strcmp(a, "--json")) {
-            json = true;
-            takes = false;
-        } else if (!strcmp(a, "--last-logits")) {
-            lo.last_logits_only = true;
-            takes = false;
-        } else if (!strcmp(a, "--print")) {
-            print = true;
-            takes = false;
-        } else if (a[0] == '-' && a[1]) {
-            fprintf(stderr, "loom compile: unknown option '%s'\n", a);
-            usage(stderr);
-            return 2;
-        } else {
-            takes = false;
-            if (model) {
-                fprintf(stderr, "loom compile: more than one model given ('%s', '%s')\n", model, a);
-                return 2;
-            }
-            model = a;
-        }
-        if (!ok) {
-            fprintf(stderr, "loom compile: option %s needs a valid value (got '%s')\n", a,
-                    v ? v : "");
-            return 2;
-        }
-        if (takes) i++;
-    }
+    const char *kv = "f32";
+    const loom_cli_opt opts[] = {
+        {"-o", LOOM_CLI_STRING, &out, 0, 0, NULL},
+        {"--passes", LOOM_CLI_STRING, &passes, 0, 0, NULL},
+        {"-O0|-O2", LOOM_CLI_SELF, &passes, 0, 0, NULL},
+        {"--verify-each", LOOM_CLI_FLAG, &po.verify_each, 0, 0, NULL},
+        {"--print-after", LOOM_CLI_STRING, &po.print_after, 0, 0, NULL},
+        {"--print-after-all", LOOM_CLI_FLAG, &po.print_after_all, 0, 0, NULL},
+        {"--ctx", LOOM_CLI_INT, &lo.n_ctx, 1, INT32_MAX, NULL},
+        {"--max-tokens", LOOM_CLI_INT, &lo.max_tokens, 1, INT32_MAX, NULL},
+        {"--kv", LOOM_CLI_CHOICE, &kv, 0, 0, "f32|f16"},
+        {"--stats", LOOM_CLI_FLAG, &stats, 0, 0, NULL},
+        {"--plan", LOOM_CLI_FLAG, &show_plan, 0, 0, NULL},
+        {"--streams", LOOM_CLI_INT, &streams, 1, LOOM_PLAN_MAX_STREAMS, NULL},
+        {"--json", LOOM_CLI_FLAG, &json, 0, 0, NULL},
+        {"--last-logits", LOOM_CLI_FLAG, &lo.last_logits_only, 0, 0, NULL},
+        {"--print", LOOM_CLI_FLAG, &print, 0, 0, NULL},
+    };
+    int pr = loom_cli_parse_opts("loom compile", argc, argv, opts, sizeof opts / sizeof opts[0],
+                                 usage, "model", &model);
+    if (pr != LOOM_CLI_GO_ON) return pr;
+    lo.kv_dtype = !strcmp(kv, "f16") ? LOOM_IR_F16 : LOOM_IR_F32;
     if (!model) {
         fprintf(stderr, "loom compile: no model given\n");
         usage(stderr);

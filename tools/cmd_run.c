@@ -114,86 +114,36 @@ static int write_logits(const char *path, const float *x, size_t n) {
 int loom_cmd_run(int argc, char **argv) {
     const char *model_path = NULL, *tokens = NULL, *logits_path = NULL, *gguf = NULL, *text = NULL;
     const char *backend = "cpu", *passes = "-O2";
-    bool kv_f16 = false, kv_int8 = false;
     long streams = 1, graphs = -1;
     const char *weights = "auto";
     long n_gen = 16, ctx = 0, threads = 0, top_k = 0;
     unsigned long long seed = 0;
     float temp = 0.0f, top_p = 1.0f;
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i];
-        const char *v = i + 1 < argc ? argv[i + 1] : NULL;
-        bool ok = true, takes = true;
-        if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
-            usage(stdout);
-            return 0;
-        } else if (!strcmp(a, "--tokens")) {
-            tokens = v;
-            ok = v != NULL;
-        } else if (!strcmp(a, "-p") || !strcmp(a, "--prompt")) {
-            text = v;
-            ok = v != NULL;
-        } else if (!strcmp(a, "-n")) {
-            ok = loom_cli_parse_long(v, 0, 1 << 24, &n_gen);
-        } else if (!strcmp(a, "--backend")) {
-            backend = v;
-            ok = v != NULL;
-        } else if (!strcmp(a, "--temp")) {
-            ok = loom_cli_parse_float(v, &temp);
-        } else if (!strcmp(a, "--top-k")) {
-            ok = loom_cli_parse_long(v, 0, INT32_MAX, &top_k);
-        } else if (!strcmp(a, "--top-p")) {
-            ok = loom_cli_parse_float(v, &top_p) && top_p > 0.0f;
-        } else if (!strcmp(a, "--seed")) {
-            char *end;
-            errno = 0;
-            ok = v && *v >= '0' && *v <= '9';
-            if (ok) seed = strtoull(v, &end, 10), ok = !errno && !*end;
-        } else if (!strcmp(a, "--logits")) {
-            logits_path = v;
-            ok = v != NULL;
-        } else if (!strcmp(a, "-m")) {
-            gguf = v;
-            ok = v != NULL;
-        } else if (!strcmp(a, "--ctx")) {
-            ok = loom_cli_parse_long(v, 1, INT32_MAX, &ctx);
-        } else if (!strcmp(a, "--passes")) {
-            passes = v;
-            ok = v != NULL;
-        } else if (!strcmp(a, "-O0") || !strcmp(a, "-O2")) {
-            passes = a;
-            takes = false;
-        } else if (!strcmp(a, "--kv")) {
-            ok = v && (!strcmp(v, "f32") || !strcmp(v, "f16") || !strcmp(v, "int8"));
-            kv_f16 = ok && !strcmp(v, "f16");
-            kv_int8 = ok && !strcmp(v, "int8");
-        } else if (!strcmp(a, "--streams")) {
-            ok = loom_cli_parse_long(v, 1, 16, &streams);
-        } else if (!strcmp(a, "--cuda-graphs")) {
-            ok = loom_cli_parse_long(v, 0, 1, &graphs);
-        } else if (!strcmp(a, "--weights")) {
-            ok = v && (!strcmp(v, "auto") || !strcmp(v, "copy") || !strcmp(v, "mapped"));
-            weights = v;
-        } else if (!strcmp(a, "--threads")) {
-            ok = loom_cli_parse_long(v, 1, 1024, &threads);
-        } else if (a[0] == '-' && a[1]) {
-            fprintf(stderr, "loom run: unknown option '%s'\n", a);
-            usage(stderr);
-            return 2;
-        } else {
-            takes = false;
-            if (model_path) {
-                fprintf(stderr, "loom run: more than one model given ('%s', '%s')\n", model_path, a);
-                return 2;
-            }
-            model_path = a;
-        }
-        if (!ok) {
-            fprintf(stderr, "loom run: option %s needs a valid value (got '%s')\n", a, v ? v : "");
-            return 2;
-        }
-        if (takes) i++;
-    }
+    const char *kv = "f32"; /* --kv, turned into kv_f16 / kv_int8 below */
+    const loom_cli_opt opts[] = {
+        {"--tokens", LOOM_CLI_STRING, &tokens, 0, 0, NULL},
+        {"-p|--prompt", LOOM_CLI_STRING, &text, 0, 0, NULL},
+        {"-n", LOOM_CLI_LONG, &n_gen, 0, 1 << 24, NULL},
+        {"--backend", LOOM_CLI_STRING, &backend, 0, 0, NULL},
+        {"--temp", LOOM_CLI_FLOAT, &temp, 0, 0, NULL},
+        {"--top-k", LOOM_CLI_LONG, &top_k, 0, INT32_MAX, NULL},
+        {"--top-p", LOOM_CLI_FLOAT_POS, &top_p, 0, 0, NULL},
+        {"--seed", LOOM_CLI_U64, &seed, 0, 0, NULL},
+        {"--logits", LOOM_CLI_STRING, &logits_path, 0, 0, NULL},
+        {"-m", LOOM_CLI_STRING, &gguf, 0, 0, NULL},
+        {"--ctx", LOOM_CLI_LONG, &ctx, 1, INT32_MAX, NULL},
+        {"--passes", LOOM_CLI_STRING, &passes, 0, 0, NULL},
+        {"-O0|-O2", LOOM_CLI_SELF, &passes, 0, 0, NULL},
+        {"--kv", LOOM_CLI_CHOICE, &kv, 0, 0, "f32|f16|int8"},
+        {"--streams", LOOM_CLI_LONG, &streams, 1, 16, NULL},
+        {"--cuda-graphs", LOOM_CLI_LONG, &graphs, 0, 1, NULL},
+        {"--weights", LOOM_CLI_CHOICE, &weights, 0, 0, "auto|copy|mapped"},
+        {"--threads", LOOM_CLI_LONG, &threads, 1, 1024, NULL},
+    };
+    int pr = loom_cli_parse_opts("loom run", argc, argv, opts, sizeof opts / sizeof opts[0], usage,
+                                 "model", &model_path);
+    if (pr != LOOM_CLI_GO_ON) return pr;
+    bool kv_f16 = !strcmp(kv, "f16"), kv_int8 = !strcmp(kv, "int8");
     if (!model_path || !tokens == !text) {
         fprintf(stderr, "loom run: %s\n",
                 !model_path ? "no model given" : "give exactly one of --tokens and -p");
