@@ -25,11 +25,13 @@
 #include <string.h>
 
 #include "loom.h"
+#include "tests/common/session.h"
 
 static const int32_t S33[] = {298, 187, 393, 179, 503, 10,  132, 216, 221, 44,  282,
                               35,  60,  187, 275, 57,  441, 23,  40,  123, 50,  457,
                               492, 470, 427, 92,  78,  184, 256, 421, 130, 58,  54};
 static const int32_t S7[] = {338, 281, 93, 503, 475, 149, 364};
+enum { N_CTX = 128, MAX_TOKENS = 32 }; /* every session: S33 and S7 + 64 fit */
 
 typedef struct run {
     float *logits; /* [rows][V] */
@@ -42,22 +44,15 @@ static int failures = 0;
 static int run_model(const char *path, loom_cache_type cache, const loom_session_options *so,
                      const int32_t *toks, int32_t n, int32_t n_pre, run *out, char *why,
                      size_t why_len) {
-    loom_model_options mo;
-    loom_model_options_init(&mo);
-    mo.cache_type = cache;
-    mo.n_ctx = 128;
-    mo.max_tokens = 32;
-    loom_model *m = NULL;
-    loom_session *s = NULL;
+    loom_test_session t;
     loom_error err = {0};
     memset(out, 0, sizeof *out);
-    if (loom_model_load(path, &mo, &m, &err) || loom_session_create(m, so, &s, &err)) {
+    if (loom_test_session_open(path, N_CTX, MAX_TOKENS, cache, so, &t, &err)) {
         snprintf(why, why_len, "%s", err.msg);
-        loom_session_destroy(s);
-        loom_model_destroy(m);
         return 1;
     }
-    int32_t V = loom_model_n_vocab(m);
+    loom_session *s = t.session;
+    int32_t V = loom_model_n_vocab(t.model);
     out->V = V;
     out->logits = malloc((size_t)n * V * sizeof(float));
     int rc = 0;
@@ -74,8 +69,7 @@ static int run_model(const char *path, loom_cache_type cache, const loom_session
         done += step;
         out->rows = done;
     }
-    loom_session_destroy(s);
-    loom_model_destroy(m);
+    loom_test_session_close(&t);
     return rc;
 }
 
@@ -102,23 +96,18 @@ static double compare(const run *ref, const run *got) {
 static int gen_rows(const char *path, loom_cache_type cache, const loom_session_options *so,
                     int32_t n, float **logits, int32_t *V_out, loom_session_stats *stats,
                     char *why, size_t why_len) {
-    loom_model_options mo;
-    loom_model_options_init(&mo);
-    mo.n_ctx = 128;
-    mo.max_tokens = 32;
-    mo.cache_type = cache;
-    loom_model *m = NULL;
-    loom_session *s = NULL;
+    loom_test_session t;
     loom_error err = {0};
     int rc = 0;
     *logits = NULL;
-    if (loom_model_load(path, &mo, &m, &err) || loom_session_create(m, so, &s, &err) ||
-        loom_session_eval(s, S7, 7, &err)) {
+    if (loom_test_session_open(path, N_CTX, MAX_TOKENS, cache, so, &t, &err) ||
+        loom_session_eval(t.session, S7, 7, &err)) {
         snprintf(why, why_len, "%s", err.msg);
         rc = 1;
         goto done;
     }
-    int32_t V = loom_model_n_vocab(m);
+    loom_session *s = t.session;
+    int32_t V = loom_model_n_vocab(t.model);
     *V_out = V;
     *logits = malloc((size_t)n * V * sizeof(float));
     if (!*logits) {
@@ -141,33 +130,24 @@ static int gen_rows(const char *path, loom_cache_type cache, const loom_session_
     }
     loom_session_get_stats(s, stats);
 done:
-    loom_session_destroy(s);
-    loom_model_destroy(m);
+    loom_test_session_close(&t);
     return rc;
 }
 
 static int greedy(const char *path, const loom_session_options *so, int32_t *out, int32_t n,
                   float *margins, char *why, size_t why_len) {
-    loom_model_options mo;
-    loom_model_options_init(&mo);
-    mo.n_ctx = 128;
-    mo.max_tokens = 32;
-    loom_model *m = NULL;
-    loom_session *s = NULL;
+    loom_test_session t;
     loom_error err = {0};
     int32_t made = 0;
     int rc = 0;
-    if (loom_model_load(path, &mo, &m, &err) || loom_session_create(m, so, &s, &err)) {
+    if (loom_test_session_open(path, N_CTX, MAX_TOKENS, LOOM_CACHE_F32, so, &t, &err) ||
+        loom_session_eval(t.session, S7, 7, &err)) {
         snprintf(why, why_len, "%s", err.msg);
         rc = 1;
         goto done;
     }
-    int32_t V = loom_model_n_vocab(m);
-    if (loom_session_eval(s, S7, 7, &err)) {
-        snprintf(why, why_len, "%s", err.msg);
-        rc = 1;
-        goto done;
-    }
+    loom_session *s = t.session;
+    int32_t V = loom_model_n_vocab(t.model);
     for (int32_t i = 0; i < n; i++) {
         int32_t rows;
         const float *l = loom_session_logits(s, &rows);
@@ -190,8 +170,7 @@ static int greedy(const char *path, const loom_session_options *so, int32_t *out
         }
     }
 done:
-    loom_session_destroy(s);
-    loom_model_destroy(m);
+    loom_test_session_close(&t);
     return rc;
 }
 

@@ -19,24 +19,20 @@
 #include <unistd.h>
 
 #include "api/loom_impl.h"
-#include "tests/common/testdata.h"
 #include "loom.h"
+#include "tests/common/session.h"
+#include "tests/common/testdata.h"
 
 static const int32_t S7[] = {338, 281, 93, 503, 475, 149, 364};
 
 static float *run_s7(const char *path, int32_t streams, int32_t *V) {
-    loom_model_options mo;
-    loom_model_options_init(&mo);
-    mo.n_ctx = 64;
-    mo.max_tokens = 16;
-    loom_model *m = NULL;
-    loom_session *s = NULL;
-    loom_error err = {0};
-    cr_assert(!loom_model_load(path, &mo, &m, &err), "%s", err.msg);
     loom_session_options so;
     loom_session_options_init(&so);
     so.n_streams = streams;
-    cr_assert(!loom_session_create(m, &so, &s, &err), "%s", err.msg);
+    loom_test_session t;
+    loom_error err = {0};
+    cr_assert(!loom_test_session_open(path, 64, 16, LOOM_CACHE_F32, &so, &t, &err), "%s", err.msg);
+    loom_session *s = t.session;
     loom_exec_stats st;
     loom_session_exec_stats(s, &st);
     cr_assert(st.activation_bytes * 100 <= st.activation_lower_bound * 110,
@@ -47,11 +43,11 @@ static float *run_s7(const char *path, int32_t streams, int32_t *V) {
     int32_t rows = 0;
     const float *l = loom_session_logits(s, &rows);
     cr_assert_eq(rows, 7);
-    *V = loom_model_n_vocab(m);
+    *V = loom_model_n_vocab(t.model);
     float *copy = malloc((size_t)rows * *V * sizeof *copy);
+    cr_assert(copy);
     memcpy(copy, l, (size_t)rows * *V * sizeof *copy);
-    loom_session_destroy(s);
-    loom_model_destroy(m);
+    loom_test_session_close(&t);
     return copy;
 }
 
