@@ -7,7 +7,9 @@
  * Positions: kv_write and attention take a first position and consecutive rows; a step whose
  * positions are not consecutive (allowed by the IR) runs token by token. Every position is
  * checked against the cache length before anything is written.
- * Float vectors stored as f16/bf16 (norm weights, biases) are widened into a scratch buffer.
+ * Float vectors stored as f16/bf16 (norm weights, biases) are widened into a scratch buffer;
+ * attention and rope_kv_write take their scratch from the backend's workspace (one per backend,
+ * so per session; it grows to the largest step's need), so no step allocates.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -15,10 +17,12 @@
 #include "executor/backend_common.h"
 #include "executor/executor.h"
 #include "kernels/cpu/cpu_kernels.h"
+#include "kernels/cpu/cpu_workspace.h"
 
 typedef struct cpu_backend {
     float *scratch; /* widened f16/bf16 vectors */
     size_t scratch_cap;
+    loom_cpu_workspace ws; /* attention's and rope_kv_write's scratch */
 } cpu_backend;
 
 static bool is_float_vec_type(loom_ir_dtype t) {
@@ -79,6 +83,7 @@ static void cpu_free(loom_exec_backend *b, void *p) {
 static void cpu_destroy(loom_exec_backend *b) {
     cpu_backend *c = b->impl;
     free(c->scratch);
+    loom_cpu_workspace_free(&c->ws);
     free(c);
     free(b);
 }
@@ -235,10 +240,11 @@ static loom_status cpu_run_node(loom_exec_backend *b, const loom_ir_graph *g, co
         loom_rope_params p = loom_exec_rope_params(n, &in[2]);
         p.n_kv_head = kv.n_kv_head;
         bool norms = n->n_in == 8;
-        return loom_cpu_rope_kv_write(in[2].data, in[3].data, in[4].data, in[5].data,
-                                      norms ? in[6].data : NULL, norms ? in[7].data : NULL,
-                                      loom_ir_node_attr_float(n, LOOM_IR_ATTR_EPS, 0), &p,
-                                      out[0].data, NULL, out[1].data, NULL, &kv, out[2].data, err);
+        return loom_cpu_rope_kv_write_ws(in[2].data, in[3].data, in[4].data, in[5].data,
+                                         norms ? in[6].data : NULL, norms ? in[7].data : NULL,
+                                         loom_ir_node_attr_float(n, LOOM_IR_ATTR_EPS, 0), &p,
+                                         out[0].data, NULL, out[1].data, NULL, &kv, out[2].data,
+                                         &c->ws, err);
     }
     case LOOM_IR_OP_ATTENTION: {
         loom_kv_layout kv =
@@ -254,12 +260,13 @@ static loom_status cpu_run_node(loom_exec_backend *b, const loom_ir_graph *g, co
         float *o = y->data;
         if (consecutive) {
             loom_attn_params p = {T, H, T ? pos[0] : 0, scale};
-            return loom_cpu_attention(q, in[1].data, NULL, in[2].data, NULL, &kv, &p, o, err);
+            return loom_cpu_attention_ws(q, in[1].data, NULL, in[2].data, NULL, &kv, &p, o,
+                                         &c->ws, err);
         }
         for (int64_t t = 0; t < T; t++) {
             loom_attn_params p = {1, H, pos[t], scale};
-            if ((st = loom_cpu_attention(q + t * row, in[1].data, NULL, in[2].data, NULL, &kv, &p,
-                                         o + t * row, err)))
+            if ((st = loom_cpu_attention_ws(q + t * row, in[1].data, NULL, in[2].data, NULL, &kv,
+                                            &p, o + t * row, &c->ws, err)))
                 return st;
         }
         return LOOM_OK;

@@ -5,10 +5,10 @@
  * one thread, two passes over its visible cache rows 0 .. pos0 + t: scores (float32 dot in i
  * order, scaled) into a per-worker scratch row, then softmax weights and the weighted sum of V
  * rows in j order (contract in cpu_kernels.h). Cache rows are decoded to float one at a time
- * into per-worker scratch. Results do not depend on the thread count.
+ * into per-worker scratch. The scratch comes from a workspace (cpu_workspace.h): the caller's,
+ * or one made for the call. Results do not depend on the thread count or the workspace.
  */
 #include <math.h>
-#include <stdlib.h>
 
 #include "kernels/cpu/cpu_internal.h"
 
@@ -83,10 +83,10 @@ static void attn_range(void *ctx, int64_t begin, int64_t end, int worker) {
     }
 }
 
-loom_status loom_cpu_attention(const float *q, const void *k_cache, const float *k_scales,
-                               const void *v_cache, const float *v_scales,
-                               const loom_kv_layout *kv, const loom_attn_params *p, float *out,
-                               loom_error *err) {
+loom_status loom_cpu_attention_ws(const float *q, const void *k_cache, const float *k_scales,
+                                  const void *v_cache, const float *v_scales,
+                                  const loom_kv_layout *kv, const loom_attn_params *p, float *out,
+                                  loom_cpu_workspace *ws, loom_error *err) {
     loom_status s = loom_cpu_check_kv_layout("attention", kv, err);
     if (s != LOOM_OK) return s;
     if (!p) return loom_error_set(err, LOOM_ERR_INVALID_ARGUMENT, "attention: params are NULL");
@@ -120,12 +120,20 @@ loom_status loom_cpu_attention(const float *q, const void *k_cache, const float 
                   .kv = *kv, .p = *p, .group = p->n_head / kv->n_kv_head, .out = out};
     j.scratch_stride = p->pos0 + p->n_tokens + 2 * D;
     const int workers = loom_cpu_get_threads();
-    j.scratch = malloc((size_t)workers * (size_t)j.scratch_stride * sizeof(float));
-    if (!j.scratch)
-        return loom_error_set(err, LOOM_ERR_OUT_OF_MEMORY,
-                              "attention: %d x %lld floats of scratch", workers,
-                              (long long)j.scratch_stride);
+    j.scratch = loom_cpu_workspace_reserve(ws, (size_t)workers * (size_t)j.scratch_stride,
+                                           "attention", err);
+    if (!j.scratch) return LOOM_ERR_OUT_OF_MEMORY;
     loom_cpu_parallel_for(items, (p->pos0 + p->n_tokens) * D * 2, attn_range, &j);
-    free(j.scratch);
     return LOOM_OK;
+}
+
+loom_status loom_cpu_attention(const float *q, const void *k_cache, const float *k_scales,
+                               const void *v_cache, const float *v_scales,
+                               const loom_kv_layout *kv, const loom_attn_params *p, float *out,
+                               loom_error *err) {
+    loom_cpu_workspace ws = {0};
+    loom_status st = loom_cpu_attention_ws(q, k_cache, k_scales, v_cache, v_scales, kv, p, out,
+                                           &ws, err);
+    loom_cpu_workspace_free(&ws);
+    return st;
 }

@@ -11,6 +11,7 @@
 #include <stdint.h>
 
 #include "kernels/cpu/cpu_kernels.h"
+#include "kernels/cpu/cpu_workspace.h"
 
 /* Work on items [begin, end) as worker `worker` (0 .. loom_cpu_get_threads() - 1). */
 typedef void (*loom_cpu_range_fn)(void *ctx, int64_t begin, int64_t end, int worker);
@@ -38,6 +39,11 @@ const float *loom_cpu_f16_table(void);
  * boundary) into dst, bit-identical to loom_dequantize_row but faster. The type must have
  * passed loom_cpu_check_weight. (decode.c) */
 void loom_cpu_decode(loom_ggml_type type, const void *src, float *dst, int64_t n);
+
+/* At least n floats of scratch from ws (grown when smaller; the old contents are not kept), or
+ * NULL with LOOM_ERR_OUT_OF_MEMORY in err naming kernel `who`. (threads.c) */
+float *loom_cpu_workspace_reserve(loom_cpu_workspace *ws, size_t n, const char *who,
+                                  loom_error *err);
 
 /* Checks a KV cache layout for kernel `who`: a known type, no negative size. (kv.c) */
 loom_status loom_cpu_check_kv_layout(const char *who, const loom_kv_layout *kv, loom_error *err);

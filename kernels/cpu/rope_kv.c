@@ -7,18 +7,19 @@
  * cosf/sinf values a call per tensor computes), the writes loom_cpu_kv_write one token at a
  * time (positions need not be consecutive). So every output, the cache bytes included, is bit
  * for bit what fused_rms_norm/rms_norm+mul, rope and kv_write give on the CPU backend. Every
- * position is checked before anything is written.
+ * position is checked before anything is written. The roped K lives in a workspace's scratch
+ * (cpu_workspace.h): the caller's, or one made for the call.
  */
-#include <stdlib.h>
 #include <string.h>
 
 #include "kernels/cpu/cpu_internal.h"
 
-loom_status loom_cpu_rope_kv_write(const float *q, const float *k, const float *v,
-                                   const int32_t *pos, const float *q_norm, const float *k_norm,
-                                   float eps, const loom_rope_params *p, void *k_cache,
-                                   float *k_scales, void *v_cache, float *v_scales,
-                                   const loom_kv_layout *kv, float *q_out, loom_error *err) {
+loom_status loom_cpu_rope_kv_write_ws(const float *q, const float *k, const float *v,
+                                      const int32_t *pos, const float *q_norm,
+                                      const float *k_norm, float eps, const loom_rope_params *p,
+                                      void *k_cache, float *k_scales, void *v_cache,
+                                      float *v_scales, const loom_kv_layout *kv, float *q_out,
+                                      loom_cpu_workspace *ws, loom_error *err) {
     loom_status st = loom_cpu_check_kv_layout("rope_kv_write", kv, err);
     if (st) return st;
     if (!p) return loom_error_set(err, LOOM_ERR_INVALID_ARGUMENT, "rope_kv_write: params are NULL");
@@ -46,10 +47,8 @@ loom_status loom_cpu_rope_kv_write(const float *q, const float *k, const float *
             return loom_error_set(err, LOOM_ERR_LIMIT,
                                   "rope_kv_write: position %d of token %lld is outside the cache "
                                   "of %lld positions", pos[t], (long long)t, (long long)kv->n_ctx);
-    float *kr = malloc((size_t)(T * krow) * sizeof *kr + 1);
-    if (!kr)
-        return loom_error_set(err, LOOM_ERR_OUT_OF_MEMORY, "rope_kv_write: %lld floats for K",
-                              (long long)(T * krow));
+    float *kr = loom_cpu_workspace_reserve(ws, (size_t)(T * krow), "rope_kv_write", err);
+    if (!kr) return LOOM_ERR_OUT_OF_MEMORY;
     if (q_norm) {
         st = loom_cpu_rms_norm(q, q_norm, T * p->n_head, D, eps, q_out, err);
         if (!st) st = loom_cpu_rms_norm(k, k_norm, T * kv->n_kv_head, D, eps, kr, err);
@@ -62,6 +61,17 @@ loom_status loom_cpu_rope_kv_write(const float *q, const float *k, const float *
         st = loom_cpu_kv_write(kr + t * krow, 1, pos[t], k_cache, k_scales, kv, err);
         if (!st) st = loom_cpu_kv_write(v + t * krow, 1, pos[t], v_cache, v_scales, kv, err);
     }
-    free(kr);
+    return st;
+}
+
+loom_status loom_cpu_rope_kv_write(const float *q, const float *k, const float *v,
+                                   const int32_t *pos, const float *q_norm, const float *k_norm,
+                                   float eps, const loom_rope_params *p, void *k_cache,
+                                   float *k_scales, void *v_cache, float *v_scales,
+                                   const loom_kv_layout *kv, float *q_out, loom_error *err) {
+    loom_cpu_workspace ws = {0};
+    loom_status st = loom_cpu_rope_kv_write_ws(q, k, v, pos, q_norm, k_norm, eps, p, k_cache,
+                                               k_scales, v_cache, v_scales, kv, q_out, &ws, err);
+    loom_cpu_workspace_free(&ws);
     return st;
 }

@@ -8,9 +8,10 @@
  * each generation so the caller knows when the job is finished. Workers are created lazily
  * (the first job that wants them) and live for the rest of the process, detached; the pool
  * never shrinks, a smaller thread count just leaves some idle. A child of fork() starts with
- * an empty pool (pthread_atfork).
+ * an empty pool (pthread_atfork). The scratch workspaces (cpu_workspace.h) grow here too.
  */
 #include <pthread.h>
+#include <stdlib.h>
 #include <unistd.h>
 
 #include "kernels/cpu/cpu_internal.h"
@@ -188,4 +189,24 @@ int64_t loom_cpu_weight_row_bytes(const loom_kweight *w) {
     int64_t b = loom_ggml_row_bytes((uint32_t)w->type, w->cols);
     LOOM_ASSERT(b >= 0);
     return b;
+}
+
+void loom_cpu_workspace_free(loom_cpu_workspace *ws) {
+    if (!ws) return;
+    free(ws->data);
+    ws->data = NULL;
+    ws->cap = 0;
+}
+
+float *loom_cpu_workspace_reserve(loom_cpu_workspace *ws, size_t n, const char *who,
+                                  loom_error *err) {
+    if (ws->cap >= n && ws->data) return ws->data;
+    loom_cpu_workspace_free(ws);
+    ws->data = n <= SIZE_MAX / sizeof(float) ? malloc((n ? n : 1) * sizeof(float)) : NULL;
+    if (!ws->data) {
+        loom_error_set(err, LOOM_ERR_OUT_OF_MEMORY, "%s: %zu floats of scratch", who, n);
+        return NULL;
+    }
+    ws->cap = n;
+    return ws->data;
 }

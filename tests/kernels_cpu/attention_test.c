@@ -1,10 +1,11 @@
 /* attention_test.c: KV cache writes (F32 copy, F16 rounding, INT8 round trip within d/2) and
  * causal GQA attention against a double reference over shapes (head_dim 8/64/128, GQA 1/2/4,
- * N 1..33, pos0 0 and later), thread-count independence, and batched prefill == one token at a
- * time (bit for bit).
+ * N 1..33, pos0 0 and later), thread-count independence, batched prefill == one token at a
+ * time (bit for bit), and the workspace form (cpu_workspace.h) == the plain one.
  */
 #include <float.h>
 
+#include "kernels/cpu/cpu_workspace.h"
 #include "test_util.h"
 
 static size_t elem_size(loom_kv_type t) {
@@ -254,6 +255,52 @@ Test(attention, threads_and_prefill_equal_token_by_token) {
         free(q);
         free(one);
         free(many);
+    }
+}
+
+/* The workspace form (what the CPU backend calls, one workspace per session) is bit for bit the
+ * plain form whatever the workspace held before, and reuses its scratch: it grows only for a
+ * larger call. */
+Test(attention, workspace_form_equals_plain_and_reuses_its_scratch) {
+    rng r = {25};
+    const int64_t D = 64, KVH = 2, H = 4, n_ctx = 40;
+    const struct { int64_t N, pos0; } calls[] = {{9, 20}, {1, 3}, {1, 28}, {33, 0}, {2, 37}};
+    for (int ty = 0; ty < 3; ty++) {
+        cache k = filled_cache(&r, (loom_kv_type)ty, n_ctx, KVH, D, n_ctx);
+        cache v = filled_cache(&r, (loom_kv_type)ty, n_ctx, KVH, D, n_ctx);
+        float *q = random_floats(&r, 33 * H * D, 1.0f);
+        float *a = malloc(33 * H * D * sizeof(float)), *b = malloc(33 * H * D * sizeof(float));
+        loom_cpu_workspace ws = {0};
+        size_t cap = 0;
+        for (size_t c = 0; c < sizeof calls / sizeof calls[0]; c++) {
+            loom_attn_params p = {.n_tokens = calls[c].N, .n_head = H, .pos0 = calls[c].pos0,
+                                  .scale = 0.125f};
+            const size_t n = (size_t)(calls[c].N * H * D);
+            poison(a, (int64_t)n);
+            poison(b, (int64_t)n);
+            cr_assert_eq(loom_cpu_attention(q, k.data, k.scales, v.data, v.scales, &k.kv, &p, a,
+                                            NULL),
+                         LOOM_OK);
+            const float *before = ws.data;
+            cr_assert_eq(loom_cpu_attention_ws(q, k.data, k.scales, v.data, v.scales, &k.kv, &p,
+                                               b, &ws, NULL),
+                         LOOM_OK);
+            cr_assert(memcmp(a, b, n * sizeof(float)) == 0, "type %d call %zu", ty, c);
+            const size_t need = (size_t)loom_cpu_get_threads() *
+                                (size_t)(calls[c].pos0 + calls[c].N + 2 * D);
+            if (need <= cap) cr_assert_eq(ws.data, before, "call %zu: the scratch was reused", c);
+            cap = need > cap ? need : cap;
+            cr_assert_eq(ws.cap, cap, "call %zu", c);
+        }
+        loom_cpu_workspace_free(&ws);
+        cr_assert(ws.data == NULL && ws.cap == 0);
+        loom_cpu_workspace_free(&ws);
+        loom_cpu_workspace_free(NULL);
+        cache_free(&k);
+        cache_free(&v);
+        free(q);
+        free(a);
+        free(b);
     }
 }
 

@@ -144,6 +144,41 @@ Test(rope, random_against_reference) {
         }
 }
 
+/* More pairs than one angle table holds (rope.c makes 128 pairs at a time on the stack): every
+ * pair is bit for bit the single-pass float formula, across the table's chunk boundaries. */
+Test(rope, long_rotation_is_bit_exact_across_angle_chunks) {
+    rng r = {31};
+    const int64_t D = 640, n_rot = 600, H = 2, T = 2; /* 300 pairs: chunks of 128, 128, 44 */
+    for (int mode = 0; mode < 2; mode++) {
+        float *q = random_floats(&r, T * H * D, 1.0f), *q0 = malloc(T * H * D * sizeof(float));
+        memcpy(q0, q, T * H * D * sizeof(float));
+        const int32_t pos[2] = {7, 4321};
+        loom_rope_params p = {.n_tokens = T, .n_head = H, .head_dim = D, .n_rot = n_rot,
+                              .mode = mode ? LOOM_ROPE_NEOX : LOOM_ROPE_NORM,
+                              .freq_base = 1e4f, .freq_scale = 0.5f};
+        cr_assert_eq(loom_cpu_rope(q, NULL, pos, &p, NULL), LOOM_OK);
+        const float theta_scale = powf(p.freq_base, -2.0f / (float)n_rot);
+        for (int64_t t = 0; t < T; t++) {
+            float theta = (float)pos[t];
+            for (int64_t i = 0; i < n_rot / 2; i++, theta *= theta_scale) {
+                const float c = cosf(p.freq_scale * theta), sn = sinf(p.freq_scale * theta);
+                for (int64_t h = 0; h < H; h++) {
+                    const float *src = q0 + (t * H + h) * D, *got = q + (t * H + h) * D;
+                    int64_t ia = mode ? i : 2 * i, ib = mode ? i + n_rot / 2 : 2 * i + 1;
+                    const float ra = src[ia] * c - src[ib] * sn, rb = src[ia] * sn + src[ib] * c;
+                    cr_assert(got[ia] == ra && got[ib] == rb, "mode %d t %lld h %lld pair %lld",
+                              mode, (long long)t, (long long)h, (long long)i);
+                }
+            }
+            for (int64_t h = 0; h < H; h++)
+                for (int64_t i = n_rot; i < D; i++)
+                    cr_assert_eq(q[(t * H + h) * D + i], q0[(t * H + h) * D + i]);
+        }
+        free(q);
+        free(q0);
+    }
+}
+
 Test(rope, bad_parameters) {
     float q[8] = {0};
     int32_t pos[1] = {0};

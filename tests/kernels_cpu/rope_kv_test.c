@@ -2,10 +2,11 @@
  * chain it replaces (loom_cpu_rms_norm, loom_cpu_rope, loom_cpu_kv_write) byte for byte, for
  * F32, F16 and INT8 caches, both rope modes, with and without norms, positions out of order; and
  * its refusals (a position outside the cache writes nothing; one norm without the other; a
- * layout that does not match the params).
+ * layout that does not match the params); the workspace form (cpu_workspace.h) byte for byte.
  */
 #include <stdio.h>
 
+#include "kernels/cpu/cpu_workspace.h"
 #include "test_util.h"
 
 static size_t elem(loom_kv_type t) { return t == LOOM_KV_F32 ? 4 : t == LOOM_KV_F16 ? 2 : 1; }
@@ -66,6 +67,54 @@ Test(rope_kv_write, equals_norm_rope_kv_write_chain_byte_for_byte) {
                 for (int i = 0; i < 4; i++) free(c[i]), free(s[i]);
                 free(q), free(k), free(v), free(qw), free(kw), free(qo), free(q2), free(k2);
             }
+}
+
+/* The workspace form (the CPU backend's, one workspace per session) writes the same bytes as
+ * the plain form, with one workspace reused over calls of several sizes. */
+Test(rope_kv_write, workspace_form_equals_plain) {
+    rng r = {12};
+    const int64_t H = 4, Hkv = 2, D = 16, C = 24;
+    const int64_t Ts[] = {7, 1, 12, 3};
+    loom_cpu_workspace ws = {0};
+    for (int ty = 0; ty < 3; ty++)
+        for (size_t c = 0; c < sizeof Ts / sizeof Ts[0]; c++) {
+            const int64_t T = Ts[c];
+            loom_kv_layout kv = {(loom_kv_type)ty, C, Hkv, D};
+            loom_rope_params p = {T, H, Hkv, D, D, LOOM_ROPE_NEOX, 1e4f, 1.0f};
+            float *q = random_floats(&r, T * H * D, 2), *k = random_floats(&r, T * Hkv * D, 2);
+            float *v = random_floats(&r, T * Hkv * D, 2);
+            float *qw = random_floats(&r, D, 1), *kw = random_floats(&r, D, 1);
+            int32_t pos[12];
+            for (int64_t t = 0; t < T; t++) pos[t] = (int32_t)((t * 7 + (int64_t)c) % C);
+            size_t cb = (size_t)(C * Hkv * D) * elem(kv.type), sb = (size_t)(C * Hkv) * 4;
+            size_t qb = (size_t)(T * H * D) * 4;
+            uint8_t *cache[4];
+            float *sc[4], *qo[2] = {malloc(qb), malloc(qb)};
+            for (int i = 0; i < 4; i++) {
+                cache[i] = malloc(cb), sc[i] = malloc(sb);
+                memset(cache[i], 0x5A, cb), memset(sc[i], 0x5A, sb);
+            }
+            bool i8 = kv.type == LOOM_KV_INT8;
+            cr_assert_eq(loom_cpu_rope_kv_write(q, k, v, pos, qw, kw, 1e-6f, &p, cache[0],
+                                                i8 ? sc[0] : NULL, cache[1], i8 ? sc[1] : NULL,
+                                                &kv, qo[0], NULL),
+                         LOOM_OK);
+            cr_assert_eq(loom_cpu_rope_kv_write_ws(q, k, v, pos, qw, kw, 1e-6f, &p, cache[2],
+                                                   i8 ? sc[2] : NULL, cache[3], i8 ? sc[3] : NULL,
+                                                   &kv, qo[1], &ws, NULL),
+                         LOOM_OK);
+            cr_assert(!memcmp(qo[0], qo[1], qb), "type %d T %lld: q_out", ty, (long long)T);
+            cr_assert(!memcmp(cache[0], cache[2], cb) && !memcmp(cache[1], cache[3], cb),
+                      "type %d T %lld: caches", ty, (long long)T);
+            cr_assert(!i8 || (!memcmp(sc[0], sc[2], sb) && !memcmp(sc[1], sc[3], sb)),
+                      "type %d T %lld: scales", ty, (long long)T);
+            cr_assert_geq(ws.cap, (size_t)(T * Hkv * D));
+            for (int i = 0; i < 4; i++) free(cache[i]), free(sc[i]);
+            free(qo[0]), free(qo[1]);
+            free(q), free(k), free(v), free(qw), free(kw);
+        }
+    cr_assert_eq(ws.cap, (size_t)(12 * Hkv * D), "grown to the largest call only");
+    loom_cpu_workspace_free(&ws);
 }
 
 Test(rope_kv_write, refusals_write_nothing) {
