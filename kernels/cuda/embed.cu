@@ -50,12 +50,12 @@ extern "C" loom_status loom_cuda_embed(loom_kweight table, const int32_t *ids, i
         ARG_FAIL(LOOM_ERR_UNSUPPORTED, "embed: table type %d is not supported on CUDA",
                  (int)table.type);
     if (n_tokens < 0 || table.rows < 0 || table.cols < 0 ||
-        table.cols % type_block(table.type) != 0)
+        loom_ggml_row_bytes((uint32_t)table.type, table.cols) < 0)
         ARG_FAIL(LOOM_ERR_INVALID_ARGUMENT, "embed: bad shape (tokens %lld, table %lld x %lld)",
                  (long long)n_tokens, (long long)table.rows, (long long)table.cols);
     if (n_tokens == 0 || table.cols == 0) return LOOM_OK;
     if (!table.data || !ids || !out) ARG_FAIL(LOOM_ERR_INVALID_ARGUMENT, "embed: NULL pointer");
-    const int64_t D = table.cols, rb = row_bytes(table.type, D);
+    const int64_t D = table.cols, rb = loom_ggml_row_bytes((uint32_t)table.type, D);
     const uint8_t *tb = (const uint8_t *)table.data;
     if (fast(SW_FAST_EMBD) && n_tokens <= 65535) {
         dim3 grid((unsigned)((D + kThreads - 1) / kThreads), (unsigned)n_tokens);

@@ -246,9 +246,9 @@ loom_status make_seg(const char *what, loom_kweight w, int64_t K, float *y, cons
     if (w.rows < 0 || w.cols != K)
         ARG_FAIL(LOOM_ERR_INVALID_ARGUMENT, "%s: weight is %lld x %lld, expected K = %lld", what,
                  (long long)w.rows, (long long)w.cols, (long long)K);
-    if (K % type_block(w.type) != 0)
+    if (loom_ggml_row_bytes((uint32_t)w.type, K) < 0)
         ARG_FAIL(LOOM_ERR_INVALID_ARGUMENT, "%s: K = %lld is not a multiple of %lld", what,
-                 (long long)K, (long long)type_block(w.type));
+                 (long long)K, (long long)loom_ggml_type_get((uint32_t)w.type)->block_size);
     if (w.rows > 0 && (!w.data || !y))
         ARG_FAIL(LOOM_ERR_INVALID_ARGUMENT, "%s: NULL weight or output", what);
     s->w = (const uint8_t *)w.data;
@@ -256,7 +256,7 @@ loom_status make_seg(const char *what, loom_kweight w, int64_t K, float *y, cons
     s->bias = bias;
     s->resid = resid;
     s->rows = w.rows;
-    s->row_bytes = row_bytes(w.type, K);
+    s->row_bytes = loom_ggml_row_bytes((uint32_t)w.type, K);
     s->type = w.type;
     uintptr_t addr = (uintptr_t)w.data;
     if (w.type == LOOM_GGML_Q4_K || w.type == LOOM_GGML_Q5_K)

@@ -541,25 +541,7 @@ inline bool weight_type_ok(int t) {
            t == LOOM_GGML_Q8_0 || t == LOOM_GGML_Q4_K || t == LOOM_GGML_Q5_K ||
            t == LOOM_GGML_Q6_K;
 }
-
-inline int64_t type_block(int t) {
-    switch (t) {
-    case LOOM_GGML_Q8_0: return 32;
-    case LOOM_GGML_Q4_K: case LOOM_GGML_Q5_K: case LOOM_GGML_Q6_K: return 256;
-    default: return 1;
-    }
-}
-
-inline int64_t row_bytes(int t, int64_t K) {
-    switch (t) {
-    case LOOM_GGML_F32: return 4 * K;
-    case LOOM_GGML_F16: case LOOM_GGML_BF16: return 2 * K;
-    case LOOM_GGML_Q8_0: return K / 32 * kQ80Bytes;
-    case LOOM_GGML_Q4_K: return K / 256 * kQ4KBytes;
-    case LOOM_GGML_Q5_K: return K / 256 * kQ5KBytes;
-    case LOOM_GGML_Q6_K: return K / 256 * kQ6KBytes;
-    default: return -1;
-    }
-}
+// Row sizes and block sizes on the host: kernels/quant's loom_ggml_row_bytes / loom_ggml_type_get
+// (the one type table), not a copy here.
 
 }  // namespace loom_cuda
