@@ -117,6 +117,18 @@ static size_t contraction(const uint32_t *cp, size_t pos, size_t end, bool fold)
     return 0;
 }
 
+/* The whitespace alternatives both patterns end with, for the nws whitespace characters at pos
+ * (pos < end): '\s+(?!\S)' (all but the last, which goes with the next word), '\s+' (the run
+ * reaches the end), else the character at pos alone (no alternative matched). Emits the piece
+ * and returns the position after it. */
+static size_t ws_tail(emitter *em, size_t pos, size_t end, size_t nws) {
+    if (nws > 1 && IN(pos + nws)) pos += nws - 1;
+    else if (nws > 0) pos += nws;
+    else pos++;
+    emit(em, pos);
+    return pos;
+}
+
 static void split_gpt2(emitter *em, size_t start, size_t end) {
     const uint32_t *cp = em->cp;
     size_t pos = start;
@@ -149,17 +161,7 @@ static void split_gpt2(emitter *em, size_t start, size_t end) {
         }
         size_t nws = 0;
         while (is_ws(FL(pos + nws))) nws++;
-        if (nws > 1 && IN(pos + nws)) { /* '\s+(?!\S)': leave the last space to the next word */
-            pos += nws - 1;
-            emit(em, pos);
-            continue;
-        }
-        if (nws > 0) { /* '\s+' */
-            pos += nws;
-            emit(em, pos);
-            continue;
-        }
-        emit(em, ++pos); /* no alternative matched */
+        pos = ws_tail(em, pos, end, nws);
     }
 }
 
@@ -214,17 +216,7 @@ static void split_llama3(emitter *em, size_t start, size_t end, size_t max_digit
             emit(em, pos);
             continue;
         }
-        if (nws > 1 && IN(pos + nws)) { /* '\s+(?!\S)' */
-            pos += nws - 1;
-            emit(em, pos);
-            continue;
-        }
-        if (nws > 0) { /* '\s+' */
-            pos += nws;
-            emit(em, pos);
-            continue;
-        }
-        emit(em, ++pos);
+        pos = ws_tail(em, pos, end, nws);
     }
 }
 
