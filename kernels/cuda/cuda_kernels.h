@@ -33,6 +33,9 @@
  *                         bit-identical to them (both within the same CPU-twin tolerance).
  *                         LOOM_GEMV_MMA_SPLIT=1|2|4|8 forces its sm_90 cluster split-K
  *                         (default: by shape; results depend on it, deterministically)
+ *   LOOM_GEMV_MMA_Q6K     Q6_K matmuls (plain, add, a triple's Q6_K segment; GEMV and GEMM)
+ *                         on tensor cores (gemv_mma_q6k.cu); =0: warp-per-row (LOOM_GEMV_MMA=0
+ *                         turns both mma paths off)
  *   LOOM_CUDA_PDL         programmatic dependent launch (compute capability 9.0+): a kernel may
  *                         start during the previous one's tail and waits for it in-kernel
  *                         (common.cuh); =0: plain stream order. Same results either way.

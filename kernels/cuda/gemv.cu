@@ -1,8 +1,9 @@
 // gemv.cu: quantized matrix-vector products y[M] = W[M x K] x[K] and their fused variants
 // (add, pair with optional SwiGLU epilogue, triple with per-matrix types and biases), plus the
 // launchers of the whole matmul family. Q4_K segments go to the tensor-core kernels of
-// gemv_mma.cu for any N (the default; LOOM_GEMV_MMA=0 keeps them here); the kernels below serve
-// every other type, and N > 1 goes to gemm.cu in chunks of 32 tokens.
+// gemv_mma.cu and Q6_K segments (plain and add epilogues) to gemv_mma_q6k.cu, for any N (the
+// default; LOOM_GEMV_MMA=0 keeps both here, LOOM_GEMV_MMA_Q6K=0 only Q6_K); the kernels below
+// serve every other type, and N > 1 goes to gemm.cu in chunks of 32 tokens.
 //
 // Launch geometry: 128-thread blocks, one warp per output row, 4 rows per block, grid
 // ceil(rows / 4) over the concatenated rows of all segments (a triple's Q, K and V rows follow
@@ -279,13 +280,15 @@ loom_status check_x(const char *what, const float *x, int64_t n, int64_t K, loom
 }
 
 int g_mma_fallback_logged = 0;
+int g_mma_q6k_fallback_logged = 0;
 
 loom_status run_matmul_rows(GemvArgs a, int64_t n, loom_error *err, cudaStream_t stream);
 
-// Runs segments over n tokens. Default: the segments with a tensor-core path (gemv_mma.cu,
-// Q4_K) in one mma launch for all n tokens, the others (a triple's Q6_K V, other types) on the
-// warp-per-row kernels below. LOOM_GEMV_MMA=0 or LOOM_FAST_GEMV=0: warp-per-row only. A failed
-// mma launch logs once and falls back to the warp-per-row kernels.
+// Runs segments over n tokens. Default: the Q4_K segments in one mma launch for all n tokens
+// (gemv_mma.cu), the Q6_K segments in another (gemv_mma_q6k.cu; a Q4_K_M triple's V, Q6_K
+// down projections, the lm head), the others on the warp-per-row kernels below.
+// LOOM_GEMV_MMA=0 or LOOM_FAST_GEMV=0: warp-per-row only; LOOM_GEMV_MMA_Q6K=0: Q6_K on the
+// warp-per-row kernels. A failed mma launch logs once and falls back to the warp-per-row kernels.
 loom_status run_matmul(GemvArgs a, int64_t n, loom_error *err, cudaStream_t stream) {
     if (n == 0) return LOOM_OK;
     if (!fast(SW_FAST_GEMV) || !fast(SW_GEMV_MMA)) return run_matmul_rows(a, n, err, stream);
@@ -296,12 +299,14 @@ loom_status run_matmul(GemvArgs a, int64_t n, loom_error *err, cudaStream_t stre
         log_fallback_once(&g_mma_fallback_logged, "matmul (mma)", err);
         return run_matmul_rows(a, n, err, stream);
     }
-    Seg mm[3];
+    Seg mm[3], m6[3];
     GemvArgs rest = a;
-    int nm = 0;
+    int nm = 0, n6 = 0;
     rest.nseg = 0;
+    const bool q6 = fast(SW_GEMV_MMA_Q6K);
     for (int i = 0; i < a.nseg; i++) {
         if (mma_seg_ok(a.seg[i])) mm[nm++] = a.seg[i];
+        else if (q6 && mma_q6k_seg_ok(a.seg[i])) m6[n6++] = a.seg[i];
         else rest.seg[rest.nseg++] = a.seg[i];
     }
     if (nm > 0) {
@@ -309,6 +314,13 @@ loom_status run_matmul(GemvArgs a, int64_t n, loom_error *err, cudaStream_t stre
         if (st != LOOM_OK) {
             log_fallback_once(&g_mma_fallback_logged, "matmul (mma)", err);
             return run_matmul_rows(a, n, err, stream);
+        }
+    }
+    if (n6 > 0) {  // Q6_K (gemv_mma_q6k.cu); a failed launch leaves those rows to the kernels below
+        loom_status st = mma_q6k_matmul(m6, n6, a.epi, a.x, a.K, n, err, stream);
+        if (st != LOOM_OK) {
+            log_fallback_once(&g_mma_q6k_fallback_logged, "matmul (mma Q6_K)", err);
+            for (int i = 0; i < n6; i++) rest.seg[rest.nseg++] = m6[i];
         }
     }
     return rest.nseg > 0 ? run_matmul_rows(rest, n, err, stream) : LOOM_OK;

@@ -1,6 +1,7 @@
 // matmul.cuh: what the matmul files share: gemv.cu (the launchers; warp-per-row GEMV),
-// gemm.cu (warp-per-row GEMM, N = 2..32 per pass) and gemv_mma.cu (tensor cores, Q4_K, any N):
-// the segment description of one weight matrix and the entry points.
+// gemm.cu (warp-per-row GEMM, N = 2..32 per pass), gemv_mma.cu (tensor cores, Q4_K, any N) and
+// gemv_mma_q6k.cu (tensor cores, Q6_K, any N): the segment description of one weight matrix
+// and the entry points.
 #pragma once
 
 #include "kernels/cuda/quant_blocks.cuh"
@@ -42,5 +43,15 @@ bool mma_seg_ok(const Seg &s);
 // equal shapes gives the same dots with and without SwiGLU.
 loom_status mma_matmul(const Seg *seg, int nseg, int epi, const float *x, int64_t K, int64_t n,
                        loom_error *err, cudaStream_t stream);
+
+// gemv_mma_q6k.cu (tensor cores, Q6_K): true when the segment is Q6_K with 16-byte aligned
+// weights (the kernel copies 16-byte-aligned windows around each 210-byte block).
+bool mma_q6k_seg_ok(const Seg &s);
+
+// The whole matmul over n >= 1 tokens for 1..3 segments that all pass mma_q6k_seg_ok: epi
+// EPI_PLAIN (biases) or EPI_ADD (nseg 1). One launch per 65535 x 8 tokens; a GEMM token is
+// bit-identical to the GEMV of that token; not bit-identical to gemv.cu / gemm.cu.
+loom_status mma_q6k_matmul(const Seg *seg, int nseg, int epi, const float *x, int64_t K,
+                           int64_t n, loom_error *err, cudaStream_t stream);
 
 }  // namespace loom_cuda

@@ -3,17 +3,18 @@
  * it prints one table row per case (kernel, shape, measured error, tolerance, verdict) and
  * exits non-zero when any case fails or any CUDA call fails.
  *
- *   cuda_conformance [--quick] [--attn] [--seed N]
+ *   cuda_conformance [--quick] [--attn] [--matmul] [--seed N]
  *
  * --quick keeps a reduced shape set (for compute-sanitizer, which is 10-100x slower); --attn
  * runs only the kv_write and attention cases (and the refusals; with LOOM_ATTN_BPSM=... to
- * sweep split counts).
+ * sweep split counts); --matmul only the matmul family (its variant switches in the environment).
  * Outputs are poisoned (all bytes 0xFF, a NaN pattern) before every GPU run, so an unwritten
  * element fails. Tolerances are those of the kernels' contracts (cpu_kernels.h, the .cu files):
  *   matmul family: per element |d| <= 1e-5 * sum_k |W x| (+1e-30); GEMM token == GEMV (bits);
  *                  Q4_K/Q5_K byte path == word path (bits); simple path == fast path (bits);
- *                  Q4_K (and the fused variants) on both the tensor-core path (default) and
- *                  LOOM_GEMV_MMA=0, each against the CPU twin (the two are not bit-identical)
+ *                  Q4_K and Q6_K (and the fused variants) on both the tensor-core paths
+ *                  (default) and LOOM_GEMV_MMA=0, each against the CPU twin (the two are not
+ *                  bit-identical)
  *   rms_norm 1e-5 relative; rope 1e-4 absolute; attention 1e-4 * max|out|;
  *   softmax 1e-6 relative + 1e-12; silu/swiglu 1e-6 relative;
  *   kv_write, embed, argmax, add, mul, bias_add, add/mul_bcast, f16<->f32: bit-exact;
@@ -33,7 +34,7 @@
 #include "tests/gpu/cuda_check.h"
 
 /* ---- harness ------------------------------------------------------------------------------ */
-static int g_quick = 0, g_fail = 0, g_cases = 0, g_only_attn = 0;
+static int g_quick = 0, g_fail = 0, g_cases = 0, g_only_attn = 0, g_only_mm = 0;
 static uint64_t g_rng = 0x9E3779B97F4A7C15ull;
 
 
@@ -204,7 +205,8 @@ static void test_matmul_one_x(loom_ggml_type t, int64_t M, int64_t K, int64_t n,
     float *dy = dev_poison(sizeof(float) * (size_t)(n * M));
     loom_kweight dwk = {dw, t, M, K};
     double *bound = abs_dot_bound(t, w, M, K, x, n);
-    const int modes = t == LOOM_GGML_Q4_K ? 2 : 1; /* types without an mma path: one path */
+    /* types without an mma path: one path */
+    const int modes = t == LOOM_GGML_Q4_K || t == LOOM_GGML_Q6_K ? 2 : 1;
     for (int mode = 0; mode < modes; mode++) {
         const int rows_path = mode == modes - 1; /* the warp-per-row kernels */
         if (mode == 1) set_switch("LOOM_GEMV_MMA", "0");
@@ -279,12 +281,100 @@ static void test_matmul(void) {
         test_matmul_one_x(LOOM_GGML_Q4_K, 19, 768, 5, 0);
         test_matmul_one_x(LOOM_GGML_Q4_K, 77, 1280, 67, 0);
     }
+    /* the Q6_K mma path (gemv_mma_q6k.cu): ffn_down and lm-head-like shapes, wide-range x,
+     * odd super-block counts (rows alternately 2 mod 4 aligned), ragged tiles and groups */
+    test_matmul_one_x(LOOM_GGML_Q6_K, g_quick ? 160 : 2560, g_quick ? 4096 : 9728, 1, 0);
+    test_matmul_one_x(LOOM_GGML_Q6_K, 41, 2560, 1, 1);
+    test_matmul_one_x(LOOM_GGML_Q6_K, 41, 2560, 6, 1);
+    test_matmul_one_x(LOOM_GGML_Q6_K, 19, 768, 5, 0);
+    if (!g_quick) {
+        test_matmul_one_x(LOOM_GGML_Q6_K, 9500, 2560, 1, 0);
+        test_matmul_one_x(LOOM_GGML_Q6_K, 100, 1024, 1, 0);
+        test_matmul_one_x(LOOM_GGML_Q6_K, 77, 1280, 67, 0);
+        test_matmul_one_x(LOOM_GGML_Q6_K, 33, 9728, 37, 1);
+    }
     const int64_t ns_full[] = {2, 7, 32, 33, 45};
     const int64_t ns_quick[] = {3, 33};
     for (int ti = 0; ti < N_TYPES; ti++)
         for (int i = 0; i < (g_quick ? 2 : 5); i++)
             test_matmul_one(k_types[ti], g_quick ? 13 : 45, g_quick ? 512 : 2560,
                             g_quick ? ns_quick[i] : ns_full[i]);
+}
+
+/* Q6_K add (the Q4_K_M ffn_down of half the layers) and an all-Q6_K triple with biases: each
+ * against the CPU twin; add == matmul then add (bits). Runs on whichever path the switches
+ * select (main: the mma path, then LOOM_GEMV_MMA=0). */
+static void test_matmul_q6k_fused(int64_t M, int64_t K, int64_t n) {
+    const loom_ggml_type t = LOOM_GGML_Q6_K;
+    char shape[96];
+    loom_error err = {0};
+    snprintf(shape, sizeof shape, "Q6_K M=%lld K=%lld N=%lld", (long long)M, (long long)K,
+             (long long)n);
+    const size_t xb = sizeof(float) * (size_t)(n * K), yb = sizeof(float) * (size_t)(n * M);
+    float *x = xmalloc(xb), *res = xmalloc(yb), *yc = xmalloc(yb), *yg = xmalloc(yb);
+    fill(x, n * K, -1, 1);
+    fill(res, n * M, -2, 2);
+    size_t wb;
+    uint8_t *w = rand_weights(t, M, K, &wb);
+    void *dw = dup_dev(w, wb);
+    float *dx = dup_dev(x, xb), *dres = dup_dev(res, yb), *dy = dev_poison(yb);
+    loom_kweight hw = {w, t, M, K}, gw = {dw, t, M, K};
+    double *bd = abs_dot_bound(t, w, M, K, x, n);
+    loom_cpu_matmul_add(x, n, hw, res, yc, &err);
+    report_status("matmul_add", shape, loom_cuda_matmul_add(dx, n, gw, dres, dy, &err, 0), &err);
+    to_host(yg, dy, yb);
+    double *bres = xmalloc(sizeof(double) * (size_t)(n * M));
+    for (int64_t i = 0; i < n * M; i++) bres[i] = bd[i] + fabs(res[i]);
+    report("matmul_add", shape, rel_to_bound(yg, yc, bres, n * M), 1e-5);
+    {
+        float *dm = dev_poison(yb), *da = dev_poison(yb), *ya = xmalloc(yb);
+        loom_cuda_matmul(dx, n, gw, dm, &err, 0);
+        loom_cuda_add(dm, dres, n * M, da, &err, 0);
+        to_host(ya, da, yb);
+        report_bits("add fused==unfused", shape, ya, yg, yb);
+        cudaFree(dm); cudaFree(da); free(ya);
+    }
+    /* triple: w (M rows) and two more Q6_K matrices of M/3+1 rows, biases */
+    const int64_t Mk = M / 3 + 1;
+    const size_t yk = sizeof(float) * (size_t)(n * Mk);
+    size_t b1, b2;
+    uint8_t *w1 = rand_weights(t, Mk, K, &b1), *w2 = rand_weights(t, Mk, K, &b2);
+    void *d1 = dup_dev(w1, b1), *d2 = dup_dev(w2, b2);
+    loom_kweight hw3[3] = {hw, {w1, t, Mk, K}, {w2, t, Mk, K}};
+    loom_kweight gw3[3] = {gw, {d1, t, Mk, K}, {d2, t, Mk, K}};
+    int64_t Ms[3] = {M, Mk, Mk};
+    float *bias[3], *dbias[3], *hy[3], *gy[3], *dyv[3];
+    double worst = 0;
+    for (int i = 0; i < 3; i++) {
+        bias[i] = xmalloc(sizeof(float) * (size_t)Ms[i]);
+        fill(bias[i], Ms[i], -1, 1);
+        dbias[i] = dup_dev(bias[i], sizeof(float) * (size_t)Ms[i]);
+        hy[i] = xmalloc(i ? yk : yb);
+        gy[i] = xmalloc(i ? yk : yb);
+        dyv[i] = dev_poison(i ? yk : yb);
+    }
+    const float *const hbias[3] = {bias[0], bias[1], bias[2]};
+    const float *const gbias[3] = {dbias[0], dbias[1], dbias[2]};
+    float *const hyc[3] = {hy[0], hy[1], hy[2]};
+    float *const gyc[3] = {dyv[0], dyv[1], dyv[2]};
+    loom_cpu_matmul_triple(x, n, hw3, hbias, hyc, &err);
+    report_status("matmul_triple", shape, loom_cuda_matmul_triple(dx, n, gw3, gbias, gyc, &err, 0),
+                  &err);
+    for (int i = 0; i < 3; i++) {
+        to_host(gy[i], dyv[i], i ? yk : yb);
+        double *b = abs_dot_bound(t, i ? (i == 1 ? w1 : w2) : w, Ms[i], K, x, n);
+        for (int64_t j = 0; j < n * Ms[i]; j++) b[j] += fabs(bias[i][j % Ms[i]]);
+        double e = rel_to_bound(gy[i], hy[i], b, n * Ms[i]);
+        if (!(e <= worst)) worst = e;
+        free(b);
+    }
+    report("matmul_triple+bias", shape, worst, 1e-5);
+    for (int i = 0; i < 3; i++) {
+        free(bias[i]); free(hy[i]); free(gy[i]);
+        cudaFree(dbias[i]); cudaFree(dyv[i]);
+    }
+    free(x); free(res); free(yc); free(yg); free(w); free(w1); free(w2); free(bd); free(bres);
+    cudaFree(dw); cudaFree(d1); cudaFree(d2); cudaFree(dx); cudaFree(dres); cudaFree(dy);
 }
 
 /* add, pair (NONE / SWIGLU), triple (Q4_K, Q4_K, Q6_K + bias: the Q4_K_M case) */
@@ -1090,6 +1180,7 @@ int main(int argc, char **argv) {
     for (int i = 1; i < argc; i++) {
         if (strcmp(argv[i], "--quick") == 0) g_quick = 1;
         else if (strcmp(argv[i], "--attn") == 0) g_only_attn = 1; /* kv_write + attention only */
+        else if (strcmp(argv[i], "--matmul") == 0) g_only_mm = 1; /* the matmul family only */
         else if (strcmp(argv[i], "--seed") == 0 && i + 1 < argc) g_rng = strtoull(argv[++i], NULL, 0) | 1;
     }
     int major = 0, minor = 0;
@@ -1104,11 +1195,16 @@ int main(int argc, char **argv) {
     test_matmul();
     test_matmul_fused(1);
     test_matmul_fused(g_quick ? 3 : 37);
+    test_matmul_q6k_fused(g_quick ? 40 : 2560, g_quick ? 768 : 9728, 1);
+    test_matmul_q6k_fused(g_quick ? 40 : 133, g_quick ? 768 : 2560, g_quick ? 3 : 37);
     printf("-- the same fused cases with LOOM_GEMV_MMA=0 (warp-per-row kernels)\n");
     set_switch("LOOM_GEMV_MMA", "0");
     test_matmul_fused(1);
     test_matmul_fused(g_quick ? 3 : 37);
+    test_matmul_q6k_fused(g_quick ? 40 : 2560, g_quick ? 768 : 9728, 1);
+    test_matmul_q6k_fused(g_quick ? 40 : 133, g_quick ? 768 : 2560, g_quick ? 3 : 37);
     set_switch("LOOM_GEMV_MMA", "1");
+    if (g_only_mm) goto done;
 
     test_norm(1, 2560, 1);
     test_norm(g_quick ? 3 : 7, 4096, 1);
@@ -1229,7 +1325,7 @@ int main(int argc, char **argv) {
     set_switch("LOOM_CUDA_PDL", "1");
     }
     test_bad_args();
-
+done:
     CK(cudaDeviceSynchronize());
     loom_cuda_release_scratch();
     printf("\n%d cases, %d failed\n", g_cases, g_fail);

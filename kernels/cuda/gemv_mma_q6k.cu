@@ -1,0 +1,513 @@
+// gemv_mma_q6k.cu: the matmul family for Q6_K weights on the tensor cores: GEMV and GEMM (any
+// N) with the plain (+bias) and add epilogues, for up to three segments of one x (the Q6_K V of
+// a Q4_K_M triple, the Q6_K ffn_down + residual, the lm head). Default path; LOOM_GEMV_MMA_Q6K=0
+// (or LOOM_GEMV_MMA=0) keeps Q6_K on the warp-per-row kernels of gemv.cu / gemm.cu, which are
+// also the fallback when a launch fails.
+//
+// The product. mma.sync m16n8k16 (f16 x f16 -> f32), A = weights, B = x as f16 hi + lo with a
+// power-of-two scale per super-block and token (mma_common.cuh: stage_token). A Q6_K weight is
+// d * sc * (q - 32) with sc an int8 and q 6 bits: sc * (q - 32) reaches 4096, past f16's exact
+// integers (2048). So the scale is split, sc = 16 sh + sl (sh = sc >> 4 in -8..7, sl = sc & 15),
+// and two mma chains run over the same B: A_h = sh (q - 32) (|.| <= 256) and A_l = sl (q - 32)
+// (<= 480), both exact; per super-block and row, in FP32: acc += (d / s) (16 C_h + C_l).
+// A is built from the packed bits without conversions: one LOP3 puts the two high bits from qh
+// beside 0x6400 (half 1024), a second merges the ql nibble: half2(1024 + q) (low nibbles) or
+// half2(1024 + 16 q) (high nibbles); one HFMA2 per chain with (sh, -1056 sh) or (sh/16, -96 sh)
+// gives sh (q - 32) exactly (likewise sl).
+// k permutation: lane t = (h, u) = (t >> 1, t & 1) owns the 64 values 128h + 32i + 16u + l
+// (i, l < 16... i = 0..3, l = 0..15): ql bytes 64h + 16u + l (i = 0, 2) and 64h + 32 + 16u + l
+// (i = 1, 3), qh bytes 32h + 16u + l, so sub-blocks 8h + 2i + u: 4 scales a row instead of 16.
+// Step (i, k) (16 a super-block) takes l = 4k .. 4k+3: bytes 0, 2 of ql word k in k-slots 2t,
+// 2t+1, bytes 1, 3 in slots 2t+8, 2t+9 (x staged in that order: stage_token with xa, xc the 8
+// values of steps (i, k), (i, k+1)).
+//
+// Weights through shared memory. Q6_K blocks are 210 bytes, so a block is only 2-byte aligned:
+// each warp copies its 16 rows' 210-byte blocks with cp.async as the 16-byte-aligned windows
+// [b & ~15, (b & ~15) + 224) (14 chunks a row, 7 a lane, coalesced; a chunk past the block's
+// end copies only the block's bytes and zero-fills the rest, so nothing outside the tensor is
+// read), and a lane reads its bytes back as words realigned by one funnel shift (the block's
+// offset in the window is even). GEMV: 2 stages a warp (the next two super-blocks in flight),
+// GEMM: 1 (the tile is read into registers before it is refilled). The first stages are
+// requested before pdl_wait() (weights are constant); x and y only after.
+//
+// Launch geometry (as gemv_mma.cu): 128-thread blocks, a block owns 16 rows of one segment and
+// 1 token (GEMV) or 8 (GEMM: two n-tiles sharing each decoded A); the 4 warps take super-blocks
+// i % 4 of the block's K share; on sm_90 a cluster of S blocks splits K (super-blocks with
+// (i / 4) % S == rank), partial sums meet in distributed shared memory. Fixed reduction order
+// (warps 0..3, ranks 0..S-1), S from the shape only: deterministic, and a GEMM token is
+// bit-identical to the GEMV of that token. Shared memory: GEMV 4 x 2 x 3584 + 4 x 1 KB x stage;
+// GEMM 4 x 3584 + 4 x 8.2 KB (47.2 KB, under sm_87's 48 KB); the reduction reuses the weight
+// buffers.
+//
+// Memory traffic: each weight byte once from DRAM per token group (GEMM groups of a tile are
+// adjacent blocks: L2), up to 14 bytes of the neighbouring block per row from L2; x once per
+// block through L2, y written once.
+//
+// Numeric contract: |y - y_cpu| <= 1e-5 * sum_k |W[m,k] x[k]| per element against the CPU twin
+// (products exact, x keeps ~22 bits, FP32 accumulation); not bit-identical to the warp-per-row
+// kernels. Requires: Q6_K, K % 256 == 0, weights and x 16-byte aligned (mma_q6k_seg_ok).
+//
+// Cost (counted before measuring; bench/NOTES.md section 2, Q6_K): per warp and super-block of
+// 16 rows (4096 weights) ~ 304 for A (per row and step: 1.5 SHF, 4 LOP3, 4 HFMA2), 32 HMMA,
+// 48 scale constants, ~75 weight staging (7 cp.async, 2 x 18 LDS + 14 funnel shifts + PRMT),
+// ~55 x staging, ~30 folds and addresses: ~550 = 4.3 lane-instructions per weight (Q4_K: 3.4
+// per weight, but Q6_K has 1.46x the bytes a weight: 5.2 vs 6.0 per byte).
+#include <cooperative_groups.h>
+#include <stdio.h>
+
+#include "kernels/cuda/mma_common.cuh"
+
+namespace loom_cuda {
+namespace {
+
+namespace cg = cooperative_groups;
+
+constexpr int kTileRows = 16;
+constexpr int kGemmTok = 8;
+constexpr int kChunks = 14;                     // 16-byte chunks a row window: (b & 15) + 210 <= 224
+constexpr int kPitch = kChunks * 16;            // bytes a row in the staging buffer
+constexpr int kTileBytes = kTileRows * kPitch;  // 3584: one warp's super-block of a tile
+static_assert(kTileRows * kChunks == 7 * 32, "7 chunks a lane");
+
+constexpr uint32_t kHm1032 = 0xE408E408u;  // half2(-1032): 1024 + (sh + 8) -> sh
+constexpr uint32_t kHm64h = 0xD408D408u;   // half2(-64.5): (1024 + sh + 8) / 16 -> sh / 16
+constexpr uint32_t kHm1056 = 0xE420E420u;  // half2(-1056)
+constexpr uint32_t kHm1536 = 0xE600E600u;  // half2(-1536)
+
+// cp.async of one 16-byte-aligned chunk, `bytes` (0..16) of it read, the rest zero-filled.
+__device__ __forceinline__ void cp_async16_n(void *smem, const void *gmem, int bytes) {
+    const unsigned sa = (unsigned)__cvta_generic_to_shared(smem);
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(sa), "l"(gmem),
+                 "r"(bytes)
+                 : "memory");
+}
+
+struct Q6Args {
+    Seg seg[3];
+    int64_t tile0[4];  // first tile of each segment; tile0[nseg] = total tiles
+    int nseg;
+    int epi;           // EPI_PLAIN (+bias) or EPI_ADD
+    const float *x;    // [n][K]
+    int64_t K;
+    int n;
+};
+
+// Copies super-block sb of the warp's 16 rows into buf (lane: chunks lane + 32 i, i < 7, chunk
+// c = row * 14 + col, so buf + 16 c is its place). roff[i]: byte offset of chunk i's row from
+// the tile's first row (rows past the segment clamped to its last row).
+__device__ __forceinline__ void q6_issue(uint8_t *buf, const uint8_t *tile_w, const int (&roff)[7],
+                                         int64_t sb, int lane) {
+    const uint8_t *base = tile_w + sb * kQ6KBytes;
+#pragma unroll
+    for (int i = 0; i < 7; i++) {
+        const int c = lane + 32 * i;
+        const int col = c - (c / kChunks) * kChunks;
+        const uint8_t *b = base + roff[i];
+        const uint8_t *a = reinterpret_cast<const uint8_t *>(
+            (reinterpret_cast<uintptr_t>(b) & ~(uintptr_t)15) + 16 * col);
+        const int left = (int)(b + kQ6KBytes - a);  // >= 2 for every col < 14
+        cp_async16_n(buf + 16 * c, a, left < 16 ? left : 16);
+    }
+}
+
+// 16 bytes at byte offset o (even) of the warp buffer, as 4 words: 5 aligned loads, funnel shifts.
+__device__ __forceinline__ void lds16(const uint32_t *wb, int o, uint32_t (&w)[4]) {
+    const uint32_t *p = wb + (o >> 2);
+    const uint32_t sh = (uint32_t)(o & 2) * 8;
+    const uint32_t a0 = p[0], a1 = p[1], a2 = p[2], a3 = p[3], a4 = p[4];
+    w[0] = __funnelshift_r(a0, a1, sh);
+    w[1] = __funnelshift_r(a1, a2, sh);
+    w[2] = __funnelshift_r(a2, a3, sh);
+    w[3] = __funnelshift_r(a3, a4, sh);
+}
+
+// The four scale bytes of a lane's sub-blocks (8h + 2i + u, i = 0..3) of the row at byte
+// offset o0 (window offset included) as (sl bytes, sh + 8 bytes), and d.
+struct Q6Sc {
+    uint32_t sl, shb;
+    float d;
+};
+
+__device__ __forceinline__ Q6Sc q6_scales(const uint32_t *wb, int o0, int h, int u) {
+    const int o = o0 + 192 + 8 * h;
+    const uint32_t *p = wb + (o >> 2);
+    const uint32_t sh = (uint32_t)(o & 2) * 8;
+    const uint32_t a0 = p[0], a1 = p[1], a2 = p[2];
+    const uint32_t s0 = __funnelshift_r(a0, a1, sh), s1 = __funnelshift_r(a1, a2, sh);
+    const uint32_t S = __byte_perm(s0, s1, u ? 0x7531u : 0x6420u);
+    Q6Sc r;
+    r.sl = S & 0x0F0F0F0Fu;
+    r.shb = ((S >> 4) & 0x0F0F0F0Fu) ^ 0x08080808u;
+    const uint16_t dh = reinterpret_cast<const uint16_t *>(wb)[(o0 + 208) >> 1];
+    r.d = f16_bits_to_f32(dh);
+    return r;
+}
+
+// HFMA2 constants of sub-block i of a row: A_h = e * H + NH, A_l = e * L + NL with e =
+// half2(1024 + q) (i < 2) or half2(1024 + 16 q) (i >= 2).
+struct Q6K2 {
+    uint32_t H, NH, L, NL;
+};
+
+template <int I>
+__device__ __forceinline__ Q6K2 q6_consts(const Q6Sc &s) {
+    constexpr uint32_t sel = I * 0x101u + 0x4040u;
+    const uint32_t lr = __byte_perm(s.sl, 0x64646464u, sel);   // 1024 + sl
+    const uint32_t hr = __byte_perm(s.shb, 0x64646464u, sel);  // 1024 + sh + 8
+    Q6K2 k;
+    if (I < 2) {
+        k.L = hadd2(lr, kHm1024);
+        k.NL = hmul2(k.L, kHm1056);
+        k.H = hadd2(hr, kHm1032);
+        k.NH = hmul2(k.H, kHm1056);
+    } else {
+        k.L = hfma2(lr, kH16th, kHm64);  // sl / 16
+        k.NL = hmul2(k.L, kHm1536);      // -96 sl
+        k.H = hfma2(hr, kH16th, kHm64h); // sh / 16
+        k.NH = hmul2(k.H, kHm1536);
+    }
+    return k;
+}
+
+// half2(1024 + q) (I < 2) or half2(1024 + 16 q) (I >= 2) of bytes 0, 2 (ODD: 1, 3) of ql word
+// qw and qh word hw, for sub-block I's bit pair.
+template <int I, bool ODD>
+__device__ __forceinline__ uint32_t q6_e(uint32_t qw, uint32_t hw) {
+    const uint32_t q = ODD ? qw >> 8 : qw;
+    if constexpr (I < 2) {
+        // qh bits 2I, 2I+1 -> bits 4, 5 (ODD: from bits 8 + 2I)
+        const uint32_t hs = ODD ? hw >> (4 + 2 * I) : hw << (4 - 2 * (I & 1));
+        return and_or<0x000F000Fu>(q, and_or<0x00300030u>(hs, kH1024));
+    } else {
+        // qh bits 2I, 2I+1 -> bits 8, 9 (ODD: from bits 8 + 2I)
+        const uint32_t hs = ODD ? hw >> (2 * I) : hw << (8 - 2 * I);
+        return and_or<0x00F000F0u>(q, and_or<0x03000300u>(hs, kH1024));
+    }
+}
+
+// The A registers of step (I, k) of rows g, g+8 for both chains, and its two mma per n-tile.
+template <int NT, int I>
+__device__ __forceinline__ void q6_step(int k, uint32_t eg, uint32_t og, uint32_t e8, uint32_t o8,
+                                        const Q6K2 &kg, const Q6K2 &k8, const Stage<NT> &st,
+                                        int g, int t, int ncol, float (&ch)[2][(NT + 3) / 4][4],
+                                        float (&cl)[2][(NT + 3) / 4][4]) {
+    constexpr int NTL = (NT + 3) / 4;
+    const uint32_t ah0 = hfma2(eg, kg.H, kg.NH), ah1 = hfma2(e8, k8.H, k8.NH);
+    const uint32_t ah2 = hfma2(og, kg.H, kg.NH), ah3 = hfma2(o8, k8.H, k8.NH);
+    const uint32_t al0 = hfma2(eg, kg.L, kg.NL), al1 = hfma2(e8, k8.L, k8.NL);
+    const uint32_t al2 = hfma2(og, kg.L, kg.NL), al3 = hfma2(o8, k8.L, k8.NL);
+    const int sp = 2 * I + (k >> 1);
+#pragma unroll
+    for (int j = 0; j < NTL; j++) {
+        const bool bon = 8 * j + g < ncol;
+        const uint4 b = bon ? st.frag[(sp * 2 * NT + 8 * j + g) * 4 + t] : make_uint4(0u, 0u, 0u, 0u);
+        const uint32_t b0 = (k & 1) ? b.y : b.x, b1 = (k & 1) ? b.w : b.z;
+        mma16816(ch[k & 1][j], ah0, ah1, ah2, ah3, b0, b1);
+        mma16816(cl[k & 1][j], al0, al1, al2, al3, b0, b1);
+    }
+}
+
+// Steps (P, k) and (P + 2, k), k = 0..3, for rows g, g+8 (ql words qg, q8 of region P, qh words
+// hg, h8): sub-blocks P and P + 2 share their ql words (low / high nibbles) and qh shifts.
+template <int NT, int P>
+__device__ __forceinline__ void q6_steps(const uint32_t (&qg)[4], const uint32_t (&q8)[4],
+                                         const uint32_t (&hg)[4], const uint32_t (&h8)[4],
+                                         const Q6Sc &sg, const Q6Sc &s8, const Stage<NT> &st,
+                                         int g, int t, int ncol,
+                                         float (&ch)[2][(NT + 3) / 4][4],
+                                         float (&cl)[2][(NT + 3) / 4][4]) {
+    const Q6K2 kg = q6_consts<P>(sg), k8 = q6_consts<P>(s8);
+    const Q6K2 kg2 = q6_consts<P + 2>(sg), k82 = q6_consts<P + 2>(s8);
+#pragma unroll
+    for (int k = 0; k < 4; k++) {
+        q6_step<NT, P>(k, q6_e<P, false>(qg[k], hg[k]), q6_e<P, true>(qg[k], hg[k]),
+                       q6_e<P, false>(q8[k], h8[k]), q6_e<P, true>(q8[k], h8[k]), kg, k8, st, g,
+                       t, ncol, ch, cl);
+        q6_step<NT, P + 2>(k, q6_e<P + 2, false>(qg[k], hg[k]), q6_e<P + 2, true>(qg[k], hg[k]),
+                           q6_e<P + 2, false>(q8[k], h8[k]), q6_e<P + 2, true>(q8[k], h8[k]), kg2,
+                           k82, st, g, t, ncol, ch, cl);
+    }
+}
+
+// One super-block of rows g, g+8 from the warp's buffer (row windows at og, o8 bytes, window
+// offsets included) against the staged x: acc[j][0] (row g), acc[j][1] (row g+8) of the token
+// in this lane's slot t of n-tile j.
+template <int NT>
+__device__ __forceinline__ void q6_superblock(const uint32_t *wb, int og, int o8,
+                                              const Stage<NT> &st, int lane, int ncol,
+                                              float (&acc)[(NT + 3) / 4][2]) {
+    constexpr int NTL = (NT + 3) / 4;
+    const int g = lane >> 2, t = lane & 3, h = t >> 1, u = t & 1;
+    uint32_t hg[4], h8[4];
+    lds16(wb, og + 128 + 32 * h + 16 * u, hg);
+    lds16(wb, o8 + 128 + 32 * h + 16 * u, h8);
+    const Q6Sc sg = q6_scales(wb, og, h, u), s8 = q6_scales(wb, o8, h, u);
+    float ch[2][NTL][4] = {}, cl[2][NTL][4] = {};
+#pragma unroll
+    for (int p = 0; p < 2; p++) {
+        uint32_t qg[4], q8[4];
+        lds16(wb, og + 64 * h + 32 * p + 16 * u, qg);
+        lds16(wb, o8 + 64 * h + 32 * p + 16 * u, q8);
+        if (p == 0) q6_steps<NT, 0>(qg, q8, hg, h8, sg, s8, st, g, t, ncol, ch, cl);
+        else q6_steps<NT, 1>(qg, q8, hg, h8, sg, s8, st, g, t, ncol, ch, cl);
+    }
+#pragma unroll
+    for (int j = 0; j < NTL; j++) {
+        const float inv = st.sinv[4 * j + t];
+        // row g: columns 2t (hi) + 2t+1 (lo) = elements 0, 1; row g+8: elements 2, 3
+        const float hg0 = __fadd_rn(__fadd_rn(ch[0][j][0], ch[0][j][1]), __fadd_rn(ch[1][j][0], ch[1][j][1]));
+        const float lg0 = __fadd_rn(__fadd_rn(cl[0][j][0], cl[0][j][1]), __fadd_rn(cl[1][j][0], cl[1][j][1]));
+        const float h80 = __fadd_rn(__fadd_rn(ch[0][j][2], ch[0][j][3]), __fadd_rn(ch[1][j][2], ch[1][j][3]));
+        const float l80 = __fadd_rn(__fadd_rn(cl[0][j][2], cl[0][j][3]), __fadd_rn(cl[1][j][2], cl[1][j][3]));
+        acc[j][0] = fmaf(__fmul_rn(sg.d, inv), fmaf(16.0f, hg0, lg0), acc[j][0]);
+        acc[j][1] = fmaf(__fmul_rn(s8.d, inv), fmaf(16.0f, h80, l80), acc[j][1]);
+    }
+}
+
+// NT: tokens a block (1: GEMV; 8: GEMM groups, the last possibly ragged). ST: weight stages a
+// warp. Occupancy: 4 blocks an SM for the GEMV (<= 128 registers), 2 for the GEMM.
+template <int NT, int ST>
+static __global__ void __launch_bounds__(kThreads, NT == 1 ? 4 : 2) gemv_mma_q6k(const Q6Args a) {
+    pdl_launch_dependents();
+    constexpr int NTL = (NT + 3) / 4;
+    __shared__ __align__(16) uint8_t wbuf[kWarps][ST][kTileBytes];
+    __shared__ Stage<NT> stage[kWarps];
+    static_assert(sizeof(float) * kWarps * NTL * 2 * 32 <= sizeof(wbuf), "red fits in wbuf");
+    const int lane = threadIdx.x & 31, w = threadIdx.x >> 5;
+    const int g = lane >> 2, t = lane & 3;
+    const int S = gridDim.x, rank = blockIdx.x;
+    const int64_t tile = blockIdx.z;
+    const int tok0 = blockIdx.y * NT;
+    const int ntok = a.n - tok0 < NT ? a.n - tok0 : NT;
+    int si = 0;
+    if (a.nseg > 1 && tile >= a.tile0[1]) si = 1;
+    if (a.nseg > 2 && tile >= a.tile0[2]) si = 2;
+    const Seg &s = a.seg[si];
+    const int64_t r0 = (tile - a.tile0[si]) * kTileRows;
+    const int last = (int)(s.rows - 1 - r0);  // rows of the tile past it repeat the last row
+    const uint8_t *tile_w = s.w + r0 * s.row_bytes;
+    int roff[7];
+#pragma unroll
+    for (int i = 0; i < 7; i++) {
+        const int r = (lane + 32 * i) / kChunks;
+        roff[i] = (r < last ? r : last) * (int)s.row_bytes;
+    }
+    const int rowg = g < last ? g : last, row8 = g + 8 < last ? g + 8 : last;
+    // Byte offset of row g's (g+8's) block inside the window: its address mod 16, which moves
+    // by 210 mod 16 = 2 a super-block.
+    const uint32_t ag = (uint32_t)reinterpret_cast<uintptr_t>(tile_w + (int64_t)rowg * s.row_bytes);
+    const uint32_t a8 = (uint32_t)reinterpret_cast<uintptr_t>(tile_w + (int64_t)row8 * s.row_bytes);
+    const int ncol = 2 * ntok;
+
+    float acc[NTL][2];
+#pragma unroll
+    for (int j = 0; j < NTL; j++) acc[j][0] = acc[j][1] = 0.0f;
+
+    Stage<NT> &st = stage[w];
+    const int64_t nsb = a.K / 256;
+    const int64_t step = (int64_t)kWarps * S;
+    // x of lane (t, sp): the 8 values of steps (i, k0), (i, k0 + 1), i = sp / 2, k0 = 2 (sp % 2):
+    // 128h + 32i + 16u + 8 (sp % 2) .. +7.
+    const int sp = lane >> 2;
+    const float *xb = a.x + (int64_t)tok0 * a.K + 128 * (t >> 1) + 32 * (sp >> 1) + 16 * (t & 1) + 8 * (sp & 1);
+    int64_t sb = (int64_t)kWarps * rank + w;
+    // Weights before the dependent-launch wait (constant inputs, common.cuh); x and y after.
+#pragma unroll
+    for (int q = 0; q < ST; q++) {
+        if (sb + q * step < nsb) q6_issue(wbuf[w][q], tile_w, roff, sb + q * step, lane);
+        cp_async_commit();
+    }
+    pdl_wait();
+    constexpr bool kPrefetchX = NT == 1;
+    constexpr int XB = NT < 4 ? NT : 4;
+    float4 xa[XB], xc[XB];
+    auto load_x = [&](int64_t b, int i0, float4 *pa, float4 *pc) {
+#pragma unroll
+        for (int i = 0; i < XB; i++) {
+            if (i0 + i == 0 || i0 + i < ntok) {
+                const float *p = xb + (int64_t)(i0 + i) * a.K + b * 256;
+                pa[i] = ld_x4(p);
+                pc[i] = ld_x4(p + 4);
+            }
+        }
+    };
+    if (kPrefetchX && sb < nsb) load_x(sb, 0, xa, xc);
+    for (int it = 0; sb < nsb; sb += step, it++) {
+        const int q = ST == 1 ? 0 : (it & 1);
+        float4 nxa[XB], nxc[XB];
+        const bool more = sb + step < nsb;
+        if (kPrefetchX && more) load_x(sb + step, 0, nxa, nxc);
+        __syncwarp();
+#pragma unroll
+        for (int i0 = 0; i0 < NT; i0 += XB) {
+            if (!kPrefetchX) load_x(sb, i0, xa, xc);
+#pragma unroll
+            for (int i = 0; i < XB; i++)
+                if (i0 + i == 0 || i0 + i < ntok) stage_token<NT>(st, i0 + i, xa[i], xc[i], lane);
+        }
+        cp_async_wait<ST - 1>();
+        __syncwarp();
+        const uint32_t *wb = reinterpret_cast<const uint32_t *>(wbuf[w][q]);
+        const int sh = (int)((uint32_t)sb * 2u);  // 210 sb mod 16 = 2 sb mod 16
+        const int og = g * kPitch + (int)((ag + (uint32_t)sh) & 15u);
+        const int o8 = (g + 8) * kPitch + (int)((a8 + (uint32_t)sh) & 15u);
+        q6_superblock<NT>(wb, og, o8, st, lane, ncol, acc);
+        __syncwarp();  // every lane has read buffer q (and the x stage) before they are refilled
+        if (sb + ST * step < nsb) q6_issue(wbuf[w][q], tile_w, roff, sb + ST * step, lane);
+        cp_async_commit();
+        if (kPrefetchX && more) {
+#pragma unroll
+            for (int i = 0; i < XB; i++) { xa[i] = nxa[i]; xc[i] = nxc[i]; }
+        }
+    }
+    cp_async_wait<0>();
+
+    // Warps 0..3 in order, then cluster ranks 0..S-1 in order; red[] reuses the weight buffers.
+    __syncthreads();
+    float(*red)[NTL][2][32] = reinterpret_cast<float(*)[NTL][2][32]>(&wbuf[0][0][0]);
+#pragma unroll
+    for (int j = 0; j < NTL; j++) {
+        red[w][j][0][lane] = acc[j][0];
+        red[w][j][1][lane] = acc[j][1];
+    }
+    __syncthreads();
+    float v[NTL][2];
+    if (w == 0) {
+#pragma unroll
+        for (int j = 0; j < NTL; j++)
+#pragma unroll
+            for (int k = 0; k < 2; k++) {
+                float x = red[0][j][k][lane];
+                for (int r = 1; r < kWarps; r++) x = __fadd_rn(x, red[r][j][k][lane]);
+                v[j][k] = x;
+            }
+    }
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    if (S > 1) {
+        cg::cluster_group cl = cg::this_cluster();
+        __syncthreads();  // everyone has read red[]: red[0] becomes this block's partial
+        if (w == 0) {
+#pragma unroll
+            for (int j = 0; j < NTL; j++) {
+                red[0][j][0][lane] = v[j][0];
+                red[0][j][1][lane] = v[j][1];
+            }
+        }
+        cl.sync();
+        if (rank == 0 && w == 0) {
+#pragma unroll 1
+            for (int r = 1; r < S; r++) {
+                float *rq = cl.map_shared_rank(&red[0][0][0][0], r);
+#pragma unroll
+                for (int j = 0; j < NTL; j++)
+#pragma unroll
+                    for (int k = 0; k < 2; k++)
+                        v[j][k] = __fadd_rn(v[j][k], rq[(j * 2 + k) * 32 + lane]);
+            }
+        }
+        cl.sync();  // the other ranks' shared memory must outlive rank 0's reads
+    }
+#endif
+    if (rank != 0 || w != 0) return;
+#pragma unroll
+    for (int j = 0; j < NTL; j++) {
+        if (4 * j + t >= ntok) continue;
+        const int64_t tok = tok0 + 4 * j + t;
+#pragma unroll
+        for (int k = 0; k < 2; k++) {
+            const int64_t r = r0 + g + 8 * k;
+            if (r >= s.rows) continue;
+            const int64_t i = tok * s.rows + r;
+            float y = v[j][k];
+            if (a.epi == EPI_ADD) y = __fadd_rn(y, s.resid[i]);
+            else if (s.bias) y = __fadd_rn(y, s.bias[r]);
+            s.y[i] = y;
+        }
+    }
+}
+
+template <int NT, int ST>
+cudaError_t launch_q6k(const Q6Args &a, int S, int64_t groups, cudaStream_t stream) {
+    dim3 grid((unsigned)S, (unsigned)groups, (unsigned)a.tile0[a.nseg]);
+    if (S == 1) return launch(gemv_mma_q6k<NT, ST>, grid, kThreads, 0, stream, a);
+    cudaLaunchConfig_t cfg = {};
+    cfg.gridDim = grid;
+    cfg.blockDim = dim3(kThreads);
+    cfg.dynamicSmemBytes = 0;
+    cfg.stream = stream;
+    cudaLaunchAttribute at[2];
+    at[0].id = cudaLaunchAttributeClusterDimension;
+    at[0].val.clusterDim.x = (unsigned)S;
+    at[0].val.clusterDim.y = 1;
+    at[0].val.clusterDim.z = 1;
+    at[1].id = cudaLaunchAttributeProgrammaticStreamSerialization;  // common.cuh: launch()
+    at[1].val.programmaticStreamSerializationAllowed = 1;
+    cfg.attrs = at;
+    cfg.numAttrs = pdl_on() ? 2 : 1;
+    return cudaLaunchKernelEx(&cfg, gemv_mma_q6k<NT, ST>, a);
+}
+
+// Cluster size for `tiles` 16-row tiles of nsb super-blocks: as gemv_mma.cu's rule (as many
+// ranks as stay resident in one wave, each warp keeping >= 2 super-blocks; 1 before sm_90;
+// LOOM_GEMV_MMA_SPLIT forces it where it fits).
+int q6_split(int64_t tiles, int64_t nsb) {
+    if (cc_major() < 9) return 1;
+    int S = gemv_mma_split();
+    if (S <= 0) {
+        const int64_t resident = 4 * (int64_t)sm_count();
+        S = 1;
+        while (S < 8 && tiles * 2 * S <= resident && nsb >= (int64_t)kWarps * 2 * S) S *= 2;
+    }
+    while (S > 1 && nsb < (int64_t)kWarps * S) S /= 2;
+    return S;
+}
+
+}  // namespace
+
+bool mma_q6k_seg_ok(const Seg &s) {
+    return s.type == LOOM_GGML_Q6_K && ((uintptr_t)s.w % 16) == 0 && s.row_bytes % 2 == 0 &&
+           s.row_bytes <= (int64_t)1 << 26;
+}
+
+loom_status mma_q6k_matmul(const Seg *seg, int nseg, int epi, const float *x, int64_t K,
+                           int64_t n, loom_error *err, cudaStream_t stream) {
+    if (n <= 0) return LOOM_OK;
+    if (nseg < 1 || nseg > 3 || (epi != EPI_PLAIN && epi != EPI_ADD) || (epi == EPI_ADD && nseg != 1))
+        ARG_FAIL(LOOM_ERR_INVALID_ARGUMENT, "matmul (mma Q6_K): %d segments with epilogue %d",
+                 nseg, epi);
+    Q6Args a = {};
+    int64_t tiles = 0;
+    a.nseg = nseg;
+    for (int i = 0; i < nseg; i++) {
+        a.seg[i] = seg[i];
+        a.tile0[i] = tiles;
+        tiles += (seg[i].rows + kTileRows - 1) / kTileRows;
+    }
+    a.tile0[nseg] = tiles;
+    if (tiles == 0) return LOOM_OK;
+    if (tiles > 65535)
+        ARG_FAIL(LOOM_ERR_UNSUPPORTED, "matmul (mma Q6_K): %lld row tiles > 65535", (long long)tiles);
+    a.epi = epi;
+    a.x = x;
+    a.K = K;
+    const int S = q6_split(tiles, K / 256);
+    const int64_t per_launch = 65535 * (int64_t)kGemmTok;
+    for (int64_t t0 = 0; t0 < n; t0 += per_launch) {
+        const int64_t nn = n - t0 < per_launch ? n - t0 : per_launch;
+        Q6Args b = a;
+        b.x = x + t0 * K;
+        b.n = (int)nn;
+        for (int i = 0; i < nseg; i++) {
+            const int64_t rows = b.seg[i].rows;
+            if (b.seg[i].y) b.seg[i].y += t0 * rows;
+            if (b.seg[i].resid) b.seg[i].resid += t0 * rows;
+        }
+        const int64_t groups = nn == 1 ? 1 : (nn + kGemmTok - 1) / kGemmTok;
+        cudaError_t e = nn == 1 ? launch_q6k<1, 2>(b, S, groups, stream)
+                                : launch_q6k<kGemmTok, 1>(b, S, groups, stream);
+        CUDA_CHECK(e);
+    }
+    return LOOM_OK;
+}
+
+}  // namespace loom_cuda
