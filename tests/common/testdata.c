@@ -1,4 +1,5 @@
-/* testdata.c: the one copy of the "find ../shared/testdata or skip" logic (see testdata.h).
+/* testdata.c: the one copy of the "find ../shared/testdata or skip" logic and of the tests'
+ * whole-file reader (see testdata.h).
  * Skip and failure messages name the variable, its value and the missing path, so a skipped
  * test in a CI log says what to set. */
 #include "tests/common/testdata.h"
@@ -56,4 +57,18 @@ void loom_test_runfile(char *buf, size_t n, const char *relpath) {
     const char *src = getenv("TEST_SRCDIR"), *ws = getenv("TEST_WORKSPACE");
     snprintf(buf, n, "%s/%s/%s", src ? src : ".", ws ? ws : "loom", relpath);
     if (access(buf, F_OK) != 0) snprintf(buf, n, "bazel-bin/%s", relpath);
+}
+
+char *loom_test_read_file(const char *path, size_t *len) {
+    FILE *f = fopen(path, "rb");
+    cr_assert_not_null(f, "cannot open %s", path);
+    long n = fseek(f, 0, SEEK_END) == 0 ? ftell(f) : -1;
+    cr_assert(n >= 0 && fseek(f, 0, SEEK_SET) == 0, "cannot size %s", path);
+    char *buf = malloc((size_t)n + 1);
+    cr_assert_not_null(buf, "out of memory for %s (%ld bytes)", path, n);
+    cr_assert_eq(fread(buf, 1, (size_t)n, f), (size_t)n, "cannot read %s", path);
+    fclose(f);
+    buf[n] = '\0';
+    if (len) *len = (size_t)n;
+    return buf;
 }

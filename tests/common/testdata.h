@@ -1,4 +1,5 @@
-/* testdata.h: how a Criterion test finds ../shared/testdata.
+/* testdata.h: how a Criterion test finds ../shared/testdata (and its runfiles, and reads a whole
+ * file).
  *
  * The test data lives outside the repository; tools/run-tests.sh passes its absolute path in
  * the environment variable LOOM_TESTDATA. A test that needs it asks for the root with a probe,
@@ -31,5 +32,9 @@ char *loom_test_path(const char *relpath);
  * $TEST_SRCDIR/$TEST_WORKSPACE/relpath when that exists, else bazel-bin/relpath (a test binary
  * started by hand from the workspace root). */
 void loom_test_runfile(char *buf, size_t n, const char *relpath);
+
+/* The whole file at path as a new NUL-terminated buffer the caller frees; its length (without
+ * the NUL) into *len when len is not NULL. Fails the test when the file cannot be read. */
+char *loom_test_read_file(const char *path, size_t *len);
 
 #endif /* LOOM_TESTS_COMMON_TESTDATA_H */

@@ -32,18 +32,6 @@ static bool file_exists(const char *path) {
     return stat(path, &st) == 0;
 }
 
-static uint8_t *read_file(const char *path, size_t *size) {
-    FILE *f = fopen(path, "rb");
-    cr_assert_not_null(f, "cannot open %s", path);
-    fseek(f, 0, SEEK_END);
-    *size = (size_t)ftell(f);
-    fseek(f, 0, SEEK_SET);
-    uint8_t *p = malloc(*size ? *size : 1);
-    cr_assert_eq(fread(p, 1, *size, f), *size);
-    fclose(f);
-    return p;
-}
-
 Test(gguf_writer, tensors_are_aligned_and_filled) {
     char path[512];
     gguf_tmp_path(path, sizeof path, "aligned.gguf");
@@ -110,7 +98,7 @@ Test(gguf_writer, failed_write_leaves_old_file_and_no_tmp) {
     cr_assert_eq(loom_gguf_writer_write(w, path, &err), LOOM_OK, "%s", err.msg);
     loom_gguf_writer_destroy(w);
     size_t old_size;
-    uint8_t *old = read_file(path, &old_size);
+    uint8_t *old = (uint8_t *)loom_test_read_file(path, &old_size);
 
     cr_assert_eq(loom_gguf_writer_create(&w, &err), LOOM_OK);
     cr_assert_eq(loom_gguf_writer_set_u32(w, "v", 2, &err), LOOM_OK);
@@ -124,7 +112,7 @@ Test(gguf_writer, failed_write_leaves_old_file_and_no_tmp) {
               "%s", err.msg);
     cr_expect(!file_exists(tmp), "PATH.tmp left behind");
     size_t now_size;
-    uint8_t *now = read_file(path, &now_size);
+    uint8_t *now = (uint8_t *)loom_test_read_file(path, &now_size);
     cr_expect(now_size == old_size && memcmp(now, old, old_size) == 0, "old file changed");
     free(now);
     free(old);

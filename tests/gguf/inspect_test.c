@@ -21,19 +21,6 @@ static const char *loom_bin(void) {
     return path;
 }
 
-static char *slurp(const char *path) {
-    FILE *f = fopen(path, "rb");
-    cr_assert_not_null(f, "%s", path);
-    fseek(f, 0, SEEK_END);
-    long n = ftell(f);
-    fseek(f, 0, SEEK_SET);
-    char *s = malloc((size_t)n + 1);
-    cr_assert_eq(fread(s, 1, (size_t)n, f), (size_t)n);
-    s[n] = '\0';
-    fclose(f);
-    return s;
-}
-
 /* Runs `loom ARGS` (ARGS already shell-quoted); returns the exit code and, when asked, stdout and
  * stderr (caller frees). */
 static int run_loom(const char *args, char **out, char **errs) {
@@ -43,8 +30,8 @@ static int run_loom(const char *args, char **out, char **errs) {
     snprintf(cmd, sizeof cmd, "'%s' %s >'%s' 2>'%s'", loom_bin(), args, o, e);
     int rc = system(cmd);
     cr_assert(rc != -1 && WIFEXITED(rc), "%s did not exit normally", cmd);
-    if (out) *out = slurp(o);
-    if (errs) *errs = slurp(e);
+    if (out) *out = loom_test_read_file(o, NULL);
+    if (errs) *errs = loom_test_read_file(e, NULL);
     unlink(o);
     unlink(e);
     return WEXITSTATUS(rc);

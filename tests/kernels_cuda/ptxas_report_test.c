@@ -13,6 +13,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "tests/common/testdata.h"
+
 #define REPORT_DIR "kernels/cuda/cuda_ptxas"
 
 typedef struct scan_result {
@@ -44,21 +46,6 @@ static void scan_text(const char *text, const char *file, scan_result *r) {
     }
 }
 
-static char *read_all(const char *path) {
-    FILE *f = fopen(path, "rb");
-    if (!f) return NULL;
-    fseek(f, 0, SEEK_END);
-    long n = ftell(f);
-    fseek(f, 0, SEEK_SET);
-    char *buf = malloc((size_t)n + 1);
-    if (buf && fread(buf, 1, (size_t)n, f) != (size_t)n) {
-        free(buf);
-        buf = NULL;
-    }
-    if (buf) buf[n] = 0;
-    fclose(f);
-    return buf;
-}
 
 Test(ptxas_report, parser_flags_spills_and_stack) {
     const char *clean =
@@ -90,8 +77,7 @@ Test(ptxas_report, no_kernel_spills_or_uses_local_memory) {
         if (n < 10 || strcmp(e->d_name + n - 10, ".ptxas.txt") != 0) continue;
         char path[1024];
         snprintf(path, sizeof path, "%s/%s", REPORT_DIR, e->d_name);
-        char *text = read_all(path);
-        cr_assert_not_null(text, "cannot read %s", path);
+        char *text = loom_test_read_file(path, NULL);
         scan_text(text, e->d_name, &r);
         free(text);
         files++;

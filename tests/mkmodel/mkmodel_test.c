@@ -19,6 +19,7 @@
 
 #include "kernels/quant/quant.h"
 #include "loaders/gguf.h"
+#include "tests/common/testdata.h"
 #include "tools/commands.h"
 #include "tools/mkmodel.h"
 
@@ -37,19 +38,6 @@ static const char *tmp_path(const char *name) {
     static int next;
     char *p = paths[next++ % 8];
     snprintf(p, 4200, "%s/%s", tmpdir, name);
-    return p;
-}
-
-static void *read_file(const char *path, size_t *size) {
-    FILE *f = fopen(path, "rb");
-    cr_assert(f != NULL, "cannot open %s", path);
-    fseek(f, 0, SEEK_END);
-    long n = ftell(f);
-    fseek(f, 0, SEEK_SET);
-    void *p = malloc((size_t)n + 1);
-    cr_assert(fread(p, 1, (size_t)n, f) == (size_t)n);
-    fclose(f);
-    *size = (size_t)n;
     return p;
 }
 
@@ -99,8 +87,8 @@ Test(mkmodel, deterministic_for_any_thread_count) {
     c.seed = 8;
     write_model(&c, tmp_path("c.gguf"));
     size_t na, nb, nc;
-    void *a = read_file(tmp_path("a.gguf"), &na), *b = read_file(tmp_path("b.gguf"), &nb),
-         *d = read_file(tmp_path("c.gguf"), &nc);
+    void *a = loom_test_read_file(tmp_path("a.gguf"), &na), *b = loom_test_read_file(tmp_path("b.gguf"), &nb),
+         *d = loom_test_read_file(tmp_path("c.gguf"), &nc);
     cr_assert_eq(na, nb);
     cr_assert_eq(memcmp(a, b, na), 0, "1 and 3 threads wrote different bytes");
     cr_assert_eq(na, nc, "the seed must not change the layout");
@@ -350,7 +338,7 @@ Test(mkmodel, cli_exit_codes) {
     snprintf(args, sizeof args, "-o %s --arch=llama --quant=q8_0 --layers=1 --seed=5", tmp_path("cli2.gguf"));
     cr_expect_eq(run_cli(args), 0);
     size_t n1, n2;
-    void *a = read_file(tmp_path("cli.gguf"), &n1), *b = read_file(tmp_path("cli2.gguf"), &n2);
+    void *a = loom_test_read_file(tmp_path("cli.gguf"), &n1), *b = loom_test_read_file(tmp_path("cli2.gguf"), &n2);
     cr_expect(n1 == n2 && memcmp(a, b, n1) == 0, "--flag=value and --flag value agree");
     free(a);
     free(b);

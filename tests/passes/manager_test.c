@@ -6,21 +6,9 @@
 
 #include "pass_test.h"
 #include "passes/pattern.h"
+#include "tests/common/testdata.h"
 
 #define LAYER_DIR "tests/passes/graphs/"
-
-static char *read_file(const char *path) {
-    FILE *f = fopen(path, "rb");
-    cr_assert(f, "cannot open %s", path);
-    fseek(f, 0, SEEK_END);
-    long n = ftell(f);
-    fseek(f, 0, SEEK_SET);
-    char *s = malloc((size_t)n + 1);
-    cr_assert(s && fread(s, 1, (size_t)n, f) == (size_t)n);
-    s[n] = 0;
-    fclose(f);
-    return s;
-}
 
 Test(registry, every_pass_is_listed_once_with_a_doc) {
     const char *want[] = {"fuse-norm-weight", "fuse-qkv", "fuse-gate-up", "fuse-residual-add",
@@ -58,7 +46,7 @@ Test(manager, unknown_pass_or_level_lists_the_known_ones) {
 /* The qwen3 layer of tests/ir/graphs through `pipeline`; returns the manager (stats). */
 static loom_pass_manager *run_layer(const char *pipeline, loom_pass_options *o,
                                     loom_ir_graph **out) {
-    char *text = read_file(LAYER_DIR "qwen3_1layer.loom");
+    char *text = loom_test_read_file(LAYER_DIR "qwen3_1layer.loom", NULL);
     loom_ir_graph *g = parse_or_die(text);
     free(text);
     loom_pass_manager *pm;
@@ -72,7 +60,7 @@ static loom_pass_manager *run_layer(const char *pipeline, loom_pass_options *o,
 
 Test(manager, default_pipeline_gives_the_fused_layer_with_stats_and_metadata) {
     const char *levels[] = {NULL, "", "-O2", LOOM_PASS_PIPELINE_O2};
-    char *want_text = read_file(LAYER_DIR "qwen3_1layer_o2.loom");
+    char *want_text = loom_test_read_file(LAYER_DIR "qwen3_1layer_o2.loom", NULL);
     loom_ir_graph *want = parse_or_die(want_text);
     free(want_text);
     loom_error err = {0};

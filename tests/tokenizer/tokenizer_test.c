@@ -22,20 +22,6 @@
 
 /* ---- shared test data ----------------------------------------------------------------------- */
 
-static char *read_file(const char *path, size_t *len) {
-    FILE *f = fopen(path, "rb");
-    if (!f) return NULL;
-    fseek(f, 0, SEEK_END);
-    long n = ftell(f);
-    fseek(f, 0, SEEK_SET);
-    char *buf = malloc((size_t)n + 1);
-    cr_assert_eq(fread(buf, 1, (size_t)n, f), (size_t)n);
-    fclose(f);
-    buf[n] = '\0';
-    *len = (size_t)n;
-    return buf;
-}
-
 static loom_tokenizer *open_tokenizer(const char *path) {
     loom_gguf *g = NULL;
     loom_tokenizer *t = NULL;
@@ -57,10 +43,9 @@ static size_t check_vocab(const char *gguf_path) {
     char path[2100];
     size_t inp_len, out_len;
     snprintf(path, sizeof path, "%s.inp", gguf_path);
-    char *inp = read_file(path, &inp_len);
+    char *inp = loom_test_read_file(path, &inp_len);
     snprintf(path, sizeof path, "%s.out", gguf_path);
-    char *out = read_file(path, &out_len);
-    cr_assert(inp && out, "%s: missing .inp or .out", gguf_path);
+    char *out = loom_test_read_file(path, &out_len);
 
     double t0 = now_s();
     loom_tokenizer *t = open_tokenizer(gguf_path);
