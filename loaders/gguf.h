@@ -137,6 +137,10 @@ int64_t loom_gguf_array_i64(const loom_gguf_value *arr, uint64_t i);
 double loom_gguf_array_f64(const loom_gguf_value *arr, uint64_t i);
 
 const char *loom_gguf_type_name(loom_gguf_type t); /* "u32", "string", ...; "?" if unknown */
+/* The integer types: u8 .. i64; the signed ones: i8, i16, i32, i64 (their values are in i64,
+ * the unsigned ones' in u64). */
+bool loom_gguf_type_is_int(loom_gguf_type t);
+bool loom_gguf_type_is_signed(loom_gguf_type t);
 /* Bytes of one scalar of type t; 0 for string, array and unknown types. */
 size_t loom_gguf_type_size(loom_gguf_type t);
 

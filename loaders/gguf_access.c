@@ -31,11 +31,13 @@ const loom_gguf_tensor *loom_gguf_tensor_at(const loom_gguf *g, size_t i) {
     return i < g->n_tensors ? &g->tensors[i] : NULL;
 }
 
-static bool is_unsigned(loom_gguf_type t) {
-    return t == LOOM_GGUF_U8 || t == LOOM_GGUF_U16 || t == LOOM_GGUF_U32 || t == LOOM_GGUF_U64;
-}
-static bool is_signed(loom_gguf_type t) {
+bool loom_gguf_type_is_signed(loom_gguf_type t) {
     return t == LOOM_GGUF_I8 || t == LOOM_GGUF_I16 || t == LOOM_GGUF_I32 || t == LOOM_GGUF_I64;
+}
+
+bool loom_gguf_type_is_int(loom_gguf_type t) {
+    return loom_gguf_type_is_signed(t) || t == LOOM_GGUF_U8 || t == LOOM_GGUF_U16 ||
+           t == LOOM_GGUF_U32 || t == LOOM_GGUF_U64;
 }
 
 /* The value of key, or NULL with LOOM_ERR_NOT_FOUND in err. */
@@ -56,7 +58,7 @@ static loom_status get_int(const loom_gguf *g, const char *key, int64_t lo, uint
                            const char *wanted, int64_t *si, uint64_t *ui, loom_error *err) {
     const loom_gguf_value *v = lookup(g, key, err);
     if (v == NULL) return LOOM_ERR_NOT_FOUND;
-    if (is_unsigned(v->type)) {
+    if (loom_gguf_type_is_int(v->type) && !loom_gguf_type_is_signed(v->type)) {
         if (v->u64 > hi)
             return loom_error_set(err, LOOM_ERR_TYPE, "gguf: key '%s' holds %s %llu, which does "
                                   "not fit %s", key, type_names[v->type],
@@ -65,7 +67,7 @@ static loom_status get_int(const loom_gguf *g, const char *key, int64_t lo, uint
         *si = (int64_t)v->u64;
         return LOOM_OK;
     }
-    if (is_signed(v->type)) {
+    if (loom_gguf_type_is_signed(v->type)) {
         if (v->i64 < lo || (v->i64 >= 0 && (uint64_t)v->i64 > hi))
             return loom_error_set(err, LOOM_ERR_TYPE, "gguf: key '%s' holds %s %lld, which does "
                                   "not fit %s", key, type_names[v->type], (long long)v->i64,
@@ -188,7 +190,7 @@ uint64_t loom_gguf_array_u64(const loom_gguf_value *arr, uint64_t i) {
     size_t w;
     uint64_t raw = array_raw(arr, i, &w);
     loom_gguf_type t = arr->arr.elem_type;
-    if (is_signed(t)) return (uint64_t)sign_extend(raw, w);
+    if (loom_gguf_type_is_signed(t)) return (uint64_t)sign_extend(raw, w);
     if (t == LOOM_GGUF_F32 || t == LOOM_GGUF_F64) return float_to_u64(array_float(t, raw));
     return raw;
 }
@@ -197,7 +199,7 @@ int64_t loom_gguf_array_i64(const loom_gguf_value *arr, uint64_t i) {
     size_t w;
     uint64_t raw = array_raw(arr, i, &w);
     loom_gguf_type t = arr->arr.elem_type;
-    if (is_signed(t)) return sign_extend(raw, w);
+    if (loom_gguf_type_is_signed(t)) return sign_extend(raw, w);
     if (t == LOOM_GGUF_F32 || t == LOOM_GGUF_F64) return float_to_i64(array_float(t, raw));
     return (int64_t)raw;
 }
@@ -207,6 +209,6 @@ double loom_gguf_array_f64(const loom_gguf_value *arr, uint64_t i) {
     uint64_t raw = array_raw(arr, i, &w);
     loom_gguf_type t = arr->arr.elem_type;
     if (t == LOOM_GGUF_F32 || t == LOOM_GGUF_F64) return array_float(t, raw);
-    if (is_signed(t)) return (double)sign_extend(raw, w);
+    if (loom_gguf_type_is_signed(t)) return (double)sign_extend(raw, w);
     return (double)raw;
 }

@@ -97,11 +97,6 @@ int32_t loom_tok_merge_rank(const loom_tokenizer *t, const char *a, size_t na, c
 #define KEY_TYPES "tokenizer.ggml.token_type"
 #define KEY_MERGES "tokenizer.ggml.merges"
 
-static bool is_int_type(loom_gguf_type ty) {
-    return ty == LOOM_GGUF_U8 || ty == LOOM_GGUF_I8 || ty == LOOM_GGUF_U16 || ty == LOOM_GGUF_I16 ||
-           ty == LOOM_GGUF_U32 || ty == LOOM_GGUF_I32 || ty == LOOM_GGUF_U64 || ty == LOOM_GGUF_I64;
-}
-
 /* The array under key, or NULL when absent; LOOM_ERR_TYPE unless it is an array whose elements
  * pass ok_elem; LOOM_ERR_FORMAT when shorter than min_n. */
 static loom_status get_array(const loom_gguf *g, const char *key, bool (*ok_elem)(loom_gguf_type),
@@ -129,7 +124,6 @@ static bool elem_string(loom_gguf_type ty) { return ty == LOOM_GGUF_STRING; }
 static bool elem_score(loom_gguf_type ty) {
     return ty == LOOM_GGUF_F32 || ty == LOOM_GGUF_F64 || ty == LOOM_GGUF_I32;
 }
-static bool elem_int(loom_gguf_type ty) { return is_int_type(ty); }
 
 /* A special id. A default outside the vocabulary becomes LOOM_TOKEN_NULL. An explicit value must
  * be an integer; -1 (or 0xFFFFFFFF, as converters write it) means "none"; any other value outside
@@ -140,11 +134,10 @@ static loom_status get_special(const loom_gguf *g, const char *key, uint32_t n_v
     if (*id != LOOM_TOKEN_NULL && (uint32_t)*id >= n_vocab) *id = LOOM_TOKEN_NULL;
     const loom_gguf_value *v = loom_gguf_find(g, key);
     if (!v) return LOOM_OK;
-    if (!is_int_type(v->type))
+    if (!loom_gguf_type_is_int(v->type))
         return loom_error_set(err, LOOM_ERR_TYPE, "tokenizer: key '%s' holds a %s, expected an integer",
                               key, loom_gguf_type_name(v->type));
-    bool is_signed = v->type == LOOM_GGUF_I8 || v->type == LOOM_GGUF_I16 || v->type == LOOM_GGUF_I32 ||
-                     v->type == LOOM_GGUF_I64;
+    bool is_signed = loom_gguf_type_is_signed(v->type);
     if (is_signed ? v->i64 == -1 : v->u64 == UINT32_MAX || v->u64 == UINT64_MAX) {
         *id = LOOM_TOKEN_NULL;
         return LOOM_OK;
@@ -363,7 +356,7 @@ static loom_status build(loom_tokenizer *t, const loom_gguf *g, loom_error *err)
     uint32_t n = (uint32_t)tv->arr.n;
     t->n_vocab = n;
     if ((st = get_array(g, KEY_SCORES, elem_score, "f32", n, &sv, err))) return st;
-    if ((st = get_array(g, KEY_TYPES, elem_int, "i32", n, &yv, err))) return st;
+    if ((st = get_array(g, KEY_TYPES, loom_gguf_type_is_int, "i32", n, &yv, err))) return st;
     if ((st = get_array(g, KEY_MERGES, elem_string, "string", 0, &gv, err))) return st;
 
     /* tokens, texts, scores, types */

@@ -736,6 +736,17 @@ Test(gguf_reader, every_ggml_type_is_known_by_name) {
     cr_expect_eq(loom_ggml_row_bytes(LOOM_GGML_Q4_K, 100), -1);
     cr_expect_eq(loom_ggml_row_bytes(LOOM_GGML_F32, INT64_MAX), -2);
 
+    /* metadata integer types (the typed getters and the tokenizer classify with these) */
+    for (int t = 0; t < LOOM_GGUF_TYPE_COUNT; t++) {
+        bool is_int = t == LOOM_GGUF_U8 || t == LOOM_GGUF_I8 || t == LOOM_GGUF_U16 ||
+                      t == LOOM_GGUF_I16 || t == LOOM_GGUF_U32 || t == LOOM_GGUF_I32 ||
+                      t == LOOM_GGUF_U64 || t == LOOM_GGUF_I64;
+        bool is_signed = t == LOOM_GGUF_I8 || t == LOOM_GGUF_I16 || t == LOOM_GGUF_I32 ||
+                         t == LOOM_GGUF_I64;
+        cr_expect_eq(loom_gguf_type_is_int((loom_gguf_type)t), is_int, "type %d", t);
+        cr_expect_eq(loom_gguf_type_is_signed((loom_gguf_type)t), is_signed, "type %d", t);
+    }
+
     /* tensor sizes: the reader's and the writer's one shape rule */
     const int64_t q4k[3] = {512, 3, 2}, f32_zero_row[3] = {0, (int64_t)1 << 40, (int64_t)1 << 40};
     const int64_t elems_big[2] = {(int64_t)1 << 32, (int64_t)1 << 32};
