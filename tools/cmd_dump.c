@@ -14,6 +14,7 @@
 #include "ir/serialize/serialize.h"
 #include "loaders/gguf.h"
 #include "loaders/lower.h"
+#include "tools/cli.h"
 #include "tools/commands.h"
 
 typedef loom_status (*graph_reader)(const char *path, loom_ir_graph **out, loom_error *err);
@@ -73,32 +74,18 @@ static void usage(FILE *f) {
 
 int loom_cmd_dump(int argc, char **argv) {
     const char *path = NULL, *out_path = NULL;
-    bool dot = false;
-    for (int i = 1; i < argc; i++) {
-        if (!strcmp(argv[i], "--dot")) {
-            dot = true;
-        } else if (!strcmp(argv[i], "-o")) {
-            if (++i == argc) {
-                fprintf(stderr, "loom dump: -o needs a file name\n");
-                return 2;
-            }
-            out_path = argv[i];
-        } else if (!strcmp(argv[i], "--ops")) {
-            print_ops(stdout);
-            return 0;
-        } else if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
-            usage(stdout);
-            return 0;
-        } else if (argv[i][0] == '-' && argv[i][1]) {
-            fprintf(stderr, "loom dump: unknown option '%s'\n", argv[i]);
-            usage(stderr);
-            return 2;
-        } else if (path) {
-            fprintf(stderr, "loom dump: one FILE only ('%s' and '%s')\n", path, argv[i]);
-            return 2;
-        } else {
-            path = argv[i];
-        }
+    bool dot = false, ops = false;
+    const loom_cli_opt opts[] = {
+        {"--dot", LOOM_CLI_FLAG, &dot, 0, 0, NULL},
+        {"-o", LOOM_CLI_STRING, &out_path, 0, 0, NULL},
+        {"--ops", LOOM_CLI_FLAG, &ops, 0, 0, NULL},
+    };
+    int pr = loom_cli_parse_opts("loom dump", argc, argv, opts, sizeof opts / sizeof opts[0],
+                                 usage, "FILE", &path);
+    if (pr != LOOM_CLI_GO_ON) return pr;
+    if (ops) {
+        print_ops(stdout);
+        return 0;
     }
     if (!path) {
         usage(stderr);

@@ -244,39 +244,14 @@ static void print_json(const char *path, const loom_gguf *g, const char *arch, u
 int loom_cmd_inspect(int argc, char **argv) {
     const char *path = NULL;
     bool json = false;
-    uint64_t elements = 8;
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i];
-        if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
-            usage(stdout);
-            return 0;
-        } else if (!strcmp(a, "--json")) {
-            json = true;
-        } else if (!strcmp(a, "--elements")) {
-            if (i + 1 >= argc) {
-                fprintf(stderr, "loom inspect: --elements needs a value\n");
-                usage(stderr);
-                return 2;
-            }
-            char *end;
-            errno = 0;
-            unsigned long long v = strtoull(argv[++i], &end, 10);
-            if (errno || end == argv[i] || *end || argv[i][0] == '-') {
-                fprintf(stderr, "loom inspect: --elements: '%s' is not a count\n", argv[i]);
-                return 2;
-            }
-            elements = v;
-        } else if (a[0] == '-' && a[1] != '\0') {
-            fprintf(stderr, "loom inspect: unknown option '%s'\n", a);
-            usage(stderr);
-            return 2;
-        } else if (path == NULL) {
-            path = a;
-        } else {
-            fprintf(stderr, "loom inspect: more than one file ('%s', '%s')\n", path, a);
-            return 2;
-        }
-    }
+    unsigned long long elements = 8;
+    const loom_cli_opt opts[] = {
+        {"--json", LOOM_CLI_FLAG, &json, 0, 0, NULL},
+        {"--elements", LOOM_CLI_U64, &elements, 0, 0, NULL},
+    };
+    int pr = loom_cli_parse_opts("loom inspect", argc, argv, opts, sizeof opts / sizeof opts[0],
+                                 usage, "file", &path);
+    if (pr != LOOM_CLI_GO_ON) return pr;
     if (path == NULL) {
         fprintf(stderr, "loom inspect: missing FILE.gguf\n");
         usage(stderr);
