@@ -1,7 +1,7 @@
 /* cuda_bench.c: benchmarks of the CUDA kernels at Qwen3-4B (hidden 2560, ffn 9728) and
  * Qwen3-8B (4096 / 14336) shapes, 32 query heads, 8 KV heads, head_dim 128, vocab 151936.
  *
- *   cuda_bench [--quick]
+ *   cuda_bench [--quick] [--attn]
  *
  * Method: CUDA events around many launches, the median of several repetitions, per launch.
  * Weights (and KV caches) rotate over copies totalling > 256 MB, far above the H200's L2 (50-60
@@ -35,6 +35,7 @@
 static cudaStream_t g_s;
 static double g_copy_gbs = 0;
 static int g_quick = 0;
+static int g_attn_only = 0; /* --attn: the copy and the attention rows only */
 static uint64_t g_rng = 0x2545F4914F6CDD1Dull;
 static loom_error g_err;
 
@@ -226,6 +227,11 @@ static void at_fn(void *c, int i) {
         LK(loom_cuda_attention(a->q, a->kc[k], a->ks[k], a->vc[k], a->vs[k], &a->kv, &a->p,
                                a->out, &g_err, g_s));
 }
+struct at_graph { cudaGraphExec_t exec; int n; };
+static void at_graph_fn(void *c, int i) {
+    (void)i;
+    CK(cudaGraphLaunch(((struct at_graph *)c)->exec, g_s));
+}
 /* Attention over a cache of L positions (query N-1 at position L-1); at: through the _at
  * launcher (position read from device memory, grid from n_ctx = L). */
 static void bench_attn_at(const char *name, loom_kv_type t, int64_t L, int64_t N, int at) {
@@ -238,11 +244,21 @@ static void bench_attn_at(const char *name, loom_kv_type t, int64_t L, int64_t N
     int copies = (int)((256ll << 20) / (2 * cb)) + 1;
     if (copies > R_MAX) copies = R_MAX;
     a->copies = copies;
-    for (int c = 0; c < copies; c++) {
-        a->kc[c] = dev_weights(LOOM_GGML_F16, L * nkv * D * (int64_t)el / 2, 1);
-        a->vc[c] = dev_weights(LOOM_GGML_F16, L * nkv * D * (int64_t)el / 2, 1);
-        a->ks[c] = dev_floats(L * nkv, 0.001f, 0.01f);
-        a->vs[c] = dev_floats(L * nkv, 0.001f, 0.01f);
+    for (int c = 0; c < copies; c++) { /* copies 1.. repeat copy 0's bytes (host rng is slow) */
+        if (c == 0) {
+            a->kc[c] = dev_weights(LOOM_GGML_F16, L * nkv * D * (int64_t)el / 2, 1);
+            a->vc[c] = dev_weights(LOOM_GGML_F16, L * nkv * D * (int64_t)el / 2, 1);
+            a->ks[c] = dev_floats(L * nkv, 0.001f, 0.01f);
+            a->vs[c] = dev_floats(L * nkv, 0.001f, 0.01f);
+            continue;
+        }
+        void **dst[4] = {&a->kc[c], &a->vc[c], (void **)&a->ks[c], (void **)&a->vs[c]};
+        const void *src[4] = {a->kc[0], a->vc[0], a->ks[0], a->vs[0]};
+        const size_t nb[4] = {cb, cb, sizeof(float) * (size_t)(L * nkv), sizeof(float) * (size_t)(L * nkv)};
+        for (int j = 0; j < 4; j++) {
+            CK(cudaMalloc(dst[j], nb[j]));
+            CK(cudaMemcpy(*dst[j], src[j], nb[j], cudaMemcpyDeviceToDevice));
+        }
     }
     a->q = dev_floats(N * nh * D, -1, 1);
     a->out = dev_floats(N * nh * D, 0, 1);
@@ -259,6 +275,20 @@ static void bench_attn_at(const char *name, loom_kv_type t, int64_t L, int64_t N
              (long long)L, (long long)N);
     double us = time_us(at_fn, a, g_quick ? 50 : 200);
     row(name, shape, us, bytes);
+    { /* the same launches captured in one CUDA graph (one per copy), as a decode step replays
+       * them: no host launch cost between them */
+        cudaGraph_t g;
+        struct at_graph ag = {NULL, copies};
+        CK(cudaStreamBeginCapture(g_s, cudaStreamCaptureModeThreadLocal));
+        for (int c = 0; c < copies; c++) at_fn(a, c);
+        CK(cudaStreamEndCapture(g_s, &g));
+        CK(cudaGraphInstantiate(&ag.exec, g, 0));
+        char gn[80];
+        snprintf(gn, sizeof gn, "%s graph", name);
+        row(gn, shape, time_us(at_graph_fn, &ag, g_quick ? 10 : 40) / copies, bytes);
+        cudaGraphExecDestroy(ag.exec);
+        cudaGraphDestroy(g);
+    }
     for (int c = 0; c < copies; c++) { cudaFree(a->kc[c]); cudaFree(a->vc[c]); cudaFree(a->ks[c]); cudaFree(a->vs[c]); }
     cudaFree(a->q); cudaFree(a->out);
     if (a->dpos) cudaFree(a->dpos);
@@ -406,7 +436,10 @@ static void set_env(const char *k, const char *v) {
 }
 
 int main(int argc, char **argv) {
-    for (int i = 1; i < argc; i++) if (strcmp(argv[i], "--quick") == 0) g_quick = 1;
+    for (int i = 1; i < argc; i++) {
+        if (strcmp(argv[i], "--quick") == 0) g_quick = 1;
+        if (strcmp(argv[i], "--attn") == 0) g_attn_only = 1;
+    }
     CK(cudaStreamCreate(&g_s));
     int sms = 0, l2 = 0;
     CK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0));
@@ -428,7 +461,7 @@ int main(int argc, char **argv) {
         cudaFree(c.b);
     }
     static const struct { const char *name; int64_t H, F; } cfgs[2] = {{"4B", 2560, 9728}, {"8B", 4096, 14336}};
-    for (int ci = 0; ci < (g_quick ? 1 : 2); ci++) {
+    for (int ci = 0; ci < (g_attn_only ? 0 : g_quick ? 1 : 2); ci++) {
         const int64_t H = cfgs[ci].H, F = cfgs[ci].F;
         char nm[64];
         const loom_ggml_type q4[3] = {LOOM_GGML_Q4_K, LOOM_GGML_Q4_K, LOOM_GGML_Q6_K};
@@ -509,9 +542,9 @@ int main(int argc, char **argv) {
     }
     /* decode attention: v3 (LOOM_ATTN_V4=0) and v4 side by side, same run */
     {
-        static const int64_t Ls[3] = {1024, 4096, 8192};
+        static const int64_t Ls[5] = {512, 640, 1024, 4096, 8192}; /* 512/640: a decode step after a 512 prompt */
         for (int ti = 0; ti < 2; ti++)
-            for (int li = 0; li < 3; li++) {
+            for (int li = 0; li < 5; li++) {
                 const loom_kv_type kt = ti ? LOOM_KV_INT8 : LOOM_KV_F16;
                 set_env("LOOM_ATTN_V4", "0");
                 bench_attn("decode attention v3", kt, Ls[li], 1);
@@ -528,6 +561,7 @@ int main(int argc, char **argv) {
             bench_attn(nm, LOOM_KV_F16, 1024, 1);
             bench_attn(nm, LOOM_KV_F16, 8192, 1);
             bench_attn(nm, LOOM_KV_INT8, 4096, 1);
+            bench_attn(nm, LOOM_KV_F16, 640, 1);
         }
         unsetenv("LOOM_ATTN_BPSM");
         loom_cuda_reload_switches();
@@ -539,6 +573,7 @@ int main(int argc, char **argv) {
     set_env("LOOM_ATTN_V4", "0");
     bench_attn("prefill attention v3", LOOM_KV_F16, 1056, 32);
     set_env("LOOM_ATTN_V4", "1");
+    if (g_attn_only) goto done;
     bench_small("rms_norm 4B", 0, 1, 2560, 2560 * 12.0);
     bench_small("softmax vocab", 1, 151936, 1, 151936 * 12.0);
     bench_small("argmax vocab", 2, 151936, 1, 151936 * 4.0);
@@ -551,6 +586,7 @@ int main(int argc, char **argv) {
     set_env("LOOM_GEMV_MMA", "1");
     if (!g_quick) bench_step("8B", 4096, 14336, 4, 4096, LOOM_GGML_Q4_K);
     if (!g_quick) bench_step("4B", 2560, 9728, 8, 4096, LOOM_GGML_Q6_K);
+done:
     loom_cuda_release_scratch();
     CK(cudaDeviceSynchronize());
     printf("\ncopy bandwidth %.0f GB/s\n", g_copy_gbs);

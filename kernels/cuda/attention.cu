@@ -1,9 +1,30 @@
 // attention.cu: flash attention over the KV cache for decode (one query token, GQA, split-KV)
-// and batched causal prefill (N query tokens in one launch), in two kernels:
+// and batched causal prefill (N query tokens in one launch), in three kernels:
 //
-// v4 (the fast path, LOOM_FAST_ATTN and LOOM_ATTN_V4 on; head_dim 64, 80, 96, 128, 256; also
-// for head_dim 80, 96, 256 whatever the switches say, as G = 1 without a split when they are
-// off, since v3 has no kernels for those).
+// v5 (the fast path for F16 and INT8 caches of head_dim 64 and 128: LOOM_FAST_ATTN,
+// LOOM_ATTN_V4 and LOOM_ATTN_V5 on): v4's blocks and splits (below) with the arithmetic on the
+// tensor cores. A block (128 threads) owns the G <= 8 query heads of one KV head, one token and
+// one split, walked in 32-row tiles; warp w owns rows 8w .. 8w+7 of every tile with its own
+// online softmax in registers, and the four warps meet once, at the end:
+//   scores (heads x 8 rows) = Q x K^T by mma m16n8k16, Q's 16 rows being the heads' q (x scale
+//   x log2 e) rounded to f16 ("hi") and the f16 of the remainder ("lo"), so the f16 products
+//   carry ~22 bits (K is exact in f16: F16 as stored, INT8 through the 1024 + q byte trick);
+//   out += P x V by mma m16n8k8, P's rows p hi then p lo (INT8: p x V row scale x 2^8);
+//   the hi and lo rows of each head are added once, at the end. K and V reach the fragments
+//   through ldmatrix (.trans for V) from shared tiles with an XOR swizzle (no bank conflicts).
+// Per tile and warp: 8 + 16 mma and ~40 other instructions (v4: ~2400 a tile). Tiles are
+// copied by cp.async as many stages deep as the split has tiles, up to 8, within the shared
+// memory of one wave (dynamic: ~200 KB an SM on sm_90 shared by the wave's blocks; 40 KB on
+// sm_87, i.e. 2 F16 stages of its 48 KB budget). Registers 80-170, zero spills.
+// Split combine: on sm_90 for one token the C splits of a head group (C = the largest power of
+// two <= S, at most 16; grid z = C whatever the position) are one thread-block cluster: after a
+// cluster barrier block r combines outputs r * 128 + tid, ... over the splits' partials in
+// distributed shared memory, in split order (blocks past the splits in use take part with
+// nothing). Otherwise (prefill, sm_87) v4's global combine below.
+//
+// v4 (LOOM_ATTN_V5=0, and every cache the v5 kernel does not take: F32, head_dim 80, 96, 256;
+// also for head_dim 80, 96, 256 whatever the switches say, as G = 1 without a split when they
+// are off, since v3 has no kernels for those).
 // Launch geometry: 128-thread blocks, grid (n_kv_head * head_groups, N, splits). A block owns
 // up to G = 8 query heads that share one KV head (kv_head = head / (n_head / n_kv_head)), one
 // query token t (sees positions 0 .. pos0 + t) and one split: `per` consecutive tiles of TP
@@ -20,10 +41,11 @@
 //      the V row scale into p);
 //   3. V: thread (head slice, position group, unit u) accumulates values 8u .. 8u+7 of up to 4
 //      heads over its rows; the groups' sums meet once, at the end, in shared memory.
-// The split combine is folded in: each block writes (sum, max, l) partials, and the last block
-// of each (token, KV head group) to finish (an atomic counter in g_attn_counters, reset by that
-// block, so graph replays find it zero) combines the S partials in split order 0 .. S-1: the
-// result does not depend on which block is last. One launch, no combine kernel.
+// The split combine is folded in: each block writes (sum, max, l) partials ([split][D], so a
+// block's stores are coalesced), thread 0 orders them by one release fence a block, and the
+// last block of each (token, KV head group) to finish (an atomic counter in g_attn_counters,
+// reset by that block, so graph replays find it zero) combines the S partials in split order
+// 0 .. S-1: the result does not depend on which block is last. One launch, no combine kernel.
 // Shared memory: 2 stages x (K + V tile) <= 32 KB (reused for the group sums and the combine),
 // q G x D floats, p TP x G floats: 34-42 KB (sm_87 budget 48 KB). Registers: 61-128, 143-167
 // for G > 4 (3 blocks/SM), zero spills (sm_87 and sm_90a).
@@ -36,14 +58,23 @@
 // groups summed at the end; split partials combined by a second kernel. Kept as the fallback
 // and for comparison (bench/NOTES.md section 3).
 //
-// Numeric contract (both): float32 online softmax; K and V decoded as the CPU does (f16 ->
-// f32, int8 -> q * d, with d applied after the dot for K and folded into p for V). Within 1e-4
-// of max |out| of the CPU twin (loom_cpu_attention) for F32/F16/INT8 caches. Deterministic:
+// Numeric contract (all): float32 online softmax (v5: exp2 of log2-scaled scores; its products
+// of f16 hi + lo operands carry ~22 bits); K and V decoded as the CPU does (f16 -> f32, int8 ->
+// q * d, with d applied after the dot for K and folded into p for V; v5 needs |V| row maxima
+// below 32768 for INT8). Within 1e-4 of max |out| of the CPU twin (loom_cpu_attention) for
+// F32/F16/INT8 caches, and q x scale within f16 range (|q x scale| < 32768) for v5. Deterministic:
 // the same inputs give the same bits (fixed reduction orders), and loom_cuda_attention_at gives
 // the bits of loom_cuda_attention at the same position.
 #include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <atomic>
+
+#include <cooperative_groups.h>
 
 #include "kernels/cuda/common.cuh"
+#include "kernels/cuda/mma_common.cuh"
 
 namespace loom_cuda {
 namespace {
@@ -65,6 +96,9 @@ struct AttnArgs {
     int splits;   // gridDim.z: the most splits a block may find in use
     int S;        // v4: splits for this shape (a position uses min(S, its tiles) or fewer)
     int SP;       // v4: split stride of the partials (gridDim.z rounded up to 4)
+    int nst;      // v5: cp.async stages (2 .. kV5MaxStages)
+    int cl;       // v5 on sm_90: cluster size over the splits (their combine in shared memory), 0 = off
+    int minper;   // v5: fewest tiles a split (a position uses ceil(tiles / minper) splits at most)
 };
 
 // Position of query 0: the launcher's value, or the device value clamped to 0 .. n_ctx - N (a
@@ -363,7 +397,7 @@ constexpr __host__ __device__ int kv_elem_bytes(int kvt) {
 constexpr __host__ __device__ int tile_rows(int D, int kvt) {
     return D * kv_elem_bytes(kvt) <= 128 ? 64 : (D * kv_elem_bytes(kvt) <= 256 ? 32 : 16);
 }
-constexpr int cmax(int a, int b) { return a > b ? a : b; }
+constexpr __host__ __device__ int cmax(int a, int b) { return a > b ? a : b; }
 
 // Heads x positions counters of the folded combine: zero at module load, each reset by the
 // block that used it, so every launch (and graph replay) finds them zero.
@@ -445,6 +479,125 @@ __device__ __forceinline__ void load_unit(const unsigned char *Vs, int j, int u,
     }
 }
 
+// The end of a block's work, shared by v4 and v5: buf holds the position groups' sums
+// red[NGV][GM][D] (unnormalized, at the block's maxima m_sh, natural-log units) and l_sh the
+// softmax denominators. With one split the block writes out; otherwise it stores its partial
+// and the last block of this (token, head group) to finish combines all S partials in split
+// order (deterministic whichever block is last) and resets the counter.
+// Partials, per (token, head): [SP][D] values (a block stores D consecutive floats), then [SP]
+// maxima and [SP] sums.
+template <int D, int GM, int NGV>
+__device__ __forceinline__ void split_epilogue(const AttnArgs &a, unsigned char *buf, int G,
+                                               int h0, int t, int S, float *m_sh, float *l_sh) {
+    constexpr int HW = (GM + kWarps - 1) / kWarps;  // heads a combine warp
+    __shared__ int last_sh;
+    const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
+    const float *red = reinterpret_cast<const float *>(buf);
+    const int64_t pstride = (int64_t)(D + 2) * a.SP;
+    for (int idx = tid; idx < GM * D; idx += kThreads) {
+        const int g = idx / D, d = idx % D;
+        if (g >= G) break;
+        float o = 0.0f;
+#pragma unroll
+        for (int p = 0; p < NGV; p++) o += red[(p * GM + g) * D + d];
+        const int64_t th = (int64_t)t * a.n_head + h0 + g;
+        if (S == 1) {
+            a.out[th * D + d] = o / l_sh[g];
+        } else {
+            float *pp = a.part + th * pstride;
+            pp[(int64_t)blockIdx.z * D + d] = o;
+            if (d == 0) {
+                pp[(int64_t)D * a.SP + blockIdx.z] = m_sh[g];
+                pp[(int64_t)(D + 1) * a.SP + blockIdx.z] = l_sh[g];
+            }
+        }
+    }
+    if (S == 1) return;
+
+    // One fence a block, by thread 0 after the barrier (the grid-sync pattern), not one a
+    // thread: the barrier orders the block's stores before thread 0's fence and atomic; the
+    // last block's fence after its atomic orders the reads below after every block's stores.
+    __syncthreads();
+    int *cnt = g_attn_counters + (t * (int)gridDim.x + (int)blockIdx.x);
+    if (tid == 0) {
+        __threadfence();
+        const int last = atomicAdd(cnt, 1) == S - 1;
+        if (last) __threadfence();
+        last_sh = last;
+    }
+    __syncthreads();
+    if (!last_sh) return;
+    float *w = reinterpret_cast<float *>(buf);  // [GM][kMaxSplits] weights
+    float *ls = w + GM * kMaxSplits;           // [GM][kMaxSplits] sums
+    for (int idx = tid; idx < GM * S; idx += kThreads) {
+        const int g = idx / S, s = idx % S;
+        if (g >= G) break;
+        const float *pp = a.part + ((int64_t)t * a.n_head + h0 + g) * pstride;
+        w[g * kMaxSplits + s] = __ldcg(pp + (int64_t)D * a.SP + s);
+        ls[g * kMaxSplits + s] = __ldcg(pp + (int64_t)(D + 1) * a.SP + s);
+    }
+    __syncthreads();
+#pragma unroll
+    for (int k = 0; k < HW; k++) {
+        const int g = warp + kWarps * k;
+        if (g < G) {
+            float M = -INFINITY;
+            for (int s = lane; s < S; s += 32) M = fmaxf(M, w[g * kMaxSplits + s]);
+            M = warp_max(M);
+            float den = 0.0f;
+            for (int s = lane; s < S; s += 32) {
+                const float m = w[g * kMaxSplits + s];
+                const float wt = m == -INFINITY ? 0.0f : expf(m - M);
+                w[g * kMaxSplits + s] = wt;
+                den = fmaf(wt, ls[g * kMaxSplits + s], den);
+            }
+            den = warp_sum(den);
+            if (lane == 0) l_sh[g] = den;
+        }
+    }
+    __syncthreads();
+    // Every thread owns EPT output values, EG at a time; each step issues its partial loads (8
+    // splits a value, coalesced over d) before any FMA: one L2 round trip a step, not 8 EG.
+    // The sum runs over s = 0 .. S-1 in order for every value.
+    {
+        constexpr int EPT = (GM * D + kThreads - 1) / kThreads;
+        constexpr int EG = EPT < 4 ? EPT : 4;  // values a pass (32 loads in flight)
+#pragma unroll 1
+        for (int k0 = 0; k0 < EPT; k0 += EG) {
+            const float *pe[EG];
+            const float *we[EG];
+            float num[EG];
+#pragma unroll
+            for (int k = 0; k < EG; k++) {
+                const int idx = tid + (k0 + k) * kThreads, g = idx / D, d = idx % D;
+                const int gg = g < G ? g : 0;  // past G: a valid row, result not stored
+                pe[k] = a.part + ((int64_t)t * a.n_head + h0 + gg) * pstride + d;
+                we[k] = w + gg * kMaxSplits;
+                num[k] = 0.0f;
+            }
+            for (int s0 = 0; s0 < S; s0 += 8) {
+                float o[EG][8];
+#pragma unroll
+                for (int k = 0; k < EG; k++)
+#pragma unroll
+                    for (int c = 0; c < 8; c++)
+                        if (s0 + c < S) o[k][c] = __ldcg(pe[k] + (int64_t)(s0 + c) * D);
+#pragma unroll
+                for (int k = 0; k < EG; k++)
+#pragma unroll
+                    for (int c = 0; c < 8; c++)
+                        if (s0 + c < S) num[k] = fmaf(we[k][s0 + c], o[k][c], num[k]);
+            }
+#pragma unroll
+            for (int k = 0; k < EG; k++) {
+                const int idx = tid + (k0 + k) * kThreads, g = idx / D, d = idx % D;
+                if (g < G) a.out[((int64_t)t * a.n_head + h0 + g) * D + d] = num[k] / l_sh[g];
+            }
+        }
+    }
+    if (tid == 0) *cnt = 0;
+}
+
 // One block: the G (<= GM) query heads of one KV head, one query token, one split of the
 // visible positions, walked in tiles of TP rows; see the file comment (v4).
 template <int D, int KVT, int GM>
@@ -460,7 +613,6 @@ static __global__ void __launch_bounds__(kThreads, GM == 8 ? 3 : 4) attn_v4_kern
     __shared__ __align__(16) float ps[C::TP][GM];  // scores, then p (x V scale for INT8)
     __shared__ float kss[NSC][C::TP], vss[NSC][C::TP];
     __shared__ float corr_sh[GM], m_sh[GM], l_sh[GM];
-    __shared__ int last_sh;
 
     const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
     const int kvh = blockIdx.x / a.hgroups, hg = blockIdx.x % a.hgroups;
@@ -672,113 +824,7 @@ static __global__ void __launch_bounds__(kThreads, GM == 8 ? 3 : 4) attn_v4_kern
         }
     }
     __syncthreads();
-    // Partials, per (token, head): [D][SP] values, then [SP] maxima and [SP] sums.
-    const int64_t pstride = (int64_t)(D + 2) * a.SP;
-    for (int idx = tid; idx < GM * D; idx += kThreads) {
-        const int g = idx / D, d = idx % D;
-        if (g >= G) break;
-        float o = 0.0f;
-#pragma unroll
-        for (int p = 0; p < C::NGV; p++) o += red[(p * GM + g) * D + d];
-        const int64_t th = (int64_t)t * a.n_head + h0 + g;
-        if (S == 1) {
-            a.out[th * D + d] = o / l_sh[g];
-        } else {
-            float *pp = a.part + th * pstride;
-            pp[(int64_t)d * a.SP + blockIdx.z] = o;
-            if (d == 0) {
-                pp[(int64_t)D * a.SP + blockIdx.z] = m_sh[g];
-                pp[(int64_t)(D + 1) * a.SP + blockIdx.z] = l_sh[g];
-            }
-        }
-    }
-    if (S == 1) return;
-
-    // 5. the last block of this (token, head group) to finish combines all S partials in split
-    //    order (deterministic whichever block is last) and resets the counter.
-    __threadfence();
-    __syncthreads();
-    int *cnt = g_attn_counters + (t * (int)gridDim.x + (int)blockIdx.x);
-    if (tid == 0) last_sh = atomicAdd(cnt, 1) == S - 1;
-    __syncthreads();
-    if (!last_sh) return;
-    __threadfence();
-    float *w = reinterpret_cast<float *>(buf);  // [GM][kMaxSplits] weights
-    float *ls = w + GM * kMaxSplits;           // [GM][kMaxSplits] sums
-    for (int idx = tid; idx < GM * S; idx += kThreads) {
-        const int g = idx / S, s = idx % S;
-        if (g >= G) break;
-        const float *pp = a.part + ((int64_t)t * a.n_head + h0 + g) * pstride;
-        w[g * kMaxSplits + s] = __ldcg(pp + (int64_t)D * a.SP + s);
-        ls[g * kMaxSplits + s] = __ldcg(pp + (int64_t)(D + 1) * a.SP + s);
-    }
-    __syncthreads();
-#pragma unroll
-    for (int k = 0; k < HW; k++) {
-        const int g = warp + kWarps * k;
-        if (g < G) {
-            float M = -INFINITY;
-            for (int s = lane; s < S; s += 32) M = fmaxf(M, w[g * kMaxSplits + s]);
-            M = warp_max(M);
-            float den = 0.0f;
-            for (int s = lane; s < S; s += 32) {
-                const float m = w[g * kMaxSplits + s];
-                const float wt = m == -INFINITY ? 0.0f : expf(m - M);
-                w[g * kMaxSplits + s] = wt;
-                den = fmaf(wt, ls[g * kMaxSplits + s], den);
-            }
-            den = warp_sum(den);
-            if (lane == 0) l_sh[g] = den;
-        }
-    }
-    __syncthreads();
-    // Every thread owns EPT output values, EG at a time; each step issues its 16-byte partial
-    // loads (4 a value, 16 splits) before any FMA: one L2 round trip a step, not 16.
-    // The sum runs over s = 0 .. S-1 in order for every value (the padding s >= S, up to SP,
-    // is loaded but never used).
-    {
-        constexpr int EPT = (GM * D + kThreads - 1) / kThreads;
-        constexpr int EG = EPT < 4 ? EPT : 4;  // values a pass (16 float4 loads in flight)
-#pragma unroll 1
-        for (int k0 = 0; k0 < EPT; k0 += EG) {
-            const float *pe[EG];
-            const float *we[EG];
-            float num[EG];
-#pragma unroll
-            for (int k = 0; k < EG; k++) {
-                const int idx = tid + (k0 + k) * kThreads, g = idx / D, d = idx % D;
-                const int gg = g < G ? g : 0;  // past G: a valid row, result not stored
-                pe[k] = a.part + ((int64_t)t * a.n_head + h0 + gg) * pstride + (int64_t)d * a.SP;
-                we[k] = w + gg * kMaxSplits;
-                num[k] = 0.0f;
-            }
-            for (int s0 = 0; s0 < S; s0 += 16) {
-                float4 o[EG][4];
-#pragma unroll
-                for (int k = 0; k < EG; k++)
-#pragma unroll
-                    for (int c = 0; c < 4; c++)
-                        if (s0 + 4 * c < S)
-                            o[k][c] = __ldcg(reinterpret_cast<const float4 *>(pe[k] + s0 + 4 * c));
-#pragma unroll
-                for (int k = 0; k < EG; k++)
-#pragma unroll
-                    for (int c = 0; c < 4; c++) {
-                        const int sb = s0 + 4 * c;
-                        if (sb < S) num[k] = fmaf(we[k][sb], o[k][c].x, num[k]);
-                        if (sb + 1 < S) num[k] = fmaf(we[k][sb + 1], o[k][c].y, num[k]);
-                        if (sb + 2 < S) num[k] = fmaf(we[k][sb + 2], o[k][c].z, num[k]);
-                        if (sb + 3 < S) num[k] = fmaf(we[k][sb + 3], o[k][c].w, num[k]);
-                    }
-            }
-#pragma unroll
-            for (int k = 0; k < EG; k++) {
-                const int idx = tid + (k0 + k) * kThreads, g = idx / D, d = idx % D;
-                if (g < G) a.out[((int64_t)t * a.n_head + h0 + g) * D + d] = num[k] / l_sh[g];
-            }
-        }
-    }
-    if (tid == 0) *cnt = 0;
+    split_epilogue<D, GM, C::NGV>(a, buf, G, h0, t, S, m_sh, l_sh);
 }
 
 template <int D, int KVT>
@@ -794,6 +840,458 @@ void launch_v4_t(const AttnArgs &a, int kvt, dim3 grid, cudaStream_t stream) {
     if (kvt == LOOM_KV_F16) launch_v4_g<D, LOOM_KV_F16>(a, grid, stream);
     else if (kvt == LOOM_KV_INT8) launch_v4_g<D, LOOM_KV_INT8>(a, grid, stream);
     else if constexpr (D == 64 || D == 128) launch_v4_g<D, LOOM_KV_F32>(a, grid, stream);
+}
+
+// ---- v5: F16 decode on the tensor cores ------------------------------------------------------
+
+// Tensor-core fragments (mma.sync, ldmatrix; sm_80+; mma16816 is mma_common.cuh's): the
+// k = 8 form c += A (16x8, row) * B (8x8, col), f16 inputs, f32 accumulate.
+__device__ __forceinline__ void mma_1688(float c[4], uint32_t a0, uint32_t a1, uint32_t b0) {
+    asm volatile("mma.sync.aligned.m16n8k8.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5}, "
+                 "{%6}, {%0,%1,%2,%3};"
+                 : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+                 : "r"(a0), "r"(a1), "r"(b0));
+}
+// Four 8x8 b16 matrices from shared memory; lane l gives the address of row l % 8 of matrix
+// l / 8. trans: each thread receives a column pair instead of a row pair.
+template <bool TRANS>
+__device__ __forceinline__ void ldsm_x4(uint32_t r[4], const void *p) {
+    const unsigned sa = (unsigned)__cvta_generic_to_shared(p);
+    if (TRANS)
+        asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];"
+                     : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+                     : "r"(sa)
+                     : "memory");
+    else
+        asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];"
+                     : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+                     : "r"(sa)
+                     : "memory");
+}
+// x = hi + lo with hi, lo f16 (to ~2^-22 of |x|, lo's subnormals aside): the f16 products of
+// the tensor cores then carry f32-like precision.
+__device__ __forceinline__ void split_h2(float x0, float x1, uint32_t &hi, uint32_t &lo) {
+    const __half2 h = __floats2half2_rn(x0, x1);
+    const float2 f = __half22float2(h);
+    const __half2 l = __floats2half2_rn(x0 - f.x, x1 - f.y);
+    hi = *reinterpret_cast<const uint32_t *>(&h);
+    lo = *reinterpret_cast<const uint32_t *>(&l);
+}
+// cp.async.wait_group with a run-time count (0 .. 7).
+__device__ __forceinline__ void cp_async_wait_n(int n) {
+    switch (n) {
+    case 0: cp_async_wait<0>(); break;
+    case 1: cp_async_wait<1>(); break;
+    case 2: cp_async_wait<2>(); break;
+    case 3: cp_async_wait<3>(); break;
+    case 4: cp_async_wait<4>(); break;
+    case 5: cp_async_wait<5>(); break;
+    case 6: cp_async_wait<6>(); break;
+    default: cp_async_wait<7>(); break;
+    }
+}
+
+constexpr int kV5Rows = 32;    // cache rows a v5 tile: 8 a warp
+constexpr int kV5MaxStages = 8;
+constexpr int kV5MaxCluster = 16;
+
+// v5 bytes of one stage (K tile, V tile; INT8: then the tile's K and V row scales) and of a
+// block's dynamic shared memory for `nst` stages.
+constexpr __host__ __device__ int v5_stage(int D, int kvt) {
+    return 2 * kV5Rows * D * kv_elem_bytes(kvt) + (kvt == LOOM_KV_INT8 ? 2 * kV5Rows * 4 : 0);
+}
+constexpr __host__ __device__ int v5_smem(int D, int kvt, int GM, int nst) {
+    return cmax(cmax(nst * v5_stage(D, kvt), (kWarps + 1) * GM * D * 4), 2 * GM * kMaxSplits * 4);
+}
+// Chunk c of row r of a tile sits at chunk v5_swz(r, c): the 8 rows an ldmatrix phase reads
+// (same c) land in 8 distinct 16-byte bank groups (rows of 8+ chunks: XOR with r mod 8; rows
+// of 4 chunks, INT8 D = 64: two rows share 128 bytes, XOR with (r / 2) mod 4).
+template <int CPR>
+__device__ __forceinline__ int v5_swz(int r, int c) {
+    return CPR >= 8 ? c ^ (r & 7) : c ^ ((r >> 1) & 3);
+}
+// Four int8 of one 32-bit word (bytes i, j) -> the f16x2 (q_i, q_j), exact: 0x64XX is the f16
+// 1024 + XX, XX = q + 128.
+template <uint32_t SEL>
+__device__ __forceinline__ uint32_t i8x2_to_h2(uint32_t w) {
+    const uint32_t h = __byte_perm(w ^ 0x80808080u, 0x64646464u, SEL);
+    const __half2 r = __hsub2(*reinterpret_cast<const __half2 *>(&h), __floats2half2_rn(1152.0f, 1152.0f));
+    return *reinterpret_cast<const uint32_t *>(&r);
+}
+
+// One block: the G (<= GM) query heads of one KV head, one query token, one split (the v4
+// partition with 32-row tiles). Warp w owns rows 8w .. 8w+7 of every tile and keeps its own
+// online softmax; the four warps meet once, at the end. Per tile and warp:
+//   scores S^T (heads x 8 positions) = Q (16 x D: rows = the heads' q as f16 hi, then as f16
+//   lo; scale * log2(e) folded in) x K^T: D/16 mma m16n8k16, K through ldmatrix;
+//   P (rows = p hi, then p lo) x V (8 positions x D): D/8 mma m16n8k8, V through ldmatrix.trans;
+//   hi and lo rows are added once, at the end. Everything stays in registers (q, scores, p, o).
+// Tiles are copied by cp.async a.nst (2 .. 8) stages deep; rows use an XOR swizzle (16-byte
+// chunk c of row r at c ^ (r & 7)) so every ldmatrix phase hits 8 distinct bank groups.
+template <int D, int KVT, int GM>
+static __global__ void __launch_bounds__(kThreads) attn_v5_kernel(const AttnArgs a) {
+    pdl_wait();
+    pdl_launch_dependents();
+    constexpr bool I8 = KVT == LOOM_KV_INT8;
+    constexpr int TP = kV5Rows, RB = D * kv_elem_bytes(KVT), CPR = RB / 16, TILE = TP * RB;
+    constexpr int STG = v5_stage(D, KVT);
+    constexpr int KS = D / 16, NB = D / 8;
+    // INT8: p carries the V row scale and 2^8 (kP8) so that p_lo stays out of f16 subnormals
+    // (|V| row maxima below 32768 keep p hi finite); the output drops the 2^8 at the end.
+    constexpr float kP8 = 256.0f;
+    constexpr int LO = GM < 8 ? 4 * GM : 0;  // lane distance from a head's hi row to its lo row
+    static_assert((CPR % 8 == 0 || CPR == 4) && KS % 4 == 0 && TP * CPR % kThreads == 0, "v5");
+    extern __shared__ __align__(16) unsigned char dbuf[];
+    unsigned char *buf = dbuf;
+    __shared__ float m_sh[GM], l_sh[GM];
+    __shared__ float mw[kWarps][GM], lw[kWarps][GM];
+
+    const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
+    const int gr = lane >> 2, t4 = lane & 3;
+    const int kvh = blockIdx.x / a.hgroups, hg = blockIdx.x % a.hgroups;
+    const int h0 = kvh * a.group + hg * a.G;
+    const int G = min(a.G, a.group - hg * a.G);
+    const int t = blockIdx.y;
+    const int pos0 = (int)query_pos0(a);
+    const int ntiles = (pos0 + (int)a.n_tokens + TP - 1) / TP;
+    const int s1 = min(a.S, (ntiles + a.minper - 1) / a.minper);
+    const int per = (ntiles + s1 - 1) / s1;
+    const int S = (ntiles + per - 1) / per;
+    const bool clc = a.cl > 1 && S > 1;  // the cluster combines: every block takes part
+    if ((int)blockIdx.z >= S && !clc) return;
+    const int L = pos0 + t + 1;
+    const int lo = (int)blockIdx.z * per * TP;
+    const int hi = min(L, lo + per * TP);
+    const int nch = hi > lo ? (hi - lo + TP - 1) / TP : 0;
+    const int nst = a.nst;
+    const int64_t rs = a.n_kv_head * RB;
+    const unsigned char *kb = (const unsigned char *)a.kc + (int64_t)kvh * RB;
+    const unsigned char *vb = (const unsigned char *)a.vc + (int64_t)kvh * RB;
+
+    auto issue = [&](int ci) {
+        unsigned char *Ks = buf + (ci % nst) * STG, *Vs = Ks + TILE;
+        const int j0 = lo + ci * TP;
+#pragma unroll
+        for (int i = 0; i < TP * CPR / kThreads; i++) {
+            const int idx = tid + i * kThreads;
+            const int r = idx / CPR, c = idx % CPR;
+            const bool ok = j0 + r < hi;
+            const int64_t off = ok ? (int64_t)(j0 + r) * rs + c * 16 : 0;
+            const int sh = r * RB + v5_swz<CPR>(r, c) * 16;
+            cp_async16(Ks + sh, kb + off, ok);
+            cp_async16(Vs + sh, vb + off, ok);
+        }
+        if (I8 && tid < 2 * TP) {  // the tile's K row scales, then its V row scales
+            const int r = tid % TP;
+            const bool ok = j0 + r < hi;
+            const int64_t e = ok ? (int64_t)(j0 + r) * a.n_kv_head + kvh : 0;
+            float *sc = reinterpret_cast<float *>(Vs + TILE);
+            cp_async4(sc + tid, (tid < TP ? a.ks : a.vs) + e, ok);
+        }
+    };
+    for (int st = 0; st < nst; st++) {
+        if (st < nch) issue(st);
+        cp_async_commit();
+    }
+
+    // q fragments (A of the score mma): row gr holds head gr's hi (GM = 8: and row gr + 8 its
+    // lo); GM < 8: rows GM .. 2GM-1 the lo of heads 0 .. GM-1, rows past 2GM (and heads past
+    // G) zero.
+    uint32_t qa[KS][4];
+    {
+        const float qsc = a.scale * 1.44269504088896341f;
+        const int hq = GM == 8 ? gr : (gr < GM ? gr : gr - GM);
+        const bool rowok = (GM == 8 || gr < 2 * GM) && hq < G;
+        const bool hirow = GM == 8 || gr < GM;
+        const float *qp = a.q + ((int64_t)t * a.n_head + h0 + (rowok ? hq : 0)) * D + 2 * t4;
+        // k slots 2t4, 2t4+1 and 2t4+8, 2t4+9 of step ks hold q[16ks + 2t4 + (0, 1)] and
+        // q[16ks + 8 + 2t4 + (0, 1)] (F16), or q[16ks + 4t4 + (0, 1)] and (2, 3) (INT8: the
+        // order in which a lane's 4 bytes of a K row arrive)
+#pragma unroll
+        for (int ks = 0; ks < KS; ks++) {
+            float2 x0 = make_float2(0.0f, 0.0f), x1 = x0;
+            if (rowok && I8) {
+                const float4 x = *reinterpret_cast<const float4 *>(qp + 16 * ks + 2 * t4);
+                x0 = make_float2(x.x, x.y);
+                x1 = make_float2(x.z, x.w);
+            } else if (rowok) {
+                x0 = *reinterpret_cast<const float2 *>(qp + 16 * ks);
+                x1 = *reinterpret_cast<const float2 *>(qp + 16 * ks + 8);
+            }
+            uint32_t h0w, l0w, h1w, l1w;
+            split_h2(x0.x * qsc, x0.y * qsc, h0w, l0w);
+            split_h2(x1.x * qsc, x1.y * qsc, h1w, l1w);
+            if (GM == 8) {
+                qa[ks][0] = h0w; qa[ks][1] = l0w; qa[ks][2] = h1w; qa[ks][3] = l1w;
+            } else {
+                qa[ks][0] = hirow ? h0w : l0w; qa[ks][1] = 0u;
+                qa[ks][2] = hirow ? h1w : l1w; qa[ks][3] = 0u;
+            }
+        }
+    }
+
+    float o[NB][4];
+#pragma unroll
+    for (int nb = 0; nb < NB; nb++)
+#pragma unroll
+        for (int k = 0; k < 4; k++) o[nb][k] = 0.0f;
+    float m_run = -INFINITY, l_run = 0.0f;  // this lane's row (head), log2 units
+    const int r8 = 8 * warp + (lane & 7);   // the tile row this lane addresses for ldmatrix
+    const int chunk = lane >> 3;
+
+    for (int ci = 0; ci < nch; ci++) {
+        cp_async_wait_n(ci == 0 ? nst - 1 : nst - 2);
+        __syncthreads();
+        if (ci >= 1) {
+            if (ci - 1 + nst < nch) issue(ci - 1 + nst);
+            cp_async_commit();
+        }
+        const unsigned char *Ks = buf + (ci % nst) * STG, *Vs = Ks + TILE;
+        const int j0 = lo + ci * TP;
+        float ca[4] = {0.0f, 0.0f, 0.0f, 0.0f}, cb[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+        if (I8) {
+            // one ldmatrix: 4 chunks (k steps) of the warp's 8 rows, 4 bytes a lane a chunk
+#pragma unroll
+            for (int kq = 0; kq < KS / 4; kq++) {
+                uint32_t b[4];
+                ldsm_x4<false>(b, Ks + r8 * RB + v5_swz<CPR>(r8, 4 * kq + chunk) * 16);
+#pragma unroll
+                for (int i = 0; i < 4; i++) {
+                    const int k = 4 * kq + i;
+                    mma16816((i & 1) ? cb : ca, qa[k][0], qa[k][1], qa[k][2], qa[k][3],
+                             i8x2_to_h2<0x4140>(b[i]), i8x2_to_h2<0x4342>(b[i]));
+                }
+            }
+        } else {
+#pragma unroll
+        for (int kk = 0; kk < KS / 2; kk++) {
+            uint32_t b[4];
+            ldsm_x4<false>(b, Ks + r8 * RB + v5_swz<CPR>(r8, 4 * kk + chunk) * 16);
+            mma16816(ca, qa[2 * kk][0], qa[2 * kk][1], qa[2 * kk][2], qa[2 * kk][3], b[0], b[1]);
+            mma16816(cb, qa[2 * kk + 1][0], qa[2 * kk + 1][1], qa[2 * kk + 1][2], qa[2 * kk + 1][3],
+                     b[2], b[3]);
+        }
+        }
+        float s0, s1;
+        if (GM == 8) {
+            s0 = (ca[0] + cb[0]) + (ca[2] + cb[2]);
+            s1 = (ca[1] + cb[1]) + (ca[3] + cb[3]);
+        } else {
+            const float x0 = ca[0] + cb[0], x1 = ca[1] + cb[1];
+            s0 = x0 + __shfl_xor_sync(0xffffffffu, x0, LO);
+            s1 = x1 + __shfl_xor_sync(0xffffffffu, x1, LO);
+        }
+        const float *ksc = reinterpret_cast<const float *>(Vs + TILE);  // INT8 row scales
+        if (I8) {
+            const float2 k2 = *reinterpret_cast<const float2 *>(ksc + 8 * warp + 2 * t4);
+            s0 *= k2.x;
+            s1 *= k2.y;
+        }
+        const int pb = j0 + 8 * warp + 2 * t4;
+        if (pb >= hi) s0 = -INFINITY;
+        if (pb + 1 >= hi) s1 = -INFINITY;
+        float mt = fmaxf(s0, s1);
+        mt = fmaxf(mt, __shfl_xor_sync(0xffffffffu, mt, 1));
+        mt = fmaxf(mt, __shfl_xor_sync(0xffffffffu, mt, 2));
+        const float mn = fmaxf(m_run, mt);
+        const float corr = m_run == -INFINITY ? 0.0f : exp2f(m_run - mn);
+        const float e0 = s0 == -INFINITY ? 0.0f : exp2f(s0 - mn);
+        const float e1 = s1 == -INFINITY ? 0.0f : exp2f(s1 - mn);
+        l_run = l_run * corr + (e0 + e1);
+        m_run = mn;
+        if (!__all_sync(0xffffffffu, corr == 1.0f)) {
+#pragma unroll
+            for (int nb = 0; nb < NB; nb++)
+#pragma unroll
+                for (int k = 0; k < 4; k++) o[nb][k] *= corr;
+        }
+        uint32_t ph, pl, pa0, pa1;
+        if (I8) {
+            const float2 v2 = *reinterpret_cast<const float2 *>(ksc + TP + 8 * warp + 2 * t4);
+            split_h2(e0 * (v2.x * kP8), e1 * (v2.y * kP8), ph, pl);
+        } else {
+            split_h2(e0, e1, ph, pl);
+        }
+        if (GM == 8) {
+            pa0 = ph; pa1 = pl;
+        } else {
+            pa0 = gr < GM ? ph : (gr < 2 * GM ? pl : 0u);
+            pa1 = 0u;
+        }
+        if (I8) {
+            // lane's register of chunk c (transposed): V[p0][16c + 2g, +1], V[p1][16c + 2g, +1]
+            // -> n-blocks 2c (value 16c + 2g) and 2c + 1 (16c + 2g + 1)
+#pragma unroll
+            for (int jq = 0; jq < KS / 4; jq++) {
+                uint32_t b[4];
+                ldsm_x4<true>(b, Vs + r8 * RB + v5_swz<CPR>(r8, 4 * jq + chunk) * 16);
+#pragma unroll
+                for (int i = 0; i < 4; i++) {
+                    const int c = 4 * jq + i;
+                    mma_1688(o[2 * c], pa0, pa1, i8x2_to_h2<0x4240>(b[i]));
+                    mma_1688(o[2 * c + 1], pa0, pa1, i8x2_to_h2<0x4341>(b[i]));
+                }
+            }
+        } else {
+#pragma unroll
+        for (int jj = 0; jj < NB / 4; jj++) {
+            uint32_t b[4];
+            ldsm_x4<true>(b, Vs + r8 * RB + v5_swz<CPR>(r8, 4 * jj + chunk) * 16);
+#pragma unroll
+            for (int q = 0; q < 4; q++) mma_1688(o[4 * jj + q], pa0, pa1, b[q]);
+        }
+        }
+    }
+
+    // The warps meet: each head's hi and lo rows are added, the warps' sums scaled to the
+    // block's maximum go to red[warp][head][D], and the block's (max, sum) to m_sh, l_sh.
+    cp_async_wait<0>();
+    float l = l_run + __shfl_xor_sync(0xffffffffu, l_run, 1);
+    l += __shfl_xor_sync(0xffffffffu, l, 2);
+#pragma unroll
+    for (int nb = 0; nb < NB; nb++) {
+        if (GM == 8) {
+            o[nb][0] += o[nb][2];
+            o[nb][1] += o[nb][3];
+        } else {
+            o[nb][0] += __shfl_xor_sync(0xffffffffu, o[nb][0], LO);
+            o[nb][1] += __shfl_xor_sync(0xffffffffu, o[nb][1], LO);
+        }
+    }
+    const bool own = GM == 8 || gr < GM;
+    if (own && t4 == 0) { mw[warp][gr] = m_run; lw[warp][gr] = l; }
+    __syncthreads();  // the tiles are done with: buf becomes red
+    float *red = reinterpret_cast<float *>(buf);
+    if (own) {
+        float M = -INFINITY;
+#pragma unroll
+        for (int w = 0; w < kWarps; w++) M = fmaxf(M, mw[w][gr]);
+        const float wt = m_run == -INFINITY ? 0.0f : exp2f(m_run - M) * (I8 ? 1.0f / kP8 : 1.0f);
+        float *rw = red + (warp * GM + gr) * D;
+        if (I8) {
+#pragma unroll
+            for (int c = 0; c < D / 16; c++)
+                *reinterpret_cast<float4 *>(rw + 16 * c + 4 * t4) =
+                    make_float4(o[2 * c][0] * wt, o[2 * c + 1][0] * wt, o[2 * c][1] * wt,
+                                o[2 * c + 1][1] * wt);
+        } else {
+#pragma unroll
+            for (int nb = 0; nb < NB; nb++)
+                *reinterpret_cast<float2 *>(rw + 8 * nb + 2 * t4) =
+                    make_float2(o[nb][0] * wt, o[nb][1] * wt);
+        }
+    }
+    if (tid < GM) {
+        float M = -INFINITY, sum = 0.0f;
+#pragma unroll
+        for (int w = 0; w < kWarps; w++) M = fmaxf(M, mw[w][tid]);
+#pragma unroll
+        for (int w = 0; w < kWarps; w++)
+            sum += (mw[w][tid] == -INFINITY ? 0.0f : exp2f(mw[w][tid] - M)) * lw[w][tid];
+        m_sh[tid] = M * 0.693147180559945309f;  // natural-log units for the split combine
+        l_sh[tid] = sum;
+    }
+    __syncthreads();
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    if (clc) {
+        // The S splits' partials meet in distributed shared memory: block r of the cluster
+        // combines outputs r * 128 + tid, (r + C) * 128 + tid, ... over splits 0 .. S-1 in
+        // order (the blocks past S hold nothing and are not read).
+        namespace cg = cooperative_groups;
+        cg::cluster_group cl = cg::this_cluster();
+        __shared__ float wts[GM][kV5MaxCluster], dens[GM];
+        float *pb = red + kWarps * GM * D;  // [GM][D]: this block's sum over its warps
+        for (int idx = tid; idx < GM * D; idx += kThreads) {
+            float x = 0.0f;
+#pragma unroll
+            for (int w = 0; w < kWarps; w++) x += red[w * GM * D + idx];
+            pb[idx] = x;
+        }
+        cl.sync();
+        for (int g = warp; g < G; g += kWarps) {
+            const float m = lane < S ? *cl.map_shared_rank(&m_sh[g], lane) : -INFINITY;
+            const float ll = lane < S ? *cl.map_shared_rank(&l_sh[g], lane) : 0.0f;
+            const float M = warp_max(m);
+            const float w = m == -INFINITY ? 0.0f : expf(m - M);
+            const float den = warp_sum(w * ll);
+            if (lane < kV5MaxCluster) wts[g][lane] = w;
+            if (lane == 0) dens[g] = den;
+        }
+        __syncthreads();
+        const int C = a.cl, rank = (int)cl.block_rank();
+        for (int idx = rank * kThreads + tid; idx < G * D; idx += C * kThreads) {
+            const int g = idx / D;
+            float v[kV5MaxCluster];
+#pragma unroll
+            for (int q = 0; q < kV5MaxCluster; q++)
+                if (q < S) v[q] = *cl.map_shared_rank(&pb[idx], q);
+            float num = 0.0f;
+#pragma unroll
+            for (int q = 0; q < kV5MaxCluster; q++)
+                if (q < S) num = fmaf(wts[g][q], v[q], num);
+            a.out[((int64_t)t * a.n_head + h0 + g) * D + idx % D] = num / dens[g];
+        }
+        cl.sync();  // the other blocks' shared memory must outlive this block's reads
+        return;
+    }
+#endif
+    split_epilogue<D, GM, kWarps>(a, buf, G, h0, t, S, m_sh, l_sh);
+}
+
+template <int D, int KVT, int GM>
+cudaError_t launch_v5_k(const AttnArgs &a, dim3 grid, cudaStream_t stream) {
+    const int smem = v5_smem(D, KVT, GM, a.nst);
+    // The opt-in limit covers dynamic + static shared memory past 48 KB: set it whenever the
+    // dynamic size grows (from 0, so that 48 KB dynamic + the static arrays is covered too).
+    static std::atomic<int> max_set{0};
+    if (smem > max_set.load(std::memory_order_relaxed)) {
+        cudaError_t e = cudaFuncSetAttribute(attn_v5_kernel<D, KVT, GM>,
+                                             cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
+        if (e != cudaSuccess) return e;
+        max_set.store(smem, std::memory_order_relaxed);
+    }
+    if (a.cl <= 1) return launch(attn_v5_kernel<D, KVT, GM>, grid, kThreads, (size_t)smem, stream, a);
+    static std::atomic<bool> np_set{false};
+    if (a.cl > 8 && !np_set.load(std::memory_order_relaxed)) {
+        cudaError_t e = cudaFuncSetAttribute(attn_v5_kernel<D, KVT, GM>,
+                                             cudaFuncAttributeNonPortableClusterSizeAllowed, 1);
+        if (e != cudaSuccess) return e;
+        np_set.store(true, std::memory_order_relaxed);
+    }
+    cudaLaunchConfig_t cfg = {};
+    cfg.gridDim = grid;
+    cfg.blockDim = dim3(kThreads);
+    cfg.dynamicSmemBytes = (size_t)smem;
+    cfg.stream = stream;
+    cudaLaunchAttribute at[2];
+    at[0].id = cudaLaunchAttributeClusterDimension;
+    at[0].val.clusterDim.x = 1;
+    at[0].val.clusterDim.y = 1;
+    at[0].val.clusterDim.z = (unsigned)a.cl;
+    at[1].id = cudaLaunchAttributeProgrammaticStreamSerialization;  // common.cuh: launch()
+    at[1].val.programmaticStreamSerializationAllowed = 1;
+    cfg.attrs = at;
+    cfg.numAttrs = pdl_on() ? 2 : 1;
+    return cudaLaunchKernelEx(&cfg, attn_v5_kernel<D, KVT, GM>, a);
+}
+
+template <int D, int KVT>
+cudaError_t launch_v5_d(const AttnArgs &a, dim3 grid, cudaStream_t stream) {
+    if (a.G <= 1) return launch_v5_k<D, KVT, 1>(a, grid, stream);
+    if (a.G <= 2) return launch_v5_k<D, KVT, 2>(a, grid, stream);
+    if (a.G <= 4) return launch_v5_k<D, KVT, 4>(a, grid, stream);
+    return launch_v5_k<D, KVT, 8>(a, grid, stream);
+}
+
+loom_status run_v5(const AttnArgs &a, int kvt, int64_t D, int64_t N, loom_error *err,
+                   cudaStream_t stream) {
+    dim3 grid((unsigned)(a.n_kv_head * a.hgroups), (unsigned)N, (unsigned)a.splits);
+    const bool i8 = kvt == LOOM_KV_INT8;
+    cudaError_t e;
+    if (D == 64) e = i8 ? launch_v5_d<64, LOOM_KV_INT8>(a, grid, stream) : launch_v5_d<64, LOOM_KV_F16>(a, grid, stream);
+    else e = i8 ? launch_v5_d<128, LOOM_KV_INT8>(a, grid, stream) : launch_v5_d<128, LOOM_KV_F16>(a, grid, stream);
+    CUDA_CHECK(e);
+    return LOOM_OK;
 }
 
 loom_status run_v4(AttnArgs a, int kvt, int64_t D, int64_t N, loom_error *err,
@@ -870,10 +1368,40 @@ static loom_status launch_attn(const float *q, const void *k_cache, const float 
         const int64_t cap = (kMaxSplits / N) / 4 * 4;
         if (S > cap) S = cap;
         if (N * bx > kMaxCounters || S < 1) S = 1;
-        const int64_t TP = tile_rows((int)D, (int)kv->type);
+        const bool v5 = fast(SW_ATTN_V5) && (D == 64 || D == 128) &&
+                        (kv->type == LOOM_KV_F16 || kv->type == LOOM_KV_INT8);
+        const int64_t TP = v5 ? kV5Rows : tile_rows((int)D, (int)kv->type);
         const int64_t ntiles = (L_grid + TP - 1) / TP;
         int64_t z = S < ntiles ? S : ntiles;
-        if (z > 1) {
+        if (v5) {
+            // sm_90, one token: the splits of a head group form one cluster of C = the largest
+            // power of two <= S (at most 16) blocks, combined in distributed shared memory
+            // (bench/NOTES.md section 3, v5c: -2 us at 512-1K positions against the global
+            // combine). The grid is (blocks, 1, C) whatever the position.
+            int64_t c = 0;
+            if (N == 1 && cc_major() >= 9)
+                for (c = kV5MaxCluster; c > S; c >>= 1) {}
+            const char *ec = getenv("LOOM_ATTN_CLUSTER");  // R3 comparison only
+            if (ec) c = atoi(ec);
+            f.cl = c >= 2 && c <= kV5MaxCluster && (c & (c - 1)) == 0 && N == 1 && cc_major() >= 9 ? (int)c : 0;
+            if (f.cl) S = z = f.cl;
+            const char *em = getenv("LOOM_ATTN_MINPER");  // R3 comparison only
+            const int mp = em ? atoi(em) : 1;
+            f.minper = mp >= 1 && mp <= 16 ? mp : 1;
+            // Stages: the tiles a split may walk (all in flight), within the shared memory a
+            // block may take: sm_90 ~200 KB an SM shared by the blocks of one wave (a cluster
+            // of 16 wants 2 blocks an SM), sm_87 40 KB.
+            int64_t per = z > 0 ? (ntiles + z - 1) / z : 1;
+            if (per < f.minper) per = f.minper;
+            int64_t waves = (kv->n_kv_head * f.hgroups * N * z + sm_count() - 1) / sm_count();
+            if (waves < attn_blocks_per_sm()) waves = attn_blocks_per_sm();
+            if (f.cl > 8 && waves < 2) waves = 2;
+            const int64_t budget = cc_major() >= 9 ? 200 * 1024 / waves : 40 * 1024;
+            int64_t cap = budget / v5_stage((int)D, (int)kv->type);
+            cap = cap < 2 ? 2 : (cap > kV5MaxStages ? kV5MaxStages : cap);
+            f.nst = (int)(per < 2 ? 2 : (per > cap ? cap : per));
+        }
+        if (z > 1 && !f.cl) {
             f.SP = (int)((z + 3) & ~(int64_t)3);
             size_t bytes = (size_t)(N * p->n_head * (D + 2) * f.SP) * sizeof(float);
             f.part = (float *)scratch(bytes, stream);
@@ -881,7 +1409,7 @@ static loom_status launch_attn(const float *q, const void *k_cache, const float 
         }
         f.S = (int)S;
         f.splits = (int)z;
-        loom_status st = run_v4(f, kv->type, D, N, err, stream);
+        loom_status st = v5 ? run_v5(f, kv->type, D, N, err, stream) : run_v4(f, kv->type, D, N, err, stream);
         if (st == LOOM_OK) return st;
         log_fallback_once(&g_attn_fallback_logged, "attention", err);
     } else if (fast_path) {

@@ -25,6 +25,10 @@
  *   LOOM_ATTN_V4          attention v4 (cp.async double buffering, combine folded into the
  *                         last block, head_dim 64/80/96/128/256); =0: v3 (64 and 128 only).
  *                         LOOM_ATTN_BPSM=1..16: blocks per SM the split choice aims at (1)
+ *   LOOM_ATTN_V5          attention v5 for F16/INT8 caches of head_dim 64/128: the v4 blocks
+ *                         on tensor cores (f16 hi + lo operands), on sm_90 the decode splits
+ *                         combined over a cluster's shared memory; =0: v4. Not bit-identical
+ *                         to v4 (both within the CPU-twin tolerance)
  *   LOOM_GEMV_V8          GEMV v8: cheaper Q4_K/Q5_K scale decode, 5 blocks/SM (=0: v7;
  *                         bit-identical results; bench/NOTES.md)
  *   LOOM_GEMV_UNROLL      warp-per-row GEMV passes in flight: 1, 2 or 4 (default by type)
