@@ -1,11 +1,9 @@
 /* cmd_mkmodel.c: `loom mkmodel`, a deterministic random-weight model (tools/mkmodel.h does the
  * work). Exit codes: 0 written, 1 runtime error (I/O, memory, bad shape), 2 usage error. */
-#include <errno.h>
 #include <stdio.h>
-#include <stdlib.h>
-#include <string.h>
 #include <time.h>
 
+#include "tools/cli.h"
 #include "tools/commands.h"
 #include "tools/mkmodel.h"
 
@@ -36,90 +34,36 @@ static void usage(FILE *f) {
             "not a multiple of 256 fall back from K-quants to Q8_0 (or F16).\n");
 }
 
-/* Parses a decimal unsigned integer in [lo, hi]; false if it is not one. */
-static bool parse_u64(const char *s, uint64_t lo, uint64_t hi, uint64_t *out) {
-    if (s == NULL || *s < '0' || *s > '9') return false;
-    errno = 0;
-    char *end;
-    unsigned long long v = strtoull(s, &end, 10);
-    if (errno != 0 || *end != '\0' || v < lo || v > hi) return false;
-    *out = v;
-    return true;
-}
-
-typedef struct {
-    const char *flag;
-    uint32_t *dst; /* NULL for --seed and --threads, handled apart */
-} num_flag;
-
 int loom_cmd_mkmodel(int argc, char **argv) {
-    const char *out = NULL, *arch = NULL, *quant = NULL;
-    uint32_t layers = 0, hidden = 0, ffn = 0, heads = 0, kv_heads = 0, head_dim = 0, vocab = 0, ctx = 0;
-    uint64_t seed = 1, threads = 0;
-    bool have_seed = false;
-    const num_flag nums[] = {
-        {"--layers", &layers}, {"--hidden", &hidden}, {"--ffn", &ffn},         {"--heads", &heads},
-        {"--kv-heads", &kv_heads}, {"--head-dim", &head_dim}, {"--vocab", &vocab}, {"--ctx", &ctx},
+    const char *out = NULL, *arch = NULL, *quant = NULL, *stray = NULL;
+    int32_t layers = 0, hidden = 0, ffn = 0, heads = 0, kv_heads = 0, head_dim = 0, vocab = 0;
+    int32_t ctx = 0, threads = 0;
+    loom_mkmodel_config c;
+    loom_mkmodel_config_init(&c, NULL); /* the defaults; the arch is set once known */
+    unsigned long long seed = c.seed;
+    const loom_cli_opt opts[] = {
+        {"-o|--output", LOOM_CLI_STRING, &out, 0, 0, NULL},
+        {"--arch", LOOM_CLI_STRING, &arch, 0, 0, NULL},
+        {"--quant", LOOM_CLI_STRING, &quant, 0, 0, NULL},
+        {"--layers", LOOM_CLI_INT, &layers, 1, INT32_MAX, NULL},
+        {"--hidden", LOOM_CLI_INT, &hidden, 1, INT32_MAX, NULL},
+        {"--ffn", LOOM_CLI_INT, &ffn, 1, INT32_MAX, NULL},
+        {"--heads", LOOM_CLI_INT, &heads, 1, INT32_MAX, NULL},
+        {"--kv-heads", LOOM_CLI_INT, &kv_heads, 1, INT32_MAX, NULL},
+        {"--head-dim", LOOM_CLI_INT, &head_dim, 1, INT32_MAX, NULL},
+        {"--vocab", LOOM_CLI_INT, &vocab, 1, INT32_MAX, NULL},
+        {"--ctx", LOOM_CLI_INT, &ctx, 1, INT32_MAX, NULL},
+        {"--seed", LOOM_CLI_U64, &seed, 0, 0, NULL},
+        {"--threads", LOOM_CLI_INT, &threads, 1, 1024, NULL},
     };
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i];
-        if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
-            usage(stdout);
-            return 0;
-        }
-        /* every other option takes a value: "--flag VALUE" or "--flag=VALUE" */
-        char flag[64];
-        const char *val = NULL;
-        const char *eq = strncmp(a, "--", 2) == 0 ? strchr(a, '=') : NULL;
-        if (eq != NULL && (size_t)(eq - a) < sizeof flag) {
-            memcpy(flag, a, (size_t)(eq - a));
-            flag[eq - a] = '\0';
-            val = eq + 1;
-        } else {
-            snprintf(flag, sizeof flag, "%s", a);
-            if (i + 1 < argc) val = argv[++i];
-        }
-        bool known = !strcmp(flag, "-o") || !strcmp(flag, "--output") || !strcmp(flag, "--arch") ||
-                     !strcmp(flag, "--quant") || !strcmp(flag, "--seed") || !strcmp(flag, "--threads");
-        for (size_t k = 0; k < sizeof nums / sizeof nums[0]; k++) known = known || !strcmp(flag, nums[k].flag);
-        if (!known) {
-            fprintf(stderr, "loom mkmodel: unknown option '%s'\n", a);
-            usage(stderr);
-            return 2;
-        }
-        if (val == NULL) {
-            fprintf(stderr, "loom mkmodel: option '%s' needs a value\n", flag);
-            usage(stderr);
-            return 2;
-        }
-        if (!strcmp(flag, "-o") || !strcmp(flag, "--output")) {
-            out = val;
-        } else if (!strcmp(flag, "--arch")) {
-            arch = val;
-        } else if (!strcmp(flag, "--quant")) {
-            quant = val;
-        } else if (!strcmp(flag, "--seed")) {
-            if (!parse_u64(val, 0, UINT64_MAX, &seed)) {
-                fprintf(stderr, "loom mkmodel: --seed '%s': not an unsigned integer\n", val);
-                return 2;
-            }
-            have_seed = true;
-        } else if (!strcmp(flag, "--threads")) {
-            if (!parse_u64(val, 1, 1024, &threads)) {
-                fprintf(stderr, "loom mkmodel: --threads '%s': must be 1..1024\n", val);
-                return 2;
-            }
-        } else {
-            for (size_t k = 0; k < sizeof nums / sizeof nums[0]; k++) {
-                uint64_t v;
-                if (strcmp(flag, nums[k].flag) != 0) continue;
-                if (!parse_u64(val, 1, UINT32_MAX, &v)) {
-                    fprintf(stderr, "loom mkmodel: %s '%s': must be a positive integer\n", flag, val);
-                    return 2;
-                }
-                *nums[k].dst = (uint32_t)v;
-            }
-        }
+    int pr = loom_cli_parse_opts("loom mkmodel", argc, argv, opts, sizeof opts / sizeof opts[0],
+                                 usage, "argument", &stray);
+    if (pr != LOOM_CLI_GO_ON) return pr;
+    if (stray) {
+        fprintf(stderr, "loom mkmodel: unexpected argument '%s' (every option takes a value)\n",
+                stray);
+        usage(stderr);
+        return 2;
     }
     if (out == NULL || arch == NULL || quant == NULL) {
         fprintf(stderr, "loom mkmodel: %s is required\n", out == NULL ? "-o OUT.gguf" : arch == NULL ? "--arch" : "--quant");
@@ -127,7 +71,6 @@ int loom_cmd_mkmodel(int argc, char **argv) {
         return 2;
     }
 
-    loom_mkmodel_config c;
     loom_mkmodel_config_init(&c, arch);
     c.quant = quant;
     if (layers) c.n_layer = layers;
@@ -137,7 +80,7 @@ int loom_cmd_mkmodel(int argc, char **argv) {
     if (kv_heads) c.n_head_kv = kv_heads;
     if (vocab) c.n_vocab = vocab;
     if (ctx) c.n_ctx = ctx;
-    if (have_seed) c.seed = seed;
+    c.seed = seed;
     c.n_threads = (int)threads;
     if (head_dim) {
         c.head_dim = head_dim;
