@@ -1,7 +1,7 @@
 /* cuda_bench.c: benchmarks of the CUDA kernels at Qwen3-4B (hidden 2560, ffn 9728) and
  * Qwen3-8B (4096 / 14336) shapes, 32 query heads, 8 KV heads, head_dim 128, vocab 151936.
  *
- *   cuda_bench [--quick] [--attn]
+ *   cuda_bench [--quick] [--attn] [--matmul]
  *
  * Method: CUDA events around many launches, the median of several repetitions, per launch.
  * Weights (and KV caches) rotate over copies totalling > 256 MB, far above the H200's L2 (50-60
@@ -36,6 +36,7 @@ static cudaStream_t g_s;
 static double g_copy_gbs = 0;
 static int g_quick = 0;
 static int g_attn_only = 0; /* --attn: the copy and the attention rows only */
+static int g_mm_only = 0; /* --matmul: the 4B Q4_K matmul rows and the 4B decode graph only */
 static uint64_t g_rng = 0x2545F4914F6CDD1Dull;
 static loom_error g_err;
 
@@ -439,6 +440,7 @@ int main(int argc, char **argv) {
     for (int i = 1; i < argc; i++) {
         if (strcmp(argv[i], "--quick") == 0) g_quick = 1;
         if (strcmp(argv[i], "--attn") == 0) g_attn_only = 1;
+        if (strcmp(argv[i], "--matmul") == 0) g_mm_only = 1;
     }
     CK(cudaStreamCreate(&g_s));
     int sms = 0, l2 = 0;
@@ -461,7 +463,7 @@ int main(int argc, char **argv) {
         cudaFree(c.b);
     }
     static const struct { const char *name; int64_t H, F; } cfgs[2] = {{"4B", 2560, 9728}, {"8B", 4096, 14336}};
-    for (int ci = 0; ci < (g_attn_only ? 0 : g_quick ? 1 : 2); ci++) {
+    for (int ci = 0; ci < (g_attn_only ? 0 : g_quick || g_mm_only ? 1 : 2); ci++) {
         const int64_t H = cfgs[ci].H, F = cfgs[ci].F;
         char nm[64];
         const loom_ggml_type q4[3] = {LOOM_GGML_Q4_K, LOOM_GGML_Q4_K, LOOM_GGML_Q6_K};
@@ -478,11 +480,11 @@ int main(int argc, char **argv) {
         bench_mm(nm, MM_ADD, 1, 1, q4, Mo, F);
         static const loom_ggml_type ts[5] = {LOOM_GGML_Q4_K, LOOM_GGML_Q5_K, LOOM_GGML_Q6_K,
                                              LOOM_GGML_Q8_0, LOOM_GGML_F16};
-        for (int t = 0; t < (g_quick ? 1 : 5); t++) {
+        for (int t = 0; t < (g_quick || g_mm_only ? 1 : 5); t++) {
             snprintf(nm, sizeof nm, "%s gemv %s", cfgs[ci].name, loom_ggml_type_get(ts[t])->name);
             bench_mm(nm, MM_PLAIN, 1, 1, &ts[t], Mf, H);
         }
-        { /* the warp-per-row kernels (LOOM_GEMV_MMA=0) on the same shapes, side by side */
+        if (!g_mm_only) { /* the warp-per-row kernels (LOOM_GEMV_MMA=0) on the same shapes, side by side */
             set_env("LOOM_GEMV_MMA", "0");
             snprintf(nm, sizeof nm, "%s triple QKV (MMA=0)", cfgs[ci].name);
             bench_mm(nm, MM_TRIPLE, 1, 3, q4, qkvM, H);
@@ -510,7 +512,7 @@ int main(int argc, char **argv) {
             unsetenv("LOOM_GEMV_MMA_SPLIT");
             loom_cuda_reload_switches();
         }
-        if (ci == 0) { /* Q4_K variants of the warp-per-row kernels: unroll, byte loads, simple */
+        if (ci == 0 && !g_mm_only) { /* Q4_K variants of the warp-per-row kernels: unroll, byte loads, simple */
             set_env("LOOM_GEMV_MMA", "0");
             static const char *un[3] = {"1", "2", "4"};
             for (int u = 0; u < 3; u++) {
@@ -539,6 +541,10 @@ int main(int argc, char **argv) {
         bench_mm(nm, MM_GEMM, 512, 1, q4, Mf, H);
         snprintf(nm, sizeof nm, "%s prefill gemm N=8", cfgs[ci].name);
         bench_mm(nm, MM_GEMM, 8, 1, q4, Mf, H);
+    }
+    if (g_mm_only) {
+        bench_step("4B", 2560, 9728, 8, 4096, LOOM_GGML_Q4_K);
+        goto done;
     }
     /* decode attention: v3 (LOOM_ATTN_V4=0) and v4 side by side, same run */
     {
