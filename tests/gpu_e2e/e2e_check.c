@@ -91,15 +91,18 @@ static double compare(const run *ref, const run *got) {
     return worst;
 }
 
-/* Greedy generation of n tokens after S7 on CUDA, keeping the logits row of every position
- * that picks a token (the prompt's last row, then each decode step's): logits [n][V]. */
-static int gen_rows(const char *path, loom_cache_type cache, const loom_session_options *so,
-                    int32_t n, float **logits, int32_t *V_out, loom_session_stats *stats,
-                    char *why, size_t why_len) {
+/* Greedy generation of n tokens after S7 (the prompt, then a decode step of each picked token
+ * but the last), the one loop of the greedy and the graph-replay checks. Outputs, each optional
+ * (NULL: not kept): tokens[n] the picks; margins[n] the top-2 logit gap at each pick; *logits
+ * the logits row of every position that picks, [n][V] (malloc'd, the caller frees; *V_out gets
+ * V); *stats the session's statistics at the end. Returns 0, or 1 with the reason in why. */
+static int greedy_after_s7(const char *path, loom_cache_type cache, const loom_session_options *so,
+                           int32_t n, int32_t *tokens, float *margins, float **logits,
+                           int32_t *V_out, loom_session_stats *stats, char *why, size_t why_len) {
     loom_test_session t;
     loom_error err = {0};
     int rc = 0;
-    *logits = NULL;
+    if (logits) *logits = NULL;
     if (loom_test_session_open(path, N_CTX, MAX_TOKENS, cache, so, &t, &err) ||
         loom_session_eval(t.session, S7, 7, &err)) {
         snprintf(why, why_len, "%s", err.msg);
@@ -108,9 +111,8 @@ static int gen_rows(const char *path, loom_cache_type cache, const loom_session_
     }
     loom_session *s = t.session;
     int32_t V = loom_model_n_vocab(t.model);
-    *V_out = V;
-    *logits = malloc((size_t)n * V * sizeof(float));
-    if (!*logits) {
+    if (V_out) *V_out = V;
+    if (logits && !(*logits = malloc((size_t)n * V * sizeof(float)))) {
         snprintf(why, why_len, "out of memory for %d x %d logits", (int)n, (int)V);
         rc = 1;
         goto done;
@@ -118,41 +120,8 @@ static int gen_rows(const char *path, loom_cache_type cache, const loom_session_
     for (int32_t i = 0; i < n; i++) {
         int32_t rows;
         const float *l = loom_session_logits(s, &rows) + (size_t)(rows - 1) * V;
-        memcpy(*logits + (size_t)i * V, l, (size_t)V * sizeof(float));
-        int32_t best = 0;
-        for (int32_t v = 1; v < V; v++)
-            if (l[v] > l[best]) best = v;
-        if (i + 1 < n && loom_session_eval(s, &best, 1, &err)) {
-            snprintf(why, why_len, "%s", err.msg);
-            rc = 1;
-            break;
-        }
-    }
-    loom_session_get_stats(s, stats);
-done:
-    loom_test_session_close(&t);
-    return rc;
-}
-
-static int greedy(const char *path, const loom_session_options *so, int32_t *out, int32_t n,
-                  float *margins, char *why, size_t why_len) {
-    loom_test_session t;
-    loom_error err = {0};
-    int32_t made = 0;
-    int rc = 0;
-    if (loom_test_session_open(path, N_CTX, MAX_TOKENS, LOOM_CACHE_F32, so, &t, &err) ||
-        loom_session_eval(t.session, S7, 7, &err)) {
-        snprintf(why, why_len, "%s", err.msg);
-        rc = 1;
-        goto done;
-    }
-    loom_session *s = t.session;
-    int32_t V = loom_model_n_vocab(t.model);
-    for (int32_t i = 0; i < n; i++) {
-        int32_t rows;
-        const float *l = loom_session_logits(s, &rows);
-        l += (size_t)(rows - 1) * V;
-        int32_t best = 0, second = -1;
+        if (logits) memcpy(*logits + (size_t)i * V, l, (size_t)V * sizeof(float));
+        int32_t best = 0, second = -1; /* best: the first maximum */
         for (int32_t v = 1; v < V; v++) {
             if (l[v] > l[best]) {
                 second = best;
@@ -161,14 +130,15 @@ static int greedy(const char *path, const loom_session_options *so, int32_t *out
                 second = v;
             }
         }
-        out[made++] = best;
-        margins[i] = second >= 0 ? l[best] - l[second] : 0;
+        if (tokens) tokens[i] = best;
+        if (margins) margins[i] = second >= 0 ? l[best] - l[second] : 0;
         if (i + 1 < n && loom_session_eval(s, &best, 1, &err)) {
             snprintf(why, why_len, "%s", err.msg);
             rc = 1;
             break;
         }
     }
+    if (stats) loom_session_get_stats(s, stats);
 done:
     loom_test_session_close(&t);
     return rc;
@@ -261,8 +231,10 @@ int main(int argc, char **argv) {
         gpu.backend = LOOM_BACKEND_CUDA;
         gpu.n_streams = 2;
         gpu.cuda_graphs = 1;
-        if (greedy(path, &cpu, a, 64, ma, why, sizeof why) ||
-            greedy(path, &gpu, b, 64, mb, why, sizeof why)) {
+        if (greedy_after_s7(path, LOOM_CACHE_F32, &cpu, 64, a, ma, NULL, NULL, NULL, why,
+                            sizeof why) ||
+            greedy_after_s7(path, LOOM_CACHE_F32, &gpu, 64, b, mb, NULL, NULL, NULL, why,
+                            sizeof why)) {
             printf("%-34s FAIL: %s\n", models[mi], why);
             failures++;
             continue;
@@ -301,9 +273,12 @@ int main(int argc, char **argv) {
                 so.n_streams = streams;
                 so.kv = kvs[k].int8 ? LOOM_SESSION_KV_INT8 : LOOM_SESSION_KV_AS_MODEL;
                 so.cuda_graphs = 1;
-                int rc = gen_rows(path, kvs[k].cache, &so, 64, &a, &Va, &sa, why, sizeof why);
+                int rc = greedy_after_s7(path, kvs[k].cache, &so, 64, NULL, NULL, &a, &Va, &sa,
+                                         why, sizeof why);
                 so.cuda_graphs = 0;
-                if (!rc) rc = gen_rows(path, kvs[k].cache, &so, 64, &b, &Vb, &sb, why, sizeof why);
+                if (!rc)
+                    rc = greedy_after_s7(path, kvs[k].cache, &so, 64, NULL, NULL, &b, &Vb, &sb,
+                                         why, sizeof why);
                 if (rc) {
                     printf("%-34s %-5s %-7d FAIL: %s\n", models[mi], kvs[k].name, streams, why);
                     failures++;
