@@ -16,11 +16,11 @@
 // copied by cp.async as many stages deep as the split has tiles, up to 8, within the shared
 // memory of one wave (dynamic: ~200 KB an SM on sm_90 shared by the wave's blocks; 40 KB on
 // sm_87, i.e. 2 F16 stages of its 48 KB budget). Registers 80-170, zero spills.
-// Split combine: on sm_90 for one token the C splits of a head group (C = the largest power of
-// two <= S, at most 16; grid z = C whatever the position) are one thread-block cluster: after a
-// cluster barrier block r combines outputs r * 128 + tid, ... over the splits' partials in
-// distributed shared memory, in split order (blocks past the splits in use take part with
-// nothing). Otherwise (prefill, sm_87) v4's global combine below.
+// Split combine: on sm_90 for one token and a cache of <= 2K positions, the 8 splits of a head
+// group (grid z = 8 whatever the position) are one thread-block cluster: after a cluster
+// barrier block r combines outputs r * 128 + tid, ... over the splits' partials in distributed
+// shared memory, in split order (blocks past the splits in use take part with nothing).
+// Otherwise (longer caches, prefill, sm_87) v4's global combine below.
 //
 // v4 (LOOM_ATTN_V5=0, and every cache the v5 kernel does not take: F32, head_dim 80, 96, 256;
 // also for head_dim 80, 96, 256 whatever the switches say, as G = 1 without a split when they
@@ -98,7 +98,6 @@ struct AttnArgs {
     int SP;       // v4: split stride of the partials (gridDim.z rounded up to 4)
     int nst;      // v5: cp.async stages (2 .. kV5MaxStages)
     int cl;       // v5 on sm_90: cluster size over the splits (their combine in shared memory), 0 = off
-    int minper;   // v5: fewest tiles a split (a position uses ceil(tiles / minper) splits at most)
 };
 
 // Position of query 0: the launcher's value, or the device value clamped to 0 .. n_ctx - N (a
@@ -893,7 +892,9 @@ __device__ __forceinline__ void cp_async_wait_n(int n) {
 
 constexpr int kV5Rows = 32;    // cache rows a v5 tile: 8 a warp
 constexpr int kV5MaxStages = 8;
-constexpr int kV5MaxCluster = 16;
+// Cluster size of the sm_90 combine (portable; at 4K+ positions 16 blocks lost to the global
+// combine of 17 splits, bench/NOTES.md section 3).
+constexpr int kV5Cluster = 8;
 
 // v5 bytes of one stage (K tile, V tile; INT8: then the tile's K and V row scales) and of a
 // block's dynamic shared memory for `nst` stages.
@@ -954,7 +955,7 @@ static __global__ void __launch_bounds__(kThreads) attn_v5_kernel(const AttnArgs
     const int t = blockIdx.y;
     const int pos0 = (int)query_pos0(a);
     const int ntiles = (pos0 + (int)a.n_tokens + TP - 1) / TP;
-    const int s1 = min(a.S, (ntiles + a.minper - 1) / a.minper);
+    const int s1 = min(a.S, ntiles);
     const int per = (ntiles + s1 - 1) / s1;
     const int S = (ntiles + per - 1) / per;
     const bool clc = a.cl > 1 && S > 1;  // the cluster combines: every block takes part
@@ -1199,7 +1200,7 @@ static __global__ void __launch_bounds__(kThreads) attn_v5_kernel(const AttnArgs
         // order (the blocks past S hold nothing and are not read).
         namespace cg = cooperative_groups;
         cg::cluster_group cl = cg::this_cluster();
-        __shared__ float wts[GM][kV5MaxCluster], dens[GM];
+        __shared__ float wts[GM][kV5Cluster], dens[GM];
         float *pb = red + kWarps * GM * D;  // [GM][D]: this block's sum over its warps
         for (int idx = tid; idx < GM * D; idx += kThreads) {
             float x = 0.0f;
@@ -1214,20 +1215,20 @@ static __global__ void __launch_bounds__(kThreads) attn_v5_kernel(const AttnArgs
             const float M = warp_max(m);
             const float w = m == -INFINITY ? 0.0f : expf(m - M);
             const float den = warp_sum(w * ll);
-            if (lane < kV5MaxCluster) wts[g][lane] = w;
+            if (lane < kV5Cluster) wts[g][lane] = w;
             if (lane == 0) dens[g] = den;
         }
         __syncthreads();
         const int C = a.cl, rank = (int)cl.block_rank();
         for (int idx = rank * kThreads + tid; idx < G * D; idx += C * kThreads) {
             const int g = idx / D;
-            float v[kV5MaxCluster];
+            float v[kV5Cluster];
 #pragma unroll
-            for (int q = 0; q < kV5MaxCluster; q++)
+            for (int q = 0; q < kV5Cluster; q++)
                 if (q < S) v[q] = *cl.map_shared_rank(&pb[idx], q);
             float num = 0.0f;
 #pragma unroll
-            for (int q = 0; q < kV5MaxCluster; q++)
+            for (int q = 0; q < kV5Cluster; q++)
                 if (q < S) num = fmaf(wts[g][q], v[q], num);
             a.out[((int64_t)t * a.n_head + h0 + g) * D + idx % D] = num / dens[g];
         }
@@ -1251,13 +1252,6 @@ cudaError_t launch_v5_k(const AttnArgs &a, dim3 grid, cudaStream_t stream) {
         max_set.store(smem, std::memory_order_relaxed);
     }
     if (a.cl <= 1) return launch(attn_v5_kernel<D, KVT, GM>, grid, kThreads, (size_t)smem, stream, a);
-    static std::atomic<bool> np_set{false};
-    if (a.cl > 8 && !np_set.load(std::memory_order_relaxed)) {
-        cudaError_t e = cudaFuncSetAttribute(attn_v5_kernel<D, KVT, GM>,
-                                             cudaFuncAttributeNonPortableClusterSizeAllowed, 1);
-        if (e != cudaSuccess) return e;
-        np_set.store(true, std::memory_order_relaxed);
-    }
     cudaLaunchConfig_t cfg = {};
     cfg.gridDim = grid;
     cfg.blockDim = dim3(kThreads);
@@ -1374,28 +1368,20 @@ static loom_status launch_attn(const float *q, const void *k_cache, const float 
         const int64_t ntiles = (L_grid + TP - 1) / TP;
         int64_t z = S < ntiles ? S : ntiles;
         if (v5) {
-            // sm_90, one token: the splits of a head group form one cluster of C = the largest
-            // power of two <= S (at most 16) blocks, combined in distributed shared memory
-            // (bench/NOTES.md section 3, v5c: -2 us at 512-1K positions against the global
-            // combine). The grid is (blocks, 1, C) whatever the position.
-            int64_t c = 0;
-            if (N == 1 && cc_major() >= 9)
-                for (c = kV5MaxCluster; c > S; c >>= 1) {}
-            const char *ec = getenv("LOOM_ATTN_CLUSTER");  // R3 comparison only
-            if (ec) c = atoi(ec);
-            f.cl = c >= 2 && c <= kV5MaxCluster && (c & (c - 1)) == 0 && N == 1 && cc_major() >= 9 ? (int)c : 0;
+            // sm_90, one token, a cache of <= 64 tiles (2K positions): the splits of a head
+            // group are one cluster of kV5Cluster blocks combined in distributed shared memory
+            // (H200, graph-timed: 512 / 640 / 1K positions 6.0 / 6.6 / 7.5 us against 8.1 /
+            // 8.4 / 9.1 with the global combine); longer caches keep S splits and the global
+            // combine (4K / 8K: 15.1 / 20.4 us against 16.7 / 26.9 in clusters of 8). A
+            // function of the shape and n_ctx only: the grid is (blocks, 1, 8) at every position.
+            f.cl = N == 1 && cc_major() >= 9 && ntiles <= 64 && S >= kV5Cluster ? kV5Cluster : 0;
             if (f.cl) S = z = f.cl;
-            const char *em = getenv("LOOM_ATTN_MINPER");  // R3 comparison only
-            const int mp = em ? atoi(em) : 1;
-            f.minper = mp >= 1 && mp <= 16 ? mp : 1;
             // Stages: the tiles a split may walk (all in flight), within the shared memory a
-            // block may take: sm_90 ~200 KB an SM shared by the blocks of one wave (a cluster
-            // of 16 wants 2 blocks an SM), sm_87 40 KB.
-            int64_t per = z > 0 ? (ntiles + z - 1) / z : 1;
-            if (per < f.minper) per = f.minper;
+            // block may take: sm_90 ~200 KB an SM shared by the blocks of one wave, sm_87 40 KB
+            // (prefill, 32 tokens: 2 stages and 33 us against 54 with 8 at 1 block an SM).
+            const int64_t per = z > 0 ? (ntiles + z - 1) / z : 1;
             int64_t waves = (kv->n_kv_head * f.hgroups * N * z + sm_count() - 1) / sm_count();
             if (waves < attn_blocks_per_sm()) waves = attn_blocks_per_sm();
-            if (f.cl > 8 && waves < 2) waves = 2;
             const int64_t budget = cc_major() >= 9 ? 200 * 1024 / waves : 40 * 1024;
             int64_t cap = budget / v5_stage((int)D, (int)kv->type);
             cap = cap < 2 ? 2 : (cap > kV5MaxStages ? kV5MaxStages : cap);
