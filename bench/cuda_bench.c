@@ -1,7 +1,7 @@
 /* cuda_bench.c: benchmarks of the CUDA kernels at Qwen3-4B (hidden 2560, ffn 9728) and
  * Qwen3-8B (4096 / 14336) shapes, 32 query heads, 8 KV heads, head_dim 128, vocab 151936.
  *
- *   cuda_bench [--quick] [--attn] [--matmul]
+ *   cuda_bench [--quick] [--attn] [--matmul] [--q6k]
  *
  * Method: CUDA events around many launches, the median of several repetitions, per launch.
  * Weights (and KV caches) rotate over copies totalling > 256 MB, far above the H200's L2 (50-60
@@ -37,6 +37,9 @@ static double g_copy_gbs = 0;
 static int g_quick = 0;
 static int g_attn_only = 0; /* --attn: the copy and the attention rows only */
 static int g_mm_only = 0; /* --matmul: the 4B Q4_K matmul rows and the 4B decode graph only */
+/* --q6k: the copy and the Q6_K matmul rows only; each of those rows is timed twice on the same
+ * weights, on the tensor cores and with LOOM_GEMV_MMA_Q6K=0 (the warp-per-row kernels) */
+static int g_q6k_only = 0, g_ab_q6k = 0, g_calls = 0; /* g_calls: launches a repetition (0: default) */
 static uint64_t g_rng = 0x2545F4914F6CDD1Dull;
 static loom_error g_err;
 
@@ -199,8 +202,17 @@ static void bench_mm(const char *name, int op, int64_t n, int nw, const loom_ggm
     else snprintf(shape, sizeof shape, "%s/%s/%s %lld+%lld+%lld x%lld", loom_ggml_type_get(t[0])->name,
                   loom_ggml_type_get(t[1])->name, loom_ggml_type_get(t[2])->name,
                   (long long)M[0], (long long)M[1], (long long)M[2], (long long)K);
-    double us = time_us(mm_fn, m, g_quick ? 50 : 200);
+    double us = time_us(mm_fn, m, g_calls ? g_calls : g_quick ? 50 : 200);
     row(name, shape, us, bytes);
+    if (g_ab_q6k) { /* the same weights with Q6_K on the warp-per-row kernels */
+        char vn[96];
+        snprintf(vn, sizeof vn, "%s (Q6K=0)", name);
+        setenv("LOOM_GEMV_MMA_Q6K", "0", 1);
+        loom_cuda_reload_switches();
+        row(vn, shape, time_us(mm_fn, m, g_calls ? g_calls : g_quick ? 50 : 200), bytes);
+        setenv("LOOM_GEMV_MMA_Q6K", "1", 1);
+        loom_cuda_reload_switches();
+    }
     for (int c = 0; c < copies; c++)
         for (int j = 0; j < nw; j++) cudaFree((void *)m->w[c][j].data);
     cudaFree(m->x); cudaFree(m->res);
@@ -437,11 +449,49 @@ static void set_env(const char *k, const char *v) {
     loom_cuda_reload_switches();
 }
 
+/* The Q6_K matmuls of a Q4_K_M model (gemv_mma_q6k.cu), each beside LOOM_GEMV_MMA_Q6K=0. */
+static void bench_q6k(void) {
+    static const struct { const char *name; int64_t H, F; } c[2] = {{"4B", 2560, 9728}, {"8B", 4096, 14336}};
+    const loom_ggml_type q6 = LOOM_GGML_Q6_K;
+    const loom_ggml_type qkv[3] = {LOOM_GGML_Q4_K, LOOM_GGML_Q4_K, LOOM_GGML_Q6_K};
+    char nm[64];
+    g_ab_q6k = 1;
+    for (int ci = 0; ci < 2; ci++) {
+        const int64_t H = c[ci].H, F = c[ci].F;
+        snprintf(nm, sizeof nm, "%s gemv Q6_K", c[ci].name);
+        bench_mm(nm, MM_PLAIN, 1, 1, &q6, (const int64_t[]){F}, H);
+        snprintf(nm, sizeof nm, "%s ffn down Q6_K + add", c[ci].name);
+        bench_mm(nm, MM_ADD, 1, 1, &q6, (const int64_t[]){H}, F);
+        snprintf(nm, sizeof nm, "%s triple QKV (V Q6_K)", c[ci].name);
+        bench_mm(nm, MM_TRIPLE, 1, 3, qkv, (const int64_t[]){4096, 1024, 1024}, H);
+    }
+    bench_mm("4B lm head Q6_K", MM_PLAIN, 1, 1, &q6, (const int64_t[]){151936}, 2560);
+    bench_mm("4B down Q6_K gemm N=32", MM_GEMM, 32, 1, &q6, (const int64_t[]){2560}, 9728);
+    g_calls = 4;
+    bench_mm("4B down Q6_K gemm N=512", MM_GEMM, 512, 1, &q6, (const int64_t[]){2560}, 9728);
+    g_calls = 0;
+    g_ab_q6k = 0;
+    static const char *sp[4] = {"1", "2", "4", "8"}; /* cluster split-K forced (default: by shape) */
+    for (int i = 0; i < 4; i++) {
+        set_env("LOOM_GEMV_MMA_SPLIT", sp[i]);
+        snprintf(nm, sizeof nm, "4B ffn down Q6_K + add split %s", sp[i]);
+        bench_mm(nm, MM_ADD, 1, 1, &q6, (const int64_t[]){2560}, 9728);
+    }
+    unsetenv("LOOM_GEMV_MMA_SPLIT");
+    loom_cuda_reload_switches();
+    /* a decode step's layers with Q6_K down projections (and the triple's Q6_K V) */
+    bench_step("4B", 2560, 9728, 8, 4096, LOOM_GGML_Q6_K);
+    set_env("LOOM_GEMV_MMA_Q6K", "0");
+    bench_step("4B (Q6K=0)", 2560, 9728, 8, 4096, LOOM_GGML_Q6_K);
+    set_env("LOOM_GEMV_MMA_Q6K", "1");
+}
+
 int main(int argc, char **argv) {
     for (int i = 1; i < argc; i++) {
         if (strcmp(argv[i], "--quick") == 0) g_quick = 1;
         if (strcmp(argv[i], "--attn") == 0) g_attn_only = 1;
         if (strcmp(argv[i], "--matmul") == 0) g_mm_only = 1;
+        if (strcmp(argv[i], "--q6k") == 0) g_q6k_only = 1;
     }
     CK(cudaStreamCreate(&g_s));
     int sms = 0, l2 = 0;
@@ -462,6 +512,10 @@ int main(int argc, char **argv) {
         row("device copy (read+write)", "1 GiB", us, 2.0 * c.n);
         cudaFree(c.a);
         cudaFree(c.b);
+    }
+    if (g_q6k_only) {
+        bench_q6k();
+        goto done;
     }
     static const struct { const char *name; int64_t H, F; } cfgs[2] = {{"4B", 2560, 9728}, {"8B", 4096, 14336}};
     for (int ci = 0; ci < (g_attn_only ? 0 : g_quick || g_mm_only ? 1 : 2); ci++) {
@@ -547,6 +601,7 @@ int main(int argc, char **argv) {
         bench_step("4B", 2560, 9728, 8, 4096, LOOM_GGML_Q4_K);
         goto done;
     }
+    if (!g_quick && !g_attn_only) bench_q6k();
     /* decode attention: v3 (LOOM_ATTN_V4=0) and the default fast path (v5; v4 under
      * LOOM_ATTN_V5=0) side by side, same run */
     {

@@ -23,21 +23,22 @@
 //
 // Weights through shared memory. Q6_K blocks are 210 bytes, so a block is only 2-byte aligned:
 // each warp copies its 16 rows' 210-byte blocks with cp.async as the 16-byte-aligned windows
-// [b & ~15, (b & ~15) + 224) (14 chunks a row, 7 a lane, coalesced; a chunk past the block's
-// end copies only the block's bytes and zero-fills the rest, so nothing outside the tensor is
-// read), and a lane reads its bytes back as words realigned by one funnel shift (the block's
-// offset in the window is even). GEMV: 2 stages a warp (the next two super-blocks in flight),
-// GEMM: 1 (the tile is read into registers before it is refilled). The first stages are
-// requested before pdl_wait() (weights are constant); x and y only after.
+// [b & ~15, (b & ~15) + 224) (14 chunks a row, 7 a lane, coalesced; bytes of the neighbouring
+// blocks come along unused; only the chunk holding the tensor's last bytes, in the segment's
+// last super-block of its last tile, is copied by 2-byte loads, so nothing outside the tensor
+// is read), and a lane reads its bytes back as words realigned by one funnel shift (the
+// block's offset in the window is even). GEMV: 2 stages a warp (the next two super-blocks in
+// flight), GEMM: 1 (the tile is read into registers before it is refilled). The first stages
+// are requested before pdl_wait() (weights are constant); x and y only after.
 //
 // Launch geometry (as gemv_mma.cu): 128-thread blocks, a block owns 16 rows of one segment and
 // 1 token (GEMV) or 8 (GEMM: two n-tiles sharing each decoded A); the 4 warps take super-blocks
 // i % 4 of the block's K share; on sm_90 a cluster of S blocks splits K (super-blocks with
 // (i / 4) % S == rank), partial sums meet in distributed shared memory. Fixed reduction order
 // (warps 0..3, ranks 0..S-1), S from the shape only: deterministic, and a GEMM token is
-// bit-identical to the GEMV of that token. Shared memory: GEMV 4 x 2 x 3584 + 4 x 1 KB x stage;
-// GEMM 4 x 3584 + 4 x 8.2 KB (47.2 KB, under sm_87's 48 KB); the reduction reuses the weight
-// buffers.
+// bit-identical to the GEMV of that token. Shared memory: GEMV 4 x 2 x 3584 + 4 x 1 KB x stage
+// (32.8 KB, 122 registers: 4 blocks an SM); GEMM 4 x 3584 + 4 x 8.2 KB (47.2 KB, under sm_87's
+// 48 KB; 198-204 registers, 2 blocks an SM); the reduction reuses the weight buffers.
 //
 // Memory traffic: each weight byte once from DRAM per token group (GEMM groups of a tile are
 // adjacent blocks: L2), up to 14 bytes of the neighbouring block per row from L2; x once per
@@ -47,11 +48,14 @@
 // (products exact, x keeps ~22 bits, FP32 accumulation); not bit-identical to the warp-per-row
 // kernels. Requires: Q6_K, K % 256 == 0, weights and x 16-byte aligned (mma_q6k_seg_ok).
 //
-// Cost (counted before measuring; bench/NOTES.md section 2, Q6_K): per warp and super-block of
-// 16 rows (4096 weights) ~ 304 for A (per row and step: 1.5 SHF, 4 LOP3, 4 HFMA2), 32 HMMA,
-// 48 scale constants, ~75 weight staging (7 cp.async, 2 x 18 LDS + 14 funnel shifts + PRMT),
-// ~55 x staging, ~30 folds and addresses: ~550 = 4.3 lane-instructions per weight (Q4_K: 3.4
-// per weight, but Q6_K has 1.46x the bytes a weight: 5.2 vs 6.0 per byte).
+// Cost (bench/NOTES.md 2.1): counted before measuring ~590 instructions per warp and
+// super-block of 16 rows (4096 weights: 4.6 lane-instructions a weight): ~304 for A (per row and
+// step 1.5 SHF, 4 LOP3, 4 HFMA2), 32 HMMA, 48 scale constants, ~95 weight staging, ~57 x
+// staging, ~50 folds, zeroing and addresses. The first version's loop was 887 SASS (B read
+// as predicated LDS.32, shifts not shared); B is now one LDS.128 per two steps without a
+// predicate and the qh shifts are shared by sub-blocks i and i + 2. Like the Q4_K kernel it is
+// latency-bound in small grids (ncu, 4B down: 14% achieved occupancy, a warp issues every 4.7
+// cycles, DRAM 19% of peak).
 #include <cooperative_groups.h>
 #include <stdio.h>
 
@@ -94,9 +98,13 @@ struct Q6Args {
 
 // Copies super-block sb of the warp's 16 rows into buf (lane: chunks lane + 32 i, i < 7, chunk
 // c = row * 14 + col, so buf + 16 c is its place). roff[i]: byte offset of chunk i's row from
-// the tile's first row (rows past the segment clamped to its last row).
+// the tile's first row (rows past the segment clamped to its last row). Bytes of a window past
+// its block are copied but never used. TAIL (the segment's last super-block in its last tile,
+// a warp-uniform case): a chunk reaching past wend, the segment's end, is copied with 2-byte
+// loads up to the block's end and zeros after (a 16-byte read would leave the allocation).
+template <bool TAIL>
 __device__ __forceinline__ void q6_issue(uint8_t *buf, const uint8_t *tile_w, const int (&roff)[7],
-                                         int64_t sb, int lane) {
+                                         int64_t sb, int lane, const uint8_t *wend) {
     const uint8_t *base = tile_w + sb * kQ6KBytes;
 #pragma unroll
     for (int i = 0; i < 7; i++) {
@@ -105,8 +113,15 @@ __device__ __forceinline__ void q6_issue(uint8_t *buf, const uint8_t *tile_w, co
         const uint8_t *b = base + roff[i];
         const uint8_t *a = reinterpret_cast<const uint8_t *>(
             (reinterpret_cast<uintptr_t>(b) & ~(uintptr_t)15) + 16 * col);
-        const int left = (int)(b + kQ6KBytes - a);  // >= 2 for every col < 14
-        cp_async16_n(buf + 16 * c, a, left < 16 ? left : 16);
+        if (!TAIL || a + 16 <= wend) {
+            cp_async16_n(buf + 16 * c, a, 16);
+        } else {
+            const uint8_t *end = b + kQ6KBytes;
+#pragma unroll
+            for (int k = 0; k < 16; k += 2)
+                reinterpret_cast<uint16_t *>(buf + 16 * c)[k / 2] =
+                    a + k < end ? __ldg(reinterpret_cast<const unsigned short *>(a + k)) : (uint16_t)0;
+        }
     }
 }
 
@@ -169,75 +184,75 @@ __device__ __forceinline__ Q6K2 q6_consts(const Q6Sc &s) {
     return k;
 }
 
-// half2(1024 + q) (I < 2) or half2(1024 + 16 q) (I >= 2) of bytes 0, 2 (ODD: 1, 3) of ql word
-// qw and qh word hw, for sub-block I's bit pair.
-template <int I, bool ODD>
-__device__ __forceinline__ uint32_t q6_e(uint32_t qw, uint32_t hw) {
-    const uint32_t q = ODD ? qw >> 8 : qw;
-    if constexpr (I < 2) {
-        // qh bits 2I, 2I+1 -> bits 4, 5 (ODD: from bits 8 + 2I)
-        const uint32_t hs = ODD ? hw >> (4 + 2 * I) : hw << (4 - 2 * (I & 1));
-        return and_or<0x000F000Fu>(q, and_or<0x00300030u>(hs, kH1024));
-    } else {
-        // qh bits 2I, 2I+1 -> bits 8, 9 (ODD: from bits 8 + 2I)
-        const uint32_t hs = ODD ? hw >> (2 * I) : hw << (8 - 2 * I);
-        return and_or<0x00F000F0u>(q, and_or<0x03000300u>(hs, kH1024));
-    }
+// half2(1024 + q) (I < 2) or half2(1024 + 16 q) (I >= 2) from ql bytes 0, 2 of q (a word, or
+// the word >> 8 for bytes 1, 3) and the qh word hs shifted so that sub-block I's bit pair sits
+// at bits 4, 5 (I < 2) or 8, 9 (I >= 2): hw << (4 - 2 (I % 2)) for bytes 0, 2, hw >> (4 + 2 (I % 2))
+// for bytes 1, 3 (the same shifts serve I and I + 2).
+template <int I>
+__device__ __forceinline__ uint32_t q6_e(uint32_t q, uint32_t hs) {
+    if constexpr (I < 2) return and_or<0x000F000Fu>(q, and_or<0x00300030u>(hs, kH1024));
+    else return and_or<0x00F000F0u>(q, and_or<0x03000300u>(hs, kH1024));
 }
 
-// The A registers of step (I, k) of rows g, g+8 for both chains, and its two mma per n-tile.
-template <int NT, int I>
-__device__ __forceinline__ void q6_step(int k, uint32_t eg, uint32_t og, uint32_t e8, uint32_t o8,
-                                        const Q6K2 &kg, const Q6K2 &k8, const Stage<NT> &st,
-                                        int g, int t, int ncol, float (&ch)[2][(NT + 3) / 4][4],
-                                        float (&cl)[2][(NT + 3) / 4][4]) {
-    constexpr int NTL = (NT + 3) / 4;
+// The A registers of step (I, k) of rows g, g+8 for both chains (e: bytes 0, 2; o: bytes 1, 3)
+// and its two mma per n-tile; b[j]: the staged x of the step pair (k even: .x .z, odd: .y .w).
+template <int NTL>
+__device__ __forceinline__ void q6_step(bool odd, uint32_t eg, uint32_t og, uint32_t e8,
+                                        uint32_t o8, const Q6K2 &kg, const Q6K2 &k8,
+                                        const uint4 (&b)[NTL], float (&ch)[NTL][4],
+                                        float (&cl)[NTL][4]) {
     const uint32_t ah0 = hfma2(eg, kg.H, kg.NH), ah1 = hfma2(e8, k8.H, k8.NH);
     const uint32_t ah2 = hfma2(og, kg.H, kg.NH), ah3 = hfma2(o8, k8.H, k8.NH);
     const uint32_t al0 = hfma2(eg, kg.L, kg.NL), al1 = hfma2(e8, k8.L, k8.NL);
     const uint32_t al2 = hfma2(og, kg.L, kg.NL), al3 = hfma2(o8, k8.L, k8.NL);
-    const int sp = 2 * I + (k >> 1);
 #pragma unroll
     for (int j = 0; j < NTL; j++) {
-        const bool bon = 8 * j + g < ncol;
-        const uint4 b = bon ? st.frag[(sp * 2 * NT + 8 * j + g) * 4 + t] : make_uint4(0u, 0u, 0u, 0u);
-        const uint32_t b0 = (k & 1) ? b.y : b.x, b1 = (k & 1) ? b.w : b.z;
-        mma16816(ch[k & 1][j], ah0, ah1, ah2, ah3, b0, b1);
-        mma16816(cl[k & 1][j], al0, al1, al2, al3, b0, b1);
+        const uint32_t b0 = odd ? b[j].y : b[j].x, b1 = odd ? b[j].w : b[j].z;
+        mma16816(ch[j], ah0, ah1, ah2, ah3, b0, b1);
+        mma16816(cl[j], al0, al1, al2, al3, b0, b1);
     }
 }
 
 // Steps (P, k) and (P + 2, k), k = 0..3, for rows g, g+8 (ql words qg, q8 of region P, qh words
 // hg, h8): sub-blocks P and P + 2 share their ql words (low / high nibbles) and qh shifts.
-template <int NT, int P>
+// bcol: this lane's B column in n-tile 0 (g, or g % 2 for the GEMV).
+template <int NS, int NTL, int P>
 __device__ __forceinline__ void q6_steps(const uint32_t (&qg)[4], const uint32_t (&q8)[4],
                                          const uint32_t (&hg)[4], const uint32_t (&h8)[4],
-                                         const Q6Sc &sg, const Q6Sc &s8, const Stage<NT> &st,
-                                         int g, int t, int ncol,
-                                         float (&ch)[2][(NT + 3) / 4][4],
-                                         float (&cl)[2][(NT + 3) / 4][4]) {
+                                         const Q6Sc &sg, const Q6Sc &s8, const Stage<NS> &st,
+                                         int bcol, int t, float (&ch)[2][NTL][4],
+                                         float (&cl)[2][NTL][4]) {
     const Q6K2 kg = q6_consts<P>(sg), k8 = q6_consts<P>(s8);
     const Q6K2 kg2 = q6_consts<P + 2>(sg), k82 = q6_consts<P + 2>(s8);
 #pragma unroll
-    for (int k = 0; k < 4; k++) {
-        q6_step<NT, P>(k, q6_e<P, false>(qg[k], hg[k]), q6_e<P, true>(qg[k], hg[k]),
-                       q6_e<P, false>(q8[k], h8[k]), q6_e<P, true>(q8[k], h8[k]), kg, k8, st, g,
-                       t, ncol, ch, cl);
-        q6_step<NT, P + 2>(k, q6_e<P + 2, false>(qg[k], hg[k]), q6_e<P + 2, true>(qg[k], hg[k]),
-                           q6_e<P + 2, false>(q8[k], h8[k]), q6_e<P + 2, true>(q8[k], h8[k]), kg2,
-                           k82, st, g, t, ncol, ch, cl);
+    for (int kk = 0; kk < 4; kk += 2) {
+        uint4 b[NTL], b2[NTL];
+#pragma unroll
+        for (int j = 0; j < NTL; j++) {
+            b[j] = st.frag[((2 * P + kk / 2) * 2 * NS + 8 * j + bcol) * 4 + t];
+            b2[j] = st.frag[((2 * (P + 2) + kk / 2) * 2 * NS + 8 * j + bcol) * 4 + t];
+        }
+#pragma unroll
+        for (int k = kk; k < kk + 2; k++) {
+            const uint32_t gq = qg[k] >> 8, gh = hg[k] << (4 - 2 * P), gho = hg[k] >> (4 + 2 * P);
+            const uint32_t eq = q8[k] >> 8, eh = h8[k] << (4 - 2 * P), eho = h8[k] >> (4 + 2 * P);
+            q6_step<NTL>(k & 1, q6_e<P>(qg[k], gh), q6_e<P>(gq, gho), q6_e<P>(q8[k], eh),
+                         q6_e<P>(eq, eho), kg, k8, b, ch[k & 1], cl[k & 1]);
+            q6_step<NTL>(k & 1, q6_e<P + 2>(qg[k], gh), q6_e<P + 2>(gq, gho),
+                         q6_e<P + 2>(q8[k], eh), q6_e<P + 2>(eq, eho), kg2, k82, b2, ch[k & 1],
+                         cl[k & 1]);
+        }
     }
 }
 
 // One super-block of rows g, g+8 from the warp's buffer (row windows at og, o8 bytes, window
 // offsets included) against the staged x: acc[j][0] (row g), acc[j][1] (row g+8) of the token
 // in this lane's slot t of n-tile j.
-template <int NT>
+template <int NS, int NTL>
 __device__ __forceinline__ void q6_superblock(const uint32_t *wb, int og, int o8,
-                                              const Stage<NT> &st, int lane, int ncol,
-                                              float (&acc)[(NT + 3) / 4][2]) {
-    constexpr int NTL = (NT + 3) / 4;
-    const int g = lane >> 2, t = lane & 3, h = t >> 1, u = t & 1;
+                                              const Stage<NS> &st, int lane, int bcol,
+                                              float (&acc)[NTL][2]) {
+    const int t = lane & 3, h = t >> 1, u = t & 1;
     uint32_t hg[4], h8[4];
     lds16(wb, og + 128 + 32 * h + 16 * u, hg);
     lds16(wb, o8 + 128 + 32 * h + 16 * u, h8);
@@ -248,8 +263,8 @@ __device__ __forceinline__ void q6_superblock(const uint32_t *wb, int og, int o8
         uint32_t qg[4], q8[4];
         lds16(wb, og + 64 * h + 32 * p + 16 * u, qg);
         lds16(wb, o8 + 64 * h + 32 * p + 16 * u, q8);
-        if (p == 0) q6_steps<NT, 0>(qg, q8, hg, h8, sg, s8, st, g, t, ncol, ch, cl);
-        else q6_steps<NT, 1>(qg, q8, hg, h8, sg, s8, st, g, t, ncol, ch, cl);
+        if (p == 0) q6_steps<NS, NTL, 0>(qg, q8, hg, h8, sg, s8, st, bcol, t, ch, cl);
+        else q6_steps<NS, NTL, 1>(qg, q8, hg, h8, sg, s8, st, bcol, t, ch, cl);
     }
 #pragma unroll
     for (int j = 0; j < NTL; j++) {
@@ -286,6 +301,8 @@ static __global__ void __launch_bounds__(kThreads, NT == 1 ? 4 : 2) gemv_mma_q6k
     const int64_t r0 = (tile - a.tile0[si]) * kTileRows;
     const int last = (int)(s.rows - 1 - r0);  // rows of the tile past it repeat the last row
     const uint8_t *tile_w = s.w + r0 * s.row_bytes;
+    const uint8_t *wend = s.w + s.rows * s.row_bytes;
+    const bool tail = r0 + kTileRows >= s.rows;  // the segment's last tile
     int roff[7];
 #pragma unroll
     for (int i = 0; i < 7; i++) {
@@ -304,6 +321,12 @@ static __global__ void __launch_bounds__(kThreads, NT == 1 ? 4 : 2) gemv_mma_q6k
     for (int j = 0; j < NTL; j++) acc[j][0] = acc[j][1] = 0.0f;
 
     Stage<NT> &st = stage[w];
+    // B without predicates: the GEMM's columns of absent tokens hold zeros (set once); the
+    // GEMV's lanes g >= 2 read column g % 2 again (their mma columns are never used).
+    for (int i = lane; i < 8 * 2 * NT * 4; i += 32)
+        if ((i >> 2) % (2 * NT) >= ncol) st.frag[i] = make_uint4(0u, 0u, 0u, 0u);
+    if (lane < (NT < 4 ? 4 : NT) && lane >= ntok) st.sinv[lane] = 0.0f;
+    const int bcol = NT == 1 ? (g & 1) : g;
     const int64_t nsb = a.K / 256;
     const int64_t step = (int64_t)kWarps * S;
     // x of lane (t, sp): the 8 values of steps (i, k0), (i, k0 + 1), i = sp / 2, k0 = 2 (sp % 2):
@@ -314,10 +337,16 @@ static __global__ void __launch_bounds__(kThreads, NT == 1 ? 4 : 2) gemv_mma_q6k
     // Weights before the dependent-launch wait (constant inputs, common.cuh); x and y after.
 #pragma unroll
     for (int q = 0; q < ST; q++) {
-        if (sb + q * step < nsb) q6_issue(wbuf[w][q], tile_w, roff, sb + q * step, lane);
+        const int64_t sq = sb + q * step;
+        if (sq < nsb) {
+            if (tail && sq == nsb - 1) q6_issue<true>(wbuf[w][q], tile_w, roff, sq, lane, wend);
+            else q6_issue<false>(wbuf[w][q], tile_w, roff, sq, lane, wend);
+        }
         cp_async_commit();
     }
     pdl_wait();
+    // The GEMV loads x one super-block ahead (registers); the GEMM from L2 when staging. (At 5
+    // blocks an SM without the x prefetch, 96 registers: no better, bench/NOTES.md 2.1.)
     constexpr bool kPrefetchX = NT == 1;
     constexpr int XB = NT < 4 ? NT : 4;
     float4 xa[XB], xc[XB];
@@ -332,8 +361,7 @@ static __global__ void __launch_bounds__(kThreads, NT == 1 ? 4 : 2) gemv_mma_q6k
         }
     };
     if (kPrefetchX && sb < nsb) load_x(sb, 0, xa, xc);
-    for (int it = 0; sb < nsb; sb += step, it++) {
-        const int q = ST == 1 ? 0 : (it & 1);
+    for (int q = 0; sb < nsb; sb += step, q = q + 1 == ST ? 0 : q + 1) {
         float4 nxa[XB], nxc[XB];
         const bool more = sb + step < nsb;
         if (kPrefetchX && more) load_x(sb + step, 0, nxa, nxc);
@@ -351,9 +379,13 @@ static __global__ void __launch_bounds__(kThreads, NT == 1 ? 4 : 2) gemv_mma_q6k
         const int sh = (int)((uint32_t)sb * 2u);  // 210 sb mod 16 = 2 sb mod 16
         const int og = g * kPitch + (int)((ag + (uint32_t)sh) & 15u);
         const int o8 = (g + 8) * kPitch + (int)((a8 + (uint32_t)sh) & 15u);
-        q6_superblock<NT>(wb, og, o8, st, lane, ncol, acc);
+        q6_superblock<NT, NTL>(wb, og, o8, st, lane, bcol, acc);
         __syncwarp();  // every lane has read buffer q (and the x stage) before they are refilled
-        if (sb + ST * step < nsb) q6_issue(wbuf[w][q], tile_w, roff, sb + ST * step, lane);
+        const int64_t sn = sb + ST * step;
+        if (sn < nsb) {
+            if (tail && sn == nsb - 1) q6_issue<true>(wbuf[w][q], tile_w, roff, sn, lane, wend);
+            else q6_issue<false>(wbuf[w][q], tile_w, roff, sn, lane, wend);
+        }
         cp_async_commit();
         if (kPrefetchX && more) {
 #pragma unroll
@@ -503,8 +535,8 @@ loom_status mma_q6k_matmul(const Seg *seg, int nseg, int epi, const float *x, in
             if (b.seg[i].resid) b.seg[i].resid += t0 * rows;
         }
         const int64_t groups = nn == 1 ? 1 : (nn + kGemmTok - 1) / kGemmTok;
-        cudaError_t e = nn == 1 ? launch_q6k<1, 2>(b, S, groups, stream)
-                                : launch_q6k<kGemmTok, 1>(b, S, groups, stream);
+        cudaError_t e = nn > 1 ? launch_q6k<kGemmTok, 1>(b, S, groups, stream)
+                               : launch_q6k<1, 2>(b, S, groups, stream);
         CUDA_CHECK(e);
     }
     return LOOM_OK;
