@@ -1,0 +1,208 @@
+// attention.cuh: what the decode attention kernels of attention.cu (v3, v4, the launchers) and
+// attention_v5.cu (v5, tensor cores) share: the argument block, the device position, the tile
+// sizes, and the end of a block's work (its partial, the global split combine and its
+// counters). attention.cu's opening comment describes the kernels, their partition and the
+// numeric contract. The device helpers and g_attn_counters sit in an unnamed namespace: each
+// translation unit has its own counters (each kernel resets the ones it used), and nothing
+// here needs relocatable device code.
+#pragma once
+
+#include <stdint.h>
+
+#include "kernels/cuda/common.cuh"
+
+namespace loom_cuda {
+
+constexpr int kMaxG = 8, kMaxD = 128, kMaxSplits = 128;
+
+struct AttnArgs {
+    const float *q;
+    const void *kc, *vc;
+    const float *ks, *vs;
+    float *out;
+    float *part;  // splits > 1: v3 [N][n_head][splits][D + 2]; v4/v5 [N][n_head][(D + 2) SP]
+    const int32_t *pos_dev;  // device position of query 0 (the _at launcher), else NULL
+    int64_t n_kv_head, n_head, pos0, n_tokens, n_ctx;
+    float scale;
+    int group;    // n_head / n_kv_head
+    int G;        // heads a block
+    int hgroups;  // ceil(group / G)
+    int splits;   // gridDim.z: the most splits a block may find in use
+    int S;        // v4: splits for this shape (a position uses min(S, its tiles) or fewer)
+    int SP;       // v4: split stride of the partials (gridDim.z rounded up to 4)
+    int nst;      // v5: cp.async stages (2 .. kV5MaxStages)
+    int cl;       // v5 on sm_90: cluster size over the splits (their combine in shared memory), 0 = off
+};
+
+namespace {  // device helpers and the combine's counters: one copy a translation unit
+
+// Position of query 0: the launcher's value, or the device value clamped to 0 .. n_ctx - N (a
+// device position out of range can neither fault nor read unwritten rows past the cache).
+__device__ __forceinline__ int64_t query_pos0(const AttnArgs &a) {
+    if (!a.pos_dev) return a.pos0;
+    const int64_t p = *a.pos_dev;
+    return p < 0 ? 0 : (p > a.n_ctx - a.n_tokens ? a.n_ctx - a.n_tokens : p);
+}
+
+
+// (cp_async16 / cp_async_commit / cp_async_wait: common.cuh)
+__device__ __forceinline__ void cp_async4(void *smem, const void *gmem, bool ok) {
+    const unsigned sa = (unsigned)__cvta_generic_to_shared(smem);
+    asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;\n" ::"r"(sa), "l"(gmem),
+                 "r"(ok ? 4 : 0)
+                 : "memory");
+}
+
+constexpr __host__ __device__ int kv_elem_bytes(int kvt) {
+    return kvt == LOOM_KV_F32 ? 4 : (kvt == LOOM_KV_F16 ? 2 : 1);
+}
+// Cache rows a tile: 64, 32 or 16, so that one K (or V) tile is at most 8 KB.
+constexpr __host__ __device__ int tile_rows(int D, int kvt) {
+    return D * kv_elem_bytes(kvt) <= 128 ? 64 : (D * kv_elem_bytes(kvt) <= 256 ? 32 : 16);
+}
+constexpr __host__ __device__ int cmax(int a, int b) { return a > b ? a : b; }
+
+// Heads x positions counters of the folded combine: zero at module load, each reset by the
+// block that used it, so every launch (and graph replay) finds them zero.
+constexpr int kMaxCounters = 16384;
+__device__ int g_attn_counters[kMaxCounters];
+
+// The end of a block's work, shared by v4 and v5: buf holds the position groups' sums
+// red[NGV][GM][D] (unnormalized, at the block's maxima m_sh, natural-log units) and l_sh the
+// softmax denominators. With one split the block writes out; otherwise it stores its partial
+// and the last block of this (token, head group) to finish combines all S partials in split
+// order (deterministic whichever block is last) and resets the counter.
+// Partials, per (token, head): [SP][D] values (a block stores D consecutive floats), then [SP]
+// maxima and [SP] sums.
+template <int D, int GM, int NGV>
+__device__ __forceinline__ void split_epilogue(const AttnArgs &a, unsigned char *buf, int G,
+                                               int h0, int t, int S, float *m_sh, float *l_sh) {
+    constexpr int HW = (GM + kWarps - 1) / kWarps;  // heads a combine warp
+    __shared__ int last_sh;
+    const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
+    const float *red = reinterpret_cast<const float *>(buf);
+    const int64_t pstride = (int64_t)(D + 2) * a.SP;
+    for (int idx = tid; idx < GM * D; idx += kThreads) {
+        const int g = idx / D, d = idx % D;
+        if (g >= G) break;
+        float o = 0.0f;
+#pragma unroll
+        for (int p = 0; p < NGV; p++) o += red[(p * GM + g) * D + d];
+        const int64_t th = (int64_t)t * a.n_head + h0 + g;
+        if (S == 1) {
+            a.out[th * D + d] = o / l_sh[g];
+        } else {
+            float *pp = a.part + th * pstride;
+            pp[(int64_t)blockIdx.z * D + d] = o;
+            if (d == 0) {
+                pp[(int64_t)D * a.SP + blockIdx.z] = m_sh[g];
+                pp[(int64_t)(D + 1) * a.SP + blockIdx.z] = l_sh[g];
+            }
+        }
+    }
+    if (S == 1) return;
+
+    // One fence a block, by thread 0 after the barrier (the grid-sync pattern), not one a
+    // thread: the barrier orders the block's stores before thread 0's fence and atomic; the
+    // last block's fence after its atomic orders the reads below after every block's stores.
+    __syncthreads();
+    int *cnt = g_attn_counters + (t * (int)gridDim.x + (int)blockIdx.x);
+    if (tid == 0) {
+        __threadfence();
+        const int last = atomicAdd(cnt, 1) == S - 1;
+        if (last) __threadfence();
+        last_sh = last;
+    }
+    __syncthreads();
+    if (!last_sh) return;
+    float *w = reinterpret_cast<float *>(buf);  // [GM][kMaxSplits] weights
+    float *ls = w + GM * kMaxSplits;           // [GM][kMaxSplits] sums
+    for (int idx = tid; idx < GM * S; idx += kThreads) {
+        const int g = idx / S, s = idx % S;
+        if (g >= G) break;
+        const float *pp = a.part + ((int64_t)t * a.n_head + h0 + g) * pstride;
+        w[g * kMaxSplits + s] = __ldcg(pp + (int64_t)D * a.SP + s);
+        ls[g * kMaxSplits + s] = __ldcg(pp + (int64_t)(D + 1) * a.SP + s);
+    }
+    __syncthreads();
+#pragma unroll
+    for (int k = 0; k < HW; k++) {
+        const int g = warp + kWarps * k;
+        if (g < G) {
+            float M = -INFINITY;
+            for (int s = lane; s < S; s += 32) M = fmaxf(M, w[g * kMaxSplits + s]);
+            M = warp_max(M);
+            float den = 0.0f;
+            for (int s = lane; s < S; s += 32) {
+                const float m = w[g * kMaxSplits + s];
+                const float wt = m == -INFINITY ? 0.0f : expf(m - M);
+                w[g * kMaxSplits + s] = wt;
+                den = fmaf(wt, ls[g * kMaxSplits + s], den);
+            }
+            den = warp_sum(den);
+            if (lane == 0) l_sh[g] = den;
+        }
+    }
+    __syncthreads();
+    // Every thread owns EPT output values, EG at a time; each step issues its partial loads (8
+    // splits a value, coalesced over d) before any FMA: one L2 round trip a step, not 8 EG.
+    // The sum runs over s = 0 .. S-1 in order for every value.
+    {
+        constexpr int EPT = (GM * D + kThreads - 1) / kThreads;
+        constexpr int EG = EPT < 4 ? EPT : 4;  // values a pass (32 loads in flight)
+#pragma unroll 1
+        for (int k0 = 0; k0 < EPT; k0 += EG) {
+            const float *pe[EG];
+            const float *we[EG];
+            float num[EG];
+#pragma unroll
+            for (int k = 0; k < EG; k++) {
+                const int idx = tid + (k0 + k) * kThreads, g = idx / D, d = idx % D;
+                const int gg = g < G ? g : 0;  // past G: a valid row, result not stored
+                pe[k] = a.part + ((int64_t)t * a.n_head + h0 + gg) * pstride + d;
+                we[k] = w + gg * kMaxSplits;
+                num[k] = 0.0f;
+            }
+            for (int s0 = 0; s0 < S; s0 += 8) {
+                float o[EG][8];
+#pragma unroll
+                for (int k = 0; k < EG; k++)
+#pragma unroll
+                    for (int c = 0; c < 8; c++)
+                        if (s0 + c < S) o[k][c] = __ldcg(pe[k] + (int64_t)(s0 + c) * D);
+#pragma unroll
+                for (int k = 0; k < EG; k++)
+#pragma unroll
+                    for (int c = 0; c < 8; c++)
+                        if (s0 + c < S) num[k] = fmaf(we[k][s0 + c], o[k][c], num[k]);
+            }
+#pragma unroll
+            for (int k = 0; k < EG; k++) {
+                const int idx = tid + (k0 + k) * kThreads, g = idx / D, d = idx % D;
+                if (g < G) a.out[((int64_t)t * a.n_head + h0 + g) * D + d] = num[k] / l_sh[g];
+            }
+        }
+    }
+    if (tid == 0) *cnt = 0;
+}
+
+constexpr int kV5Rows = 32;    // cache rows a v5 tile: 8 a warp
+constexpr int kV5MaxStages = 8;
+// Cluster size of the sm_90 combine (portable; at 4K+ positions 16 blocks lost to the global
+// combine of 17 splits, bench/NOTES.md section 3).
+constexpr int kV5Cluster = 8;
+
+// v5 bytes of one stage: K tile, V tile (INT8: then the tile's K and V row scales).
+constexpr __host__ __device__ int v5_stage(int D, int kvt) {
+    return 2 * kV5Rows * D * kv_elem_bytes(kvt) + (kvt == LOOM_KV_INT8 ? 2 * kV5Rows * 4 : 0);
+}
+
+}  // namespace
+
+// v5 (attention_v5.cu): launches the tensor-core kernel for an F16 or INT8 cache of head_dim 64
+// or 128 with a's partition (a.cl > 1: one cluster over the splits, sm_90 only), or returns
+// LOOM_ERR_CUDA with the launch error in err.
+loom_status run_v5(const AttnArgs &a, int kvt, int64_t D, int64_t N, loom_error *err,
+                   cudaStream_t stream);
+
+}  // namespace loom_cuda
