@@ -79,16 +79,21 @@ loom_status loom_exec_parse_op_list(const char *list, const char *what,
     for (const char *p = list; *p;) {
         size_t len = strcspn(p, ",");
         char name[64];
-        if (len == 0 || len >= sizeof name)
+        if (len == 0)
             return loom_error_set(err, LOOM_ERR_INVALID_ARGUMENT,
-                                  "%s: empty or over-long op name at byte %zu of '%s'", what,
+                                  "%s: empty op name at byte %zu of '%s'", what,
                                   (size_t)(p - list), list);
-        memcpy(name, p, len);
-        name[len] = '\0';
+        /* a name too long for the buffer is no op's name either: the same message, whole */
         loom_ir_op op;
-        if (!loom_ir_op_from_name(name, &op))
+        bool known = len < sizeof name;
+        if (known) {
+            memcpy(name, p, len);
+            name[len] = '\0';
+            known = loom_ir_op_from_name(name, &op);
+        }
+        if (!known)
             return loom_error_set(err, LOOM_ERR_INVALID_ARGUMENT,
-                                  "%s: unknown op '%s' at byte %zu of '%s'", what, name,
+                                  "%s: unknown op '%.*s' at byte %zu of '%s'", what, (int)len, p,
                                   (size_t)(p - list), list);
         set[op] = true;
         p += len;

@@ -57,8 +57,8 @@ loom_kv_layout loom_exec_kv_layout(const loom_exec_tensor *cache, int64_t n_kv_h
 loom_rope_params loom_exec_rope_params(const loom_ir_node *n, const loom_exec_tensor *x);
 
 /* Parses a comma-separated list of IR op names (as in ir/ops.def, e.g. "attention,matmul_add")
- * into set[op] = true; an empty or NULL list sets nothing. An empty or over-long name, or one
- * that is not an op, is LOOM_ERR_INVALID_ARGUMENT naming it and its byte offset in the list,
+ * into set[op] = true; an empty or NULL list sets nothing. An empty name, or one that is not
+ * an op, is LOOM_ERR_INVALID_ARGUMENT naming it and its byte offset in the list,
  * with what = the list's origin (e.g. an environment variable) at the start of the message;
  * set may then be partly written. */
 loom_status loom_exec_parse_op_list(const char *list, const char *what,

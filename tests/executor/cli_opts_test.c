@@ -1,5 +1,5 @@
 /* cli_opts_test.c: loom_cli_parse_opts (tools/cli.h), the option parser of `loom bench`,
- * `loom compile` and `loom run`, called directly with stderr captured:
+ * `compile`, `run`, `inspect`, `dump` and `mkmodel`, called directly with stderr captured:
  * - every kind stores its value (--name VALUE and --name=VALUE, aliases, -O2 as written, the
  *   operand anywhere), and -h prints the usage on stdout with exit code 0;
  * - each usage error returns 2 with one message naming the option and the problem: unknown

@@ -350,6 +350,11 @@ Test(executor, op_lists_parse_names_and_refuse_bad_ones_with_their_offset) {
         {",attention", "at byte 0"},
         {"attention,,matmul", "at byte 10"},
         {"attention,", "empty op name at byte 10"},
+        {",attention", "empty op name at byte 0"},
+        /* longer than any op name (and than the parser's buffer): named whole, not "empty" */
+        {"attention,aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa",
+         "unknown op 'aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa' "
+         "at byte 10"},
     };
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
         cr_assert_eq(loom_exec_parse_op_list(bad[i].list, "LOOM_X", set, &err),
