@@ -28,8 +28,8 @@ struct AttnArgs {
     int G;        // heads a block
     int hgroups;  // ceil(group / G)
     int splits;   // gridDim.z: the most splits a block may find in use
-    int S;        // v4: splits for this shape (a position uses min(S, its tiles) or fewer)
-    int SP;       // v4: split stride of the partials (gridDim.z rounded up to 4)
+    int S;        // v4/v5: splits for this shape (a position uses min(S, its tiles) or fewer)
+    int SP;       // v4/v5 global combine: split stride of the partials (gridDim.z rounded up to 4)
     int nst;      // v5: cp.async stages (2 .. kV5MaxStages)
     int cl;       // v5 on sm_90: cluster size over the splits (their combine in shared memory), 0 = off
 };
@@ -43,7 +43,6 @@ __device__ __forceinline__ int64_t query_pos0(const AttnArgs &a) {
     const int64_t p = *a.pos_dev;
     return p < 0 ? 0 : (p > a.n_ctx - a.n_tokens ? a.n_ctx - a.n_tokens : p);
 }
-
 
 // (cp_async16 / cp_async_commit / cp_async_wait: common.cuh)
 __device__ __forceinline__ void cp_async4(void *smem, const void *gmem, bool ok) {
@@ -200,7 +199,9 @@ constexpr __host__ __device__ int v5_stage(int D, int kvt) {
 }  // namespace
 
 // v5 (attention_v5.cu): launches the tensor-core kernel for an F16 or INT8 cache of head_dim 64
-// or 128 with a's partition (a.cl > 1: one cluster over the splits, sm_90 only), or returns
+// or 128 with a's partition (a.cl > 1: one cluster over the splits, sm_90 only). Returns
+// LOOM_ERR_UNSUPPORTED for any other head_dim or cache type, LOOM_ERR_INVALID_ARGUMENT for
+// stages outside 2 .. kV5MaxStages, G outside 1 .. kMaxG or a cluster past kV5Cluster, and
 // LOOM_ERR_CUDA with the launch error in err.
 loom_status run_v5(const AttnArgs &a, int kvt, int64_t D, int64_t N, loom_error *err,
                    cudaStream_t stream);

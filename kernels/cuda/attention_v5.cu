@@ -444,6 +444,13 @@ cudaError_t launch_v5_d(const AttnArgs &a, dim3 grid, cudaStream_t stream) {
 
 loom_status run_v5(const AttnArgs &a, int kvt, int64_t D, int64_t N, loom_error *err,
                    cudaStream_t stream) {
+    if ((D != 64 && D != 128) || (kvt != LOOM_KV_F16 && kvt != LOOM_KV_INT8))
+        ARG_FAIL(LOOM_ERR_UNSUPPORTED,
+                 "attention v5: head_dim %lld, cache type %d (F16/INT8 of 64 or 128 only)",
+                 (long long)D, kvt);
+    if (a.nst < 2 || a.nst > kV5MaxStages || a.G < 1 || a.G > kMaxG || a.cl > kV5Cluster)
+        ARG_FAIL(LOOM_ERR_INVALID_ARGUMENT, "attention v5: %d stages, %d heads a block, cluster %d",
+                 a.nst, a.G, a.cl);
     dim3 grid((unsigned)(a.n_kv_head * a.hgroups), (unsigned)N, (unsigned)a.splits);
     const bool i8 = kvt == LOOM_KV_INT8;
     cudaError_t e;
