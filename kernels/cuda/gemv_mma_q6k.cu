@@ -15,7 +15,7 @@
 // half2(1024 + 16 q) (high nibbles); one HFMA2 per chain with (sh, -1056 sh) or (sh/16, -96 sh)
 // gives sh (q - 32) exactly (likewise sl).
 // k permutation: lane t = (h, u) = (t >> 1, t & 1) owns the 64 values 128h + 32i + 16u + l
-// (i, l < 16... i = 0..3, l = 0..15): ql bytes 64h + 16u + l (i = 0, 2) and 64h + 32 + 16u + l
+// (i = 0..3, l = 0..15): ql bytes 64h + 16u + l (i = 0, 2) and 64h + 32 + 16u + l
 // (i = 1, 3), qh bytes 32h + 16u + l, so sub-blocks 8h + 2i + u: 4 scales a row instead of 16.
 // Step (i, k) (16 a super-block) takes l = 4k .. 4k+3: bytes 0, 2 of ql word k in k-slots 2t,
 // 2t+1, bytes 1, 3 in slots 2t+8, 2t+9 (x staged in that order: stage_token with xa, xc the 8
@@ -46,7 +46,8 @@
 //
 // Numeric contract: |y - y_cpu| <= 1e-5 * sum_k |W[m,k] x[k]| per element against the CPU twin
 // (products exact, x keeps ~22 bits, FP32 accumulation); not bit-identical to the warp-per-row
-// kernels. Requires: Q6_K, K % 256 == 0, weights and x 16-byte aligned (mma_q6k_seg_ok).
+// kernels. Requires: Q6_K, K % 256 == 0, weights 16-byte aligned with rows of at most 2^26
+// bytes (mma_q6k_seg_ok), x 16-byte aligned (gemv.cu's check_x).
 //
 // Cost (bench/NOTES.md 2.1): counted before measuring ~590 instructions per warp and
 // super-block of 16 rows (4096 weights: 4.6 lane-instructions a weight): ~304 for A (per row and

@@ -45,7 +45,8 @@ loom_status mma_matmul(const Seg *seg, int nseg, int epi, const float *x, int64_
                        loom_error *err, cudaStream_t stream);
 
 // gemv_mma_q6k.cu (tensor cores, Q6_K): true when the segment is Q6_K with 16-byte aligned
-// weights (the kernel copies 16-byte-aligned windows around each 210-byte block).
+// weights (the kernel copies 16-byte-aligned windows around each 210-byte block, whose offset
+// in the window must be even) and rows of at most 2^26 bytes (a tile's row offsets are ints).
 bool mma_q6k_seg_ok(const Seg &s);
 
 // The whole matmul over n >= 1 tokens for 1..3 segments that all pass mma_q6k_seg_ok: epi
