@@ -30,7 +30,6 @@ enum { cudaSuccess = 0 };
 enum { cudaMemcpyHostToDevice = 1, cudaMemcpyDeviceToHost = 2, cudaMemcpyDeviceToDevice = 3 };
 enum { cudaStreamCaptureModeGlobal = 0, cudaStreamCaptureModeThreadLocal = 1,
        cudaStreamCaptureModeRelaxed = 2 };
-enum { cudaStreamCaptureStatusNone = 0 };
 enum { cudaDevAttrMultiProcessorCount = 16, cudaDevAttrIntegrated = 18,
        cudaDevAttrCanMapHostMemory = 19, cudaDevAttrL2CacheSize = 38,
        cudaDevAttrComputeCapabilityMajor = 75, cudaDevAttrComputeCapabilityMinor = 76,
@@ -42,7 +41,6 @@ enum { cudaEventDisableTiming = 0x02 };
 /* devices and errors */
 cudaError_t cudaGetDeviceCount(int *count);
 cudaError_t cudaSetDevice(int device);
-cudaError_t cudaGetDevice(int *device);
 cudaError_t cudaDeviceGetAttribute(int *value, int attr, int device);
 cudaError_t cudaDeviceSynchronize(void);
 cudaError_t cudaGetLastError(void);
