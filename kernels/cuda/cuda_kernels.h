@@ -24,7 +24,8 @@
  *   LOOM_FAST_ATTN        attention: GQA groups per block + split-KV (simple: a block per head)
  *   LOOM_ATTN_V4          attention v4 (cp.async double buffering, combine folded into the
  *                         last block, head_dim 64/80/96/128/256); =0: v3 (64 and 128 only).
- *                         LOOM_ATTN_BPSM=1..16: blocks per SM the split choice aims at (1)
+ *                         LOOM_ATTN_BPSM=1..16: blocks per SM the split choice of v4 and v5
+ *                         aims at (1)
  *   LOOM_ATTN_V5          attention v5 for F16/INT8 caches of head_dim 64/128: the v4 blocks
  *                         on tensor cores (f16 hi + lo operands), on sm_90 the decode splits
  *                         combined over a cluster's shared memory; =0: v4. Not bit-identical
@@ -35,7 +36,8 @@
  *   LOOM_GEMV_MMA         matmul family on tensor cores for Q4_K weights (gemv_mma.cu; GEMV
  *                         and GEMM, all epilogues); =0: the warp-per-row kernels above. NOT
  *                         bit-identical to them (both within the same CPU-twin tolerance).
- *                         LOOM_GEMV_MMA_SPLIT=1|2|4|8 forces its sm_90 cluster split-K
+ *                         LOOM_GEMV_MMA_SPLIT=1|2|4|8 forces the sm_90 cluster split-K of
+ *                         both tensor-core paths (Q4_K and Q6_K)
  *                         (default: by shape; results depend on it, deterministically)
  *   LOOM_GEMV_MMA_Q6K     Q6_K matmuls (plain, add, a triple's Q6_K segment; GEMV and GEMM)
  *                         on tensor cores (gemv_mma_q6k.cu); =0: warp-per-row (LOOM_GEMV_MMA=0

@@ -47,7 +47,7 @@ static void read_switches_locked() {
     }
     const char *u = getenv("LOOM_GEMV_UNROLL");
     int n = u ? atoi(u) : kDefaultUnroll;
-    g_unroll = (n == 1 || n == 2 || n == 4 || n == 8 || n == 16) ? n : kDefaultUnroll;
+    g_unroll = (n == 1 || n == 2 || n == 4) ? n : kDefaultUnroll;  // gemv.cu's kernels: 1, 2, 4
     // Programmatic dependent launch needs compute capability 9.0 (common.cuh: launch()).
     const char *p = getenv("LOOM_CUDA_PDL");
     g_pdl = !(p && strcmp(p, "0") == 0) && cc_major() >= 9;
