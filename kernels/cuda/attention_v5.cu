@@ -414,22 +414,9 @@ cudaError_t launch_v5_k(const AttnArgs &a, dim3 grid, cudaStream_t stream) {
         if (e != cudaSuccess) return e;
         max_set.store(smem, std::memory_order_relaxed);
     }
-    if (a.cl <= 1) return launch(attn_v5_kernel<D, KVT, GM>, grid, kThreads, (size_t)smem, stream, a);
-    cudaLaunchConfig_t cfg = {};
-    cfg.gridDim = grid;
-    cfg.blockDim = dim3(kThreads);
-    cfg.dynamicSmemBytes = (size_t)smem;
-    cfg.stream = stream;
-    cudaLaunchAttribute at[2];
-    at[0].id = cudaLaunchAttributeClusterDimension;
-    at[0].val.clusterDim.x = 1;
-    at[0].val.clusterDim.y = 1;
-    at[0].val.clusterDim.z = (unsigned)a.cl;
-    at[1].id = cudaLaunchAttributeProgrammaticStreamSerialization;  // common.cuh: launch()
-    at[1].val.programmaticStreamSerializationAllowed = 1;
-    cfg.attrs = at;
-    cfg.numAttrs = pdl_on() ? 2 : 1;
-    return cudaLaunchKernelEx(&cfg, attn_v5_kernel<D, KVT, GM>, a);
+    const unsigned cl = a.cl > 1 ? (unsigned)a.cl : 1;
+    return launch_cluster(attn_v5_kernel<D, KVT, GM>, grid, dim3(1, 1, cl), kThreads,
+                          (size_t)smem, stream, a);
 }
 
 template <int D, int KVT>

@@ -5,8 +5,8 @@
 //   enclosing function. LAUNCH_CHECK() is CUDA_CHECK(cudaGetLastError()) and follows every
 //   launch. Launchers therefore need a `loom_error *err` in scope.
 // - The fast-path switches (read once from the environment) and a log-once helper.
-// - launch(): kernel launches with programmatic dependent launch (PDL) where the device has
-//   it.
+// - launch(), launch_cluster(): kernel launches with programmatic dependent launch (PDL) where
+//   the device has it, the latter in thread-block clusters (sm_90).
 // - Warp reductions and fp16/bf16 helpers.
 // Everything numeric that several kernels must compute identically (GEMV and GEMM, embedding
 // and dequantization) lives in quant_blocks.cuh, not here.
@@ -107,21 +107,41 @@ __device__ __forceinline__ void cp_async_wait() {
     asm volatile("cp.async.wait_group %0;\n" ::"n"(N) : "memory");
 }
 
-// kernel<<<grid, block, smem, stream>>>(args...), with the PDL attribute when pdl_on().
+// kernel<<<grid, block, smem, stream>>>(args...) in thread-block clusters of cluster.x x
+// cluster.y x cluster.z blocks (sm_90; dim3(1, 1, 1): no cluster), with the PDL attribute when
+// pdl_on().
 template <typename... Params, typename... Args>
-cudaError_t launch(void (*kernel)(Params...), dim3 grid, dim3 block, size_t smem,
-                   cudaStream_t stream, Args... args) {
-    cudaLaunchAttribute attr[1];
-    attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
-    attr[0].val.programmaticStreamSerializationAllowed = 1;
+cudaError_t launch_cluster(void (*kernel)(Params...), dim3 grid, dim3 cluster, dim3 block,
+                           size_t smem, cudaStream_t stream, Args... args) {
+    cudaLaunchAttribute attr[2];
+    unsigned n = 0;
+    if (cluster.x * cluster.y * cluster.z > 1) {
+        attr[n].id = cudaLaunchAttributeClusterDimension;
+        attr[n].val.clusterDim.x = cluster.x;
+        attr[n].val.clusterDim.y = cluster.y;
+        attr[n].val.clusterDim.z = cluster.z;
+        n++;
+    }
+    if (pdl_on()) {
+        attr[n].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+        attr[n].val.programmaticStreamSerializationAllowed = 1;
+        n++;
+    }
     cudaLaunchConfig_t cfg = {};
     cfg.gridDim = grid;
     cfg.blockDim = block;
     cfg.dynamicSmemBytes = smem;
     cfg.stream = stream;
     cfg.attrs = attr;
-    cfg.numAttrs = pdl_on() ? 1 : 0;
+    cfg.numAttrs = n;
     return cudaLaunchKernelEx(&cfg, kernel, static_cast<Params>(args)...);
+}
+
+// kernel<<<grid, block, smem, stream>>>(args...), with the PDL attribute when pdl_on().
+template <typename... Params, typename... Args>
+cudaError_t launch(void (*kernel)(Params...), dim3 grid, dim3 block, size_t smem,
+                   cudaStream_t stream, Args... args) {
+    return launch_cluster(kernel, grid, dim3(1, 1, 1), block, smem, stream, args...);
 }
 
 }  // namespace loom_cuda

@@ -379,28 +379,16 @@ static __global__ void __launch_bounds__(kThreads, NT == 1 ? 4 : 2) gemv_mma_q4k
 template <int NT, int NMAT>
 cudaError_t launch_q4k(const MmaArgs &a, int S, int64_t groups, cudaStream_t stream) {
     dim3 grid((unsigned)S, (unsigned)groups, (unsigned)a.tile0[a.nseg]);
-    if (S == 1) return launch(gemv_mma_q4k<NT, NMAT>, grid, kThreads, 0, stream, a);
-    cudaLaunchConfig_t cfg = {};
-    cfg.gridDim = grid;
-    cfg.blockDim = dim3(kThreads);
-    cfg.dynamicSmemBytes = 0;
-    cfg.stream = stream;
-    cudaLaunchAttribute at[2];
-    at[0].id = cudaLaunchAttributeClusterDimension;
-    at[0].val.clusterDim.x = (unsigned)S;
-    at[0].val.clusterDim.y = 1;
-    at[0].val.clusterDim.z = 1;
-    at[1].id = cudaLaunchAttributeProgrammaticStreamSerialization;  // common.cuh: launch()
-    at[1].val.programmaticStreamSerializationAllowed = 1;
-    cfg.attrs = at;
-    cfg.numAttrs = pdl_on() ? 2 : 1;
-    return cudaLaunchKernelEx(&cfg, gemv_mma_q4k<NT, NMAT>, a);
+    return launch_cluster(gemv_mma_q4k<NT, NMAT>, grid, dim3((unsigned)S, 1, 1), kThreads, 0,
+                          stream, a);
 }
 
-// Cluster size for a matrix of `tiles` 16-row tiles and nsb super-blocks a row: as many ranks
-// as stay resident in one wave, each warp keeping >= 2 super-blocks; 1 before sm_90.
+}  // namespace
+
+// Cluster size for `tiles` 16-row tiles and nsb super-blocks a row (both mma paths): as many
+// ranks as stay resident in one wave, each warp keeping >= 2 super-blocks; 1 before sm_90.
 // LOOM_GEMV_MMA_SPLIT (1, 2, 4, 8) forces it where it fits.
-int pick_split(int64_t tiles, int64_t nsb) {
+int mma_pick_split(int64_t tiles, int64_t nsb) {
     if (cc_major() < 9) return 1;
     int S = gemv_mma_split();
     if (S <= 0) {
@@ -413,8 +401,6 @@ int pick_split(int64_t tiles, int64_t nsb) {
     while (S > 1 && nsb < (int64_t)kWarps * S) S /= 2;  // every rank gets work
     return S;
 }
-
-}  // namespace
 
 bool mma_seg_ok(const Seg &s) {
     return s.type == LOOM_GGML_Q4_K && ((uintptr_t)s.w % 16) == 0 && s.row_bytes % 16 == 0;
@@ -452,7 +438,7 @@ loom_status mma_matmul(const Seg *seg, int nseg, int epi, const float *x, int64_
     a.K = K;
     // The SwiGLU pair counts both matrices, so it splits as the pair without epilogue does
     // (the same S: silu(a) * b of the same bits).
-    const int S = pick_split(tiles * nmat, K / 256);
+    const int S = mma_pick_split(tiles * nmat, K / 256);
     // Token groups of kGemmTok (1 for the GEMV): at most 65535 a launch.
     const int64_t per_launch = 65535 * (int64_t)kGemmTok;
     for (int64_t t0 = 0; t0 < n; t0 += per_launch) {

@@ -462,37 +462,8 @@ static __global__ void __launch_bounds__(kThreads, NT == 1 ? 4 : 2) gemv_mma_q6k
 template <int NT, int ST>
 cudaError_t launch_q6k(const Q6Args &a, int S, int64_t groups, cudaStream_t stream) {
     dim3 grid((unsigned)S, (unsigned)groups, (unsigned)a.tile0[a.nseg]);
-    if (S == 1) return launch(gemv_mma_q6k<NT, ST>, grid, kThreads, 0, stream, a);
-    cudaLaunchConfig_t cfg = {};
-    cfg.gridDim = grid;
-    cfg.blockDim = dim3(kThreads);
-    cfg.dynamicSmemBytes = 0;
-    cfg.stream = stream;
-    cudaLaunchAttribute at[2];
-    at[0].id = cudaLaunchAttributeClusterDimension;
-    at[0].val.clusterDim.x = (unsigned)S;
-    at[0].val.clusterDim.y = 1;
-    at[0].val.clusterDim.z = 1;
-    at[1].id = cudaLaunchAttributeProgrammaticStreamSerialization;  // common.cuh: launch()
-    at[1].val.programmaticStreamSerializationAllowed = 1;
-    cfg.attrs = at;
-    cfg.numAttrs = pdl_on() ? 2 : 1;
-    return cudaLaunchKernelEx(&cfg, gemv_mma_q6k<NT, ST>, a);
-}
-
-// Cluster size for `tiles` 16-row tiles of nsb super-blocks: as gemv_mma.cu's rule (as many
-// ranks as stay resident in one wave, each warp keeping >= 2 super-blocks; 1 before sm_90;
-// LOOM_GEMV_MMA_SPLIT forces it where it fits).
-int q6_split(int64_t tiles, int64_t nsb) {
-    if (cc_major() < 9) return 1;
-    int S = gemv_mma_split();
-    if (S <= 0) {
-        const int64_t resident = 4 * (int64_t)sm_count();
-        S = 1;
-        while (S < 8 && tiles * 2 * S <= resident && nsb >= (int64_t)kWarps * 2 * S) S *= 2;
-    }
-    while (S > 1 && nsb < (int64_t)kWarps * S) S /= 2;
-    return S;
+    return launch_cluster(gemv_mma_q6k<NT, ST>, grid, dim3((unsigned)S, 1, 1), kThreads, 0,
+                          stream, a);
 }
 
 }  // namespace
@@ -523,7 +494,7 @@ loom_status mma_q6k_matmul(const Seg *seg, int nseg, int epi, const float *x, in
     a.epi = epi;
     a.x = x;
     a.K = K;
-    const int S = q6_split(tiles, K / 256);
+    const int S = mma_pick_split(tiles, K / 256);  // gemv_mma.cu's rule
     const int64_t per_launch = 65535 * (int64_t)kGemmTok;
     for (int64_t t0 = 0; t0 < n; t0 += per_launch) {
         const int64_t nn = n - t0 < per_launch ? n - t0 : per_launch;

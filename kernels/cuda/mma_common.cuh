@@ -104,4 +104,9 @@ __device__ __forceinline__ void stage_token(Stage<NT> &st, int slot, float4 xa, 
     if (lane == 0) st.sinv[slot] = sinv;
 }
 
+// The sm_90 cluster split-K S of a tensor-core matmul over `tiles` 16-row tiles (the SwiGLU
+// pair counts both matrices) and nsb super-blocks a row, from the shape only (gemv_mma.cu;
+// the Q6_K kernel uses the same rule).
+int mma_pick_split(int64_t tiles, int64_t nsb);
+
 }  // namespace loom_cuda
