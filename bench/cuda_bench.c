@@ -240,10 +240,9 @@ static void at_fn(void *c, int i) {
         LK(loom_cuda_attention(a->q, a->kc[k], a->ks[k], a->vc[k], a->vs[k], &a->kv, &a->p,
                                a->out, &g_err, g_s));
 }
-struct at_graph { cudaGraphExec_t exec; int n; };
-static void at_graph_fn(void *c, int i) {
+static void at_graph_fn(void *c, int i) { /* c: the cudaGraphExec_t */
     (void)i;
-    CK(cudaGraphLaunch(((struct at_graph *)c)->exec, g_s));
+    CK(cudaGraphLaunch(*(cudaGraphExec_t *)c, g_s));
 }
 /* Attention over a cache of L positions (query N-1 at position L-1); at: through the _at
  * launcher (position read from device memory, grid from n_ctx = L). */
@@ -292,15 +291,15 @@ static void bench_attn_at(const char *name, loom_kv_type t, int64_t L, int64_t N
     { /* the same launches captured in one CUDA graph (one per copy), as a decode step replays
        * them: no host launch cost between them */
         cudaGraph_t g;
-        struct at_graph ag = {NULL, copies};
+        cudaGraphExec_t ge = NULL;
         CK(cudaStreamBeginCapture(g_s, cudaStreamCaptureModeThreadLocal));
         for (int c = 0; c < copies; c++) at_fn(a, c);
         CK(cudaStreamEndCapture(g_s, &g));
-        CK(cudaGraphInstantiate(&ag.exec, g, 0));
+        CK(cudaGraphInstantiate(&ge, g, 0));
         char gn[80];
         snprintf(gn, sizeof gn, "%s graph", name);
-        row(gn, shape, time_us(at_graph_fn, &ag, g_quick ? 10 : 40) / copies, bytes);
-        cudaGraphExecDestroy(ag.exec);
+        row(gn, shape, time_us(at_graph_fn, &ge, g_quick ? 10 : 40) / copies, bytes);
+        cudaGraphExecDestroy(ge);
         cudaGraphDestroy(g);
     }
     for (int c = 0; c < copies; c++) { cudaFree(a->kc[c]); cudaFree(a->vc[c]); cudaFree(a->ks[c]); cudaFree(a->vs[c]); }
