@@ -56,6 +56,10 @@ static int run_model(const char *path, loom_cache_type cache, const loom_session
     out->V = V;
     out->logits = malloc((size_t)n * V * sizeof(float));
     int rc = 0;
+    if (!out->logits) {
+        snprintf(why, why_len, "out of memory for %d x %d logits", (int)n, (int)V);
+        rc = 1;
+    }
     for (int32_t done = 0; done < n && !rc;) {
         int32_t step = done == 0 ? n_pre : 1;
         int32_t rows = 0;
