@@ -1,7 +1,7 @@
-// mma_common.cuh: what the tensor-core matmul kernels share (gemv_mma.cu for Q4_K; the Q6_K
-// kernel uses the same pieces): f16x2 arithmetic on raw bits, the m16n8k16 mma, and the
-// per-warp staging of x in B-fragment order as f16 hi + lo with a power-of-two scale per
-// super-block and token.
+// mma_common.cuh: what the tensor-core matmul kernels share (gemv_mma.cu for Q4_K,
+// gemv_mma_q6k.cu for Q6_K; attention_v5.cu takes the mma): f16x2 arithmetic on raw bits, the
+// m16n8k16 mma, the per-warp staging of x in B-fragment order as f16 hi + lo with a
+// power-of-two scale per super-block and token, and the cluster split-K rule (mma_pick_split).
 //
 // Invariants: every helper is exact where the kernels use it (f16 results are small integers
 // or power-of-two multiples of one); stage_token() writes lane t's B registers of two mma
