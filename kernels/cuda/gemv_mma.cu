@@ -41,15 +41,12 @@
 // of 16 rows (4096 weights) = 3.4 lane-instructions per weight (v8 warp-per-row: ~7.8): 144 for
 // the nibbles (LOP3 + HFMA2 per 2 weights, a shift per word), 32 HMMA, ~55 x staging, ~40 scale
 // decode, ~30 register moves of the prefetch double buffer, the rest addresses and folds.
-#include <cooperative_groups.h>
 #include <stdio.h>
 
 #include "kernels/cuda/mma_common.cuh"
 
 namespace loom_cuda {
 namespace {
-
-namespace cg = cooperative_groups;
 
 constexpr int kTileRows = 16;
 constexpr int kGemmTok = 8;  // tokens a GEMM block: 2 n-tiles, token 4j+t in columns 8j+2t, 8j+2t+1
@@ -184,7 +181,7 @@ static __global__ void __launch_bounds__(kThreads, NT == 1 ? 4 : 2) gemv_mma_q4k
     pdl_launch_dependents();
     __shared__ Stage<NT> stage[kWarps];
     constexpr int NTL = (NT + 3) / 4;
-    __shared__ float red[kWarps][NMAT][NTL][2][32];
+    __shared__ float red[kWarps * NMAT * NTL * 2 * 32];
     const int lane = threadIdx.x & 31, w = threadIdx.x >> 5;
     const int g = lane >> 2, t = lane & 3;
     const int S = gridDim.x, rank = blockIdx.x;
@@ -296,58 +293,15 @@ static __global__ void __launch_bounds__(kThreads, NT == 1 ? 4 : 2) gemv_mma_q4k
         }
     }
 
-    // Warps 0..3 in order, then cluster ranks 0..S-1 in order.
+    // Warps 0..3 in order, then cluster ranks 0..S-1 in order (v[(m * NTL + j) * 2 + k]).
+    float v[NMAT * NTL * 2];
 #pragma unroll
     for (int m = 0; m < NMAT; m++)
 #pragma unroll
-        for (int j = 0; j < NTL; j++) {
-            red[w][m][j][0][lane] = acc[m][j][0];
-            red[w][m][j][1][lane] = acc[m][j][1];
-        }
-    __syncthreads();
-    float v[NMAT][NTL][2];
-    if (w == 0) {
+        for (int j = 0; j < NTL; j++)
 #pragma unroll
-        for (int m = 0; m < NMAT; m++)
-#pragma unroll
-            for (int j = 0; j < NTL; j++)
-#pragma unroll
-                for (int k = 0; k < 2; k++) {
-                    float x = red[0][m][j][k][lane];
-                    for (int q = 1; q < kWarps; q++) x = __fadd_rn(x, red[q][m][j][k][lane]);
-                    v[m][j][k] = x;
-                }
-    }
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-    if (S > 1) {
-        cg::cluster_group cl = cg::this_cluster();
-        __syncthreads();  // everyone has read red[]: reuse red[0] as this block's partial
-        if (w == 0) {
-#pragma unroll
-            for (int m = 0; m < NMAT; m++)
-#pragma unroll
-                for (int j = 0; j < NTL; j++) {
-                    red[0][m][j][0][lane] = v[m][j][0];
-                    red[0][m][j][1][lane] = v[m][j][1];
-                }
-        }
-        cl.sync();
-        if (rank == 0 && w == 0) {
-#pragma unroll 1
-            for (int q = 1; q < S; q++) {
-                float *rq = cl.map_shared_rank(&red[0][0][0][0][0], q);
-#pragma unroll
-                for (int m = 0; m < NMAT; m++)
-#pragma unroll
-                    for (int j = 0; j < NTL; j++)
-#pragma unroll
-                        for (int k = 0; k < 2; k++)
-                            v[m][j][k] = __fadd_rn(v[m][j][k], rq[((m * NTL + j) * 2 + k) * 32 + lane]);
-            }
-        }
-        cl.sync();  // the other ranks' shared memory must outlive rank 0's reads
-    }
-#endif
+            for (int k = 0; k < 2; k++) v[(m * NTL + j) * 2 + k] = acc[m][j][k];
+    reduce_partials(v, red, S);
     if (rank != 0 || w != 0) return;
 #pragma unroll
     for (int j = 0; j < NTL; j++) {
@@ -358,12 +312,12 @@ static __global__ void __launch_bounds__(kThreads, NT == 1 ? 4 : 2) gemv_mma_q4k
             const int64_t r = r0 + g + 8 * k;
             if (r >= s.rows) continue;
             const int64_t i = tok * s.rows + r;
-            float y = v[0][j][k];
+            float y = v[j * 2 + k];
             if (NMAT == 2 && a.epi == EPI_SWIGLU) {
-                y = __fmul_rn(silu_f(y), v[NMAT - 1][j][k]);
+                y = __fmul_rn(silu_f(y), v[((NMAT - 1) * NTL + j) * 2 + k]);
             } else if (NMAT == 2) {  // the pair without epilogue: both outputs
                 const Seg &s1 = a.seg[1];
-                const float y1 = v[NMAT - 1][j][k];
+                const float y1 = v[((NMAT - 1) * NTL + j) * 2 + k];
                 s1.y[i] = s1.bias ? __fadd_rn(y1, s1.bias[r]) : y1;
                 if (s.bias) y = __fadd_rn(y, s.bias[r]);
             } else if (a.epi == EPI_ADD) {

@@ -57,15 +57,12 @@
 // predicate and the qh shifts are shared by sub-blocks i and i + 2. Like the Q4_K kernel it is
 // latency-bound in small grids (ncu, 4B down: 14% achieved occupancy, a warp issues every 4.7
 // cycles, DRAM 19% of peak).
-#include <cooperative_groups.h>
 #include <stdio.h>
 
 #include "kernels/cuda/mma_common.cuh"
 
 namespace loom_cuda {
 namespace {
-
-namespace cg = cooperative_groups;
 
 constexpr int kTileRows = 16;
 constexpr int kGemmTok = 8;
@@ -395,52 +392,15 @@ static __global__ void __launch_bounds__(kThreads, NT == 1 ? 4 : 2) gemv_mma_q6k
     }
     cp_async_wait<0>();
 
-    // Warps 0..3 in order, then cluster ranks 0..S-1 in order; red[] reuses the weight buffers.
+    // Warps 0..3 in order, then cluster ranks 0..S-1 in order (v[j * 2 + k]); the partials
+    // reuse the weight buffers once every warp is done with them.
     __syncthreads();
-    float(*red)[NTL][2][32] = reinterpret_cast<float(*)[NTL][2][32]>(&wbuf[0][0][0]);
+    float v[NTL * 2];
 #pragma unroll
-    for (int j = 0; j < NTL; j++) {
-        red[w][j][0][lane] = acc[j][0];
-        red[w][j][1][lane] = acc[j][1];
-    }
-    __syncthreads();
-    float v[NTL][2];
-    if (w == 0) {
+    for (int j = 0; j < NTL; j++)
 #pragma unroll
-        for (int j = 0; j < NTL; j++)
-#pragma unroll
-            for (int k = 0; k < 2; k++) {
-                float x = red[0][j][k][lane];
-                for (int r = 1; r < kWarps; r++) x = __fadd_rn(x, red[r][j][k][lane]);
-                v[j][k] = x;
-            }
-    }
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-    if (S > 1) {
-        cg::cluster_group cl = cg::this_cluster();
-        __syncthreads();  // everyone has read red[]: red[0] becomes this block's partial
-        if (w == 0) {
-#pragma unroll
-            for (int j = 0; j < NTL; j++) {
-                red[0][j][0][lane] = v[j][0];
-                red[0][j][1][lane] = v[j][1];
-            }
-        }
-        cl.sync();
-        if (rank == 0 && w == 0) {
-#pragma unroll 1
-            for (int r = 1; r < S; r++) {
-                float *rq = cl.map_shared_rank(&red[0][0][0][0], r);
-#pragma unroll
-                for (int j = 0; j < NTL; j++)
-#pragma unroll
-                    for (int k = 0; k < 2; k++)
-                        v[j][k] = __fadd_rn(v[j][k], rq[(j * 2 + k) * 32 + lane]);
-            }
-        }
-        cl.sync();  // the other ranks' shared memory must outlive rank 0's reads
-    }
-#endif
+        for (int k = 0; k < 2; k++) v[j * 2 + k] = acc[j][k];
+    reduce_partials(v, reinterpret_cast<float *>(&wbuf[0][0][0]), S);
     if (rank != 0 || w != 0) return;
 #pragma unroll
     for (int j = 0; j < NTL; j++) {
@@ -451,7 +411,7 @@ static __global__ void __launch_bounds__(kThreads, NT == 1 ? 4 : 2) gemv_mma_q6k
             const int64_t r = r0 + g + 8 * k;
             if (r >= s.rows) continue;
             const int64_t i = tok * s.rows + r;
-            float y = v[j][k];
+            float y = v[j * 2 + k];
             if (a.epi == EPI_ADD) y = __fadd_rn(y, s.resid[i]);
             else if (s.bias) y = __fadd_rn(y, s.bias[r]);
             s.y[i] = y;

@@ -1,7 +1,8 @@
 // mma_common.cuh: what the tensor-core matmul kernels share (gemv_mma.cu for Q4_K,
 // gemv_mma_q6k.cu for Q6_K; attention_v5.cu takes the mma): f16x2 arithmetic on raw bits, the
 // m16n8k16 mma, the per-warp staging of x in B-fragment order as f16 hi + lo with a
-// power-of-two scale per super-block and token, and the cluster split-K rule (mma_pick_split).
+// power-of-two scale per super-block and token, the block + cluster reduction of the per-lane
+// partial sums (reduce_partials), and the cluster split-K rule (mma_pick_split).
 //
 // Invariants: every helper is exact where the kernels use it (f16 results are small integers
 // or power-of-two multiples of one); stage_token() writes lane t's B registers of two mma
@@ -10,6 +11,8 @@
 // 256-value super-block as two runs (64t + 0..31 in mma slots 2t, 2t+1; 64t + 32..63 in slots
 // 2t+8, 2t+9); mma step 2sp covers values 64t + 4sp + {0, 2} (+32), step 2sp+1 + {1, 3}.
 #pragma once
+
+#include <cooperative_groups.h>
 
 #include "kernels/cuda/matmul.cuh"
 
@@ -108,5 +111,49 @@ __device__ __forceinline__ void stage_token(Stage<NT> &st, int slot, float4 xa, 
 // pair counts both matrices) and nsb super-blocks a row, from the shape only (gemv_mma.cu;
 // the Q6_K kernel uses the same rule).
 int mma_pick_split(int64_t tiles, int64_t nsb);
+
+// Sums each lane's NV partials over the block's warps (0..kWarps-1 in order) and then, on
+// sm_90 with S > 1, over the cluster's ranks (0..S-1 in order): a fixed order, so results are
+// deterministic and the same for every token of a GEMM. red: kWarps * NV * 32 floats of shared
+// memory, free when called (the caller synchronizes if it reuses another buffer). Every thread
+// of every rank must call it. On return v holds the totals in warp 0 of rank 0 (unspecified
+// elsewhere).
+template <int NV>
+__device__ __forceinline__ void reduce_partials(float (&v)[NV], float *red, int S) {
+    const int w = threadIdx.x >> 5, lane = threadIdx.x & 31;
+#pragma unroll
+    for (int i = 0; i < NV; i++) red[(w * NV + i) * 32 + lane] = v[i];
+    __syncthreads();
+    if (w == 0) {
+#pragma unroll
+        for (int i = 0; i < NV; i++) {
+            float x = red[i * 32 + lane];
+            for (int q = 1; q < kWarps; q++) x = __fadd_rn(x, red[(q * NV + i) * 32 + lane]);
+            v[i] = x;
+        }
+    }
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    if (S > 1) {
+        cooperative_groups::cluster_group cl = cooperative_groups::this_cluster();
+        __syncthreads();  // everyone has read red[]: red[0..NV) becomes this block's partial
+        if (w == 0) {
+#pragma unroll
+            for (int i = 0; i < NV; i++) red[i * 32 + lane] = v[i];
+        }
+        cl.sync();
+        if (blockIdx.x == 0 && w == 0) {
+#pragma unroll 1
+            for (int q = 1; q < S; q++) {
+                const float *rq = cl.map_shared_rank(red, q);
+#pragma unroll
+                for (int i = 0; i < NV; i++) v[i] = __fadd_rn(v[i], rq[i * 32 + lane]);
+            }
+        }
+        cl.sync();  // the other ranks' shared memory must outlive rank 0's reads
+    }
+#else
+    (void)S;
+#endif
+}
 
 }  // namespace loom_cuda
