@@ -160,6 +160,30 @@ loom_status loom_cpu_matmul_triple(const float *x, int64_t n, const loom_kweight
                                    const float *const bias[3], float *const y[3],
                                    loom_error *err);
 
+/* The RMSNorm folded into a matmul (the IR's norm feeding a matmul, pair or triple): x is first
+ * normalized per token, x' = loom_cpu_rms_norm(x, weight, n, K, eps), then multiplied. */
+typedef struct loom_prenorm {
+    const float *weight; /* [K] float32, NULL = RMSNorm without weight (device memory on CUDA) */
+    float eps;           /* >= 0 */
+} loom_prenorm;
+
+/* loom_cpu_matmul / _pair / _triple on the normalized x' above: bit for bit
+ * loom_cpu_rms_norm(x, norm->weight, n, K, norm->eps, tmp) followed by the plain call on tmp
+ * (K = the weights' row length). norm == NULL: exactly the plain call. x is only read. The CPU
+ * forms take n * K floats of scratch for the call (cpu_workspace.h has the allocation-free _ws
+ * forms); LOOM_ERR_OUT_OF_MEMORY when it cannot be had. Bad arguments as the plain call's, plus
+ * a negative or NaN eps. CUDA twins (one launch a weight type, no separate norm launch): bit for
+ * bit loom_cuda_rms_norm followed by the plain CUDA launcher of the same path. */
+loom_status loom_cpu_matmul_normed(const float *x, const loom_prenorm *norm, int64_t n,
+                                   loom_kweight w, float *y, loom_error *err);
+loom_status loom_cpu_matmul_pair_normed(const float *x, const loom_prenorm *norm, int64_t n,
+                                        loom_kweight a, loom_kweight b,
+                                        loom_pair_epilogue epilogue, float *ya, float *yb,
+                                        loom_error *err);
+loom_status loom_cpu_matmul_triple_normed(const float *x, const loom_prenorm *norm, int64_t n,
+                                          const loom_kweight w[3], const float *const bias[3],
+                                          float *const y[3], loom_error *err);
+
 /* ---------------------------------------------------------------------------------------------
  * Normalization (norm.c)
  * ------------------------------------------------------------------------------------------- */

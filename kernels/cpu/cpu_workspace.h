@@ -1,6 +1,7 @@
 /* cpu_workspace.h: the allocation-free forms of the CPU kernels that need scratch memory
- * (attention, rope_kv_write), for callers that run them step after step: the executor's CPU
- * backend keeps one workspace per backend instance (per session) and passes it to every call.
+ * (attention, rope_kv_write, the matmuls with a folded RMSNorm), for callers that run them step
+ * after step: the executor's CPU backend keeps one workspace per backend instance (per session)
+ * and passes it to every call.
  *
  * The plain forms in cpu_kernels.h keep the CUDA twins' exact parameter lists and are these
  * functions with a workspace of their own for the one call (tests, one-off callers). Results do
@@ -42,5 +43,19 @@ loom_status loom_cpu_rope_kv_write_ws(const float *q, const float *k, const floa
                                       void *k_cache, float *k_scales, void *v_cache,
                                       float *v_scales, const loom_kv_layout *kv, float *q_out,
                                       loom_cpu_workspace *ws, loom_error *err);
+
+/* loom_cpu_matmul_normed / _pair_normed / _triple_normed (cpu_kernels.h), the normalized x
+ * (n * K floats) in ws. LOOM_ERR_OUT_OF_MEMORY when ws cannot grow. */
+loom_status loom_cpu_matmul_normed_ws(const float *x, const loom_prenorm *norm, int64_t n,
+                                      loom_kweight w, float *y, loom_cpu_workspace *ws,
+                                      loom_error *err);
+loom_status loom_cpu_matmul_pair_normed_ws(const float *x, const loom_prenorm *norm, int64_t n,
+                                           loom_kweight a, loom_kweight b,
+                                           loom_pair_epilogue epilogue, float *ya, float *yb,
+                                           loom_cpu_workspace *ws, loom_error *err);
+loom_status loom_cpu_matmul_triple_normed_ws(const float *x, const loom_prenorm *norm, int64_t n,
+                                             const loom_kweight w[3], const float *const bias[3],
+                                             float *const y[3], loom_cpu_workspace *ws,
+                                             loom_error *err);
 
 #endif /* LOOM_KERNELS_CPU_WORKSPACE_H */

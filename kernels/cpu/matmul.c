@@ -13,6 +13,11 @@
  * sizes do not change that order, so every output element is the same whatever N, the thread
  * count or the variant. Epilogues apply to the finished dot: + residual, + bias, or
  * loom_silu(a) * b, exactly as the unfused kernels do.
+ *
+ * The _normed forms (an RMSNorm folded into the matmul) normalize x with loom_cpu_rms_norm into
+ * n * K floats of scratch (the caller's workspace in the _ws forms, else one of their own for
+ * the call) and run the same job on it, so they equal the norm followed by the plain call bit
+ * for bit; the plain forms are the same functions with no norm.
  */
 #include <string.h>
 
@@ -134,8 +139,10 @@ static void matmul_range(void *ctx, int64_t begin, int64_t end, int worker) {
     }
 }
 
-/* Checks x/n/weights/outputs, fills the row table and runs the job. */
-static loom_status run_job(const char *who, matmul_job *j, loom_error *err) {
+/* Checks x/n/weights/outputs (and the norm), fills the row table, normalizes x when norm is
+ * not NULL (into ws, or scratch of its own when ws is NULL) and runs the job. */
+static loom_status run_job(const char *who, matmul_job *j, const loom_prenorm *norm,
+                           loom_cpu_workspace *ws, loom_error *err) {
     static const char *names[3] = {"weight 0", "weight 1", "weight 2"};
     if (j->n < 0)
         return loom_error_set(err, LOOM_ERR_INVALID_ARGUMENT, "%s: negative token count %lld", who,
@@ -165,47 +172,106 @@ static loom_status run_job(const char *who, matmul_job *j, loom_error *err) {
             return loom_error_set(err, LOOM_ERR_INVALID_ARGUMENT, "%s: residual is NULL", who);
         j->row_start[i + 1] = j->row_start[i] + j->w[i].rows;
     }
+    if (norm && !(norm->eps >= 0.0f))
+        return loom_error_set(err, LOOM_ERR_INVALID_ARGUMENT, "%s: norm eps %g is not >= 0", who,
+                              (double)norm->eps);
     if (j->n == 0) return LOOM_OK;
+    loom_cpu_workspace own = {0};
+    if (norm && K > 0) {
+        if (!ws) ws = &own;
+        if ((uint64_t)j->n > (uint64_t)SIZE_MAX / (uint64_t)K)
+            return loom_error_set(err, LOOM_ERR_OUT_OF_MEMORY, "%s: normalized x of %lld x %lld",
+                                  who, (long long)j->n, (long long)K);
+        float *xn = loom_cpu_workspace_reserve(ws, (size_t)j->n * (size_t)K, who, err);
+        if (!xn) return LOOM_ERR_OUT_OF_MEMORY;
+        loom_status s = loom_cpu_rms_norm(j->x, norm->weight, j->n, K, norm->eps, xn, err);
+        if (s != LOOM_OK) {
+            loom_cpu_workspace_free(&own);
+            return s;
+        }
+        j->x = xn;
+    }
     const int64_t rows = j->row_start[j->n_w];
     const int64_t cost = j->n * (K > 0 ? K : 1) * (j->epi == EPI_SWIGLU ? 2 : 1);
     loom_cpu_parallel_for(rows, cost, matmul_range, j);
+    loom_cpu_workspace_free(&own);
     return LOOM_OK;
 }
 
-loom_status loom_cpu_matmul(const float *x, int64_t n, loom_kweight w, float *y, loom_error *err) {
+loom_status loom_cpu_matmul_normed_ws(const float *x, const loom_prenorm *norm, int64_t n,
+                                      loom_kweight w, float *y, loom_cpu_workspace *ws,
+                                      loom_error *err) {
     matmul_job j = {.x = x, .n = n, .n_w = 1, .w = {w}, .y = {y}, .epi = EPI_NONE};
-    return run_job("matmul", &j, err);
+    return run_job(norm ? "matmul_normed" : "matmul", &j, norm, ws, err);
+}
+
+loom_status loom_cpu_matmul_normed(const float *x, const loom_prenorm *norm, int64_t n,
+                                   loom_kweight w, float *y, loom_error *err) {
+    return loom_cpu_matmul_normed_ws(x, norm, n, w, y, NULL, err);
+}
+
+loom_status loom_cpu_matmul(const float *x, int64_t n, loom_kweight w, float *y, loom_error *err) {
+    return loom_cpu_matmul_normed_ws(x, NULL, n, w, y, NULL, err);
 }
 
 loom_status loom_cpu_matmul_add(const float *x, int64_t n, loom_kweight w, const float *residual,
                                 float *y, loom_error *err) {
     matmul_job j = {.x = x, .n = n, .n_w = 1, .w = {w}, .y = {y}, .extra = {residual},
                     .epi = EPI_ADD};
-    return run_job("matmul_add", &j, err);
+    return run_job("matmul_add", &j, NULL, NULL, err);
+}
+
+loom_status loom_cpu_matmul_pair_normed_ws(const float *x, const loom_prenorm *norm, int64_t n,
+                                           loom_kweight a, loom_kweight b,
+                                           loom_pair_epilogue epilogue, float *ya, float *yb,
+                                           loom_cpu_workspace *ws, loom_error *err) {
+    if (epilogue == LOOM_PAIR_SWIGLU) {
+        matmul_job j = {.x = x, .n = n, .n_w = 1, .w = {a, b}, .y = {ya}, .epi = EPI_SWIGLU};
+        return run_job(norm ? "matmul_pair_normed(swiglu)" : "matmul_pair(swiglu)", &j, norm,
+                       ws, err);
+    }
+    if (epilogue != LOOM_PAIR_NONE)
+        return loom_error_set(err, LOOM_ERR_INVALID_ARGUMENT, "%s: unknown epilogue %d",
+                              norm ? "matmul_pair_normed" : "matmul_pair", (int)epilogue);
+    matmul_job j = {.x = x, .n = n, .n_w = 2, .w = {a, b}, .y = {ya, yb}, .epi = EPI_NONE};
+    return run_job(norm ? "matmul_pair_normed" : "matmul_pair", &j, norm, ws, err);
+}
+
+loom_status loom_cpu_matmul_pair_normed(const float *x, const loom_prenorm *norm, int64_t n,
+                                        loom_kweight a, loom_kweight b,
+                                        loom_pair_epilogue epilogue, float *ya, float *yb,
+                                        loom_error *err) {
+    return loom_cpu_matmul_pair_normed_ws(x, norm, n, a, b, epilogue, ya, yb, NULL, err);
 }
 
 loom_status loom_cpu_matmul_pair(const float *x, int64_t n, loom_kweight a, loom_kweight b,
                                  loom_pair_epilogue epilogue, float *ya, float *yb,
                                  loom_error *err) {
-    if (epilogue == LOOM_PAIR_SWIGLU) {
-        matmul_job j = {.x = x, .n = n, .n_w = 1, .w = {a, b}, .y = {ya}, .epi = EPI_SWIGLU};
-        return run_job("matmul_pair(swiglu)", &j, err);
-    }
-    if (epilogue != LOOM_PAIR_NONE)
-        return loom_error_set(err, LOOM_ERR_INVALID_ARGUMENT, "matmul_pair: unknown epilogue %d",
-                              (int)epilogue);
-    matmul_job j = {.x = x, .n = n, .n_w = 2, .w = {a, b}, .y = {ya, yb}, .epi = EPI_NONE};
-    return run_job("matmul_pair", &j, err);
+    return loom_cpu_matmul_pair_normed_ws(x, NULL, n, a, b, epilogue, ya, yb, NULL, err);
+}
+
+loom_status loom_cpu_matmul_triple_normed_ws(const float *x, const loom_prenorm *norm, int64_t n,
+                                             const loom_kweight w[3], const float *const bias[3],
+                                             float *const y[3], loom_cpu_workspace *ws,
+                                             loom_error *err) {
+    const char *who = norm ? "matmul_triple_normed" : "matmul_triple";
+    if (!w || !y)
+        return loom_error_set(err, LOOM_ERR_INVALID_ARGUMENT, "%s: %s is NULL", who,
+                              !w ? "weight array" : "output array");
+    matmul_job j = {.x = x, .n = n, .n_w = 3, .w = {w[0], w[1], w[2]}, .y = {y[0], y[1], y[2]},
+                    .extra = {bias ? bias[0] : NULL, bias ? bias[1] : NULL, bias ? bias[2] : NULL},
+                    .epi = EPI_BIAS};
+    return run_job(who, &j, norm, ws, err);
+}
+
+loom_status loom_cpu_matmul_triple_normed(const float *x, const loom_prenorm *norm, int64_t n,
+                                          const loom_kweight w[3], const float *const bias[3],
+                                          float *const y[3], loom_error *err) {
+    return loom_cpu_matmul_triple_normed_ws(x, norm, n, w, bias, y, NULL, err);
 }
 
 loom_status loom_cpu_matmul_triple(const float *x, int64_t n, const loom_kweight w[3],
                                    const float *const bias[3], float *const y[3],
                                    loom_error *err) {
-    if (!w || !y)
-        return loom_error_set(err, LOOM_ERR_INVALID_ARGUMENT, "matmul_triple: %s is NULL",
-                              !w ? "weight array" : "output array");
-    matmul_job j = {.x = x, .n = n, .n_w = 3, .w = {w[0], w[1], w[2]}, .y = {y[0], y[1], y[2]},
-                    .extra = {bias ? bias[0] : NULL, bias ? bias[1] : NULL, bias ? bias[2] : NULL},
-                    .epi = EPI_BIAS};
-    return run_job("matmul_triple", &j, err);
+    return loom_cpu_matmul_triple_normed_ws(x, NULL, n, w, bias, y, NULL, err);
 }

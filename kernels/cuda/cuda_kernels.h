@@ -78,6 +78,21 @@ loom_status loom_cuda_matmul_pair(const float *x, int64_t n, loom_kweight a, loo
 loom_status loom_cuda_matmul_triple(const float *x, int64_t n, const loom_kweight w[3],
                                     const float *const bias[3], float *const y[3],
                                     loom_error *err, cudaStream_t stream);
+/* The same with the RMSNorm of x folded in (loom_prenorm and the contract: cpu_kernels.h; norm is
+ * a host pointer, norm->weight device memory; NULL norm = the plain launcher). Bit for bit
+ * loom_cuda_rms_norm(x, norm->weight, n, K, norm->eps, tmp) followed by the plain launcher on
+ * tmp, path by path; the kernels normalize x while staging it (no norm launch, no scratch). */
+loom_status loom_cuda_matmul_normed(const float *x, const loom_prenorm *norm, int64_t n,
+                                    loom_kweight w, float *y, loom_error *err,
+                                    cudaStream_t stream);
+loom_status loom_cuda_matmul_pair_normed(const float *x, const loom_prenorm *norm, int64_t n,
+                                         loom_kweight a, loom_kweight b,
+                                         loom_pair_epilogue epilogue, float *ya, float *yb,
+                                         loom_error *err, cudaStream_t stream);
+loom_status loom_cuda_matmul_triple_normed(const float *x, const loom_prenorm *norm, int64_t n,
+                                           const loom_kweight w[3], const float *const bias[3],
+                                           float *const y[3], loom_error *err,
+                                           cudaStream_t stream);
 
 /* ---- normalization, RoPE, KV cache ---------------------------------------------------------- */
 loom_status loom_cuda_rms_norm(const float *x, const float *weight, int64_t rows, int64_t d,

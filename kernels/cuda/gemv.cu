@@ -432,3 +432,57 @@ extern "C" loom_status loom_cuda_matmul_triple(const float *x, int64_t n, const 
     a.K = w[0].cols;
     return run_matmul(a, n, err, stream);
 }
+
+// ---- the RMSNorm folded in (cuda_kernels.h). INTERIM (step 1 of the fold): the norm runs as
+// its own launch into stream-ordered memory of the call; the kernels take it over next. ----
+template <typename F>
+static loom_status with_normed_x(const char *who, const float *x, const loom_prenorm *norm,
+                                 int64_t n, int64_t K, loom_error *err, cudaStream_t stream,
+                                 F run) {
+    if (!norm) return run(x);
+    if (!(norm->eps >= 0.0f))
+        ARG_FAIL(LOOM_ERR_INVALID_ARGUMENT, "%s: norm eps %g is not >= 0", who, (double)norm->eps);
+    loom_status st = check_x(who, x, n, K, err);
+    if (st != LOOM_OK) return st;
+    if (n == 0 || K == 0) return run(x);
+    float *tmp = nullptr;
+    CUDA_CHECK(cudaMallocAsync((void **)&tmp, (size_t)n * (size_t)K * sizeof(float), stream));
+    st = loom_cuda_rms_norm(x, norm->weight, n, K, norm->eps, tmp, err, stream);
+    if (st == LOOM_OK) st = run(tmp);
+    cudaError_t e = cudaFreeAsync(tmp, stream);
+    if (st == LOOM_OK && e != cudaSuccess)
+        return cuda_fail(err, e, "cudaFreeAsync(tmp, stream)", __func__, __FILE__, __LINE__);
+    return st;
+}
+
+extern "C" loom_status loom_cuda_matmul_normed(const float *x, const loom_prenorm *norm, int64_t n,
+                                               loom_kweight w, float *y, loom_error *err,
+                                               cudaStream_t stream) {
+    return with_normed_x("matmul_normed", x, norm, n, w.cols, err, stream, [&](const float *xx) {
+        return loom_cuda_matmul(xx, n, w, y, err, stream);
+    });
+}
+
+extern "C" loom_status loom_cuda_matmul_pair_normed(const float *x, const loom_prenorm *norm,
+                                                    int64_t n, loom_kweight wa, loom_kweight wb,
+                                                    loom_pair_epilogue epilogue, float *ya,
+                                                    float *yb, loom_error *err,
+                                                    cudaStream_t stream) {
+    return with_normed_x("matmul_pair_normed", x, norm, n, wa.cols, err, stream,
+                         [&](const float *xx) {
+                             return loom_cuda_matmul_pair(xx, n, wa, wb, epilogue, ya, yb, err,
+                                                          stream);
+                         });
+}
+
+extern "C" loom_status loom_cuda_matmul_triple_normed(const float *x, const loom_prenorm *norm,
+                                                      int64_t n, const loom_kweight w[3],
+                                                      const float *const bias[3],
+                                                      float *const y[3], loom_error *err,
+                                                      cudaStream_t stream) {
+    if (!w || !y) ARG_FAIL(LOOM_ERR_INVALID_ARGUMENT, "matmul_triple_normed: NULL w or y");
+    return with_normed_x("matmul_triple_normed", x, norm, n, w[0].cols, err, stream,
+                         [&](const float *xx) {
+                             return loom_cuda_matmul_triple(xx, n, w, bias, y, err, stream);
+                         });
+}

@@ -1,6 +1,7 @@
 /* matmul_test.c: the matmul family against a naive double-precision reference (weights
  * dequantized with loom_dequantize_row, then plain loops), thread-count and batch independence,
- * and the fused variants against their unfused composition (bit for bit).
+ * and the fused variants against their unfused composition (bit for bit), including the
+ * _normed forms (RMSNorm folded in) against loom_cpu_rms_norm followed by the plain call.
  *
  * Tolerance: the kernel sums K products in float32 over 8 lanes, so its error is at most about
  * (K/8 + 3) float roundings of sum_k |w_k x_k|; the tests allow (K/8 + 8) * FLT_EPSILON of it.
@@ -11,6 +12,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "kernels/cpu/cpu_workspace.h"
 #include "test_util.h"
 
 static const loom_ggml_type all_types[] = {LOOM_GGML_F32,  LOOM_GGML_F16,  LOOM_GGML_BF16,
@@ -331,4 +333,183 @@ Test(matmul, works_in_a_forked_child) {
     free(want);
     free(y);
     free_weight(&w);
+}
+
+/* ---- the RMSNorm folded into the matmul (_normed, _normed_ws) ------------------------------ */
+
+/* x normalized as the unfused graph does it (the contract's left-hand side). */
+static float *normed_ref(const float *x, const loom_prenorm *p, int64_t n, int64_t k) {
+    float *t = malloc((size_t)(n * k > 0 ? n * k : 1) * sizeof(float));
+    cr_assert_not_null(t);
+    cr_assert_eq(loom_cpu_rms_norm(x, p->weight, n, k, p->eps, t, NULL), LOOM_OK);
+    return t;
+}
+
+static void assert_same_bits(const float *a, const float *b, int64_t n, const char *what,
+                             int type, int64_t k, int64_t tokens) {
+    for (int64_t i = 0; i < n; i++)
+        cr_assert(memcmp(&a[i], &b[i], sizeof(float)) == 0,
+                  "%s type %d K %lld N %lld: element %lld is %.9g, norm+plain gives %.9g", what,
+                  type, (long long)k, (long long)tokens, (long long)i, a[i], b[i]);
+}
+
+Test(matmul_normed, equals_rms_norm_then_matmul_bit_for_bit) {
+    rng r = {21};
+    loom_cpu_workspace ws = {0};
+    for (int ti = 0; ti < N_TYPES; ti++)
+        for (size_t si = 0; si < sizeof shapes / sizeof shapes[0]; si++) {
+            const shape s = shapes[si];
+            loom_kweight w = random_weight(&r, all_types[ti], s.m, s.k);
+            /* x of a residual stream: large values, so an unnormalized x fails loudly. */
+            float *x = random_floats(&r, s.n * s.k, 40.0f);
+            float *x0 = malloc((size_t)(s.n * s.k) * sizeof(float));
+            memcpy(x0, x, (size_t)(s.n * s.k) * sizeof(float));
+            float *nw = random_floats(&r, s.k, 2.0f);
+            float *y = malloc((size_t)(s.n * s.m) * sizeof(float));
+            float *ref = malloc((size_t)(s.n * s.m) * sizeof(float));
+            for (int with_w = 0; with_w < 2; with_w++) {
+                const loom_prenorm p = {.weight = with_w ? nw : NULL, .eps = 1e-6f};
+                float *xn = normed_ref(x, &p, s.n, s.k);
+                cr_assert_eq(loom_cpu_matmul(xn, s.n, w, ref, NULL), LOOM_OK);
+                poison(y, s.n * s.m);
+                loom_error err = {0};
+                cr_assert_eq(loom_cpu_matmul_normed(x, &p, s.n, w, y, &err), LOOM_OK, "%s",
+                             err.msg);
+                assert_same_bits(y, ref, s.n * s.m, "matmul_normed", all_types[ti], s.k, s.n);
+                poison(y, s.n * s.m);
+                cr_assert_eq(loom_cpu_matmul_normed_ws(x, &p, s.n, w, y, &ws, &err), LOOM_OK,
+                             "%s", err.msg);
+                assert_same_bits(y, ref, s.n * s.m, "matmul_normed_ws", all_types[ti], s.k, s.n);
+                check_against_reference(&w, xn, s.n, NULL, y, "matmul_normed");
+                free(xn);
+            }
+            cr_assert(memcmp(x, x0, (size_t)(s.n * s.k) * sizeof(float)) == 0, "x was written");
+            /* NULL norm: the plain call. */
+            cr_assert_eq(loom_cpu_matmul(x, s.n, w, ref, NULL), LOOM_OK);
+            poison(y, s.n * s.m);
+            cr_assert_eq(loom_cpu_matmul_normed(x, NULL, s.n, w, y, NULL), LOOM_OK);
+            assert_same_bits(y, ref, s.n * s.m, "matmul_normed(NULL)", all_types[ti], s.k, s.n);
+            free(x);
+            free(x0);
+            free(nw);
+            free(y);
+            free(ref);
+            free_weight(&w);
+        }
+    loom_cpu_workspace_free(&ws);
+}
+
+Test(matmul_normed, pair_and_triple_equal_rms_norm_then_the_plain_call) {
+    rng r = {22};
+    const int64_t K = 768;
+    loom_cpu_workspace ws = {0};
+    const int64_t ns[] = {1, 3, 12, 33};
+    for (size_t ni = 0; ni < sizeof ns / sizeof ns[0]; ni++) {
+        const int64_t N = ns[ni], M = 37;
+        loom_kweight a = random_weight(&r, LOOM_GGML_Q4_K, M, K);
+        loom_kweight b = random_weight(&r, LOOM_GGML_Q6_K, M, K);
+        float *x = random_floats(&r, N * K, 30.0f);
+        float *nw = random_floats(&r, K, 1.5f);
+        const loom_prenorm p = {.weight = nw, .eps = 1e-5f};
+        float *xn = normed_ref(x, &p, N, K);
+        float *ra = malloc(N * M * sizeof(float)), *rb = malloc(N * M * sizeof(float));
+        float *ya = malloc(N * M * sizeof(float)), *yb = malloc(N * M * sizeof(float));
+        for (int epi = 0; epi < 2; epi++) {
+            const loom_pair_epilogue e = epi ? LOOM_PAIR_SWIGLU : LOOM_PAIR_NONE;
+            cr_assert_eq(loom_cpu_matmul_pair(xn, N, a, b, e, ra, rb, NULL), LOOM_OK);
+            poison(ya, N * M);
+            poison(yb, N * M);
+            cr_assert_eq(loom_cpu_matmul_pair_normed_ws(x, &p, N, a, b, e, ya, yb, &ws, NULL),
+                         LOOM_OK);
+            assert_same_bits(ya, ra, N * M, "pair_normed a", epi, K, N);
+            if (!epi) assert_same_bits(yb, rb, N * M, "pair_normed b", epi, K, N);
+            poison(ya, N * M);
+            cr_assert_eq(loom_cpu_matmul_pair_normed(x, &p, N, a, b, e, ya, yb, NULL), LOOM_OK);
+            assert_same_bits(ya, ra, N * M, "pair_normed (own scratch)", epi, K, N);
+            poison(ya, N * M);
+            cr_assert_eq(loom_cpu_matmul_pair_normed(x, NULL, N, a, b, e, ya, yb, NULL), LOOM_OK);
+            cr_assert_eq(loom_cpu_matmul_pair(x, N, a, b, e, ra, rb, NULL), LOOM_OK);
+            assert_same_bits(ya, ra, N * M, "pair_normed(NULL)", epi, K, N);
+        }
+        const int64_t rows[3] = {48, 16, 16};
+        const loom_ggml_type types[3] = {LOOM_GGML_Q4_K, LOOM_GGML_Q4_K, LOOM_GGML_Q6_K};
+        loom_kweight w[3];
+        float *bias[3], *y[3], *ref[3];
+        for (int i = 0; i < 3; i++) {
+            w[i] = random_weight(&r, types[i], rows[i], K);
+            bias[i] = random_floats(&r, rows[i], 0.5f);
+            y[i] = malloc(N * rows[i] * sizeof(float));
+            ref[i] = malloc(N * rows[i] * sizeof(float));
+        }
+        const float *const biases[3] = {bias[0], bias[1], bias[2]};
+        for (int with_b = 0; with_b < 2; with_b++) {
+            const float *const *bb = with_b ? biases : NULL;
+            cr_assert_eq(loom_cpu_matmul_triple(xn, N, w, bb, ref, NULL), LOOM_OK);
+            for (int i = 0; i < 3; i++) poison(y[i], N * rows[i]);
+            cr_assert_eq(loom_cpu_matmul_triple_normed_ws(x, &p, N, w, bb, y, &ws, NULL), LOOM_OK);
+            for (int i = 0; i < 3; i++)
+                assert_same_bits(y[i], ref[i], N * rows[i], "triple_normed", i, K, N);
+            for (int i = 0; i < 3; i++) poison(y[i], N * rows[i]);
+            cr_assert_eq(loom_cpu_matmul_triple_normed(x, &p, N, w, bb, y, NULL), LOOM_OK);
+            for (int i = 0; i < 3; i++)
+                assert_same_bits(y[i], ref[i], N * rows[i], "triple_normed (own)", i, K, N);
+            cr_assert_eq(loom_cpu_matmul_triple(x, N, w, bb, ref, NULL), LOOM_OK);
+            for (int i = 0; i < 3; i++) poison(y[i], N * rows[i]);
+            cr_assert_eq(loom_cpu_matmul_triple_normed(x, NULL, N, w, bb, y, NULL), LOOM_OK);
+            for (int i = 0; i < 3; i++)
+                assert_same_bits(y[i], ref[i], N * rows[i], "triple_normed(NULL)", i, K, N);
+        }
+        for (int i = 0; i < 3; i++) {
+            free_weight(&w[i]);
+            free(bias[i]);
+            free(y[i]);
+            free(ref[i]);
+        }
+        free(x);
+        free(nw);
+        free(xn);
+        free(ra);
+        free(rb);
+        free(ya);
+        free(yb);
+        free_weight(&a);
+        free_weight(&b);
+    }
+    cr_assert_geq(ws.cap, (size_t)(33 * K), "the workspace grew to the largest call");
+    loom_cpu_workspace_free(&ws);
+}
+
+Test(matmul_normed, bad_arguments_are_refused_with_a_message) {
+    float x[512] = {0}, y[64];
+    uint8_t data[4096] = {0};
+    loom_error err = {0};
+    loom_kweight ok = {.data = data, .type = LOOM_GGML_Q8_0, .rows = 2, .cols = 64};
+    loom_prenorm neg = {.weight = NULL, .eps = -1e-6f}, nan_eps = {.weight = NULL, .eps = NAN};
+    cr_assert_eq(loom_cpu_matmul_normed(x, &neg, 1, ok, y, &err), LOOM_ERR_INVALID_ARGUMENT);
+    cr_assert(strstr(err.msg, "matmul_normed") && strstr(err.msg, "eps"), "%s", err.msg);
+    cr_assert_eq(loom_cpu_matmul_normed(x, &nan_eps, 1, ok, y, &err), LOOM_ERR_INVALID_ARGUMENT);
+    cr_assert(strstr(err.msg, "eps"), "%s", err.msg);
+    const loom_prenorm p = {.weight = NULL, .eps = 1e-6f};
+    cr_assert_eq(loom_cpu_matmul_normed(NULL, &p, 1, ok, y, &err), LOOM_ERR_INVALID_ARGUMENT);
+    cr_assert(strstr(err.msg, "matmul_normed") && strstr(err.msg, "x is NULL"), "%s", err.msg);
+    cr_assert_eq(loom_cpu_matmul_normed(x, &p, -1, ok, y, &err), LOOM_ERR_INVALID_ARGUMENT);
+    cr_assert(strstr(err.msg, "matmul_normed"), "%s", err.msg);
+    loom_kweight q40 = {.data = data, .type = LOOM_GGML_Q4_0, .rows = 2, .cols = 32};
+    cr_assert_eq(loom_cpu_matmul_pair_normed(x, &p, 1, ok, q40, LOOM_PAIR_NONE, y, y + 8, &err),
+                 LOOM_ERR_UNSUPPORTED);
+    cr_assert(strstr(err.msg, "matmul_pair_normed") && strstr(err.msg, "Q4_0"), "%s", err.msg);
+    cr_assert_eq(loom_cpu_matmul_pair_normed(x, &p, 1, ok, ok, (loom_pair_epilogue)7, y, y, &err),
+                 LOOM_ERR_INVALID_ARGUMENT);
+    cr_assert(strstr(err.msg, "matmul_pair_normed"), "%s", err.msg);
+    float *ys[3] = {y, y + 8, y + 16};
+    cr_assert_eq(loom_cpu_matmul_triple_normed(x, &p, 1, NULL, NULL, ys, &err),
+                 LOOM_ERR_INVALID_ARGUMENT);
+    cr_assert(strstr(err.msg, "matmul_triple_normed"), "%s", err.msg);
+    loom_kweight w3[3] = {ok, ok, {.data = data, .type = LOOM_GGML_Q8_0, .rows = 2, .cols = 32}};
+    cr_assert_eq(loom_cpu_matmul_triple_normed(x, &p, 1, w3, NULL, ys, &err),
+                 LOOM_ERR_INVALID_ARGUMENT);
+    cr_assert(strstr(err.msg, "weight 2"), "%s", err.msg);
+    /* N = 0 is a no-op, but a bad eps is still refused. */
+    cr_assert_eq(loom_cpu_matmul_normed(NULL, &p, 0, ok, NULL, &err), LOOM_OK);
+    cr_assert_eq(loom_cpu_matmul_normed(NULL, &neg, 0, ok, NULL, &err), LOOM_ERR_INVALID_ARGUMENT);
 }
