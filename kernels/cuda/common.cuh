@@ -67,7 +67,11 @@ int cc_major();
 // matmul kernels request their first weights there, so that the DRAM latency overlaps the
 // previous kernel's tail. A kernel with pdl_wait() may also be launched with <<<>>>: then the
 // wait returns at once. pdl_launch_dependents() lets the next kernel's blocks be scheduled before
-// this grid finishes; calling it early is safe because the next kernel still waits.
+// this grid finishes; calling it early is safe because the next kernel still waits (for this
+// grid's completion, which comes after this grid's own wait). Kernels call it FIRST, before
+// pdl_wait(): the next kernel's blocks then become resident and request their weights while this
+// one runs (bench/launch_floor.cu, H200: a 1-block kernel between two streaming kernels costs
+// 0.7 us with the call before its wait, 2.0 us with it after).
 bool pdl_on();
 
 __device__ __forceinline__ void pdl_wait() {

@@ -20,8 +20,8 @@ enum Op { OP_ADD, OP_MUL, OP_SILU, OP_SWIGLU };
 template <int OP>
 static __global__ void __launch_bounds__(kThreads)
 binary_kernel(const float *a, const float *b, int64_t n, float *y) {
-    pdl_wait();
     pdl_launch_dependents();
+    pdl_wait();
     for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n;
          i += (int64_t)gridDim.x * blockDim.x) {
         float v;
@@ -35,8 +35,8 @@ binary_kernel(const float *a, const float *b, int64_t n, float *y) {
 
 static __global__ void __launch_bounds__(kThreads)
 bias_kernel(float *y, const float *bias, int64_t total, int64_t m) {
-    pdl_wait();
     pdl_launch_dependents();
+    pdl_wait();
     for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < total;
          i += (int64_t)gridDim.x * blockDim.x)
         y[i] = __fadd_rn(y[i], bias[i % m]);
@@ -45,8 +45,8 @@ bias_kernel(float *y, const float *bias, int64_t total, int64_t m) {
 template <int OP>
 static __global__ void __launch_bounds__(kThreads)
 bcast_kernel(const float *a, int64_t n, const float *b, int64_t nb, float *y) {
-    pdl_wait();
     pdl_launch_dependents();
+    pdl_wait();
     for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n;
          i += (int64_t)gridDim.x * blockDim.x)
         y[i] = OP == OP_ADD ? __fadd_rn(a[i], b[i % nb]) : __fmul_rn(a[i], b[i % nb]);
@@ -54,8 +54,8 @@ bcast_kernel(const float *a, int64_t n, const float *b, int64_t nb, float *y) {
 
 static __global__ void __launch_bounds__(kThreads)
 f16_to_f32_kernel(const uint16_t *src, int64_t n, float *dst) {
-    pdl_wait();
     pdl_launch_dependents();
+    pdl_wait();
     for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n;
          i += (int64_t)gridDim.x * blockDim.x)
         dst[i] = f16_bits_to_f32(src[i]);
@@ -63,8 +63,8 @@ f16_to_f32_kernel(const uint16_t *src, int64_t n, float *dst) {
 
 static __global__ void __launch_bounds__(kThreads)
 f32_to_f16_kernel(const float *src, int64_t n, uint16_t *dst) {
-    pdl_wait();
     pdl_launch_dependents();
+    pdl_wait();
     for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n;
          i += (int64_t)gridDim.x * blockDim.x)
         dst[i] = __half_as_ushort(__float2half_rn(src[i]));

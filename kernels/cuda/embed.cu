@@ -16,8 +16,8 @@ namespace {
 static __global__ void __launch_bounds__(kThreads)
 embed_fast_kernel(const uint8_t *table, int type, int64_t rows, int64_t rb, int64_t D,
                   const int32_t *ids, float *out) {
-    pdl_wait();
     pdl_launch_dependents();
+    pdl_wait();
     const int64_t t = blockIdx.y, k = (int64_t)blockIdx.x * kThreads + threadIdx.x;
     if (k >= D) return;
     const int32_t id = ids[t];
@@ -27,8 +27,8 @@ embed_fast_kernel(const uint8_t *table, int type, int64_t rows, int64_t rb, int6
 static __global__ void __launch_bounds__(kThreads)
 embed_simple_kernel(const uint8_t *table, int type, int64_t rows, int64_t rb, int64_t D,
                     const int32_t *ids, int64_t n, float *out) {
-    pdl_wait();
     pdl_launch_dependents();
+    pdl_wait();
     for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n * D;
          i += (int64_t)gridDim.x * blockDim.x) {
         const int64_t t = i / D, k = i % D;

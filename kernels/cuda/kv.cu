@@ -18,8 +18,8 @@ namespace {
 static __global__ void __launch_bounds__(kThreads)
 kv_kernel(const float *src, int64_t rows, int64_t pos0, const int32_t *d_pos0, int64_t nkv,
           int64_t n_ctx, int64_t D, void *cache, float *scales, int type) {
-    pdl_wait();
     pdl_launch_dependents();
+    pdl_wait();
     const int lane = threadIdx.x & 31;
     const int64_t r = (int64_t)blockIdx.x * kWarps + (threadIdx.x >> 5);
     if (r >= rows) return;

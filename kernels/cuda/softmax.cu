@@ -67,8 +67,8 @@ __device__ void block_argmax(float *v, int64_t *i, float *shv, int64_t *shi) {
 // ---- softmax ------------------------------------------------------------------------------
 static __global__ void __launch_bounds__(kThreads)
 softmax_simple_kernel(const float *x, int64_t n, float *y) {
-    pdl_wait();
     pdl_launch_dependents();
+    pdl_wait();
     __shared__ float shf[kWarps];
     __shared__ double shd[kWarps];
     const float *xr = x + (int64_t)blockIdx.x * n;
@@ -84,8 +84,8 @@ softmax_simple_kernel(const float *x, int64_t n, float *y) {
 
 static __global__ void __launch_bounds__(kThreads)
 softmax_partial_kernel(const float *x, int64_t n, int64_t chunks, float2 *part) {
-    pdl_wait();
     pdl_launch_dependents();
+    pdl_wait();
     __shared__ float shf[kWarps];
     __shared__ double shd[kWarps];
     const int64_t row = blockIdx.y, c = blockIdx.x;
@@ -102,8 +102,8 @@ softmax_partial_kernel(const float *x, int64_t n, int64_t chunks, float2 *part) 
 
 static __global__ void __launch_bounds__(kThreads)
 softmax_final_kernel(const float *x, int64_t n, int64_t chunks, const float2 *part, float *y) {
-    pdl_wait();
     pdl_launch_dependents();
+    pdl_wait();
     const int64_t row = blockIdx.y, c = blockIdx.x;
     const float2 *pr = part + row * chunks;
     float M = -INFINITY;
@@ -122,8 +122,8 @@ softmax_final_kernel(const float *x, int64_t n, int64_t chunks, const float2 *pa
 static __global__ void __launch_bounds__(kThreads)
 argmax_kernel(const float *x, int64_t n, int64_t chunk, int64_t chunks, float *pv, int64_t *pi,
               int32_t *out) {
-    pdl_wait();
     pdl_launch_dependents();
+    pdl_wait();
     __shared__ float shv[kWarps];
     __shared__ int64_t shi[kWarps];
     const int64_t row = blockIdx.y, c = blockIdx.x;
@@ -141,8 +141,8 @@ argmax_kernel(const float *x, int64_t n, int64_t chunk, int64_t chunks, float *p
 
 static __global__ void __launch_bounds__(kThreads)
 argmax_final_kernel(const float *pv, const int64_t *pi, int64_t chunks, int32_t *out) {
-    pdl_wait();
     pdl_launch_dependents();
+    pdl_wait();
     __shared__ float shv[kWarps];
     __shared__ int64_t shi[kWarps];
     const int64_t row = blockIdx.x;
