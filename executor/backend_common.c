@@ -20,10 +20,19 @@ bool loom_exec_matmul_operands_ok(const loom_ir_graph *g, const loom_ir_node *n)
     int n_weights = n->op == LOOM_IR_OP_MATMUL_TRIPLE ? 3 : n->op == LOOM_IR_OP_MATMUL_PAIR ? 2 : 1;
     for (int i = 1; i <= n_weights; i++)
         if (!loom_exec_is_weight_type(loom_ir_value_get(g, n->in[i])->type.dtype)) return false;
-    if (n->op == LOOM_IR_OP_MATMUL_TRIPLE)
-        for (int i = 4; i < n->n_in; i++) /* biases */
-            if (loom_ir_value_get(g, n->in[i])->type.dtype != LOOM_IR_F32) return false;
-    return true;
+    for (uint32_t i = 4; n->op == LOOM_IR_OP_MATMUL_TRIPLE && n->n_in >= 7 && i < 7; i++)
+        if (loom_ir_value_get(g, n->in[i])->type.dtype != LOOM_IR_F32) return false; /* biases */
+    uint32_t slot = loom_ir_prenorm_slot(n->op, n->n_in);
+    return slot == LOOM_IR_NO_SLOT || loom_ir_value_get(g, n->in[slot])->type.dtype == LOOM_IR_F32;
+}
+
+const loom_prenorm *loom_exec_prenorm(const loom_ir_node *n, const loom_exec_tensor *in,
+                                      loom_prenorm *pn) {
+    uint32_t slot = loom_ir_prenorm_slot(n->op, n->n_in);
+    if (slot == LOOM_IR_NO_SLOT) return NULL;
+    pn->weight = in[slot].data;
+    pn->eps = loom_ir_node_attr_float(n, LOOM_IR_ATTR_NORM_EPS, 0);
+    return pn;
 }
 
 loom_kweight loom_exec_kweight_of(const loom_exec_tensor *t) {

@@ -24,9 +24,17 @@
 bool loom_exec_is_weight_type(loom_ir_dtype t);
 
 /* For a matmul-family node (matmul, matmul_add, matmul_pair, matmul_triple): true when every
- * weight operand has a weight dtype and every bias of a triple is F32. The kernels of both
- * backends take the same weight types, so this part of supports_op is shared. */
+ * weight operand has a weight dtype and every bias of a triple and the prenorm weight are F32.
+ * The kernels of both backends take the same weight types, so this part of supports_op is
+ * shared. */
 bool loom_exec_matmul_operands_ok(const loom_ir_graph *g, const loom_ir_node *n);
+
+/* The prenorm of matmul-family node n (ops.def: its trailing norm weight and norm_eps) as the
+ * _normed kernels take it: NULL when n has none (the kernels then run the plain matmul), else pn
+ * filled with the norm weight's data (in[] are n's operand tensors; the weight is F32, which
+ * inference guarantees) and eps, and pn returned. */
+const loom_prenorm *loom_exec_prenorm(const loom_ir_node *n, const loom_exec_tensor *in,
+                                      loom_prenorm *pn);
 
 /* The kernels' view of weight t: [M,K] with K its last dim (a [K] vector is one row). t->rank
  * must be >= 1; a zero K gives M = 0. */

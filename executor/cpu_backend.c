@@ -8,8 +8,10 @@
  * positions are not consecutive (allowed by the IR) runs token by token. Every position is
  * checked against the cache length before anything is written.
  * Float vectors stored as f16/bf16 (norm weights, biases) are widened into a scratch buffer;
- * attention and rope_kv_write take their scratch from the backend's workspace (one per backend,
- * so per session; it grows to the largest step's need), so no step allocates.
+ * attention, rope_kv_write and the matmuls with a folded RMSNorm (prenorm, ops.def) take their
+ * scratch from the backend's workspace (one per backend, so per session; it grows to the largest
+ * step's need), so no step allocates. The matmul family always runs through the _normed kernels,
+ * which are the plain ones when the node has no prenorm.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -162,6 +164,7 @@ static loom_status cpu_run_node(loom_exec_backend *b, const loom_ir_graph *g, co
     (void)g;
     cpu_backend *c = b->impl;
     loom_status st;
+    loom_prenorm pn; /* a matmul-family node's folded RMSNorm (loom_exec_prenorm) */
     const loom_exec_tensor *x = &in[0], *y = &out[0];
     int64_t last = x->rank ? x->dims[x->rank - 1] : 1;
     switch (n->op) {
@@ -180,23 +183,25 @@ static loom_status cpu_run_node(loom_exec_backend *b, const loom_ir_graph *g, co
     case LOOM_IR_OP_ADD:
         return binary(c, x, &in[1], y, n->op == LOOM_IR_OP_ADD, err);
     case LOOM_IR_OP_MATMUL:
-        return loom_cpu_matmul(x->data, last ? x->numel / last : 0, loom_exec_kweight_of(&in[1]),
-                               y->data, err);
+        return loom_cpu_matmul_normed_ws(x->data, loom_exec_prenorm(n, in, &pn),
+                                         last ? x->numel / last : 0, loom_exec_kweight_of(&in[1]),
+                                         y->data, &c->ws, err);
     case LOOM_IR_OP_MATMUL_ADD:
         return loom_cpu_matmul_add(x->data, last ? x->numel / last : 0,
                                    loom_exec_kweight_of(&in[1]), in[2].data, y->data, err);
     case LOOM_IR_OP_MATMUL_PAIR: {
         bool swiglu = loom_ir_node_attr_int(n, LOOM_IR_ATTR_SWIGLU, 0) != 0;
-        return loom_cpu_matmul_pair(x->data, last ? x->numel / last : 0,
-                                    loom_exec_kweight_of(&in[1]), loom_exec_kweight_of(&in[2]),
-                                    swiglu ? LOOM_PAIR_SWIGLU : LOOM_PAIR_NONE, y->data,
-                                    swiglu ? NULL : out[1].data, err);
+        return loom_cpu_matmul_pair_normed_ws(
+            x->data, loom_exec_prenorm(n, in, &pn), last ? x->numel / last : 0,
+            loom_exec_kweight_of(&in[1]), loom_exec_kweight_of(&in[2]),
+            swiglu ? LOOM_PAIR_SWIGLU : LOOM_PAIR_NONE, y->data, swiglu ? NULL : out[1].data,
+            &c->ws, err);
     }
     case LOOM_IR_OP_MATMUL_TRIPLE: {
         loom_kweight w[3] = {loom_exec_kweight_of(&in[1]), loom_exec_kweight_of(&in[2]),
                              loom_exec_kweight_of(&in[3])};
         const float *bias[3] = {NULL, NULL, NULL};
-        bool has_bias = n->n_in == 7;
+        bool has_bias = n->n_in >= 7; /* 7, or 8 with the prenorm weight last */
         if (has_bias)
             for (int i = 0; i < 3; i++) {
                 /* Three slots are needed; widen one at a time only when all are f32. */
@@ -206,8 +211,9 @@ static loom_status cpu_run_node(loom_exec_backend *b, const loom_ir_graph *g, co
                 bias[i] = in[4 + i].data;
             }
         float *ys[3] = {out[0].data, out[1].data, out[2].data};
-        return loom_cpu_matmul_triple(x->data, last ? x->numel / last : 0, w,
-                                      has_bias ? bias : NULL, ys, err);
+        return loom_cpu_matmul_triple_normed_ws(x->data, loom_exec_prenorm(n, in, &pn),
+                                                last ? x->numel / last : 0, w,
+                                                has_bias ? bias : NULL, ys, &c->ws, err);
     }
     case LOOM_IR_OP_RESHAPE:
         if (y->data != x->data)

@@ -895,6 +895,7 @@ static loom_status dispatch(loom_exec_backend *b, const loom_ir_node *n,
     const loom_exec_tensor *x = &in[0], *y = &out[0];
     int64_t last = x->rank ? x->dims[x->rank - 1] : 1, rows = last ? x->numel / last : 0;
     loom_status st;
+    loom_prenorm pn; /* a matmul-family node's folded RMSNorm (loom_exec_prenorm) */
     switch (n->op) {
     case LOOM_IR_OP_GET_ROWS:
         return loom_cuda_embed(loom_exec_kweight_of(x), in[1].data, in[1].numel, y->data, err, s);
@@ -913,26 +914,29 @@ static loom_status dispatch(loom_exec_backend *b, const loom_ir_node *n,
                    : loom_cuda_mul_bcast(x->data, x->numel, bv->data, bv->numel, y->data, err, s);
     }
     case LOOM_IR_OP_MATMUL:
-        return loom_cuda_matmul(x->data, rows, loom_exec_kweight_of(&in[1]), y->data, err, s);
+        return loom_cuda_matmul_normed(x->data, loom_exec_prenorm(n, in, &pn), rows,
+                                       loom_exec_kweight_of(&in[1]), y->data, err, s);
     case LOOM_IR_OP_MATMUL_ADD:
         return loom_cuda_matmul_add(x->data, rows, loom_exec_kweight_of(&in[1]), in[2].data,
                                     y->data, err, s);
     case LOOM_IR_OP_MATMUL_PAIR: {
         bool swiglu = loom_ir_node_attr_int(n, LOOM_IR_ATTR_SWIGLU, 0) != 0;
-        return loom_cuda_matmul_pair(x->data, rows, loom_exec_kweight_of(&in[1]),
-                                     loom_exec_kweight_of(&in[2]),
-                                     swiglu ? LOOM_PAIR_SWIGLU : LOOM_PAIR_NONE, y->data,
-                                     swiglu ? NULL : out[1].data, err, s);
+        return loom_cuda_matmul_pair_normed(x->data, loom_exec_prenorm(n, in, &pn), rows,
+                                            loom_exec_kweight_of(&in[1]),
+                                            loom_exec_kweight_of(&in[2]),
+                                            swiglu ? LOOM_PAIR_SWIGLU : LOOM_PAIR_NONE, y->data,
+                                            swiglu ? NULL : out[1].data, err, s);
     }
     case LOOM_IR_OP_MATMUL_TRIPLE: {
         loom_kweight w[3] = {loom_exec_kweight_of(&in[1]), loom_exec_kweight_of(&in[2]),
                              loom_exec_kweight_of(&in[3])};
         const float *bias[3] = {NULL, NULL, NULL};
-        bool has_bias = n->n_in == 7;
+        bool has_bias = n->n_in >= 7; /* 7, or 8 with the prenorm weight last */
         if (has_bias)
             for (int i = 0; i < 3; i++) bias[i] = in[4 + i].data;
         float *ys[3] = {out[0].data, out[1].data, out[2].data};
-        return loom_cuda_matmul_triple(x->data, rows, w, has_bias ? bias : NULL, ys, err, s);
+        return loom_cuda_matmul_triple_normed(x->data, loom_exec_prenorm(n, in, &pn), rows, w,
+                                              has_bias ? bias : NULL, ys, err, s);
     }
     case LOOM_IR_OP_RESHAPE:
         return copy_d2d(c, y->data, x->data, (size_t)x->numel * loom_exec_elem_bytes(x->dtype),

@@ -46,7 +46,7 @@ static loom_status node_label(const loom_ir_graph *g, const uint32_t *num, const
         fprintf(m, "%s%s", o ? ", " : "", tb);
     }
     fprintf(m, " = %s\n", loom_ir_op_info_get(n->op)->name);
-    if (n->n_attrs) {
+    if (ir_printed_attr_count(n)) {
         ir_print_attrs(m, g, n);
         fputc('\n', m);
     }
@@ -93,7 +93,8 @@ loom_status loom_ir_print_dot(const loom_ir_graph *g, FILE *f, loom_error *err) 
         const loom_ir_node *n = ir_node_mut(g, id);
         char *label;
         if ((st = node_label(g, num, n, &label))) break;
-        bool fused = loom_ir_op_info_get(n->op)->flags & LOOM_IR_OPF_FUSED;
+        bool fused = (loom_ir_op_info_get(n->op)->flags & LOOM_IR_OPF_FUSED) ||
+                     loom_ir_prenorm_slot(n->op, n->n_in) != LOOM_IR_NO_SLOT;
         fprintf(f, "  n%u [shape=box, %s, label=\"", id,
                 fused ? "style=\"filled,bold\", fillcolor=\"#ffa94d\", peripheries=2, penwidth=2"
                       : "style=\"rounded,filled\", fillcolor=white");

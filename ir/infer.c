@@ -228,9 +228,33 @@ static loom_status infer_add(const ctx *c, loom_ir_type out[], uint32_t *n_out) 
     return broadcast(c, out, n_out);
 }
 
+/* The matmul family's optional prenorm weight (ops.def conventions): when the node has one
+ * (loom_ir_prenorm_slot), it is an f32 vector [K] of x's last dim and norm_eps a valid eps;
+ * without one norm_eps must be 0. */
+static loom_status check_prenorm(const ctx *c) {
+    char tb[96];
+    float eps = attr(c, LOOM_IR_ATTR_NORM_EPS)->u.f;
+    uint32_t slot = loom_ir_prenorm_slot(c->op, c->n_in);
+    if (slot == LOOM_IR_NO_SLOT) {
+        if (eps != 0.0f)
+            return fail(c, LOOM_ERR_INVALID_ARGUMENT, "norm_eps %g without a norm weight "
+                        "operand: must be 0", eps);
+        return LOOM_OK;
+    }
+    if (!(eps >= 0.0f) || isinf(eps))
+        return fail(c, LOOM_ERR_INVALID_ARGUMENT, "norm_eps %g must be finite and >= 0", eps);
+    const loom_ir_type *x = &c->v[0]->type;
+    loom_status st = need_float_vec(c, slot, x->dims[x->rank - 1], "norm weight");
+    if (!st && c->v[slot]->type.dtype != LOOM_IR_F32)
+        st = fail(c, LOOM_ERR_TYPE, "operand %u (norm weight) is %s: it must be f32", slot,
+                  tstr(c, slot, tb, sizeof tb));
+    return st;
+}
+
 static loom_status infer_matmul(const ctx *c, loom_ir_type out[], uint32_t *n_out) {
     *n_out = 1;
-    return matmul_type(c, 1, &out[0]);
+    loom_status st = matmul_type(c, 1, &out[0]);
+    return st ? st : check_prenorm(c);
 }
 
 static loom_status infer_reshape(const ctx *c, loom_ir_type out[], uint32_t *n_out) {
@@ -394,17 +418,17 @@ static loom_status infer_fused_rms_norm(const ctx *c, loom_ir_type out[], uint32
 }
 
 static loom_status infer_matmul_triple(const ctx *c, loom_ir_type out[], uint32_t *n_out) {
-    if (c->n_in != 4 && c->n_in != 7)
-        return fail(c, LOOM_ERR_INVALID_ARGUMENT, "takes x, W0, W1, W2 and optionally b0, b1, "
-                    "b2 (4 or 7 operands), got %u", c->n_in);
+    if (c->n_in == 6)
+        return fail(c, LOOM_ERR_INVALID_ARGUMENT, "takes x, W0, W1, W2, optionally b0, b1, b2, "
+                    "optionally a norm weight (4, 5, 7 or 8 operands), got %u", c->n_in);
     for (uint32_t i = 0; i < 3; i++) {
         loom_status st = matmul_type(c, 1 + i, &out[i]);
         if (st) return st;
-        if (c->n_in == 7 && (st = need_float_vec(c, 4 + i, c->v[1 + i]->type.dims[0], "bias")))
+        if (c->n_in >= 7 && (st = need_float_vec(c, 4 + i, c->v[1 + i]->type.dims[0], "bias")))
             return st;
     }
     *n_out = 3;
-    return LOOM_OK;
+    return check_prenorm(c);
 }
 
 static loom_status infer_matmul_pair(const ctx *c, loom_ir_type out[], uint32_t *n_out) {
@@ -423,7 +447,7 @@ static loom_status infer_matmul_pair(const ctx *c, loom_ir_type out[], uint32_t 
     } else {
         *n_out = 2;
     }
-    return LOOM_OK;
+    return check_prenorm(c);
 }
 
 static loom_status infer_matmul_add(const ctx *c, loom_ir_type out[], uint32_t *n_out) {

@@ -164,7 +164,7 @@ typedef enum loom_ir_attr_id {
     LOOM_IR_ATTR_ID_COUNT
 } loom_ir_attr_id;
 #define LOOM_IR_A(ID) (1u << LOOM_IR_ATTR_##ID)
-_Static_assert(LOOM_IR_ATTR_ID_COUNT == 12, "attribute count changed: update ops.def users");
+_Static_assert(LOOM_IR_ATTR_ID_COUNT == 13, "attribute count changed: update ops.def users");
 _Static_assert(LOOM_IR_ATTR_ID_COUNT <= 32, "attrs masks are 32-bit");
 
 enum { LOOM_IR_ROPE_NORM = 0, LOOM_IR_ROPE_NEOX = 1 }; /* values of the `mode` attribute */
@@ -190,6 +190,8 @@ typedef struct loom_ir_attr_info {
     const char *name;        /* "eps" */
     loom_ir_attr_kind kind;
     bool optional;           /* may be omitted; then default_i / default_f is stored */
+    bool elide_default;      /* optional, and left out of the text form and the protobuf
+                                while it holds its default (ops.def `optional` 2) */
     int64_t default_i;
     float default_f;
     const char *enum_names;  /* ENUM kind: "norm,neox"; NULL otherwise */
@@ -209,6 +211,12 @@ bool loom_ir_attr_from_name(const char *name, loom_ir_attr_id *out);
  * loom_ir_attr_enum_value: the value whose name is name[0..name_len); false when unknown. */
 bool loom_ir_attr_enum_name(loom_ir_attr_id id, int64_t i, char *buf, size_t len);
 bool loom_ir_attr_enum_value(loom_ir_attr_id id, const char *name, size_t name_len, int64_t *out);
+
+/* The operand index of the prenorm weight nw (ops.def conventions) of a node of op with n_in
+ * operands: matmul 3 -> 2, matmul_pair 4 -> 3, matmul_triple 5 -> 4 and 8 -> 7 (after the
+ * biases); LOOM_IR_NO_SLOT for every other op or count (no prenorm). */
+#define LOOM_IR_NO_SLOT UINT32_MAX
+uint32_t loom_ir_prenorm_slot(loom_ir_op op, uint32_t n_in);
 
 /* How many leading results of op are its leading operands' state buffers after a write: result
  * i (i < the count) IS operand i's buffer. 0 for ops without WRITES_STATE, 1 for kv_write, 2
@@ -248,6 +256,10 @@ typedef struct loom_ir_attr {
         const char *s;         /* STRING: owned by the graph */
     } u;
 } loom_ir_attr;
+
+/* True when attribute a is left out of the text form and the protobuf: its table row says so
+ * (elide_default) and it holds its default value (FLOAT compared bit for bit). */
+bool loom_ir_attr_elided(const loom_ir_attr *a);
 
 /* Attribute constructors for builders (strings and lists are copied by the builder). */
 loom_ir_attr loom_ir_attr_int(loom_ir_attr_id id, int64_t v);   /* also ENUM and DTYPE ids */

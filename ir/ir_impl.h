@@ -88,8 +88,11 @@ uint32_t *ir_result_numbers(const loom_ir_graph *g);
 loom_status ir_check_structure(const loom_ir_graph *g, loom_error *err);
 
 /* ---- print.c ---- */
-/* Writes n's attributes as in the text form: "{eps=1e-06, ...}". */
+/* Writes n's attributes as in the text form: "{eps=1e-06, ...}", elided ones left out
+ * (loom_ir_attr_elided). */
 void ir_print_attrs(FILE *f, const loom_ir_graph *g, const loom_ir_node *n);
+/* How many of n's attributes ir_print_attrs writes. */
+uint32_t ir_printed_attr_count(const loom_ir_node *n);
 
 /* ---- infer.c ---- */
 /* Fills attrs_out (sorted by id, defaults added) from the given attrs, checking the op's schema.

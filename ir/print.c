@@ -89,10 +89,17 @@ static void put_attr(FILE *f, const loom_ir_graph *g, const loom_ir_attr *a) {
     }
 }
 
+uint32_t ir_printed_attr_count(const loom_ir_node *n) {
+    uint32_t k = 0;
+    for (uint32_t a = 0; a < n->n_attrs; a++) k += !loom_ir_attr_elided(&n->attrs[a]);
+    return k;
+}
+
 void ir_print_attrs(FILE *f, const loom_ir_graph *g, const loom_ir_node *n) {
     fputc('{', f);
-    for (uint32_t a = 0; a < n->n_attrs; a++) {
-        if (a) fputs(", ", f);
+    for (uint32_t a = 0, k = 0; a < n->n_attrs; a++) {
+        if (loom_ir_attr_elided(&n->attrs[a])) continue;
+        if (k++) fputs(", ", f);
         put_attr(f, g, &n->attrs[a]);
     }
     fputc('}', f);
@@ -109,7 +116,7 @@ static void put_node(FILE *f, const loom_ir_graph *g, const uint32_t *num, const
         put_value(f, g, num, n->in[i]);
     }
     fputc(')', f);
-    if (n->n_attrs) {
+    if (ir_printed_attr_count(n)) {
         fputc(' ', f);
         ir_print_attrs(f, g, n);
     }

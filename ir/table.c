@@ -16,7 +16,7 @@ static const loom_ir_op_info op_table[LOOM_IR_OP_COUNT] = {
 
 static const loom_ir_attr_info attr_table[LOOM_IR_ATTR_ID_COUNT] = {
 #define LOOM_IR_ATTR_DEF(ID, nm, KIND, opt, di, df, names, dc) \
-    [LOOM_IR_ATTR_##ID] = {#nm, LOOM_IR_ATTR_KIND_##KIND, opt, di, df, names, dc},
+    [LOOM_IR_ATTR_##ID] = {#nm, LOOM_IR_ATTR_KIND_##KIND, (opt) != 0, (opt) == 2, di, df, names, dc},
 #include "ir/ops.def"
 };
 
@@ -43,6 +43,23 @@ uint32_t loom_ir_op_state_results(loom_ir_op op) {
     const loom_ir_op_info *oi = loom_ir_op_info_get(op);
     if (!oi || !(oi->flags & LOOM_IR_OPF_WRITES_STATE)) return 0;
     return oi->flags & LOOM_IR_OPF_WRITES_STATE2 ? 2 : 1;
+}
+
+bool loom_ir_attr_elided(const loom_ir_attr *a) {
+    const loom_ir_attr_info *ai = loom_ir_attr_info_get((loom_ir_attr_id)a->id);
+    if (!ai || !ai->elide_default) return false;
+    if (a->kind == LOOM_IR_ATTR_KIND_FLOAT) return !memcmp(&a->u.f, &ai->default_f, sizeof a->u.f);
+    return (a->kind == LOOM_IR_ATTR_KIND_INT || a->kind == LOOM_IR_ATTR_KIND_ENUM ||
+            a->kind == LOOM_IR_ATTR_KIND_DTYPE) && a->u.i == ai->default_i;
+}
+
+uint32_t loom_ir_prenorm_slot(loom_ir_op op, uint32_t n_in) {
+    switch (op) {
+    case LOOM_IR_OP_MATMUL: return n_in == 3 ? 2 : LOOM_IR_NO_SLOT;
+    case LOOM_IR_OP_MATMUL_PAIR: return n_in == 4 ? 3 : LOOM_IR_NO_SLOT;
+    case LOOM_IR_OP_MATMUL_TRIPLE: return n_in == 5 || n_in == 8 ? n_in - 1 : LOOM_IR_NO_SLOT;
+    default: return LOOM_IR_NO_SLOT;
+    }
 }
 
 bool loom_ir_attr_from_name(const char *name, loom_ir_attr_id *out) {

@@ -18,7 +18,8 @@ static bool guard(const loom_ir_graph *g, loom_match *m) {
     const loom_ir_node *gate = loom_match_node(g, m, 2), *up = loom_match_node(g, m, 3);
     loom_ir_value_id in[3] = {gate->in[0], gate->in[1], up->in[1]};
     loom_ir_attr swiglu = loom_ir_attr_int(LOOM_IR_ATTR_SWIGLU, 1);
-    return gate->in[0] == up->in[0] &&
+    return gate->in[0] == up->in[0] && !loom_pass_has_prenorm(gate) &&
+           !loom_pass_has_prenorm(up) &&
            loom_pass_infers_as(g, LOOM_IR_OP_MATMUL_PAIR, in, 3, &swiglu, 1, mul->out, 1);
 }
 

@@ -17,6 +17,7 @@ static bool guard(const loom_ir_graph *g, loom_match *m) {
     if (loom_pass_users(g, x, LOOM_IR_OP_MATMUL, 0, m->node, 2) != 2) return false;
     m->n_nodes = 2;
     const loom_ir_node *a = loom_match_node(g, m, 0), *b = loom_match_node(g, m, 1);
+    if (loom_pass_has_prenorm(a) || loom_pass_has_prenorm(b)) return false;
     loom_ir_value_id in[3] = {x, a->in[1], b->in[1]}, old[2] = {a->out[0], b->out[0]};
     loom_ir_attr swiglu = loom_ir_attr_int(LOOM_IR_ATTR_SWIGLU, 0);
     return loom_pass_infers_as(g, LOOM_IR_OP_MATMUL_PAIR, in, 3, &swiglu, 1, old, 2);

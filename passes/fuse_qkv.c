@@ -31,6 +31,8 @@ static bool guard(const loom_ir_graph *g, loom_match *m) {
     loom_ir_value_id x = loom_match_node(g, m, 0)->in[0];
     if (loom_pass_users(g, x, LOOM_IR_OP_MATMUL, 0, m->node, 3) != 3) return false;
     m->n_nodes = 3;
+    for (uint32_t i = 0; i < 3; i++)
+        if (loom_pass_has_prenorm(loom_match_node(g, m, i))) return false;
     loom_ir_value_id in[7] = {x}, old[3];
     uint32_t n_bias = 0;
     for (uint32_t i = 0; i < 3; i++) {

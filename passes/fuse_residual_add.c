@@ -13,7 +13,7 @@
 static bool guard(const loom_ir_graph *g, loom_match *m) {
     const loom_ir_node *add = loom_match_node(g, m, 0), *mm = loom_match_node(g, m, 1);
     loom_ir_value_id r = add->in[0] == mm->out[0] ? add->in[1] : add->in[0]; /* other operand */
-    if (r == mm->out[0]) return false; /* add(p, p) */
+    if (r == mm->out[0] || loom_pass_has_prenorm(mm)) return false; /* add(p, p); normed x */
     m->val[0] = r;
     loom_ir_value_id in[3] = {mm->in[0], mm->in[1], r};
     return loom_pass_infers_as(g, LOOM_IR_OP_MATMUL_ADD, in, 3, NULL, 0, add->out, 1);

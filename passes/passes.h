@@ -38,7 +38,8 @@ extern "C" {
 
 /* The default pipeline (-O2). */
 #define LOOM_PASS_PIPELINE_O2 \
-    "fuse-norm-weight,fuse-qkv,fuse-gate-up,fuse-residual-add,fuse-rope-kv-write,cse,dce"
+    "fuse-norm-weight,fuse-qkv,fuse-gate-up,fuse-residual-add,fuse-rope-kv-write,"  \
+    "fuse-norm-matmul,cse,dce"
 
 typedef loom_status (*loom_pass_fn)(loom_ir_graph *g, uint32_t *n_rewrites, loom_error *err);
 
@@ -49,6 +50,7 @@ loom_status loom_pass_fuse_gate_up(loom_ir_graph *g, uint32_t *n_rewrites, loom_
 loom_status loom_pass_fuse_residual_add(loom_ir_graph *g, uint32_t *n_rewrites, loom_error *err);
 loom_status loom_pass_fuse_matmul_pair(loom_ir_graph *g, uint32_t *n_rewrites, loom_error *err);
 loom_status loom_pass_fuse_rope_kv_write(loom_ir_graph *g, uint32_t *n_rewrites, loom_error *err);
+loom_status loom_pass_fuse_norm_matmul(loom_ir_graph *g, uint32_t *n_rewrites, loom_error *err);
 loom_status loom_pass_dce(loom_ir_graph *g, uint32_t *n_rewrites, loom_error *err);
 loom_status loom_pass_cse(loom_ir_graph *g, uint32_t *n_rewrites, loom_error *err);
 

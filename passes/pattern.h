@@ -105,6 +105,13 @@ bool loom_pass_infers_as(const loom_ir_graph *g, loom_ir_op op, const loom_ir_va
                          uint32_t n_in, const loom_ir_attr *attrs, uint32_t n_attrs,
                          const loom_ir_value_id *want, uint32_t n_want);
 
+/* True when n carries a prenorm weight (ops.def: a matmul family node whose x is RMS-normalized
+ * first, made by fuse-norm-matmul). A fusion that rebuilds products from a matmul's x and W must
+ * refuse such a node: its result is not x . W^T. */
+static inline bool loom_pass_has_prenorm(const loom_ir_node *n) {
+    return loom_ir_prenorm_slot(n->op, n->n_in) != LOOM_IR_NO_SLOT;
+}
+
 /* True when node a comes before node b in program order (both live). */
 bool loom_pass_before(const loom_ir_graph *g, loom_ir_node_id a, loom_ir_node_id b);
 

@@ -114,10 +114,13 @@ static loom_status put_node(writer *w, const loom_ir_node *n, node_msg *nm, loom
     for (uint32_t i = 0; i < n->n_out; i++) nm->out[i] = w->map[n->out[i]];
     nm->msg.n_outputs = n->n_out;
     nm->msg.outputs = nm->out;
-    for (uint32_t i = 0; i < n->n_attrs; i++) {
-        const loom_ir_attr *a = &n->attrs[i];
+    uint32_t n_attrs = 0; /* written: elided attributes (loom_ir_attr_elided) are left out */
+    for (uint32_t j = 0; j < n->n_attrs; j++) {
+        const loom_ir_attr *a = &n->attrs[j];
         const loom_ir_attr_info *ai = loom_ir_attr_info_get((loom_ir_attr_id)a->id);
         LOOM_ASSERT(ai != NULL);
+        if (loom_ir_attr_elided(a)) continue;
+        uint32_t i = n_attrs++;
         Loompb__Attr *m = &nm->attr[i];
         loompb__attr__init(m);
         m->name = (char *)ai->name;
@@ -168,7 +171,7 @@ static loom_status put_node(writer *w, const loom_ir_node *n, node_msg *nm, loom
         }
         nm->attr_p[i] = m;
     }
-    nm->msg.n_attrs = n->n_attrs;
+    nm->msg.n_attrs = n_attrs;
     nm->msg.attrs = nm->attr_p;
     return LOOM_OK;
 }

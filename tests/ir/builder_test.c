@@ -25,6 +25,7 @@ static const char *base =
     "weight @hw : f32[64]\n"
     "weight @emb : q8_0[100,256]\n"
     "weight @b : f32[128]\n"
+    "weight @nh : f16[256]\n"
     "state @kc : f16[32,128]\n"
     "state @vc : f16[32,2,64]\n"
     "state @vshort : f16[16,2,64]\n"
@@ -71,6 +72,14 @@ static const good_case good[] = {
     {"%y = matmul_pair(%x, @w, @w2) {swiglu=1}", "f32[T,128]"},
     {"%a, %b = matmul_pair(%x, @w, @wbig) {swiglu=0}", "f32[T,128], f32[T,256]"},
     {"%y = matmul_add(%x, @w, %r)", "f32[T,128]"},
+    /* prenorm: the norm weight last, norm_eps (0 is allowed with the operand). */
+    {"%y = matmul(%x, @w, @nw) {norm_eps=1e-6}", "f32[T,128]"},
+    {"%y = matmul(%x, @w, @nw)", "f32[T,128]"},
+    {"%y = matmul_pair(%x, @w, @w2, @nw) {swiglu=1, norm_eps=1e-5}", "f32[T,128]"},
+    {"%a, %b, %c = matmul_triple(%x, @w, @w2, @wbig, @nw) {norm_eps=1e-6}",
+     "f32[T,128], f32[T,128], f32[T,256]"},
+    {"%a, %b, %c = matmul_triple(%x, @w, @w2, @w, @b, @b, @b, @nw) {norm_eps=1e-6}",
+     "f32[T,128], f32[T,128], f32[T,128]"},
     {"%k, %v, %q = rope_kv_write(@kc, @vc, %x3, %k3, %k3, %pos) {eps=0, mode=neox, n_rot=64, "
      "freq_base=1e6}", "f16[32,128], f16[32,2,64], f32[T,4,64]"},
     {"%k, %v, %q = rope_kv_write(@vc, @kc, %x3, %k3, %k3, %pos, @hw, @hw) {eps=1e-6, mode=norm, "
@@ -142,9 +151,20 @@ static const bad_case bad[] = {
     {"%y = fused_rms_norm(%x, @hw) {eps=1e-6}", LOOM_ERR_TYPE,
      "operand 1 (w) is f32[64]: expected a float vector f32[256]"},
     {"%a, %b, %c = matmul_triple(%x, @w, @w2)", LOOM_ERR_INVALID_ARGUMENT,
-     "takes 4..7 operands, got 3"},
-    {"%a, %b, %c = matmul_triple(%x, @w, @w2, @w, @b)", LOOM_ERR_INVALID_ARGUMENT,
-     "(4 or 7 operands), got 5"},
+     "takes 4..8 operands, got 3"},
+    {"%a, %b, %c = matmul_triple(%x, @w, @w2, @w, @b, @b)", LOOM_ERR_INVALID_ARGUMENT,
+     "(4, 5, 7 or 8 operands), got 6"},
+    {"%a, %b, %c = matmul_triple(%x, @w, @w2, @w, @b) {norm_eps=1e-6}", LOOM_ERR_TYPE,
+     "operand 4 (norm weight) is f32[128]: expected a float vector f32[256]"},
+    {"%y = matmul(%x, @w) {norm_eps=1e-6}", LOOM_ERR_INVALID_ARGUMENT,
+     "norm_eps 1e-06 without a norm weight operand: must be 0"},
+    {"%y = matmul(%x, @w, @nh) {norm_eps=1e-6}", LOOM_ERR_TYPE,
+     "operand 2 (norm weight) is f16[256]: it must be f32"},
+    {"%y = matmul(%x, @w, %x) {norm_eps=1e-6}", LOOM_ERR_TYPE,
+     "operand 2 (norm weight) is f32[T,256]: expected a float vector f32[256]"},
+    {"%y = matmul_pair(%x, @w, @w2, @nw) {swiglu=1, norm_eps=-1}", LOOM_ERR_INVALID_ARGUMENT,
+     "norm_eps -1 must be finite and >= 0"},
+    {"%y = matmul_add(%x, @w, %r, @nw)", LOOM_ERR_INVALID_ARGUMENT, "takes 3..3 operands"},
     {"%a, %b, %c = matmul_triple(%x, @w, @w2, @wbig, @b, @b, @b)", LOOM_ERR_TYPE,
      "operand 6 (bias) is f32[128]"},
     {"%y = matmul_pair(%x, @w, @wbig) {swiglu=1}", LOOM_ERR_TYPE, "same rows"},

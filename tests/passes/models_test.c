@@ -2,14 +2,16 @@
  * of $LOOM_TESTDATA/golden (llama in six weight types, qwen3, qwen2), models/stories260K,
  * models/llama-2-tiny-random, and a qwen3 made by mkmodel (always available).
  *
- * - Op counts per layer: each layer holds exactly fused_rms_norm, matmul_triple, rope_kv_write
- *   (with qwen3's per-head Q/K norms inside: 8 operands, else 6), attention, matmul_add,
- *   fused_rms_norm, matmul_pair, matmul_add, in that order (reshape views aside); before the
- *   layers only the embedding, after them the final fused_rms_norm and the output matmul.
+ * - Op counts per layer: each layer holds exactly matmul_triple (the attention norm folded in
+ *   as its prenorm), rope_kv_write (with qwen3's per-head Q/K norms inside: 8 operands, else 6),
+ *   attention, matmul_add, matmul_pair (the FFN norm folded in), matmul_add, in that order
+ *   (reshape views aside); before the layers only the embedding, after them the output matmul
+ *   with the final norm folded in.
  * - Logits: -O2 equals -O0 on the CPU backend within 1e-5 (max |diff| / the row's logit range)
  *   and, on the golden models, still matches `<model>.S7.deq.logits.bin` within 1e-4 of the
- *   range (testdata README). -O2 without fuse-rope-kv-write gives the same logits bit for bit
- *   (its CPU kernel runs the unfused chain's float operations in the same order).
+ *   range (testdata README). -O2 without fuse-rope-kv-write, and -O2 without fuse-norm-matmul,
+ *   give the same logits bit for bit (their CPU kernels run the unfused chain's float
+ *   operations in the same order).
  * A node belongs to layer L when it reads a `blk.L.` weight or `kv.L.` state; other nodes
  * belong to the layer of the node before them. Missing testdata: skipped (failed when
  * LOOM_REQUIRE_TESTDATA=1), except the mkmodel case.
@@ -48,13 +50,12 @@ static int layer_of_name(const char *s) {
     return -1;
 }
 
-/* Checks the -O2 graph of a model: every layer's op sequence (reshape aside) is `want` with
- * the per-head norms inserted for qwen3, the prologue is get_rows, the epilogue the final norm
- * and output matmul. */
+/* Checks the -O2 graph of a model: every layer's op sequence (reshape aside) is `want`, its
+ * triple and pair with a prenorm, the prologue is get_rows, the epilogue the output matmul with
+ * the final norm folded in. */
 static void check_layers(const char *what, const loom_ir_graph *g, bool qk_norm) {
-    static const char *want[] = {"fused_rms_norm", "matmul_triple", "rope_kv_write",
-                                 "attention", "matmul_add", "fused_rms_norm", "matmul_pair",
-                                 "matmul_add"};
+    static const char *want[] = {"matmul_triple", "rope_kv_write", "attention", "matmul_add",
+                                 "matmul_pair", "matmul_add"};
     size_t n_want = sizeof want / sizeof *want;
     const loom_ir_meta *nl = loom_ir_meta_get(g, "loom.n_layer");
     cr_assert(nl);
@@ -72,6 +73,11 @@ static void check_layers(const char *what, const loom_ir_graph *g, bool qk_norm)
             else if (cur >= 0) cur = n_layer; /* output_norm / output after the layers */
         }
         if (n->op == LOOM_IR_OP_RESHAPE) continue;
+        bool wants_norm = n->op == LOOM_IR_OP_MATMUL_TRIPLE || n->op == LOOM_IR_OP_MATMUL_PAIR ||
+                          n->op == LOOM_IR_OP_MATMUL;
+        cr_expect_eq(loom_ir_prenorm_slot(n->op, n->n_in) != LOOM_IR_NO_SLOT, wants_norm,
+                     "%s: %s with%s a prenorm", what, loom_ir_op_info_get(n->op)->name,
+                     wants_norm ? "out" : "");
         if (n->op == LOOM_IR_OP_ROPE_KV_WRITE)
             cr_expect_eq(n->n_in, qk_norm ? 8 : 6, "%s: rope_kv_write with%s the Q/K norms", what,
                          qk_norm ? "" : "out");
@@ -88,12 +94,12 @@ static void check_layers(const char *what, const loom_ir_graph *g, bool qk_norm)
     for (int l = 0; l < n_layer; l++)
         cr_expect_str_eq(got[l + 1], want_s, "%s: layer %d is\n  %s\nwant\n  %s", what, l,
                          got[l + 1], want_s);
-    cr_expect_str_eq(got[n_layer + 1], "fused_rms_norm matmul", "%s: after the layers: %s", what,
+    cr_expect_str_eq(got[n_layer + 1], "matmul", "%s: after the layers: %s", what,
                      got[n_layer + 1]);
     const loom_ir_meta *p = loom_ir_meta_get(g, "passes");
     cr_expect(p && p->kind == LOOM_IR_META_STRING && !strcmp(p->s,
-              "fuse-norm-weight,fuse-qkv,fuse-gate-up,fuse-residual-add,fuse-rope-kv-write,cse,"
-              "dce"), "%s", what);
+              "fuse-norm-weight,fuse-qkv,fuse-gate-up,fuse-residual-add,fuse-rope-kv-write,"
+              "fuse-norm-matmul,cse,dce"), "%s", what);
 }
 
 /* ---- logits ---- */
@@ -129,16 +135,26 @@ static float *eval(loom_model *m, const int32_t *toks, int n, int32_t *rows) {
 static void check_model(const char *path, bool qk_norm, const int32_t *toks, int n,
                         const char *ref_path) {
     loom_model *m0 = load(path, "-O0"), *m2 = load(path, "-O2");
-    loom_model *mu = load(path, "fuse-norm-weight,fuse-qkv,fuse-gate-up,fuse-residual-add,cse,dce");
+    /* -O2 less one fusion each: fuse-rope-kv-write, fuse-norm-matmul. */
+    static const char *less[2][2] = {
+        {"fuse-norm-weight,fuse-qkv,fuse-gate-up,fuse-residual-add,fuse-norm-matmul,cse,dce",
+         "fuse-rope-kv-write"},
+        {"fuse-norm-weight,fuse-qkv,fuse-gate-up,fuse-residual-add,fuse-rope-kv-write,cse,dce",
+         "fuse-norm-matmul"}};
     check_layers(path, loom_model_graph(m2), qk_norm);
     cr_assert_null(loom_ir_meta_get(loom_model_graph(m0), "passes"));
     int32_t r0, r2, ru, V = loom_model_n_vocab(m0);
-    float *a = eval(m0, toks, n, &r0), *b = eval(m2, toks, n, &r2), *u = eval(mu, toks, n, &ru);
-    cr_assert(r0 == n && r2 == n && ru == n);
-    cr_expect(!memcmp(b, u, (size_t)n * V * sizeof *b),
-              "%s: -O2 logits differ from -O2 without fuse-rope-kv-write", path);
-    free(u);
-    loom_model_destroy(mu);
+    float *a = eval(m0, toks, n, &r0), *b = eval(m2, toks, n, &r2);
+    cr_assert(r0 == n && r2 == n);
+    for (int k = 0; k < 2; k++) {
+        loom_model *mu = load(path, less[k][0]);
+        float *u = eval(mu, toks, n, &ru);
+        cr_assert(ru == n);
+        cr_expect(!memcmp(b, u, (size_t)n * V * sizeof *b),
+                  "%s: -O2 logits differ from -O2 without %s", path, less[k][1]);
+        free(u);
+        loom_model_destroy(mu);
+    }
     for (int r = 0; r < n; r++) {
         double rel = row_rel(b + (size_t)r * V, a + (size_t)r * V, V);
         cr_expect(rel <= 1e-5, "%s row %d: -O2 differs from -O0 by %g of the range", path, r, rel);

@@ -1,13 +1,15 @@
 /* roundtrip_test.c: graph -> protobuf -> graph is structurally equal and re-serializes to the
  * same bytes; on hand-written graphs (text form), graphs with holes, an empty graph, a
  * Qwen3-4B-shaped 36-layer graph (size: kilobytes) and, with testdata, every lowered golden
- * model. Also save/load through files (tmp + rename, errors naming the path).
+ * model. Also save/load through files (tmp + rename, errors naming the path), and files written
+ * before the prenorm operand (norm_eps) existed: they load and keep their bytes.
  */
 #include <errno.h>
 #include <stdio.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "passes/passes.h"
 #include "ser_test_util.h"
 
 Test(roundtrip, layer_text_equal_and_same_bytes) {
@@ -69,6 +71,75 @@ Test(roundtrip, rope_kv_write_with_and_without_norms) {
     loom_ir_graph *g = parse_text(text);
     check_round_trip(g);
     loom_ir_graph_destroy(g);
+}
+
+/* Matmuls with a folded RMSNorm (prenorm operand + norm_eps) round-trip; norm_eps is written
+ * only where it is not 0, so a graph without prenorms has no norm_eps in its bytes. */
+Test(roundtrip, prenorm_matmuls) {
+    static const char *text =
+        "symbol T max=8\n"
+        "input %x : f32[T,256]\n"
+        "weight @n : f32[256] offset=0\n"
+        "weight @wq : q4_k[256,256] offset=1024\n"
+        "weight @wk : q6_k[128,256] offset=37888\n"
+        "weight @b : f32[128] offset=64768\n"
+        "weight @bq : f32[256] offset=65280\n"
+        "%q, %k, %v = matmul_triple(%x, @wq, @wk, @wk, @bq, @b, @b, @n) {norm_eps=1e-06}\n"
+        "%q1, %k1, %v1 = matmul_triple(%q, @wq, @wk, @wk, @n)\n"
+        "%g = matmul_pair(%q1, @wq, @wq, @n) {swiglu=1, norm_eps=1e-05}\n"
+        "%y = matmul(%g, @wk, @n) {norm_eps=1e-06}\n"
+        "%z = matmul(%g, @wk)\n"
+        "output y = %y\noutput z = %z\noutput k = %k1\noutput v = %v\n";
+    loom_ir_graph *g = parse_text(text);
+    check_round_trip(g);
+    uint8_t *b;
+    size_t n;
+    serialize_ok(g, &b, &n);
+    loom_ir_graph *g2 = deserialize_ok(b, n);
+    loom_error err = {0};
+    char *t1 = loom_ir_print_string(g, &err), *t2 = loom_ir_print_string(g2, &err);
+    cr_assert(t1 && t2, "%s", err.msg);
+    cr_assert_str_eq(t2, t1);
+    cr_assert(strstr(t1, "%8 = matmul(%6, @wk) : f32[T,128]\n"), "norm_eps=0 printed:\n%s", t1);
+    free(t1);
+    free(t2);
+    free(b);
+    loom_ir_graph_destroy(g2);
+    loom_ir_graph_destroy(g);
+    g = parse_text(LAYER_TEXT);
+    serialize_ok(g, &b, &n);
+    cr_assert_null(memmem(b, n, "norm_eps", 8), "an unused norm_eps was written");
+    free(b);
+    loom_ir_graph_destroy(g);
+}
+
+/* Files written by session 3's loom (before norm_eps and the prenorm operand; `loom compile` of
+ * the golden tiny_qwen3_q4km and tiny_qwen2_q4km at -O2) load, verify and re-serialize to
+ * their own bytes; fuse-norm-matmul on them gives a graph that round-trips too. */
+Test(roundtrip, files_from_before_prenorm_load_and_keep_their_bytes) {
+    static const char *files[] = {"tests/serialize/testdata/tiny_qwen3_q4km_s3.pb",
+                                  "tests/serialize/testdata/tiny_qwen2_q4km_s3.pb"};
+    for (size_t i = 0; i < sizeof files / sizeof *files; i++) {
+        FILE *f = fopen(files[i], "rb");
+        cr_assert(f, "cannot open %s", files[i]);
+        static uint8_t buf[1 << 16];
+        size_t len = fread(buf, 1, sizeof buf, f);
+        fclose(f);
+        cr_assert(len > 0 && len < sizeof buf, "%s", files[i]);
+        loom_ir_graph *g = deserialize_ok(buf, len);
+        loom_error err = {0};
+        cr_assert(!loom_ir_verify(g, &err), "%s: %s", files[i], err.msg);
+        uint8_t *b;
+        size_t n;
+        serialize_ok(g, &b, &n);
+        cr_assert(n == len && !memcmp(b, buf, len), "%s: re-serialized bytes differ", files[i]);
+        free(b);
+        uint32_t rewrites = 0;
+        cr_assert(!loom_pass_fuse_norm_matmul(g, &rewrites, &err), "%s", err.msg);
+        cr_assert_eq(rewrites, 2 * 2 + 1, "%s: %u norms folded", files[i], rewrites);
+        check_round_trip(g);
+        loom_ir_graph_destroy(g);
+    }
 }
 
 Test(roundtrip, deterministic_across_calls) {
