@@ -4,40 +4,38 @@
 // warps, a persistent grid, x converted to v11's f16 hi+lo fragments once per block -- run the
 // Qwen3-4B decode layer's Q4_K matmuls much closer to copy bandwidth than v11 (gemv_mma.cu)?
 //
-// The kernel (bulk_q4k, sm_90a only: sm_87 has no cp.async.bulk / mbarrier tx-count).
-// - Work: a matrix (or the gate/up pair, NMAT = 2) is cut into 16-row tiles and each tile's K into
-//   P parts of `sbc` super-blocks; the (tile, part) units in tile-major order are split into G
-//   contiguous ranges, one per block (G = min(SMs, tiles), so every range holds >= P units and a
-//   tile is shared by at most two blocks).
-// - Block: kNC = 7 consumer warps + 1 producer warp. Unit i of the block goes to consumer warp
-//   i % kNC and into that warp's ring slot (i / kNC) % D. The producer (lanes = rows) issues one
-//   cp.async.bulk per row of the unit (sbc * 144 bytes: 16-byte multiples, 16-byte aligned on
-//   both sides) after one lane's mbarrier.arrive.expect_tx on the slot's `full` barrier; it
-//   reuses a slot after its consumer arrived on the slot's `empty` barrier. The producer does
-//   not wait for the previous kernel (weights are constant), so with programmatic dependent
-//   launch the next matmul's ring fills during the previous kernel's tail.
-// - Consumers: griddepcontrol.wait, stage all of x as v11's B fragments (mma_common.cuh
-//   stage_token: f16 hi + lo, a power-of-two scale per super-block) once, then per unit:
-//   wait `full`, v11's q4_superblock on each super-block read from the ring (LDS.128, row pitch
-//   an odd multiple of 16 bytes: conflict-free), release the slot (fence.proxy.async, then
-//   `empty`), store the 16 row partials, arrive on the tile's barrier. The warp holding the
-//   tile's last part in the block waits on that barrier and sums the parts in order; a tile
-//   split between two blocks is finished by the second of them to arrive (partials through
-//   global scratch, __threadfence + an atomic counter that the finisher resets). Every sum runs
-//   in a fixed order, so results are deterministic (not v11's bits: another order).
-// - Epilogues: plain, + residual (y may alias the residual), SwiGLU (silu(gate) * up).
-// Invariants that keep it deadlock-free: producer and consumers walk the same unit list;
-// a unit's processing waits only on lower-numbered units (its slot's previous use, the
-// earlier parts of its tile), and a consumer releases its slot before it may wait on a tile.
-// Tile barrier slots are reused after TB tiles, TB >= 1 + ceil((kNC (D + 1) - 1) / P) (every
-// unit kNC (D + 1) before the current one is finished).
+// The kernel (tile_ring, v2; sm_90a only: sm_87 has no cp.async.bulk / mbarrier tx-count).
+// - Work: the (16-row tile, super-block) items of a matrix (or of the gate/up pair, NMAT = 2) in
+//   tile-major order are split into G = min(SMs, tiles) contiguous ranges, one a block; a
+//   block's tiles are its units (its first and last possibly partial: a tile is shared by at
+//   most two blocks, and the second to finish adds the other's partial from global scratch,
+//   __threadfence + an atomic counter that the finisher resets).
+// - Block: NC consumer warps (7: 256 threads, 2 blocks an SM; 15: 512 threads, 1) + 1 producer
+//   warp. Unit i goes into ring slot i % NS: after one lane's mbarrier.arrive.expect_tx on the
+//   slot's `full` barrier, lane r issues one cp.async.bulk for row r (the unit's super-blocks of
+//   the row, up to a whole row: 1440-5472 bytes, 16-byte multiples and alignment on both sides)
+//   into a row pitch that is an odd multiple of 16 bytes (conflict-free LDS.128). The producer
+//   never waits for the previous kernel (weights are constant), so under programmatic dependent
+//   launch the next matmul's ring fills while the previous kernel finishes.
+// - Consumers: griddepcontrol.wait, stage all of x once as v11's B fragments (mma_common.cuh
+//   stage_token: f16 hi + lo, a power-of-two scale per super-block), then per unit: wait `full`,
+//   run v11's q4_superblock on the unit's items q with q % NC == warp (read from the ring),
+//   fence.proxy.async, store one partial, arrive on the slot's `unit` barrier. Warp i % NC waits
+//   on it, sums the NC partials in warp order (deterministic; not v11's bits: another order),
+//   releases the slot (`empty`) and writes the tile (plain, + residual, or SwiGLU).
+// Invariants: producer and consumers walk the same unit list; a slot's unit barrier and partials
+// are reused only after the producer refilled the slot, which needs the finisher's release, so
+// no mbarrier phase can be overtaken; every wait is on a lower-numbered unit (no deadlock).
+// History: v1 (commit 12a0dab, bench/NOTES.md 2.2) gave each warp a private ring of tile parts
+// of 1-3 super-blocks copied row by row (144-432-byte copies): correct, but the stream alone
+// reached only 16-23% of copy, so v2 copies whole rows.
 //
 // Numeric contract: v11's (|y - y_cpu| <= 1e-5 * sum_k |W x| per dot), checked against a CPU
 // double reference; v11 itself (gemv_mma.cu, included below) runs in the same process on the
 // same weights for the comparison.
 //
 // Build (from the repository root; the include of gemv_mma.cu needs -I. or a snapshot of it):
-//   nvcc -O3 -std=c++17 -arch=sm_90a -I. -o q4k_bulk_proto bench/q4k_bulk_proto.cu
+//   nvcc -O3 -std=c++17 -arch=sm_90a -I. -Iinclude -o q4k_bulk_proto bench/q4k_bulk_proto.cu
 // Run: ./q4k_bulk_proto [--quick]   (--quick: the small correctness cases only, for sanitizers)
 #include <math.h>
 #include <stdarg.h>
@@ -98,9 +96,6 @@ extern "C" loom_status loom_error_set(loom_error *err, loom_status st, const cha
 namespace loom_cuda {
 namespace bulk {
 
-constexpr int kNC = 7;                     // consumer warps a block (+ 1: 256 threads, 128 registers at 2 blocks an SM)
-constexpr int kBThreads = (kNC + 1) * 32;  // + the producer warp
-constexpr int kXMax = 6;                   // super-blocks of x a consumer warp stages: nsb <= 42
 enum { E_PLAIN = 0, E_ADD = 1, E_SWIGLU = 2 };
 
 struct Args {
@@ -110,10 +105,9 @@ struct Args {
     const float *x;       // [nsb * 256]
     float *gpart;         // [tiles][2][NMAT][16]: partials of tiles split between two blocks
     int *gcnt;            // [tiles], zero between launches
-    int M, nsb, row_bytes;
-    int sbc, P, tiles, units;  // super-blocks a part, parts a tile, 16-row tiles, tiles * P
-    int D, TB, pitch, slot_bytes;
-    int off_xs, off_red, off_ring;  // dynamic shared memory layout (bytes)
+    int M, nsb, row_bytes, tiles, items;  // items = tiles * nsb (16 rows x 1 super-block each)
+    int NS, pitch, slot_bytes;            // ring slots (a tile each), row pitch, slot size
+    int off_xs, off_red, off_ring;        // dynamic shared memory layout (bytes)
     int mode;  // 0; diagnostics (wrong results): 1 = stream only (no math), 2 = math only (no copies)
 };
 
@@ -129,9 +123,6 @@ __device__ __forceinline__ void mb_arrive_expect_tx(uint32_t a, uint32_t bytes) 
 }
 __device__ __forceinline__ void mb_arrive(uint32_t a) {
     asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];" ::"r"(a) : "memory");
-}
-__device__ __forceinline__ void mb_arrive_n(uint32_t a, uint32_t n) {
-    asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0], %1;" ::"r"(a), "r"(n) : "memory");
 }
 __device__ __forceinline__ void mb_wait(uint32_t a, uint32_t parity) {
     uint32_t ok;
@@ -155,25 +146,34 @@ __device__ __forceinline__ uint4 lds16(const uint8_t *p) {
     return *reinterpret_cast<const uint4 *>(p);
 }
 
-template <int NMAT, int EPI>
-static __global__ void __launch_bounds__(kBThreads, 2) bulk_q4k(const Args a) {
+// Tile ring (v2). Items (tile, super-block) in tile-major order are split into G contiguous
+// ranges, one a block; a block's tiles (the first and last possibly partial) are its units.
+// Unit i goes into ring slot i % NS: one cp.async.bulk per row copies the unit's super-blocks
+// of that row (up to a whole row: 1440-5472 bytes). Item (global index q) belongs to consumer
+// warp q % NC, which accumulates its items of the unit in registers, stores one partial per
+// unit and arrives on the slot's `unit` barrier (every warp, items or not); warp i % NC then
+// sums the NC partials in warp order, releases the slot (`empty`) and finishes the tile. The
+// slot's unit barrier and partial buffer are reused only after the producer refilled the slot,
+// which needs that release: no phase can be overtaken.
+template <int NC, int NMAT, int EPI>
+static __global__ void __launch_bounds__((NC + 1) * 32, NC < 8 ? 2 : 1) tile_ring(const Args a) {
+    constexpr int kXMax = (42 + NC - 1) / NC;  // x super-blocks a warp stages (nsb <= 42)
     extern __shared__ __align__(128) uint8_t sm[];
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
-    const int nring = kNC * a.D;
-    const uint32_t bar_full = smaddr(sm), bar_empty = bar_full + 8 * nring;
-    const uint32_t bar_tile = bar_empty + 8 * nring;
+    const int NS = a.NS, nsb = a.nsb;
+    const uint32_t bar_full = smaddr(sm), bar_empty = bar_full + 8 * NS, bar_unit = bar_empty + 8 * NS;
     Stage<1> *xs = reinterpret_cast<Stage<1> *>(sm + a.off_xs);
     float *red = reinterpret_cast<float *>(sm + a.off_red);
     uint8_t *ringp = sm + a.off_ring;
     const int G = gridDim.x, b = blockIdx.x;
-    const int u0 = (int)((int64_t)a.units * b / G), u1 = (int)((int64_t)a.units * (b + 1) / G);
-    const int n = u1 - u0;
+    const int q0 = (int)((int64_t)a.items * b / G), q1 = (int)((int64_t)a.items * (b + 1) / G);
+    const int t0 = q0 / nsb, n = (q1 - 1) / nsb - t0 + 1;
     if (threadIdx.x == 0) {
-        for (int i = 0; i < nring; i++) {
+        for (int i = 0; i < NS; i++) {
             mb_init(bar_full + 8 * i, 1);
             mb_init(bar_empty + 8 * i, 1);
+            mb_init(bar_unit + 8 * i, NC * 32);
         }
-        for (int i = 0; i < a.TB; i++) mb_init(bar_tile + 8 * i, (uint32_t)a.P * 32);
         // barrier inits visible to the async proxy (the bulk copies complete on them)
         asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
         asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
@@ -181,24 +181,28 @@ static __global__ void __launch_bounds__(kBThreads, 2) bulk_q4k(const Args a) {
     __syncthreads();
     pdl_launch_dependents();
 
-    if (warp == kNC) {  // ---- producer: weights only (constant), so no griddepcontrol.wait
-        if (a.mode == 2) return;
+    if (warp == NC) {  // ---- producer: weights only (constant), so no griddepcontrol.wait
         const uint32_t ring = smaddr(ringp);
         for (int i = 0; i < n; i++) {
-            const int w = i % kNC, j = i / kNC, s = j % a.D, slot = w * a.D + s;
-            if (j >= a.D) mb_wait(bar_empty + 8 * slot, (uint32_t)((j / a.D) - 1) & 1u);
-            const int u = u0 + i, tile = u / a.P, part = u - tile * a.P;
-            const int sb0 = part * a.sbc;
-            const int cnt = a.nsb - sb0 < a.sbc ? a.nsb - sb0 : a.sbc;
-            const uint32_t bytes = (uint32_t)cnt * kQ4KBytes;
+            const int slot = i % NS;
+            if (i >= NS) mb_wait(bar_empty + 8 * slot, (uint32_t)((i / NS) - 1) & 1u);
+            const int tile = t0 + i;
+            const int lo = q0 - tile * nsb > 0 ? q0 - tile * nsb : 0;
+            const int hi = q1 - tile * nsb < nsb ? q1 - tile * nsb : nsb;
+            const uint32_t bytes = (uint32_t)(hi - lo) * kQ4KBytes;
             const int r0 = tile * kTileRows;
             const int valid = a.M - r0 < kTileRows ? a.M - r0 : kTileRows;
+            if (a.mode == 2) {  // math only: the same protocol, no bytes
+                if (lane == 0) mb_arrive(bar_full + 8 * slot);
+                continue;
+            }
             if (lane == 0) mb_arrive_expect_tx(bar_full + 8 * slot, bytes * (uint32_t)(valid * NMAT));
             __syncwarp();
             if (lane < 16 * NMAT) {
                 const int m = lane >> 4, r = lane & 15;
                 if (r < valid) {
-                    const uint8_t *src = (m ? a.w[1] : a.w[0]) + (int64_t)(r0 + r) * a.row_bytes + (int64_t)sb0 * kQ4KBytes;
+                    const uint8_t *src = (m ? a.w[1] : a.w[0]) + (int64_t)(r0 + r) * a.row_bytes +
+                                         (int64_t)lo * kQ4KBytes;
                     bulk_g2s(ring + (uint32_t)(slot * a.slot_bytes + (m * 16 + r) * a.pitch), src, bytes,
                              bar_full + 8 * slot);
                 }
@@ -215,39 +219,42 @@ static __global__ void __launch_bounds__(kBThreads, 2) bulk_q4k(const Args a) {
         float4 xa[kXMax], xc[kXMax];
 #pragma unroll
         for (int q = 0; q < kXMax; q++) {
-            const int sb = warp + q * kNC;
-            if (sb < a.nsb) {
+            const int sb = warp + q * NC;
+            if (sb < nsb) {
                 xa[q] = ld_x4(xb + (int64_t)sb * 256);
                 xc[q] = ld_x4(xb + (int64_t)sb * 256 + 32);
             }
         }
 #pragma unroll
         for (int q = 0; q < kXMax; q++) {
-            const int sb = warp + q * kNC;
-            if (sb < a.nsb) {
+            const int sb = warp + q * NC;
+            if (sb < nsb) {
                 stage_token<1>(xs[sb], 0, xa[q], xc[q], lane);
                 if (lane >= 1 && lane < 4) xs[sb].sinv[lane] = 0.0f;  // slots the GEMV never fills
             }
         }
     }
-    asm volatile("bar.sync 1, %0;" ::"n"(kNC * 32) : "memory");  // consumers only
+    asm volatile("bar.sync 1, %0;" ::"n"(NC * 32) : "memory");  // consumers only
 
     const bool hit = t >= 2;
     const uint32_t e = 2 * (t & 1);
     const uint32_t sel_e = e * 0x101u + 0x4040u, sel_o = (e + 1) * 0x101u + 0x4040u;
-    const int tile_first = u0 / a.P;
-    for (int i = warp; i < n; i += kNC) {
-        const int j = i / kNC, s = j % a.D, slot = warp * a.D + s;
-        const int u = u0 + i, tile = u / a.P, part = u - tile * a.P;
-        const int sb0 = part * a.sbc;
-        const int cnt = a.nsb - sb0 < a.sbc ? a.nsb - sb0 : a.sbc;
-        if (a.mode != 2) mb_wait(bar_full + 8 * slot, (uint32_t)(j / a.D) & 1u);
+    for (int i = 0; i < n; i++) {
+        const int slot = i % NS;
+        const uint32_t par = (uint32_t)(i / NS) & 1u;
+        const int tile = t0 + i;
+        const int lo = q0 - tile * nsb > 0 ? q0 - tile * nsb : 0;
+        const int hi = q1 - tile * nsb < nsb ? q1 - tile * nsb : nsb;
+        mb_wait(bar_full + 8 * slot, par);
         const uint8_t *sp = ringp + slot * a.slot_bytes;
         float acc[NMAT][1][2];
 #pragma unroll
         for (int m = 0; m < NMAT; m++) acc[m][0][0] = acc[m][0][1] = 0.0f;
+        const int base = tile * nsb + lo;  // global item index of the unit's first super-block
+        int k = warp - base % NC;
+        if (k < 0) k += NC;
 #pragma unroll 1
-        for (int k = 0; k < (a.mode == 1 ? 0 : cnt); k++) {
+        for (; k < (a.mode == 1 ? 0 : hi - lo); k += NC) {
 #pragma unroll
             for (int m = 0; m < NMAT; m++) {
                 const uint8_t *rg = sp + (m * 16 + g) * a.pitch + k * kQ4KBytes;
@@ -259,45 +266,40 @@ static __global__ void __launch_bounds__(kBThreads, 2) bulk_q4k(const Args a) {
                 r.qb8 = lds16(r8 + 32 + 32 * t);
                 r.h0 = lds16(rg);
                 r.h8 = lds16(r8);
-                q4_superblock<1, NMAT == 1 ? 2 : 1>(r, xs[sb0 + k], lane, 2, hit, sel_e, sel_o, acc[m]);
+                q4_superblock<1, NMAT == 1 ? 2 : 1>(r, xs[lo + k], lane, 2, hit, sel_e, sel_o, acc[m]);
             }
         }
-        // Release the slot: this warp's generic reads of it are done before the async proxy
-        // may overwrite it.
+        // this warp's generic reads of the slot are done before the async proxy may refill it
         asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
-        __syncwarp();
-        if (lane == 0 && a.mode != 2) mb_arrive(bar_empty + 8 * slot);
-        // Row partials (lane (g, 0): rows g, g + 8) into the tile's slot, then every lane arrives.
-        const int k = tile - tile_first, ts = k % a.TB;
         if (t == 0) {
 #pragma unroll
             for (int m = 0; m < NMAT; m++) {
-                float *rp = red + ((ts * a.P + part) * NMAT + m) * 16;
+                float *rp = red + ((slot * NC + warp) * NMAT + m) * 16;
                 rp[g] = acc[m][0][0];
                 rp[g + 8] = acc[m][0][1];
             }
         }
-        const int pa = tile == tile_first ? u0 - tile * a.P : 0;
-        const int pb = u1 - tile * a.P < a.P ? u1 - tile * a.P : a.P;
-        mb_arrive(bar_tile + 8 * ts);
-        if (part != pb - 1) continue;
-        // The tile's last part in this block: this warp finishes it.
-        if (lane == 0 && pb - pa < a.P) mb_arrive_n(bar_tile + 8 * ts, (uint32_t)(a.P - (pb - pa)) * 32);
-        mb_wait(bar_tile + 8 * ts, (uint32_t)(k / a.TB) & 1u);
+        mb_arrive(bar_unit + 8 * slot);
+        if (warp != i % NC) continue;
+        // ---- this warp finishes unit i
+        mb_wait(bar_unit + 8 * slot, par);
         const bool own = lane < 16;
         float v[NMAT];
 #pragma unroll
         for (int m = 0; m < NMAT; m++) {
             v[m] = 0.0f;
             if (own) {
-                const float *rp = red + (ts * a.P * NMAT + m) * 16 + lane;
-                v[m] = rp[pa * NMAT * 16];
-                for (int p = pa + 1; p < pb; p++) v[m] = __fadd_rn(v[m], rp[p * NMAT * 16]);
+                const float *rp = red + (slot * NC * NMAT + m) * 16 + lane;
+                v[m] = rp[0];
+#pragma unroll
+                for (int w = 1; w < NC; w++) v[m] = __fadd_rn(v[m], rp[w * NMAT * 16]);
             }
         }
-        bool fin = pa == 0 && pb == a.P;
+        __syncwarp();
+        if (lane == 0) mb_arrive(bar_empty + 8 * slot);  // slot and partials free for unit i + NS
+        bool fin = lo == 0 && hi == nsb;
         if (!fin) {  // shared with the neighbouring block: the second to arrive finishes it
-            const int piece = pa == 0 ? 0 : 1;
+            const int piece = lo == 0 ? 0 : 1;
             float *gp = a.gpart + (int64_t)tile * 2 * NMAT * 16;
             if (own) {
 #pragma unroll
@@ -330,6 +332,28 @@ static __global__ void __launch_bounds__(kBThreads, 2) bulk_q4k(const Args a) {
     }
 }
 
+// The bulk-copy engine alone: each block streams `per_block` bytes of src in copies of `csize`
+// bytes (lane 0 issues them one after another) through a ring of `ns` slots that it waits on
+// itself. Measures what the TMA delivers as a function of the copy size.
+static __global__ void __launch_bounds__(32, 1) tma_sweep(const uint8_t *src, int64_t per_block,
+                                                          int csize, int ns) {
+    extern __shared__ __align__(128) uint8_t sm[];
+    const uint32_t bars = smaddr(sm), ring = bars + 8 * 1024;
+    if (threadIdx.x != 0) return;
+    for (int i = 0; i < ns; i++) mb_init(bars + 8 * i, 1);
+    asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
+    asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
+    const uint8_t *p = src + per_block * blockIdx.x;
+    const int n = (int)(per_block / csize);
+    for (int i = 0; i < n; i++) {
+        const int slot = i % ns;
+        if (i >= ns) mb_wait(bars + 8 * slot, (uint32_t)((i / ns) - 1) & 1u);
+        mb_arrive_expect_tx(bars + 8 * slot, (uint32_t)csize);
+        bulk_g2s(ring + (uint32_t)(slot * csize), p + (int64_t)i * csize, (uint32_t)csize, bars + 8 * slot);
+    }
+    for (int i = n > ns ? n - ns : 0; i < n; i++) mb_wait(bars + 8 * (i % ns), (uint32_t)(i / ns) & 1u);
+}
+
 }  // namespace bulk
 }  // namespace loom_cuda
 
@@ -338,8 +362,8 @@ using namespace loom_cuda;
 using bulk::Args;
 
 struct Cfg {
-    int sbc;      // super-blocks a part
-    int smem_kb;  // shared-memory budget a block (<= 113: two blocks an SM, i.e. next kernel too)
+    int nc;       // consumer warps a block: 7 (256 threads, 2 blocks an SM) or 15 (512, 1)
+    int smem_kb;  // shared-memory budget a block (<= 110 and nc 7: the next kernel fits beside)
     int pdl;      // launch with programmatic dependent launch
     const char *name;
     int gmax;     // grid cap (0: the SM count); small caps make blocks share tiles in small tests
@@ -354,55 +378,61 @@ struct Scratch {
 static int g_sms = 0;
 static size_t g_smem_max = 0;
 
-template <int NMAT, int EPI>
-static void set_attrs() {
-    CK(cudaFuncSetAttribute(bulk::bulk_q4k<NMAT, EPI>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+template <int NC, int NMAT, int EPI>
+static void set_attrs1() {
+    CK(cudaFuncSetAttribute(bulk::tile_ring<NC, NMAT, EPI>, cudaFuncAttributeMaxDynamicSharedMemorySize,
                             (int)g_smem_max));
-    CK(cudaFuncSetAttribute(bulk::bulk_q4k<NMAT, EPI>, cudaFuncAttributePreferredSharedMemoryCarveout,
+    CK(cudaFuncSetAttribute(bulk::tile_ring<NC, NMAT, EPI>, cudaFuncAttributePreferredSharedMemoryCarveout,
                             100));
 }
+static void set_attrs() {
+    set_attrs1<7, 1, bulk::E_PLAIN>();
+    set_attrs1<7, 1, bulk::E_ADD>();
+    set_attrs1<7, 2, bulk::E_SWIGLU>();
+    set_attrs1<15, 1, bulk::E_PLAIN>();
+    set_attrs1<15, 1, bulk::E_ADD>();
+    set_attrs1<15, 2, bulk::E_SWIGLU>();
+}
 
-// Fills a (all but pointers) for an M x K matrix (NMAT of them) under cfg; returns the dynamic
-// shared memory size, or 0 when the shape does not fit.
+// Fills a (all but pointers) for an M x K matrix (nmat of them) under cfg; returns the dynamic
+// shared memory size (the budget, or the device maximum when two slots do not fit the
+// budget), or 0 when the shape does not fit at all.
 static size_t plan(Args &a, int M, int K, int nmat, const Cfg &cfg) {
     const int nsb = K / 256;
-    if (K % 256 || nsb > bulk::kNC * bulk::kXMax) return 0;
+    if (K % 256 || nsb > 42) return 0;
     a.M = M;
     a.nsb = nsb;
     a.row_bytes = nsb * 144;
-    a.sbc = std::min(cfg.sbc, nsb);
-    a.P = (nsb + a.sbc - 1) / a.sbc;
     a.tiles = (M + 15) / 16;
-    a.units = a.tiles * a.P;
-    a.pitch = a.sbc * 144 + ((a.sbc * 9) % 2 == 0 ? 16 : 0);  // pitch / 16 odd: no bank conflicts
+    a.items = a.tiles * nsb;
+    a.pitch = a.row_bytes + (nsb % 2 == 0 ? 16 : 0);  // pitch / 16 odd: no bank conflicts
     a.slot_bytes = nmat * 16 * a.pitch;
-    const size_t budget = (size_t)cfg.smem_kb * 1024;
-    for (int D = 8; D >= 2; D--) {
-        const int TB = 2 + (bulk::kNC * (D + 1) - 1 + a.P - 1) / a.P;
-        size_t off = (size_t)8 * (2 * bulk::kNC * D + TB);
-        off = (off + 15) & ~(size_t)15;
-        const size_t off_xs = off;
-        off += (size_t)nsb * sizeof(Stage<1>);
-        const size_t off_red = off;
-        off += (size_t)TB * a.P * nmat * 16 * 4;
-        off = (off + 127) & ~(size_t)127;
-        const size_t off_ring = off;
-        off += (size_t)bulk::kNC * D * a.slot_bytes;
-        if (off <= budget || D == 2) {
-            if (off > g_smem_max) return 0;
-            a.D = D;
-            a.TB = TB;
-            a.off_xs = (int)off_xs;
-            a.off_red = (int)off_red;
-            a.off_ring = (int)off_ring;
-            return off;
+    for (int pass = 0; pass < 2; pass++) {
+        const size_t budget = pass == 0 ? (size_t)cfg.smem_kb * 1024 : g_smem_max;
+        for (int NS = 8; NS >= 2; NS--) {
+            size_t off = (size_t)8 * 3 * NS;
+            off = (off + 15) & ~(size_t)15;
+            const size_t off_xs = off;
+            off += (size_t)nsb * sizeof(Stage<1>);
+            const size_t off_red = off;
+            off += (size_t)NS * cfg.nc * nmat * 16 * 4;
+            off = (off + 127) & ~(size_t)127;
+            const size_t off_ring = off;
+            off += (size_t)NS * a.slot_bytes;
+            if (off <= budget) {
+                a.NS = NS;
+                a.off_xs = (int)off_xs;
+                a.off_red = (int)off_red;
+                a.off_ring = (int)off_ring;
+                return off;
+            }
         }
     }
     return 0;
 }
 
-template <int NMAT, int EPI>
-static void launch_bulk(const uint8_t *w0, const uint8_t *w1, int M, int K, const float *x,
+template <int NC, int NMAT, int EPI>
+static void launch_ring(const uint8_t *w0, const uint8_t *w1, int M, int K, const float *x,
                         float *y, const float *resid, const Scratch &sc, const Cfg &cfg,
                         cudaStream_t st) {
     Args a = {};
@@ -425,12 +455,20 @@ static void launch_bulk(const uint8_t *w0, const uint8_t *w1, int M, int K, cons
     attr[0].val.programmaticStreamSerializationAllowed = 1;
     cudaLaunchConfig_t lc = {};
     lc.gridDim = dim3((unsigned)G);
-    lc.blockDim = dim3(bulk::kBThreads);
+    lc.blockDim = dim3((NC + 1) * 32);
     lc.dynamicSmemBytes = smem;
     lc.stream = st;
     lc.attrs = attr;
     lc.numAttrs = cfg.pdl ? 1 : 0;
-    CK(cudaLaunchKernelEx(&lc, bulk::bulk_q4k<NMAT, EPI>, a));
+    CK(cudaLaunchKernelEx(&lc, bulk::tile_ring<NC, NMAT, EPI>, a));
+}
+
+template <int NMAT, int EPI>
+static void launch_bulk(const uint8_t *w0, const uint8_t *w1, int M, int K, const float *x,
+                        float *y, const float *resid, const Scratch &sc, const Cfg &cfg,
+                        cudaStream_t st) {
+    if (cfg.nc == 15) launch_ring<15, NMAT, EPI>(w0, w1, M, K, x, y, resid, sc, cfg, st);
+    else launch_ring<7, NMAT, EPI>(w0, w1, M, K, x, y, resid, sc, cfg, st);
 }
 
 // v11 through its own launcher (gemv_mma.cu mma_matmul).
@@ -664,9 +702,8 @@ int main(int argc, char **argv) {
     int optin = 0;
     CK(cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, 0));
     g_smem_max = (size_t)optin;
-    set_attrs<1, bulk::E_PLAIN>();
-    set_attrs<1, bulk::E_ADD>();
-    set_attrs<2, bulk::E_SWIGLU>();
+    set_attrs();
+    CK(cudaFuncSetAttribute(bulk::tma_sweep, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)g_smem_max));
     cudaStream_t st;
     CK(cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking));
     printf("q4k_bulk_proto: %d SMs, %d KB shared a block max\n", g_sms, optin >> 10);
@@ -676,27 +713,29 @@ int main(int argc, char **argv) {
     CK(cudaMalloc(&sc.gcnt, 1024 * 4));
     CK(cudaMemset(sc.gcnt, 0, 1024 * 4));
 
-    // Configurations: parts of 1 or 2 super-blocks; <= 113 KB (two blocks an SM: the next
-    // kernel's producer streams during this one) or ~200 KB (one block an SM, a deeper ring).
+    // Configurations: 7 consumer warps in <= 110 KB (two blocks an SM: the next kernel's
+    // producer streams during this one; down's whole-row tiles need more and get one block an
+    // SM), in 220 KB (one block an SM, deeper ring), or 15 consumer warps (one block an SM).
     std::vector<Cfg> cfgs = {
-        {1, 110, 1, "sbc1/110K"},
-        {2, 110, 1, "sbc2/110K"},
-        {1, 200, 1, "sbc1/200K"},
-        {2, 200, 1, "sbc2/200K"},
-        {3, 110, 1, "sbc3/110K"},
+        {7, 110, 1, "nc7/110K"},
+        {7, 220, 1, "nc7/220K"},
+        {15, 220, 1, "nc15/220K"},
     };
     std::vector<Cfg> tcfgs = cfgs;  // timing only: where the time goes
-    tcfgs.push_back({1, 110, 1, "sbc1 stream-only", 0, 1});
-    tcfgs.push_back({1, 110, 1, "sbc1 math-only", 0, 2});
+    tcfgs.push_back({7, 110, 1, "nc7 stream-only", 0, 1});
+    tcfgs.push_back({7, 110, 1, "nc7 math-only", 0, 2});
+    tcfgs.push_back({15, 220, 1, "nc15 stream-only", 0, 1});
+    tcfgs.push_back({15, 220, 1, "nc15 math-only", 0, 2});
     std::vector<Cfg> ccfgs = cfgs;  // + grid caps, so that blocks share tiles in the small cases
-    ccfgs.push_back({1, 110, 1, "sbc1 grid2", 2});
-    ccfgs.push_back({3, 110, 1, "sbc3 grid5", 5});
+    ccfgs.push_back({7, 110, 1, "nc7 grid2", 2});
+    ccfgs.push_back({15, 220, 1, "nc15 grid3", 3});
+    if (quick) ccfgs = {{7, 110, 1, "nc7 grid2", 2}, {15, 220, 1, "nc15 grid3", 3}};
     for (const Cfg &c : cfgs)
         for (const Role &r : kRoles) {
             Args a = {};
             const size_t s = plan(a, r.M, r.K, r.nmat, c);
-            printf("plan %-10s %-28s D=%d TB=%d P=%d tiles=%d units=%d smem=%zu B grid=%d\n", c.name,
-                   r.name, a.D, a.TB, a.P, a.tiles, a.units, s, std::min(g_sms, a.tiles));
+            printf("plan %-10s %-28s NS=%d tiles=%d items=%d smem=%zu B grid=%d\n", c.name, r.name, a.NS,
+                   a.tiles, a.items, s, std::min(g_sms, a.tiles));
         }
 
     int fails = 0;
@@ -704,7 +743,7 @@ int main(int argc, char **argv) {
     fails += check_shape("small M=37 K=1024 wide x", 37, 1024, EPI_PLAIN, true, sc, ccfgs, st);
     fails += check_shape("small M=50 K=4096 add", 50, 4096, EPI_ADD, false, sc, ccfgs, st);
     fails += check_shape("small M=70 K=2560 swiglu", 70, 2560, EPI_SWIGLU, false, sc, ccfgs, st);
-    fails += check_shape("small M=100 K=9728 add", 100, 9728, EPI_ADD, false, sc, ccfgs, st);
+    if (!quick) fails += check_shape("small M=100 K=9728 add", 100, 9728, EPI_ADD, false, sc, ccfgs, st);
     if (!quick) fails += check_shape("M=2200 K=9728 add (ragged)", 2200, 9728, EPI_ADD, false, sc, ccfgs, st);
     if (!quick)
         for (const Role &r : kRoles) fails += check_shape(r.name, r.M, r.K, r.epi, false, sc, cfgs, st);
@@ -721,6 +760,24 @@ int main(int argc, char **argv) {
         const double us = time_us([&](int) { CK(cudaMemcpyAsync(b, a, nb, cudaMemcpyDeviceToDevice, st)); }, 10, st);
         g_copy_gbs = 2.0 * nb / (us * 1e-6) / 1e9;
         printf("device copy (read+write) 1 GiB: %.1f us, %.1f GB/s\n", us, g_copy_gbs);
+        // the bulk-copy engine alone, by copy size (GB/s read into shared memory)
+        printf("| %-30s | %-16s | %9s | %8s | %6s |\n", "tma stream (no consumers)", "grid/ring", "us", "GB/s", "%copy");
+        static const int sizes[] = {144, 288, 576, 1152, 1440, 2304, 4608, 9216, 18432};
+        static const struct { int bps, ring_kb; } geo[] = {{1, 200}, {2, 96}};
+        for (const auto &gm : geo)
+            for (int cs : sizes) {
+                const int G = g_sms * gm.bps;
+                const int ns = std::min(1024, gm.ring_kb * 1024 / cs);
+                const int64_t per = ((int64_t)(nb / 2) / G / cs) * cs;
+                const size_t smem = 8 * 1024 + (size_t)ns * cs;
+                const double tus = time_us([&](int) {
+                    bulk::tma_sweep<<<G, 32, smem, st>>>((const uint8_t *)a, per, cs, ns);
+                }, 3, st);
+                char nm[64], gn[32];
+                snprintf(nm, sizeof nm, "bulk copies of %d B", cs);
+                snprintf(gn, sizeof gn, "%dx%d %dK", g_sms, gm.bps, gm.ring_kb);
+                row(nm, gn, tus, (double)per * G);
+            }
         cudaFree(a);
         cudaFree(b);
     }
@@ -786,8 +843,8 @@ int main(int argc, char **argv) {
     printf("\n(b) the four in one CUDA graph, %d layers, replayed back to back (median of 7 x 20)\n", L);
     printf("| %-30s | %-16s | %9s | %8s | %6s |\n", "graph", "variant", "us/layer", "GB/s", "%copy");
     std::vector<Cfg> gcfgs = tcfgs;
-    gcfgs.push_back({1, 110, 0, "sbc1/110K noPDL"});
-    gcfgs.push_back({2, 110, 0, "sbc2/110K noPDL"});
+    gcfgs.push_back({7, 110, 0, "nc7/110K noPDL"});
+    gcfgs.push_back({15, 220, 0, "nc15/220K noPDL"});
     for (int c = -2; c < (int)gcfgs.size(); c++) {
         const bool v11 = c < 0;
         g_pdl = c != -1;  // v11 with (c = -2) and without (c = -1) PDL
