@@ -9,8 +9,10 @@
  * "prenorm"), so the kernels normalize x while they stage it and the norm's launch and its [T,K]
  * result go away. Fires when %xn is used only as that node's x (the driver's intermediate rule),
  * the node has no prenorm yet and @nw is an f32 vector [K] (checked by inferring the fused node;
- * an f16 norm weight stays a separate norm). Run it after fuse-qkv and fuse-gate-up, which take
- * plain matmuls only, and before cse, which may give %xn a second user.
+ * an f16 norm weight stays a separate norm). The CUDA kernels read @nw as float4: a weight whose
+ * file offset is not a multiple of 16 (a mapped GGUF keeps it) stays a separate norm too. Run it
+ * after fuse-qkv and fuse-gate-up, which take plain matmuls only, and before cse, which may give
+ * %xn a second user.
  */
 #include "passes/passes.h"
 #include "passes/pattern.h"
@@ -34,8 +36,11 @@ static void operands(const loom_ir_graph *g, const loom_match *m,
 }
 
 static bool guard(const loom_ir_graph *g, loom_match *m) {
-    const loom_ir_node *mm = loom_match_node(g, m, 0);
-    if (loom_pass_has_prenorm(mm) || mm->n_in >= LOOM_IR_MAX_INPUTS) return false;
+    const loom_ir_node *mm = loom_match_node(g, m, 0), *norm = loom_match_node(g, m, 1);
+    const loom_ir_value *nw = loom_ir_value_get(g, norm->in[1]);
+    if (loom_pass_has_prenorm(mm) || mm->n_in >= LOOM_IR_MAX_INPUTS ||
+        (nw->kind == LOOM_IR_VALUE_WEIGHT && nw->offset % 16))
+        return false;
     loom_ir_value_id in[LOOM_IR_MAX_INPUTS];
     loom_ir_attr attrs[LOOM_IR_MAX_ATTRS];
     uint32_t n_in;

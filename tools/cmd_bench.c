@@ -31,7 +31,8 @@
 static void usage(FILE *f) {
     fprintf(f,
             "usage: loom bench MODEL.gguf [-p 512] [-n 128] [-r 3] [--backend cpu|cuda]\n"
-            "                  [--streams N] [--kv f32|f16|int8] [--threads N] [--json]\n"
+            "                  [--streams N] [--kv f32|f16|int8] [--threads N] [--passes LIST]\n"
+            "                  [--json]\n"
             "\n"
             "Prefill (pp) and decode (tg) throughput, llama-bench style, and the decode roofline.\n"
             "  -p N            prompt tokens (default 512; 0 skips pp)\n"
@@ -41,6 +42,8 @@ static void usage(FILE *f) {
             "  --streams N     CUDA streams (default 1)\n"
             "  --kv T          KV cache: f32, f16 (default) or int8 (cuda)\n"
             "  --threads N     CPU threads (default 0: one per online core)\n"
+            "  --passes LIST   GGUF models: the pass pipeline (names or -O0/-O2; default -O2),\n"
+            "                  e.g. -O2 less one pass to measure that fusion in the same run\n"
             "  --json          one JSON object on stdout\n");
 }
 
@@ -89,7 +92,7 @@ static uint64_t kv_bytes_per_pos(const loom_ir_graph *g, bool int8) {
 }
 
 int loom_cmd_bench(int argc, char **argv) {
-    const char *model = NULL, *kv = "f16", *backend = "cpu";
+    const char *model = NULL, *kv = "f16", *backend = "cpu", *passes = "-O2";
     int32_t P = 512, N = 128, R = 3, streams = 1, threads = 0;
     bool json = false;
     const loom_cli_opt opts[] = {
@@ -101,6 +104,7 @@ int loom_cmd_bench(int argc, char **argv) {
         {"--backend", LOOM_CLI_CHOICE, &backend, 0, 0, "cpu|cuda"},
         {"--kv", LOOM_CLI_CHOICE, &kv, 0, 0, "f32|f16|int8"},
         {"--json", LOOM_CLI_FLAG, &json, 0, 0, NULL},
+        {"--passes", LOOM_CLI_STRING, &passes, 0, 0, NULL},
     };
     int pr = loom_cli_parse_opts("loom bench", argc, argv, opts, sizeof opts / sizeof opts[0],
                                  usage, "model", &model);
@@ -126,6 +130,7 @@ int loom_cmd_bench(int argc, char **argv) {
     mo.max_tokens = P > 0 && P < 512 ? P : 512;
     mo.cache_type = !strcmp(kv, "f32") ? LOOM_CACHE_F32 : LOOM_CACHE_F16;
     mo.last_logits_only = true;
+    mo.passes = passes;
     loom_model *m = NULL;
     loom_session *s = NULL;
     int rc = 1;
@@ -192,6 +197,9 @@ int loom_cmd_bench(int argc, char **argv) {
         loom_cli_put_json(stdout, base);
         printf(", \"arch\": ");
         loom_cli_put_json(stdout, loom_model_arch(m));
+        const loom_ir_meta *pm = loom_ir_meta_get(loom_model_graph(m), "passes");
+        printf(", \"passes\": ");
+        loom_cli_put_json(stdout, pm && pm->kind == LOOM_IR_META_STRING ? pm->s : "");
         printf(", \"size_bytes\": %llu, \"params\": %llu, "
                "\"backend\": \"%s\", \"streams\": %d, \"kv\": \"%s\", \"reps\": %d, ",
                (unsigned long long)wtotal, (unsigned long long)params, be, streams, kv, R);

@@ -4,8 +4,16 @@
 loom_status loom_test_session_open(const char *path, int32_t n_ctx, int32_t max_tokens,
                                    loom_cache_type cache, const loom_session_options *so,
                                    loom_test_session *t, loom_error *err) {
+    return loom_test_session_open_passes(path, NULL, n_ctx, max_tokens, cache, so, t, err);
+}
+
+loom_status loom_test_session_open_passes(const char *path, const char *passes, int32_t n_ctx,
+                                          int32_t max_tokens, loom_cache_type cache,
+                                          const loom_session_options *so, loom_test_session *t,
+                                          loom_error *err) {
     loom_model_options mo;
     loom_model_options_init(&mo);
+    if (passes) mo.passes = passes;
     mo.n_ctx = n_ctx;
     mo.max_tokens = max_tokens;
     mo.cache_type = cache;

@@ -26,6 +26,13 @@ loom_status loom_test_session_open(const char *path, int32_t n_ctx, int32_t max_
                                    loom_cache_type cache, const loom_session_options *so,
                                    loom_test_session *t, loom_error *err);
 
+/* The same with the pass pipeline `passes` (NULL: the default -O2), e.g. -O2 less one fusion
+ * to compare a fused graph with the unfused one. */
+loom_status loom_test_session_open_passes(const char *path, const char *passes, int32_t n_ctx,
+                                          int32_t max_tokens, loom_cache_type cache,
+                                          const loom_session_options *so, loom_test_session *t,
+                                          loom_error *err);
+
 /* Destroys the session, then the model; both NULL afterwards. A closed or failed t is a no-op. */
 void loom_test_session_close(loom_test_session *t);
 

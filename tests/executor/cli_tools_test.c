@@ -3,7 +3,8 @@
  * - loom_cli_utf8_len accepts exactly the shortest-form scalar values; loom_cli_put_string /
  *   loom_cli_put_json escape quotes, backslashes, control bytes and broken UTF-8;
  * - `loom bench --json` escapes the model's file name (a name with a quote and a backslash gives
- *   valid JSON);
+ *   valid JSON); `--passes` picks the pipeline (recorded as "passes"; default -O2), an unknown
+ *   pass is a runtime error naming it;
  * - `loom run GRAPH.pb -p TEXT` needs no -m when the graph's source GGUF lies next to it (the
  *   vocabulary and the weights come from that one file), gives the GGUF's own text, and says
  *   that -m is needed when the source file is not found.
@@ -96,6 +97,25 @@ Test(cli_tools, bench_json_escapes_the_model_name) {
     snprintf(args, sizeof args, "bench '%s' -p 4 -n 2 -r 1 --json", link);
     cr_assert_eq(run(args, out, sizeof out, err, sizeof err), 0, "%s", err);
     cr_assert(strstr(out, "{\"model\": \"we\\\"ird\\\\name.gguf\", \"arch\": \"llama\", "), "%s", out);
+}
+
+Test(cli_tools, bench_passes_picks_the_pipeline) {
+    const char *golden = loom_test_testdata("golden/tiny_llama_q8_0.gguf");
+    char args[4096], out[4096], err[4096];
+    snprintf(args, sizeof args, "bench '%s/golden/tiny_llama_q8_0.gguf' -p 4 -n 2 -r 1 --json",
+             golden);
+    cr_assert_eq(run(args, out, sizeof out, err, sizeof err), 0, "%s", err);
+    cr_assert(strstr(out, "\"passes\": \"fuse-norm-weight,fuse-qkv,fuse-gate-up,fuse-residual-add,"
+                          "fuse-rope-kv-write,fuse-norm-matmul,cse,dce\""), "%s", out);
+    snprintf(args, sizeof args,
+             "bench '%s/golden/tiny_llama_q8_0.gguf' -p 4 -n 2 -r 1 --json --passes=fuse-qkv,dce",
+             golden);
+    cr_assert_eq(run(args, out, sizeof out, err, sizeof err), 0, "%s", err);
+    cr_assert(strstr(out, "\"passes\": \"fuse-qkv,dce\""), "%s", out);
+    snprintf(args, sizeof args,
+             "bench '%s/golden/tiny_llama_q8_0.gguf' -p 4 -n 2 -r 1 --passes no-such-pass", golden);
+    cr_assert_eq(run(args, out, sizeof out, err, sizeof err), 1, "%s", err);
+    cr_assert(strstr(err, "unknown pass 'no-such-pass'"), "%s", err);
 }
 
 Test(cli_tools, run_pb_text_prompt_finds_its_gguf_without_m) {

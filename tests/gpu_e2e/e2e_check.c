@@ -17,6 +17,10 @@
  *   and each of the 63 decode steps) must be bit-identical between the two, and the graphs-on
  *   session must report exactly 1 instantiation, 0 updates and 63 launches (one capture, then
  *   replays without re-capture); graphs off: none.
+ * Then the RMSNorm fold (fuse-norm-matmul): on CUDA, -O2 against -O2 without fuse-norm-matmul on
+ *   every model (S33 as above; KV f16, 1 stream, graphs on and KV int8, 2 streams, graphs off):
+ *   the logits must be bit-identical (the _normed kernels' contract: rms_norm then the plain
+ *   matmul, bit for bit, path by path).
  * A table is printed; the exit code is non-zero when any comparison fails.
  */
 #include <math.h>
@@ -40,14 +44,19 @@ typedef struct run {
 
 static int failures = 0;
 
-/* Runs prefill of n_pre tokens then decode of the rest; keeps every row. */
-static int run_model(const char *path, loom_cache_type cache, const loom_session_options *so,
-                     const int32_t *toks, int32_t n, int32_t n_pre, run *out, char *why,
-                     size_t why_len) {
+/* -O2 less fuse-norm-matmul (passes/passes.h's LOOM_PASS_PIPELINE_O2 without it). */
+static const char *const O2_UNFOLDED =
+    "fuse-norm-weight,fuse-qkv,fuse-gate-up,fuse-residual-add,fuse-rope-kv-write,cse,dce";
+
+/* Runs prefill of n_pre tokens then decode of the rest with pass pipeline passes (NULL: -O2);
+ * keeps every row. */
+static int run_model(const char *path, const char *passes, loom_cache_type cache,
+                     const loom_session_options *so, const int32_t *toks, int32_t n,
+                     int32_t n_pre, run *out, char *why, size_t why_len) {
     loom_test_session t;
     loom_error err = {0};
     memset(out, 0, sizeof *out);
-    if (loom_test_session_open(path, N_CTX, MAX_TOKENS, cache, so, &t, &err)) {
+    if (loom_test_session_open_passes(path, passes, N_CTX, MAX_TOKENS, cache, so, &t, &err)) {
         snprintf(why, why_len, "%s", err.msg);
         return 1;
     }
@@ -178,7 +187,7 @@ int main(int argc, char **argv) {
         loom_session_options cpu;
         loom_session_options_init(&cpu);
         run ref;
-        if (run_model(path, LOOM_CACHE_F32, &cpu, S33, 33, 17, &ref, why, sizeof why)) {
+        if (run_model(path, NULL, LOOM_CACHE_F32, &cpu, S33, 33, 17, &ref, why, sizeof why)) {
             printf("%-34s CPU reference failed: %s\n", models[mi], why);
             failures++;
             free(ref.logits);
@@ -196,7 +205,8 @@ int main(int argc, char **argv) {
                     so.cuda_graphs = graphs;
                     so.kv = kvs[k].int8 ? LOOM_SESSION_KV_INT8 : LOOM_SESSION_KV_AS_MODEL;
                     run got;
-                    int rc = run_model(path, kvs[k].cache, &so, S33, 33, 17, &got, why, sizeof why);
+                    int rc = run_model(path, NULL, kvs[k].cache, &so, S33, 33, 17, &got, why,
+                                       sizeof why);
                     double e = rc ? INFINITY : compare(&ref, &got);
                     bool ok = !rc && got.rows == ref.rows && e <= kvs[k].tol;
                     if (!ok) failures++;
@@ -311,6 +321,37 @@ int main(int argc, char **argv) {
                 free(a);
                 free(b);
             }
+    }
+    /* The RMSNorm fold on CUDA: -O2 == -O2 without fuse-norm-matmul, bit for bit. */
+    printf("\n%-34s %-5s %-7s %-6s %s\n", "norm fold (cuda, -O2 vs unfolded)", "kv", "streams",
+           "graphs", "bits");
+    for (int mi = 0; mi < n_models; mi++) {
+        char path[1024];
+        snprintf(path, sizeof path, "%s/%s", dir, models[mi]);
+        for (int c = 0; c < 2; c++) {
+            int k = c ? 2 : 1, streams = c ? 2 : 1, graphs = !c;
+            loom_session_options so;
+            loom_session_options_init(&so);
+            so.backend = LOOM_BACKEND_CUDA;
+            so.n_streams = streams;
+            so.cuda_graphs = graphs;
+            so.kv = kvs[k].int8 ? LOOM_SESSION_KV_INT8 : LOOM_SESSION_KV_AS_MODEL;
+            run a = {0}, b = {0};
+            int rc = run_model(path, NULL, kvs[k].cache, &so, S33, 33, 17, &a, why, sizeof why);
+            if (!rc)
+                rc = run_model(path, O2_UNFOLDED, kvs[k].cache, &so, S33, 33, 17, &b, why,
+                               sizeof why);
+            size_t nf = (size_t)a.rows * a.V, diff = 0;
+            for (size_t i = 0; !rc && i < nf; i++)
+                diff += memcmp(&a.logits[i], &b.logits[i], sizeof(float)) != 0;
+            bool ok = !rc && a.rows == b.rows && a.rows == 33 && diff == 0;
+            if (!ok) failures++;
+            printf("%-34s %-5s %-7d %-6s %s: %zu of %zu floats differ%s%s\n", models[mi],
+                   kvs[k].name, streams, graphs ? "on" : "off", ok ? "ok" : "FAIL", diff, nf,
+                   rc ? ": " : "", rc ? why : "");
+            free(a.logits);
+            free(b.logits);
+        }
     }
     printf("\n%s: %d failure(s)\n", failures ? "FAIL" : "PASS", failures);
     return failures ? 1 : 0;

@@ -90,6 +90,7 @@ Test(dump, ops_lists_the_op_table) {
         snprintf(line, sizeof line, "%s ", loom_ir_op_info_get((loom_ir_op)op)->name);
         cr_expect(strstr(got, line), "op %s missing from --ops", line);
     }
-    cr_assert(strstr(got, "matmul_triple   in 4..7  out <=3  fused\n"), "%s", got);
+    cr_assert(strstr(got, "matmul_triple   in 4..8  out <=3  fused\n"), "%s", got);
+    cr_assert(strstr(got, "{norm_eps=...} (optional)"), "%s", got);
     free(got);
 }

@@ -19,7 +19,7 @@ ir_srcs=(ir/build.c ir/compare.c ir/dot.c ir/graph.c ir/infer.c ir/parse.c ir/pr
              '{' '}' '[' ']' ', ' ' : ' '\n' '#' T f32 f16 bf16 i32 q4_k q6_k q8_0 \
              get_rows rms_norm mul add matmul reshape rope kv_write attention silu softmax \
              argmax convert fused_rms_norm matmul_triple matmul_pair matmul_add eps= mode= \
-             n_rot= freq_base= freq_scale= n_head= n_kv_head= head_dim= scale= swiglu= \
+             n_rot= freq_base= freq_scale= n_head= n_kv_head= head_dim= scale= swiglu= norm_eps= rope_kv_write \
              shape= dtype= neox norm 9223372036854775807 4294967296 3037000500 -1 1e39 \
              nan inf; do
         printf '"%s"\n' "$(printf '%s' "$w" | sed 's/\\/\\\\/g; s/"/\\"/g; s/$/\\n/; s/\\n$//')"

@@ -13,7 +13,10 @@
 #   bench_profile.* LOOM_CUDA_PROFILE=1: time per op family of a decode step (graphs off)
 #   skip.txt        decode ms/token with one op family's launches left out in turn
 #                   (LOOM_CUDA_PROFILE_SKIP; graphs replayed): each family's cost in the real step
-#   bash DEST/e2e.sh [check] [stories] [bench] [ab] [profile] [skip]   (default: the first three)
+#   fold_*.json     the RMSNorm fold: the bench at -O2 and at -O2 without fuse-norm-matmul
+#                   (loom bench --passes), alternated twice in one call; fold.txt the summary
+#   bash DEST/e2e.sh [check] [stories] [bench] [ab] [profile] [skip] [fold]
+#                   (default: the first three)
 #   e2e_check.log also holds the graph-replay section (graphs on == off bit for bit over a
 #   64-token generation, 1 instantiation / 0 updates); bench.txt's stderr the graph stats.
 set -u
@@ -71,6 +74,24 @@ for s in $steps; do
             ms=$(LOOM_CUDA_PROFILE_SKIP=$v timeout 60 $B/loom bench $M -p 512 -n 128 -r 3 \
                  --backend cuda --json 2>> "$OUT/skip.err" | grep -o '"ms_per_token": [0-9.]*')
             echo "skip $ops: $ms" | tee -a "$OUT/skip.txt"
+        done
+        ;;
+    fold)
+        # -O2 (norms folded into the matmuls) against -O2 less fuse-norm-matmul, same binary and
+        # model, A B A B so drift shows; decode ms/token, prefill t/s, activation arena
+        make_model
+        U=fuse-norm-weight,fuse-qkv,fuse-gate-up,fuse-residual-add,fuse-rope-kv-write,cse,dce
+        for r in 1 2; do
+            for p in -O2 $U; do
+                n=fold; [ $p = -O2 ] || n=unfolded
+                timeout 60 $B/loom bench $M -p 512 -n 128 -r 3 --backend cuda --passes=$p --json \
+                    > "$OUT/fold_${n}_$r.json" 2> "$OUT/fold_${n}_$r.err"
+                rc=$?
+                echo "fold $n run $r rc=$rc: $(grep -o '"pp": {[^}]*}\|"ms_per_token": [0-9.]*\|"fraction": [0-9.]*' \
+                    "$OUT/fold_${n}_$r.json" | tr '\n' ' ') $(grep -o 'activations [0-9.]* MiB\|[0-9]* launched' \
+                    "$OUT/fold_${n}_$r.err" | tr '\n' ' ')" | tee -a "$OUT/fold.txt"
+                [ $rc = 0 ] || tail -2 "$OUT/fold_${n}_$r.err"
+            done
         done
         ;;
     bench)
