@@ -1,7 +1,7 @@
 /* cuda_bench.c: benchmarks of the CUDA kernels at Qwen3-4B (hidden 2560, ffn 9728) and
  * Qwen3-8B (4096 / 14336) shapes, 32 query heads, 8 KV heads, head_dim 128, vocab 151936.
  *
- *   cuda_bench [--quick] [--attn] [--matmul] [--q6k]
+ *   cuda_bench [--quick] [--attn] [--matmul] [--q6k] [--norm]
  *
  * Method: CUDA events around many launches, the median of several repetitions, per launch.
  * Weights (and KV caches) rotate over copies totalling > 256 MB, far above the H200's L2 (50-60
@@ -9,7 +9,10 @@
  * activations, each once). The copy bandwidth is measured first, in the same run (a 1 GiB
  * device-to-device copy, counting read + write), and every figure is also given as a fraction
  * of it. "decode graph" rows capture whole layers' kernels back to back in a CUDA graph (as a
- * decode step runs) and time graph replays. Inputs are random (never zeros). Prints a table;
+ * decode step runs) and time graph replays ("folded": the RMSNorms inside the next matmul via
+ * loom_cuda_*_normed, beside the same layers with their norm launches; --norm: those and the
+ * 4B pair / triple / lm head standalone plain, norm + plain, and normed). Inputs are random
+ * (never zeros). Prints a table;
  * bench/RESULTS.md holds a copy with date and conditions. */
 #include <math.h>
 #include <stdint.h>
@@ -39,6 +42,7 @@ static int g_attn_only = 0; /* --attn: the copy and the attention rows only */
 static int g_mm_only = 0; /* --matmul: the 4B Q4_K matmul rows and the 4B decode graph only */
 /* --q6k: the copy and the Q6_K matmul rows only; each of those rows is timed twice on the same
  * weights, on the tensor cores and with LOOM_GEMV_MMA_Q6K=0 (the warp-per-row kernels) */
+static int g_norm_only = 0; /* --norm: the folded-RMSNorm rows only */
 static int g_q6k_only = 0, g_ab_q6k = 0, g_calls = 0; /* g_calls: launches a repetition (0: default) */
 static uint64_t g_rng = 0x2545F4914F6CDD1Dull;
 static loom_error g_err;
@@ -142,28 +146,38 @@ static void copy_fn(void *c, int i) {
 /* ---- matmul family ---------------------------------------------------------------------- */
 enum { R_MAX = 64 };
 enum mm_op { MM_PLAIN, MM_ADD, MM_PAIR, MM_TRIPLE, MM_GEMM };
+/* norm (MM_PLAIN, MM_PAIR, MM_TRIPLE): 0 none, 1 loom_cuda_rms_norm then the plain launcher
+ * (two launches, as an unfused graph), 2 the _normed launcher (the norm folded in) */
 struct mm_ctx {
-    int op, copies;
+    int op, copies, norm;
     int64_t n;
     loom_kweight w[R_MAX][3];
-    float *x, *y[3], *res;
+    float *x, *y[3], *res, *nw, *xn;
 };
 static void mm_fn(void *c, int i) {
     struct mm_ctx *m = c;
     loom_kweight *w = m->w[i % m->copies];
+    const loom_prenorm pn = {m->nw, 1e-6f}, *norm = m->norm == 2 ? &pn : NULL;
+    const float *x = m->x;
+    if (m->norm == 1) {
+        LK(loom_cuda_rms_norm(m->x, m->nw, m->n, w[0].cols, 1e-6f, m->xn, &g_err, g_s));
+        x = m->xn;
+    }
     switch (m->op) {
-    case MM_PLAIN: case MM_GEMM: LK(loom_cuda_matmul(m->x, m->n, w[0], m->y[0], &g_err, g_s)); break;
-    case MM_ADD: LK(loom_cuda_matmul_add(m->x, m->n, w[0], m->res, m->y[0], &g_err, g_s)); break;
+    case MM_PLAIN: case MM_GEMM: LK(loom_cuda_matmul_normed(x, norm, m->n, w[0], m->y[0], &g_err, g_s)); break;
+    case MM_ADD: LK(loom_cuda_matmul_add(x, m->n, w[0], m->res, m->y[0], &g_err, g_s)); break;
     case MM_PAIR:
-        LK(loom_cuda_matmul_pair(m->x, m->n, w[0], w[1], LOOM_PAIR_SWIGLU, m->y[0], NULL, &g_err, g_s));
+        LK(loom_cuda_matmul_pair_normed(x, norm, m->n, w[0], w[1], LOOM_PAIR_SWIGLU, m->y[0], NULL,
+                                        &g_err, g_s));
         break;
     case MM_TRIPLE: {
         float *const y[3] = {m->y[0], m->y[1], m->y[2]};
-        LK(loom_cuda_matmul_triple(m->x, m->n, w, NULL, y, &g_err, g_s));
+        LK(loom_cuda_matmul_triple_normed(x, norm, m->n, w, NULL, y, &g_err, g_s));
         break;
     }
     }
 }
+static int g_norm_ab = 0; /* bench_mm times norm modes 0, 1, 2 on the same weights */
 
 static int64_t wbytes(loom_kweight w) { return w.rows * loom_ggml_row_bytes(w.type, w.cols); }
 
@@ -185,6 +199,8 @@ static void bench_mm(const char *name, int op, int64_t n, int nw, const loom_ggm
             m->w[c][j] = w;
         }
     m->x = dev_floats(n * K, -1, 1);
+    m->nw = g_norm_ab ? dev_floats(K, 0.9f, 1.1f) : NULL;
+    m->xn = g_norm_ab ? dev_floats(n * K, -1, 1) : NULL;
     int64_t maxM = 0;
     for (int j = 0; j < nw; j++) if (M[j] > maxM) maxM = M[j];
     for (int j = 0; j < 3; j++) m->y[j] = dev_floats(n * maxM, 0, 1);
@@ -202,8 +218,13 @@ static void bench_mm(const char *name, int op, int64_t n, int nw, const loom_ggm
     else snprintf(shape, sizeof shape, "%s/%s/%s %lld+%lld+%lld x%lld", loom_ggml_type_get(t[0])->name,
                   loom_ggml_type_get(t[1])->name, loom_ggml_type_get(t[2])->name,
                   (long long)M[0], (long long)M[1], (long long)M[2], (long long)K);
-    double us = time_us(mm_fn, m, g_calls ? g_calls : g_quick ? 50 : 200);
-    row(name, shape, us, bytes);
+    static const char *nmode[3] = {"", " norm+plain", " normed"};
+    for (int nm = 0; nm < (g_norm_ab ? 3 : 1); nm++) {
+        char vn[96];
+        m->norm = nm;
+        snprintf(vn, sizeof vn, "%s%s", name, nmode[nm]);
+        row(vn, shape, time_us(mm_fn, m, g_calls ? g_calls : g_quick ? 50 : 200), bytes);
+    }
     if (g_ab_q6k) { /* the same weights with Q6_K on the warp-per-row kernels */
         char vn[96];
         snprintf(vn, sizeof vn, "%s (Q6K=0)", name);
@@ -215,7 +236,7 @@ static void bench_mm(const char *name, int op, int64_t n, int nw, const loom_ggm
     }
     for (int c = 0; c < copies; c++)
         for (int j = 0; j < nw; j++) cudaFree((void *)m->w[c][j].data);
-    cudaFree(m->x); cudaFree(m->res);
+    cudaFree(m->x); cudaFree(m->res); cudaFree(m->nw); cudaFree(m->xn);
     for (int j = 0; j < 3; j++) cudaFree(m->y[j]);
     free(m);
 }
@@ -350,7 +371,7 @@ struct layer {
     void *kc, *vc;
 };
 struct step_ctx {
-    int n_layers, gemv_only;
+    int n_layers, gemv_only, folded; /* folded: the two RMSNorms a layer inside the matmuls */
     int64_t H, F, ctx;
     struct layer L[32];
     float *x, *h, *q, *k, *v, *att, *ff, *normw, *qnw;
@@ -365,8 +386,12 @@ static void step_enqueue(struct step_ctx *s) {
     for (int l = 0; l < s->n_layers; l++) {
         struct layer *y = &s->L[l];
         float *const qkv_out[3] = {s->q, s->k, s->v};
-        if (!s->gemv_only) LK(loom_cuda_rms_norm(s->x, s->normw, 1, H, 1e-6f, s->h, &g_err, g_s));
-        LK(loom_cuda_matmul_triple(s->h, 1, y->qkv, NULL, qkv_out, &g_err, g_s));
+        const loom_prenorm pn = {s->normw, 1e-6f};
+        if (s->folded)
+            LK(loom_cuda_matmul_triple_normed(s->x, &pn, 1, y->qkv, NULL, qkv_out, &g_err, g_s));
+        if (!s->gemv_only && !s->folded)
+            LK(loom_cuda_rms_norm(s->x, s->normw, 1, H, 1e-6f, s->h, &g_err, g_s));
+        if (!s->folded) LK(loom_cuda_matmul_triple(s->h, 1, y->qkv, NULL, qkv_out, &g_err, g_s));
         if (!s->gemv_only) {
             LK(loom_cuda_rms_norm(s->q, s->qnw, nh, D, 1e-6f, s->q, &g_err, g_s));
             LK(loom_cuda_rms_norm(s->k, s->qnw, nkv, D, 1e-6f, s->k, &g_err, g_s));
@@ -376,8 +401,13 @@ static void step_enqueue(struct step_ctx *s) {
             LK(loom_cuda_attention(s->q, y->kc, NULL, y->vc, NULL, &kv, &ap, s->att, &g_err, g_s));
         }
         LK(loom_cuda_matmul_add(s->gemv_only ? s->q : s->att, 1, y->o, s->x, s->x, &g_err, g_s));
-        if (!s->gemv_only) LK(loom_cuda_rms_norm(s->x, s->normw, 1, H, 1e-6f, s->h, &g_err, g_s));
-        LK(loom_cuda_matmul_pair(s->h, 1, y->gate, y->up, LOOM_PAIR_SWIGLU, s->ff, NULL, &g_err, g_s));
+        if (s->folded)
+            LK(loom_cuda_matmul_pair_normed(s->x, &pn, 1, y->gate, y->up, LOOM_PAIR_SWIGLU, s->ff,
+                                            NULL, &g_err, g_s));
+        if (!s->gemv_only && !s->folded)
+            LK(loom_cuda_rms_norm(s->x, s->normw, 1, H, 1e-6f, s->h, &g_err, g_s));
+        if (!s->folded)
+            LK(loom_cuda_matmul_pair(s->h, 1, y->gate, y->up, LOOM_PAIR_SWIGLU, s->ff, NULL, &g_err, g_s));
         LK(loom_cuda_matmul_add(s->ff, 1, y->down, s->x, s->x, &g_err, g_s));
     }
 }
@@ -414,8 +444,9 @@ static void bench_step(const char *cfg, int64_t H, int64_t F, int n_layers, int6
     CK(cudaMalloc((void **)&s->pos, 4));
     CK(cudaMemcpy(s->pos, &pos, 4, cudaMemcpyHostToDevice));
     LK(loom_cuda_reserve_scratch(loom_cuda_scratch_bytes_for(32, 128, 1, 1), &g_err));
-    for (int mode = 0; mode < 2; mode++) {
+    for (int mode = 0; mode < (g_norm_only ? 3 : 2); mode++) {
         s->gemv_only = mode == 0;
+        s->folded = mode == 2;
         step_enqueue(s); /* eager once: warms up, allocates nothing later */
         CK(cudaStreamSynchronize(g_s));
         cudaGraph_t g;
@@ -425,7 +456,8 @@ static void bench_step(const char *cfg, int64_t H, int64_t F, int n_layers, int6
         CK(cudaGraphInstantiate(&s->exec, g, 0));
         double us = time_us(step_fn, s, g_quick ? 5 : 20);
         char name[64], shape[64];
-        snprintf(name, sizeof name, "decode graph %s %s", cfg, mode == 0 ? "GEMVs" : "full layer");
+        snprintf(name, sizeof name, "decode graph %s %s", cfg,
+                 mode == 0 ? "GEMVs" : mode == 1 ? "full layer" : "full, norms folded");
         snprintf(shape, sizeof shape, "%d layers, down %s, ctx %lld", n_layers,
                  loom_ggml_type_get(down_t)->name, (long long)ctx);
         row(name, shape, us / n_layers, (mode == 0 ? gemv_bytes : gemv_bytes + kv_bytes) / n_layers);
@@ -485,12 +517,32 @@ static void bench_q6k(void) {
     set_env("LOOM_GEMV_MMA_Q6K", "1");
 }
 
+/* --norm: the RMSNorm folded into the next matmul (loom_cuda_*_normed). Standalone: each of
+ * the 4B triple, SwiGLU pair and lm head plain, after a separate rms_norm launch, and with the
+ * norm folded in; then the 4B decode-step graph with its norm launches and folded (the same
+ * layers), with the tensor-core kernels and with LOOM_GEMV_MMA=0. */
+static void bench_norm_fold(void) {
+    const loom_ggml_type q4[3] = {LOOM_GGML_Q4_K, LOOM_GGML_Q4_K, LOOM_GGML_Q6_K};
+    g_norm_ab = 1;
+    bench_mm("4B triple QKV", MM_TRIPLE, 1, 3, q4, (const int64_t[]){4096, 1024, 1024}, 2560);
+    bench_mm("4B gate/up pair SwiGLU", MM_PAIR, 1, 2, q4, (const int64_t[]){9728, 9728}, 2560);
+    bench_mm("4B lm head Q6_K", MM_PLAIN, 1, 1, &q4[2], (const int64_t[]){151936}, 2560);
+    bench_mm("4B prefill pair N=32", MM_PAIR, 32, 2, q4, (const int64_t[]){9728, 9728}, 2560);
+    g_norm_ab = 0;
+    bench_step("4B", 2560, 9728, 8, 4096, LOOM_GGML_Q4_K);
+    bench_step("4B", 2560, 9728, 8, 4096, LOOM_GGML_Q4_K); /* repeat: the run-to-run spread */
+    set_env("LOOM_GEMV_MMA", "0");
+    bench_step("4B (MMA=0)", 2560, 9728, 8, 4096, LOOM_GGML_Q4_K);
+    set_env("LOOM_GEMV_MMA", "1");
+}
+
 int main(int argc, char **argv) {
     for (int i = 1; i < argc; i++) {
         if (strcmp(argv[i], "--quick") == 0) g_quick = 1;
         if (strcmp(argv[i], "--attn") == 0) g_attn_only = 1;
         if (strcmp(argv[i], "--matmul") == 0) g_mm_only = 1;
         if (strcmp(argv[i], "--q6k") == 0) g_q6k_only = 1;
+        if (strcmp(argv[i], "--norm") == 0) g_norm_only = 1;
     }
     CK(cudaStreamCreate(&g_s));
     int sms = 0, l2 = 0;
@@ -514,6 +566,10 @@ int main(int argc, char **argv) {
     }
     if (g_q6k_only) {
         bench_q6k();
+        goto done;
+    }
+    if (g_norm_only) {
+        bench_norm_fold();
         goto done;
     }
     static const struct { const char *name; int64_t H, F; } cfgs[2] = {{"4B", 2560, 9728}, {"8B", 4096, 14336}};

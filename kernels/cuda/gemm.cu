@@ -13,6 +13,12 @@
 // Numeric contract: per token exactly the GEMV's operations (the same Lane<T> load/prep/loadx/dotw, the same
 // __fadd_rn pass order, the same warp_sum butterfly, the same epilogue), so y[t, :] is
 // bit-identical to loom_cuda_matmul on x[t, :] alone. Against the CPU twin: as the GEMV.
+// Folded RMSNorm (NORM kernels, norm.cuh): the block first computes the scales of its n tokens
+// (norm.cu's reduction, one token after the other: n x K floats from L2 a block, a quarter of
+// what its four warps read of x anyway), then every x read is XNormed's (x * scale) * w[k]:
+// bit for bit loom_cuda_rms_norm followed by the plain kernel, and still the GEMV's bits.
+#include <type_traits>
+
 #include "kernels/cuda/matmul.cuh"
 
 namespace loom_cuda {
@@ -20,12 +26,17 @@ namespace {
 
 constexpr int kMaxN = 32;
 
-template <int T, bool WIDE>
+template <int T, bool WIDE, bool NORM>
 static __global__ void __launch_bounds__(kThreads, 1) gemm_kernel(const Seg s, const float *x,
-                                                               int n, int64_t K, int epi) {
+                                                               int n, int64_t K, int epi,
+                                                               const PreNorm norm) {
+    pdl_launch_dependents();  // first: the next launch overlaps this one (it still waits)
     pdl_wait();
-    pdl_launch_dependents();
+    __shared__ double npart[NORM ? kMaxN * kWarps : 1];
+    __shared__ float nscale[NORM ? kMaxN : 1];
+    if (NORM) block_rms_scales<kMaxN>(x, K, n, K, norm, npart, nscale);
     using L = Lane<T>;
+    using XS = typename std::conditional<NORM, XNormed, XPlain>::type;
     const int lane = threadIdx.x & 31;
     const int64_t r = (int64_t)blockIdx.x * kWarps + (threadIdx.x >> 5);
     if (r >= s.rows) return;
@@ -40,7 +51,10 @@ static __global__ void __launch_bounds__(kThreads, 1) gemm_kernel(const Seg s, c
 #pragma unroll
         for (int t = 0; t < kMaxN; t++) {
             if (t < n) {
-                const typename L::X xv = L::template loadx<WIDE>(x + (int64_t)t * K, p, lane, K);
+                XS xs;
+                if constexpr (NORM) xs = XNormed{x + (int64_t)t * K, norm.w, nscale[t]};
+                else xs = XPlain{x + (int64_t)t * K};
+                const typename L::X xv = L::template loadx<WIDE>(xs, p, lane, K);
                 acc[t] = __fadd_rn(acc[t], L::dotw(w, xv));
             }
         }
@@ -64,15 +78,20 @@ static __global__ void __launch_bounds__(kThreads, 1) gemm_kernel(const Seg s, c
 }
 
 template <int T, bool WIDE>
-void launch_gemm(const Seg &s, const float *x, int n, int64_t K, int epi, cudaStream_t stream) {
+void launch_gemm(const Seg &s, const float *x, int n, int64_t K, int epi, const PreNorm *norm,
+                 cudaStream_t stream) {
     dim3 grid((unsigned)((s.rows + kWarps - 1) / kWarps));
-    (void)launch(gemm_kernel<T, WIDE>, grid, kThreads, 0, stream, s, x, n, K, epi);
+    if (norm)
+        (void)launch(gemm_kernel<T, WIDE, true>, grid, kThreads, 0, stream, s, x, n, K, epi, *norm);
+    else
+        (void)launch(gemm_kernel<T, WIDE, false>, grid, kThreads, 0, stream, s, x, n, K, epi,
+                     PreNorm{});
 }
 
 }  // namespace
 
 loom_status gemm_launch(const Seg &s, const float *x, int64_t n, int64_t K, int epi,
-                        loom_error *err, cudaStream_t stream) {
+                        const PreNorm *norm, loom_error *err, cudaStream_t stream) {
     if (s.rows == 0 || n == 0) return LOOM_OK;
     if (n > kMaxN)
         return loom_error_set(err, LOOM_ERR_INVALID_ARGUMENT, "gemm: %lld tokens > %d per pass",
@@ -81,26 +100,26 @@ loom_status gemm_launch(const Seg &s, const float *x, int64_t n, int64_t K, int 
     const int nn = (int)n;
     switch (s.type) {
     case LOOM_GGML_Q4_K:
-        w ? launch_gemm<LOOM_GGML_Q4_K, true>(s, x, nn, K, epi, stream)
-          : launch_gemm<LOOM_GGML_Q4_K, false>(s, x, nn, K, epi, stream);
+        w ? launch_gemm<LOOM_GGML_Q4_K, true>(s, x, nn, K, epi, norm, stream)
+          : launch_gemm<LOOM_GGML_Q4_K, false>(s, x, nn, K, epi, norm, stream);
         break;
     case LOOM_GGML_Q5_K:
-        w ? launch_gemm<LOOM_GGML_Q5_K, true>(s, x, nn, K, epi, stream)
-          : launch_gemm<LOOM_GGML_Q5_K, false>(s, x, nn, K, epi, stream);
+        w ? launch_gemm<LOOM_GGML_Q5_K, true>(s, x, nn, K, epi, norm, stream)
+          : launch_gemm<LOOM_GGML_Q5_K, false>(s, x, nn, K, epi, norm, stream);
         break;
-    case LOOM_GGML_Q6_K: launch_gemm<LOOM_GGML_Q6_K, true>(s, x, nn, K, epi, stream); break;
-    case LOOM_GGML_Q8_0: launch_gemm<LOOM_GGML_Q8_0, true>(s, x, nn, K, epi, stream); break;
+    case LOOM_GGML_Q6_K: launch_gemm<LOOM_GGML_Q6_K, true>(s, x, nn, K, epi, norm, stream); break;
+    case LOOM_GGML_Q8_0: launch_gemm<LOOM_GGML_Q8_0, true>(s, x, nn, K, epi, norm, stream); break;
     case LOOM_GGML_F16:
-        w ? launch_gemm<LOOM_GGML_F16, true>(s, x, nn, K, epi, stream)
-          : launch_gemm<LOOM_GGML_F16, false>(s, x, nn, K, epi, stream);
+        w ? launch_gemm<LOOM_GGML_F16, true>(s, x, nn, K, epi, norm, stream)
+          : launch_gemm<LOOM_GGML_F16, false>(s, x, nn, K, epi, norm, stream);
         break;
     case LOOM_GGML_BF16:
-        w ? launch_gemm<LOOM_GGML_BF16, true>(s, x, nn, K, epi, stream)
-          : launch_gemm<LOOM_GGML_BF16, false>(s, x, nn, K, epi, stream);
+        w ? launch_gemm<LOOM_GGML_BF16, true>(s, x, nn, K, epi, norm, stream)
+          : launch_gemm<LOOM_GGML_BF16, false>(s, x, nn, K, epi, norm, stream);
         break;
     case LOOM_GGML_F32:
-        w ? launch_gemm<LOOM_GGML_F32, true>(s, x, nn, K, epi, stream)
-          : launch_gemm<LOOM_GGML_F32, false>(s, x, nn, K, epi, stream);
+        w ? launch_gemm<LOOM_GGML_F32, true>(s, x, nn, K, epi, norm, stream)
+          : launch_gemm<LOOM_GGML_F32, false>(s, x, nn, K, epi, norm, stream);
         break;
     default:
         return loom_error_set(err, LOOM_ERR_UNSUPPORTED, "gemm: weight type %d", s.type);

@@ -15,6 +15,14 @@
 // (LOOM_FAST_GEMV=0) does one pass at a time with byte loads for Q4_K/Q5_K. Partials are summed per lane in pass order,
 // then a xor-butterfly warp reduction; lane 0 applies the epilogue and writes.
 //
+// Folded RMSNorm (the loom_cuda_*_normed launchers; the plain launchers are the same calls with
+// no norm): every kernel of the family normalizes x itself, no norm launch and no scratch:
+// the mma kernels while staging x, the warp-per-row GEMV/GEMM through XNormed reads
+// (quant_blocks.cuh) after a block reduction of the token scale (norm.cuh). A triple whose V
+// is Q6_K still launches twice (Q4_K mma, Q6_K mma): both launches normalize. Bit for bit
+// loom_cuda_rms_norm followed by the plain launcher of the same path; the norm weight must be
+// 16-byte aligned (read as float4 beside x).
+//
 // Memory traffic: every weight byte once from DRAM (streamed), x (K floats) from L1/L2 by
 // every warp, y written once. Nothing dequantized is ever stored.
 //
@@ -26,6 +34,8 @@
 // Requirements: x 16-byte aligned (read as float4 / float2); K a multiple of the type's block
 // size. Q4_K/Q5_K weights not 16-byte aligned take the byte path.
 #include <stdio.h>
+
+#include <type_traits>
 
 #include "kernels/cuda/matmul.cuh"
 
@@ -43,10 +53,13 @@ struct GemvArgs {
     int epi;
     const float *x;
     int64_t K;
+    int normed;    // the RMSNorm `norm` folded into the x reads (the NORM kernels)
+    PreNorm norm;
 };
 
-template <int T, bool WIDE, int UNROLL, bool V8>
-__device__ __forceinline__ float row_dot(const uint8_t *row, const float *x, int64_t K,
+// XS: the x source (quant_blocks.cuh: XPlain, or XNormed for a folded RMSNorm).
+template <int T, bool WIDE, int UNROLL, bool V8, class XS>
+__device__ __forceinline__ float row_dot(const uint8_t *row, const XS &x, int64_t K,
                                          int lane) {
     using L = Lane<T>;
     const int64_t np = n_passes<T>(K);
@@ -68,8 +81,8 @@ __device__ __forceinline__ float row_dot(const uint8_t *row, const float *x, int
     return acc;
 }
 
-template <int UNROLL, bool V8>
-__device__ __forceinline__ float row_dot_any(const Seg &s, int64_t r, const float *x, int64_t K, int lane) {
+template <int UNROLL, bool V8, class XS>
+__device__ __forceinline__ float row_dot_any(const Seg &s, int64_t r, const XS &x, int64_t K, int lane) {
     const uint8_t *row = s.w + r * s.row_bytes;
     const bool w = s.wide != 0;
     switch (s.type) {
@@ -96,8 +109,8 @@ __device__ __forceinline__ float row_dot_any(const Seg &s, int64_t r, const floa
 
 // The dot of segment row r: specialized on the segment's type T (its registers only), or
 // T < 0: a run-time switch over every type (the generic kernel, for rare type mixes).
-template <int UNROLL, int T, bool V8>
-__device__ __forceinline__ float seg_dot(const Seg &s, int64_t r, const float *x, int64_t K,
+template <int UNROLL, int T, bool V8, class XS>
+__device__ __forceinline__ float seg_dot(const Seg &s, int64_t r, const XS &x, int64_t K,
                                          int lane) {
     if constexpr (T < 0) {
         return row_dot_any<UNROLL, V8>(s, r, x, K, lane);
@@ -121,10 +134,15 @@ constexpr int gemv_min_blocks() {
     return V8 && UNROLL == 2 && (T0 == LOOM_GGML_Q4_K || T0 == LOOM_GGML_Q5_K) ? kMinBlocksV8 : 1;
 }
 
-template <int UNROLL, int T0, int T1, int T2, bool V8>
+// NORM: x is RMS-normalized as it is read (XNormed, norm.cuh): the block computes the token's
+// scale after pdl_wait (every warp takes part, rows or not), then the passes read
+// (x * scale) * w[k]; bit for bit loom_cuda_rms_norm followed by the plain kernel.
+template <int UNROLL, int T0, int T1, int T2, bool V8, bool NORM>
 static __global__ void __launch_bounds__(kThreads, (gemv_min_blocks<UNROLL, T0, V8>()))
     gemv_kernel(const GemvArgs a) {
     pdl_launch_dependents();
+    __shared__ double npart[NORM ? kWarps : 1];
+    __shared__ float nscale[1];
     const int lane = threadIdx.x & 31;
     int64_t r = (int64_t)blockIdx.x * kWarps + (threadIdx.x >> 5);
     int si = 0;
@@ -150,7 +168,12 @@ static __global__ void __launch_bounds__(kThreads, (gemv_min_blocks<UNROLL, T0, 
             prefetch_l2(a.seg[1].w + r * a.seg[1].row_bytes + o);
     }
     pdl_wait();
+    if (NORM) block_rms_scales<1>(a.x, a.K, 1, a.K, a.norm, npart, nscale);
     if (r >= s.rows) return;
+    using XS = typename std::conditional<NORM, XNormed, XPlain>::type;
+    XS xs;
+    if constexpr (NORM) xs = XNormed{a.x, a.norm.w, nscale[0]};
+    else xs = XPlain{a.x};
     float v;
     if constexpr (T0 == T1 && T1 == T2) {
         // One call site for every segment and both SwiGLU matrices: the unrolled pass body
@@ -159,18 +182,18 @@ static __global__ void __launch_bounds__(kThreads, (gemv_min_blocks<UNROLL, T0, 
         const int nm = a.epi == EPI_SWIGLU ? 2 : 1;
 #pragma unroll 1
         for (int m = 0; m < nm; m++) {
-            const float t = warp_sum(seg_dot<UNROLL, T0, V8>(m ? a.seg[1] : s, r, a.x, a.K, lane));
+            const float t = warp_sum(seg_dot<UNROLL, T0, V8>(m ? a.seg[1] : s, r, xs, a.K, lane));
             if (m == 0) d0 = t;
             else d1 = t;
         }
         v = a.epi == EPI_SWIGLU ? __fmul_rn(silu_f(d0), d1) : d0;
     } else {
-        if (si == 0) v = seg_dot<UNROLL, T0, V8>(s, r, a.x, a.K, lane);
-        else if (si == 1) v = seg_dot<UNROLL, T1, V8>(s, r, a.x, a.K, lane);
-        else v = seg_dot<UNROLL, T2, V8>(s, r, a.x, a.K, lane);
+        if (si == 0) v = seg_dot<UNROLL, T0, V8>(s, r, xs, a.K, lane);
+        else if (si == 1) v = seg_dot<UNROLL, T1, V8>(s, r, xs, a.K, lane);
+        else v = seg_dot<UNROLL, T2, V8>(s, r, xs, a.K, lane);
         v = warp_sum(v);
         if (a.epi == EPI_SWIGLU) {
-            float u = warp_sum(seg_dot<UNROLL, T1, V8>(a.seg[1], r, a.x, a.K, lane));
+            float u = warp_sum(seg_dot<UNROLL, T1, V8>(a.seg[1], r, xs, a.K, lane));
             v = __fmul_rn(silu_f(v), u);
         }
     }
@@ -179,26 +202,26 @@ static __global__ void __launch_bounds__(kThreads, (gemv_min_blocks<UNROLL, T0, 
     if (lane == 0) s.y[r] = v;
 }
 
-template <int U, bool V8>
+template <int U, bool V8, bool NORM>
 void launch_types(const GemvArgs &a, dim3 grid, cudaStream_t stream) {
     const int t0 = a.seg[0].type;
     const int t1 = a.nseg > 1 ? a.seg[1].type : t0;
     const int t2 = a.nseg > 2 ? a.seg[2].type : t1;
     const bool same = t0 == t1 && t1 == t2;
     if (same && t0 == LOOM_GGML_Q4_K)
-        (void)launch(gemv_kernel<U, LOOM_GGML_Q4_K, LOOM_GGML_Q4_K, LOOM_GGML_Q4_K, V8>, grid, kThreads, 0, stream, a);
+        (void)launch(gemv_kernel<U, LOOM_GGML_Q4_K, LOOM_GGML_Q4_K, LOOM_GGML_Q4_K, V8, NORM>, grid, kThreads, 0, stream, a);
     else if (same && t0 == LOOM_GGML_Q5_K)
-        (void)launch(gemv_kernel<U, LOOM_GGML_Q5_K, LOOM_GGML_Q5_K, LOOM_GGML_Q5_K, V8>, grid, kThreads, 0, stream, a);
+        (void)launch(gemv_kernel<U, LOOM_GGML_Q5_K, LOOM_GGML_Q5_K, LOOM_GGML_Q5_K, V8, NORM>, grid, kThreads, 0, stream, a);
     else if (same && t0 == LOOM_GGML_Q6_K)
-        (void)launch(gemv_kernel<U, LOOM_GGML_Q6_K, LOOM_GGML_Q6_K, LOOM_GGML_Q6_K, V8>, grid, kThreads, 0, stream, a);
+        (void)launch(gemv_kernel<U, LOOM_GGML_Q6_K, LOOM_GGML_Q6_K, LOOM_GGML_Q6_K, V8, NORM>, grid, kThreads, 0, stream, a);
     else if (same && t0 == LOOM_GGML_Q8_0)
-        (void)launch(gemv_kernel<U, LOOM_GGML_Q8_0, LOOM_GGML_Q8_0, LOOM_GGML_Q8_0, V8>, grid, kThreads, 0, stream, a);
+        (void)launch(gemv_kernel<U, LOOM_GGML_Q8_0, LOOM_GGML_Q8_0, LOOM_GGML_Q8_0, V8, NORM>, grid, kThreads, 0, stream, a);
     else if (same && t0 == LOOM_GGML_F16)
-        (void)launch(gemv_kernel<U, LOOM_GGML_F16, LOOM_GGML_F16, LOOM_GGML_F16, V8>, grid, kThreads, 0, stream, a);
+        (void)launch(gemv_kernel<U, LOOM_GGML_F16, LOOM_GGML_F16, LOOM_GGML_F16, V8, NORM>, grid, kThreads, 0, stream, a);
     else if (t0 == LOOM_GGML_Q4_K && t1 == LOOM_GGML_Q4_K && t2 == LOOM_GGML_Q6_K)
-        (void)launch(gemv_kernel<U, LOOM_GGML_Q4_K, LOOM_GGML_Q4_K, LOOM_GGML_Q6_K, V8>, grid, kThreads, 0, stream, a);
+        (void)launch(gemv_kernel<U, LOOM_GGML_Q4_K, LOOM_GGML_Q4_K, LOOM_GGML_Q6_K, V8, NORM>, grid, kThreads, 0, stream, a);
     else
-        (void)launch(gemv_kernel<U, -1, -1, -1, V8>, grid, kThreads, 0, stream, a);
+        (void)launch(gemv_kernel<U, -1, -1, -1, V8, NORM>, grid, kThreads, 0, stream, a);
 }
 
 loom_status gemv_launch_unroll(const GemvArgs &a, int unroll, loom_error *err,
@@ -208,18 +231,23 @@ loom_status gemv_launch_unroll(const GemvArgs &a, int unroll, loom_error *err,
         for (int i = 1; i < a.nseg; i++) rows += a.seg[i].rows;
     if (rows == 0) return LOOM_OK;
     dim3 grid((unsigned)((rows + kWarps - 1) / kWarps));
-    const bool v8 = fast(SW_GEMV_V8);
+    // The NORM kernels exist as V8 only (V8 = 0 is bit-identical to it: bench/NOTES.md v8).
+    const bool v8 = fast(SW_GEMV_V8) || a.normed;
     if (unroll == 0) {  // by type: a Q4_K/Q5_K pass is 4 blocks, others 1 block or less
         const int t = a.seg[0].type;
         unroll = (t == LOOM_GGML_Q4_K || t == LOOM_GGML_Q5_K) ? 2 : 4;
     }
     if (unroll == 1) {  // the simple path: one pass at a time, the generic kernel
-        if (v8) (void)launch(gemv_kernel<1, -1, -1, -1, true>, grid, kThreads, 0, stream, a);
-        else (void)launch(gemv_kernel<1, -1, -1, -1, false>, grid, kThreads, 0, stream, a);
+        if (a.normed) (void)launch(gemv_kernel<1, -1, -1, -1, true, true>, grid, kThreads, 0, stream, a);
+        else if (v8) (void)launch(gemv_kernel<1, -1, -1, -1, true, false>, grid, kThreads, 0, stream, a);
+        else (void)launch(gemv_kernel<1, -1, -1, -1, false, false>, grid, kThreads, 0, stream, a);
+    } else if (a.normed) {
+        unroll >= 4 ? launch_types<4, true, true>(a, grid, stream)
+                    : launch_types<2, true, true>(a, grid, stream);
     } else if (unroll >= 4)
-        v8 ? launch_types<4, true>(a, grid, stream) : launch_types<4, false>(a, grid, stream);
+        v8 ? launch_types<4, true, false>(a, grid, stream) : launch_types<4, false, false>(a, grid, stream);
     else
-        v8 ? launch_types<2, true>(a, grid, stream) : launch_types<2, false>(a, grid, stream);
+        v8 ? launch_types<2, true, false>(a, grid, stream) : launch_types<2, false, false>(a, grid, stream);
     LAUNCH_CHECK();
     return LOOM_OK;
 }
@@ -279,6 +307,8 @@ loom_status check_x(const char *what, const float *x, int64_t n, int64_t K, loom
     return LOOM_OK;
 }
 
+const PreNorm *norm_of(const GemvArgs &a) { return a.normed ? &a.norm : nullptr; }
+
 int g_mma_fallback_logged = 0;
 int g_mma_q6k_fallback_logged = 0;
 
@@ -294,7 +324,7 @@ loom_status run_matmul(GemvArgs a, int64_t n, loom_error *err, cudaStream_t stre
     if (!fast(SW_FAST_GEMV) || !fast(SW_GEMV_MMA)) return run_matmul_rows(a, n, err, stream);
     if (a.epi == EPI_SWIGLU) {
         if (!mma_seg_ok(a.seg[0]) || !mma_seg_ok(a.seg[1])) return run_matmul_rows(a, n, err, stream);
-        loom_status st = mma_matmul(a.seg, 2, a.epi, a.x, a.K, n, err, stream);
+        loom_status st = mma_matmul(a.seg, 2, a.epi, a.x, a.K, n, norm_of(a), err, stream);
         if (st == LOOM_OK) return st;
         log_fallback_once(&g_mma_fallback_logged, "matmul (mma)", err);
         return run_matmul_rows(a, n, err, stream);
@@ -310,14 +340,14 @@ loom_status run_matmul(GemvArgs a, int64_t n, loom_error *err, cudaStream_t stre
         else rest.seg[rest.nseg++] = a.seg[i];
     }
     if (nm > 0) {
-        loom_status st = mma_matmul(mm, nm, a.epi, a.x, a.K, n, err, stream);
+        loom_status st = mma_matmul(mm, nm, a.epi, a.x, a.K, n, norm_of(a), err, stream);
         if (st != LOOM_OK) {
             log_fallback_once(&g_mma_fallback_logged, "matmul (mma)", err);
             return run_matmul_rows(a, n, err, stream);
         }
     }
     if (n6 > 0) {  // Q6_K (gemv_mma_q6k.cu); a failed launch leaves those rows to the kernels below
-        loom_status st = mma_q6k_matmul(m6, n6, a.epi, a.x, a.K, n, err, stream);
+        loom_status st = mma_q6k_matmul(m6, n6, a.epi, a.x, a.K, n, norm_of(a), err, stream);
         if (st != LOOM_OK) {
             log_fallback_once(&g_mma_q6k_fallback_logged, "matmul (mma Q6_K)", err);
             for (int i = 0; i < n6; i++) rest.seg[rest.nseg++] = m6[i];
@@ -337,9 +367,9 @@ loom_status run_matmul_rows(GemvArgs a, int64_t n, loom_error *err, cudaStream_t
             Seg sa = a.seg[0], sb = a.seg[1];
             sa.y += t0 * sa.rows;
             sb.y = sa.y;
-            loom_status st = gemm_launch(sa, x, nt, a.K, EPI_PLAIN, err, stream);
+            loom_status st = gemm_launch(sa, x, nt, a.K, EPI_PLAIN, norm_of(a), err, stream);
             if (st != LOOM_OK) return st;
-            st = gemm_launch(sb, x, nt, a.K, EPI_SWIGLU_FINISH, err, stream);
+            st = gemm_launch(sb, x, nt, a.K, EPI_SWIGLU_FINISH, norm_of(a), err, stream);
             if (st != LOOM_OK) return st;
             continue;
         }
@@ -347,7 +377,7 @@ loom_status run_matmul_rows(GemvArgs a, int64_t n, loom_error *err, cudaStream_t
             Seg s = a.seg[i];
             s.y += t0 * s.rows;
             if (s.resid) s.resid += t0 * s.rows;
-            loom_status st = gemm_launch(s, x, nt, a.K, a.epi, err, stream);
+            loom_status st = gemm_launch(s, x, nt, a.K, a.epi, norm_of(a), err, stream);
             if (st != LOOM_OK) return st;
         }
     }
@@ -359,18 +389,43 @@ loom_status run_matmul_rows(GemvArgs a, int64_t n, loom_error *err, cudaStream_t
 
 using namespace loom_cuda;
 
-extern "C" loom_status loom_cuda_matmul(const float *x, int64_t n, loom_kweight w, float *y,
-                                        loom_error *err, cudaStream_t stream) {
-    loom_status st = check_x("matmul", x, n, w.cols, err);
+// Fills a.normed / a.norm from the launcher's norm (NULL: none) after checking it. The norm
+// weight is read as float4 beside x, so it must be 16-byte aligned like x.
+static loom_status set_norm(const char *what, const loom_prenorm *norm, const float *x, int64_t K,
+                            GemvArgs *a, loom_error *err) {
+    if (!norm) return LOOM_OK;
+    if (!(norm->eps >= 0.0f))
+        ARG_FAIL(LOOM_ERR_INVALID_ARGUMENT, "%s: norm eps %g is not >= 0", what,
+                 (double)norm->eps);
+    if ((uintptr_t)norm->weight % 16 != 0)
+        ARG_FAIL(LOOM_ERR_INVALID_ARGUMENT,
+                 "%s: norm weight must be a 16-byte aligned device pointer (or NULL)", what);
+    a->normed = 1;
+    // The summation order the norm launcher would take writing into a buffer like x.
+    a->norm = PreNorm{norm->weight, norm->eps, rms_vec(K, x, x, norm->weight) ? 1 : 0};
+    return LOOM_OK;
+}
+
+extern "C" loom_status loom_cuda_matmul_normed(const float *x, const loom_prenorm *norm, int64_t n,
+                                               loom_kweight w, float *y, loom_error *err,
+                                               cudaStream_t stream) {
+    const char *what = norm ? "matmul_normed" : "matmul";
+    loom_status st = check_x(what, x, n, w.cols, err);
     if (st != LOOM_OK) return st;
     GemvArgs a = {};
-    st = make_seg("matmul", w, w.cols, y, nullptr, nullptr, &a.seg[0], err);
+    st = make_seg(what, w, w.cols, y, nullptr, nullptr, &a.seg[0], err);
+    if (st == LOOM_OK) st = set_norm(what, norm, x, w.cols, &a, err);
     if (st != LOOM_OK) return st;
     a.nseg = 1;
     a.epi = EPI_PLAIN;
     a.x = x;
     a.K = w.cols;
     return run_matmul(a, n, err, stream);
+}
+
+extern "C" loom_status loom_cuda_matmul(const float *x, int64_t n, loom_kweight w, float *y,
+                                        loom_error *err, cudaStream_t stream) {
+    return loom_cuda_matmul_normed(x, nullptr, n, w, y, err, stream);
 }
 
 extern "C" loom_status loom_cuda_matmul_add(const float *x, int64_t n, loom_kweight w,
@@ -390,22 +445,25 @@ extern "C" loom_status loom_cuda_matmul_add(const float *x, int64_t n, loom_kwei
     return run_matmul(a, n, err, stream);
 }
 
-extern "C" loom_status loom_cuda_matmul_pair(const float *x, int64_t n, loom_kweight wa,
-                                             loom_kweight wb, loom_pair_epilogue epilogue,
-                                             float *ya, float *yb, loom_error *err,
-                                             cudaStream_t stream) {
-    loom_status st = check_x("matmul_pair", x, n, wa.cols, err);
+extern "C" loom_status loom_cuda_matmul_pair_normed(const float *x, const loom_prenorm *norm,
+                                                    int64_t n, loom_kweight wa, loom_kweight wb,
+                                                    loom_pair_epilogue epilogue, float *ya,
+                                                    float *yb, loom_error *err,
+                                                    cudaStream_t stream) {
+    const char *what = norm ? "matmul_pair_normed" : "matmul_pair";
+    loom_status st = check_x(what, x, n, wa.cols, err);
     if (st != LOOM_OK) return st;
     if (epilogue != LOOM_PAIR_NONE && epilogue != LOOM_PAIR_SWIGLU)
-        ARG_FAIL(LOOM_ERR_INVALID_ARGUMENT, "matmul_pair: unknown epilogue %d", (int)epilogue);
+        ARG_FAIL(LOOM_ERR_INVALID_ARGUMENT, "%s: unknown epilogue %d", what, (int)epilogue);
     const bool swiglu = epilogue == LOOM_PAIR_SWIGLU;
     if (swiglu && wa.rows != wb.rows)
-        ARG_FAIL(LOOM_ERR_INVALID_ARGUMENT, "matmul_pair: SwiGLU needs equal rows (%lld, %lld)",
+        ARG_FAIL(LOOM_ERR_INVALID_ARGUMENT, "%s: SwiGLU needs equal rows (%lld, %lld)", what,
                  (long long)wa.rows, (long long)wb.rows);
     GemvArgs a = {};
-    st = make_seg("matmul_pair", wa, wa.cols, ya, nullptr, nullptr, &a.seg[0], err);
-    if (st != LOOM_OK) return st;
-    st = make_seg("matmul_pair", wb, wa.cols, swiglu ? ya : yb, nullptr, nullptr, &a.seg[1], err);
+    st = make_seg(what, wa, wa.cols, ya, nullptr, nullptr, &a.seg[0], err);
+    if (st == LOOM_OK)
+        st = make_seg(what, wb, wa.cols, swiglu ? ya : yb, nullptr, nullptr, &a.seg[1], err);
+    if (st == LOOM_OK) st = set_norm(what, norm, x, wa.cols, &a, err);
     if (st != LOOM_OK) return st;
     a.nseg = 2;
     a.epi = swiglu ? EPI_SWIGLU : EPI_PLAIN;
@@ -414,65 +472,11 @@ extern "C" loom_status loom_cuda_matmul_pair(const float *x, int64_t n, loom_kwe
     return run_matmul(a, n, err, stream);
 }
 
-extern "C" loom_status loom_cuda_matmul_triple(const float *x, int64_t n, const loom_kweight w[3],
-                                               const float *const bias[3], float *const y[3],
-                                               loom_error *err, cudaStream_t stream) {
-    if (!w || !y) ARG_FAIL(LOOM_ERR_INVALID_ARGUMENT, "matmul_triple: NULL w or y");
-    loom_status st = check_x("matmul_triple", x, n, w[0].cols, err);
-    if (st != LOOM_OK) return st;
-    GemvArgs a = {};
-    for (int i = 0; i < 3; i++) {
-        st = make_seg("matmul_triple", w[i], w[0].cols, y[i], bias ? bias[i] : nullptr, nullptr,
-                      &a.seg[i], err);
-        if (st != LOOM_OK) return st;
-    }
-    a.nseg = 3;
-    a.epi = EPI_PLAIN;
-    a.x = x;
-    a.K = w[0].cols;
-    return run_matmul(a, n, err, stream);
-}
-
-// ---- the RMSNorm folded in (cuda_kernels.h). INTERIM (step 1 of the fold): the norm runs as
-// its own launch into stream-ordered memory of the call; the kernels take it over next. ----
-template <typename F>
-static loom_status with_normed_x(const char *who, const float *x, const loom_prenorm *norm,
-                                 int64_t n, int64_t K, loom_error *err, cudaStream_t stream,
-                                 F run) {
-    if (!norm) return run(x);
-    if (!(norm->eps >= 0.0f))
-        ARG_FAIL(LOOM_ERR_INVALID_ARGUMENT, "%s: norm eps %g is not >= 0", who, (double)norm->eps);
-    loom_status st = check_x(who, x, n, K, err);
-    if (st != LOOM_OK) return st;
-    if (n == 0 || K == 0) return run(x);
-    float *tmp = nullptr;
-    CUDA_CHECK(cudaMallocAsync((void **)&tmp, (size_t)n * (size_t)K * sizeof(float), stream));
-    st = loom_cuda_rms_norm(x, norm->weight, n, K, norm->eps, tmp, err, stream);
-    if (st == LOOM_OK) st = run(tmp);
-    cudaError_t e = cudaFreeAsync(tmp, stream);
-    if (st == LOOM_OK && e != cudaSuccess)
-        return cuda_fail(err, e, "cudaFreeAsync(tmp, stream)", __func__, __FILE__, __LINE__);
-    return st;
-}
-
-extern "C" loom_status loom_cuda_matmul_normed(const float *x, const loom_prenorm *norm, int64_t n,
-                                               loom_kweight w, float *y, loom_error *err,
-                                               cudaStream_t stream) {
-    return with_normed_x("matmul_normed", x, norm, n, w.cols, err, stream, [&](const float *xx) {
-        return loom_cuda_matmul(xx, n, w, y, err, stream);
-    });
-}
-
-extern "C" loom_status loom_cuda_matmul_pair_normed(const float *x, const loom_prenorm *norm,
-                                                    int64_t n, loom_kweight wa, loom_kweight wb,
-                                                    loom_pair_epilogue epilogue, float *ya,
-                                                    float *yb, loom_error *err,
-                                                    cudaStream_t stream) {
-    return with_normed_x("matmul_pair_normed", x, norm, n, wa.cols, err, stream,
-                         [&](const float *xx) {
-                             return loom_cuda_matmul_pair(xx, n, wa, wb, epilogue, ya, yb, err,
-                                                          stream);
-                         });
+extern "C" loom_status loom_cuda_matmul_pair(const float *x, int64_t n, loom_kweight wa,
+                                             loom_kweight wb, loom_pair_epilogue epilogue,
+                                             float *ya, float *yb, loom_error *err,
+                                             cudaStream_t stream) {
+    return loom_cuda_matmul_pair_normed(x, nullptr, n, wa, wb, epilogue, ya, yb, err, stream);
 }
 
 extern "C" loom_status loom_cuda_matmul_triple_normed(const float *x, const loom_prenorm *norm,
@@ -480,9 +484,27 @@ extern "C" loom_status loom_cuda_matmul_triple_normed(const float *x, const loom
                                                       const float *const bias[3],
                                                       float *const y[3], loom_error *err,
                                                       cudaStream_t stream) {
-    if (!w || !y) ARG_FAIL(LOOM_ERR_INVALID_ARGUMENT, "matmul_triple_normed: NULL w or y");
-    return with_normed_x("matmul_triple_normed", x, norm, n, w[0].cols, err, stream,
-                         [&](const float *xx) {
-                             return loom_cuda_matmul_triple(xx, n, w, bias, y, err, stream);
-                         });
+    const char *what = norm ? "matmul_triple_normed" : "matmul_triple";
+    if (!w || !y) ARG_FAIL(LOOM_ERR_INVALID_ARGUMENT, "%s: NULL w or y", what);
+    loom_status st = check_x(what, x, n, w[0].cols, err);
+    if (st != LOOM_OK) return st;
+    GemvArgs a = {};
+    for (int i = 0; i < 3; i++) {
+        st = make_seg(what, w[i], w[0].cols, y[i], bias ? bias[i] : nullptr, nullptr, &a.seg[i],
+                      err);
+        if (st != LOOM_OK) return st;
+    }
+    st = set_norm(what, norm, x, w[0].cols, &a, err);
+    if (st != LOOM_OK) return st;
+    a.nseg = 3;
+    a.epi = EPI_PLAIN;
+    a.x = x;
+    a.K = w[0].cols;
+    return run_matmul(a, n, err, stream);
+}
+
+extern "C" loom_status loom_cuda_matmul_triple(const float *x, int64_t n, const loom_kweight w[3],
+                                               const float *const bias[3], float *const y[3],
+                                               loom_error *err, cudaStream_t stream) {
+    return loom_cuda_matmul_triple_normed(x, nullptr, n, w, bias, y, err, stream);
 }

@@ -31,6 +31,14 @@
 // each 16-row tile for every group of 8, from L2: the groups of a tile are adjacent blocks).
 // x through L2/L1 once per block, y written once.
 //
+// Folded RMSNorm (the NORM kernels, loom_cuda_*_normed): the block computes its tokens' norm
+// scales with norm.cuh's reduction right after pdl_wait (x of NT tokens from L2: +K floats a
+// token and block, beside the weights in flight), and each staged x value becomes
+// (x * scale) * w[k] (the norm weight read as float4 beside x; w = 1.0 without a weight), so
+// the result is bit for bit loom_cuda_rms_norm followed by the plain kernel, and GEMM tokens
+// still equal the GEMV. The NORM GEMV does not prefetch x a super-block ahead (its reduction
+// has just brought x into L1; the 8 registers would spill at 128).
+//
 // Numeric contract: as gemv.cu (|y - y_cpu| <= 1e-5 * sum_k |W[m,k] x[k]| per element against
 // the CPU twin): products sc*q*x_hi are exact, x carries ~22 bits, accumulation is FP32 in the
 // tensor cores (16 steps a super-block) and in FMA folds. NOT bit-identical to the
@@ -169,17 +177,24 @@ struct MmaArgs {
     const float *x;    // [n][K]
     int64_t K;
     int n;
+    PreNorm norm;      // NORM kernels: the RMSNorm folded into the x staging
 };
 
 // NT: tokens staged per block (1: the GEMV; 8: GEMM groups in 2 n-tiles that share each
 // decoded A, the last group possibly ragged).
 // NMAT: 2 for the pair (both matrices' rows of the tile; SwiGLU or two outputs), else 1.
+// NORM: x is RMS-normalized as it is staged (norm.cuh): the block first computes its tokens'
+// scales (after pdl_wait, while the first weights are in flight), then each staged value is
+// (x * scale) * w[k], the norm weight's float4s loaded beside x's; bit for bit
+// loom_cuda_rms_norm followed by the plain kernel.
 // Occupancy: 4 blocks an SM for the GEMV (<= 128 registers), 2 for the GEMM groups (8 tokens:
 // 188-190 registers in the ptxas report, no spills).
-template <int NT, int NMAT>
+template <int NT, int NMAT, bool NORM>
 static __global__ void __launch_bounds__(kThreads, NT == 1 ? 4 : 2) gemv_mma_q4k(const MmaArgs a) {
     pdl_launch_dependents();
     __shared__ Stage<NT> stage[kWarps];
+    __shared__ double npart[NORM ? NT * kWarps : 1];
+    __shared__ float nscale[NT];
     constexpr int NTL = (NT + 3) / 4;
     __shared__ float red[kWarps * NMAT * NTL * 2 * 32];
     const int lane = threadIdx.x & 31, w = threadIdx.x >> 5;
@@ -228,7 +243,9 @@ static __global__ void __launch_bounds__(kThreads, NT == 1 ? 4 : 2) gemv_mma_q4k
     Q4Raw cur[NMAT];
     // x of the super-block in hand for the staged tokens (L2); the GEMV loads it with the
     // weights, one super-block ahead; the GEMM in batches of XB tokens when staging.
-    constexpr bool kPrefetchX = kPrefetch && NT == 1;
+    // (NORM: not prefetched; the scale's reduction has just read the token's x, so the staging
+    // loads hit L1, and the 8 registers it saves keep the GEMV at 128 without spills.)
+    constexpr bool kPrefetchX = kPrefetch && NT == 1 && !NORM;
     constexpr int XB = NT < 4 ? NT : 4;
     float4 xa[XB], xc[XB];
     auto load_x = [&](int64_t b, int i0, float4 *pa, float4 *pc) {
@@ -239,6 +256,15 @@ static __global__ void __launch_bounds__(kThreads, NT == 1 ? 4 : 2) gemv_mma_q4k
                 pa[i] = ld_x4(p);
                 pc[i] = ld_x4(p + 32);
             }
+        }
+    };
+    // NORM: the norm weight at this lane's x positions of super-block b (1.0 without weight:
+    // the same bits as no multiply), shared by the staged tokens.
+    const float *nwb = NORM && a.norm.w ? a.norm.w + 64 * (lane & 3) + 4 * (lane >> 2) : nullptr;
+    auto load_nw = [&](int64_t b, float4 &pa, float4 &pc) {
+        if (NORM && nwb) {
+            pa = ld_x4(nwb + b * 256);
+            pc = ld_x4(nwb + b * 256 + 32);
         }
     };
     // One matrix: the first super-block's weights are requested before pdl_wait (common.cuh):
@@ -257,6 +283,7 @@ static __global__ void __launch_bounds__(kThreads, NT == 1 ? 4 : 2) gemv_mma_q4k
     }
     pdl_wait();
     if (kPrefetchX && sb < nsb) load_x(sb, 0, xa, xc);
+    if (NORM) block_rms_scales<NT>(a.x + (int64_t)tok0 * a.K, a.K, ntok, a.K, a.norm, npart, nscale);
     for (; sb < nsb; sb += step) {
         if (!kPrefetch) {
 #pragma unroll
@@ -270,13 +297,26 @@ static __global__ void __launch_bounds__(kThreads, NT == 1 ? 4 : 2) gemv_mma_q4k
             for (int m = 0; m < NMAT; m++) nxt[m] = q4_load(wg[m], w8[m], sb + step, t);
             if (kPrefetchX) load_x(sb + step, 0, nxa, nxc);
         }
+        // The norm weights of this super-block (constant, L2-resident: every block reads them),
+        // used a few instructions on; held one step ahead (8 registers) they spilled the GEMV.
+        float4 nwa = make_float4(1.f, 1.f, 1.f, 1.f), nwc = nwa;
+        load_nw(sb, nwa, nwc);
         __syncwarp();
 #pragma unroll
         for (int i0 = 0; i0 < NT; i0 += XB) {
             if (!kPrefetchX) load_x(sb, i0, xa, xc);
 #pragma unroll
-            for (int i = 0; i < XB; i++)
-                if (i0 + i == 0 || i0 + i < ntok) stage_token<NT>(st, i0 + i, xa[i], xc[i], lane);
+            for (int i = 0; i < XB; i++) {
+                if (i0 + i == 0 || i0 + i < ntok) {
+                    if (NORM) {
+                        const float sc = nscale[i0 + i];
+                        stage_token<NT>(st, i0 + i, rms_apply4(xa[i], sc, nwa),
+                                        rms_apply4(xc[i], sc, nwc), lane);
+                    } else {
+                        stage_token<NT>(st, i0 + i, xa[i], xc[i], lane);
+                    }
+                }
+            }
         }
         __syncwarp();
 #pragma unroll
@@ -331,10 +371,13 @@ static __global__ void __launch_bounds__(kThreads, NT == 1 ? 4 : 2) gemv_mma_q4k
 }
 
 template <int NT, int NMAT>
-cudaError_t launch_q4k(const MmaArgs &a, int S, int64_t groups, cudaStream_t stream) {
+cudaError_t launch_q4k(const MmaArgs &a, bool norm, int S, int64_t groups, cudaStream_t stream) {
     dim3 grid((unsigned)S, (unsigned)groups, (unsigned)a.tile0[a.nseg]);
-    return launch_cluster(gemv_mma_q4k<NT, NMAT>, grid, dim3((unsigned)S, 1, 1), kThreads, 0,
-                          stream, a);
+    if (norm)
+        return launch_cluster(gemv_mma_q4k<NT, NMAT, true>, grid, dim3((unsigned)S, 1, 1),
+                              kThreads, 0, stream, a);
+    return launch_cluster(gemv_mma_q4k<NT, NMAT, false>, grid, dim3((unsigned)S, 1, 1), kThreads,
+                          0, stream, a);
 }
 
 }  // namespace
@@ -361,7 +404,7 @@ bool mma_seg_ok(const Seg &s) {
 }
 
 loom_status mma_matmul(const Seg *seg, int nseg, int epi, const float *x, int64_t K, int64_t n,
-                       loom_error *err, cudaStream_t stream) {
+                       const PreNorm *norm, loom_error *err, cudaStream_t stream) {
     if (n <= 0) return LOOM_OK;
     MmaArgs a = {};
     // Two matrices of one shape from the same x (the pair, with or without SwiGLU) share the
@@ -390,6 +433,8 @@ loom_status mma_matmul(const Seg *seg, int nseg, int epi, const float *x, int64_
     a.epi = epi;
     a.x = x;
     a.K = K;
+    if (norm) a.norm = *norm;
+    const bool nm = norm != nullptr;
     // The SwiGLU pair counts both matrices, so it splits as the pair without epilogue does
     // (the same S: silu(a) * b of the same bits).
     const int S = mma_pick_split(tiles * nmat, K / 256);
@@ -408,10 +453,11 @@ loom_status mma_matmul(const Seg *seg, int nseg, int epi, const float *x, int64_
         const int64_t groups = nn == 1 ? 1 : (nn + kGemmTok - 1) / kGemmTok;
         cudaError_t e;
         if (nn == 1)
-            e = nmat == 2 ? launch_q4k<1, 2>(b, S, groups, stream) : launch_q4k<1, 1>(b, S, groups, stream);
+            e = nmat == 2 ? launch_q4k<1, 2>(b, nm, S, groups, stream)
+                          : launch_q4k<1, 1>(b, nm, S, groups, stream);
         else
-            e = nmat == 2 ? launch_q4k<kGemmTok, 2>(b, S, groups, stream)
-                          : launch_q4k<kGemmTok, 1>(b, S, groups, stream);
+            e = nmat == 2 ? launch_q4k<kGemmTok, 2>(b, nm, S, groups, stream)
+                          : launch_q4k<kGemmTok, 1>(b, nm, S, groups, stream);
         CUDA_CHECK(e);
     }
     return LOOM_OK;

@@ -40,6 +40,11 @@
 // (32.8 KB, 122 registers: 4 blocks an SM); GEMM 4 x 3584 + 4 x 8.2 KB (47.2 KB, under sm_87's
 // 48 KB; 198-204 registers, 2 blocks an SM); the reduction reuses the weight buffers.
 //
+// Folded RMSNorm (NORM kernels, loom_cuda_*_normed; a Q4_K_M triple's V segment runs here with
+// the same norm as its Q4_K launch): as gemv_mma.cu, the block's token scales from norm.cuh
+// after pdl_wait, each staged x value (x * scale) * w[k]: bit for bit loom_cuda_rms_norm then
+// the plain kernel.
+//
 // Memory traffic: each weight byte once from DRAM per token group (GEMM groups of a tile are
 // adjacent blocks: L2), up to 14 bytes of the neighbouring block per row from L2; x once per
 // block through L2, y written once.
@@ -92,6 +97,7 @@ struct Q6Args {
     const float *x;    // [n][K]
     int64_t K;
     int n;
+    PreNorm norm;      // NORM kernels: the RMSNorm folded into the x staging
 };
 
 // Copies super-block sb of the warp's 16 rows into buf (lane: chunks lane + 32 i, i < 7, chunk
@@ -278,10 +284,15 @@ __device__ __forceinline__ void q6_superblock(const uint32_t *wb, int og, int o8
 }
 
 // NT: tokens a block (1: GEMV; 8: GEMM groups, the last possibly ragged). ST: weight stages a
-// warp. Occupancy: 4 blocks an SM for the GEMV (<= 128 registers), 2 for the GEMM.
-template <int NT, int ST>
+// warp. NORM: x RMS-normalized as it is staged (norm.cuh; as gemv_mma.cu: the tokens' scales
+// computed by the block after pdl_wait, then (x * scale) * w[k] per staged value), bit for bit
+// loom_cuda_rms_norm followed by the plain kernel. Occupancy: 4 blocks an SM for the GEMV
+// (<= 128 registers), 2 for the GEMM.
+template <int NT, int ST, bool NORM>
 static __global__ void __launch_bounds__(kThreads, NT == 1 ? 4 : 2) gemv_mma_q6k(const Q6Args a) {
     pdl_launch_dependents();
+    __shared__ double npart[NORM ? NT * kWarps : 1];
+    __shared__ float nscale[NT];
     constexpr int NTL = (NT + 3) / 4;
     __shared__ __align__(16) uint8_t wbuf[kWarps][ST][kTileBytes];
     __shared__ Stage<NT> stage[kWarps];
@@ -330,7 +341,8 @@ static __global__ void __launch_bounds__(kThreads, NT == 1 ? 4 : 2) gemv_mma_q6k
     // x of lane (t, sp): the 8 values of steps (i, k0), (i, k0 + 1), i = sp / 2, k0 = 2 (sp % 2):
     // 128h + 32i + 16u + 8 (sp % 2) .. +7.
     const int sp = lane >> 2;
-    const float *xb = a.x + (int64_t)tok0 * a.K + 128 * (t >> 1) + 32 * (sp >> 1) + 16 * (t & 1) + 8 * (sp & 1);
+    const int xoff = 128 * (t >> 1) + 32 * (sp >> 1) + 16 * (t & 1) + 8 * (sp & 1);
+    const float *xb = a.x + (int64_t)tok0 * a.K + xoff;
     int64_t sb = (int64_t)kWarps * rank + w;
     // Weights before the dependent-launch wait (constant inputs, common.cuh); x and y after.
 #pragma unroll
@@ -358,18 +370,41 @@ static __global__ void __launch_bounds__(kThreads, NT == 1 ? 4 : 2) gemv_mma_q6k
             }
         }
     };
+    // NORM: the norm weight at this lane's x positions of super-block b (1.0 without weight:
+    // the same bits as no multiply), shared by the staged tokens.
+    const float *nwb = NORM && a.norm.w ? a.norm.w + xoff : nullptr;
+    auto load_nw = [&](int64_t b, float4 &pa, float4 &pc) {
+        if (NORM && nwb) {
+            pa = ld_x4(nwb + b * 256);
+            pc = ld_x4(nwb + b * 256 + 4);
+        }
+    };
     if (kPrefetchX && sb < nsb) load_x(sb, 0, xa, xc);
+    if (NORM) block_rms_scales<NT>(a.x + (int64_t)tok0 * a.K, a.K, ntok, a.K, a.norm, npart, nscale);
     for (int q = 0; sb < nsb; sb += step, q = q + 1 == ST ? 0 : q + 1) {
         float4 nxa[XB], nxc[XB];
         const bool more = sb + step < nsb;
         if (kPrefetchX && more) load_x(sb + step, 0, nxa, nxc);
+        // The norm weights of this super-block (constant, L2-resident: every block reads them),
+        // used a few instructions on; held one step ahead they spilled the Q4_K GEMV.
+        float4 nwa = make_float4(1.f, 1.f, 1.f, 1.f), nwc = nwa;
+        load_nw(sb, nwa, nwc);
         __syncwarp();
 #pragma unroll
         for (int i0 = 0; i0 < NT; i0 += XB) {
             if (!kPrefetchX) load_x(sb, i0, xa, xc);
 #pragma unroll
-            for (int i = 0; i < XB; i++)
-                if (i0 + i == 0 || i0 + i < ntok) stage_token<NT>(st, i0 + i, xa[i], xc[i], lane);
+            for (int i = 0; i < XB; i++) {
+                if (i0 + i == 0 || i0 + i < ntok) {
+                    if (NORM) {
+                        const float sc = nscale[i0 + i];
+                        stage_token<NT>(st, i0 + i, rms_apply4(xa[i], sc, nwa),
+                                        rms_apply4(xc[i], sc, nwc), lane);
+                    } else {
+                        stage_token<NT>(st, i0 + i, xa[i], xc[i], lane);
+                    }
+                }
+            }
         }
         cp_async_wait<ST - 1>();
         __syncwarp();
@@ -420,9 +455,12 @@ static __global__ void __launch_bounds__(kThreads, NT == 1 ? 4 : 2) gemv_mma_q6k
 }
 
 template <int NT, int ST>
-cudaError_t launch_q6k(const Q6Args &a, int S, int64_t groups, cudaStream_t stream) {
+cudaError_t launch_q6k(const Q6Args &a, bool norm, int S, int64_t groups, cudaStream_t stream) {
     dim3 grid((unsigned)S, (unsigned)groups, (unsigned)a.tile0[a.nseg]);
-    return launch_cluster(gemv_mma_q6k<NT, ST>, grid, dim3((unsigned)S, 1, 1), kThreads, 0,
+    if (norm)
+        return launch_cluster(gemv_mma_q6k<NT, ST, true>, grid, dim3((unsigned)S, 1, 1), kThreads,
+                              0, stream, a);
+    return launch_cluster(gemv_mma_q6k<NT, ST, false>, grid, dim3((unsigned)S, 1, 1), kThreads, 0,
                           stream, a);
 }
 
@@ -434,7 +472,8 @@ bool mma_q6k_seg_ok(const Seg &s) {
 }
 
 loom_status mma_q6k_matmul(const Seg *seg, int nseg, int epi, const float *x, int64_t K,
-                           int64_t n, loom_error *err, cudaStream_t stream) {
+                           int64_t n, const PreNorm *norm, loom_error *err,
+                           cudaStream_t stream) {
     if (n <= 0) return LOOM_OK;
     if (nseg < 1 || nseg > 3 || (epi != EPI_PLAIN && epi != EPI_ADD) || (epi == EPI_ADD && nseg != 1))
         ARG_FAIL(LOOM_ERR_INVALID_ARGUMENT, "matmul (mma Q6_K): %d segments with epilogue %d",
@@ -454,6 +493,8 @@ loom_status mma_q6k_matmul(const Seg *seg, int nseg, int epi, const float *x, in
     a.epi = epi;
     a.x = x;
     a.K = K;
+    if (norm) a.norm = *norm;
+    const bool nm = norm != nullptr;
     const int S = mma_pick_split(tiles, K / 256);  // gemv_mma.cu's rule
     const int64_t per_launch = 65535 * (int64_t)kGemmTok;
     for (int64_t t0 = 0; t0 < n; t0 += per_launch) {
@@ -467,8 +508,8 @@ loom_status mma_q6k_matmul(const Seg *seg, int nseg, int epi, const float *x, in
             if (b.seg[i].resid) b.seg[i].resid += t0 * rows;
         }
         const int64_t groups = nn == 1 ? 1 : (nn + kGemmTok - 1) / kGemmTok;
-        cudaError_t e = nn > 1 ? launch_q6k<kGemmTok, 1>(b, S, groups, stream)
-                               : launch_q6k<1, 2>(b, S, groups, stream);
+        cudaError_t e = nn > 1 ? launch_q6k<kGemmTok, 1>(b, nm, S, groups, stream)
+                               : launch_q6k<1, 2>(b, nm, S, groups, stream);
         CUDA_CHECK(e);
     }
     return LOOM_OK;

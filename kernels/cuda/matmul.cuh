@@ -1,9 +1,11 @@
 // matmul.cuh: what the matmul files share: gemv.cu (the launchers; warp-per-row GEMV),
 // gemm.cu (warp-per-row GEMM, N = 2..32 per pass), gemv_mma.cu (tensor cores, Q4_K, any N) and
 // gemv_mma_q6k.cu (tensor cores, Q6_K, any N): the segment description of one weight matrix
-// and the entry points.
+// and the entry points. `norm` (NULL: none) folds an RMSNorm of x into the kernel (norm.cuh):
+// every entry point then gives bit for bit loom_cuda_rms_norm followed by itself.
 #pragma once
 
+#include "kernels/cuda/norm.cuh"
 #include "kernels/cuda/quant_blocks.cuh"
 
 namespace loom_cuda {
@@ -32,7 +34,7 @@ __device__ __forceinline__ float silu_f(float x) {
 // y[t][r] for t < n (n <= 32), one launch over the rows of seg. Bit-identical per token to the
 // GEMV of the same segment. x is [n][K], 16-byte aligned rows.
 loom_status gemm_launch(const Seg &seg, const float *x, int64_t n, int64_t K, int epi,
-                        loom_error *err, cudaStream_t stream);
+                        const PreNorm *norm, loom_error *err, cudaStream_t stream);
 
 // gemv_mma.cu (tensor cores): true when the segment's type and alignment have an mma path.
 bool mma_seg_ok(const Seg &s);
@@ -42,7 +44,7 @@ bool mma_seg_ok(const Seg &s);
 // (seg[0] gate, seg[1] up, output seg[0].y). Not bit-identical to gemv.cu / gemm.cu; a pair of
 // equal shapes gives the same dots with and without SwiGLU.
 loom_status mma_matmul(const Seg *seg, int nseg, int epi, const float *x, int64_t K, int64_t n,
-                       loom_error *err, cudaStream_t stream);
+                       const PreNorm *norm, loom_error *err, cudaStream_t stream);
 
 // gemv_mma_q6k.cu (tensor cores, Q6_K): true when the segment is Q6_K with 16-byte aligned
 // weights (the kernel copies 16-byte-aligned windows around each 210-byte block, whose offset
@@ -53,6 +55,7 @@ bool mma_q6k_seg_ok(const Seg &s);
 // EPI_PLAIN (biases) or EPI_ADD (nseg 1). One launch per 65535 x 8 tokens; a GEMM token is
 // bit-identical to the GEMV of that token; not bit-identical to gemv.cu / gemm.cu.
 loom_status mma_q6k_matmul(const Seg *seg, int nseg, int epi, const float *x, int64_t K,
-                           int64_t n, loom_error *err, cudaStream_t stream);
+                           int64_t n, const PreNorm *norm, loom_error *err,
+                           cudaStream_t stream);
 
 }  // namespace loom_cuda

@@ -2,45 +2,41 @@
 // d values; the per-head Q/K norm is the same call with rows = N * heads and d = head_dim.
 //
 // Launch geometry: one 128-thread block per row (grid = rows, capped with a row-stride loop).
-// Fast path (LOOM_FAST_NORM): float4 loads/stores when d % 4 == 0 and x, y are 16-byte
-// aligned; simple path: scalar. Block reduction: warp butterfly, then 4 partials in shared
-// memory (32 bytes), combined in a fixed order.
+// Fast path (LOOM_FAST_NORM): float4 loads/stores when d % 4 == 0 and x, y (and the weight)
+// are 16-byte aligned; simple path: scalar (norm.cuh's rms_vec is that rule). Block
+// reduction (norm.cuh, shared with the matmuls that fold the norm in): warp butterfly, then 4
+// partials in shared memory (32 bytes), combined in a fixed order.
 // Memory traffic: x read twice (the second read hits L1/L2 for d <= 16K), weight once, y
 // written once.
 // Numeric contract: sum of squares in double (as the CPU twin), scale = (float)(1/sqrt(mean +
 // eps)), y = (x * scale) * w in float32 with no contraction: within 1e-5 relative of the CPU
 // per element (in practice equal). y may alias x.
-#include "kernels/cuda/common.cuh"
+#include "kernels/cuda/norm.cuh"
 
 namespace loom_cuda {
 namespace {
 
+// The row reduction and the scale are norm.cuh's (shared with the matmul kernels that fold
+// the norm into their x staging: same operations, same order, same bits).
 template <bool VEC>
 static __global__ void __launch_bounds__(kThreads)
 rms_kernel(const float *x, const float *w, int64_t rows, int64_t d, float eps, float *y) {
-    pdl_wait();
+    // Dependents first, then the wait: the next kernel's launch overlaps this one (it still
+    // waits for this grid's completion before touching y); 2 us -> 0.7 us a norm in a graph
+    // (lead, bench/launch_floor.cu, 2026-11-30).
     pdl_launch_dependents();
+    pdl_wait();
     __shared__ double part[kWarps];
     for (int64_t r = blockIdx.x; r < rows; r += gridDim.x) {
         const float *xr = x + r * d;
         float *yr = y + r * d;
-        double ss = 0.0;
-        if (VEC) {
-            for (int64_t i = threadIdx.x; i < d / 4; i += kThreads) {
-                float4 v = reinterpret_cast<const float4 *>(xr)[i];
-                ss += (double)v.x * v.x + (double)v.y * v.y + (double)v.z * v.z +
-                      (double)v.w * v.w;
-            }
-        } else {
-            for (int64_t i = threadIdx.x; i < d; i += kThreads) ss += (double)xr[i] * xr[i];
-        }
-        ss = warp_sum_d(ss);
+        double ss = warp_sum_d(rms_partial<VEC>(xr, d, threadIdx.x));
         if ((threadIdx.x & 31) == 0) part[threadIdx.x >> 5] = ss;
         __syncthreads();
-        double tot = (part[0] + part[1]) + (part[2] + part[3]);
+        const float scale = rms_scale(part, d, eps);
         __syncthreads();  // part is reused by the next row
-        const float scale = (float)(1.0 / sqrt(tot / (double)d + (double)eps));
         if (VEC) {
+#pragma unroll 4
             for (int64_t i = threadIdx.x; i < d / 4; i += kThreads) {
                 float4 v = reinterpret_cast<const float4 *>(xr)[i];
                 float4 o;
@@ -78,9 +74,7 @@ extern "C" loom_status loom_cuda_rms_norm(const float *x, const float *weight, i
     if (rows == 0 || d == 0) return LOOM_OK;
     if (!x || !y) ARG_FAIL(LOOM_ERR_INVALID_ARGUMENT, "rms_norm: NULL x or y");
     unsigned grid = (unsigned)(rows < 65535 ? rows : 65535);
-    const bool vec = d % 4 == 0 && (uintptr_t)x % 16 == 0 && (uintptr_t)y % 16 == 0 &&
-                     (!weight || (uintptr_t)weight % 16 == 0);
-    if (vec && fast(SW_FAST_NORM)) {
+    if (rms_vec(d, x, y, weight)) {
         cudaError_t e = launch(rms_kernel<true>, grid, kThreads, 0, stream,
                                x, weight, rows, d, eps, y);
         if (e == cudaSuccess) return LOOM_OK;

@@ -27,7 +27,7 @@
 // then subtract 2^23): exact, and cheaper than I2F, which runs at a quarter rate.
 #pragma once
 
-#include "kernels/cuda/common.cuh"
+#include "kernels/cuda/norm.cuh"
 
 namespace loom_cuda {
 
@@ -90,12 +90,38 @@ __device__ __forceinline__ void k4_scale_pair(uint32_t s0, uint32_t s1, uint32_t
     }
 }
 
+// The x source of a token's row for Lane<T>::loadx: XPlain reads x[k]; XNormed reads the
+// RMS-normalized (x[k] * scale) * w[k] (norm.cuh: the bits loom_cuda_rms_norm would have
+// written; w NULL: a weight of 1.0, the same bits), so a kernel folds the norm in by its x
+// source alone and the rest of its operations stay those of the plain kernel.
+struct XPlain {
+    const float *x;
+    __device__ __forceinline__ float4 ld4(int64_t k) const { return ld_x4(x + k); }
+    __device__ __forceinline__ float2 ld2(int64_t k) const { return ld_x2(x + k); }
+    __device__ __forceinline__ float ld1(int64_t k) const { return __ldg(x + k); }
+};
+struct XNormed {
+    const float *x;
+    const float *w;  // [K] or NULL
+    float scale;
+    __device__ __forceinline__ float4 ld4(int64_t k) const {
+        return rms_apply4(ld_x4(x + k), scale, w ? ld_x4(w + k) : make_float4(1.f, 1.f, 1.f, 1.f));
+    }
+    __device__ __forceinline__ float2 ld2(int64_t k) const {
+        const float2 v = ld_x2(x + k), g = w ? ld_x2(w + k) : make_float2(1.f, 1.f);
+        return make_float2(rms_apply(v.x, scale, g.x), rms_apply(v.y, scale, g.y));
+    }
+    __device__ __forceinline__ float ld1(int64_t k) const {
+        return rms_apply(__ldg(x + k), scale, w ? __ldg(w + k) : 1.0f);
+    }
+};
+
 template <int T>
 struct Lane;
 
 // Each Lane<T> has four steps, called in this order by the GEMV and the GEMM alike:
 //   Raw load(row, p, lane, K)   the lane's weight bytes of pass p (DRAM; the only weight read)
-//   X   loadx(x, p, lane, K)    the x values those bytes multiply (L1/L2)
+//   X   loadx(xs, p, lane, K)   the x values those bytes multiply (L1/L2; xs: XPlain/XNormed)
 //   W   prep(raw, row, p, lane, K) weights decoded to floats + scales (no x involved; Q4_K/Q5_K
 //                               read their block header here, an L1 hit), once per pass in
 //                               the GEMM however many tokens use it
@@ -141,14 +167,14 @@ struct Lane<LOOM_GGML_Q4_K> {
         }
         return r;
     }
-    template <bool U32>
-    static __device__ __forceinline__ X loadx(const float *x, int64_t p, int lane, int64_t K) {
+    template <bool U32, class XS>
+    static __device__ __forceinline__ X loadx(const XS &xs, int64_t p, int lane, int64_t K) {
         const int64_t blk = block_of(p, lane);
         X v;
         if (blk * 256 < K) {
-            const float *xb = x + blk * 256 + 4 * (lane & 7);
+            const int64_t kb = blk * 256 + 4 * (lane & 7);
 #pragma unroll
-            for (int j = 0; j < 4; j++) { v.l[j] = ld_x4(xb + 64 * j); v.h[j] = ld_x4(xb + 64 * j + 32); }
+            for (int j = 0; j < 4; j++) { v.l[j] = xs.ld4(kb + 64 * j); v.h[j] = xs.ld4(kb + 64 * j + 32); }
         } else {
 #pragma unroll
             for (int j = 0; j < 4; j++) { v.l[j] = make_float4(0.f, 0.f, 0.f, 0.f); v.h[j] = v.l[j]; }
@@ -269,9 +295,9 @@ struct Lane<LOOM_GGML_Q5_K> {
         }
         return r;
     }
-    template <bool U32>
-    static __device__ __forceinline__ X loadx(const float *x, int64_t p, int lane, int64_t K) {
-        return Lane<LOOM_GGML_Q4_K>::loadx<U32>(x, p, lane, K);
+    template <bool U32, class XS>
+    static __device__ __forceinline__ X loadx(const XS &xs, int64_t p, int lane, int64_t K) {
+        return Lane<LOOM_GGML_Q4_K>::loadx<U32>(xs, p, lane, K);
     }
     template <bool U32, bool V8 = true>
     static __device__ __forceinline__ W prep(const Raw &r, const uint8_t *row, int64_t p,
@@ -314,10 +340,10 @@ struct Lane<LOOM_GGML_Q6_K> {
         r.d = ld_u16(blk + 208);
         return r;
     }
-    template <bool U32>
-    static __device__ __forceinline__ X loadx(const float *x, int64_t p, int lane, int64_t) {
-        const float *xb = x + p * 256 + 128 * (lane >> 4) + 2 * (lane & 15);
-        return X{ld_x2(xb), ld_x2(xb + 32), ld_x2(xb + 64), ld_x2(xb + 96)};
+    template <bool U32, class XS>
+    static __device__ __forceinline__ X loadx(const XS &xs, int64_t p, int lane, int64_t) {
+        const int64_t kb = p * 256 + 128 * (lane >> 4) + 2 * (lane & 15);
+        return X{xs.ld2(kb), xs.ld2(kb + 32), xs.ld2(kb + 64), xs.ld2(kb + 96)};
     }
     template <bool U32, bool V8 = true>
     static __device__ __forceinline__ W prep(const Raw &r, const uint8_t *, int64_t, int,
@@ -375,11 +401,11 @@ struct Lane<LOOM_GGML_Q8_0> {
         }
         return r;
     }
-    template <bool U32>
-    static __device__ __forceinline__ X loadx(const float *x, int64_t p, int lane, int64_t K) {
+    template <bool U32, class XS>
+    static __device__ __forceinline__ X loadx(const XS &xs, int64_t p, int lane, int64_t K) {
         const int64_t blk = 4 * p + (lane >> 3);
         if (blk * 32 >= K) return X{make_float4(0.f, 0.f, 0.f, 0.f)};
-        return X{ld_x4(x + blk * 32 + 4 * (lane & 7))};
+        return X{xs.ld4(blk * 32 + 4 * (lane & 7))};
     }
     template <bool U32, bool V8 = true>
     static __device__ __forceinline__ W prep(const Raw &r, const uint8_t *, int64_t, int,
@@ -434,19 +460,19 @@ struct LanePlain {
         }
         return r;
     }
-    template <bool VEC>
-    static __device__ __forceinline__ X loadx(const float *x, int64_t p, int lane, int64_t K) {
+    template <bool VEC, class XS>
+    static __device__ __forceinline__ X loadx(const XS &xs, int64_t p, int lane, int64_t K) {
         const int64_t k0 = p * kVals + (int64_t)lane * kPer;
         X xv;
         if (VEC && k0 < K) {  // K % 8 == 0: all kPer values are in range
 #pragma unroll
             for (int i = 0; i < kPer / 4; i++) {
-                const float4 a = ld_x4(x + k0 + 4 * i);
+                const float4 a = xs.ld4(k0 + 4 * i);
                 xv.v[4 * i] = a.x; xv.v[4 * i + 1] = a.y; xv.v[4 * i + 2] = a.z; xv.v[4 * i + 3] = a.w;
             }
         } else {
 #pragma unroll
-            for (int e = 0; e < kPer; e++) xv.v[e] = k0 + e < K ? __ldg(x + k0 + e) : 0.0f;
+            for (int e = 0; e < kPer; e++) xv.v[e] = k0 + e < K ? xs.ld1(k0 + e) : 0.0f;
         }
         return xv;
     }

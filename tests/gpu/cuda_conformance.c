@@ -3,14 +3,18 @@
  * it prints one table row per case (kernel, shape, measured error, tolerance, verdict) and
  * exits non-zero when any case fails or any CUDA call fails.
  *
- *   cuda_conformance [--quick] [--attn] [--matmul] [--seed N]
+ *   cuda_conformance [--quick] [--attn] [--matmul] [--normed] [--seed N]
  *
  * --quick keeps a reduced shape set (for compute-sanitizer, which is 10-100x slower); --attn
  * runs only the kv_write and attention cases (and the refusals; with LOOM_ATTN_BPSM=... to
- * sweep split counts); --matmul only the matmul family (its variant switches in the environment).
+ * sweep split counts); --matmul only the matmul family (its variant switches in the environment);
+ * --normed only the matmul family's _normed launchers (the RMSNorm folded in).
  * Outputs are poisoned (all bytes 0xFF, a NaN pattern) before every GPU run, so an unwritten
  * element fails. Tolerances are those of the kernels' contracts (cpu_kernels.h, the .cu files):
  *   matmul family: per element |d| <= 1e-5 * sum_k |W x| (+1e-30); GEMM token == GEMV (bits);
+ *                  the _normed launchers (RMSNorm folded in): the same against their CPU twins
+ *                  (x' the CPU-normed x), == rms_norm + the plain launcher (bits), GEMM token ==
+ *                  normed GEMV (bits), on every path (mma, rows, simple, scalar norm order);
  *                  Q4_K/Q5_K byte path == word path (bits); simple path == fast path (bits);
  *                  Q4_K and Q6_K (and the fused variants) on both the tensor-core paths
  *                  (default) and LOOM_GEMV_MMA=0, each against the CPU twin (the two are not
@@ -34,7 +38,7 @@
 #include "tests/gpu/cuda_check.h"
 
 /* ---- harness ------------------------------------------------------------------------------ */
-static int g_quick = 0, g_fail = 0, g_cases = 0, g_only_attn = 0, g_only_mm = 0;
+static int g_quick = 0, g_fail = 0, g_cases = 0, g_only_attn = 0, g_only_mm = 0, g_only_normed = 0;
 static uint64_t g_rng = 0x9E3779B97F4A7C15ull;
 
 
@@ -496,6 +500,202 @@ static void test_matmul_fused(int64_t n) {
     free(ycb); free(ygb); free(ynone_a); free(ynone_b);
     cudaFree(dx); cudaFree(d0); cudaFree(d1); cudaFree(d2); cudaFree(dwb); cudaFree(dres);
     cudaFree(dy); cudaFree(dyb); cudaFree(dy1); cudaFree(dy2);
+}
+
+/* The RMSNorm folded into the matmul (loom_cuda_*_normed): kind 0 = matmul, 1 = pair, 2 = pair
+ * + SwiGLU, 3 = triple (+ biases); weights of types ty[] and rows Ms[], x[n, K] with a spread of
+ * magnitudes (a residual stream), norm weight or none. Checks, on the path the switches select:
+ * against the CPU twin loom_cpu_*_normed (the family's 1e-5 of sum |W x'|, x' the CPU-normed x;
+ * SwiGLU as test_matmul_fused), bit for bit against loom_cuda_rms_norm + the plain launcher, and
+ * (n > 1) each GEMM token against the normed GEMV of that token alone. */
+static void test_normed(int kind, const loom_ggml_type *ty, const int64_t *Ms, int64_t K,
+                        int64_t n, int with_w, const char *path) {
+    const int nw = kind == 0 ? 1 : (kind == 3 ? 3 : 2), nout = kind == 2 ? 1 : nw;
+    static const char *kn[4] = {"normed matmul", "normed pair", "normed swiglu", "normed triple"};
+    char shape[96], name[40];
+    snprintf(shape, sizeof shape, "%s%s%s M=%lld K=%lld N=%lld%s", loom_ggml_type_get(ty[0])->name,
+             nw > 1 ? "/" : "", nw > 1 ? loom_ggml_type_get(ty[nw - 1])->name : "",
+             (long long)Ms[0], (long long)K, (long long)n, with_w ? "" : " no w");
+    snprintf(name, sizeof name, "%s%s", kn[kind], path);
+    loom_error err = {0};
+    float *x = xmalloc(sizeof(float) * (size_t)(n * K));
+    fill(x, n * K, -1, 1);
+    for (int64_t t = 0; t < n; t++) /* a token's scale of magnitude 2^-6 .. 2^6 */
+        for (int64_t k = 0; k < K; k++) x[t * K + k] = ldexpf(x[t * K + k], (int)(t * 5 % 13) - 6);
+    float *g = xmalloc(sizeof(float) * (size_t)K);
+    fill(g, K, -2, 2);
+    const loom_prenorm hn = {with_w ? g : NULL, 1e-6f};
+    float *dx = dup_dev(x, sizeof(float) * (size_t)(n * K));
+    float *dg = dup_dev(g, sizeof(float) * (size_t)K);
+    const loom_prenorm dn = {with_w ? dg : NULL, 1e-6f};
+    float *xn = xmalloc(sizeof(float) * (size_t)(n * K));
+    loom_cpu_rms_norm(x, hn.weight, n, K, hn.eps, xn, &err);
+    uint8_t *w[3];
+    void *dw[3];
+    loom_kweight hw[3], gw[3];
+    float *hbias[3] = {NULL, NULL, NULL}, *dbias[3] = {NULL, NULL, NULL};
+    float *hy[3], *gy[3], *uy[3], *dy[3], *duy[3];
+    size_t yb[3];
+    for (int i = 0; i < 3; i++) {
+        const int j = i < nw ? i : 0;
+        size_t b;
+        w[i] = i < nw ? rand_weights(ty[j], Ms[j], K, &b) : NULL;
+        dw[i] = i < nw ? dup_dev(w[i], b) : NULL;
+        hw[i] = (loom_kweight){w[j], ty[j], Ms[j], K};
+        gw[i] = (loom_kweight){i < nw ? dw[i] : dw[0], ty[j], Ms[j], K};
+        yb[i] = sizeof(float) * (size_t)(n * Ms[j]);
+        hy[i] = xmalloc(yb[i]); gy[i] = xmalloc(yb[i]); uy[i] = xmalloc(yb[i]);
+        dy[i] = dev_poison(yb[i]); duy[i] = dev_poison(yb[i]);
+        if (kind == 3) {
+            hbias[i] = xmalloc(sizeof(float) * (size_t)Ms[i]);
+            fill(hbias[i], Ms[i], -1, 1);
+            dbias[i] = dup_dev(hbias[i], sizeof(float) * (size_t)Ms[i]);
+        }
+    }
+    float *dxn = dev_poison(sizeof(float) * (size_t)(n * K));
+    const float *const hb[3] = {hbias[0], hbias[1], hbias[2]}, *const gb[3] = {dbias[0], dbias[1], dbias[2]};
+    /* CPU twin, the normed GPU call, and the unfused GPU pair of launches */
+    loom_status sc = LOOM_OK, sg = LOOM_OK, su = LOOM_OK;
+    su = loom_cuda_rms_norm(dx, dn.weight, n, K, dn.eps, dxn, &err, 0);
+    report_status("rms_norm", shape, su, &err);
+    if (kind == 0) {
+        sc = loom_cpu_matmul_normed(x, &hn, n, hw[0], hy[0], &err);
+        sg = loom_cuda_matmul_normed(dx, &dn, n, gw[0], dy[0], &err, 0);
+        report_status(name, shape, sg, &err);
+        su = loom_cuda_matmul(dxn, n, gw[0], duy[0], &err, 0);
+    } else if (kind < 3) {
+        const loom_pair_epilogue e = kind == 2 ? LOOM_PAIR_SWIGLU : LOOM_PAIR_NONE;
+        sc = loom_cpu_matmul_pair_normed(x, &hn, n, hw[0], hw[1], LOOM_PAIR_NONE, hy[0], hy[1], &err);
+        if (kind == 2) { /* the GPU's SwiGLU checked against the CPU's two dots */
+            sg = loom_cuda_matmul_pair_normed(dx, &dn, n, gw[0], gw[1], e, dy[0], NULL, &err, 0);
+            report_status(name, shape, sg, &err);
+            su = loom_cuda_matmul_pair(dxn, n, gw[0], gw[1], e, duy[0], NULL, &err, 0);
+        } else {
+            sg = loom_cuda_matmul_pair_normed(dx, &dn, n, gw[0], gw[1], e, dy[0], dy[1], &err, 0);
+            report_status(name, shape, sg, &err);
+            su = loom_cuda_matmul_pair(dxn, n, gw[0], gw[1], e, duy[0], duy[1], &err, 0);
+        }
+    } else {
+        float *const hyc[3] = {hy[0], hy[1], hy[2]}, *const dyc[3] = {dy[0], dy[1], dy[2]},
+                     *const duc[3] = {duy[0], duy[1], duy[2]};
+        sc = loom_cpu_matmul_triple_normed(x, &hn, n, hw, hb, hyc, &err);
+        sg = loom_cuda_matmul_triple_normed(dx, &dn, n, gw, gb, dyc, &err, 0);
+        report_status(name, shape, sg, &err);
+        su = loom_cuda_matmul_triple(dxn, n, gw, gb, duc, &err, 0);
+    }
+    report_status("cpu normed", shape, sc, &err);
+    report_status("unfused", shape, su, &err);
+    double worst = 0, bits = 0;
+    double *bd[3] = {NULL, NULL, NULL};
+    for (int i = 0; i < nw; i++) {
+        bd[i] = abs_dot_bound(ty[i], w[i], Ms[i], K, xn, n);
+        if (kind == 3)
+            for (int64_t j = 0; j < n * Ms[i]; j++) bd[i][j] += fabs(hbias[i][j % Ms[i]]);
+    }
+    for (int i = 0; i < nout; i++) {
+        to_host(gy[i], dy[i], yb[i]);
+        to_host(uy[i], duy[i], yb[i]);
+        for (size_t j = 0; j < yb[i]; j++) bits += ((uint8_t *)gy[i])[j] != ((uint8_t *)uy[i])[j];
+        if (kind != 2) {
+            double e = rel_to_bound(gy[i], hy[i], bd[i], n * Ms[i]);
+            if (!(e <= worst)) worst = e;
+        }
+    }
+    if (kind == 2) { /* silu(a) b: tolerance from both dots' bounds */
+        for (int64_t i = 0; i < n * Ms[0]; i++) {
+            const float a = hy[0][i], b = hy[1][i];
+            const double ref = (double)loom_silu(a) * b;
+            const double tol = 1e-5 * (bd[0][i] * fabs(b) * 1.2 + bd[1][i] * fabs((double)loom_silu(a))) + 1e-30;
+            const double d = fabs(ref - gy[0][i]) / tol;
+            if (!(d <= worst)) worst = d;
+        }
+        worst *= 1e-5;
+    }
+    report(name, shape, worst, 1e-5);
+    snprintf(name, sizeof name, "%s==norm+plain", path[0] ? path + 1 : "fused");
+    report(name, shape, bits, 0);
+    if (n > 1) { /* GEMM token == normed GEMV of that token (bits) */
+        size_t diff = 0;
+        float *t1 = xmalloc(yb[0]);
+        for (int64_t t = 0; t < n; t++) {
+            float *o[3];
+            for (int i = 0; i < 3; i++) o[i] = dy[i] + t * (i < nw ? Ms[i] : Ms[0]);
+            if (kind == 0) sg = loom_cuda_matmul_normed(dx + t * K, &dn, 1, gw[0], o[0], &err, 0);
+            else if (kind < 3)
+                sg = loom_cuda_matmul_pair_normed(dx + t * K, &dn, 1, gw[0], gw[1],
+                                                  kind == 2 ? LOOM_PAIR_SWIGLU : LOOM_PAIR_NONE,
+                                                  o[0], kind == 2 ? NULL : o[1], &err, 0);
+            else {
+                float *const oc[3] = {o[0], o[1], o[2]};
+                sg = loom_cuda_matmul_triple_normed(dx + t * K, &dn, 1, gw, gb, oc, &err, 0);
+            }
+            report_status(name, shape, sg, &err);
+        }
+        for (int i = 0; i < nout; i++) {
+            to_host(t1, dy[i], yb[i]);
+            diff += memcmp(t1, gy[i], yb[i]) != 0;
+        }
+        snprintf(name, sizeof name, "normed gemm==gemv%s", path);
+        report(name, shape, (double)diff, 0);
+        free(t1);
+    }
+    for (int i = 0; i < 3; i++) {
+        free(w[i]); free(hy[i]); free(gy[i]); free(uy[i]); free(hbias[i]); free(bd[i]);
+        cudaFree(dw[i]); cudaFree(dy[i]); cudaFree(duy[i]); cudaFree(dbias[i]);
+    }
+    free(x); free(g); free(xn);
+    cudaFree(dx); cudaFree(dg); cudaFree(dxn);
+}
+
+/* The normed launchers over the matmul shape sets, on every path: default (tensor cores for
+ * Q4_K/Q6_K), LOOM_GEMV_MMA=0 (warp-per-row GEMV / GEMM), LOOM_FAST_GEMV=0 (simple path),
+ * LOOM_FAST_NORM=0 (the norm's scalar summation order), LOOM_GEMV_MMA_Q6K=0. */
+static void test_matmul_normed(void) {
+    static const struct { const char *sw, *tag; } paths[] = {
+        {NULL, ""}, {"LOOM_GEMV_MMA", " rows"}, {"LOOM_FAST_GEMV", " simple"},
+        {"LOOM_FAST_NORM", " scalar-norm"}, {"LOOM_GEMV_MMA_Q6K", " q6k-rows"}};
+    const loom_ggml_type q4 = LOOM_GGML_Q4_K, q6 = LOOM_GGML_Q6_K;
+    for (int p = 0; p < 5; p++) {
+        if (paths[p].sw) set_switch(paths[p].sw, "0");
+        const char *tag = paths[p].tag;
+        const int full = !g_quick && (p == 0 || p == 1);
+        /* single matmul: every type; K 256 .. 16384; N = 1 and GEMM N (ragged) */
+        const int64_t sh_full[][3] = {{37, 256, 1}, {130, 2560, 1}, {9, 9728, 1}, {5, 16384, 1},
+                                      {45, 2560, 3}, {45, 2560, 33}, {21, 1024, 8}};
+        const int64_t sh_quick[][3] = {{37, 256, 1}, {13, 2560, 3}};
+        const int nsh = full ? 7 : 2;
+        for (int ti = 0; ti < N_TYPES; ti++) {
+            if (p == 4 && k_types[ti] != q6) continue;
+            if (!full && p > 0 && k_types[ti] != q4 && k_types[ti] != q6 && k_types[ti] != LOOM_GGML_Q8_0)
+                continue;
+            for (int s = 0; s < nsh; s++) {
+                const int64_t *sh = full ? sh_full[s] : sh_quick[s];
+                test_normed(0, &k_types[ti], &sh[0], sh[1], sh[2], s != 1, tag);
+            }
+        }
+        /* the 4B decode shapes: QKV triple (Q4_K_M: V is Q6_K, and all-Q4_K), gate/up pair,
+         * lm head; GEMM tokens ragged */
+        const loom_ggml_type t3[3] = {q4, q4, q6}, t3q4[3] = {q4, q4, q4}, t2[2] = {q4, q4},
+                             t2b[2] = {LOOM_GGML_Q8_0, LOOM_GGML_F16};
+        /* N = 1 at the 4B shapes; the GEMM (N = 37: 4 groups of 8 and a ragged 5) on fewer
+         * rows (the host references cost M x K x N) */
+        const int64_t m3[2][3] = {{g_quick ? 64 : 4096, g_quick ? 32 : 1024, g_quick ? 32 : 1024},
+                                  {g_quick ? 64 : 160, g_quick ? 32 : 48, g_quick ? 32 : 48}};
+        const int64_t m2[2][2] = {{g_quick ? 48 : 9728, g_quick ? 48 : 9728},
+                                  {g_quick ? 48 : 272, g_quick ? 48 : 272}};
+        const int64_t K = g_quick ? 768 : 2560;
+        const int64_t nn[] = {1, g_quick ? 3 : 37};
+        for (int i = 0; i < 2; i++) {
+            test_normed(3, t3, m3[i], K, nn[i], 1, tag);
+            test_normed(3, t3q4, m3[i], K, nn[i], i == 0, tag);
+            test_normed(1, t2, m2[i], K, nn[i], 1, tag);
+            test_normed(2, t2, m2[i], K, nn[i], 1, tag);
+            if (p != 4) test_normed(1, t2b, m2[i], K, nn[i], 1, tag);
+        }
+        const int64_t lm[1] = {g_quick ? 300 : 9500};
+        test_normed(0, &q6, lm, K, 1, 1, tag);
+        if (paths[p].sw) set_switch(paths[p].sw, "1");
+    }
 }
 
 /* ---- norm, rope, kv --------------------------------------------------------------------- */
@@ -1181,6 +1381,7 @@ int main(int argc, char **argv) {
         if (strcmp(argv[i], "--quick") == 0) g_quick = 1;
         else if (strcmp(argv[i], "--attn") == 0) g_only_attn = 1; /* kv_write + attention only */
         else if (strcmp(argv[i], "--matmul") == 0) g_only_mm = 1; /* the matmul family only */
+        else if (strcmp(argv[i], "--normed") == 0) g_only_normed = 1; /* the _normed launchers only */
         else if (strcmp(argv[i], "--seed") == 0 && i + 1 < argc) g_rng = strtoull(argv[++i], NULL, 0) | 1;
     }
     int major = 0, minor = 0;
@@ -1191,6 +1392,10 @@ int main(int argc, char **argv) {
     printf("%-22s %-44s %11s %10s  %s\n", "kernel", "shape", "error", "tol", "verdict");
     loom_cpu_set_threads(0);
 
+    if (g_only_normed) {
+        test_matmul_normed();
+        goto done;
+    }
     if (!g_only_attn) {
     test_matmul();
     test_matmul_fused(1);
@@ -1204,6 +1409,8 @@ int main(int argc, char **argv) {
     test_matmul_q6k_fused(g_quick ? 40 : 2560, g_quick ? 768 : 9728, 1);
     test_matmul_q6k_fused(g_quick ? 40 : 133, g_quick ? 768 : 2560, g_quick ? 3 : 37);
     set_switch("LOOM_GEMV_MMA", "1");
+    printf("-- the RMSNorm folded into the matmul (loom_cuda_*_normed), every path\n");
+    test_matmul_normed();
     if (g_only_mm) goto done;
 
     test_norm(1, 2560, 1);
@@ -1277,6 +1484,13 @@ int main(int argc, char **argv) {
         test_attention(LOOM_KV_INT8, 64, 16, 2, 1, 1000, 0);
         test_attention(LOOM_KV_F16, 128, 32, 8, 17, 100, 0);
         set_switch("LOOM_ATTN_V5", "1");
+        printf("-- v5 for decode on sm_90 (LOOM_ATTN_V6=0)\n");
+        set_switch("LOOM_ATTN_V6", "0");
+        test_attention(LOOM_KV_F16, 128, 32, 8, 1, g_quick ? 299 : 4095, 0);
+        test_attention(LOOM_KV_INT8, 64, 16, 2, 1, 1000, 0);
+        test_attention(LOOM_KV_F16, 64, 8, 8, 1, 700, 0);
+        test_attention(LOOM_KV_INT8, 128, 32, 8, 1, g_quick ? 299 : 8191, 0);
+        set_switch("LOOM_ATTN_V6", "1");
     }
 
     /* position from device memory: _at == by value (F16, INT8; GQA 1, 2, 4, 8; D 64, 128) */

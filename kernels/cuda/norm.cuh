@@ -1,0 +1,112 @@
+// norm.cuh: the RMSNorm row reduction, ONE definition for norm.cu and for the matmul kernels
+// that fold the norm into their x staging (gemv_mma.cu, gemv_mma_q6k.cu, gemv.cu, gemm.cu;
+// the loom_cuda_*_normed launchers).
+//
+// Invariant (what makes a fused graph equal the unfused one bit for bit): a row's scale comes
+// from the same operations in the same order wherever it is computed: thread i of a 128-thread
+// block sums, in double, the squares of the row's float4 groups i, i + 128, ... (VEC: the norm
+// launcher's float4 path) or of its elements i, i + 128, ... (scalar path), each float4 as
+// ((x^2 + y^2) + z^2) + w^2 added to the running sum in increasing i; then warp_sum_d's
+// butterfly; then the four warp partials as (p0 + p1) + (p2 + p3); scale = (float)(1 /
+// sqrt(sum / d + eps)). A normalized value is __fmul_rn(__fmul_rn(x, scale), w[k]) (w NULL: the first product; a
+// weight of 1 would give the same bits). Products of two floats are exact in double, so FMA
+// contraction cannot change a sum; the explicit _rn operations pin the rest.
+// Which order the norm launcher takes (VEC or scalar) depends on d % 4, the pointers'
+// alignment and LOOM_FAST_NORM: rms_vec() is that rule, so a fused launcher picks the order
+// the unfused norm would have used.
+#pragma once
+
+#include "kernels/cuda/common.cuh"
+
+namespace loom_cuda {
+
+// What a matmul kernel needs to normalize its x rows (norm.cu's contract). w: [K] device
+// floats or NULL; vec: the summation order (rms_vec).
+struct PreNorm {
+    const float *w;
+    float eps;
+    int vec;
+};
+
+// The order loom_cuda_rms_norm takes for rows of d values at x (in) and y (out) with weight w.
+inline bool rms_vec(int64_t d, const void *x, const void *y, const float *w) {
+    return d % 4 == 0 && (uintptr_t)x % 16 == 0 && (uintptr_t)y % 16 == 0 &&
+           (!w || (uintptr_t)w % 16 == 0) && fast(SW_FAST_NORM);
+}
+
+__device__ __forceinline__ double sq_d(float v) { return __dmul_rn((double)v, (double)v); }
+
+// Thread tid's (of kThreads) partial sum of squares of row xr[d], in the order above. The loads
+// of a batch (kRmsBatch float4 or floats a thread) are all issued before the first add, so a
+// thread waits for one L2 round trip a batch, not one a value (this sits on the critical path
+// of every matmul block that folds the norm in, right after the PDL wait).
+constexpr int kRmsBatch = 8;
+template <bool VEC>
+__device__ __forceinline__ double rms_partial(const float *xr, int64_t d, int tid) {
+    double ss = 0.0;
+    if (VEC) {
+        const int64_t n4 = d / 4;
+        const float4 *x4 = reinterpret_cast<const float4 *>(xr);
+        for (int64_t i0 = tid; i0 < n4; i0 += (int64_t)kRmsBatch * kThreads) {
+            float4 v[kRmsBatch];
+#pragma unroll
+            for (int j = 0; j < kRmsBatch; j++)
+                if (i0 + j * kThreads < n4) v[j] = x4[i0 + j * kThreads];
+#pragma unroll
+            for (int j = 0; j < kRmsBatch; j++)
+                if (i0 + j * kThreads < n4)
+                    ss = __dadd_rn(ss, __dadd_rn(__dadd_rn(__dadd_rn(sq_d(v[j].x), sq_d(v[j].y)),
+                                                           sq_d(v[j].z)),
+                                                 sq_d(v[j].w)));
+        }
+    } else {
+        for (int64_t i0 = tid; i0 < d; i0 += (int64_t)kRmsBatch * kThreads) {
+            float v[kRmsBatch];
+#pragma unroll
+            for (int j = 0; j < kRmsBatch; j++)
+                if (i0 + j * kThreads < d) v[j] = xr[i0 + j * kThreads];
+#pragma unroll
+            for (int j = 0; j < kRmsBatch; j++)
+                if (i0 + j * kThreads < d) ss = __dadd_rn(ss, sq_d(v[j]));
+        }
+    }
+    return ss;
+}
+
+// The scale from the four warp partials part[0..3] of a row of d values.
+static_assert(kWarps == 4, "rms_scale combines four warp partials");
+__device__ __forceinline__ float rms_scale(const double *part, int64_t d, float eps) {
+    const double tot = __dadd_rn(__dadd_rn(part[0], part[1]), __dadd_rn(part[2], part[3]));
+    return (float)(1.0 / sqrt(tot / (double)d + (double)eps));
+}
+
+// x normalized: (x * scale) * w, the w of 1.0f when there is no weight (the same bits).
+__device__ __forceinline__ float rms_apply(float x, float scale, float w) {
+    return __fmul_rn(__fmul_rn(x, scale), w);
+}
+__device__ __forceinline__ float4 rms_apply4(float4 x, float scale, float4 w) {
+    return make_float4(rms_apply(x.x, scale, w.x), rms_apply(x.y, scale, w.y),
+                       rms_apply(x.z, scale, w.z), rms_apply(x.w, scale, w.w));
+}
+
+// The scales of rows x + i * ldx (i < nrows <= MAXR, nrows uniform over the block), d values
+// each, into scale[i] (shared memory; part: MAXR * kWarps doubles of shared memory). Every
+// thread of the (kThreads) block must call it; it returns after a barrier, scale[] visible.
+template <int MAXR>
+__device__ __forceinline__ void block_rms_scales(const float *x, int64_t ldx, int nrows,
+                                                 int64_t d, const PreNorm &n, double *part,
+                                                 float *scale) {
+    const int tid = threadIdx.x, w = tid >> 5, lane = tid & 31;
+#pragma unroll 1
+    for (int i = 0; i < MAXR && i < nrows; i++) {
+        const float *xr = x + (int64_t)i * ldx;
+        double ss = n.vec ? rms_partial<true>(xr, d, tid) : rms_partial<false>(xr, d, tid);
+        ss = warp_sum_d(ss);
+        if (lane == 0) part[i * kWarps + w] = ss;
+    }
+    __syncthreads();
+    if (tid < nrows && tid < MAXR) scale[tid] = rms_scale(part + tid * kWarps, d, n.eps);
+    __syncthreads();
+}
+
+}  // namespace loom_cuda
