@@ -335,8 +335,8 @@ fail:
 
 void loom_session_destroy(loom_session *s) {
     if (!s) return;
+    loom_exec_host_free(s->exec, s->logits);
     loom_exec_destroy(s->exec);
-    free(s->logits);
     free(s->positions);
     free(s);
 }
@@ -357,8 +357,10 @@ loom_status loom_session_eval(loom_session *s, const int32_t *tokens, int32_t n,
                               s->pos, s->n_ctx);
     size_t need = (size_t)(s->m->last_only ? 1 : n) * (size_t)V;
     if (need > s->logits_cap) {
-        float *p = realloc(s->logits, need * sizeof *p);
+        /* The backend's host memory: on CUDA the logits download lands there directly. */
+        float *p = loom_exec_host_alloc(s->exec, need * sizeof *p);
         if (!p) return loom_error_set(err, LOOM_ERR_OUT_OF_MEMORY, "eval: out of memory for logits");
+        loom_exec_host_free(s->exec, s->logits);
         s->logits = p;
         s->logits_cap = need;
     }

@@ -96,6 +96,14 @@ typedef struct cuda_backend {
      * would make the driver stage the copy itself, in smaller pieces. */
     char *down;
     size_t down_cap;
+    /* Page-locked blocks of host_alloc (the API's logits buffer): a download into one of them
+     * goes there directly, without the landing buffer and its host copy (~30 us for 600 KB of
+     * logits a token on the H200 machine). */
+    struct host_block {
+        void *p;
+        size_t bytes;
+    } *host;
+    uint32_t n_host, cap_host;
     uint64_t weight_bytes, device_bytes;
     uint64_t n_inst, n_update, n_launch, n_fallback;
     /* LOOM_CUDA_PROFILE=1 (graphs off): per-node CUDA-event timing of decode steps, summed per
@@ -380,6 +388,15 @@ static loom_status cuda_upload(loom_exec_backend *b, void *dst, const void *src,
 static loom_status cuda_download(loom_exec_backend *b, void *dst, const void *src, size_t bytes,
                                  loom_error *err) {
     cuda_backend *c = b->impl;
+    for (uint32_t i = 0; i < c->n_host; i++) {
+        const char *h = c->host[i].p, *d = dst;
+        if (d >= h && bytes <= c->host[i].bytes && (size_t)(d - h) <= c->host[i].bytes - bytes) {
+            CK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToHost, c->streams[0]));
+            CK(cudaStreamSynchronize(c->streams[0]));
+            c->stage_used = 0; /* every upload enqueued before has completed */
+            return LOOM_OK;
+        }
+    }
     if (bytes <= STAGE_MAX && bytes > c->down_cap) {
         size_t cap = bytes < STAGE_MIN ? STAGE_MIN : bytes;
         void *p = NULL;
@@ -397,6 +414,38 @@ static loom_status cuda_download(loom_exec_backend *b, void *dst, const void *sr
     c->stage_used = 0; /* every upload enqueued before has completed */
     if (staged) memcpy(dst, c->down, bytes);
     return LOOM_OK;
+}
+
+/* Page-locked when the driver gives it (recorded for cuda_download), else malloc'd. */
+static void *cuda_host_alloc(loom_exec_backend *b, size_t bytes) {
+    cuda_backend *c = b->impl;
+    if (c->n_host == c->cap_host) {
+        uint32_t cap = c->cap_host ? 2 * c->cap_host : 4;
+        struct host_block *h = realloc(c->host, cap * sizeof *h);
+        if (!h) return NULL;
+        c->host = h;
+        c->cap_host = cap;
+    }
+    void *p = NULL;
+    if (cudaMallocHost(&p, bytes ? bytes : 1) != cudaSuccess) {
+        (void)cudaGetLastError();
+        return malloc(bytes ? bytes : 1);
+    }
+    c->host[c->n_host++] = (struct host_block){p, bytes};
+    return p;
+}
+
+static void cuda_host_free(loom_exec_backend *b, void *p) {
+    cuda_backend *c = b->impl;
+    if (!p) return;
+    for (uint32_t i = 0; i < c->n_host; i++) {
+        if (c->host[i].p == p) {
+            cudaFreeHost(p);
+            c->host[i] = c->host[--c->n_host];
+            return;
+        }
+    }
+    free(p);
 }
 
 /* ---------------------------------------------------------------- streams and graphs */
@@ -1020,7 +1069,9 @@ static void cuda_destroy(loom_exec_backend *b) {
     for (uint32_t i = 0; i < c->n_regions; i++) cudaHostUnregister(c->regions[i].host);
     if (c->stage) cudaFreeHost(c->stage);
     if (c->down) cudaFreeHost(c->down);
+    for (uint32_t i = 0; i < c->n_host; i++) cudaFreeHost(c->host[i].p);
     (void)cudaGetLastError();
+    free(c->host);
     free(c->regions);
     free(c->checks);
     free(c->node_ev);
@@ -1037,6 +1088,8 @@ static const loom_exec_backend_vtable cuda_vtable = {
     .unmap_weight = cuda_unmap_weight,
     .upload = cuda_upload,
     .download = cuda_download,
+    .host_alloc = cuda_host_alloc,
+    .host_free = cuda_host_free,
     .run_node = cuda_run_node,
     .synchronize = cuda_synchronize,
     .destroy = cuda_destroy,

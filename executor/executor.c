@@ -397,6 +397,17 @@ loom_status loom_exec_read_value(loom_exec *e, loom_ir_value_id v, void *dst, si
     return LOOM_OK;
 }
 
+void *loom_exec_host_alloc(loom_exec *e, size_t bytes) {
+    if (e->be->vt->host_alloc) return e->be->vt->host_alloc(e->be, bytes);
+    return malloc(bytes);
+}
+
+void loom_exec_host_free(loom_exec *e, void *p) {
+    if (!e || !p) return;
+    if (e->be->vt->host_free) e->be->vt->host_free(e->be, p);
+    else free(p);
+}
+
 loom_status loom_exec_reset_state(loom_exec *e, loom_error *err) {
     const loom_ir_graph *g = e->g;
     for (uint32_t i = 0; i < loom_ir_state_count(g); i++) {

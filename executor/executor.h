@@ -83,6 +83,11 @@ typedef struct loom_exec_backend_vtable {
                           loom_error *err);
     loom_status (*download)(loom_exec_backend *b, void *dst, const void *src, size_t bytes,
                             loom_error *err);
+    /* Optional: host memory that downloads fill fastest (CUDA: page-locked, copied into
+     * directly), for the buffers a program reads outputs into step after step; NULL when out
+     * of memory. host_free releases it (NULL is a no-op). NULL members: malloc / free. */
+    void *(*host_alloc)(loom_exec_backend *b, size_t bytes);
+    void (*host_free)(loom_exec_backend *b, void *p);
     /* Runs one node: in[i] / out[i] are its operands / results (weights: data is the mapped
      * pointer, dtype the ggml type). Errors name the node's op and the problem. */
     loom_status (*run_node)(loom_exec_backend *b, const loom_ir_graph *g, const loom_ir_node *n,
@@ -185,6 +190,13 @@ loom_status loom_exec_read_output(loom_exec *e, const char *name, void *dst, siz
  * not an output. */
 loom_status loom_exec_read_value(loom_exec *e, loom_ir_value_id v, void *dst, size_t capacity,
                                  size_t *bytes, loom_error *err);
+
+/* Host memory to read outputs into, again and again (the backend's host_alloc: page-locked on
+ * CUDA, where a download then lands in it without a staging copy; malloc'd otherwise); NULL
+ * when out of memory. Release it with loom_exec_host_free on the same executor before
+ * loom_exec_destroy (NULL is a no-op for either argument). */
+void *loom_exec_host_alloc(loom_exec *e, size_t bytes);
+void loom_exec_host_free(loom_exec *e, void *p);
 
 /* Zeroes every state value (a fresh KV cache). */
 loom_status loom_exec_reset_state(loom_exec *e, loom_error *err);

@@ -480,6 +480,15 @@ Test(executor, backend_state_bytes_size_allocate_and_report_the_state) {
     cr_assert_eq(loom_exec_read_value(e, loom_ir_find_value(g, "q"), b, sizeof b, NULL, &err),
                  LOOM_ERR_NOT_FOUND);
     cr_assert(strstr(err.msg, "not an output"), "%s", err.msg);
+    /* The executor's host memory (malloc'd on a backend without host_alloc) takes outputs. */
+    float *hb = loom_exec_host_alloc(e, sizeof b);
+    cr_assert(hb != NULL);
+    cr_assert_eq(loom_exec_read_value(e, loom_ir_find_output(g, "a"), hb, sizeof b, NULL, &err),
+                 LOOM_OK, "%s", err.msg);
+    cr_assert(memcmp(a, hb, sizeof b) == 0);
+    loom_exec_host_free(e, hb);
+    loom_exec_host_free(e, NULL);
+    loom_exec_host_free(NULL, NULL);
     cr_assert_eq(loom_exec_reset_state(e, &err), LOOM_OK, "%s", err.msg);
     loom_exec_destroy(e);
     loom_ir_graph_destroy(g);
