@@ -109,6 +109,8 @@ struct Args {
     int NS, pitch, slot_bytes;            // ring slots (a tile each), row pitch, slot size
     int off_xs, off_red, off_ring;        // dynamic shared memory layout (bytes)
     int mode;  // 0; diagnostics (wrong results): 1 = stream only (no math), 2 = math only (no copies)
+    int tilecopy;  // 1: pitch = row_bytes and a whole tile (16 contiguous rows) is one bulk copy
+    int whole;     // 1: blocks get whole tiles (no tile shared by two blocks; uneven blocks)
 };
 
 __device__ __forceinline__ uint32_t smaddr(const void *p) {
@@ -166,7 +168,9 @@ static __global__ void __launch_bounds__((NC + 1) * 32, NC < 8 ? 2 : 1) tile_rin
     float *red = reinterpret_cast<float *>(sm + a.off_red);
     uint8_t *ringp = sm + a.off_ring;
     const int G = gridDim.x, b = blockIdx.x;
-    const int q0 = (int)((int64_t)a.items * b / G), q1 = (int)((int64_t)a.items * (b + 1) / G);
+    const int q0 = a.whole ? (int)((int64_t)a.tiles * b / G) * nsb : (int)((int64_t)a.items * b / G);
+    const int q1 = a.whole ? (int)((int64_t)a.tiles * (b + 1) / G) * nsb
+                           : (int)((int64_t)a.items * (b + 1) / G);
     const int t0 = q0 / nsb, n = (q1 - 1) / nsb - t0 + 1;
     if (threadIdx.x == 0) {
         for (int i = 0; i < NS; i++) {
@@ -198,7 +202,12 @@ static __global__ void __launch_bounds__((NC + 1) * 32, NC < 8 ? 2 : 1) tile_rin
             }
             if (lane == 0) mb_arrive_expect_tx(bar_full + 8 * slot, bytes * (uint32_t)(valid * NMAT));
             __syncwarp();
-            if (lane < 16 * NMAT) {
+            if (a.tilecopy && valid == kTileRows && hi - lo == nsb) {  // the tile is contiguous
+                if (lane < NMAT)
+                    bulk_g2s(ring + (uint32_t)(slot * a.slot_bytes + lane * 16 * a.pitch),
+                             (lane ? a.w[1] : a.w[0]) + (int64_t)r0 * a.row_bytes,
+                             (uint32_t)(kTileRows * a.row_bytes), bar_full + 8 * slot);
+            } else if (lane < 16 * NMAT) {
                 const int m = lane >> 4, r = lane & 15;
                 if (r < valid) {
                     const uint8_t *src = (m ? a.w[1] : a.w[0]) + (int64_t)(r0 + r) * a.row_bytes +
@@ -368,6 +377,8 @@ struct Cfg {
     const char *name;
     int gmax;     // grid cap (0: the SM count); small caps make blocks share tiles in small tests
     int mode;     // Args::mode (diagnostics)
+    int tilecopy; // Args::tilecopy
+    int whole;    // Args::whole
 };
 
 struct Scratch {
@@ -405,7 +416,8 @@ static size_t plan(Args &a, int M, int K, int nmat, const Cfg &cfg) {
     a.row_bytes = nsb * 144;
     a.tiles = (M + 15) / 16;
     a.items = a.tiles * nsb;
-    a.pitch = a.row_bytes + (nsb % 2 == 0 ? 16 : 0);  // pitch / 16 odd: no bank conflicts
+    // pitch / 16 odd: no bank conflicts; a whole-tile copy needs the rows' own pitch (2-way)
+    a.pitch = a.row_bytes + (nsb % 2 == 0 && !cfg.tilecopy ? 16 : 0);
     a.slot_bytes = nmat * 16 * a.pitch;
     for (int pass = 0; pass < 2; pass++) {
         const size_t budget = pass == 0 ? (size_t)cfg.smem_kb * 1024 : g_smem_max;
@@ -449,6 +461,8 @@ static void launch_ring(const uint8_t *w0, const uint8_t *w1, int M, int K, cons
     a.gpart = sc.gpart;
     a.gcnt = sc.gcnt;
     a.mode = cfg.mode;
+    a.tilecopy = cfg.tilecopy;
+    a.whole = cfg.whole;
     const int G = std::min(cfg.gmax > 0 ? cfg.gmax : g_sms, a.tiles);
     cudaLaunchAttribute attr[1];
     attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
@@ -713,23 +727,26 @@ int main(int argc, char **argv) {
     CK(cudaMalloc(&sc.gcnt, 1024 * 4));
     CK(cudaMemset(sc.gcnt, 0, 1024 * 4));
 
-    // Configurations: 7 consumer warps in <= 110 KB (two blocks an SM: the next kernel's
-    // producer streams during this one; down's whole-row tiles need more and get one block an
-    // SM), in 220 KB (one block an SM, deeper ring), or 15 consumer warps (one block an SM).
+    // Configurations (R3): 15 consumer warps in 220 KB (one block an SM) with one bulk copy a
+    // row (R2's best), with one bulk copy a whole tile ("tile"), and with whole tiles a block
+    // ("whole": no tile shared by two blocks); 7 warps in <= 110 KB (two blocks an SM, so the
+    // next kernel's producer streams during this one; down's tiles need one block an SM).
     std::vector<Cfg> cfgs = {
-        {7, 110, 1, "nc7/110K"},
-        {7, 220, 1, "nc7/220K"},
         {15, 220, 1, "nc15/220K"},
+        {15, 220, 1, "nc15 tile", 0, 0, 1},
+        {15, 220, 1, "nc15 tile whole", 0, 0, 1, 1},
+        {7, 110, 1, "nc7 tile", 0, 0, 1},
     };
     std::vector<Cfg> tcfgs = cfgs;  // timing only: where the time goes
-    tcfgs.push_back({7, 110, 1, "nc7 stream-only", 0, 1});
-    tcfgs.push_back({7, 110, 1, "nc7 math-only", 0, 2});
-    tcfgs.push_back({15, 220, 1, "nc15 stream-only", 0, 1});
-    tcfgs.push_back({15, 220, 1, "nc15 math-only", 0, 2});
+    tcfgs.push_back({15, 220, 1, "nc15 tile stream", 0, 1, 1});
+    tcfgs.push_back({15, 220, 1, "nc15 tile math", 0, 2, 1});
+    tcfgs.push_back({15, 220, 1, "nc15 whole stream", 0, 1, 1, 1});
+    tcfgs.push_back({7, 110, 1, "nc7 tile stream", 0, 1, 1});
     std::vector<Cfg> ccfgs = cfgs;  // + grid caps, so that blocks share tiles in the small cases
-    ccfgs.push_back({7, 110, 1, "nc7 grid2", 2});
+    ccfgs.push_back({7, 110, 1, "nc7 tile grid2", 2, 0, 1});
     ccfgs.push_back({15, 220, 1, "nc15 grid3", 3});
-    if (quick) ccfgs = {{7, 110, 1, "nc7 grid2", 2}, {15, 220, 1, "nc15 grid3", 3}};
+    ccfgs.push_back({15, 220, 1, "nc15 whole grid3", 3, 0, 1, 1});
+    if (quick) ccfgs = {ccfgs[4], ccfgs[5], ccfgs[6]};
     for (const Cfg &c : cfgs)
         for (const Role &r : kRoles) {
             Args a = {};
@@ -843,8 +860,7 @@ int main(int argc, char **argv) {
     printf("\n(b) the four in one CUDA graph, %d layers, replayed back to back (median of 7 x 20)\n", L);
     printf("| %-30s | %-16s | %9s | %8s | %6s |\n", "graph", "variant", "us/layer", "GB/s", "%copy");
     std::vector<Cfg> gcfgs = tcfgs;
-    gcfgs.push_back({7, 110, 0, "nc7/110K noPDL"});
-    gcfgs.push_back({15, 220, 0, "nc15/220K noPDL"});
+    gcfgs.push_back({15, 220, 0, "nc15 tile noPDL", 0, 0, 1});
     for (int c = -2; c < (int)gcfgs.size(); c++) {
         const bool v11 = c < 0;
         g_pdl = c != -1;  // v11 with (c = -2) and without (c = -1) PDL
