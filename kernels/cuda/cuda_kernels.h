@@ -45,6 +45,8 @@
  *   LOOM_CUDA_PDL         programmatic dependent launch (compute capability 9.0+): a kernel may
  *                         start during the previous one's tail and waits for it in-kernel
  *                         (common.cuh); =0: plain stream order. Same results either way.
+ *   LOOM_ROPE_KV_REG      rope_kv_write for head_dim <= 256 with each lane's loads issued at
+ *                         once into registers (rope_kv.cu); =0: strided loops. Same results.
  * When a fast path's launch fails, the launcher logs once on stderr and runs the simple path.
  *
  *   loom_kweight w = {.data = d_w, .type = LOOM_GGML_Q4_K, .rows = 2560, .cols = 2560};

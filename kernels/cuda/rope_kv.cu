@@ -9,6 +9,13 @@
 // T * n_kv_head K rows; the warp of K row (t, h) also writes V row (t, h). Each warp stages its
 // row in shared memory (head_dim floats; head_dim <= 2048): load + sum of squares, scale and
 // weight in place, rotate the pairs in place (a lane owns whole pairs), store/convert.
+// Latency (a decode step runs this on ~10 blocks, so it is a chain of memory round trips, not
+// bandwidth): for head_dim <= 256 (kVpl values a lane) a lane issues all its loads at once into
+// registers (the norm weight before pdl_wait: constant; q or k, v and the position after it),
+// so a row costs one round trip instead of one per 32 values and per pass; the V row goes to
+// the cache from shared memory too. Larger head_dim take the same steps in strided loops. Both
+// paths do the same operations in the same order (same bits); LOOM_ROPE_KV_REG=0 forces the
+// loop path (the A/B of bench/NOTES.md 7.8).
 // Memory traffic: q, k, v read once (K/V rows of INT8 a second time from shared memory / L1),
 // q_out and the two cache rows written once, the norm weights read per row (L1/L2 hits).
 // Numeric contract (CPU twin loom_cpu_rope_kv_write): the norm as norm.cu (sum of squares in
@@ -22,6 +29,8 @@
 // one F16 rounding or one INT8 step; the V cache is bit-exact. A token whose position is
 // outside 0 .. n_ctx - 1 writes no cache row (the executor checks positions on the host).
 #include <math.h>
+#include <stdlib.h>
+#include <string.h>
 
 #include "kernels/cuda/kv_store.cuh"
 #include "kernels/cuda/rope.cuh"
@@ -43,34 +52,68 @@ struct PrologueArgs {
     float *q_out;
 };
 
+// Values of a row a lane holds in the register path (head_dim <= 32 * kVpl).
+constexpr int kVpl = 8;
+
+// REG: the register path (head_dim <= 32 * kVpl); else strided loops over any head_dim.
+template <bool REG>
 static __global__ void __launch_bounds__(kThreads) prologue_kernel(PrologueArgs a) {
-    pdl_wait();
     pdl_launch_dependents();
     extern __shared__ float smem[];
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
     const int64_t r = (int64_t)blockIdx.x * kWarps + warp, nq = a.T * a.nh;
-    if (r >= nq + a.T * a.nkv) return;  // whole warps leave together
+    if (r >= nq + a.T * a.nkv) return;  // whole warps leave together (no memory touched)
     const bool is_q = r < nq;
     const int64_t t = is_q ? r / a.nh : (r - nq) / a.nkv, h = is_q ? r % a.nh : (r - nq) % a.nkv;
     const int64_t D = a.D;
     const float *src = is_q ? a.q + (t * a.nh + h) * D : a.k + (t * a.nkv + h) * D;
+    const float *vsrc = a.v + (t * a.nkv + h) * D;
     const float *w = is_q ? a.q_norm : a.k_norm;
     float *s = smem + (int64_t)warp * D;
 
+    float xv[REG ? kVpl : 1], vv[REG ? kVpl : 1], wv[REG ? kVpl : 1];
+    if (REG && w) {  // constant: requested before the wait
+#pragma unroll
+        for (int j = 0; j < kVpl; j++) wv[j] = lane + 32 * j < D ? w[lane + 32 * j] : 0.0f;
+    }
+    pdl_wait();
+    const int32_t p = a.pos[t];
     double ss = 0.0;
-    for (int64_t i = lane; i < D; i += 32) {
-        const float x = src[i];
-        s[i] = x;
-        if (w) ss += (double)x * x;
+    if (REG) {
+#pragma unroll
+        for (int j = 0; j < kVpl; j++) {
+            const bool in = lane + 32 * j < D;
+            xv[j] = in ? src[lane + 32 * j] : 0.0f;
+            vv[j] = in && !is_q ? vsrc[lane + 32 * j] : 0.0f;
+        }
+#pragma unroll
+        for (int j = 0; j < kVpl; j++) {
+            if (lane + 32 * j < D) {
+                s[lane + 32 * j] = xv[j];
+                if (w) ss += (double)xv[j] * xv[j];
+            }
+        }
+    } else {
+        for (int64_t i = lane; i < D; i += 32) {
+            const float x = src[i];
+            s[i] = x;
+            if (w) ss += (double)x * x;
+        }
     }
     if (w) {
         ss = warp_sum_d(ss);
         const float scale = (float)(1.0 / sqrt(ss / (double)D + (double)a.eps));
-        for (int64_t i = lane; i < D; i += 32) s[i] = __fmul_rn(__fmul_rn(s[i], scale), w[i]);
+        if (REG) {
+#pragma unroll
+            for (int j = 0; j < kVpl; j++)
+                if (lane + 32 * j < D)
+                    s[lane + 32 * j] = __fmul_rn(__fmul_rn(xv[j], scale), wv[j]);
+        } else {
+            for (int64_t i = lane; i < D; i += 32) s[i] = __fmul_rn(__fmul_rn(s[i], scale), w[i]);
+        }
     }
     __syncwarp();
 
-    const int32_t p = a.pos[t];
     for (int64_t i = lane; i < a.half; i += 32)
         rope_rotate_pair(s, i, a.half, a.neox != 0, p, a.theta_scale, a.freq_scale);
     __syncwarp();
@@ -83,7 +126,25 @@ static __global__ void __launch_bounds__(kThreads) prologue_kernel(PrologueArgs 
     if (p < 0 || p >= a.n_ctx) return;  // only a bad device position gets here
     const int64_t cr = (int64_t)p * a.nkv + h;
     kv_store_row(s, D, a.type, a.k_cache, a.k_scales, cr, lane);
-    kv_store_row(a.v + (t * a.nkv + h) * D, D, a.type, a.v_cache, a.v_scales, cr, lane);
+    if (REG) {  // the V row through the same shared row (the K store above has read it)
+        __syncwarp();
+#pragma unroll
+        for (int j = 0; j < kVpl; j++)
+            if (lane + 32 * j < D) s[lane + 32 * j] = vv[j];
+        __syncwarp();
+        kv_store_row(s, D, a.type, a.v_cache, a.v_scales, cr, lane);
+    } else {
+        kv_store_row(vsrc, D, a.type, a.v_cache, a.v_scales, cr, lane);
+    }
+}
+
+// The register path unless LOOM_ROPE_KV_REG=0 (read once).
+static bool reg_path_on() {
+    static const bool on = [] {
+        const char *v = getenv("LOOM_ROPE_KV_REG");
+        return !(v && !strcmp(v, "0"));
+    }();
+    return on;
 }
 
 }  // namespace
@@ -140,6 +201,9 @@ extern "C" loom_status loom_cuda_rope_kv_write(const float *q, const float *k, c
     a.q_out = q_out;
     const unsigned grid = (unsigned)((rows + kWarps - 1) / kWarps);
     const size_t shmem = (size_t)kWarps * (size_t)p->head_dim * sizeof(float);
-    CUDA_CHECK(launch(prologue_kernel, grid, kThreads, shmem, stream, a));
+    if (p->head_dim <= 32 * kVpl && reg_path_on())
+        CUDA_CHECK(launch(prologue_kernel<true>, grid, kThreads, shmem, stream, a));
+    else
+        CUDA_CHECK(launch(prologue_kernel<false>, grid, kThreads, shmem, stream, a));
     return LOOM_OK;
 }

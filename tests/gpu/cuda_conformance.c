@@ -1528,6 +1528,10 @@ int main(int argc, char **argv) {
         for (int t = 0; t < 3; t++) /* one capture, replayed at new positions and inputs */
             test_rope_kv((loom_kv_type)t, LOOM_ROPE_NEOX, 1, 128, 32, 8, 1, 128, 5, 1);
         test_rope_kv(LOOM_KV_INT8, LOOM_ROPE_NORM, 0, 64, 8, 2, 4, 64, 3, 1);
+        /* head_dim 96 and 256 (register path: lanes partly / fully used), 320 (loop path) */
+        test_rope_kv(LOOM_KV_F16, LOOM_ROPE_NEOX, 1, 96, 8, 2, 3, 96, 2, 0);
+        test_rope_kv(LOOM_KV_INT8, LOOM_ROPE_NORM, 1, 256, 8, 4, 2, 128, 2, 0);
+        test_rope_kv(LOOM_KV_F16, LOOM_ROPE_NEOX, 1, 320, 4, 2, 3, 320, 2, 1);
     }
 
     if (!g_only_attn) {
