@@ -108,7 +108,8 @@ struct Args {
     int M, nsb, row_bytes, tiles, items;  // items = tiles * nsb (16 rows x 1 super-block each)
     int NS, pitch, slot_bytes;            // ring slots (a tile each), row pitch, slot size
     int off_xs, off_red, off_ring;        // dynamic shared memory layout (bytes)
-    int mode;  // 0; diagnostics (wrong results): 1 = stream only (no math), 2 = math only (no copies)
+    int mode;  // 0; diagnostics (wrong results): 1 = stream only (no math), 2 = math only (no
+               // copies), 3 = neither (the fixed cost), 4 = neither and no x staging
     int tilecopy;  // 1: pitch = row_bytes and a whole tile (16 contiguous rows) is one bulk copy
     int whole;     // 1: blocks get whole tiles (no tile shared by two blocks; uneven blocks)
 };
@@ -196,7 +197,7 @@ static __global__ void __launch_bounds__((NC + 1) * 32, NC < 8 ? 2 : 1) tile_rin
             const uint32_t bytes = (uint32_t)(hi - lo) * kQ4KBytes;
             const int r0 = tile * kTileRows;
             const int valid = a.M - r0 < kTileRows ? a.M - r0 : kTileRows;
-            if (a.mode == 2) {  // math only: the same protocol, no bytes
+            if (a.mode >= 2) {  // math only / neither: the same protocol, no bytes
                 if (lane == 0) mb_arrive(bar_full + 8 * slot);
                 continue;
             }
@@ -229,7 +230,7 @@ static __global__ void __launch_bounds__((NC + 1) * 32, NC < 8 ? 2 : 1) tile_rin
 #pragma unroll
         for (int q = 0; q < kXMax; q++) {
             const int sb = warp + q * NC;
-            if (sb < nsb) {
+            if (sb < nsb && a.mode != 4) {
                 xa[q] = ld_x4(xb + (int64_t)sb * 256);
                 xc[q] = ld_x4(xb + (int64_t)sb * 256 + 32);
             }
@@ -237,7 +238,7 @@ static __global__ void __launch_bounds__((NC + 1) * 32, NC < 8 ? 2 : 1) tile_rin
 #pragma unroll
         for (int q = 0; q < kXMax; q++) {
             const int sb = warp + q * NC;
-            if (sb < nsb) {
+            if (sb < nsb && a.mode != 4) {
                 stage_token<1>(xs[sb], 0, xa[q], xc[q], lane);
                 if (lane >= 1 && lane < 4) xs[sb].sinv[lane] = 0.0f;  // slots the GEMV never fills
             }
@@ -263,7 +264,7 @@ static __global__ void __launch_bounds__((NC + 1) * 32, NC < 8 ? 2 : 1) tile_rin
         int k = warp - base % NC;
         if (k < 0) k += NC;
 #pragma unroll 1
-        for (; k < (a.mode == 1 ? 0 : hi - lo); k += NC) {
+        for (; k < (a.mode == 1 || a.mode >= 3 ? 0 : hi - lo); k += NC) {
 #pragma unroll
             for (int m = 0; m < NMAT; m++) {
                 const uint8_t *rg = sp + (m * 16 + g) * a.pitch + k * kQ4KBytes;
@@ -314,13 +315,18 @@ static __global__ void __launch_bounds__((NC + 1) * 32, NC < 8 ? 2 : 1) tile_rin
 #pragma unroll
                 for (int m = 0; m < NMAT; m++) gp[(piece * NMAT + m) * 16 + lane] = v[m];
             }
-            __threadfence();
+            // One lane fences for the warp (R3: a fence in each of the 32 lanes cost ~2 us a
+            // kernel): the warp barrier orders the other lanes' stores before lane 0's fence,
+            // which is cumulative; the finisher's fence orders the reads after its atomic.
             __syncwarp();
             int old = 0;
-            if (lane == 0) old = atomicAdd(&a.gcnt[tile], 1);
+            if (lane == 0) {
+                __threadfence();
+                old = atomicAdd(&a.gcnt[tile], 1);
+                if (old == 1) __threadfence();
+            }
             old = __shfl_sync(0xffffffffu, old, 0);
             if (old == 1) {
-                __threadfence();
                 if (own) {
 #pragma unroll
                     for (int m = 0; m < NMAT; m++)
@@ -727,26 +733,27 @@ int main(int argc, char **argv) {
     CK(cudaMalloc(&sc.gcnt, 1024 * 4));
     CK(cudaMemset(sc.gcnt, 0, 1024 * 4));
 
-    // Configurations (R3): 15 consumer warps in 220 KB (one block an SM) with one bulk copy a
-    // row (R2's best), with one bulk copy a whole tile ("tile"), and with whole tiles a block
-    // ("whole": no tile shared by two blocks); 7 warps in <= 110 KB (two blocks an SM, so the
-    // next kernel's producer streams during this one; down's tiles need one block an SM).
+    // Configurations (R4): 15 consumer warps in 220 KB (one block an SM), one bulk copy a whole
+    // tile, tiles shared by two blocks at the range ends ("tile") or whole tiles a block
+    // ("whole"); diagnostics: stream only, math only, neither (the fixed cost), neither
+    // without the x staging.
     std::vector<Cfg> cfgs = {
-        {15, 220, 1, "nc15/220K"},
         {15, 220, 1, "nc15 tile", 0, 0, 1},
-        {15, 220, 1, "nc15 tile whole", 0, 0, 1, 1},
-        {7, 110, 1, "nc7 tile", 0, 0, 1},
+        {15, 220, 1, "nc15 whole", 0, 0, 1, 1},
     };
     std::vector<Cfg> tcfgs = cfgs;  // timing only: where the time goes
-    tcfgs.push_back({15, 220, 1, "nc15 tile stream", 0, 1, 1});
-    tcfgs.push_back({15, 220, 1, "nc15 tile math", 0, 2, 1});
-    tcfgs.push_back({15, 220, 1, "nc15 whole stream", 0, 1, 1, 1});
-    tcfgs.push_back({7, 110, 1, "nc7 tile stream", 0, 1, 1});
+    tcfgs.push_back({15, 220, 1, "tile stream", 0, 1, 1});
+    tcfgs.push_back({15, 220, 1, "tile math", 0, 2, 1});
+    tcfgs.push_back({15, 220, 1, "tile neither", 0, 3, 1});
+    tcfgs.push_back({15, 220, 1, "whole stream", 0, 1, 1, 1});
+    tcfgs.push_back({15, 220, 1, "whole math", 0, 2, 1, 1});
+    tcfgs.push_back({15, 220, 1, "whole neither", 0, 3, 1, 1});
+    tcfgs.push_back({15, 220, 1, "whole neither-x", 0, 4, 1, 1});
     std::vector<Cfg> ccfgs = cfgs;  // + grid caps, so that blocks share tiles in the small cases
     ccfgs.push_back({7, 110, 1, "nc7 tile grid2", 2, 0, 1});
-    ccfgs.push_back({15, 220, 1, "nc15 grid3", 3});
+    ccfgs.push_back({15, 220, 1, "nc15 tile grid3", 3, 0, 1});
     ccfgs.push_back({15, 220, 1, "nc15 whole grid3", 3, 0, 1, 1});
-    if (quick) ccfgs = {ccfgs[4], ccfgs[5], ccfgs[6]};
+    if (quick) ccfgs = {ccfgs[2], ccfgs[3], ccfgs[4]};
     for (const Cfg &c : cfgs)
         for (const Role &r : kRoles) {
             Args a = {};
@@ -860,7 +867,7 @@ int main(int argc, char **argv) {
     printf("\n(b) the four in one CUDA graph, %d layers, replayed back to back (median of 7 x 20)\n", L);
     printf("| %-30s | %-16s | %9s | %8s | %6s |\n", "graph", "variant", "us/layer", "GB/s", "%copy");
     std::vector<Cfg> gcfgs = tcfgs;
-    gcfgs.push_back({15, 220, 0, "nc15 tile noPDL", 0, 0, 1});
+    gcfgs.push_back({15, 220, 0, "nc15 whole noPDL", 0, 0, 1, 1});
     for (int c = -2; c < (int)gcfgs.size(); c++) {
         const bool v11 = c < 0;
         g_pdl = c != -1;  // v11 with (c = -2) and without (c = -1) PDL
