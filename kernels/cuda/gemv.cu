@@ -142,7 +142,6 @@ static __global__ void __launch_bounds__(kThreads, (gemv_min_blocks<UNROLL, T0, 
     gemv_kernel(const GemvArgs a) {
     pdl_launch_dependents();
     __shared__ double npart[NORM ? kWarps : 1];
-    __shared__ float nscale[1];
     const int lane = threadIdx.x & 31;
     int64_t r = (int64_t)blockIdx.x * kWarps + (threadIdx.x >> 5);
     int si = 0;
@@ -168,11 +167,12 @@ static __global__ void __launch_bounds__(kThreads, (gemv_min_blocks<UNROLL, T0, 
             prefetch_l2(a.seg[1].w + r * a.seg[1].row_bytes + o);
     }
     pdl_wait();
-    if (NORM) block_rms_scales<1>(a.x, a.K, 1, a.K, a.norm, npart, nscale);
+    float nsc = 1.0f;
+    if (NORM) nsc = block_rms_scale(a.x, a.K, a.norm, npart);
     if (r >= s.rows) return;
     using XS = typename std::conditional<NORM, XNormed, XPlain>::type;
     XS xs;
-    if constexpr (NORM) xs = XNormed{a.x, a.norm.w, nscale[0]};
+    if constexpr (NORM) xs = XNormed{a.x, a.norm.w, nsc};
     else xs = XPlain{a.x};
     float v;
     if constexpr (T0 == T1 && T1 == T2) {

@@ -89,20 +89,80 @@ __device__ __forceinline__ float4 rms_apply4(float4 x, float scale, float4 w) {
                        rms_apply(x.z, scale, w.z), rms_apply(x.w, scale, w.w));
 }
 
+// Two rows at once (the GEMM prologues): each row's partial exactly as rms_partial's, the
+// loads of both rows' batches in flight together.
+template <bool VEC>
+__device__ __forceinline__ void rms_partial2(const float *xa, const float *xb, int64_t d, int tid,
+                                             double &sa, double &sb) {
+    sa = 0.0;
+    sb = 0.0;
+    if (VEC) {
+        const int64_t n4 = d / 4;
+        const float4 *a4 = reinterpret_cast<const float4 *>(xa);
+        const float4 *b4 = reinterpret_cast<const float4 *>(xb);
+        for (int64_t i0 = tid; i0 < n4; i0 += (int64_t)kRmsBatch * kThreads) {
+            float4 u[kRmsBatch], v[kRmsBatch];
+#pragma unroll
+            for (int j = 0; j < kRmsBatch; j++)
+                if (i0 + j * kThreads < n4) {
+                    u[j] = a4[i0 + j * kThreads];
+                    v[j] = b4[i0 + j * kThreads];
+                }
+#pragma unroll
+            for (int j = 0; j < kRmsBatch; j++)
+                if (i0 + j * kThreads < n4) {
+                    sa = __dadd_rn(sa, __dadd_rn(__dadd_rn(__dadd_rn(sq_d(u[j].x), sq_d(u[j].y)),
+                                                           sq_d(u[j].z)),
+                                                 sq_d(u[j].w)));
+                    sb = __dadd_rn(sb, __dadd_rn(__dadd_rn(__dadd_rn(sq_d(v[j].x), sq_d(v[j].y)),
+                                                           sq_d(v[j].z)),
+                                                 sq_d(v[j].w)));
+                }
+        }
+    } else {
+        sa = rms_partial<false>(xa, d, tid);
+        sb = rms_partial<false>(xb, d, tid);
+    }
+}
+
+// The scale of one row x[d] for the whole (kThreads) block, returned to every thread: each
+// computes it from the four warp partials itself (one barrier; part: kWarps doubles of shared
+// memory, not reused after). Every thread must call it.
+__device__ __forceinline__ float block_rms_scale(const float *x, int64_t d, const PreNorm &n,
+                                                 double *part) {
+    const int tid = threadIdx.x;
+    double ss = n.vec ? rms_partial<true>(x, d, tid) : rms_partial<false>(x, d, tid);
+    ss = warp_sum_d(ss);
+    if ((tid & 31) == 0) part[tid >> 5] = ss;
+    __syncthreads();
+    return rms_scale(part, d, n.eps);
+}
+
 // The scales of rows x + i * ldx (i < nrows <= MAXR, nrows uniform over the block), d values
-// each, into scale[i] (shared memory; part: MAXR * kWarps doubles of shared memory). Every
-// thread of the (kThreads) block must call it; it returns after a barrier, scale[] visible.
+// each, into scale[i] (shared memory; part: MAXR * kWarps doubles of shared memory). Rows go in
+// pairs (their loads together). Every thread of the (kThreads) block must call it; it returns
+// after a barrier, scale[] visible.
 template <int MAXR>
 __device__ __forceinline__ void block_rms_scales(const float *x, int64_t ldx, int nrows,
                                                  int64_t d, const PreNorm &n, double *part,
                                                  float *scale) {
     const int tid = threadIdx.x, w = tid >> 5, lane = tid & 31;
 #pragma unroll 1
-    for (int i = 0; i < MAXR && i < nrows; i++) {
+    for (int i = 0; i < MAXR && i < nrows; i += 2) {
         const float *xr = x + (int64_t)i * ldx;
-        double ss = n.vec ? rms_partial<true>(xr, d, tid) : rms_partial<false>(xr, d, tid);
-        ss = warp_sum_d(ss);
-        if (lane == 0) part[i * kWarps + w] = ss;
+        double sa, sb = 0.0;
+        if (i + 1 < nrows) {
+            if (n.vec) rms_partial2<true>(xr, xr + ldx, d, tid, sa, sb);
+            else rms_partial2<false>(xr, xr + ldx, d, tid, sa, sb);
+        } else {
+            sa = n.vec ? rms_partial<true>(xr, d, tid) : rms_partial<false>(xr, d, tid);
+        }
+        sa = warp_sum_d(sa);
+        sb = warp_sum_d(sb);
+        if (lane == 0) {
+            part[i * kWarps + w] = sa;
+            if (i + 1 < nrows) part[(i + 1) * kWarps + w] = sb;
+        }
     }
     __syncthreads();
     if (tid < nrows && tid < MAXR) scale[tid] = rms_scale(part + tid * kWarps, d, n.eps);
