@@ -83,7 +83,11 @@ loom_status loom_cuda_matmul_triple(const float *x, int64_t n, const loom_kweigh
 /* The same with the RMSNorm of x folded in (loom_prenorm and the contract: cpu_kernels.h; norm is
  * a host pointer, norm->weight device memory; NULL norm = the plain launcher). Bit for bit
  * loom_cuda_rms_norm(x, norm->weight, n, K, norm->eps, tmp) followed by the plain launcher on
- * tmp, path by path; the kernels normalize x while staging it (no norm launch, no scratch). */
+ * tmp, path by path; the kernels normalize x while staging it (no norm launch, no scratch).
+ * Cost: every block recomputes its tokens' scales (K floats a token from L2), so the fold pays
+ * for decode (n = 1) matmuls of moderate grids (the 4B pair and triple: -1..2 us a norm in a
+ * graph) and loses for very large grids (the 4B lm head: +20 us) and n > 1 (prefill: the GEMM
+ * blocks reduce 8 tokens each); there a separate norm is faster (bench/NOTES.md 7.6). */
 loom_status loom_cuda_matmul_normed(const float *x, const loom_prenorm *norm, int64_t n,
                                     loom_kweight w, float *y, loom_error *err,
                                     cudaStream_t stream);
