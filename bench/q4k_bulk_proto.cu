@@ -42,6 +42,9 @@
 //
 // Build (from the repository root; the include of gemv_mma.cu needs -I. or a snapshot of it):
 //   nvcc -O3 -std=c++17 -arch=sm_90a -I. -Iinclude -o q4k_bulk_proto bench/q4k_bulk_proto.cu
+// The measured binaries used v11 of commit 9115dcf (it relies on gemv_mma.cu's internal
+// q4_superblock / Q4Raw / mma_matmul): git archive 9115dcf kernels include | tar -x -C D, copy
+// this file into D, then nvcc ... -ID -ID/include.
 // Run: ./q4k_bulk_proto [--quick]   (--quick: the small correctness cases only, for sanitizers)
 #include <math.h>
 #include <stdarg.h>
