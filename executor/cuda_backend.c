@@ -11,6 +11,12 @@
  * scratch (split-KV attention, softmax, argmax) is shared, so nodes using it are ordered across
  * streams by scratch_ev. Everything allocated is tracked and freed on destroy, also after
  * errors.
+ * Matmul-family nodes with a folded RMSNorm (prenorm, ops.def) run the _normed launchers in
+ * decode steps (T = 1: no norm launch); in steps of more tokens they run loom_cuda_rms_norm into
+ * norm_x and the plain launcher on it (the kernels' contract makes both the same bits), because
+ * there the folded GEMM redoes each token's norm in every block (H200 R1: a prefill pair 186 us
+ * folded against 117 us norm + plain) while one launch more per step costs nothing. norm_x is
+ * ordered across streams like the kernel scratch (scratch_ev).
  * Decode-step graphs: the first decode step (T = 1) of a shape (stream count) is captured; the
  * KV write and attention launches read the position from the device copy of the `positions`
  * input (loom_cuda_kv_write_at / loom_cuda_attention_at), so every later decode step only
@@ -85,6 +91,8 @@ typedef struct cuda_backend {
     pos_check *checks; /* the position checks of exec's capture */
     uint32_t n_checks, cap_checks;
     size_t scratch_need;
+    float *norm_x;               /* T > 1 steps: the normalized x of a prenorm node */
+    size_t norm_x_bytes, norm_x_need;
     region *regions;
     uint32_t n_regions, cap_regions;
     /* Pinned staging of a step's inputs: uploads copy into stage[stage_used..] and enqueue an
@@ -152,6 +160,10 @@ static bool cuda_supports(loom_exec_backend *b, const loom_ir_graph *g, const lo
     }
     case LOOM_IR_OP_MATMUL: case LOOM_IR_OP_MATMUL_ADD:
     case LOOM_IR_OP_MATMUL_PAIR: case LOOM_IR_OP_MATMUL_TRIPLE:
+        if (loom_ir_prenorm_slot(n->op, n->n_in) != LOOM_IR_NO_SLOT) { /* x at the largest T */
+            int64_t bytes = loom_ir_type_bytes(g, &in0->type, NULL);
+            if (bytes > 0 && (size_t)bytes > c->norm_x_need) c->norm_x_need = (size_t)bytes;
+        }
         return loom_exec_matmul_operands_ok(g, n);
     case LOOM_IR_OP_KV_WRITE:
     case LOOM_IR_OP_ATTENTION: {
@@ -482,6 +494,21 @@ static loom_status cuda_begin_step(loom_exec_backend *b, uint32_t n_streams, uin
     loom_status st = ensure_streams(c, n_streams, n_nodes, err);
     if (st) return st;
     if (c->scratch_need && (st = loom_cuda_reserve_scratch(c->scratch_need, err))) return st;
+    if (n_tokens > 1 && c->norm_x_bytes < c->norm_x_need) { /* never in a capture (T = 1) */
+        if (c->norm_x) {
+            CK(cudaFree(c->norm_x));
+            c->device_bytes -= c->norm_x_bytes;
+        }
+        c->norm_x = NULL;
+        c->norm_x_bytes = 0;
+        cudaError_t e = cudaMalloc((void **)&c->norm_x, c->norm_x_need);
+        if (e != cudaSuccess) {
+            c->norm_x = NULL;
+            return alloc_fail(err, e, c->norm_x_need, "the normalized x of prenorm matmuls");
+        }
+        c->norm_x_bytes = c->norm_x_need;
+        c->device_bytes += c->norm_x_need;
+    }
     c->step_streams = n_streams;
     c->cur = c->streams[0];
     c->scratch_stream = -1;
@@ -920,6 +947,49 @@ static loom_status dispatch(loom_exec_backend *b, const loom_ir_node *n,
                            const loom_exec_tensor *in, const loom_exec_tensor *out,
                            loom_error *err);
 
+/* matmul, matmul_pair, matmul_triple: with a prenorm, folded when T = 1, else rms_norm into
+ * norm_x then the plain launcher (see the top of the file). */
+static loom_status run_matmul(cuda_backend *c, const loom_ir_node *n, const loom_exec_tensor *in,
+                              const loom_exec_tensor *out, loom_error *err) {
+    cudaStream_t s = c->cur;
+    const loom_exec_tensor *x = &in[0];
+    int64_t K = x->rank ? x->dims[x->rank - 1] : 1, rows = K ? x->numel / K : 0;
+    loom_prenorm pn;
+    const loom_prenorm *norm = loom_exec_prenorm(n, in, &pn);
+    const float *xs = x->data;
+    loom_status st;
+    bool unfold = norm && rows > 1;
+    if (unfold) {
+        if (!c->norm_x || (size_t)x->numel * sizeof(float) > c->norm_x_bytes)
+            return loom_error_set(err, LOOM_ERR_INVALID_ARGUMENT, "cuda backend: no room for the "
+                                  "normalized x of %lld x %lld", (long long)rows, (long long)K);
+        if ((st = scratch_enter(c, err)) ||
+            (st = loom_cuda_rms_norm(x->data, norm->weight, rows, K, norm->eps, c->norm_x, err, s)))
+            return st;
+        xs = c->norm_x;
+        norm = NULL;
+    }
+    if (n->op == LOOM_IR_OP_MATMUL) {
+        st = loom_cuda_matmul_normed(xs, norm, rows, loom_exec_kweight_of(&in[1]), out[0].data,
+                                     err, s);
+    } else if (n->op == LOOM_IR_OP_MATMUL_PAIR) {
+        bool swiglu = loom_ir_node_attr_int(n, LOOM_IR_ATTR_SWIGLU, 0) != 0;
+        st = loom_cuda_matmul_pair_normed(xs, norm, rows, loom_exec_kweight_of(&in[1]),
+                                          loom_exec_kweight_of(&in[2]),
+                                          swiglu ? LOOM_PAIR_SWIGLU : LOOM_PAIR_NONE, out[0].data,
+                                          swiglu ? NULL : out[1].data, err, s);
+    } else {
+        loom_kweight w[3] = {loom_exec_kweight_of(&in[1]), loom_exec_kweight_of(&in[2]),
+                             loom_exec_kweight_of(&in[3])};
+        const float *bias[3] = {NULL, NULL, NULL};
+        bool has_bias = n->n_in >= 7; /* 7, or 8 with the prenorm weight last */
+        for (int i = 0; has_bias && i < 3; i++) bias[i] = in[4 + i].data;
+        float *ys[3] = {out[0].data, out[1].data, out[2].data};
+        st = loom_cuda_matmul_triple_normed(xs, norm, rows, w, has_bias ? bias : NULL, ys, err, s);
+    }
+    return st || !unfold ? st : scratch_leave(c, err);
+}
+
 static loom_status cuda_run_node(loom_exec_backend *b, const loom_ir_graph *g,
                                  const loom_ir_node *n, const loom_exec_tensor *in,
                                  const loom_exec_tensor *out, loom_error *err) {
@@ -944,7 +1014,6 @@ static loom_status dispatch(loom_exec_backend *b, const loom_ir_node *n,
     const loom_exec_tensor *x = &in[0], *y = &out[0];
     int64_t last = x->rank ? x->dims[x->rank - 1] : 1, rows = last ? x->numel / last : 0;
     loom_status st;
-    loom_prenorm pn; /* a matmul-family node's folded RMSNorm (loom_exec_prenorm) */
     switch (n->op) {
     case LOOM_IR_OP_GET_ROWS:
         return loom_cuda_embed(loom_exec_kweight_of(x), in[1].data, in[1].numel, y->data, err, s);
@@ -963,30 +1032,12 @@ static loom_status dispatch(loom_exec_backend *b, const loom_ir_node *n,
                    : loom_cuda_mul_bcast(x->data, x->numel, bv->data, bv->numel, y->data, err, s);
     }
     case LOOM_IR_OP_MATMUL:
-        return loom_cuda_matmul_normed(x->data, loom_exec_prenorm(n, in, &pn), rows,
-                                       loom_exec_kweight_of(&in[1]), y->data, err, s);
+    case LOOM_IR_OP_MATMUL_PAIR:
+    case LOOM_IR_OP_MATMUL_TRIPLE:
+        return run_matmul(c, n, in, out, err);
     case LOOM_IR_OP_MATMUL_ADD:
         return loom_cuda_matmul_add(x->data, rows, loom_exec_kweight_of(&in[1]), in[2].data,
                                     y->data, err, s);
-    case LOOM_IR_OP_MATMUL_PAIR: {
-        bool swiglu = loom_ir_node_attr_int(n, LOOM_IR_ATTR_SWIGLU, 0) != 0;
-        return loom_cuda_matmul_pair_normed(x->data, loom_exec_prenorm(n, in, &pn), rows,
-                                            loom_exec_kweight_of(&in[1]),
-                                            loom_exec_kweight_of(&in[2]),
-                                            swiglu ? LOOM_PAIR_SWIGLU : LOOM_PAIR_NONE, y->data,
-                                            swiglu ? NULL : out[1].data, err, s);
-    }
-    case LOOM_IR_OP_MATMUL_TRIPLE: {
-        loom_kweight w[3] = {loom_exec_kweight_of(&in[1]), loom_exec_kweight_of(&in[2]),
-                             loom_exec_kweight_of(&in[3])};
-        const float *bias[3] = {NULL, NULL, NULL};
-        bool has_bias = n->n_in >= 7; /* 7, or 8 with the prenorm weight last */
-        if (has_bias)
-            for (int i = 0; i < 3; i++) bias[i] = in[4 + i].data;
-        float *ys[3] = {out[0].data, out[1].data, out[2].data};
-        return loom_cuda_matmul_triple_normed(x->data, loom_exec_prenorm(n, in, &pn), rows, w,
-                                              has_bias ? bias : NULL, ys, err, s);
-    }
     case LOOM_IR_OP_RESHAPE:
         return copy_d2d(c, y->data, x->data, (size_t)x->numel * loom_exec_elem_bytes(x->dtype),
                         err);
@@ -1047,6 +1098,7 @@ static void print_profile(const cuda_backend *c) {
 static void cuda_destroy(loom_exec_backend *b) {
     cuda_backend *c = b->impl;
     print_profile(c);
+    if (c->norm_x) cudaFree(c->norm_x);
     for (uint32_t i = 0; i < 2 * c->n_prof; i++) cudaEventDestroy(c->prof_ev[i]);
     if (c->prof_begin) cudaEventDestroy(c->prof_begin);
     if (c->prof_end) cudaEventDestroy(c->prof_end);

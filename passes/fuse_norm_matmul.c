@@ -4,10 +4,12 @@
  *   %q, %k, %v = matmul_triple(%xn, @Wq,               @nw) {norm_eps=eps}
  *                              @Wk, @Wv)
  *
- * and alike for matmul_pair (the FFN norm) and matmul (the final norm before the lm head): the
- * node keeps its operands and attributes and gains @nw as its last operand with norm_eps (ops.def
- * "prenorm"), so the kernels normalize x while they stage it and the norm's launch and its [T,K]
- * result go away. Fires when %xn is used only as that node's x (the driver's intermediate rule),
+ * and alike for matmul_pair (the FFN norm): the node keeps its operands and attributes and gains
+ * @nw as its last operand with norm_eps (ops.def "prenorm"), so the kernels normalize x while
+ * they stage it and the norm's launch and its [T,K] result go away. The final norm stays before
+ * the lm head's matmul: there every one of its ~19K blocks (151936 rows) would redo the 10 KB
+ * reduction, 166 us folded against 146 us norm + matmul (H200, bench/RESULTS session 4), while
+ * the triple and the pair, a few hundred blocks each, gain ~2 us a norm. Fires when %xn is used only as that node's x (the driver's intermediate rule),
  * the node has no prenorm yet and @nw is an f32 vector [K] (checked by inferring the fused node;
  * an f16 norm weight stays a separate norm). The CUDA kernels read @nw as float4: a weight whose
  * file offset is not a multiple of 16 (a mapped GGUF keeps it) stays a separate norm too. Run it
@@ -64,7 +66,6 @@ static loom_status rewrite(loom_ir_graph *g, const loom_match *m, loom_error *er
 static const loom_pattern patterns[] = {
     NORM_INTO(MATMUL_TRIPLE, "matmul_triple(fused_rms_norm(x), ...)"),
     NORM_INTO(MATMUL_PAIR, "matmul_pair(fused_rms_norm(x), ...)"),
-    NORM_INTO(MATMUL, "matmul(fused_rms_norm(x), W)"),
 };
 
 loom_status loom_pass_fuse_norm_matmul(loom_ir_graph *g, uint32_t *n_rewrites, loom_error *err) {

@@ -17,7 +17,7 @@ static const loom_pass_info passes[] = {
     {"fuse-rope-kv-write", loom_pass_fuse_rope_kv_write,
      "[q/k head norms,] rope(q), rope(k), kv_write(k), kv_write(v) -> rope_kv_write"},
     {"fuse-norm-matmul", loom_pass_fuse_norm_matmul,
-     "matmul[_pair|_triple](fused_rms_norm(x, w)) -> the matmul with w as its prenorm operand"},
+     "matmul_pair|_triple(fused_rms_norm(x, w)) -> the same node with w as its prenorm operand"},
     {"fuse-matmul-pair", loom_pass_fuse_matmul_pair,
      "two matmuls of one input -> matmul_pair {swiglu=0} (example of docs/writing-a-pass.md)"},
     {"cse", loom_pass_cse, "merge nodes with the same op, operands and attributes"},

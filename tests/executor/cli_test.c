@@ -95,13 +95,13 @@ Test(cli, compile_stats_json_and_pb_round_trip) {
     /* Outside the layers: get_rows, the final rms_norm and mul, the output matmul. */
     /* 77 values = 2 inputs + 21 weights + 4 KV states + 50 node results. */
     /* The default -O2 pipeline: per layer one matmul_triple, one matmul_pair, two matmul_add;
-     * the five RMSNorms folded into the triples, pairs and the output matmul. */
+     * the layers' four RMSNorms folded into the triples and pairs, the final one left. */
     snprintf(args, sizeof args, "compile '%s/tiny_llama_q8_0.gguf' --stats --json", golden);
     cr_assert_eq(run(args, out, sizeof out), 0);
     cr_assert(strstr(out, "{\"ops\": {\"get_rows\": 1, \"matmul\": 1, \"reshape\": 6, "
-                          "\"attention\": 2, \"matmul_triple\": 2, "
+                          "\"attention\": 2, \"fused_rms_norm\": 1, \"matmul_triple\": 2, "
                           "\"matmul_pair\": 2, \"matmul_add\": 4, \"rope_kv_write\": 2}, "
-                          "\"nodes\": 20,") == out, "%s", out);
+                          "\"nodes\": 21,") == out, "%s", out);
     cr_assert(strstr(out, "\"name\": \"fuse-qkv\""), "%s", out);
     cr_assert(strstr(out, "\"name\": \"fuse-norm-matmul\""), "%s", out);
     /* Each layer, exactly: one matmul_triple (with the attention norm), one rope_kv_write (RoPE
