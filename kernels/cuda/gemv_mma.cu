@@ -195,9 +195,6 @@ static __global__ void __launch_bounds__(kThreads, NT == 1 ? 4 : 2) gemv_mma_q4k
     __shared__ Stage<NT> stage[kWarps];
     __shared__ double npart[NORM ? NT * kWarps : 1];
     __shared__ float nscale[NT];
-    // NORM GEMV: each lane's norm weights (two float4) of its next super-block, copied by
-    // cp.async one step ahead into two private slots (no registers held across a step).
-    __shared__ float4 nwbuf[NORM && NT == 1 ? kWarps : 1][2][NORM && NT == 1 ? 64 : 1];
     constexpr int NTL = (NT + 3) / 4;
     __shared__ float red[kWarps * NMAT * NTL * 2 * 32];
     const int lane = threadIdx.x & 31, w = threadIdx.x >> 5;
@@ -262,22 +259,12 @@ static __global__ void __launch_bounds__(kThreads, NT == 1 ? 4 : 2) gemv_mma_q4k
         }
     };
     // NORM: the norm weight at this lane's x positions of super-block b (1.0 without weight:
-    // the same bits as no multiply), shared by the staged tokens. The GEMV copies them into its
-    // slots (copy_nw, one step ahead; the first before the PDL wait: constant); the GEMM loads
-    // them when staging.
+    // the same bits as no multiply), shared by the staged tokens.
     const float *nwb = NORM && a.norm.w ? a.norm.w + 64 * (lane & 3) + 4 * (lane >> 2) : nullptr;
     auto load_nw = [&](int64_t b, float4 &pa, float4 &pc) {
         if (NORM && nwb) {
             pa = ld_x4(nwb + b * 256);
             pc = ld_x4(nwb + b * 256 + 32);
-        }
-    };
-    constexpr bool kNwSlots = NORM && NT == 1;
-    auto copy_nw = [&](int64_t b, int slot) {
-        if (kNwSlots && nwb) {
-            cp_async16(&nwbuf[w][slot][lane], nwb + b * 256, true);
-            cp_async16(&nwbuf[w][slot][32 + lane], nwb + b * 256 + 32, true);
-            cp_async_commit();
         }
     };
     // One matrix: the first super-block's weights are requested before pdl_wait (common.cuh):
@@ -294,13 +281,10 @@ static __global__ void __launch_bounds__(kThreads, NT == 1 ? 4 : 2) gemv_mma_q4k
             prefetch_l2(w8[m] + sb * kQ4KBytes + 64 * t);
         }
     }
-    if (kNwSlots && sb < nsb) copy_nw(sb, 0);  // constant: before the wait
     pdl_wait();
     if (kPrefetchX && sb < nsb) load_x(sb, 0, xa, xc);
-    float sc1 = 1.0f;  // NORM GEMV: the token's scale (every thread computes it)
-    if (NORM && NT == 1) sc1 = block_rms_scale(a.x + (int64_t)tok0 * a.K, a.K, a.norm, npart);
-    else if (NORM) block_rms_scales<NT>(a.x + (int64_t)tok0 * a.K, a.K, ntok, a.K, a.norm, npart, nscale);
-    for (int it = 0; sb < nsb; sb += step, it ^= 1) {
+    if (NORM) block_rms_scales<NT>(a.x + (int64_t)tok0 * a.K, a.K, ntok, a.K, a.norm, npart, nscale);
+    for (; sb < nsb; sb += step) {
         if (!kPrefetch) {
 #pragma unroll
             for (int m = 0; m < NMAT; m++) cur[m] = q4_load(wg[m], w8[m], sb, t);
@@ -313,19 +297,10 @@ static __global__ void __launch_bounds__(kThreads, NT == 1 ? 4 : 2) gemv_mma_q4k
             for (int m = 0; m < NMAT; m++) nxt[m] = q4_load(wg[m], w8[m], sb + step, t);
             if (kPrefetchX) load_x(sb + step, 0, nxa, nxc);
         }
-        // The norm weights of this super-block: the GEMV's from its slot (copied a step ahead;
-        // held in registers they spilled it), the GEMM's loaded here (L2-resident).
+        // The norm weights of this super-block (constant, L2-resident: every block reads them),
+        // used a few instructions on; held one step ahead (8 registers) they spilled the GEMV.
         float4 nwa = make_float4(1.f, 1.f, 1.f, 1.f), nwc = nwa;
-        if (kNwSlots) {
-            if (nwb) {
-                cp_async_wait<0>();  // this lane's own copies: no barrier needed
-                nwa = nwbuf[w][it][lane];
-                nwc = nwbuf[w][it][32 + lane];
-                if (sb + step < nsb) copy_nw(sb + step, it ^ 1);
-            }
-        } else {
-            load_nw(sb, nwa, nwc);
-        }
+        load_nw(sb, nwa, nwc);
         __syncwarp();
 #pragma unroll
         for (int i0 = 0; i0 < NT; i0 += XB) {
@@ -334,7 +309,7 @@ static __global__ void __launch_bounds__(kThreads, NT == 1 ? 4 : 2) gemv_mma_q4k
             for (int i = 0; i < XB; i++) {
                 if (i0 + i == 0 || i0 + i < ntok) {
                     if (NORM) {
-                        const float sc = NT == 1 ? sc1 : nscale[i0 + i];
+                        const float sc = nscale[i0 + i];
                         stage_token<NT>(st, i0 + i, rms_apply4(xa[i], sc, nwa),
                                         rms_apply4(xc[i], sc, nwc), lane);
                     } else {

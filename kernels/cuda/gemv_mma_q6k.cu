@@ -293,9 +293,6 @@ static __global__ void __launch_bounds__(kThreads, NT == 1 ? 4 : 2) gemv_mma_q6k
     pdl_launch_dependents();
     __shared__ double npart[NORM ? NT * kWarps : 1];
     __shared__ float nscale[NT];
-    // NORM GEMV: each lane's norm weights (two float4) of its first super-block, copied by
-    // cp.async before the PDL wait (a group of its own, older than the weight stages).
-    __shared__ float4 nwbuf[NORM && NT == 1 ? kWarps : 1][NORM && NT == 1 ? 64 : 1];
     constexpr int NTL = (NT + 3) / 4;
     __shared__ __align__(16) uint8_t wbuf[kWarps][ST][kTileBytes];
     __shared__ Stage<NT> stage[kWarps];
@@ -347,15 +344,6 @@ static __global__ void __launch_bounds__(kThreads, NT == 1 ? 4 : 2) gemv_mma_q6k
     const int xoff = 128 * (t >> 1) + 32 * (sp >> 1) + 16 * (t & 1) + 8 * (sp & 1);
     const float *xb = a.x + (int64_t)tok0 * a.K + xoff;
     int64_t sb = (int64_t)kWarps * rank + w;
-    // NORM: the norm weight at this lane's x positions of super-block b (1.0 without weight:
-    // the same bits as no multiply), shared by the staged tokens.
-    const float *nwb = NORM && a.norm.w ? a.norm.w + xoff : nullptr;
-    constexpr bool kNwSlot = NORM && NT == 1;
-    if (kNwSlot && nwb && sb < nsb) {
-        cp_async16(&nwbuf[w][lane], nwb + sb * 256, true);
-        cp_async16(&nwbuf[w][32 + lane], nwb + sb * 256 + 4, true);
-        cp_async_commit();
-    }
     // Weights before the dependent-launch wait (constant inputs, common.cuh); x and y after.
 #pragma unroll
     for (int q = 0; q < ST; q++) {
@@ -382,6 +370,9 @@ static __global__ void __launch_bounds__(kThreads, NT == 1 ? 4 : 2) gemv_mma_q6k
             }
         }
     };
+    // NORM: the norm weight at this lane's x positions of super-block b (1.0 without weight:
+    // the same bits as no multiply), shared by the staged tokens.
+    const float *nwb = NORM && a.norm.w ? a.norm.w + xoff : nullptr;
     auto load_nw = [&](int64_t b, float4 &pa, float4 &pc) {
         if (NORM && nwb) {
             pa = ld_x4(nwb + b * 256);
@@ -389,26 +380,15 @@ static __global__ void __launch_bounds__(kThreads, NT == 1 ? 4 : 2) gemv_mma_q6k
         }
     };
     if (kPrefetchX && sb < nsb) load_x(sb, 0, xa, xc);
-    float sc1 = 1.0f;  // NORM GEMV: the token's scale (every thread computes it)
-    if (NORM && NT == 1) sc1 = block_rms_scale(a.x + (int64_t)tok0 * a.K, a.K, a.norm, npart);
-    else if (NORM) block_rms_scales<NT>(a.x + (int64_t)tok0 * a.K, a.K, ntok, a.K, a.norm, npart, nscale);
-    bool first = true;
+    if (NORM) block_rms_scales<NT>(a.x + (int64_t)tok0 * a.K, a.K, ntok, a.K, a.norm, npart, nscale);
     for (int q = 0; sb < nsb; sb += step, q = q + 1 == ST ? 0 : q + 1) {
         float4 nxa[XB], nxc[XB];
         const bool more = sb + step < nsb;
         if (kPrefetchX && more) load_x(sb + step, 0, nxa, nxc);
-        // The norm weights of this super-block: the GEMV's first from its slot (its group is
-        // older than the ST weight groups in flight), later ones (and the GEMM's) loaded here
-        // (constant, L2-resident; held a step ahead in registers they spilled the Q4_K GEMV).
+        // The norm weights of this super-block (constant, L2-resident: every block reads them),
+        // used a few instructions on; held one step ahead they spilled the Q4_K GEMV.
         float4 nwa = make_float4(1.f, 1.f, 1.f, 1.f), nwc = nwa;
-        if (kNwSlot && first && nwb) {
-            cp_async_wait<ST>();
-            nwa = nwbuf[w][lane];
-            nwc = nwbuf[w][32 + lane];
-        } else {
-            load_nw(sb, nwa, nwc);
-        }
-        first = false;
+        load_nw(sb, nwa, nwc);
         __syncwarp();
 #pragma unroll
         for (int i0 = 0; i0 < NT; i0 += XB) {
@@ -417,7 +397,7 @@ static __global__ void __launch_bounds__(kThreads, NT == 1 ? 4 : 2) gemv_mma_q6k
             for (int i = 0; i < XB; i++) {
                 if (i0 + i == 0 || i0 + i < ntok) {
                     if (NORM) {
-                        const float sc = NT == 1 ? sc1 : nscale[i0 + i];
+                        const float sc = nscale[i0 + i];
                         stage_token<NT>(st, i0 + i, rms_apply4(xa[i], sc, nwa),
                                         rms_apply4(xc[i], sc, nwc), lane);
                     } else {
