@@ -13,6 +13,7 @@
 # layers) under their file names: CUDA is compared with the CPU, not with the golden logits.
 # Usage (device, repo root): bash gpu-bin-nfx/run.sh   (logs: $OUT/nfx/, one tarball + summary)
 set -u
+export LOOM_ATTN_V6=0  # attention as committed (v5), whatever the tree's work in progress defaults to
 D="$(dirname "$0")"
 E="$D/e2e"
 O="${OUT:-gpu-out}/nfx"
