@@ -15,8 +15,9 @@
  * decode steps (T = 1: no norm launch); in steps of more tokens they run loom_cuda_rms_norm into
  * norm_x and the plain launcher on it (the kernels' contract makes both the same bits), because
  * there the folded GEMM redoes each token's norm in every block (H200 R1: a prefill pair 186 us
- * folded against 117 us norm + plain) while one launch more per step costs nothing. norm_x is
- * ordered across streams like the kernel scratch (scratch_ev).
+ * folded against 117 us norm + plain) while one launch more per step costs nothing.
+ * LOOM_CUDA_PRENORM=0 runs decode steps so too (the fold's kernels against one norm launch, in
+ * one binary and graph). norm_x is ordered across streams like the kernel scratch (scratch_ev).
  * Decode-step graphs: the first decode step (T = 1) of a shape (stream count) is captured; the
  * KV write and attention launches read the position from the device copy of the `positions`
  * input (loom_cuda_kv_write_at / loom_cuda_attention_at), so every later decode step only
@@ -93,6 +94,7 @@ typedef struct cuda_backend {
     size_t scratch_need;
     float *norm_x;               /* T > 1 steps: the normalized x of a prenorm node */
     size_t norm_x_bytes, norm_x_need;
+    bool prenorm_off;            /* LOOM_CUDA_PRENORM=0: every step uses norm_x */
     region *regions;
     uint32_t n_regions, cap_regions;
     /* Pinned staging of a step's inputs: uploads copy into stage[stage_used..] and enqueue an
@@ -494,7 +496,8 @@ static loom_status cuda_begin_step(loom_exec_backend *b, uint32_t n_streams, uin
     loom_status st = ensure_streams(c, n_streams, n_nodes, err);
     if (st) return st;
     if (c->scratch_need && (st = loom_cuda_reserve_scratch(c->scratch_need, err))) return st;
-    if (n_tokens > 1 && c->norm_x_bytes < c->norm_x_need) { /* never in a capture (T = 1) */
+    /* Allocated here, before any capture of this step begins. */
+    if ((n_tokens > 1 || c->prenorm_off) && c->norm_x_bytes < c->norm_x_need) {
         if (c->norm_x) {
             CK(cudaFree(c->norm_x));
             c->device_bytes -= c->norm_x_bytes;
@@ -958,7 +961,7 @@ static loom_status run_matmul(cuda_backend *c, const loom_ir_node *n, const loom
     const loom_prenorm *norm = loom_exec_prenorm(n, in, &pn);
     const float *xs = x->data;
     loom_status st;
-    bool unfold = norm && rows > 1;
+    bool unfold = norm && (rows > 1 || c->prenorm_off);
     if (unfold) {
         if (!c->norm_x || (size_t)x->numel * sizeof(float) > c->norm_x_bytes)
             return loom_error_set(err, LOOM_ERR_INVALID_ARGUMENT, "cuda backend: no room for the "
@@ -1218,6 +1221,8 @@ loom_status loom_exec_cuda_backend_create(const loom_cuda_backend_options *o,
     c->replay_on = !(replay && !strcmp(replay, "0"));
     const char *prof = getenv("LOOM_CUDA_PROFILE");
     c->profile = prof && !strcmp(prof, "1");
+    const char *prenorm = getenv("LOOM_CUDA_PRENORM");
+    c->prenorm_off = prenorm && !strcmp(prenorm, "0");
     const char *skip = getenv("LOOM_CUDA_PROFILE_SKIP");
     loom_status st = loom_exec_parse_op_list(skip, "LOOM_CUDA_PROFILE_SKIP", c->skip_op, err);
     if (!st && skip && *skip)
