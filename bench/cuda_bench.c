@@ -1,7 +1,7 @@
 /* cuda_bench.c: benchmarks of the CUDA kernels at Qwen3-4B (hidden 2560, ffn 9728) and
  * Qwen3-8B (4096 / 14336) shapes, 32 query heads, 8 KV heads, head_dim 128, vocab 151936.
  *
- *   cuda_bench [--quick] [--attn] [--matmul] [--q6k] [--norm]
+ *   cuda_bench [--quick] [--attn] [--matmul] [--q6k] [--norm] [--attn-trace] [--attn-prof]
  *
  * Method: CUDA events around many launches, the median of several repetitions, per launch.
  * Weights (and KV caches) rotate over copies totalling > 256 MB, far above the H200's L2 (50-60
@@ -40,6 +40,7 @@ static double g_copy_gbs = 0;
 static int g_quick = 0;
 static int g_attn_only = 0; /* --attn: the copy and the attention rows only */
 static int g_mm_only = 0; /* --matmul: the 4B Q4_K matmul rows and the 4B decode graph only */
+static int g_attn_trace = 0, g_attn_prof = 0, g_attn_step = 0; /* --attn-trace, --attn-prof, --attn-step */
 /* --q6k: the copy and the Q6_K matmul rows only; each of those rows is timed twice on the same
  * weights, on the tensor cores and with LOOM_GEMV_MMA_Q6K=0 (the warp-per-row kernels) */
 static int g_norm_only = 0; /* --norm: the folded-RMSNorm rows only */
@@ -332,6 +333,191 @@ static void bench_attn(const char *name, loom_kv_type t, int64_t L, int64_t N) {
     bench_attn_at(name, t, L, N, 0);
 }
 
+/* ---- attention timeline (--attn-trace) and profiler target (--attn-prof) ------------------ */
+/* --attn-trace: the graph of one launch per cache copy (<= 16) replayed with v5's per-block
+ * timestamps (loom_cuda_attention_trace, its record layout in cuda_kernels.h); prints, per case
+ * and trace mode, medians over launches 1.. of the last replay: the boundary (previous launch's
+ * last block exit -> this launch's first PDL release), the span (first release -> last exit),
+ * and each block phase in us (clock64 at the measured clock rate). */
+enum { TR_SLOTS = 32, TR_BLOCKS = 256, TR_W = 16 };
+static int cmp_d(const void *a, const void *b) {
+    double x = *(const double *)a, y = *(const double *)b;
+    return x < y ? -1 : x > y;
+}
+static double med_d(double *v, int n) {
+    if (n <= 0) return 0;
+    qsort(v, (size_t)n, sizeof *v, cmp_d);
+    return v[n / 2];
+}
+static void attn_trace_case(const char *label, loom_kv_type t, int64_t L, int mode) {
+    const int64_t nh = 32, nkv = 8, D = 128;
+    size_t el = t == LOOM_KV_F16 ? 2 : 1;
+    size_t cb = (size_t)(L * nkv * D) * el;
+    int copies = (int)((256ll << 20) / (2 * cb)) + 1;
+    if (copies > 16) copies = 16;
+    struct at_ctx *a = calloc(1, sizeof *a);
+    a->kv = (loom_kv_layout){t, L, nkv, D};
+    a->p = (loom_attn_params){1, nh, L - 1, 1.0f / sqrtf((float)D)};
+    a->copies = copies;
+    a->kc[0] = dev_weights(LOOM_GGML_F16, L * nkv * D * (int64_t)el / 2, 1);
+    a->vc[0] = dev_weights(LOOM_GGML_F16, L * nkv * D * (int64_t)el / 2, 1);
+    a->ks[0] = dev_floats(L * nkv, 0.001f, 0.01f);
+    a->vs[0] = dev_floats(L * nkv, 0.001f, 0.01f);
+    for (int c = 1; c < copies; c++) { /* copies of copy 0 (host rng is slow) */
+        void **dst[4] = {&a->kc[c], &a->vc[c], (void **)&a->ks[c], (void **)&a->vs[c]};
+        const void *src[4] = {a->kc[0], a->vc[0], a->ks[0], a->vs[0]};
+        const size_t nb[4] = {cb, cb, sizeof(float) * (size_t)(L * nkv), sizeof(float) * (size_t)(L * nkv)};
+        for (int j = 0; j < 4; j++) {
+            CK(cudaMalloc(dst[j], nb[j]));
+            CK(cudaMemcpy(*dst[j], src[j], nb[j], cudaMemcpyDeviceToDevice));
+        }
+    }
+    a->q = dev_floats(nh * D, -1, 1);
+    a->out = dev_floats(nh * D, 0, 1);
+    LK(loom_cuda_reserve_scratch(loom_cuda_scratch_bytes_for(nh, D, 1, 1), &g_err));
+    for (int i = 0; i < 200; i++) at_fn(a, i); /* clocks up */
+    LK(loom_cuda_attention_trace(mode, &g_err));
+    cudaGraph_t g;
+    cudaGraphExec_t ge = NULL;
+    CK(cudaStreamBeginCapture(g_s, cudaStreamCaptureModeThreadLocal));
+    for (int c = 0; c < copies; c++) at_fn(a, c);
+    CK(cudaStreamEndCapture(g_s, &g));
+    LK(loom_cuda_attention_trace(-1, &g_err));
+    CK(cudaGraphInstantiate(&ge, g, 0));
+    double us = time_us(at_graph_fn, &ge, 30) / copies;
+    CK(cudaGraphLaunch(ge, g_s));
+    CK(cudaStreamSynchronize(g_s));
+    size_t nw = (size_t)TR_SLOTS * TR_BLOCKS * TR_W;
+    uint64_t *tr = calloc(nw, sizeof *tr);
+    LK(loom_cuda_attention_trace_read(tr, nw, &g_err));
+    /* clock rate: cycles / ns over every record of the replay */
+    double cyc = 0, ns = 0, gran = 1e30;
+    double *ts = calloc((size_t)3 * TR_SLOTS * TR_BLOCKS, sizeof(double));
+    int nts = 0;
+    for (int k = 0; k < copies; k++)
+        for (int b = 0; b < TR_BLOCKS; b++) {
+            const uint64_t *r = tr + ((size_t)k * TR_BLOCKS + b) * TR_W;
+            if (!r[0] || !r[11] || r[11] < r[0]) continue;
+            cyc += (double)(r[10] - r[2]);
+            ns += (double)(r[11] - r[0]);
+            ts[nts++] = (double)r[0]; ts[nts++] = (double)r[1]; ts[nts++] = (double)r[11];
+        }
+    qsort(ts, (size_t)nts, sizeof *ts, cmp_d); /* the timer's step: smallest positive difference */
+    for (int i = 1; i < nts; i++)
+        if (ts[i] > ts[i - 1] && ts[i] - ts[i - 1] < gran) gran = ts[i] - ts[i - 1];
+    free(ts);
+    const double ghz = ns > 0 ? cyc / ns : 1.98;
+    enum { NPH = 10 };
+    static const char *ph[NPH] = {"pdlwait", "issue", "q", "tile0", "tiles", "/tile", "meet", "epi", "combine", "total"};
+    double *v[NPH], *bnd = calloc(TR_SLOTS, sizeof(double)), *span = calloc(TR_SLOTS, sizeof(double));
+    double *crit[NPH];
+    int nv = 0, nk = 0;
+    for (int i = 0; i < NPH; i++) {
+        v[i] = calloc((size_t)TR_SLOTS * TR_BLOCKS, sizeof(double));
+        crit[i] = calloc(TR_SLOTS, sizeof(double));
+    }
+    int nblk = 0, S = 0, nch = 0, nst = 0;
+    for (int k = 1; k < copies; k++) {
+        uint64_t rel_min = UINT64_MAX, end_max = 0, pend_max = 0;
+        int cb_ = -1;
+        for (int b = 0; b < TR_BLOCKS; b++) {
+            const uint64_t *r = tr + ((size_t)k * TR_BLOCKS + b) * TR_W;
+            const uint64_t *rp = tr + ((size_t)(k - 1) * TR_BLOCKS + b) * TR_W;
+            if (rp[11] > pend_max) pend_max = rp[11];
+            if (!r[0]) continue;
+            if (k == 1) nblk++;
+            if (r[1] < rel_min) rel_min = r[1];
+            if (r[11] > end_max) { end_max = r[11]; cb_ = b; }
+            const int bn = (int)(r[13] & 0xffffffffu);
+            if (bn == 0) continue; /* a block past the splits in use */
+            S = (int)(r[12] >> 32); nch = bn; nst = (int)(r[13] >> 32);
+            const uint64_t c9 = r[9] & ~(1ull << 63);
+            const double d[NPH] = {(double)(r[3] - r[2]), (double)(r[4] - r[3]), (double)(r[5] - r[4]),
+                                   (double)(r[6] - r[5]), (double)(r[7] - r[6]),
+                                   bn > 1 ? (double)(r[7] - r[6]) / (bn - 1) : 0, (double)(r[8] - r[7]),
+                                   c9 ? (double)(c9 - r[8]) : 0, c9 ? (double)(r[10] - c9) : 0,
+                                   (double)(r[10] - r[3])};
+            for (int i = 0; i < NPH; i++) v[i][nv] = d[i] / ghz / 1000.0;
+            nv++;
+        }
+        if (cb_ >= 0) {
+            const uint64_t *r = tr + ((size_t)k * TR_BLOCKS + cb_) * TR_W;
+            const int bn = (int)(r[13] & 0xffffffffu);
+            const uint64_t c9 = r[9] & ~(1ull << 63);
+            const double d[NPH] = {(double)(r[3] - r[2]), (double)(r[4] - r[3]), (double)(r[5] - r[4]),
+                                   (double)(r[6] - r[5]), (double)(r[7] - r[6]),
+                                   bn > 1 ? (double)(r[7] - r[6]) / (bn - 1) : 0, (double)(r[8] - r[7]),
+                                   c9 ? (double)(c9 - r[8]) : 0, c9 ? (double)(r[10] - c9) : 0,
+                                   (double)(r[10] - r[3])};
+            for (int i = 0; i < NPH; i++) crit[i][nk] = d[i] / ghz / 1000.0;
+        }
+        bnd[nk] = ((double)rel_min - (double)pend_max) / 1000.0;
+        span[nk] = ((double)end_max - (double)rel_min) / 1000.0;
+        nk++;
+    }
+    printf("trace %-4s L=%-5lld mode %d: graph %6.2f us/launch | boundary %5.2f span %5.2f us | %d blocks, S %d, %d tiles, %d stages | clock %.2f GHz, timer step %.0f ns\n",
+           label, (long long)L, mode, us, med_d(bnd, nk), med_d(span, nk), nblk, S, nch, nst, ghz, gran);
+    printf("   median block (us):");
+    for (int i = 0; i < NPH; i++) printf(" %s %.2f", ph[i], med_d(v[i], nv));
+    printf("\n   last block   (us):");
+    for (int i = 0; i < NPH; i++) printf(" %s %.2f", ph[i], med_d(crit[i], nk));
+    printf("\n");
+    fflush(stdout);
+    for (int i = 0; i < NPH; i++) { free(v[i]); free(crit[i]); }
+    free(bnd); free(span); free(tr);
+    cudaGraphExecDestroy(ge);
+    cudaGraphDestroy(g);
+    for (int c = 0; c < copies; c++) { cudaFree(a->kc[c]); cudaFree(a->vc[c]); cudaFree(a->ks[c]); cudaFree(a->vs[c]); }
+    cudaFree(a->q); cudaFree(a->out);
+    free(a);
+}
+static void attn_trace_all(void) {
+    static const struct { const char *l; loom_kv_type t; int64_t L; int modes; } c[] = {
+        {"F16", LOOM_KV_F16, 512, 4}, {"F16", LOOM_KV_F16, 4096, 4}, {"INT8", LOOM_KV_INT8, 4096, 4},
+        {"F16", LOOM_KV_F16, 8192, 2}, {"F16", LOOM_KV_F16, 640, 1}, {"F16", LOOM_KV_F16, 1024, 1},
+        {"INT8", LOOM_KV_INT8, 512, 1}};
+    /* LOOM_TRACE_LIST: the trace modes a case (comma-separated; default 0,1,2,4, the first
+     * c[i].modes of them); LOOM_TRACE_CASES: at most this many cases */
+    int modes[8] = {0, 1, 2, 4}, nm = 4;
+    const char *ml = getenv("LOOM_TRACE_LIST");
+    if (ml) {
+        nm = 0;
+        for (const char *p = ml; *p && nm < 8; p++)
+            if (p == ml || p[-1] == ',') modes[nm++] = atoi(p);
+    }
+    const char *mc = getenv("LOOM_TRACE_CASES");
+    const size_t ncase = mc ? (size_t)atoi(mc) : sizeof c / sizeof c[0];
+    for (size_t i = 0; i < sizeof c / sizeof c[0] && i < ncase; i++)
+        for (int m = 0; m < (ml ? nm : c[i].modes); m++) attn_trace_case(c[i].l, c[i].t, c[i].L, modes[m]);
+}
+/* --attn-prof: one stream launch of each case on one cache copy (a target for ncu -k
+ * regex:attn). */
+static void attn_prof_all(void) {
+    static const struct { loom_kv_type t; int64_t L; } c[] = {
+        {LOOM_KV_F16, 512}, {LOOM_KV_F16, 4096}, {LOOM_KV_INT8, 4096}};
+    for (size_t i = 0; i < sizeof c / sizeof c[0]; i++) {
+        const int64_t nh = 32, nkv = 8, D = 128, L = c[i].L;
+        const size_t el = c[i].t == LOOM_KV_F16 ? 2 : 1;
+        struct at_ctx *a = calloc(1, sizeof *a);
+        a->kv = (loom_kv_layout){c[i].t, L, nkv, D};
+        a->p = (loom_attn_params){1, nh, L - 1, 1.0f / sqrtf((float)D)};
+        a->copies = 1;
+        a->kc[0] = dev_weights(LOOM_GGML_F16, L * nkv * D * (int64_t)el / 2, 1);
+        a->vc[0] = dev_weights(LOOM_GGML_F16, L * nkv * D * (int64_t)el / 2, 1);
+        a->ks[0] = dev_floats(L * nkv, 0.001f, 0.01f);
+        a->vs[0] = dev_floats(L * nkv, 0.001f, 0.01f);
+        a->q = dev_floats(nh * D, -1, 1);
+        a->out = dev_floats(nh * D, 0, 1);
+        LK(loom_cuda_reserve_scratch(loom_cuda_scratch_bytes_for(nh, D, 1, 1), &g_err));
+        at_fn(a, 0);
+        CK(cudaStreamSynchronize(g_s));
+        cudaFree(a->kc[0]); cudaFree(a->vc[0]); cudaFree(a->ks[0]); cudaFree(a->vs[0]);
+        cudaFree(a->q); cudaFree(a->out);
+        free(a);
+    }
+    printf("attn-prof: one launch each of F16 512, F16 4096, INT8 4096\n");
+}
+
 /* ---- small kernels ---------------------------------------------------------------------- */
 struct sm_ctx { int op; int64_t n, d; float *x, *y, *w; void *tab; int32_t *ids; loom_kweight tw; };
 static void sm_fn(void *c, int i) {
@@ -536,6 +722,26 @@ static void bench_norm_fold(void) {
     set_env("LOOM_GEMV_MMA", "1");
 }
 
+/* --attn-step: the decode-layer graph (bench_step: attention among its real neighbours) with
+ * decode attention v6, v6 with its L2 prefetch (LOOM_ATTN_PREFETCH=1) and v5 (LOOM_ATTN_V6=0),
+ * at 4K and at 640 positions, same run. */
+static void attn_step_ab(void) {
+    static const int64_t ctx[2] = {4096, 640};
+    for (int c = 0; c < 2; c++) {
+        set_env("LOOM_ATTN_V6", "1");
+        printf("(attention v6)\n");
+        bench_step("4B", 2560, 9728, 4, ctx[c], LOOM_GGML_Q4_K);
+        set_env("LOOM_ATTN_PREFETCH", "1");
+        printf("(attention v6, LOOM_ATTN_PREFETCH=1)\n");
+        bench_step("4B", 2560, 9728, 4, ctx[c], LOOM_GGML_Q4_K);
+        set_env("LOOM_ATTN_PREFETCH", "0");
+        set_env("LOOM_ATTN_V6", "0");
+        printf("(attention v5)\n");
+        bench_step("4B", 2560, 9728, 4, ctx[c], LOOM_GGML_Q4_K);
+        set_env("LOOM_ATTN_V6", "1");
+    }
+}
+
 int main(int argc, char **argv) {
     for (int i = 1; i < argc; i++) {
         if (strcmp(argv[i], "--quick") == 0) g_quick = 1;
@@ -543,6 +749,9 @@ int main(int argc, char **argv) {
         if (strcmp(argv[i], "--matmul") == 0) g_mm_only = 1;
         if (strcmp(argv[i], "--q6k") == 0) g_q6k_only = 1;
         if (strcmp(argv[i], "--norm") == 0) g_norm_only = 1;
+        if (strcmp(argv[i], "--attn-trace") == 0) g_attn_trace = 1;
+        if (strcmp(argv[i], "--attn-prof") == 0) g_attn_prof = 1;
+        if (strcmp(argv[i], "--attn-step") == 0) g_attn_step = 1;
     }
     CK(cudaStreamCreate(&g_s));
     int sms = 0, l2 = 0;
@@ -570,6 +779,18 @@ int main(int argc, char **argv) {
     }
     if (g_norm_only) {
         bench_norm_fold();
+        goto done;
+    }
+    if (g_attn_prof) {
+        attn_prof_all();
+        goto done;
+    }
+    if (g_attn_trace) {
+        attn_trace_all();
+        goto done;
+    }
+    if (g_attn_step) {
+        attn_step_ab();
         goto done;
     }
     static const struct { const char *name; int64_t H, F; } cfgs[2] = {{"4B", 2560, 9728}, {"8B", 4096, 14336}};
@@ -657,8 +878,8 @@ int main(int argc, char **argv) {
         goto done;
     }
     if (!g_quick && !g_attn_only) bench_q6k();
-    /* decode attention: v3 (LOOM_ATTN_V4=0) and the default fast path (v5; v4 under
-     * LOOM_ATTN_V5=0) side by side, same run */
+    /* decode attention: v3 (LOOM_ATTN_V4=0), v5 (LOOM_ATTN_V6=0) and the default fast path (v6;
+     * v4 under LOOM_ATTN_V5=0) side by side, same run */
     {
         static const int64_t Ls[5] = {512, 640, 1024, 4096, 8192}; /* 512/640: a decode step after a 512 prompt */
         for (int ti = 0; ti < 2; ti++)
@@ -667,9 +888,20 @@ int main(int argc, char **argv) {
                 set_env("LOOM_ATTN_V4", "0");
                 bench_attn("decode attention v3", kt, Ls[li], 1);
                 set_env("LOOM_ATTN_V4", "1");
+                set_env("LOOM_ATTN_V6", "0");
+                bench_attn("decode attention v5", kt, Ls[li], 1);
+                set_env("LOOM_ATTN_V6", "1");
                 bench_attn("decode attention", kt, Ls[li], 1);
             }
         bench_attn_at("decode attention _at", LOOM_KV_F16, 4096, 1, 1);
+        set_env("LOOM_ATTN_CL_TILES", "64"); /* v6 at 4K with the global combine (v5's rule) */
+        bench_attn("decode attention cl<=2K", LOOM_KV_F16, 4096, 1);
+        bench_attn("decode attention cl<=2K", LOOM_KV_INT8, 4096, 1);
+        unsetenv("LOOM_ATTN_CL_TILES");
+        set_env("LOOM_ATTN_PREFETCH", "1");
+        bench_attn("decode attention L2 prefetch", LOOM_KV_F16, 512, 1);
+        bench_attn("decode attention L2 prefetch", LOOM_KV_F16, 4096, 1);
+        set_env("LOOM_ATTN_PREFETCH", "0");
         static const char *bp[6] = {"1", "2", "3", "4", "6", "8"};
         for (int i = 0; i < (g_quick ? 0 : 6); i++) { /* blocks per SM the splits aim at */
             char nm[64];

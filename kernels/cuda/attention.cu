@@ -17,6 +17,20 @@
 // copied by cp.async as many stages deep as the split has tiles, up to 8, within the shared
 // memory of one wave (dynamic: ~200 KB an SM on sm_90 shared by the wave's blocks; 40 KB on
 // sm_87, i.e. 2 F16 stages of its 48 KB budget). Registers 80-170, zero spills.
+// v6 (LOOM_ATTN_V6, decode on sm_90; v5's kernel with WT): the same blocks, splits, q
+// fragments and end, but warp w walks whole tiles w, w + 4, ... of the split in its own
+// cp.async stages (as many as its tiles, up to 3; copied by its own lanes, so a __syncwarp, no
+// block barrier, makes them visible): per tile and warp 4 x D/16 mma m16n8k16 for the scores
+// of 32 positions, one online-softmax step, P (heads x 32) x V as 2 x D/8 mma m16n8k16. A
+// block then works 4 tiles at once instead of one (v5's per-tile chain of dependent latencies,
+// ~0.7 us a tile with one block an SM, was the floor: bench/NOTES.md section 3). Also: q's loads
+// are issued before the tiles' copies (behind them they arrived last, so no tile was computed
+// before all had arrived); the cluster combine covers caches up to 4K positions
+// (LOOM_ATTN_CL_TILES) and pushes the partials into the owning blocks' shared memory (one
+// cluster barrier, no remote loads); both combines keep v5's arithmetic and split order.
+// LOOM_ATTN_PREFETCH=1 (off by default: it measured slower, bench/NOTES.md section 3) has each
+// block ask L2 for its rows before the PDL wait (prefetch.global.L2, a hint: correct whatever
+// the previous kernel writes).
 // Split combine: on sm_90 for one token and a cache of <= 2K positions, the 8 splits of a head
 // group (grid z = 8 whatever the position) are one thread-block cluster: after a cluster
 // barrier block r combines outputs r * 128 + tid, ... over the splits' partials in distributed
@@ -70,6 +84,13 @@
 
 #include "kernels/cuda/attention.cuh"
 namespace loom_cuda {
+
+// Decode attention switches read with the others (runtime.cu): LOOM_ATTN_CL_TILES (the largest
+// cache in 32-row tiles whose splits form one cluster, v6) and LOOM_ATTN_PREFETCH (v6's L2
+// prefetch before the PDL wait; off unless 1).
+int attn_cluster_tiles();
+bool attn_prefetch();
+
 namespace {
 
 constexpr int kTile = 64;  // v3's tile
@@ -750,7 +771,11 @@ static loom_status launch_attn(const float *q, const void *k_cache, const float 
             // 8.4 / 9.1 with the global combine); longer caches keep S splits and the global
             // combine (4K / 8K: 15.1 / 20.4 us against 16.7 / 26.9 in clusters of 8). A
             // function of the shape and n_ctx only: the grid is (blocks, 1, 8) at every position.
-            f.cl = N == 1 && cc_major() >= 9 && ntiles <= 64 && S >= kV5Cluster ? kV5Cluster : 0;
+            // v6 (R2, graph-timed): clusters of 8 up to 4K positions (4K F16 11.3 us against
+            // 12.0 with the global combine, INT8 9.7 against 10.9; 8K 18.1 against 16.7);
+            // LOOM_ATTN_CL_TILES overrides the 128 tiles (v5 keeps 64).
+            const int64_t cl_tiles = fast(SW_ATTN_V6) ? attn_cluster_tiles() : 64;
+            f.cl = N == 1 && cc_major() >= 9 && ntiles <= cl_tiles && S >= kV5Cluster ? kV5Cluster : 0;
             if (f.cl) S = z = f.cl;
             // Stages: the tiles a split may walk (all in flight), within the shared memory a
             // block may take: sm_90 ~200 KB an SM shared by the blocks of one wave, sm_87 40 KB
@@ -760,8 +785,22 @@ static loom_status launch_attn(const float *q, const void *k_cache, const float 
             if (waves < attn_blocks_per_sm()) waves = attn_blocks_per_sm();
             const int64_t budget = cc_major() >= 9 ? 200 * 1024 / waves : 40 * 1024;
             int64_t cap = budget / v5_stage((int)D, (int)kv->type);
-            cap = cap < 2 ? 2 : (cap > kV5MaxStages ? kV5MaxStages : cap);
-            f.nst = (int)(per < 2 ? 2 : (per > cap ? cap : per));
+            // v6 (decode on sm_90): warp w walks tiles w, w + 4, ... in its own stages, as many
+            // as its tiles (all in flight) up to 3, within the budget of the blocks that walk
+            // tiles (at 4K 16 of the 17 splits: one wave); v5 where not even one stage a warp fits.
+            const int64_t used = kv->n_kv_head * f.hgroups * N * ((ntiles + per - 1) / per);
+            const int64_t wv = (used + sm_count() - 1) / sm_count();
+            const int64_t wcap = 200 * 1024 / (wv < 1 ? 1 : wv) / v5_stage((int)D, (int)kv->type) / kWarps;
+            f.wt = fast(SW_ATTN_V6) && N == 1 && cc_major() >= 9 && wcap >= 1;
+            if (f.wt) {
+                if (attn_prefetch()) f.tmode = 16;  // LOOM_ATTN_PREFETCH=1
+                const int64_t ws = (per + kWarps - 1) / kWarps;
+                const int64_t w = ws > wcap ? wcap : ws;
+                f.nst = (int)(kWarps * (w > kV6MaxStages / kWarps ? kV6MaxStages / kWarps : w));
+            } else {
+                cap = cap < 2 ? 2 : (cap > kV5MaxStages ? kV5MaxStages : cap);
+                f.nst = (int)(per < 2 ? 2 : (per > cap ? cap : per));
+            }
         }
         if (z > 1 && !f.cl) {
             f.SP = (int)((z + 3) & ~(int64_t)3);

@@ -30,8 +30,13 @@ struct AttnArgs {
     int splits;   // gridDim.z: the most splits a block may find in use
     int S;        // v4/v5: splits for this shape (a position uses min(S, its tiles) or fewer)
     int SP;       // v4/v5 global combine: split stride of the partials (gridDim.z rounded up to 4)
-    int nst;      // v5: cp.async stages (2 .. kV5MaxStages)
+    int nst;      // v5: cp.async stages (2 .. kV5MaxStages); v6: 4 x a warp's (4 .. 12)
     int cl;       // v5 on sm_90: cluster size over the splits (their combine in shared memory), 0 = off
+    int wt;       // v6 (the v5 kernel with warps walking whole tiles): 1; nst is then 4 x
+                  // the stages a warp, at most kV6MaxStages
+    int trace;    // v5 timestamps (loom_cuda_attention_trace): 1 + the trace slot, 0 = off
+    int tmode;    // traced launches only: 1 = no math, 2 = no loads, 4 = no split combine,
+                  // 8 = v6 q after the copies; any v6 launch: 16 = L2 prefetch
 };
 
 namespace {  // device helpers and the combine's counters: one copy a translation unit
@@ -73,9 +78,12 @@ __device__ int g_attn_counters[kMaxCounters];
 // order (deterministic whichever block is last) and resets the counter.
 // Partials, per (token, head): [SP][D] values (a block stores D consecutive floats), then [SP]
 // maxima and [SP] sums.
+// tr (thread 0 of a traced v5 block, else NULL): word 9 of its trace record gets the clock
+// after the counter's atomic.
 template <int D, int GM, int NGV>
 __device__ __forceinline__ void split_epilogue(const AttnArgs &a, unsigned char *buf, int G,
-                                               int h0, int t, int S, float *m_sh, float *l_sh) {
+                                               int h0, int t, int S, float *m_sh, float *l_sh,
+                                               unsigned long long *tr = nullptr) {
     constexpr int HW = (GM + kWarps - 1) / kWarps;  // heads a combine warp
     __shared__ int last_sh;
     const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
@@ -113,6 +121,7 @@ __device__ __forceinline__ void split_epilogue(const AttnArgs &a, unsigned char 
         last_sh = last;
     }
     __syncthreads();
+    if (tr) tr[9] = clock64() | (unsigned long long)last_sh << 63;
     if (!last_sh) return;
     float *w = reinterpret_cast<float *>(buf);  // [GM][kMaxSplits] weights
     float *ls = w + GM * kMaxSplits;           // [GM][kMaxSplits] sums
@@ -187,6 +196,7 @@ __device__ __forceinline__ void split_epilogue(const AttnArgs &a, unsigned char 
 
 constexpr int kV5Rows = 32;    // cache rows a v5 tile: 8 a warp
 constexpr int kV5MaxStages = 8;
+constexpr int kV6MaxStages = 12;  // 3 a warp
 // Cluster size of the sm_90 combine (portable; at 4K+ positions 16 blocks lost to the global
 // combine of 17 splits, bench/NOTES.md section 3).
 constexpr int kV5Cluster = 8;
@@ -201,7 +211,8 @@ constexpr __host__ __device__ int v5_stage(int D, int kvt) {
 // v5 (attention_v5.cu): launches the tensor-core kernel for an F16 or INT8 cache of head_dim 64
 // or 128 with a's partition (a.cl > 1: one cluster over the splits, sm_90 only). Returns
 // LOOM_ERR_UNSUPPORTED for any other head_dim or cache type, LOOM_ERR_INVALID_ARGUMENT for
-// stages outside 2 .. kV5MaxStages, G outside 1 .. kMaxG or a cluster past kV5Cluster, and
+// stages outside 2 .. kV5MaxStages (v6, a.wt: 4 .. kV6MaxStages, a multiple of 4), G outside
+// 1 .. kMaxG or a cluster past kV5Cluster, and
 // LOOM_ERR_CUDA with the launch error in err.
 loom_status run_v5(const AttnArgs &a, int kvt, int64_t D, int64_t N, loom_error *err,
                    cudaStream_t stream);

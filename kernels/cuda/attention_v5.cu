@@ -1,5 +1,5 @@
-// attention_v5.cu: decode (and prefill) attention v5, the tensor-core kernel for F16 and INT8
-// caches of head_dim 64 and 128: attention.cu's opening comment ("v5") gives its geometry,
+// attention_v5.cu: decode (and prefill) attention v5 and v6, the tensor-core kernel for F16 and
+// INT8 caches of head_dim 64 and 128: attention.cu's opening comment ("v5", "v6") gives its geometry,
 // staging, split combines and numeric contract; attention.cuh what it shares with v4. The
 // launcher run_v5 is called by attention.cu's launch_attn, which chooses the partition (splits,
 // stages, cluster) from the shape and n_ctx only.
@@ -67,6 +67,36 @@ __device__ __forceinline__ void cp_async_wait_n(int n) {
 constexpr __host__ __device__ int v5_smem(int D, int kvt, int GM, int nst) {
     return cmax(cmax(nst * v5_stage(D, kvt), (kWarps + 1) * GM * D * 4), 2 * GM * kMaxSplits * 4);
 }
+// Timestamps of the v5 trace (loom_cuda_attention_trace: bench/debug only): a record of
+// kTraceWords words a block and launch slot, written by thread 0 of each block (layout:
+// cuda_kernels.h). Only the D = 128, GM = 4 kernels have a traced instantiation.
+constexpr int kTraceSlots = 32, kTraceBlocks = 256, kTraceWords = 16;
+__device__ unsigned long long g_attn_trace[kTraceSlots][kTraceBlocks][kTraceWords];
+__device__ __forceinline__ unsigned long long gtimer() {
+    unsigned long long t;
+    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+    return t;
+}
+__device__ __forceinline__ unsigned smid() {
+    unsigned r;
+    asm volatile("mov.u32 %0, %%smid;" : "=r"(r));
+    return r;
+}
+
+// The partition of a block's split (a function of the position only): S splits of `per`
+// tiles of TP rows in use; split blockIdx.z covers rows lo .. hi-1 (empty past S) for token t.
+struct V5Range { int S, per, lo, hi; };
+__device__ __forceinline__ V5Range v5_range(const AttnArgs &a, int pos0, int t, int TP) {
+    const int ntiles = (pos0 + (int)a.n_tokens + TP - 1) / TP;
+    const int s1 = min(a.S, ntiles);
+    V5Range r;
+    r.per = (ntiles + s1 - 1) / s1;
+    r.S = (ntiles + r.per - 1) / r.per;
+    r.lo = (int)blockIdx.z * r.per * TP;
+    r.hi = min(pos0 + t + 1, r.lo + r.per * TP);
+    return r;
+}
+
 // Chunk c of row r of a tile sits at chunk v5_swz(r, c): the 8 rows an ldmatrix phase reads
 // (same c) land in 8 distinct 16-byte bank groups (rows of 8+ chunks: XOR with r mod 8; rows
 // of 4 chunks, INT8 D = 64: two rows share 128 bytes, XOR with (r / 2) mod 4).
@@ -92,9 +122,41 @@ __device__ __forceinline__ uint32_t i8x2_to_h2(uint32_t w) {
 //   hi and lo rows are added once, at the end. Everything stays in registers (q, scores, p, o).
 // Tiles are copied by cp.async a.nst (2 .. 8) stages deep; rows use an XOR swizzle (16-byte
 // chunk c of row r at c ^ (r & 7)) so every ldmatrix phase hits 8 distinct bank groups.
-template <int D, int KVT, int GM>
-static __global__ void __launch_bounds__(kThreads) attn_v5_kernel(const AttnArgs a) {
+// WT (v6): warp w instead walks whole tiles w, w + 4, ... in stages w, w + 4, ... (a.nst / 4 a
+// warp) that its own lanes copy: 4 n-blocks of scores a tile, one softmax step, P x V by
+// m16n8k16 over 2 k-steps of 16 positions; the warps meet at the end as in v5. The scores are
+// v5's bit for bit; the softmax steps (32 positions, whole tiles a warp) are not.
+template <int D, int KVT, int GM, bool TS = false, bool WT = false>
+static __global__ void __launch_bounds__(kThreads, WT ? 1 : 0) attn_v5_kernel(const AttnArgs a) {
+    unsigned long long *tr = nullptr;  // TS: this block's trace record
+    if (TS && threadIdx.x == 0) {
+        const int b = blockIdx.x + gridDim.x * (blockIdx.y + gridDim.y * blockIdx.z);
+        tr = b < kTraceBlocks ? g_attn_trace[(a.trace - 1) % kTraceSlots][b] : nullptr;
+        if (tr) { tr[0] = gtimer(); tr[2] = clock64(); }
+    }
+#define V5_MARK(i) do { if (TS && tr) tr[i] = clock64(); } while (0)
+    if constexpr (WT) {
+        // Before the PDL wait (while the previous kernel runs): an L2 prefetch of this block's
+        // K and V rows at the position then visible (a hint: a stale position or a row the
+        // previous kernel still writes costs nothing but the wasted lines; common.cuh).
+        if (a.tmode & 16) {  // LOOM_ATTN_PREFETCH=1 (off by default: bench/NOTES.md 3)
+            int64_t p = a.pos_dev ? (int64_t)*(volatile const int32_t *)a.pos_dev : a.pos0;
+            p = p < 0 ? 0 : (p > a.n_ctx - a.n_tokens ? a.n_ctx - a.n_tokens : p);
+            const V5Range rg = v5_range(a, (int)p, (int)blockIdx.y, kV5Rows);
+            constexpr int RB = D * kv_elem_bytes(KVT), LPR = RB >= 128 ? RB / 128 : 1;
+            const int64_t rs = a.n_kv_head * RB;
+            const unsigned char *kb = (const unsigned char *)a.kc + (int64_t)(blockIdx.x / a.hgroups) * RB;
+            const unsigned char *vb = (const unsigned char *)a.vc + (int64_t)(blockIdx.x / a.hgroups) * RB;
+            if ((int)blockIdx.z < rg.S)
+                for (int i = threadIdx.x; i < (rg.hi - rg.lo) * LPR; i += kThreads) {
+                    const int64_t off = (int64_t)(rg.lo + i / LPR) * rs + (i % LPR) * 128;
+                    prefetch_l2(kb + off);
+                    prefetch_l2(vb + off);
+                }
+        }
+    }
     pdl_wait();
+    if (TS && tr) { tr[1] = gtimer(); tr[3] = clock64(); }
     pdl_launch_dependents();
     constexpr bool I8 = KVT == LOOM_KV_INT8;
     constexpr int TP = kV5Rows, RB = D * kv_elem_bytes(KVT), CPR = RB / 16, TILE = TP * RB;
@@ -117,15 +179,21 @@ static __global__ void __launch_bounds__(kThreads) attn_v5_kernel(const AttnArgs
     const int G = min(a.G, a.group - hg * a.G);
     const int t = blockIdx.y;
     const int pos0 = (int)query_pos0(a);
-    const int ntiles = (pos0 + (int)a.n_tokens + TP - 1) / TP;
-    const int s1 = min(a.S, ntiles);
-    const int per = (ntiles + s1 - 1) / s1;
-    const int S = (ntiles + per - 1) / per;
+    const V5Range rg = v5_range(a, pos0, t, TP);
+    const int S = rg.S;
     const bool clc = a.cl > 1 && S > 1;  // the cluster combines: every block takes part
-    if ((int)blockIdx.z >= S && !clc) return;
-    const int L = pos0 + t + 1;
-    const int lo = (int)blockIdx.z * per * TP;
-    const int hi = min(L, lo + per * TP);
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    // v6 pushes into the other blocks' shared memory, which is allowed only once they have
+    // started: every thread arrives here (relaxed, no wait) and waits before its first push.
+    if constexpr (WT)
+        if (clc) asm volatile("barrier.cluster.arrive.relaxed.aligned;" ::: "memory");
+#endif
+    if (TS && tr) tr[12] = smid() | (unsigned long long)(unsigned)S << 32;
+    if ((int)blockIdx.z >= S && !clc) {
+        if (TS && tr) { tr[10] = clock64(); tr[11] = gtimer(); }
+        return;
+    }
+    const int lo = rg.lo, hi = rg.hi;
     const int nch = hi > lo ? (hi - lo + TP - 1) / TP : 0;
     const int nst = a.nst;
     const int64_t rs = a.n_kv_head * RB;
@@ -133,6 +201,7 @@ static __global__ void __launch_bounds__(kThreads) attn_v5_kernel(const AttnArgs
     const unsigned char *vb = (const unsigned char *)a.vc + (int64_t)kvh * RB;
 
     auto issue = [&](int ci) {
+        if (TS && (a.tmode & 2)) return;  // trace experiment: no loads
         unsigned char *Ks = buf + (ci % nst) * STG, *Vs = Ks + TILE;
         const int j0 = lo + ci * TP;
 #pragma unroll
@@ -153,35 +222,83 @@ static __global__ void __launch_bounds__(kThreads) attn_v5_kernel(const AttnArgs
             cp_async4(sc + tid, (tid < TP ? a.ks : a.vs) + e, ok);
         }
     };
-    for (int st = 0; st < nst; st++) {
-        if (st < nch) issue(st);
-        cp_async_commit();
-    }
-
-    // q fragments (A of the score mma): row gr holds head gr's hi (GM = 8: and row gr + 8 its
-    // lo); GM < 8: rows GM .. 2GM-1 the lo of heads 0 .. GM-1, rows past 2GM (and heads past
-    // G) zero.
-    uint32_t qa[KS][4];
-    {
-        const float qsc = a.scale * 1.44269504088896341f;
-        const int hq = GM == 8 ? gr : (gr < GM ? gr : gr - GM);
-        const bool rowok = (GM == 8 || gr < 2 * GM) && hq < G;
-        const bool hirow = GM == 8 || gr < GM;
+    // v6 (WT): warp w walks tiles w, w + 4, ... of the split in its own WS = nst / 4 stages
+    // (w, w + 4, ...), copied by its own lanes: no block barrier until the end.
+    const int WS = nst / kWarps;
+    const int njw = nch > warp ? (nch - warp + kWarps - 1) / kWarps : 0;  // this warp's tiles
+    auto issue_w = [&](int ci, int st) {
+        if (TS && (a.tmode & 2)) return;  // trace experiment: no loads
+        unsigned char *Ks = buf + st * STG, *Vs = Ks + TILE;
+        const int j0 = lo + ci * TP;
+#pragma unroll
+        for (int i = 0; i < TP * CPR / 32; i++) {
+            const int idx = lane + i * 32;
+            const int r = idx / CPR, c = idx % CPR;
+            const bool ok = j0 + r < hi;
+            const int64_t off = ok ? (int64_t)(j0 + r) * rs + c * 16 : 0;
+            const int sh = r * RB + v5_swz<CPR>(r, c) * 16;
+            cp_async16(Ks + sh, kb + off, ok);
+            cp_async16(Vs + sh, vb + off, ok);
+        }
+        if (I8) {  // the tile's K row scales, then its V row scales
+            const bool ok = j0 + lane < hi;
+            const int64_t e = ok ? (int64_t)(j0 + lane) * a.n_kv_head + kvh : 0;
+            float *sc = reinterpret_cast<float *>(Vs + TILE);
+            cp_async4(sc + lane, a.ks + e, ok);
+            cp_async4(sc + TP + lane, a.vs + e, ok);
+        }
+    };
+    // q of this lane's A rows (raw floats): v6 loads them before its tiles' copies (behind
+    // 100+ KB of cp.async they arrived last: R1), v5 after.
+    float2 qx[KS][2];
+    const int hq = GM == 8 ? gr : (gr < GM ? gr : gr - GM);
+    const bool rowok = (GM == 8 || gr < 2 * GM) && hq < G;
+    auto load_q = [&]() {
         const float *qp = a.q + ((int64_t)t * a.n_head + h0 + (rowok ? hq : 0)) * D + 2 * t4;
         // k slots 2t4, 2t4+1 and 2t4+8, 2t4+9 of step ks hold q[16ks + 2t4 + (0, 1)] and
         // q[16ks + 8 + 2t4 + (0, 1)] (F16), or q[16ks + 4t4 + (0, 1)] and (2, 3) (INT8: the
         // order in which a lane's 4 bytes of a K row arrive)
 #pragma unroll
         for (int ks = 0; ks < KS; ks++) {
-            float2 x0 = make_float2(0.0f, 0.0f), x1 = x0;
+            qx[ks][0] = make_float2(0.0f, 0.0f);
+            qx[ks][1] = qx[ks][0];
             if (rowok && I8) {
                 const float4 x = *reinterpret_cast<const float4 *>(qp + 16 * ks + 2 * t4);
-                x0 = make_float2(x.x, x.y);
-                x1 = make_float2(x.z, x.w);
+                qx[ks][0] = make_float2(x.x, x.y);
+                qx[ks][1] = make_float2(x.z, x.w);
             } else if (rowok) {
-                x0 = *reinterpret_cast<const float2 *>(qp + 16 * ks);
-                x1 = *reinterpret_cast<const float2 *>(qp + 16 * ks + 8);
+                qx[ks][0] = *reinterpret_cast<const float2 *>(qp + 16 * ks);
+                qx[ks][1] = *reinterpret_cast<const float2 *>(qp + 16 * ks + 8);
             }
+        }
+    };
+    const bool q_early = WT && !(TS && (a.tmode & 8));
+    if (q_early) load_q();
+    if constexpr (WT) {
+        for (int j = 0; j < WS; j++) {
+            if (j < njw) issue_w(warp + kWarps * j, warp + kWarps * j);
+            cp_async_commit();
+        }
+    } else {
+        for (int st = 0; st < nst; st++) {
+            if (st < nch) issue(st);
+            cp_async_commit();
+        }
+    }
+    V5_MARK(4);
+    if (TS && tr) tr[13] = (unsigned long long)nch | (unsigned long long)nst << 32;
+
+    // q fragments (A of the score mma): row gr holds head gr's hi (GM = 8: and row gr + 8 its
+    // lo); GM < 8: rows GM .. 2GM-1 the lo of heads 0 .. GM-1, rows past 2GM (and heads past
+    // G) zero.
+    if (!q_early) load_q();
+    uint32_t qa[KS][4];
+    {
+        const float qsc = a.scale * 1.44269504088896341f;
+        const bool hirow = GM == 8 || gr < GM;
+#pragma unroll
+        for (int ks = 0; ks < KS; ks++) {
+            const float2 x0 = qx[ks][0], x1 = qx[ks][1];
             uint32_t h0w, l0w, h1w, l1w;
             split_h2(x0.x * qsc, x0.y * qsc, h0w, l0w);
             split_h2(x1.x * qsc, x1.y * qsc, h1w, l1w);
@@ -194,6 +311,10 @@ static __global__ void __launch_bounds__(kThreads) attn_v5_kernel(const AttnArgs
         }
     }
 
+    if (TS && tr) {  // after q's loads arrived
+        asm volatile("" ::"r"(qa[0][0]), "r"(qa[KS - 1][2]));
+        tr[5] = clock64();
+    }
     float o[NB][4];
 #pragma unroll
     for (int nb = 0; nb < NB; nb++)
@@ -203,13 +324,160 @@ static __global__ void __launch_bounds__(kThreads) attn_v5_kernel(const AttnArgs
     const int r8 = 8 * warp + (lane & 7);   // the tile row this lane addresses for ldmatrix
     const int chunk = lane >> 3;
 
+    if constexpr (WT) {
+        // Per tile and warp (32 rows = 4 n-blocks of 8 positions): scores by 4 x KS mma
+        // m16n8k16 (two accumulators an n-block, as v5's two chains), one online-softmax step
+        // over the 32 positions, then P (16 x 32) x V (32 x D) as 2 k-steps of m16n8k16.
+        const int rl = lane & 7, ql = lane >> 3;
+        for (int j = 0; j < njw; j++) {
+            cp_async_wait_n(WS - 1);
+            __syncwarp();
+            if (j == 0 && warp == 0) V5_MARK(6);
+            const int st = warp + kWarps * (j % WS);
+            const int ci = warp + kWarps * j;
+            const unsigned char *Ks = buf + st * STG, *Vs = Ks + TILE;
+            const int j0 = lo + ci * TP;
+            if (!(TS && (a.tmode & 1))) {
+            float ca[4][4], cb[4][4];
+#pragma unroll
+            for (int nb = 0; nb < 4; nb++)
+#pragma unroll
+                for (int k = 0; k < 4; k++) ca[nb][k] = cb[nb][k] = 0.0f;
+            if (I8) {
+#pragma unroll
+                for (int nb = 0; nb < 4; nb++)
+#pragma unroll
+                    for (int kq = 0; kq < KS / 4; kq++) {
+                        uint32_t b[4];
+                        const int r = 8 * nb + rl;
+                        ldsm_x4<false>(b, Ks + r * RB + v5_swz<CPR>(r, 4 * kq + ql) * 16);
+#pragma unroll
+                        for (int i = 0; i < 4; i++) {
+                            const int k = 4 * kq + i;
+                            mma16816((i & 1) ? cb[nb] : ca[nb], qa[k][0], qa[k][1], qa[k][2],
+                                     qa[k][3], i8x2_to_h2<0x4140>(b[i]), i8x2_to_h2<0x4342>(b[i]));
+                        }
+                    }
+            } else {
+#pragma unroll
+                for (int kk = 0; kk < KS / 2; kk++)
+#pragma unroll
+                    for (int nb = 0; nb < 4; nb++) {
+                        uint32_t b[4];
+                        const int r = 8 * nb + rl;
+                        ldsm_x4<false>(b, Ks + r * RB + v5_swz<CPR>(r, 4 * kk + ql) * 16);
+                        mma16816(ca[nb], qa[2 * kk][0], qa[2 * kk][1], qa[2 * kk][2],
+                                 qa[2 * kk][3], b[0], b[1]);
+                        mma16816(cb[nb], qa[2 * kk + 1][0], qa[2 * kk + 1][1], qa[2 * kk + 1][2],
+                                 qa[2 * kk + 1][3], b[2], b[3]);
+                    }
+            }
+            const float *ksc = reinterpret_cast<const float *>(Vs + TILE);  // INT8 row scales
+            float sv[4][2];
+            float mt = -INFINITY;
+#pragma unroll
+            for (int nb = 0; nb < 4; nb++) {
+                float s0, s1;
+                if (GM == 8) {
+                    s0 = (ca[nb][0] + cb[nb][0]) + (ca[nb][2] + cb[nb][2]);
+                    s1 = (ca[nb][1] + cb[nb][1]) + (ca[nb][3] + cb[nb][3]);
+                } else {
+                    const float x0 = ca[nb][0] + cb[nb][0], x1 = ca[nb][1] + cb[nb][1];
+                    s0 = x0 + __shfl_xor_sync(0xffffffffu, x0, LO);
+                    s1 = x1 + __shfl_xor_sync(0xffffffffu, x1, LO);
+                }
+                if (I8) {
+                    const float2 k2 = *reinterpret_cast<const float2 *>(ksc + 8 * nb + 2 * t4);
+                    s0 *= k2.x;
+                    s1 *= k2.y;
+                }
+                const int pb = j0 + 8 * nb + 2 * t4;
+                sv[nb][0] = pb < hi ? s0 : -INFINITY;
+                sv[nb][1] = pb + 1 < hi ? s1 : -INFINITY;
+                mt = fmaxf(mt, fmaxf(sv[nb][0], sv[nb][1]));
+            }
+            mt = fmaxf(mt, __shfl_xor_sync(0xffffffffu, mt, 1));
+            mt = fmaxf(mt, __shfl_xor_sync(0xffffffffu, mt, 2));
+            const float mn = fmaxf(m_run, mt);
+            const float corr = m_run == -INFINITY ? 0.0f : exp2f(m_run - mn);
+            float esum = 0.0f;
+#pragma unroll
+            for (int nb = 0; nb < 4; nb++)
+#pragma unroll
+                for (int k = 0; k < 2; k++) {
+                    sv[nb][k] = sv[nb][k] == -INFINITY ? 0.0f : exp2f(sv[nb][k] - mn);
+                    esum += sv[nb][k];
+                }
+            l_run = l_run * corr + esum;
+            m_run = mn;
+            if (!__all_sync(0xffffffffu, corr == 1.0f)) {
+#pragma unroll
+                for (int nb = 0; nb < NB; nb++)
+#pragma unroll
+                    for (int k = 0; k < 4; k++) o[nb][k] *= corr;
+            }
+#pragma unroll
+            for (int kk = 0; kk < 2; kk++) {  // positions 16 kk .. 16 kk + 15
+                uint32_t pa[4];
+#pragma unroll
+                for (int h = 0; h < 2; h++) {  // n-block 2 kk + h: k slots 8 h + 2 t4, + 1
+                    const int nb = 2 * kk + h;
+                    uint32_t ph, pl;
+                    if (I8) {
+                        const float2 v2 = *reinterpret_cast<const float2 *>(ksc + TP + 8 * nb + 2 * t4);
+                        split_h2(sv[nb][0] * (v2.x * kP8), sv[nb][1] * (v2.y * kP8), ph, pl);
+                    } else {
+                        split_h2(sv[nb][0], sv[nb][1], ph, pl);
+                    }
+                    if (GM == 8) {
+                        pa[2 * h] = ph; pa[2 * h + 1] = pl;
+                    } else {
+                        pa[2 * h] = gr < GM ? ph : (gr < 2 * GM ? pl : 0u);
+                        pa[2 * h + 1] = 0u;
+                    }
+                }
+                // V rows 16 kk + 8 (ql & 1) + rl: matrices (rows lo, chunk c), (rows hi, c),
+                // (rows lo, c + 1), (rows hi, c + 1)
+                const int vr = 16 * kk + 8 * (ql & 1) + rl;
+                if (I8) {
+#pragma unroll
+                    for (int c = 0; c < CPR; c += 2) {
+                        uint32_t b[4];
+                        ldsm_x4<true>(b, Vs + vr * RB + v5_swz<CPR>(vr, c + (ql >> 1)) * 16);
+#pragma unroll
+                        for (int u = 0; u < 2; u++) {
+                            const int cc = c + u;
+                            mma16816(o[2 * cc], pa[0], pa[1], pa[2], pa[3],
+                                     i8x2_to_h2<0x4240>(b[2 * u]), i8x2_to_h2<0x4240>(b[2 * u + 1]));
+                            mma16816(o[2 * cc + 1], pa[0], pa[1], pa[2], pa[3],
+                                     i8x2_to_h2<0x4341>(b[2 * u]), i8x2_to_h2<0x4341>(b[2 * u + 1]));
+                        }
+                    }
+                } else {
+#pragma unroll
+                    for (int c = 0; c < CPR; c += 2) {
+                        uint32_t b[4];
+                        ldsm_x4<true>(b, Vs + vr * RB + v5_swz<CPR>(vr, c + (ql >> 1)) * 16);
+                        mma16816(o[c], pa[0], pa[1], pa[2], pa[3], b[0], b[1]);
+                        mma16816(o[c + 1], pa[0], pa[1], pa[2], pa[3], b[2], b[3]);
+                    }
+                }
+            }
+            }
+            __syncwarp();  // the stage is read: it may be refilled
+            if (j + WS < njw) issue_w(ci + kWarps * WS, st);
+            cp_async_commit();
+        }
+    } else
     for (int ci = 0; ci < nch; ci++) {
         cp_async_wait_n(ci == 0 ? nst - 1 : nst - 2);
         __syncthreads();
+        if (ci == 0) V5_MARK(6);
         if (ci >= 1) {
             if (ci - 1 + nst < nch) issue(ci - 1 + nst);
             cp_async_commit();
         }
+        if (TS && (a.tmode & 1)) continue;  // trace experiment: loads only
         const unsigned char *Ks = buf + (ci % nst) * STG, *Vs = Ks + TILE;
         const int j0 = lo + ci * TP;
         float ca[4] = {0.0f, 0.0f, 0.0f, 0.0f}, cb[4] = {0.0f, 0.0f, 0.0f, 0.0f};
@@ -309,6 +577,10 @@ static __global__ void __launch_bounds__(kThreads) attn_v5_kernel(const AttnArgs
 
     // The warps meet: each head's hi and lo rows are added, the warps' sums scaled to the
     // block's maximum go to red[warp][head][D], and the block's (max, sum) to m_sh, l_sh.
+    if (TS && tr) {
+        asm volatile("" ::"f"(o[0][0]), "f"(o[NB - 1][3]), "f"(l_run));
+        tr[7] = clock64();
+    }
     cp_async_wait<0>();
     float l = l_run + __shfl_xor_sync(0xffffffffu, l_run, 1);
     l += __shfl_xor_sync(0xffffffffu, l, 2);
@@ -356,7 +628,72 @@ static __global__ void __launch_bounds__(kThreads) attn_v5_kernel(const AttnArgs
         l_sh[tid] = sum;
     }
     __syncthreads();
+    V5_MARK(8);
+    if (TS && (a.tmode & 4)) {  // trace experiment: no split combine
+        if (tr) { tr[10] = clock64(); tr[11] = gtimer(); }
+        return;
+    }
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    if constexpr (WT) if (clc) {
+        // v6: the partials are pushed. Once every block has started (the wait below), rank s
+        // stores its warps' sum of output idx into rank (idx / opr)'s recv[s][idx % opr] and
+        // its (max, sum) of each head into every rank's rm/rl[s][g] (the other blocks' static
+        // shared memory, which no tile touches); after one cluster barrier (release/acquire)
+        // each rank combines its opr
+        // outputs from its own shared memory, in v5's order and arithmetic (the same bits),
+        // and may leave at once (nobody reads its shared memory).
+        namespace cg = cooperative_groups;
+        cg::cluster_group cl = cg::this_cluster();
+        constexpr int OPR = GM * D / kV5Cluster;  // outputs a rank (>= 8, a multiple of 4)
+        __shared__ __align__(16) float recv[kV5Cluster * OPR];
+        __shared__ float rm[kV5Cluster][GM], rl[kV5Cluster][GM], wts[GM][kV5Cluster], dens[GM];
+        const int C = a.cl, me = (int)cl.block_rank();
+        const int opr = (G * D + C - 1) / C;  // outputs a rank in use: a multiple of 4 (D is)
+        asm volatile("barrier.cluster.wait.aligned;" ::: "memory");  // every block has started
+        if (me < S) {
+            for (int i4 = tid; i4 < G * D / 4; i4 += kThreads) {
+                float4 x = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+#pragma unroll
+                for (int w = 0; w < kWarps; w++) {
+                    const float4 y = *reinterpret_cast<const float4 *>(red + w * GM * D + 4 * i4);
+                    x.x += y.x; x.y += y.y; x.z += y.z; x.w += y.w;
+                }
+                const int r = 4 * i4 / opr, off = 4 * i4 - r * opr;
+                *reinterpret_cast<float4 *>(cl.map_shared_rank(recv + me * OPR + off, r)) = x;
+            }
+            if (tid < G * C) {
+                const int g = tid / C, r = tid % C;
+                *cl.map_shared_rank(&rm[me][g], r) = m_sh[g];
+                *cl.map_shared_rank(&rl[me][g], r) = l_sh[g];
+            }
+        }
+        cl.sync();
+        V5_MARK(9);
+        const int i0 = me * opr, i1 = min(G * D, i0 + opr);
+        if (i0 < i1) {
+            for (int g = warp; g < G; g += kWarps) {
+                if (g * D >= i1 || (g + 1) * D <= i0) continue;  // no output of head g here
+                const float m = lane < S ? rm[lane][g] : -INFINITY;
+                const float ll = lane < S ? rl[lane][g] : 0.0f;
+                const float M = warp_max(m);
+                const float w = m == -INFINITY ? 0.0f : expf(m - M);
+                const float den = warp_sum(w * ll);
+                if (lane < kV5Cluster) wts[g][lane] = w;
+                if (lane == 0) dens[g] = den;
+            }
+            __syncthreads();
+            for (int idx = i0 + tid; idx < i1; idx += kThreads) {
+                const int g = idx / D;
+                float num = 0.0f;
+#pragma unroll
+                for (int q = 0; q < kV5Cluster; q++)
+                    if (q < S) num = fmaf(wts[g][q], recv[q * OPR + idx - i0], num);
+                a.out[((int64_t)t * a.n_head + h0 + g) * D + idx % D] = num / dens[g];
+            }
+        }
+        if (TS && tr) { tr[10] = clock64(); tr[11] = gtimer(); }
+        return;
+    }
     if (clc) {
         // The S splits' partials meet in distributed shared memory: block r of the cluster
         // combines outputs r * 128 + tid, (r + C) * 128 + tid, ... over splits 0 .. S-1 in
@@ -372,6 +709,7 @@ static __global__ void __launch_bounds__(kThreads) attn_v5_kernel(const AttnArgs
             pb[idx] = x;
         }
         cl.sync();
+        V5_MARK(9);
         for (int g = warp; g < G; g += kWarps) {
             const float m = lane < S ? *cl.map_shared_rank(&m_sh[g], lane) : -INFINITY;
             const float ll = lane < S ? *cl.map_shared_rank(&l_sh[g], lane) : 0.0f;
@@ -396,27 +734,41 @@ static __global__ void __launch_bounds__(kThreads) attn_v5_kernel(const AttnArgs
             a.out[((int64_t)t * a.n_head + h0 + g) * D + idx % D] = num / dens[g];
         }
         cl.sync();  // the other blocks' shared memory must outlive this block's reads
+        if (TS && tr) { tr[10] = clock64(); tr[11] = gtimer(); }
         return;
     }
 #endif
-    split_epilogue<D, GM, kWarps>(a, buf, G, h0, t, S, m_sh, l_sh);
+    split_epilogue<D, GM, kWarps>(a, buf, G, h0, t, S, m_sh, l_sh, TS ? tr : nullptr);
+    if (TS && tr) { tr[10] = clock64(); tr[11] = gtimer(); }
+#undef V5_MARK
+}
+
+// One instantiation's launch; `max_set` remembers the dynamic shared memory it was allowed.
+// The opt-in limit covers dynamic + static shared memory past 48 KB: set it whenever the
+// dynamic size grows (from 0, so that 48 KB dynamic + the static arrays is covered too).
+template <typename Kern>
+cudaError_t launch_v5_fn(Kern kern, std::atomic<int> &max_set, const AttnArgs &a, dim3 grid,
+                         int smem, cudaStream_t stream) {
+    if (smem > max_set.load(std::memory_order_relaxed)) {
+        cudaError_t e = cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
+        if (e != cudaSuccess) return e;
+        max_set.store(smem, std::memory_order_relaxed);
+    }
+    const unsigned cl = a.cl > 1 ? (unsigned)a.cl : 1;
+    return launch_cluster(kern, grid, dim3(1, 1, cl), kThreads, (size_t)smem, stream, a);
 }
 
 template <int D, int KVT, int GM>
 cudaError_t launch_v5_k(const AttnArgs &a, dim3 grid, cudaStream_t stream) {
     const int smem = v5_smem(D, KVT, GM, a.nst);
-    // The opt-in limit covers dynamic + static shared memory past 48 KB: set it whenever the
-    // dynamic size grows (from 0, so that 48 KB dynamic + the static arrays is covered too).
-    static std::atomic<int> max_set{0};
-    if (smem > max_set.load(std::memory_order_relaxed)) {
-        cudaError_t e = cudaFuncSetAttribute(attn_v5_kernel<D, KVT, GM>,
-                                             cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
-        if (e != cudaSuccess) return e;
-        max_set.store(smem, std::memory_order_relaxed);
+    static std::atomic<int> ms[4];  // v5, v6, traced v5, traced v6
+    if constexpr (D == 128 && GM == 4) {
+        if (a.trace > 0)
+            return a.wt ? launch_v5_fn(attn_v5_kernel<D, KVT, GM, true, true>, ms[3], a, grid, smem, stream)
+                        : launch_v5_fn(attn_v5_kernel<D, KVT, GM, true, false>, ms[2], a, grid, smem, stream);
     }
-    const unsigned cl = a.cl > 1 ? (unsigned)a.cl : 1;
-    return launch_cluster(attn_v5_kernel<D, KVT, GM>, grid, dim3(1, 1, cl), kThreads,
-                          (size_t)smem, stream, a);
+    return a.wt ? launch_v5_fn(attn_v5_kernel<D, KVT, GM, false, true>, ms[1], a, grid, smem, stream)
+                : launch_v5_fn(attn_v5_kernel<D, KVT, GM, false, false>, ms[0], a, grid, smem, stream);
 }
 
 template <int D, int KVT>
@@ -429,15 +781,26 @@ cudaError_t launch_v5_d(const AttnArgs &a, dim3 grid, cudaStream_t stream) {
 
 }  // namespace
 
-loom_status run_v5(const AttnArgs &a, int kvt, int64_t D, int64_t N, loom_error *err,
+namespace {
+int g_trace_mode = -1, g_trace_next = 0;  // loom_cuda_attention_trace (bench/debug only)
+}
+
+loom_status run_v5(const AttnArgs &a0, int kvt, int64_t D, int64_t N, loom_error *err,
                    cudaStream_t stream) {
+    AttnArgs a = a0;
+    if (g_trace_mode >= 0) {
+        a.trace = 1 + g_trace_next++ % kTraceSlots;
+        a.tmode |= g_trace_mode;
+    }
     if ((D != 64 && D != 128) || (kvt != LOOM_KV_F16 && kvt != LOOM_KV_INT8))
         ARG_FAIL(LOOM_ERR_UNSUPPORTED,
                  "attention v5: head_dim %lld, cache type %d (F16/INT8 of 64 or 128 only)",
                  (long long)D, kvt);
-    if (a.nst < 2 || a.nst > kV5MaxStages || a.G < 1 || a.G > kMaxG || a.cl > kV5Cluster)
-        ARG_FAIL(LOOM_ERR_INVALID_ARGUMENT, "attention v5: %d stages, %d heads a block, cluster %d",
-                 a.nst, a.G, a.cl);
+    if (a.nst < 2 || a.nst > (a.wt ? kV6MaxStages : kV5MaxStages) || (a.wt && a.nst % kWarps) ||
+        a.G < 1 || a.G > kMaxG || a.cl > kV5Cluster)
+        ARG_FAIL(LOOM_ERR_INVALID_ARGUMENT,
+                 "attention v5: %d stages (v6: %d), %d heads a block, cluster %d", a.nst, a.wt,
+                 a.G, a.cl);
     dim3 grid((unsigned)(a.n_kv_head * a.hgroups), (unsigned)N, (unsigned)a.splits);
     const bool i8 = kvt == LOOM_KV_INT8;
     cudaError_t e;
@@ -448,3 +811,25 @@ loom_status run_v5(const AttnArgs &a, int kvt, int64_t D, int64_t N, loom_error 
 }
 
 }  // namespace loom_cuda
+
+using namespace loom_cuda;
+
+extern "C" loom_status loom_cuda_attention_trace(int mode, loom_error *err) {
+    if (mode >= 0) {
+        void *p = nullptr;
+        CUDA_CHECK(cudaGetSymbolAddress(&p, g_attn_trace));
+        CUDA_CHECK(cudaMemset(p, 0, sizeof(g_attn_trace)));
+    }
+    g_trace_mode = mode;
+    g_trace_next = 0;
+    return LOOM_OK;
+}
+
+extern "C" loom_status loom_cuda_attention_trace_read(uint64_t *out, size_t n_words,
+                                                      loom_error *err) {
+    const size_t all = sizeof(g_attn_trace) / sizeof(uint64_t);
+    if (!out || n_words > all)
+        ARG_FAIL(LOOM_ERR_INVALID_ARGUMENT, "attention trace: %zu words (at most %zu)", n_words, all);
+    CUDA_CHECK(cudaMemcpyFromSymbol(out, g_attn_trace, n_words * sizeof(uint64_t)));
+    return LOOM_OK;
+}

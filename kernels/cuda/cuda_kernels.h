@@ -30,6 +30,13 @@
  *                         on tensor cores (f16 hi + lo operands), on sm_90 the decode splits
  *                         combined over a cluster's shared memory; =0: v4. Not bit-identical
  *                         to v4 (both within the CPU-twin tolerance)
+ *   LOOM_ATTN_V6          decode attention on sm_90 (F16/INT8, head_dim 64/128): the v5
+ *                         kernel with each warp walking whole 32-row tiles in its own cp.async
+ *                         stages (no block barrier a tile); =0: v5's loop (all four warps on
+ *                         every tile). Not bit-identical to v5 (within the CPU-twin tolerance).
+ *                         LOOM_ATTN_CL_TILES=N: caches of <= N 32-row tiles combine their
+ *                         splits in one cluster (128); LOOM_ATTN_PREFETCH=1: an L2 prefetch of
+ *                         a block's rows before the PDL wait (off: slower, bench/NOTES.md 3)
  *   LOOM_GEMV_V8          GEMV v8: cheaper Q4_K/Q5_K scale decode, 5 blocks/SM (=0: v7;
  *                         bit-identical results; bench/NOTES.md)
  *   LOOM_GEMV_UNROLL      warp-per-row GEMV passes in flight: 1, 2 or 4 (default by type)
@@ -155,6 +162,21 @@ loom_status loom_cuda_attention_at(const float *q, const void *k_cache, const fl
 /* Whether the attention launchers run head_dim with a cache of `type` on the device (64 and 128
  * always; 80, 96 and 256 with F16/INT8 caches); otherwise they refuse with LOOM_ERR_UNSUPPORTED. */
 bool loom_cuda_attention_supports(int64_t head_dim, loom_kv_type type);
+
+/* Bench/debug only, not thread-safe: with mode >= 0, every later decode attention v5 launch of
+ * head_dim 128 with 4 query heads a block (the 32/8 x 128 shape) runs a traced kernel that
+ * writes a record of 16 uint64 words a block into launch slot k (k = 0, 1, ... counting
+ * launches since the call, modulo 32; records [32 slots][256 blocks][16]; block index x +
+ * gridDim.x (y + gridDim.y z)): 0 %globaltimer at entry, 1 after the PDL wait, 2 clock64 at entry,
+ * 3 after the PDL wait, 4 after the first stages were issued, 5 after q's fragments, 6 after the
+ * first tile's wait, 7 after the last tile, 8 after the warps' sums met, 9 after the combine's
+ * counter or the first cluster barrier (bit 63: the last block), 10 clock64 and 11 %globaltimer
+ * at exit, 12 smid | splits used << 32, 13 tiles | stages << 32. Mode bits (timing experiments,
+ * results wrong): 1 no math, 2 no loads, 4 no split combine. mode >= 0 also zeroes the records
+ * (synchronously); mode < 0 turns tracing off. */
+loom_status loom_cuda_attention_trace(int mode, loom_error *err);
+/* Copies the first n_words words of the trace records to host memory `out`. */
+loom_status loom_cuda_attention_trace_read(uint64_t *out, size_t n_words, loom_error *err);
 
 /* ---- elementwise, embedding, softmax, argmax, conversions ---------------------------------- */
 loom_status loom_cuda_add(const float *a, const float *b, int64_t n, float *y, loom_error *err,

@@ -35,12 +35,18 @@ static bool g_pdl = false;
 // (bench/NOTES.md section 3, v4: each split costs ~0.3 us, so fewer and longer splits win).
 static const int kDefaultAttnBpsm = 1;
 static int g_attn_bpsm = kDefaultAttnBpsm;
+// Decode attention on sm_90: the largest cache (in 32-row tiles) whose splits run as one
+// cluster (v6: 128 = 4K positions, bench/NOTES.md section 3), and the L2 prefetch before the
+// PDL wait (LOOM_ATTN_PREFETCH=1: on; it measured slower in the decode-layer graph).
+static const int kDefaultAttnClTiles = 128;
+static int g_attn_cl_tiles = kDefaultAttnClTiles;
+static bool g_attn_prefetch = false;
 
 static void read_switches_locked() {
     static const char *names[SW_COUNT] = {"LOOM_FAST_GEMV", "LOOM_Q4K_UINT32_LOADS",
                                           "LOOM_FAST_EMBD", "LOOM_FAST_NORM", "LOOM_FAST_ATTN",
                                           "LOOM_GEMV_V8", "LOOM_GEMV_MMA", "LOOM_ATTN_V4",
-                                          "LOOM_GEMV_MMA_Q6K", "LOOM_ATTN_V5"};
+                                          "LOOM_GEMV_MMA_Q6K", "LOOM_ATTN_V5", "LOOM_ATTN_V6"};
     for (int i = 0; i < SW_COUNT; i++) {
         const char *v = getenv(names[i]);
         g_switch[i] = !(v && strcmp(v, "0") == 0);
@@ -57,6 +63,11 @@ static void read_switches_locked() {
     const char *bp = getenv("LOOM_ATTN_BPSM");
     const int b = bp ? atoi(bp) : 0;
     g_attn_bpsm = b >= 1 && b <= 16 ? b : kDefaultAttnBpsm;
+    const char *ct = getenv("LOOM_ATTN_CL_TILES");
+    const int c = ct ? atoi(ct) : -1;
+    g_attn_cl_tiles = c >= 0 && c <= (1 << 25) ? c : kDefaultAttnClTiles;
+    const char *pf = getenv("LOOM_ATTN_PREFETCH");
+    g_attn_prefetch = pf && strcmp(pf, "1") == 0;
     g_switch_read = true;
 }
 
@@ -89,6 +100,17 @@ bool pdl_on() {
 int gemv_mma_split() {
     ensure_switches();
     return g_mma_split;
+}
+
+// (declared in attention.cu, their only user)
+int attn_cluster_tiles() {
+    ensure_switches();
+    return g_attn_cl_tiles;
+}
+
+bool attn_prefetch() {
+    ensure_switches();
+    return g_attn_prefetch;
 }
 
 int attn_blocks_per_sm() {
