@@ -9,7 +9,7 @@
 #                   made here by `loom mkmodel` (graphs on = replay, LOOM_CUDA_GRAPH_REPLAY=0 =
 #                   capture per token, graphs off, 2 streams)
 #   ab_*.json       the same bench with LOOM_CUDA_PDL / LOOM_GEMV_MMA / LOOM_GEMV_MMA_Q6K /
-#                   LOOM_ATTN_V5 / LOOM_ROPE_KV_REG =0 in turn
+#                   LOOM_ATTN_V6 / LOOM_ROPE_KV_REG / LOOM_CUDA_PRENORM =0 in turn
 #   bench_profile.* LOOM_CUDA_PROFILE=1: time per op family of a decode step (graphs off)
 #   skip.txt        decode ms/token with one op family's launches left out in turn
 #                   (LOOM_CUDA_PROFILE_SKIP; graphs replayed): each family's cost in the real step
@@ -52,7 +52,7 @@ for s in $steps; do
     ab)
         # decode and prefill with each fast path switched off in turn, against `bench` above
         make_model
-        for v in LOOM_CUDA_PDL LOOM_GEMV_MMA LOOM_GEMV_MMA_Q6K LOOM_ATTN_V5 LOOM_ROPE_KV_REG; do
+        for v in LOOM_CUDA_PDL LOOM_GEMV_MMA LOOM_GEMV_MMA_Q6K LOOM_ATTN_V6 LOOM_ROPE_KV_REG LOOM_CUDA_PRENORM; do
             env $v=0 timeout 60 $B/loom bench $M -p 512 -n 128 -r 2 --backend cuda --json \
                 > "$OUT/ab_$v.json" 2> "$OUT/ab_$v.err"
             echo "bench $v=0 rc=$?"; cat "$OUT/ab_$v.json"; tail -2 "$OUT/ab_$v.err"
