@@ -49,9 +49,10 @@
  *   LOOM_GEMV_MMA_Q6K     Q6_K matmuls (plain, add, a triple's Q6_K segment; GEMV and GEMM)
  *                         on tensor cores (gemv_mma_q6k.cu); =0: warp-per-row (LOOM_GEMV_MMA=0
  *                         turns both mma paths off)
- *   LOOM_CUDA_PDL         programmatic dependent launch (compute capability 9.0+): a kernel may
- *                         start during the previous one's tail and waits for it in-kernel
- *                         (common.cuh); =0: plain stream order. Same results either way.
+ *   LOOM_CUDA_PDL         =1: programmatic dependent launch (compute capability 9.0+): a kernel
+ *                         may start during the previous one's tail and waits for it in-kernel
+ *                         (common.cuh); default (off): plain stream order. Same results either
+ *                         way.
  *   LOOM_ROPE_KV_REG      rope_kv_write for head_dim <= 256 with each lane's loads issued at
  *                         once into registers (rope_kv.cu); =0: strided loops. Same results.
  * When a fast path's launch fails, the launcher logs once on stderr and runs the simple path.

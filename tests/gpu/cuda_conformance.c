@@ -1307,7 +1307,7 @@ static void test_softmax_argmax(int64_t rows, int64_t n) {
  * between two buffers (each reads what the previous launch wrote and overwrites what the one
  * before it read: read-after-write and write-after-read), grids of many waves; then the same
  * chain captured into a CUDA graph and replayed 3 times. Integer-valued floats, so the expected
- * result is exact. Run with LOOM_CUDA_PDL unset (on) and =0 by the caller. */
+ * result is exact. Run with LOOM_CUDA_PDL=1 and =0 by the caller. */
 static void test_pdl_chain(int64_t n, int steps) {
     char shape[64];
     snprintf(shape, sizeof shape, "n=%lld steps=%d", (long long)n, steps);
@@ -1543,10 +1543,10 @@ int main(int argc, char **argv) {
     test_softmax_argmax(1, 1000);
     test_softmax_argmax(g_quick ? 1 : 3, 151936);
     if (!g_quick) test_softmax_argmax(2, 262144 + 17);
+    set_switch("LOOM_CUDA_PDL", "1");
     test_pdl_chain(g_quick ? 100000 : 4000000, g_quick ? 8 : 64);
     set_switch("LOOM_CUDA_PDL", "0");
     test_pdl_chain(g_quick ? 100000 : 1000003, 9);
-    set_switch("LOOM_CUDA_PDL", "1");
     }
     test_bad_args();
 done:
