@@ -397,8 +397,9 @@ static loom_status cuda_upload(loom_exec_backend *b, void *dst, const void *src,
     return LOOM_OK;
 }
 
-/* Through the pinned landing buffer up to STAGE_MAX bytes (grown on demand; directly when it
- * cannot be had or for larger copies); synchronous. */
+/* Directly into dst when it lies inside a block of cuda_host_alloc (page-locked); else through
+ * the pinned landing buffer up to STAGE_MAX bytes (grown on demand; directly when it cannot be
+ * had or for larger copies); synchronous. */
 static loom_status cuda_download(loom_exec_backend *b, void *dst, const void *src, size_t bytes,
                                  loom_error *err) {
     cuda_backend *c = b->impl;

@@ -9,8 +9,8 @@
  * they stage it and the norm's launch and its [T,K] result go away. The final norm stays before
  * the lm head's matmul: there every one of its ~19K blocks (151936 rows) would redo the 10 KB
  * reduction, 166 us folded against 146 us norm + matmul (H200, bench/RESULTS session 4), while
- * the triple and the pair, a few hundred blocks each, gain ~2 us a norm. Fires when %xn is used only as that node's x (the driver's intermediate rule),
- * the node has no prenorm yet and @nw is an f32 vector [K] (checked by inferring the fused node;
+ * the triple and the pair, a few hundred blocks each, gain ~2 us a norm. Fires when %xn is
+ * used only as that node's x (the driver's intermediate rule), the node has no prenorm yet and @nw is an f32 vector [K] (checked by inferring the fused node;
  * an f16 norm weight stays a separate norm). The CUDA kernels read @nw as float4: a weight whose
  * file offset is not a multiple of 16 (a mapped GGUF keeps it) stays a separate norm too. Run it
  * after fuse-qkv and fuse-gate-up, which take plain matmuls only, and before cse, which may give

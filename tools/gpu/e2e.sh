@@ -50,7 +50,8 @@ for s in $steps; do
         cmp -s "$OUT/stories_cuda.txt" "$OUT/stories_cpu.txt" && echo "stories: cuda == cpu text" || echo "stories: cuda != cpu text"
         ;;
     ab)
-        # decode and prefill with each fast path switched off (PDL: on) in turn, against `bench`
+        # decode and prefill with PDL switched on, then each fast path switched off, in turn,
+        # against `bench`
         make_model
         for v in LOOM_CUDA_PDL=1 LOOM_GEMV_MMA=0 LOOM_GEMV_MMA_Q6K=0 LOOM_ATTN_V6=0 LOOM_ROPE_KV_REG=0 \
                  LOOM_CUDA_PRENORM=0; do
@@ -67,8 +68,8 @@ for s in $steps; do
         ;;
     skip)
         # decode with each family's launches left out (results wrong, timing only), graphs on;
-        # at -O2 the layer and final norms are folded into the matmuls (fuse-norm-matmul), so
-        # fused_rms_norm has no node left and the norms' cost is inside the matmul rows
+        # at -O2 the layer norms are folded into the triples and pairs (fuse-norm-matmul), so
+        # fused_rms_norm is the final norm only and the layer norms' cost is inside the matmul rows
         make_model
         for ops in none fused_rms_norm attention rope_kv_write matmul_triple matmul_add \
                    matmul_pair matmul \
