@@ -404,8 +404,9 @@ static loom_status cuda_download(loom_exec_backend *b, void *dst, const void *sr
                                  loom_error *err) {
     cuda_backend *c = b->impl;
     for (uint32_t i = 0; i < c->n_host; i++) {
-        const char *h = c->host[i].p, *d = dst;
-        if (d >= h && bytes <= c->host[i].bytes && (size_t)(d - h) <= c->host[i].bytes - bytes) {
+        /* As integers: dst and the block may be different allocations. */
+        const uintptr_t h = (uintptr_t)c->host[i].p, d = (uintptr_t)dst;
+        if (d >= h && bytes <= c->host[i].bytes && d - h <= c->host[i].bytes - bytes) {
             CK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToHost, c->streams[0]));
             CK(cudaStreamSynchronize(c->streams[0]));
             c->stage_used = 0; /* every upload enqueued before has completed */
