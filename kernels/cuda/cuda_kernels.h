@@ -55,6 +55,9 @@
  *                         way.
  *   LOOM_ROPE_KV_REG      rope_kv_write for head_dim <= 256 with each lane's loads issued at
  *                         once into registers (rope_kv.cu); =0: strided loops. Same results.
+ *   LOOM_ATTN_FUSED       loom_cuda_rope_kv_attention_at as one launch (the prologue folded
+ *                         into decode attention v6, sm_90); =0: rope_kv_write + attention_at.
+ *                         Same results (bit for bit).
  * When a fast path's launch fails, the launcher logs once on stderr and runs the simple path.
  *
  *   loom_kweight w = {.data = d_w, .type = LOOM_GGML_Q4_K, .rows = 2560, .cols = 2560};
@@ -138,6 +141,24 @@ loom_status loom_cuda_rope_kv_write(const float *q, const float *k, const float 
                                     float *k_scales, void *v_cache, float *v_scales,
                                     const loom_kv_layout *kv, float *q_out, loom_error *err,
                                     cudaStream_t stream);
+
+/* Decode (one token, ap->n_tokens == 1) attention prologue + attention of one layer. Same cache
+ * bytes and the same out bits as loom_cuda_rope_kv_write(q, k, v, d_pos, q_norm, k_norm, eps, rp,
+ * caches, kv, q_tmp) followed by loom_cuda_attention_at(q_tmp, caches, kv, ap, d_pos, out): in
+ * one launch where the fused kernel exists (sm_90, attention v6 shapes; LOOM_ATTN_FUSED=0 turns
+ * it off), otherwise as exactly those two launches (q_tmp: n_head * head_dim floats of device
+ * memory the caller provides; the fused kernel does not touch it). q_norm / k_norm may be NULL
+ * (no head norms), as for loom_cuda_rope_kv_write. Graph-capturable like loom_cuda_attention_at
+ * (position read from device memory *d_pos). CUDA only (rope_kv.cu; no CPU twin: the CPU runs
+ * loom_cpu_rope_kv_write + loom_cpu_attention). */
+loom_status loom_cuda_rope_kv_attention_at(const float *q, const float *k, const float *v,
+                                           const int32_t *d_pos, const float *q_norm,
+                                           const float *k_norm, float eps,
+                                           const loom_rope_params *rp, void *k_cache,
+                                           float *k_scales, void *v_cache, float *v_scales,
+                                           const loom_kv_layout *kv, const loom_attn_params *ap,
+                                           float *q_tmp, float *out, loom_error *err,
+                                           cudaStream_t stream);
 
 /* ---- attention (attention.cu): decode (N = 1) with split-KV, and batched causal prefill ---- */
 /* head_dim 64, 80, 96, 128, 256 with F16/INT8 caches (64 and 128 with F32). The split-KV

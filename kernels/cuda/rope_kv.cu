@@ -207,3 +207,27 @@ extern "C" loom_status loom_cuda_rope_kv_write(const float *q, const float *k, c
         CUDA_CHECK(launch(prologue_kernel<false>, grid, kThreads, shmem, stream, a));
     return LOOM_OK;
 }
+
+// The decode prologue + attention of one layer (cuda_kernels.h). Until the fused launch takes
+// a shape (or with LOOM_ATTN_FUSED=0) it is exactly rope_kv_write into q_tmp followed by
+// attention_at over q_tmp: the reference the fused kernel is held to, bit for bit.
+extern "C" loom_status loom_cuda_rope_kv_attention_at(
+    const float *q, const float *k, const float *v, const int32_t *d_pos, const float *q_norm,
+    const float *k_norm, float eps, const loom_rope_params *rp, void *k_cache, float *k_scales,
+    void *v_cache, float *v_scales, const loom_kv_layout *kv, const loom_attn_params *ap,
+    float *q_tmp, float *out, loom_error *err, cudaStream_t stream) {
+    if (!rp || !kv || !ap)
+        ARG_FAIL(LOOM_ERR_INVALID_ARGUMENT, "rope_kv_attention_at: NULL params or layout");
+    if (ap->n_tokens != 1 || rp->n_tokens != 1 || ap->n_head != rp->n_head)
+        ARG_FAIL(LOOM_ERR_INVALID_ARGUMENT,
+                 "rope_kv_attention_at: decode only (tokens %lld / %lld, heads %lld / %lld)",
+                 (long long)rp->n_tokens, (long long)ap->n_tokens, (long long)rp->n_head,
+                 (long long)ap->n_head);
+    if (!d_pos || !q_tmp)
+        ARG_FAIL(LOOM_ERR_INVALID_ARGUMENT, "rope_kv_attention_at: NULL device position or q_tmp");
+    loom_status st = loom_cuda_rope_kv_write(q, k, v, d_pos, q_norm, k_norm, eps, rp, k_cache,
+                                             k_scales, v_cache, v_scales, kv, q_tmp, err, stream);
+    if (st != LOOM_OK) return st;
+    return loom_cuda_attention_at(q_tmp, k_cache, k_scales, v_cache, v_scales, kv, ap, d_pos, out,
+                                  err, stream);
+}

@@ -46,7 +46,8 @@ static void read_switches_locked() {
     static const char *names[SW_COUNT] = {"LOOM_FAST_GEMV", "LOOM_Q4K_UINT32_LOADS",
                                           "LOOM_FAST_EMBD", "LOOM_FAST_NORM", "LOOM_FAST_ATTN",
                                           "LOOM_GEMV_V8", "LOOM_GEMV_MMA", "LOOM_ATTN_V4",
-                                          "LOOM_GEMV_MMA_Q6K", "LOOM_ATTN_V5", "LOOM_ATTN_V6"};
+                                          "LOOM_GEMV_MMA_Q6K", "LOOM_ATTN_V5", "LOOM_ATTN_V6",
+                                          "LOOM_ATTN_FUSED"};
     for (int i = 0; i < SW_COUNT; i++) {
         const char *v = getenv(names[i]);
         g_switch[i] = !(v && strcmp(v, "0") == 0);
