@@ -378,6 +378,429 @@ static __global__ void __launch_bounds__(32, 1) tma_sweep(const uint8_t *src, in
     for (int i = n > ns ? n - ns : 0; i < n; i++) mb_wait(bars + 8 * (i % ns), (uint32_t)(i / ns) & 1u);
 }
 
+
+// ---- session 5: the INT8 body and the persistent layer kernel (layer_ring) ----------------
+// INT8 body. x of a super-block is scaled by a power of two s (max |x s| in [2^21, 2^22)),
+// rounded to X and written as balanced int8 limbs X = 2^16 L0 + 2^8 L1 + L2 (L2 = the low byte
+// of X, L1 = the low byte of (X + 128) >> 8, L0 = (X + 32896) >> 16: q4k_imma_proto.cu's
+// digits). They are the B columns 0..2 of mma.sync m16n8k32 u8.s8 -> s32 (columns 3..7 hold
+// copies of L2: their results land in lanes whose weights below are 0). A = the quant bytes
+// masked in place: w & 0x0F0F0F0F (sub-block 2c, values 0..15) and w & 0xF0F0F0F0 (sub-block
+// 2c+1, values 16 q: unsigned), one LOP3 per 4 values, so one k32 mma is one 32-value sub-block
+// and its 6-bit scale multiplies the exact s32 sum by an IMAD. Lane (g, t) holds quant bytes
+// 8t..8t+7 of the chunk (a0/a2: row g, a1/a3: row g+8); the B limbs follow the same k
+// permutation (8 contiguous bytes). Per row and limb column: I = 16 sum_even sc C + sum_odd sc
+// C16 (< 2^29: exact in s32), folded once a super-block in FP32 with the column weights
+// (lane t = 0: 2^16, 2^8; t = 1: 1, 0; t >= 2: 0, 0; all / 16). The mins: lane t subtracts
+// dmin (m_2t Sx_2t + m_2t+1 Sx_2t+1) for its two sub-blocks (Sx = sub-block sums of X, exact
+// integers < 2^27 rounded to float), so the per-row result is the sum over the 4 t lanes.
+struct XI8 {
+    uint8_t limb[8][3][32];  // sub-block j, limb column l, the 32 values in order
+    float sx[8];             // sum of X over sub-block j
+    float sinv;              // 1 / s
+    float pad[3];
+};
+static_assert(sizeof(XI8) == 816, "XI8 layout");
+
+__device__ __forceinline__ void mma_u8s8(int (&c)[4], uint32_t a0, uint32_t a1, uint32_t a2,
+                                         uint32_t a3, uint32_t b0, uint32_t b1) {
+    asm volatile("mma.sync.aligned.m16n8k32.row.col.s32.u8.s8.s32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, "
+                 "{%8,%9}, {%0,%1,%2,%3};"
+                 : "+r"(c[0]), "+r"(c[1]), "+r"(c[2]), "+r"(c[3])
+                 : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
+}
+__device__ __forceinline__ uint32_t pack4b(int a, int b, int c, int d) {
+    return __byte_perm(__byte_perm(a, b, 0x0040), __byte_perm(c, d, 0x0040), 0x5410);
+}
+__device__ __forceinline__ uint2 lds8(const uint8_t *p) {
+    return *reinterpret_cast<const uint2 *>(p);
+}
+
+// Stages super-block sb of x (global, written earlier in this kernel or by the previous one:
+// read through L2 with __ldcg, never the non-coherent path) into st. Whole warp; lane L owns
+// values 8L..8L+7 (sub-block L / 4, offset 8 (L % 4)).
+__device__ __forceinline__ void stage_i8(XI8 &st, const float *xsb, int lane) {
+    const float4 a = __ldcg(reinterpret_cast<const float4 *>(xsb + 8 * lane));
+    const float4 b = __ldcg(reinterpret_cast<const float4 *>(xsb + 8 * lane + 4));
+    const float v[8] = {a.x, a.y, a.z, a.w, b.x, b.y, b.z, b.w};
+    uint32_t mx = 0;
+#pragma unroll
+    for (int i = 0; i < 8; i++) mx = max(mx, __float_as_uint(v[i]) & 0x7fffffffu);
+    mx = __reduce_max_sync(0xffffffffu, mx);
+    // s = 2^(21 - E) with max|x| in [2^(E-1), 2^E): max |x s| < 2^22; e = s's biased exponent
+    int e = 275 - (int)(mx >> 23);
+    e = mx ? min(max(e, 1), 253) : 127;
+    const float s = __int_as_float(e << 23), inv_s = __int_as_float((254 - e) << 23);
+    int X[8], L1[8], L0[8], sum = 0;
+#pragma unroll
+    for (int i = 0; i < 8; i++) {
+        X[i] = __float2int_rn(v[i] * s);
+        sum += X[i];
+        L1[i] = (X[i] + 128) >> 8;
+        L0[i] = (X[i] + 32896) >> 16;
+    }
+    uint8_t *dst = &st.limb[lane >> 2][0][8 * (lane & 3)];
+    *reinterpret_cast<uint2 *>(dst) = make_uint2(pack4b(L0[0], L0[1], L0[2], L0[3]), pack4b(L0[4], L0[5], L0[6], L0[7]));
+    *reinterpret_cast<uint2 *>(dst + 32) = make_uint2(pack4b(L1[0], L1[1], L1[2], L1[3]), pack4b(L1[4], L1[5], L1[6], L1[7]));
+    *reinterpret_cast<uint2 *>(dst + 64) = make_uint2(pack4b(X[0], X[1], X[2], X[3]), pack4b(X[4], X[5], X[6], X[7]));
+    sum += __shfl_xor_sync(0xffffffffu, sum, 1);
+    sum += __shfl_xor_sync(0xffffffffu, sum, 2);
+    if ((lane & 3) == 0) st.sx[lane >> 2] = (float)sum;
+    if (lane == 0) st.sinv = inv_s;
+}
+
+// Per-lane constants of the INT8 body.
+struct I8Lane {
+    int gb;          // B limb column this lane loads (g, clamped to 2)
+    int t8;          // 8 t: the lane's byte offset in a 32-byte chunk
+    float wa, wb;    // weights of the lane's two accumulator columns (/ 16 included)
+    uint32_t sel_e, sel_o;  // byte selectors of the min bytes of sub-blocks 2t, 2t+1
+    bool hit;        // t >= 2: the mins of sub-blocks 4..7
+};
+__device__ __forceinline__ I8Lane i8_lane(int lane) {
+    const int g = lane >> 2, t = lane & 3;
+    I8Lane L;
+    L.gb = g < 3 ? g : 2;
+    L.t8 = 8 * t;
+    L.wa = t == 0 ? 4096.f : (t == 1 ? 0.0625f : 0.f);
+    L.wb = t == 0 ? 16.f : 0.f;
+    L.sel_e = 0x4440u | (uint32_t)((2 * t) & 3);
+    L.sel_o = 0x4440u | (uint32_t)((2 * t + 1) & 3);
+    L.hit = t >= 2;
+    return L;
+}
+
+// One super-block of rows g (rg) and g+8 (r8) in shared memory against the staged x:
+// acc[0] += this lane's share of row g, acc[1] of row g+8 (sum over the 4 t lanes = the dot).
+__device__ __forceinline__ void q4_sb_i8(const uint8_t *rg, const uint8_t *r8, const XI8 &xs,
+                                         const I8Lane &L, float (&acc)[2]) {
+    uint2 q0[4], q8[4];
+#pragma unroll
+    for (int c = 0; c < 4; c++) {
+        q0[c] = lds8(rg + 16 + 32 * c + L.t8);
+        q8[c] = lds8(r8 + 16 + 32 * c + L.t8);
+    }
+    const uint4 h0 = lds16(rg), h8 = lds16(r8);
+    const uint32_t sa0 = h0.y & 0x3F3F3F3Fu, sb0 = (h0.w & 0x0F0F0F0Fu) | ((h0.y >> 2) & 0x30303030u);
+    const uint32_t sa8 = h8.y & 0x3F3F3F3Fu, sb8 = (h8.w & 0x0F0F0F0Fu) | ((h8.y >> 2) & 0x30303030u);
+    int lo0a = 0, lo0b = 0, lo8a = 0, lo8b = 0, hi0a = 0, hi0b = 0, hi8a = 0, hi8b = 0;
+#pragma unroll
+    for (int c = 0; c < 4; c++) {
+        const uint2 be = lds8(&xs.limb[2 * c][L.gb][L.t8]);
+        const uint2 bo = lds8(&xs.limb[2 * c + 1][L.gb][L.t8]);
+        int ce[4] = {0, 0, 0, 0}, co[4] = {0, 0, 0, 0};
+        mma_u8s8(ce, q0[c].x & 0x0F0F0F0Fu, q8[c].x & 0x0F0F0F0Fu, q0[c].y & 0x0F0F0F0Fu,
+                 q8[c].y & 0x0F0F0F0Fu, be.x, be.y);
+        mma_u8s8(co, q0[c].x & 0xF0F0F0F0u, q8[c].x & 0xF0F0F0F0u, q0[c].y & 0xF0F0F0F0u,
+                 q8[c].y & 0xF0F0F0F0u, bo.x, bo.y);
+        // scales of sub-blocks 2c (byte (2c) & 3 of word a (c < 2) or b) and 2c + 1
+        const uint32_t w0 = c < 2 ? sa0 : sb0, w8 = c < 2 ? sa8 : sb8;
+        const int se0 = (int)((w0 >> (8 * ((2 * c) & 3))) & 0xFF), so0 = (int)((w0 >> (8 * ((2 * c + 1) & 3))) & 0xFF);
+        const int se8 = (int)((w8 >> (8 * ((2 * c) & 3))) & 0xFF), so8 = (int)((w8 >> (8 * ((2 * c + 1) & 3))) & 0xFF);
+        lo0a += se0 * ce[0];
+        lo0b += se0 * ce[1];
+        lo8a += se8 * ce[2];
+        lo8b += se8 * ce[3];
+        hi0a += so0 * co[0];
+        hi0b += so0 * co[1];
+        hi8a += so8 * co[2];
+        hi8b += so8 * co[3];
+    }
+    // mins of this lane's sub-blocks 2t, 2t+1
+    const uint32_t mw0 = L.hit ? (((h0.w >> 4) & 0x0F0F0F0Fu) | ((h0.z >> 2) & 0x30303030u)) : (h0.z & 0x3F3F3F3Fu);
+    const uint32_t mw8 = L.hit ? (((h8.w >> 4) & 0x0F0F0F0Fu) | ((h8.z >> 2) & 0x30303030u)) : (h8.z & 0x3F3F3F3Fu);
+    const float2 sx = *reinterpret_cast<const float2 *>(&xs.sx[L.t8 >> 2]);
+    const float mn0 = fmaf((float)__byte_perm(mw0, 0, L.sel_e), sx.x, (float)__byte_perm(mw0, 0, L.sel_o) * sx.y);
+    const float mn8 = fmaf((float)__byte_perm(mw8, 0, L.sel_e), sx.x, (float)__byte_perm(mw8, 0, L.sel_o) * sx.y);
+    const float f0 = fmaf(L.wa, (float)(16 * lo0a + hi0a), L.wb * (float)(16 * lo0b + hi0b));
+    const float f8 = fmaf(L.wa, (float)(16 * lo8a + hi8a), L.wb * (float)(16 * lo8b + hi8b));
+    const float inv = xs.sinv;
+    const float d0 = f16_bits_to_f32((uint16_t)(h0.x & 0xFFFFu)), dm0 = f16_bits_to_f32((uint16_t)(h0.x >> 16));
+    const float d8 = f16_bits_to_f32((uint16_t)(h8.x & 0xFFFFu)), dm8 = f16_bits_to_f32((uint16_t)(h8.x >> 16));
+    acc[0] = fmaf(d0 * inv, f0, fmaf(-dm0 * inv, mn0, acc[0]));
+    acc[1] = fmaf(d8 * inv, f8, fmaf(-dm8 * inv, mn8, acc[1]));
+}
+
+// The persistent layer kernel. One launch runs nph matmul phases (the layer: QK, O + residual,
+// gate/up + SwiGLU, down + residual; or one of them: nph = 1) over a persistent grid of G
+// blocks, one an SM (NC consumer warps + 1 producer warp, ~220 KB of shared memory).
+// - Units: in each phase a block owns the (16-row tile, super-block) items [q0, q1) (whole
+//   tiles if `whole`, else an even split: a tile may be shared by two blocks and finished
+//   through global scratch as tile_ring does); its tiles' item runs are cut into units of at
+//   most umax super-blocks (one unit fills one ring slot: NMAT x 16 rows x pitch).
+// - Producer warp: walks every phase's units without waiting for any activation (the weights
+//   are constant), so the ring is full of the next phase's weights while the consumers finish
+//   the current one and wait at the grid barrier. One cp.async.bulk a row (16-32 lanes).
+// - Consumers: phase 0 waits for the previous kernel (griddepcontrol.wait), phase p > 0 for the
+//   grid counter of phase p - 1 (every block arrives after writing its rows: bar.sync,
+//   __threadfence, atomicAdd; the waiter spins, then __threadfence + bar.sync); then all of x is
+//   staged (BODY 1: int8 limbs, XI8; BODY 0: v11's f16 hi + lo, Stage<1>) and the units are
+//   processed as in tile_ring: items q % NC == warp, one partial a warp and unit, the unit's
+//   finisher warp (u % NC) sums them in warp order, adds the tile's earlier units of this block
+//   (tacc) and at the tile's last unit writes y (plain, + residual, SwiGLU).
+// - All activations are read with __ldcg (rows written by other SMs during this kernel).
+// - Counters: cnt[0..nph-2] phase barriers, cnt[nph-1] exits; the last block to exit resets
+//   them all, so every launch finds them zero. Requires all G blocks co-resident (G <= SMs,
+//   one block an SM; a successor launched under PDL only takes SMs this grid has left).
+struct Phase {
+    const uint8_t *w[2];
+    float *y;
+    const float *resid;  // E_ADD (may equal y)
+    const float *x;
+    float *gpart;        // [tiles][2][NMAT][16]
+    int *gcnt;           // [tiles], zero between launches
+    int M, nsb, nmat, epi, tiles, items, pitch, umax;
+    int whole;  // whole tiles a block (else an even split of the items; needs items >= G nsb)
+};
+struct LArgs {
+    Phase ph[4];
+    int nph;
+    int *cnt;  // [nph]
+    int NS, slot_bytes, off_xs, off_red, off_tacc, off_ring;
+    int mode;   // 0; 1 stream only, 2 math only, 3 neither, 4 neither and no x staging
+                // (diagnostics: wrong results)
+};
+
+// The block's item range of phase P.
+__device__ __forceinline__ void lr_range(const Phase &P, int &q0, int &q1) {
+    const int whole = P.whole;
+    const int G = gridDim.x, b = blockIdx.x;
+    q0 = whole ? (int)((int64_t)P.tiles * b / G) * P.nsb : (int)((int64_t)P.items * b / G);
+    q1 = whole ? (int)((int64_t)P.tiles * (b + 1) / G) * P.nsb : (int)((int64_t)P.items * (b + 1) / G);
+}
+
+// Calls f(tile, lo, hi, first, last, full) for each unit of the block in phase P, in order;
+// first / last: the unit is the first / last of its tile in this block; full: the block owns
+// the whole tile (else it shares it with a neighbour).
+template <typename F>
+__device__ __forceinline__ void lr_units(const Phase &P, int q0, int q1, F f) {
+    if (q1 <= q0) return;
+    const int nsb = P.nsb;
+    for (int tile = q0 / nsb; tile <= (q1 - 1) / nsb; tile++) {
+        const int lo = max(q0 - tile * nsb, 0), hi = min(q1 - tile * nsb, nsb);
+        const int np = (hi - lo + P.umax - 1) / P.umax;
+        for (int k = 0; k < np; k++)
+            f(tile, lo + (hi - lo) * k / np, lo + (hi - lo) * (k + 1) / np, k == 0, k == np - 1,
+              lo == 0 && hi == nsb);
+    }
+}
+
+template <int NC, int BODY>
+static __global__ void __launch_bounds__((NC + 1) * 32, 1) layer_ring(const LArgs a) {
+    extern __shared__ __align__(128) uint8_t sm[];
+    const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+    const int NS = a.NS;
+    const uint32_t bar_full = smaddr(sm), bar_empty = bar_full + 8 * NS, bar_unit = bar_empty + 8 * NS;
+    float *red = reinterpret_cast<float *>(sm + a.off_red);  // [NS][NC][2][16]
+    float *tacc = reinterpret_cast<float *>(sm + a.off_tacc);  // [2][16]
+    uint8_t *ringp = sm + a.off_ring;
+    const int G = gridDim.x;
+    if (threadIdx.x == 0) {
+        for (int i = 0; i < NS; i++) {
+            mb_init(bar_full + 8 * i, 1);
+            mb_init(bar_empty + 8 * i, 1);
+            mb_init(bar_unit + 8 * i, NC * 32);
+        }
+        asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
+        asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
+    }
+    __syncthreads();
+    pdl_launch_dependents();
+
+    if (warp == NC) {  // ---- producer
+        const uint32_t ring = smaddr(ringp);
+        int u = 0;
+        for (int p = 0; p < a.nph; p++) {
+            const Phase &P = a.ph[p];
+            int q0, q1;
+            lr_range(P, q0, q1);
+            lr_units(P, q0, q1, [&](int tile, int lo, int hi, bool, bool, bool) {
+                const int slot = u % NS;
+                if (u >= NS) mb_wait(bar_empty + 8 * slot, (uint32_t)((u / NS) - 1) & 1u);
+                u++;
+                if (a.mode >= 2) {
+                    if (lane == 0) mb_arrive(bar_full + 8 * slot);
+                    return;
+                }
+                const uint32_t bytes = (uint32_t)(hi - lo) * kQ4KBytes;
+                const int r0 = tile * kTileRows;
+                const int valid = min(P.M - r0, kTileRows);
+                if (lane == 0) mb_arrive_expect_tx(bar_full + 8 * slot, bytes * (uint32_t)(valid * P.nmat));
+                __syncwarp();
+                const int m = lane >> 4, r = lane & 15;
+                if (m < P.nmat && r < valid)
+                    bulk_g2s(ring + (uint32_t)(slot * a.slot_bytes + (m * 16 + r) * P.pitch),
+                             P.w[m] + (int64_t)(r0 + r) * P.nsb * kQ4KBytes + (int64_t)lo * kQ4KBytes, bytes,
+                             bar_full + 8 * slot);
+            });
+        }
+        return;
+    }
+
+    // ---- consumers
+    const int g = lane >> 2, t = lane & 3;
+    const I8Lane L = i8_lane(lane);
+    const bool hit = t >= 2;
+    const uint32_t e2 = 2 * (t & 1);
+    const uint32_t sel_e = e2 * 0x101u + 0x4040u, sel_o = (e2 + 1) * 0x101u + 0x4040u;
+    int u = 0;
+    for (int p = 0; p < a.nph; p++) {
+        const Phase &P = a.ph[p];
+        if (p == 0) {
+            pdl_wait();
+        } else {  // grid barrier: every block has written its rows of phase p - 1
+            if (threadIdx.x == 0) {
+                const volatile int *c = a.cnt + p - 1;
+                while (*c < G) {
+                }
+                __threadfence();
+            }
+            asm volatile("bar.sync 1, %0;" ::"n"(NC * 32) : "memory");
+        }
+        if (a.mode != 4) {  // stage all of x
+            for (int sb = warp; sb < P.nsb; sb += NC) {
+                if (BODY == 1) {
+                    stage_i8(reinterpret_cast<XI8 *>(sm + a.off_xs)[sb], P.x + (int64_t)sb * 256, lane);
+                } else {
+                    const float *xb = P.x + (int64_t)sb * 256 + 64 * t + 4 * g;
+                    Stage<1> &st = reinterpret_cast<Stage<1> *>(sm + a.off_xs)[sb];
+                    stage_token<1>(st, 0, __ldcg(reinterpret_cast<const float4 *>(xb)),
+                                   __ldcg(reinterpret_cast<const float4 *>(xb + 32)), lane);
+                    if (lane >= 1 && lane < 4) st.sinv[lane] = 0.0f;
+                }
+            }
+        }
+        asm volatile("bar.sync 1, %0;" ::"n"(NC * 32) : "memory");
+        int q0, q1;
+        lr_range(P, q0, q1);
+        lr_units(P, q0, q1, [&](int tile, int lo, int hi, bool first, bool last, bool full) {
+            const int slot = u % NS;
+            const uint32_t par = (uint32_t)(u / NS) & 1u;
+            const int fw = u % NC;
+            u++;
+            mb_wait(bar_full + 8 * slot, par);
+            const uint8_t *sp = ringp + slot * a.slot_bytes;
+            float acc[2][2] = {{0.f, 0.f}, {0.f, 0.f}};
+            const int base = tile * P.nsb + lo;
+            int k = warp - base % NC;
+            if (k < 0) k += NC;
+            const int kend = (a.mode == 1 || a.mode >= 3) ? 0 : hi - lo;
+#pragma unroll 1
+            for (; k < kend; k += NC) {
+#pragma unroll
+                for (int m = 0; m < 2; m++) {
+                    if (m < P.nmat) {
+                        const uint8_t *rg = sp + (m * 16 + g) * P.pitch + k * kQ4KBytes;
+                        const uint8_t *r8 = rg + 8 * P.pitch;
+                        if (BODY == 1) {
+                            q4_sb_i8(rg, r8, reinterpret_cast<const XI8 *>(sm + a.off_xs)[lo + k], L, acc[m]);
+                        } else {
+                            Q4Raw r;
+                            r.qa0 = lds16(rg + 16 + 32 * t);
+                            r.qb0 = lds16(rg + 32 + 32 * t);
+                            r.qa8 = lds16(r8 + 16 + 32 * t);
+                            r.qb8 = lds16(r8 + 32 + 32 * t);
+                            r.h0 = lds16(rg);
+                            r.h8 = lds16(r8);
+                            float a1[1][2] = {{acc[m][0], acc[m][1]}};
+                            const Stage<1> &st = reinterpret_cast<const Stage<1> *>(sm + a.off_xs)[lo + k];
+                            if (P.nmat == 1) q4_superblock<1, 2>(r, st, lane, 2, hit, sel_e, sel_o, a1);
+                            else q4_superblock<1, 1>(r, st, lane, 2, hit, sel_e, sel_o, a1);
+                            acc[m][0] = a1[0][0];
+                            acc[m][1] = a1[0][1];
+                        }
+                    }
+                }
+            }
+            asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
+            if (BODY == 1) {
+#pragma unroll
+                for (int m = 0; m < 2; m++)
+#pragma unroll
+                    for (int j = 0; j < 2; j++) {
+                        acc[m][j] += __shfl_xor_sync(0xffffffffu, acc[m][j], 1);
+                        acc[m][j] += __shfl_xor_sync(0xffffffffu, acc[m][j], 2);
+                    }
+            }
+            if (t == 0) {
+#pragma unroll
+                for (int m = 0; m < 2; m++) {
+                    float *rp = red + ((slot * NC + warp) * 2 + m) * 16;
+                    rp[g] = acc[m][0];
+                    rp[g + 8] = acc[m][1];
+                }
+            }
+            mb_arrive(bar_unit + 8 * slot);
+            if (warp != fw) return;
+            // ---- this warp finishes the unit
+            mb_wait(bar_unit + 8 * slot, par);
+            const bool own = lane < 16;
+            float v[2] = {0.f, 0.f};
+            if (own) {
+#pragma unroll
+                for (int m = 0; m < 2; m++) {
+                    const float *rp = red + (slot * NC * 2 + m) * 16 + lane;
+                    float s = rp[0];
+                    for (int w = 1; w < NC; w++) s = __fadd_rn(s, rp[w * 2 * 16]);
+                    if (!first) s = __fadd_rn(tacc[m * 16 + lane], s);
+                    v[m] = s;
+                }
+            }
+            __syncwarp();
+            if (lane == 0) mb_arrive(bar_empty + 8 * slot);
+            if (!last) {
+                if (own) {
+                    tacc[lane] = v[0];
+                    tacc[16 + lane] = v[1];
+                }
+                return;
+            }
+            bool fin = full;
+            if (!fin) {  // shared with the neighbouring block: the second to arrive finishes it
+                const int piece = tile * P.nsb >= q0 ? 0 : 1;  // 0: the tile's first items
+                float *gp = P.gpart + (int64_t)tile * 2 * 2 * 16;
+                if (own) {
+                    gp[(piece * 2 + 0) * 16 + lane] = v[0];
+                    gp[(piece * 2 + 1) * 16 + lane] = v[1];
+                }
+                __syncwarp();
+                int old = 0;
+                if (lane == 0) {
+                    __threadfence();
+                    old = atomicAdd(&P.gcnt[tile], 1);
+                    if (old == 1) __threadfence();
+                }
+                old = __shfl_sync(0xffffffffu, old, 0);
+                if (old == 1) {
+                    if (own) {  // a + b == b + a: the same bits whichever block finishes
+                        v[0] = __fadd_rn(v[0], __ldcg(gp + ((1 - piece) * 2 + 0) * 16 + lane));
+                        v[1] = __fadd_rn(v[1], __ldcg(gp + ((1 - piece) * 2 + 1) * 16 + lane));
+                    }
+                    if (lane == 0) P.gcnt[tile] = 0;
+                    fin = true;
+                }
+            }
+            const int row = tile * kTileRows + lane;
+            if (fin && own && row < P.M) {
+                float y;
+                if (P.epi == E_SWIGLU) y = __fmul_rn(silu_f(v[0]), v[1]);
+                else if (P.epi == E_ADD) y = __fadd_rn(v[0], __ldcg(P.resid + row));
+                else y = v[0];
+                P.y[row] = y;
+            }
+        });
+        // every consumer warp is done with phase p (its rows written, its reads of x done)
+        asm volatile("bar.sync 1, %0;" ::"n"(NC * 32) : "memory");
+        if (threadIdx.x == 0) {
+            __threadfence();
+            const int old = atomicAdd(a.cnt + p, 1);
+            if (p == a.nph - 1 && old == G - 1) {  // the last block out: every wait has passed
+                for (int i = 0; i < a.nph; i++) a.cnt[i] = 0;
+            }
+        }
+    }
+}
+
 }  // namespace bulk
 }  // namespace loom_cuda
 
@@ -394,11 +817,14 @@ struct Cfg {
     int mode;     // Args::mode (diagnostics)
     int tilecopy; // Args::tilecopy
     int whole;    // Args::whole
+    int kind;     // 0: tile_ring (f16 body, session 4); layer_ring: 1 f16 body, 2 INT8 body
+    int fused;    // layer_ring only: the layer's four matmuls in one launch (else one a matmul)
 };
 
 struct Scratch {
-    float *gpart;
-    int *gcnt;
+    float *gpart;  // [4 phases][1024 tiles][2][2][16]
+    int *gcnt;     // [4 phases][1024 tiles]
+    int *cnt;      // layer_ring's grid counters [4]
 };
 
 static int g_sms = 0;
@@ -418,6 +844,120 @@ static void set_attrs() {
     set_attrs1<15, 1, bulk::E_PLAIN>();
     set_attrs1<15, 1, bulk::E_ADD>();
     set_attrs1<15, 2, bulk::E_SWIGLU>();
+    CK(cudaFuncSetAttribute(bulk::layer_ring<15, 0>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)g_smem_max));
+    CK(cudaFuncSetAttribute(bulk::layer_ring<15, 1>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)g_smem_max));
+}
+
+// One matmul of a layer_ring launch: weights, shape, epilogue and activations.
+struct PSpec {
+    const uint8_t *w0, *w1;
+    int M, K, nmat, epi;
+    const float *x;
+    float *y;
+    const float *resid;
+};
+
+// Row pitch in the ring for units of u super-blocks: INT8 body (LDS.64 of 8 rows g at lane
+// offsets 8t): pitch / 4 = 8 or 24 mod 32 words; f16 body (v11's LDS.128): pitch / 16 odd.
+static int lr_pitch(int u, int body) {
+    int p = u * 144;
+    if (body == 1)
+        while ((p / 4) % 32 != 8 && (p / 4) % 32 != 24) p += 16;
+    else if ((p / 16) % 2 == 0)
+        p += 16;
+    return p;
+}
+
+// Fills a for nph phases under cfg on a grid of G blocks; returns the dynamic shared memory
+// size (the largest ring of 2..8 slots that fits the device's limit), 0 if none fits.
+static size_t plan_layer(bulk::LArgs &a, const PSpec *ps, int nph, const Cfg &cfg, int G,
+                         const Scratch &sc) {
+    const int body = cfg.kind == 2 ? 1 : 0;
+    const size_t xsize = body ? sizeof(bulk::XI8) : sizeof(Stage<1>);
+    a = bulk::LArgs{};
+    a.nph = nph;
+    a.cnt = sc.cnt;
+    a.mode = cfg.mode;
+    int slot = 0, maxnsb = 0;
+    for (int p = 0; p < nph; p++) {  // a unit is at most 20 super-blocks (4B down: 2 units a tile)
+        const int nsb = ps[p].K / 256;
+        if (ps[p].K % 256 || nsb > 42) return 0;
+        slot = std::max(slot, ps[p].nmat * 16 * lr_pitch(std::min(nsb, 20), body));
+        maxnsb = std::max(maxnsb, nsb);
+    }
+    a.slot_bytes = slot;
+    for (int p = 0; p < nph; p++) {
+        bulk::Phase &P = a.ph[p];
+        const PSpec &q = ps[p];
+        P.w[0] = q.w0;
+        P.w[1] = q.w1 ? q.w1 : q.w0;
+        P.y = q.y;
+        P.resid = q.resid;
+        P.x = q.x;
+        P.M = q.M;
+        P.nsb = q.K / 256;
+        P.nmat = q.nmat;
+        P.epi = q.epi == EPI_SWIGLU ? bulk::E_SWIGLU : q.epi == EPI_ADD ? bulk::E_ADD : bulk::E_PLAIN;
+        P.tiles = (q.M + 15) / 16;
+        if (P.tiles > 1024) return 0;
+        P.items = P.tiles * P.nsb;
+        P.umax = 1;
+        for (int u = P.nsb; u >= 1; u--)
+            if (q.nmat * 16 * lr_pitch(u, body) <= slot) {
+                P.umax = u;
+                break;
+            }
+        P.pitch = lr_pitch(P.umax, body);
+        P.whole = cfg.whole || P.items < G * P.nsb;  // an even split shares a tile by two blocks at most
+        P.gpart = sc.gpart + (size_t)p * 1024 * 64;
+        P.gcnt = sc.gcnt + p * 1024;
+    }
+    for (int NS = 8; NS >= 2; NS--) {
+        size_t off = (size_t)8 * 3 * NS;
+        off = (off + 15) & ~(size_t)15;
+        a.off_xs = (int)off;
+        off += (size_t)maxnsb * xsize;
+        a.off_red = (int)off;
+        off += (size_t)NS * cfg.nc * 2 * 16 * 4;
+        a.off_tacc = (int)off;
+        off += 2 * 16 * 4;
+        off = (off + 127) & ~(size_t)127;
+        a.off_ring = (int)off;
+        off += (size_t)NS * slot;
+        if (off <= g_smem_max) {
+            a.NS = NS;
+            return off;
+        }
+    }
+    return 0;
+}
+
+static int lr_grid(const PSpec *ps, int nph, const Cfg &cfg) {
+    int tiles = 0;
+    for (int p = 0; p < nph; p++) tiles = std::max(tiles, (ps[p].M + 15) / 16);
+    return std::min(cfg.gmax > 0 ? cfg.gmax : g_sms, tiles);
+}
+
+static void launch_layer(const PSpec *ps, int nph, const Scratch &sc, const Cfg &cfg, cudaStream_t st) {
+    bulk::LArgs a;
+    const int G = lr_grid(ps, nph, cfg);
+    const size_t smem = plan_layer(a, ps, nph, cfg, G, sc);
+    if (!smem || cfg.nc != 15) {
+        fprintf(stderr, "layer_ring: the phases do not fit config %s\n", cfg.name);
+        exit(1);
+    }
+    cudaLaunchAttribute attr[1];
+    attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+    attr[0].val.programmaticStreamSerializationAllowed = 1;
+    cudaLaunchConfig_t lc = {};
+    lc.gridDim = dim3((unsigned)G);
+    lc.blockDim = dim3(16 * 32);
+    lc.dynamicSmemBytes = smem;
+    lc.stream = st;
+    lc.attrs = attr;
+    lc.numAttrs = cfg.pdl ? 1 : 0;
+    if (cfg.kind == 2) CK(cudaLaunchKernelEx(&lc, bulk::layer_ring<15, 1>, a));
+    else CK(cudaLaunchKernelEx(&lc, bulk::layer_ring<15, 0>, a));
 }
 
 // Fills a (all but pointers) for an M x K matrix (nmat of them) under cfg; returns the dynamic
@@ -513,7 +1053,7 @@ static void launch_v11(int epi, const uint8_t *w0, const uint8_t *w1, int M, int
         nseg = 2;
     }
     loom_error err = {};
-    if (mma_matmul(s, nseg, epi, x, K, 1, &err, st) != LOOM_OK) {
+    if (mma_matmul(s, nseg, epi, x, K, 1, NULL, &err, st) != LOOM_OK) {
         fprintf(stderr, "v11 mma_matmul failed: %s\n", err.msg);
         exit(1);
     }
@@ -631,6 +1171,11 @@ static void run_role(bool v11, const Role &r, const uint8_t *w0, const uint8_t *
         launch_v11(r.epi, w0, w1, r.M, r.K, x, y, resid, st);
         return;
     }
+    if (cfg.kind >= 1) {
+        const PSpec ps = {w0, w1, r.M, r.K, r.nmat, r.epi, x, y, resid};
+        launch_layer(&ps, 1, sc, cfg, st);
+        return;
+    }
     if (r.epi == EPI_SWIGLU)
         launch_bulk<2, bulk::E_SWIGLU>(w0, w1, r.M, r.K, x, y, resid, sc, cfg, st);
     else if (r.epi == EPI_ADD)
@@ -690,6 +1235,71 @@ static int check_shape(const char *name, int M, int K, int epi, bool wide, const
     return fails;
 }
 
+// Correctness of a whole layer in one layer_ring launch (each cfg with kind >= 1): QK (QM x H)
+// x0 -> qk; O (H x OK, x = qk[0..OK)) + x0 -> x1; gate/up (F x H) of x1, SwiGLU -> ff; down (H x F)
+// of ff + x1 -> x2, every output in its own buffer, each phase checked against the CPU on the
+// GPU's own input of that phase. Launched twice (the grid counters must reset); returns failures.
+static int check_layer(const char *name, int H, int QM, int OK, int F, const Scratch &sc,
+                       const std::vector<Cfg> &cfgs, cudaStream_t st) {
+    struct Mat { int M, K; std::vector<uint8_t> h; uint8_t *d; };
+    Mat mats[5] = {{QM, H, {}, NULL}, {H, OK, {}, NULL}, {F, H, {}, NULL}, {F, H, {}, NULL}, {H, F, {}, NULL}};
+    for (Mat &m : mats) {
+        m.h.resize((size_t)m.M * (m.K / 256) * 144);
+        fill_q4k(m.h.data(), m.h.size() / 144);
+        m.d = dev_upload(m.h);
+    }
+    std::vector<float> hx0(H);
+    for (auto &v : hx0) v = frnd();
+    float *x0 = dev_upload(hx0), *qk, *x1, *ff, *x2;
+    CK(cudaMalloc(&qk, (size_t)QM * 4));
+    CK(cudaMalloc(&x1, (size_t)H * 4));
+    CK(cudaMalloc(&ff, (size_t)F * 4));
+    CK(cudaMalloc(&x2, (size_t)H * 4));
+    int fails = 0;
+    for (const Cfg &cfg : cfgs) {
+        if (cfg.kind < 1) continue;
+        const PSpec ps[4] = {{mats[0].d, NULL, QM, H, 1, EPI_PLAIN, x0, qk, NULL},
+                             {mats[1].d, NULL, H, OK, 1, EPI_ADD, qk, x1, x0},
+                             {mats[2].d, mats[3].d, F, H, 2, EPI_SWIGLU, x1, ff, NULL},
+                             {mats[4].d, NULL, H, F, 1, EPI_ADD, ff, x2, x1}};
+        CK(cudaMemset(qk, 0xFF, (size_t)QM * 4));
+        CK(cudaMemset(x1, 0xFF, (size_t)H * 4));
+        CK(cudaMemset(ff, 0xFF, (size_t)F * 4));
+        CK(cudaMemset(x2, 0xFF, (size_t)H * 4));
+        for (int rep = 0; rep < 2; rep++) launch_layer(ps, 4, sc, cfg, st);
+        CK(cudaStreamSynchronize(st));
+        CK(cudaGetLastError());
+        std::vector<float> hqk(QM), hx1(H), hff(F), hx2(H);
+        CK(cudaMemcpy(hqk.data(), qk, (size_t)QM * 4, cudaMemcpyDeviceToHost));
+        CK(cudaMemcpy(hx1.data(), x1, (size_t)H * 4, cudaMemcpyDeviceToHost));
+        CK(cudaMemcpy(hff.data(), ff, (size_t)F * 4, cudaMemcpyDeviceToHost));
+        CK(cudaMemcpy(hx2.data(), x2, (size_t)H * 4, cudaMemcpyDeviceToHost));
+        std::vector<double> d0(std::max(QM, F)), b0(d0.size()), d1(d0.size()), b1(d0.size());
+        double w[4];
+        cpu_dot(mats[0].h.data(), hx0.data(), QM, H, d0.data(), b0.data());
+        w[0] = check_rows(hqk, EPI_PLAIN, d0.data(), b0.data(), NULL, NULL, NULL, QM);
+        cpu_dot(mats[1].h.data(), hqk.data(), H, OK, d0.data(), b0.data());
+        w[1] = check_rows(hx1, EPI_ADD, d0.data(), b0.data(), NULL, NULL, hx0.data(), H);
+        cpu_dot(mats[2].h.data(), hx1.data(), F, H, d0.data(), b0.data());
+        cpu_dot(mats[3].h.data(), hx1.data(), F, H, d1.data(), b1.data());
+        w[2] = check_rows(hff, EPI_SWIGLU, d0.data(), b0.data(), d1.data(), b1.data(), NULL, F);
+        cpu_dot(mats[4].h.data(), hff.data(), H, F, d0.data(), b0.data());
+        w[3] = check_rows(hx2, EPI_ADD, d0.data(), b0.data(), NULL, NULL, hx1.data(), H);
+        const double worst = std::max(std::max(w[0], w[1]), std::max(w[2], w[3]));
+        const bool ok = worst <= 1.0;
+        fails += !ok;
+        printf("check %-30s %-16s fused: err/allowed QK %.2e O %.2e pair %.2e down %.2e %s\n", name, cfg.name,
+               w[0], w[1], w[2], w[3], ok ? "ok" : "FAIL");
+    }
+    for (Mat &m : mats) cudaFree(m.d);
+    cudaFree(x0);
+    cudaFree(qk);
+    cudaFree(x1);
+    cudaFree(ff);
+    cudaFree(x2);
+    return fails;
+}
+
 // ---- timing ----
 static double g_copy_gbs = 0;
 static void row(const char *name, const char *cfg, double us, double bytes) {
@@ -725,9 +1335,11 @@ struct Layer {
 };
 
 int main(int argc, char **argv) {
-    bool quick = false;
-    for (int i = 1; i < argc; i++)
+    bool quick = false, tma = false;
+    for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--quick")) quick = true;
+        if (!strcmp(argv[i], "--tma")) tma = true;  // the bulk-copy sweep by copy size (R2)
+    }
     CK(cudaDeviceGetAttribute(&g_sms, cudaDevAttrMultiProcessorCount, 0));
     int optin = 0;
     CK(cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, 0));
@@ -739,31 +1351,57 @@ int main(int argc, char **argv) {
     printf("q4k_bulk_proto: %d SMs, %d KB shared a block max\n", g_sms, optin >> 10);
 
     Scratch sc;
-    CK(cudaMalloc(&sc.gpart, (size_t)1024 * 2 * 2 * 16 * 4));
-    CK(cudaMalloc(&sc.gcnt, 1024 * 4));
-    CK(cudaMemset(sc.gcnt, 0, 1024 * 4));
+    CK(cudaMalloc(&sc.gpart, (size_t)4 * 1024 * 2 * 2 * 16 * 4));
+    CK(cudaMalloc(&sc.gcnt, 4 * 1024 * 4));
+    CK(cudaMemset(sc.gcnt, 0, 4 * 1024 * 4));
+    CK(cudaMalloc(&sc.cnt, 4 * 4));
+    CK(cudaMemset(sc.cnt, 0, 4 * 4));
 
     // Configurations (R5): 15 consumer warps in 220 KB (one block an SM), one bulk copy a whole
     // tile, whole tiles a block; diagnostics of the fixed cost (no copies, no math, no x
     // staging) with the real ring (one block an SM: the next kernel cannot be resident) and with
     // an empty ring ("0K": 7 warps fit twice an SM, so the successor's blocks launch early).
+    // Session 5 (R1): layer_ring (15 consumer warps, one block an SM, whole tiles or an even
+    // split) with v11's f16 body (kind 1) or the INT8 body (kind 2), one launch a matmul or the
+    // layer's four in one launch (fused); tile_ring's best of R4/R5 ("nc15 whole") as the link.
     std::vector<Cfg> cfgs = {
         {15, 220, 1, "nc15 whole", 0, 0, 1, 1},
+        {15, 0, 1, "f16 lr", 0, 0, 0, 1, 1, 0},
+        {15, 0, 1, "i8 lr", 0, 0, 0, 1, 2, 0},
+        {15, 0, 1, "i8 lr split", 0, 0, 0, 0, 2, 0},
+        {15, 0, 1, "f16 fused", 0, 0, 0, 1, 1, 1},
+        {15, 0, 1, "i8 fused", 0, 0, 0, 1, 2, 1},
+        {15, 0, 1, "i8 fused split", 0, 0, 0, 0, 2, 1},
     };
-    std::vector<Cfg> tcfgs = cfgs;  // timing only: where the time goes
-    tcfgs.push_back({15, 220, 1, "nc15 neither-x", 0, 4, 1, 1});
-    tcfgs.push_back({15, 0, 1, "nc15 neither-x 0K", 0, 4, 1, 1});
-    tcfgs.push_back({7, 220, 1, "nc7 neither-x", 0, 4, 1, 1});
-    tcfgs.push_back({7, 0, 1, "nc7 neither-x 0K", 0, 4, 1, 1});
-    tcfgs.push_back({7, 0, 0, "nc7 neither-x 0K noPDL", 0, 4, 1, 1});
-    tcfgs.push_back({7, 0, 1, "nc7 neither 0K", 0, 3, 1, 1});
-    std::vector<Cfg> ccfgs = cfgs;  // + grid caps, so that blocks share tiles in the small cases
-    ccfgs.push_back({7, 110, 1, "nc7 tile grid2", 2, 0, 1});
-    ccfgs.push_back({15, 220, 1, "nc15 tile grid3", 3, 0, 1});
+    std::vector<Cfg> tcfgs = cfgs;  // timing only: where the time goes (the fused INT8 kernel)
+    tcfgs.push_back({15, 0, 1, "i8 fused stream", 0, 1, 0, 1, 2, 1});
+    tcfgs.push_back({15, 0, 1, "i8 fused math", 0, 2, 0, 1, 2, 1});
+    tcfgs.push_back({15, 0, 1, "i8 fused neither", 0, 3, 0, 1, 2, 1});
+    tcfgs.push_back({15, 0, 1, "i8 fused neither-x", 0, 4, 0, 1, 2, 1});
+    tcfgs.push_back({15, 0, 1, "i8 lr math", 0, 2, 0, 1, 2, 0});
+    tcfgs.push_back({15, 0, 0, "i8 fused noPDL", 0, 0, 0, 1, 2, 1});
+    std::vector<Cfg> ccfgs = {cfgs[0], cfgs[1], cfgs[2], cfgs[3]};  // + grid caps: shared tiles, many tiles a block
     ccfgs.push_back({15, 220, 1, "nc15 whole grid3", 3, 0, 1, 1});
-    if (quick) ccfgs = {ccfgs[1], ccfgs[2], ccfgs[3]};
+    ccfgs.push_back({15, 0, 1, "f16 lr split grid3", 3, 0, 0, 0, 1, 0});
+    ccfgs.push_back({15, 0, 1, "i8 lr split grid2", 2, 0, 0, 0, 2, 0});
+    ccfgs.push_back({15, 0, 1, "i8 lr whole grid3", 3, 0, 0, 1, 2, 0});
+    std::vector<Cfg> lcfgs = {cfgs[4], cfgs[5], cfgs[6]};  // the fused layer, small: + caps
+    lcfgs.push_back({15, 0, 1, "f16 fused grid3", 3, 0, 0, 1, 1, 1});
+    lcfgs.push_back({15, 0, 1, "i8 fused split g3", 3, 0, 0, 0, 2, 1});
+    lcfgs.push_back({15, 0, 1, "i8 fused split g5", 5, 0, 0, 0, 2, 1});
+    lcfgs.push_back({15, 0, 1, "i8 fused whole g4", 4, 0, 0, 1, 2, 1});
+    if (quick) ccfgs = {ccfgs[4], ccfgs[5], ccfgs[6], ccfgs[7]};
     for (const Cfg &c : cfgs)
         for (const Role &r : kRoles) {
+            if (c.kind) {
+                const PSpec ps = {NULL, NULL, r.M, r.K, r.nmat, r.epi, NULL, NULL, NULL};
+                bulk::LArgs la;
+                const int G = lr_grid(&ps, 1, c);
+                const size_t s = plan_layer(la, &ps, 1, c, G, sc);
+                printf("plan %-14s %-28s NS=%d slot=%d pitch=%d umax=%d whole=%d smem=%zu B grid=%d\n", c.name,
+                       r.name, la.NS, la.slot_bytes, la.ph[0].pitch, la.ph[0].umax, la.ph[0].whole, s, G);
+                continue;
+            }
             Args a = {};
             const size_t s = plan(a, r.M, r.K, r.nmat, c);
             printf("plan %-10s %-28s NS=%d tiles=%d items=%d smem=%zu B grid=%d\n", c.name, r.name, a.NS,
@@ -779,6 +1417,8 @@ int main(int argc, char **argv) {
     if (!quick) fails += check_shape("M=2200 K=9728 add (ragged)", 2200, 9728, EPI_ADD, false, sc, ccfgs, st);
     if (!quick)
         for (const Role &r : kRoles) fails += check_shape(r.name, r.M, r.K, r.epi, false, sc, cfgs, st);
+    fails += check_layer("layer H512 QK640 O512 F5376", 512, 640, 512, 5376, sc, lcfgs, st);
+    if (!quick) fails += check_layer("layer 4B (2560/5120/4096/9728)", 2560, 5120, 4096, 9728, sc, cfgs, st);
     printf("correctness: %d failed\n", fails);
     if (quick) return fails ? 1 : 0;
 
@@ -797,6 +1437,7 @@ int main(int argc, char **argv) {
         static const int sizes[] = {144, 288, 576, 1152, 1440, 2304, 4608, 9216, 18432};
         static const struct { int bps, ring_kb; } geo[] = {{1, 200}, {2, 96}};
         for (const auto &gm : geo)
+            if (tma)
             for (int cs : sizes) {
                 const int G = g_sms * gm.bps;
                 const int ns = std::min(1024, gm.ring_kb * 1024 / cs);
@@ -851,6 +1492,19 @@ int main(int argc, char **argv) {
         default: run_role(v11, r, w[0], w[1], ff, hx, hx, sc, cfg, st); break;
         }
     };
+    // the layer as one layer_ring launch (cfg.fused), with the same buffers as layer_role
+    auto layer_all = [&](bool v11, int l, const Cfg &cfg) {
+        if (v11 || !cfg.fused) {
+            for (int ri = 0; ri < 4; ri++) layer_role(v11, l, ri, cfg);
+            return;
+        }
+        uint8_t *const(*w)[2] = lay[l].w;
+        const PSpec ps[4] = {{w[0][0], NULL, 5120, 2560, 1, EPI_PLAIN, hx, qk, NULL},
+                             {w[1][0], NULL, 2560, 4096, 1, EPI_ADD, qk, hx, hx},
+                             {w[2][0], w[2][1], 9728, 2560, 2, EPI_SWIGLU, hx, ff, NULL},
+                             {w[3][0], NULL, 2560, 9728, 1, EPI_ADD, ff, hx, hx}};
+        launch_layer(ps, 4, sc, cfg, st);
+    };
     auto reset_x = [&]() {  // keep x bounded: the residual adds would grow it over many replays
         std::vector<float> h(2560);
         for (auto &v : h) v = frnd();
@@ -866,6 +1520,7 @@ int main(int argc, char **argv) {
         for (int c = -1; c < (int)tcfgs.size(); c++) {
             const bool v11 = c < 0;
             const Cfg &cfg = v11 ? tcfgs[0] : tcfgs[c];
+            if (cfg.fused && !v11) continue;  // the same kernel as its "lr" row here
             reset_x();
             const double us = time_us([&](int i) { layer_role(v11, i % L, ri, cfg); }, 200, st);
             row(r.name, v11 ? "v11" : cfg.name, us, bytes);
@@ -881,14 +1536,12 @@ int main(int argc, char **argv) {
         g_pdl = c != -1;  // v11 with (c = -2) and without (c = -1) PDL
         const Cfg &cfg = v11 ? gcfgs[0] : gcfgs[c];
         reset_x();
-        for (int l = 0; l < L; l++)  // eager once (warms up)
-            for (int ri = 0; ri < 4; ri++) layer_role(v11, l, ri, cfg);
+        for (int l = 0; l < L; l++) layer_all(v11, l, cfg);  // eager once (warms up)
         CK(cudaStreamSynchronize(st));
         cudaGraph_t g;
         cudaGraphExec_t ge;
         CK(cudaStreamBeginCapture(st, cudaStreamCaptureModeThreadLocal));
-        for (int l = 0; l < L; l++)
-            for (int ri = 0; ri < 4; ri++) layer_role(v11, l, ri, cfg);
+        for (int l = 0; l < L; l++) layer_all(v11, l, cfg);
         CK(cudaStreamEndCapture(st, &g));
         CK(cudaGraphInstantiate(&ge, g, 0));
         reset_x();
