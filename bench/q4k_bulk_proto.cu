@@ -416,12 +416,17 @@ __device__ __forceinline__ uint2 lds8(const uint8_t *p) {
     return *reinterpret_cast<const uint2 *>(p);
 }
 
-// Stages super-block sb of x (global, written earlier in this kernel or by the previous one:
-// read through L2 with __ldcg, never the non-coherent path) into st. Whole warp; lane L owns
-// values 8L..8L+7 (sub-block L / 4, offset 8 (L % 4)).
-__device__ __forceinline__ void stage_i8(XI8 &st, const float *xsb, int lane) {
-    const float4 a = __ldcg(reinterpret_cast<const float4 *>(xsb + 8 * lane));
-    const float4 b = __ldcg(reinterpret_cast<const float4 *>(xsb + 8 * lane + 4));
+// x * rs * w (the folded RMSNorm) where w is not NULL.
+__device__ __forceinline__ float4 norm4(float4 x, float rs, const float *w) {
+    if (!w) return x;
+    const float4 n = *reinterpret_cast<const float4 *>(w);
+    return make_float4(__fmul_rn(__fmul_rn(x.x, rs), n.x), __fmul_rn(__fmul_rn(x.y, rs), n.y),
+                       __fmul_rn(__fmul_rn(x.z, rs), n.z), __fmul_rn(__fmul_rn(x.w, rs), n.w));
+}
+
+// Stages one super-block of x into st. Whole warp; lane L brings values 8L..8L+7 (a, b:
+// sub-block L / 4, offset 8 (L % 4)), already normalized where a norm is folded.
+__device__ __forceinline__ void stage_i8(XI8 &st, float4 a, float4 b, int lane) {
     const float v[8] = {a.x, a.y, a.z, a.w, b.x, b.y, b.z, b.w};
     uint32_t mx = 0;
 #pragma unroll
@@ -547,6 +552,7 @@ struct Phase {
     float *y;
     const float *resid;  // E_ADD (may equal y)
     const float *x;
+    const float *nw;     // RMSNorm weights [K] folded into the x staging (NULL: none; eps 1e-6)
     float *gpart;        // [tiles][2][NMAT][16]
     int *gcnt;           // [tiles], zero between launches
     int M, nsb, nmat, epi, tiles, items, pitch, umax;
@@ -557,8 +563,8 @@ struct LArgs {
     int nph;
     int *cnt;  // [nph]
     int NS, slot_bytes, off_xs, off_red, off_tacc, off_ring;
-    int mode;   // 0; 1 stream only, 2 math only, 3 neither, 4 neither and no x staging
-                // (diagnostics: wrong results)
+    int mode;   // 0; diagnostics (wrong results): 1 stream only, 2 math only, 3 neither, 4
+                // neither and no x staging, 5 no grid waits between phases
 };
 
 // The block's item range of phase P.
@@ -585,14 +591,31 @@ __device__ __forceinline__ void lr_units(const Phase &P, int q0, int q1, F f) {
     }
 }
 
+__device__ __forceinline__ void red_release(int *p) {
+    asm volatile("red.release.gpu.global.add.s32 [%0], 1;" ::"l"(p) : "memory");
+}
+__device__ __forceinline__ int atom_acq_rel(int *p) {
+    int v;
+    asm volatile("atom.acq_rel.gpu.global.add.s32 %0, [%1], 1;" : "=r"(v) : "l"(p) : "memory");
+    return v;
+}
+__device__ __forceinline__ int ld_acquire(const int *p) {
+    int v;
+    asm volatile("ld.acquire.gpu.global.s32 %0, [%1];" : "=r"(v) : "l"(p) : "memory");
+    return v;
+}
+
+// Warps: 0..NC-1 consumers, NC the finisher, NC+1 the producer (R2: the finisher was consumer
+// warp u % NC, whose next unit then waited for its finishing: a serial chain through all units).
 template <int NC, int BODY>
-static __global__ void __launch_bounds__((NC + 1) * 32, 1) layer_ring(const LArgs a) {
+static __global__ void __launch_bounds__((NC + 2) * 32, 1) layer_ring(const LArgs a) {
+    constexpr int kXMax = (42 + NC - 1) / NC;  // super-blocks of x a warp stages (nsb <= 42)
     extern __shared__ __align__(128) uint8_t sm[];
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
     const int NS = a.NS;
     const uint32_t bar_full = smaddr(sm), bar_empty = bar_full + 8 * NS, bar_unit = bar_empty + 8 * NS;
     float *red = reinterpret_cast<float *>(sm + a.off_red);  // [NS][NC][2][16]
-    float *tacc = reinterpret_cast<float *>(sm + a.off_tacc);  // [2][16]
+    float *nred = reinterpret_cast<float *>(sm + a.off_tacc);  // [NC]: the norm's warp sums
     uint8_t *ringp = sm + a.off_ring;
     const int G = gridDim.x;
     if (threadIdx.x == 0) {
@@ -607,7 +630,7 @@ static __global__ void __launch_bounds__((NC + 1) * 32, 1) layer_ring(const LArg
     __syncthreads();
     pdl_launch_dependents();
 
-    if (warp == NC) {  // ---- producer
+    if (warp == NC + 1) {  // ---- producer
         const uint32_t ring = smaddr(ringp);
         int u = 0;
         for (int p = 0; p < a.nph; p++) {
@@ -618,7 +641,7 @@ static __global__ void __launch_bounds__((NC + 1) * 32, 1) layer_ring(const LArg
                 const int slot = u % NS;
                 if (u >= NS) mb_wait(bar_empty + 8 * slot, (uint32_t)((u / NS) - 1) & 1u);
                 u++;
-                if (a.mode >= 2) {
+                if (a.mode >= 2 && a.mode <= 4) {
                     if (lane == 0) mb_arrive(bar_full + 8 * slot);
                     return;
                 }
@@ -637,46 +660,148 @@ static __global__ void __launch_bounds__((NC + 1) * 32, 1) layer_ring(const LArg
         return;
     }
 
+    if (warp == NC) {  // ---- finisher: sums each unit's NC partials in warp order, writes y
+        int u = 0;
+        const int m = lane >> 4, r = lane & 15;  // lane: row r of matrix m
+        for (int p = 0; p < a.nph; p++) {
+            const Phase &P = a.ph[p];
+            int q0, q1;
+            lr_range(P, q0, q1);
+            float tacc = 0.0f;
+            lr_units(P, q0, q1, [&](int tile, int lo, int hi, bool first, bool last, bool full) {
+                const int slot = u % NS;
+                const uint32_t par = (uint32_t)(u / NS) & 1u;
+                u++;
+                mb_wait(bar_unit + 8 * slot, par);
+                float part[NC];
+                const float *rp = red + (slot * NC * 2 + m) * 16 + r;
+#pragma unroll
+                for (int w = 0; w < NC; w++) part[w] = rp[w * 2 * 16];
+                __syncwarp();
+                if (lane == 0) mb_arrive(bar_empty + 8 * slot);  // slot + partials free
+                float v = part[0];
+#pragma unroll
+                for (int w = 1; w < NC; w++) v = __fadd_rn(v, part[w]);
+                if (!first) v = __fadd_rn(tacc, v);
+                tacc = v;
+                if (!last) return;
+                bool fin = full;
+                if (!fin) {  // shared with the neighbouring block: the second to arrive finishes it
+                    const int piece = tile * P.nsb >= q0 ? 0 : 1;  // 0: the tile's first items
+                    float *gp = P.gpart + (int64_t)tile * 2 * 2 * 16;
+                    gp[piece * 32 + lane] = v;
+                    __syncwarp();
+                    int old = 0;
+                    if (lane == 0) {
+                        __threadfence();
+                        old = atomicAdd(&P.gcnt[tile], 1);
+                        if (old == 1) __threadfence();
+                    }
+                    old = __shfl_sync(0xffffffffu, old, 0);
+                    if (old == 1) {  // a + b == b + a: the same bits whichever block finishes
+                        v = __fadd_rn(v, __ldcg(gp + (1 - piece) * 32 + lane));
+                        if (lane == 0) P.gcnt[tile] = 0;
+                        fin = true;
+                    }
+                }
+                if (!fin) return;
+                const float o = __shfl_down_sync(0xffffffffu, v, 16);  // lanes 0..15: up's row
+                const int row = tile * kTileRows + r;
+                if (lane < 16 && row < P.M) {
+                    float y;
+                    if (P.epi == E_SWIGLU) y = __fmul_rn(silu_f(v), o);
+                    else if (P.epi == E_ADD) y = __fadd_rn(v, __ldcg(P.resid + row));
+                    else y = v;
+                    P.y[row] = y;
+                }
+            });
+            // this block's rows of phase p are written: one release arrival (the exits: the last
+            // block out resets every counter; every wait of every block has passed by then)
+            __syncwarp();
+            if (lane == 0) {
+                if (p < a.nph - 1) {
+                    if (a.mode != 5) red_release(a.cnt + p);
+                } else if (atom_acq_rel(a.cnt + p) == G - 1) {
+                    for (int i = 0; i < a.nph; i++) a.cnt[i] = 0;
+                }
+            }
+        }
+        return;
+    }
+
     // ---- consumers
     const int g = lane >> 2, t = lane & 3;
     const I8Lane L = i8_lane(lane);
     const bool hit = t >= 2;
     const uint32_t e2 = 2 * (t & 1);
     const uint32_t sel_e = e2 * 0x101u + 0x4040u, sel_o = (e2 + 1) * 0x101u + 0x4040u;
+    // the 8 x values this lane stages of a super-block: BODY 1 8 lane .. +7; BODY 0 v11's
+    // fragment order (64 t + 4 g .. +3 and +32 .. +35)
+    const int xo0 = BODY == 1 ? 8 * lane : 64 * t + 4 * g, xo1 = BODY == 1 ? 8 * lane + 4 : 64 * t + 4 * g + 32;
     int u = 0;
     for (int p = 0; p < a.nph; p++) {
         const Phase &P = a.ph[p];
         if (p == 0) {
             pdl_wait();
-        } else {  // grid barrier: every block has written its rows of phase p - 1
-            if (threadIdx.x == 0) {
-                const volatile int *c = a.cnt + p - 1;
-                while (*c < G) {
+        } else if (a.mode != 5) {  // every block's rows of phase p - 1 are written
+            if (threadIdx.x == 0)
+                while (ld_acquire(a.cnt + p - 1) < G) {
                 }
-                __threadfence();
-            }
-            asm volatile("bar.sync 1, %0;" ::"n"(NC * 32) : "memory");
         }
-        if (a.mode != 4) {  // stage all of x
-            for (int sb = warp; sb < P.nsb; sb += NC) {
-                if (BODY == 1) {
-                    stage_i8(reinterpret_cast<XI8 *>(sm + a.off_xs)[sb], P.x + (int64_t)sb * 256, lane);
-                } else {
-                    const float *xb = P.x + (int64_t)sb * 256 + 64 * t + 4 * g;
-                    Stage<1> &st = reinterpret_cast<Stage<1> *>(sm + a.off_xs)[sb];
-                    stage_token<1>(st, 0, __ldcg(reinterpret_cast<const float4 *>(xb)),
-                                   __ldcg(reinterpret_cast<const float4 *>(xb + 32)), lane);
-                    if (lane >= 1 && lane < 4) st.sinv[lane] = 0.0f;
+        // all consumer warps are past phase p - 1 (their reads of x done) and, with thread 0's
+        // acquire, see every block's rows
+        asm volatile("bar.sync 1, %0;" ::"n"(NC * 32) : "memory");
+        if (a.mode != 4) {  // stage all of x: the loads of the warp's super-blocks first
+            float4 xa[kXMax], xc[kXMax];
+            float ss = 0.0f;
+#pragma unroll
+            for (int q = 0; q < kXMax; q++) {
+                const int sb = warp + q * NC;
+                if (sb < P.nsb) {
+                    xa[q] = __ldcg(reinterpret_cast<const float4 *>(P.x + (int64_t)sb * 256 + xo0));
+                    xc[q] = __ldcg(reinterpret_cast<const float4 *>(P.x + (int64_t)sb * 256 + xo1));
+                }
+            }
+            float rs = 1.0f;
+            if (P.nw) {  // the RMSNorm's scale: sum of squares over the block's warps
+#pragma unroll
+                for (int q = 0; q < kXMax; q++) {
+                    if (warp + q * NC < P.nsb) {
+                        ss = fmaf(xa[q].x, xa[q].x, fmaf(xa[q].y, xa[q].y, fmaf(xa[q].z, xa[q].z, fmaf(xa[q].w, xa[q].w, ss))));
+                        ss = fmaf(xc[q].x, xc[q].x, fmaf(xc[q].y, xc[q].y, fmaf(xc[q].z, xc[q].z, fmaf(xc[q].w, xc[q].w, ss))));
+                    }
+                }
+#pragma unroll
+                for (int o = 16; o; o >>= 1) ss += __shfl_xor_sync(0xffffffffu, ss, o);
+                if (lane == 0) nred[warp] = ss;
+                asm volatile("bar.sync 1, %0;" ::"n"(NC * 32) : "memory");
+                float tot = 0.0f;
+                for (int w = 0; w < NC; w++) tot += nred[w];  // the same order in every thread
+                rs = rsqrtf(tot / (float)(P.nsb * 256) + 1e-6f);
+            }
+#pragma unroll
+            for (int q = 0; q < kXMax; q++) {
+                const int sb = warp + q * NC;
+                if (sb < P.nsb) {
+                    const float *nwsb = P.nw ? P.nw + (int64_t)sb * 256 : NULL;
+                    const float4 va = norm4(xa[q], rs, nwsb ? nwsb + xo0 : NULL);
+                    const float4 vc = norm4(xc[q], rs, nwsb ? nwsb + xo1 : NULL);
+                    if (BODY == 1) {
+                        stage_i8(reinterpret_cast<XI8 *>(sm + a.off_xs)[sb], va, vc, lane);
+                    } else {
+                        Stage<1> &st = reinterpret_cast<Stage<1> *>(sm + a.off_xs)[sb];
+                        stage_token<1>(st, 0, va, vc, lane);
+                        if (lane >= 1 && lane < 4) st.sinv[lane] = 0.0f;
+                    }
                 }
             }
         }
         asm volatile("bar.sync 1, %0;" ::"n"(NC * 32) : "memory");
         int q0, q1;
         lr_range(P, q0, q1);
-        lr_units(P, q0, q1, [&](int tile, int lo, int hi, bool first, bool last, bool full) {
+        lr_units(P, q0, q1, [&](int tile, int lo, int hi, bool, bool, bool) {
             const int slot = u % NS;
             const uint32_t par = (uint32_t)(u / NS) & 1u;
-            const int fw = u % NC;
             u++;
             mb_wait(bar_full + 8 * slot, par);
             const uint8_t *sp = ringp + slot * a.slot_bytes;
@@ -684,7 +809,7 @@ static __global__ void __launch_bounds__((NC + 1) * 32, 1) layer_ring(const LArg
             const int base = tile * P.nsb + lo;
             int k = warp - base % NC;
             if (k < 0) k += NC;
-            const int kend = (a.mode == 1 || a.mode >= 3) ? 0 : hi - lo;
+            const int kend = (a.mode == 1 || a.mode == 3 || a.mode == 4) ? 0 : hi - lo;
 #pragma unroll 1
             for (; k < kend; k += NC) {
 #pragma unroll
@@ -712,6 +837,7 @@ static __global__ void __launch_bounds__((NC + 1) * 32, 1) layer_ring(const LArg
                     }
                 }
             }
+            // this warp's generic reads of the slot are done before the async proxy refills it
             asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
             if (BODY == 1) {
 #pragma unroll
@@ -731,73 +857,7 @@ static __global__ void __launch_bounds__((NC + 1) * 32, 1) layer_ring(const LArg
                 }
             }
             mb_arrive(bar_unit + 8 * slot);
-            if (warp != fw) return;
-            // ---- this warp finishes the unit
-            mb_wait(bar_unit + 8 * slot, par);
-            const bool own = lane < 16;
-            float v[2] = {0.f, 0.f};
-            if (own) {
-#pragma unroll
-                for (int m = 0; m < 2; m++) {
-                    const float *rp = red + (slot * NC * 2 + m) * 16 + lane;
-                    float s = rp[0];
-                    for (int w = 1; w < NC; w++) s = __fadd_rn(s, rp[w * 2 * 16]);
-                    if (!first) s = __fadd_rn(tacc[m * 16 + lane], s);
-                    v[m] = s;
-                }
-            }
-            __syncwarp();
-            if (lane == 0) mb_arrive(bar_empty + 8 * slot);
-            if (!last) {
-                if (own) {
-                    tacc[lane] = v[0];
-                    tacc[16 + lane] = v[1];
-                }
-                return;
-            }
-            bool fin = full;
-            if (!fin) {  // shared with the neighbouring block: the second to arrive finishes it
-                const int piece = tile * P.nsb >= q0 ? 0 : 1;  // 0: the tile's first items
-                float *gp = P.gpart + (int64_t)tile * 2 * 2 * 16;
-                if (own) {
-                    gp[(piece * 2 + 0) * 16 + lane] = v[0];
-                    gp[(piece * 2 + 1) * 16 + lane] = v[1];
-                }
-                __syncwarp();
-                int old = 0;
-                if (lane == 0) {
-                    __threadfence();
-                    old = atomicAdd(&P.gcnt[tile], 1);
-                    if (old == 1) __threadfence();
-                }
-                old = __shfl_sync(0xffffffffu, old, 0);
-                if (old == 1) {
-                    if (own) {  // a + b == b + a: the same bits whichever block finishes
-                        v[0] = __fadd_rn(v[0], __ldcg(gp + ((1 - piece) * 2 + 0) * 16 + lane));
-                        v[1] = __fadd_rn(v[1], __ldcg(gp + ((1 - piece) * 2 + 1) * 16 + lane));
-                    }
-                    if (lane == 0) P.gcnt[tile] = 0;
-                    fin = true;
-                }
-            }
-            const int row = tile * kTileRows + lane;
-            if (fin && own && row < P.M) {
-                float y;
-                if (P.epi == E_SWIGLU) y = __fmul_rn(silu_f(v[0]), v[1]);
-                else if (P.epi == E_ADD) y = __fadd_rn(v[0], __ldcg(P.resid + row));
-                else y = v[0];
-                P.y[row] = y;
-            }
         });
-        // every consumer warp is done with phase p (its rows written, its reads of x done)
-        asm volatile("bar.sync 1, %0;" ::"n"(NC * 32) : "memory");
-        if (threadIdx.x == 0) {
-            __threadfence();
-            const int old = atomicAdd(a.cnt + p, 1);
-            if (p == a.nph - 1 && old == G - 1) {  // the last block out: every wait has passed
-                for (int i = 0; i < a.nph; i++) a.cnt[i] = 0;
-            }
-        }
     }
 }
 
@@ -819,6 +879,7 @@ struct Cfg {
     int whole;    // Args::whole
     int kind;     // 0: tile_ring (f16 body, session 4); layer_ring: 1 f16 body, 2 INT8 body
     int fused;    // layer_ring only: the layer's four matmuls in one launch (else one a matmul)
+    int norm;     // fused only: the two RMSNorms (before QK and gate/up) folded into the staging
 };
 
 struct Scratch {
@@ -828,6 +889,8 @@ struct Scratch {
 };
 
 static int g_sms = 0;
+// layer_ring's consumer warps (+ the finisher and the producer: 512 threads).
+static constexpr int kLrNC = 14;
 static size_t g_smem_max = 0;
 
 template <int NC, int NMAT, int EPI>
@@ -844,8 +907,8 @@ static void set_attrs() {
     set_attrs1<15, 1, bulk::E_PLAIN>();
     set_attrs1<15, 1, bulk::E_ADD>();
     set_attrs1<15, 2, bulk::E_SWIGLU>();
-    CK(cudaFuncSetAttribute(bulk::layer_ring<15, 0>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)g_smem_max));
-    CK(cudaFuncSetAttribute(bulk::layer_ring<15, 1>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)g_smem_max));
+    CK(cudaFuncSetAttribute(bulk::layer_ring<kLrNC, 0>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)g_smem_max));
+    CK(cudaFuncSetAttribute(bulk::layer_ring<kLrNC, 1>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)g_smem_max));
 }
 
 // One matmul of a layer_ring launch: weights, shape, epilogue and activations.
@@ -855,6 +918,7 @@ struct PSpec {
     const float *x;
     float *y;
     const float *resid;
+    const float *nw;  // RMSNorm weights folded into the staging (NULL: none)
 };
 
 // Row pitch in the ring for units of u super-blocks: INT8 body (LDS.64 of 8 rows g at lane
@@ -894,6 +958,7 @@ static size_t plan_layer(bulk::LArgs &a, const PSpec *ps, int nph, const Cfg &cf
         P.y = q.y;
         P.resid = q.resid;
         P.x = q.x;
+        P.nw = q.nw;
         P.M = q.M;
         P.nsb = q.K / 256;
         P.nmat = q.nmat;
@@ -918,9 +983,9 @@ static size_t plan_layer(bulk::LArgs &a, const PSpec *ps, int nph, const Cfg &cf
         a.off_xs = (int)off;
         off += (size_t)maxnsb * xsize;
         a.off_red = (int)off;
-        off += (size_t)NS * cfg.nc * 2 * 16 * 4;
+        off += (size_t)NS * kLrNC * 2 * 16 * 4;
         a.off_tacc = (int)off;
-        off += 2 * 16 * 4;
+        off += (2 * 16 + 32) * 4;  // tacc [2][16] + the norm's per-warp sums [NC]
         off = (off + 127) & ~(size_t)127;
         a.off_ring = (int)off;
         off += (size_t)NS * slot;
@@ -942,7 +1007,7 @@ static void launch_layer(const PSpec *ps, int nph, const Scratch &sc, const Cfg 
     bulk::LArgs a;
     const int G = lr_grid(ps, nph, cfg);
     const size_t smem = plan_layer(a, ps, nph, cfg, G, sc);
-    if (!smem || cfg.nc != 15) {
+    if (!smem) {
         fprintf(stderr, "layer_ring: the phases do not fit config %s\n", cfg.name);
         exit(1);
     }
@@ -951,13 +1016,13 @@ static void launch_layer(const PSpec *ps, int nph, const Scratch &sc, const Cfg 
     attr[0].val.programmaticStreamSerializationAllowed = 1;
     cudaLaunchConfig_t lc = {};
     lc.gridDim = dim3((unsigned)G);
-    lc.blockDim = dim3(16 * 32);
+    lc.blockDim = dim3((kLrNC + 2) * 32);
     lc.dynamicSmemBytes = smem;
     lc.stream = st;
     lc.attrs = attr;
     lc.numAttrs = cfg.pdl ? 1 : 0;
-    if (cfg.kind == 2) CK(cudaLaunchKernelEx(&lc, bulk::layer_ring<15, 1>, a));
-    else CK(cudaLaunchKernelEx(&lc, bulk::layer_ring<15, 0>, a));
+    if (cfg.kind == 2) CK(cudaLaunchKernelEx(&lc, bulk::layer_ring<kLrNC, 1>, a));
+    else CK(cudaLaunchKernelEx(&lc, bulk::layer_ring<kLrNC, 0>, a));
 }
 
 // Fills a (all but pointers) for an M x K matrix (nmat of them) under cfg; returns the dynamic
@@ -1248,9 +1313,20 @@ static int check_layer(const char *name, int H, int QM, int OK, int F, const Scr
         fill_q4k(m.h.data(), m.h.size() / 144);
         m.d = dev_upload(m.h);
     }
-    std::vector<float> hx0(H);
+    std::vector<float> hx0(H), hn0(H), hn2(H);
     for (auto &v : hx0) v = frnd();
-    float *x0 = dev_upload(hx0), *qk, *x1, *ff, *x2;
+    for (auto &v : hn0) v = 0.5f + 0.5f * (frnd() + 1.f);
+    for (auto &v : hn2) v = 0.5f + 0.5f * (frnd() + 1.f);
+    float *x0 = dev_upload(hx0), *n0 = dev_upload(hn0), *n2 = dev_upload(hn2), *qk, *x1, *ff, *x2;
+    // x * rsqrt(mean(x^2) + 1e-6) * w in double, rounded to float (the CPU's normalized input)
+    auto normed = [](const std::vector<float> &x, const std::vector<float> &w) {
+        double ss = 0;
+        for (float v : x) ss += (double)v * v;
+        const double r = 1.0 / sqrt(ss / x.size() + 1e-6);
+        std::vector<float> o(x.size());
+        for (size_t i = 0; i < x.size(); i++) o[i] = (float)(x[i] * r * w[i]);
+        return o;
+    };
     CK(cudaMalloc(&qk, (size_t)QM * 4));
     CK(cudaMalloc(&x1, (size_t)H * 4));
     CK(cudaMalloc(&ff, (size_t)F * 4));
@@ -1258,10 +1334,10 @@ static int check_layer(const char *name, int H, int QM, int OK, int F, const Scr
     int fails = 0;
     for (const Cfg &cfg : cfgs) {
         if (cfg.kind < 1) continue;
-        const PSpec ps[4] = {{mats[0].d, NULL, QM, H, 1, EPI_PLAIN, x0, qk, NULL},
-                             {mats[1].d, NULL, H, OK, 1, EPI_ADD, qk, x1, x0},
-                             {mats[2].d, mats[3].d, F, H, 2, EPI_SWIGLU, x1, ff, NULL},
-                             {mats[4].d, NULL, H, F, 1, EPI_ADD, ff, x2, x1}};
+        const PSpec ps[4] = {{mats[0].d, NULL, QM, H, 1, EPI_PLAIN, x0, qk, NULL, cfg.norm ? n0 : NULL},
+                             {mats[1].d, NULL, H, OK, 1, EPI_ADD, qk, x1, x0, NULL},
+                             {mats[2].d, mats[3].d, F, H, 2, EPI_SWIGLU, x1, ff, NULL, cfg.norm ? n2 : NULL},
+                             {mats[4].d, NULL, H, F, 1, EPI_ADD, ff, x2, x1, NULL}};
         CK(cudaMemset(qk, 0xFF, (size_t)QM * 4));
         CK(cudaMemset(x1, 0xFF, (size_t)H * 4));
         CK(cudaMemset(ff, 0xFF, (size_t)F * 4));
@@ -1276,12 +1352,14 @@ static int check_layer(const char *name, int H, int QM, int OK, int F, const Scr
         CK(cudaMemcpy(hx2.data(), x2, (size_t)H * 4, cudaMemcpyDeviceToHost));
         std::vector<double> d0(std::max(QM, F)), b0(d0.size()), d1(d0.size()), b1(d0.size());
         double w[4];
-        cpu_dot(mats[0].h.data(), hx0.data(), QM, H, d0.data(), b0.data());
+        const std::vector<float> in0 = cfg.norm ? normed(hx0, hn0) : hx0;
+        const std::vector<float> in2 = cfg.norm ? normed(hx1, hn2) : hx1;
+        cpu_dot(mats[0].h.data(), in0.data(), QM, H, d0.data(), b0.data());
         w[0] = check_rows(hqk, EPI_PLAIN, d0.data(), b0.data(), NULL, NULL, NULL, QM);
         cpu_dot(mats[1].h.data(), hqk.data(), H, OK, d0.data(), b0.data());
         w[1] = check_rows(hx1, EPI_ADD, d0.data(), b0.data(), NULL, NULL, hx0.data(), H);
-        cpu_dot(mats[2].h.data(), hx1.data(), F, H, d0.data(), b0.data());
-        cpu_dot(mats[3].h.data(), hx1.data(), F, H, d1.data(), b1.data());
+        cpu_dot(mats[2].h.data(), in2.data(), F, H, d0.data(), b0.data());
+        cpu_dot(mats[3].h.data(), in2.data(), F, H, d1.data(), b1.data());
         w[2] = check_rows(hff, EPI_SWIGLU, d0.data(), b0.data(), d1.data(), b1.data(), NULL, F);
         cpu_dot(mats[4].h.data(), hff.data(), H, F, d0.data(), b0.data());
         w[3] = check_rows(hx2, EPI_ADD, d0.data(), b0.data(), NULL, NULL, hx1.data(), H);
@@ -1293,6 +1371,8 @@ static int check_layer(const char *name, int H, int QM, int OK, int F, const Scr
     }
     for (Mat &m : mats) cudaFree(m.d);
     cudaFree(x0);
+    cudaFree(n0);
+    cudaFree(n2);
     cudaFree(qk);
     cudaFree(x1);
     cudaFree(ff);
@@ -1368,29 +1448,33 @@ int main(int argc, char **argv) {
         {15, 220, 1, "nc15 whole", 0, 0, 1, 1},
         {15, 0, 1, "f16 lr", 0, 0, 0, 1, 1, 0},
         {15, 0, 1, "i8 lr", 0, 0, 0, 1, 2, 0},
-        {15, 0, 1, "i8 lr split", 0, 0, 0, 0, 2, 0},
         {15, 0, 1, "f16 fused", 0, 0, 0, 1, 1, 1},
         {15, 0, 1, "i8 fused", 0, 0, 0, 1, 2, 1},
         {15, 0, 1, "i8 fused split", 0, 0, 0, 0, 2, 1},
+        {15, 0, 1, "i8 fused norm", 0, 0, 0, 1, 2, 1, 1},
     };
     std::vector<Cfg> tcfgs = cfgs;  // timing only: where the time goes (the fused INT8 kernel)
     tcfgs.push_back({15, 0, 1, "i8 fused stream", 0, 1, 0, 1, 2, 1});
     tcfgs.push_back({15, 0, 1, "i8 fused math", 0, 2, 0, 1, 2, 1});
     tcfgs.push_back({15, 0, 1, "i8 fused neither", 0, 3, 0, 1, 2, 1});
     tcfgs.push_back({15, 0, 1, "i8 fused neither-x", 0, 4, 0, 1, 2, 1});
+    tcfgs.push_back({15, 0, 1, "i8 fused nowait", 0, 5, 0, 1, 2, 1});
     tcfgs.push_back({15, 0, 1, "i8 lr math", 0, 2, 0, 1, 2, 0});
-    tcfgs.push_back({15, 0, 0, "i8 fused noPDL", 0, 0, 0, 1, 2, 1});
-    std::vector<Cfg> ccfgs = {cfgs[0], cfgs[1], cfgs[2], cfgs[3]};  // + grid caps: shared tiles, many tiles a block
+    tcfgs.push_back({15, 0, 1, "i8 lr neither-x", 0, 4, 0, 1, 2, 0});
+    std::vector<Cfg> ccfgs = {cfgs[0], cfgs[1], cfgs[2]};  // + grid caps: shared tiles, many tiles a block
     ccfgs.push_back({15, 220, 1, "nc15 whole grid3", 3, 0, 1, 1});
     ccfgs.push_back({15, 0, 1, "f16 lr split grid3", 3, 0, 0, 0, 1, 0});
     ccfgs.push_back({15, 0, 1, "i8 lr split grid2", 2, 0, 0, 0, 2, 0});
     ccfgs.push_back({15, 0, 1, "i8 lr whole grid3", 3, 0, 0, 1, 2, 0});
     std::vector<Cfg> lcfgs = {cfgs[4], cfgs[5], cfgs[6]};  // the fused layer, small: + caps
     lcfgs.push_back({15, 0, 1, "f16 fused grid3", 3, 0, 0, 1, 1, 1});
+    lcfgs.push_back({15, 0, 1, "f16 fused split g4", 4, 0, 0, 0, 1, 1});
     lcfgs.push_back({15, 0, 1, "i8 fused split g3", 3, 0, 0, 0, 2, 1});
     lcfgs.push_back({15, 0, 1, "i8 fused split g5", 5, 0, 0, 0, 2, 1});
     lcfgs.push_back({15, 0, 1, "i8 fused whole g4", 4, 0, 0, 1, 2, 1});
-    if (quick) ccfgs = {ccfgs[4], ccfgs[5], ccfgs[6], ccfgs[7]};
+    lcfgs.push_back({15, 0, 1, "i8 fused norm g3", 3, 0, 0, 0, 2, 1, 1});
+    lcfgs.push_back({15, 0, 1, "f16 fused norm g4", 4, 0, 0, 1, 1, 1, 1});
+    if (quick) ccfgs = {ccfgs[3], ccfgs[4], ccfgs[5], ccfgs[6]};
     for (const Cfg &c : cfgs)
         for (const Role &r : kRoles) {
             if (c.kind) {
@@ -1416,7 +1500,7 @@ int main(int argc, char **argv) {
     if (!quick) fails += check_shape("small M=100 K=9728 add", 100, 9728, EPI_ADD, false, sc, ccfgs, st);
     if (!quick) fails += check_shape("M=2200 K=9728 add (ragged)", 2200, 9728, EPI_ADD, false, sc, ccfgs, st);
     if (!quick)
-        for (const Role &r : kRoles) fails += check_shape(r.name, r.M, r.K, r.epi, false, sc, cfgs, st);
+        for (const Role &r : kRoles) fails += check_shape(r.name, r.M, r.K, r.epi, false, sc, std::vector<Cfg>(cfgs.begin(), cfgs.begin() + 3), st);
     fails += check_layer("layer H512 QK640 O512 F5376", 512, 640, 512, 5376, sc, lcfgs, st);
     if (!quick) fails += check_layer("layer 4B (2560/5120/4096/9728)", 2560, 5120, 4096, 9728, sc, cfgs, st);
     printf("correctness: %d failed\n", fails);
@@ -1480,6 +1564,7 @@ int main(int argc, char **argv) {
         return dev_upload(h);
     };
     float *hx = dev_rand(2560, -1, 1), *qk = dev_rand(5120, -1, 1), *ff = dev_rand(9728, -1, 1);
+    float *nwa = dev_rand(2560, 0.5f, 1.5f), *nwf = dev_rand(2560, 0.5f, 1.5f);  // norm weights
     // QK reads x -> qk; O reads qk[0..4096) and adds into x; the pair reads x -> ff; down reads
     // ff and adds into x (each kernel depends on the one before, as in a decode step).
     auto layer_role = [&](bool v11, int l, int ri, const Cfg &cfg) {
@@ -1499,10 +1584,10 @@ int main(int argc, char **argv) {
             return;
         }
         uint8_t *const(*w)[2] = lay[l].w;
-        const PSpec ps[4] = {{w[0][0], NULL, 5120, 2560, 1, EPI_PLAIN, hx, qk, NULL},
-                             {w[1][0], NULL, 2560, 4096, 1, EPI_ADD, qk, hx, hx},
-                             {w[2][0], w[2][1], 9728, 2560, 2, EPI_SWIGLU, hx, ff, NULL},
-                             {w[3][0], NULL, 2560, 9728, 1, EPI_ADD, ff, hx, hx}};
+        const PSpec ps[4] = {{w[0][0], NULL, 5120, 2560, 1, EPI_PLAIN, hx, qk, NULL, cfg.norm ? nwa : NULL},
+                             {w[1][0], NULL, 2560, 4096, 1, EPI_ADD, qk, hx, hx, NULL},
+                             {w[2][0], w[2][1], 9728, 2560, 2, EPI_SWIGLU, hx, ff, NULL, cfg.norm ? nwf : NULL},
+                             {w[3][0], NULL, 2560, 9728, 1, EPI_ADD, ff, hx, hx, NULL}};
         launch_layer(ps, 4, sc, cfg, st);
     };
     auto reset_x = [&]() {  // keep x bounded: the residual adds would grow it over many replays
