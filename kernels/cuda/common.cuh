@@ -58,7 +58,7 @@ int cc_major();
 
 // Programmatic dependent launch (PDL, compute capability 9.0+; on with LOOM_CUDA_PDL=1, off by
 // default since the H200's decode step ran 2.40 ms/token without it and 2.47 with it on session
-// 4's tree, bench/NOTES.md 7.8):
+// 4's tree, bench/NOTES.md 7.8; the loss was decode attention's early start, 7.9):
 // a kernel launched with launch() below may start while the kernel before it on the stream is
 // still running, so that its launch and block scheduling overlap the other's tail. Every kernel
 // launched through launch() MUST call pdl_wait() before its first global memory access (read or
@@ -70,8 +70,8 @@ int cc_major();
 // previous kernel's tail. A kernel with pdl_wait() may also be launched with <<<>>>: then the
 // wait returns at once. pdl_launch_dependents() lets the next kernel's blocks be scheduled before
 // this grid finishes; calling it early is safe because the next kernel still waits (for this
-// grid's completion, which comes after this grid's own wait). Kernels call it FIRST, before
-// pdl_wait(): the next kernel's blocks then become resident and request their weights while this
+// grid's completion, which comes after this grid's own wait). Most kernels call it FIRST, before
+// pdl_wait() (the attention kernels and rope.cu call it after): the next kernel's blocks then become resident and request their weights while this
 // one runs (bench/launch_floor.cu, H200: a 1-block kernel between two streaming kernels costs
 // 0.7 us with the call before its wait, 2.0 us with it after).
 bool pdl_on();
@@ -115,10 +115,10 @@ __device__ __forceinline__ void cp_async_wait() {
 
 // kernel<<<grid, block, smem, stream>>>(args...) in thread-block clusters of cluster.x x
 // cluster.y x cluster.z blocks (sm_90; dim3(1, 1, 1): no cluster), with the PDL attribute when
-// pdl_on().
+// `early` (the kernel may then start before its predecessor on the stream completes).
 template <typename... Params, typename... Args>
-cudaError_t launch_cluster(void (*kernel)(Params...), dim3 grid, dim3 cluster, dim3 block,
-                           size_t smem, cudaStream_t stream, Args... args) {
+cudaError_t launch_with(void (*kernel)(Params...), bool early, dim3 grid, dim3 cluster,
+                        dim3 block, size_t smem, cudaStream_t stream, Args... args) {
     cudaLaunchAttribute attr[2];
     unsigned n = 0;
     if (cluster.x * cluster.y * cluster.z > 1) {
@@ -128,7 +128,7 @@ cudaError_t launch_cluster(void (*kernel)(Params...), dim3 grid, dim3 cluster, d
         attr[n].val.clusterDim.z = cluster.z;
         n++;
     }
-    if (pdl_on()) {
+    if (early) {
         attr[n].id = cudaLaunchAttributeProgrammaticStreamSerialization;
         attr[n].val.programmaticStreamSerializationAllowed = 1;
         n++;
@@ -143,11 +143,36 @@ cudaError_t launch_cluster(void (*kernel)(Params...), dim3 grid, dim3 cluster, d
     return cudaLaunchKernelEx(&cfg, kernel, static_cast<Params>(args)...);
 }
 
+// launch_with(kernel, pdl_on(), ...): the default for every kernel.
+template <typename... Params, typename... Args>
+cudaError_t launch_cluster(void (*kernel)(Params...), dim3 grid, dim3 cluster, dim3 block,
+                           size_t smem, cudaStream_t stream, Args... args) {
+    return launch_with(kernel, pdl_on(), grid, cluster, block, smem, stream, args...);
+}
+
+// launch_with(kernel, false, ...): for kernels that must not be resident early. Decode attention
+// is one: launched early, its blocks (large shared memory, clusters) sit in their wait on the SMs
+// while the QKV matmuls before it still run, and the decode step was 0.13-0.15 ms/token slower
+// with its PDL attribute than without (bench/NOTES.md 7.9). Such a kernel still calls pdl_wait()
+// (it returns at once) and may trigger its own dependents.
+template <typename... Params, typename... Args>
+cudaError_t launch_cluster_in_order(void (*kernel)(Params...), dim3 grid, dim3 cluster,
+                                    dim3 block, size_t smem, cudaStream_t stream, Args... args) {
+    return launch_with(kernel, false, grid, cluster, block, smem, stream, args...);
+}
+
 // kernel<<<grid, block, smem, stream>>>(args...), with the PDL attribute when pdl_on().
 template <typename... Params, typename... Args>
 cudaError_t launch(void (*kernel)(Params...), dim3 grid, dim3 block, size_t smem,
                    cudaStream_t stream, Args... args) {
     return launch_cluster(kernel, grid, dim3(1, 1, 1), block, smem, stream, args...);
+}
+
+// launch() without the PDL attribute (see launch_cluster_in_order).
+template <typename... Params, typename... Args>
+cudaError_t launch_in_order(void (*kernel)(Params...), dim3 grid, dim3 block, size_t smem,
+                            cudaStream_t stream, Args... args) {
+    return launch_with(kernel, false, grid, dim3(1, 1, 1), block, smem, stream, args...);
 }
 
 }  // namespace loom_cuda
