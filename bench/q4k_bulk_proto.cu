@@ -661,6 +661,11 @@ static __global__ void __launch_bounds__((NC + 2) * 32, 1) layer_ring(const LArg
     }
 
     if (warp == NC) {  // ---- finisher: sums each unit's NC partials in warp order, writes y
+        // R2 hung: a block without units in a phase let its finisher arrive (and exit) before
+        // the previous kernel had reset the counters, or before its own consumers had seen a
+        // barrier that the last exit then reset. So: wait for the previous kernel, and arrive
+        // on the exit counter only after this block's consumers are past every wait (bar 2).
+        pdl_wait();
         int u = 0;
         const int m = lane >> 4, r = lane & 15;  // lane: row r of matrix m
         for (int p = 0; p < a.nph; p++) {
@@ -718,12 +723,12 @@ static __global__ void __launch_bounds__((NC + 2) * 32, 1) layer_ring(const LArg
             // this block's rows of phase p are written: one release arrival (the exits: the last
             // block out resets every counter; every wait of every block has passed by then)
             __syncwarp();
-            if (lane == 0) {
-                if (p < a.nph - 1) {
-                    if (a.mode != 5) red_release(a.cnt + p);
-                } else if (atom_acq_rel(a.cnt + p) == G - 1) {
+            if (p < a.nph - 1) {
+                if (lane == 0 && a.mode != 5) red_release(a.cnt + p);
+            } else {
+                asm volatile("bar.sync 2, %0;" ::"n"((NC + 1) * 32) : "memory");
+                if (lane == 0 && atom_acq_rel(a.cnt + p) == G - 1)
                     for (int i = 0; i < a.nph; i++) a.cnt[i] = 0;
-                }
             }
         }
         return;
@@ -859,6 +864,7 @@ static __global__ void __launch_bounds__((NC + 2) * 32, 1) layer_ring(const LArg
             mb_arrive(bar_unit + 8 * slot);
         });
     }
+    asm volatile("bar.arrive 2, %0;" ::"n"((NC + 1) * 32) : "memory");  // past every wait
 }
 
 }  // namespace bulk
@@ -1420,6 +1426,7 @@ int main(int argc, char **argv) {
         if (!strcmp(argv[i], "--quick")) quick = true;
         if (!strcmp(argv[i], "--tma")) tma = true;  // the bulk-copy sweep by copy size (R2)
     }
+    setvbuf(stdout, NULL, _IOLBF, 0);  // a killed run still shows how far it came
     CK(cudaDeviceGetAttribute(&g_sms, cudaDevAttrMultiProcessorCount, 0));
     int optin = 0;
     CK(cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, 0));
