@@ -10,7 +10,8 @@
  * Float vectors stored as f16/bf16 (norm weights, biases) are widened into a scratch buffer;
  * attention, rope_kv_write and the matmuls with a folded RMSNorm (prenorm, ops.def) take their
  * scratch from the backend's workspace (one per backend, so per session; it grows to the largest
- * step's need), so no step allocates. The matmul family always runs through the _normed kernels,
+ * step's need), so no step allocates; rope_kv_attention runs as rope_kv_write into the backend's
+ * q_buf (grown alike) and attention on it, the unfused pair's calls. The matmul family always runs through the _normed kernels,
  * which are the plain ones when the node has no prenorm.
  */
 #include <stdlib.h>
@@ -25,6 +26,8 @@ typedef struct cpu_backend {
     float *scratch; /* widened f16/bf16 vectors */
     size_t scratch_cap;
     loom_cpu_workspace ws; /* attention's and rope_kv_write's scratch */
+    float *q_buf;          /* rope_kv_attention: the roped q between its two kernel calls */
+    size_t q_cap;          /* floats at q_buf */
 } cpu_backend;
 
 static bool is_float_vec_type(loom_ir_dtype t) {
@@ -47,7 +50,7 @@ static bool cpu_supports(loom_exec_backend *b, const loom_ir_graph *g, const loo
         return loom_exec_matmul_operands_ok(g, n);
     case LOOM_IR_OP_KV_WRITE:
         return is_cache_type(in0->type.dtype);
-    case LOOM_IR_OP_ROPE_KV_WRITE:
+    case LOOM_IR_OP_ROPE_KV_WRITE: case LOOM_IR_OP_ROPE_KV_ATTENTION:
         return in0->type.dtype == loom_ir_value_get(g, n->in[1])->type.dtype &&
                is_cache_type(in0->type.dtype);
     case LOOM_IR_OP_ATTENTION:
@@ -85,6 +88,7 @@ static void cpu_free(loom_exec_backend *b, void *p) {
 static void cpu_destroy(loom_exec_backend *b) {
     cpu_backend *c = b->impl;
     free(c->scratch);
+    free(c->q_buf);
     loom_cpu_workspace_free(&c->ws);
     free(c);
     free(b);
@@ -152,6 +156,50 @@ static loom_status convert(const loom_exec_tensor *x, const loom_exec_tensor *y,
         case LOOM_IR_I32: ((int32_t *)y->data)[i] = (int32_t)v; break;
         default: return loom_error_set(err, LOOM_ERR_UNSUPPORTED, "convert to this dtype");
         }
+    }
+    return LOOM_OK;
+}
+
+/* rope_kv_write's work for node n (rope_kv_write or rope_kv_attention: in = k_cache, v_cache,
+ * q [T,Hq,D], k, v [T,Hkv,D], pos [, q_norm, k_norm]; out[0..1] the caches, aliases of in[0..1]),
+ * the roped q into q_out. */
+static loom_status rope_kv_write(cpu_backend *c, const loom_ir_node *n, const loom_exec_tensor *in,
+                                 const loom_exec_tensor *out, float *q_out, loom_error *err) {
+    loom_kv_layout kv = loom_exec_kv_layout(&in[0], in[3].dims[1], in[3].dims[2]);
+    loom_rope_params p = loom_exec_rope_params(n, &in[2]);
+    p.n_kv_head = kv.n_kv_head;
+    bool norms = n->n_in == 8;
+    return loom_cpu_rope_kv_write_ws(in[2].data, in[3].data, in[4].data, in[5].data,
+                                     norms ? in[6].data : NULL, norms ? in[7].data : NULL,
+                                     loom_ir_node_attr_float(n, LOOM_IR_ATTR_EPS, 0), &p,
+                                     out[0].data, NULL, out[1].data, NULL, &kv, q_out, &c->ws,
+                                     err);
+}
+
+/* attention's work for node n (attention or rope_kv_attention, whose attributes it reads): q
+ * [T,Hq*D] against the caches kc, vc at the positions pos_t, into o. Token by token when the
+ * positions are not consecutive. */
+static loom_status attention(cpu_backend *c, const loom_ir_node *n, const float *q,
+                             const loom_exec_tensor *kc, const loom_exec_tensor *vc,
+                             const loom_exec_tensor *pos_t, float *o, loom_error *err) {
+    loom_kv_layout kv = loom_exec_kv_layout(kc, loom_ir_node_attr_int(n, LOOM_IR_ATTR_N_KV_HEAD, 0),
+                                            loom_ir_node_attr_int(n, LOOM_IR_ATTR_HEAD_DIM, 0));
+    int64_t H = loom_ir_node_attr_int(n, LOOM_IR_ATTR_N_HEAD, 0);
+    float scale = loom_ir_node_attr_float(n, LOOM_IR_ATTR_SCALE, 0);
+    const int32_t *pos = pos_t->data;
+    int64_t T = pos_t->numel, row = H * kv.head_dim;
+    bool consecutive;
+    loom_status st = loom_exec_check_positions(pos, T, kv.n_ctx, &consecutive, err);
+    if (st) return st;
+    if (consecutive) {
+        loom_attn_params p = {T, H, T ? pos[0] : 0, scale};
+        return loom_cpu_attention_ws(q, kc->data, NULL, vc->data, NULL, &kv, &p, o, &c->ws, err);
+    }
+    for (int64_t t = 0; t < T; t++) {
+        loom_attn_params p = {1, H, pos[t], scale};
+        if ((st = loom_cpu_attention_ws(q + t * row, kc->data, NULL, vc->data, NULL, &kv, &p,
+                                        o + t * row, &c->ws, err)))
+            return st;
     }
     return LOOM_OK;
 }
@@ -239,43 +287,25 @@ static loom_status cpu_run_node(loom_exec_backend *b, const loom_ir_graph *g, co
             if ((st = loom_cpu_kv_write(src + t * row, 1, pos[t], y->data, NULL, &kv, err))) return st;
         return LOOM_OK;
     }
-    case LOOM_IR_OP_ROPE_KV_WRITE: {
-        /* in: k_cache, v_cache, q [T,Hq,D], k, v [T,Hkv,D], pos [, q_norm, k_norm]; out: the
-         * two caches (aliases), roped q. */
-        loom_kv_layout kv = loom_exec_kv_layout(&in[0], in[3].dims[1], in[3].dims[2]);
-        loom_rope_params p = loom_exec_rope_params(n, &in[2]);
-        p.n_kv_head = kv.n_kv_head;
-        bool norms = n->n_in == 8;
-        return loom_cpu_rope_kv_write_ws(in[2].data, in[3].data, in[4].data, in[5].data,
-                                         norms ? in[6].data : NULL, norms ? in[7].data : NULL,
-                                         loom_ir_node_attr_float(n, LOOM_IR_ATTR_EPS, 0), &p,
-                                         out[0].data, NULL, out[1].data, NULL, &kv, out[2].data,
-                                         &c->ws, err);
-    }
-    case LOOM_IR_OP_ATTENTION: {
-        loom_kv_layout kv =
-            loom_exec_kv_layout(&in[1], loom_ir_node_attr_int(n, LOOM_IR_ATTR_N_KV_HEAD, 0),
-                                loom_ir_node_attr_int(n, LOOM_IR_ATTR_HEAD_DIM, 0));
-        int64_t H = loom_ir_node_attr_int(n, LOOM_IR_ATTR_N_HEAD, 0);
-        float scale = loom_ir_node_attr_float(n, LOOM_IR_ATTR_SCALE, 0);
-        const int32_t *pos = in[3].data;
-        int64_t T = in[3].numel, row = H * kv.head_dim;
-        bool consecutive;
-        if ((st = loom_exec_check_positions(pos, T, kv.n_ctx, &consecutive, err))) return st;
-        const float *q = x->data;
-        float *o = y->data;
-        if (consecutive) {
-            loom_attn_params p = {T, H, T ? pos[0] : 0, scale};
-            return loom_cpu_attention_ws(q, in[1].data, NULL, in[2].data, NULL, &kv, &p, o,
-                                         &c->ws, err);
+    case LOOM_IR_OP_ROPE_KV_WRITE:
+        return rope_kv_write(c, n, in, out, out[2].data, err);
+    case LOOM_IR_OP_ATTENTION:
+        return attention(c, n, x->data, &in[1], &in[2], &in[3], y->data, err);
+    case LOOM_IR_OP_ROPE_KV_ATTENTION: {
+        /* rope_kv_write with the roped q in the backend's q_buf, then attention on it and the
+         * written caches: the same calls as the unfused pair, so the same bits. */
+        size_t need = (size_t)in[2].numel;
+        if (c->q_cap < need) {
+            float *p = realloc(c->q_buf, (need ? need : 1) * sizeof *p);
+            if (!p)
+                return loom_error_set(err, LOOM_ERR_OUT_OF_MEMORY, "cpu backend: cannot allocate "
+                                      "%zu bytes for the roped q of rope_kv_attention",
+                                      need * sizeof *p);
+            c->q_buf = p;
+            c->q_cap = need;
         }
-        for (int64_t t = 0; t < T; t++) {
-            loom_attn_params p = {1, H, pos[t], scale};
-            if ((st = loom_cpu_attention_ws(q + t * row, in[1].data, NULL, in[2].data, NULL, &kv,
-                                            &p, o + t * row, &c->ws, err)))
-                return st;
-        }
-        return LOOM_OK;
+        if ((st = rope_kv_write(c, n, in, out, c->q_buf, err))) return st;
+        return attention(c, n, c->q_buf, &out[0], &out[1], &in[5], out[2].data, err);
     }
     case LOOM_IR_OP_SILU:
         return loom_cpu_silu(x->data, x->numel, y->data, err);

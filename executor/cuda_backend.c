@@ -18,6 +18,10 @@
  * folded against 117 us norm + plain) while one launch more per step costs nothing.
  * LOOM_CUDA_PRENORM=0 runs decode steps so too (the fold's kernels against one norm launch, in
  * one binary and graph). norm_x is ordered across streams like the kernel scratch (scratch_ev).
+ * rope_kv_attention (the attention prologue folded into the attention): decode steps call
+ * loom_cuda_rope_kv_attention_at, other steps rope_kv_write + attention as the unfused nodes;
+ * either way the roped q goes through q_buf (allocated at a step's start, before any capture,
+ * sized by supports_op for the largest T, ordered across streams like the kernel scratch).
  * Decode-step graphs: the first decode step (T = 1) of a shape (stream count) is captured; the
  * KV write and attention launches read the position from the device copy of the `positions`
  * input (loom_cuda_kv_write_at / loom_cuda_attention_at), so every later decode step only
@@ -95,6 +99,8 @@ typedef struct cuda_backend {
     float *norm_x;               /* T > 1 steps: the normalized x of a prenorm node */
     size_t norm_x_bytes, norm_x_need;
     bool prenorm_off;            /* LOOM_CUDA_PRENORM=0: every step uses norm_x */
+    float *q_buf;                /* rope_kv_attention: the roped q [T,Hq,D] (q_tmp) */
+    size_t q_buf_bytes, q_buf_need;
     region *regions;
     uint32_t n_regions, cap_regions;
     /* Pinned staging of a step's inputs: uploads copy into stage[stage_used..] and enqueue an
@@ -186,13 +192,25 @@ static bool cuda_supports(loom_exec_backend *b, const loom_ir_graph *g, const lo
     }
     case LOOM_IR_OP_FUSED_RMS_NORM:
         return loom_ir_value_get(g, n->in[1])->type.dtype == LOOM_IR_F32;
-    case LOOM_IR_OP_ROPE_KV_WRITE: { /* caches as kv_write's; head_dim bounded by the kernel */
+    case LOOM_IR_OP_ROPE_KV_WRITE:   /* caches as kv_write's; head_dim bounded by the kernel */
+    case LOOM_IR_OP_ROPE_KV_ATTENTION: { /* and attention's checks; q_buf for its roped q */
         const loom_ir_value *vc = loom_ir_value_get(g, n->in[1]);
         if (vc->type.dtype != in0->type.dtype ||
             (in0->type.dtype != LOOM_IR_F32 && in0->type.dtype != LOOM_IR_F16))
             return false;
         if (c->opt.kv_int8 && (in0->type.rank != 3 || vc->type.rank != 3)) return false;
-        return last_dim(loom_ir_value_get(g, n->in[3])) <= LOOM_CUDA_ROPE_KV_MAX_HEAD_DIM;
+        int64_t hd = last_dim(loom_ir_value_get(g, n->in[3]));
+        if (hd > LOOM_CUDA_ROPE_KV_MAX_HEAD_DIM) return false;
+        if (n->op == LOOM_IR_OP_ROPE_KV_ATTENTION) {
+            int64_t nh = loom_ir_node_attr_int(n, LOOM_IR_ATTR_N_HEAD, 0);
+            loom_kv_type kt = c->opt.kv_int8 ? LOOM_KV_INT8
+                              : in0->type.dtype == LOOM_IR_F16 ? LOOM_KV_F16 : LOOM_KV_F32;
+            if (!loom_cuda_attention_supports(hd, kt)) c->host_fallback = true; /* on the host */
+            need_scratch(c, loom_cuda_scratch_bytes_for(nh, hd, 0, 0));
+            int64_t bytes = loom_ir_type_bytes(g, &loom_ir_value_get(g, n->in[2])->type, NULL);
+            if (bytes > 0 && (size_t)bytes > c->q_buf_need) c->q_buf_need = (size_t)bytes;
+        }
+        return true;
     }
     case LOOM_IR_OP_SOFTMAX: case LOOM_IR_OP_ARGMAX: {
         int64_t numel = loom_ir_type_numel(g, &in0->type, NULL), d = last_dim(in0);
@@ -513,6 +531,21 @@ static loom_status cuda_begin_step(loom_exec_backend *b, uint32_t n_streams, uin
         }
         c->norm_x_bytes = c->norm_x_need;
         c->device_bytes += c->norm_x_need;
+    }
+    if (c->q_buf_bytes < c->q_buf_need) { /* every step: the decode launch takes it too */
+        if (c->q_buf) {
+            CK(cudaFree(c->q_buf));
+            c->device_bytes -= c->q_buf_bytes;
+        }
+        c->q_buf = NULL;
+        c->q_buf_bytes = 0;
+        cudaError_t e = cudaMalloc((void **)&c->q_buf, c->q_buf_need);
+        if (e != cudaSuccess) {
+            c->q_buf = NULL;
+            return alloc_fail(err, e, c->q_buf_need, "the roped q of rope_kv_attention");
+        }
+        c->q_buf_bytes = c->q_buf_need;
+        c->device_bytes += c->q_buf_need;
     }
     c->step_streams = n_streams;
     c->cur = c->streams[0];
@@ -921,11 +954,15 @@ done:
     return st;
 }
 
-/* rope_kv_write: the positions are checked on the host (the input's host copy), the kernel
- * reads them from device memory (one launch, replayable at any position). */
-static loom_status run_rope_kv_write(cuda_backend *c, const loom_ir_node *n,
-                                     const loom_exec_tensor *in, const loom_exec_tensor *out,
-                                     loom_error *err) {
+/* rope_kv_write, or rope_kv_attention (same operands and first results): the positions are
+ * checked on the host (the input's host copy), the kernels read them from device memory (one
+ * launch, replayable at any position). rope_kv_write writes the roped q into its result 2.
+ * rope_kv_attention in a decode step (T = 1) whose attention runs on the device is one call of
+ * loom_cuda_rope_kv_attention_at (q_buf its q_tmp; one launch, or two with LOOM_ATTN_FUSED=0);
+ * otherwise (prefill, host attention) it is rope_kv_write into q_buf and attention on it, the
+ * unfused pair's launches. */
+static loom_status run_rope_kv(cuda_backend *c, const loom_ir_node *n, const loom_exec_tensor *in,
+                               const loom_exec_tensor *out, loom_error *err) {
     int64_t hkv = in[3].dims[1], d = in[3].dims[2];
     int32_t *owned = NULL;
     const int32_t *pos = NULL;
@@ -942,10 +979,32 @@ static loom_status run_rope_kv_write(cuda_backend *c, const loom_ir_node *n,
     loom_rope_params p = loom_exec_rope_params(n, &in[2]);
     p.n_kv_head = hkv;
     bool norms = n->n_in == 8;
-    return loom_cuda_rope_kv_write(in[2].data, in[3].data, in[4].data, in[5].data,
-                                   norms ? in[6].data : NULL, norms ? in[7].data : NULL,
-                                   loom_ir_node_attr_float(n, LOOM_IR_ATTR_EPS, 0), &p, kd, ks,
-                                   vd, vs, &kv, out[2].data, err, c->cur);
+    float eps = loom_ir_node_attr_float(n, LOOM_IR_ATTR_EPS, 0);
+    const float *qn = norms ? in[6].data : NULL, *kn = norms ? in[7].data : NULL;
+    if (n->op == LOOM_IR_OP_ROPE_KV_WRITE)
+        return loom_cuda_rope_kv_write(in[2].data, in[3].data, in[4].data, in[5].data, qn, kn,
+                                       eps, &p, kd, ks, vd, vs, &kv, out[2].data, err, c->cur);
+    if (!c->q_buf || (size_t)in[2].numel * sizeof(float) > c->q_buf_bytes)
+        return loom_error_set(err, LOOM_ERR_INVALID_ARGUMENT, "cuda backend: no room for the "
+                              "roped q of %lld values", (long long)in[2].numel);
+    int64_t T = in[5].numel, H = loom_ir_node_attr_int(n, LOOM_IR_ATTR_N_HEAD, 0);
+    if (T == 1 && loom_cuda_attention_supports(d, kv.type)) {
+        loom_attn_params ap = {1, H, 0, loom_ir_node_attr_float(n, LOOM_IR_ATTR_SCALE, 0)};
+        if ((st = scratch_enter(c, err)) ||
+            (st = loom_cuda_rope_kv_attention_at(in[2].data, in[3].data, in[4].data, in[5].data,
+                                                 qn, kn, eps, &p, kd, ks, vd, vs, &kv, &ap,
+                                                 c->q_buf, out[2].data, err, c->cur)))
+            return st;
+        return scratch_leave(c, err);
+    }
+    /* The unfused pair: q_buf is ordered across streams with the kernel scratch. */
+    if ((st = scratch_enter(c, err)) ||
+        (st = loom_cuda_rope_kv_write(in[2].data, in[3].data, in[4].data, in[5].data, qn, kn, eps,
+                                      &p, kd, ks, vd, vs, &kv, c->q_buf, err, c->cur)))
+        return st;
+    loom_exec_tensor att_in[4] = {in[2], out[0], out[1], in[5]};
+    att_in[0].data = c->q_buf;
+    return run_kv_or_attention(c, n, att_in, &out[2], err);
 }
 
 static loom_status dispatch(loom_exec_backend *b, const loom_ir_node *n,
@@ -1055,7 +1114,8 @@ static loom_status dispatch(loom_exec_backend *b, const loom_ir_node *n,
     case LOOM_IR_OP_ATTENTION:
         return run_kv_or_attention(c, n, in, out, err);
     case LOOM_IR_OP_ROPE_KV_WRITE:
-        return run_rope_kv_write(c, n, in, out, err);
+    case LOOM_IR_OP_ROPE_KV_ATTENTION:
+        return run_rope_kv(c, n, in, out, err);
     case LOOM_IR_OP_SILU:
         return loom_cuda_silu(x->data, x->numel, y->data, err, s);
     case LOOM_IR_OP_SOFTMAX:
@@ -1104,6 +1164,7 @@ static void cuda_destroy(loom_exec_backend *b) {
     cuda_backend *c = b->impl;
     print_profile(c);
     if (c->norm_x) cudaFree(c->norm_x);
+    if (c->q_buf) cudaFree(c->q_buf);
     for (uint32_t i = 0; i < 2 * c->n_prof; i++) cudaEventDestroy(c->prof_ev[i]);
     if (c->prof_begin) cudaEventDestroy(c->prof_begin);
     if (c->prof_end) cudaEventDestroy(c->prof_end);

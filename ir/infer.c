@@ -149,7 +149,7 @@ static loom_status need_cache(const ctx *c, uint32_t i, int64_t *rows, int64_t *
     const loom_ir_type *t = &c->v[i]->type;
     if (!ir_value_is_cache(c->g, c->in[i]))
         return fail(c, LOOM_ERR_TYPE, "operand %u must be a KV cache (a state value or a "
-                    "cache result of kv_write / rope_kv_write)", i);
+                    "cache result of kv_write / rope_kv_write / rope_kv_attention)", i);
     if ((t->rank != 2 && t->rank != 3) || !is_float_dtype(t->dtype))
         return fail(c, LOOM_ERR_TYPE, "operand %u is %s: a cache is f32/f16/bf16 [C,E] or "
                     "[C,H,D]", i, tstr(c, i, tb, sizeof tb));
@@ -335,18 +335,26 @@ static loom_status infer_kv_write(const ctx *c, loom_ir_type out[], uint32_t *n_
     return LOOM_OK;
 }
 
-static loom_status infer_attention(const ctx *c, loom_ir_type out[], uint32_t *n_out) {
-    char tb[96];
-    int64_t nh = attr(c, LOOM_IR_ATTR_N_HEAD)->u.i, nkv = attr(c, LOOM_IR_ATTR_N_KV_HEAD)->u.i;
-    int64_t hd = attr(c, LOOM_IR_ATTR_HEAD_DIM)->u.i;
+/* attention's attributes (n_head, n_kv_head, head_dim, scale), also rope_kv_attention's. */
+static loom_status check_attn_attrs(const ctx *c, int64_t *nh, int64_t *nkv, int64_t *hd) {
+    *nh = attr(c, LOOM_IR_ATTR_N_HEAD)->u.i;
+    *nkv = attr(c, LOOM_IR_ATTR_N_KV_HEAD)->u.i;
+    *hd = attr(c, LOOM_IR_ATTR_HEAD_DIM)->u.i;
     float scale = attr(c, LOOM_IR_ATTR_SCALE)->u.f;
-    if (nh < 1 || nkv < 1 || hd < 1 || nh % nkv || nh > (1 << 20) || hd > (1 << 20))
+    if (*nh < 1 || *nkv < 1 || *hd < 1 || *nh % *nkv || *nh > (1 << 20) || *hd > (1 << 20))
         return fail(c, LOOM_ERR_INVALID_ARGUMENT, "n_head %lld, n_kv_head %lld, head_dim %lld: "
-                    "need >= 1 and n_kv_head dividing n_head", (long long)nh, (long long)nkv,
-                    (long long)hd);
+                    "need >= 1 and n_kv_head dividing n_head", (long long)*nh, (long long)*nkv,
+                    (long long)*hd);
     if (!isfinite(scale))
         return fail(c, LOOM_ERR_INVALID_ARGUMENT, "scale %g is not finite", scale);
-    loom_status st = need_act(c, 0, 2, 3);
+    return LOOM_OK;
+}
+
+static loom_status infer_attention(const ctx *c, loom_ir_type out[], uint32_t *n_out) {
+    char tb[96];
+    int64_t nh, nkv, hd;
+    loom_status st = check_attn_attrs(c, &nh, &nkv, &hd);
+    if (st || (st = need_act(c, 0, 2, 3))) return st;
     if (st) return st;
     const loom_ir_type *q = &c->v[0]->type;
     bool qok = q->rank == 2 ? q->dims[1] == nh * hd : q->dims[1] == nh && q->dims[2] == hd;
@@ -508,6 +516,24 @@ static loom_status infer_rope_kv_write(const ctx *c, loom_ir_type out[], uint32_
     out[1] = c->v[1]->type;
     out[2] = *q;
     *n_out = 3;
+    return LOOM_OK;
+}
+
+/* rope_kv_attention: rope_kv_write's operands and attributes, attention's attributes matching
+ * them (Hq, Hkv, D of q and k), attention's output [T,Hq*D] as result 2. */
+static loom_status infer_rope_kv_attention(const ctx *c, loom_ir_type out[], uint32_t *n_out) {
+    char qb[96], kb[96];
+    int64_t nh, nkv, hd;
+    loom_status st = infer_rope_kv_write(c, out, n_out);
+    if (st || (st = check_attn_attrs(c, &nh, &nkv, &hd))) return st;
+    const loom_ir_type *q = &c->v[2]->type, *k = &c->v[3]->type;
+    if (q->dims[1] != nh || k->dims[1] != nkv || q->dims[2] != hd)
+        return fail(c, LOOM_ERR_TYPE, "n_head %lld, n_kv_head %lld, head_dim %lld do not match "
+                    "q %s and k %s ([T,n_head,head_dim], [T,n_kv_head,head_dim])", (long long)nh,
+                    (long long)nkv, (long long)hd, tstr(c, 2, qb, sizeof qb),
+                    tstr(c, 3, kb, sizeof kb));
+    int64_t d[2] = {q->dims[0], nh * hd};
+    out[2] = loom_ir_type_make(LOOM_IR_F32, 2, d);
     return LOOM_OK;
 }
 

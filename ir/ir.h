@@ -86,7 +86,7 @@ enum {
     LOOM_IR_MAX_DIMS = 4,
     LOOM_IR_MAX_INPUTS = 8,  /* operands of one node */
     LOOM_IR_MAX_OUTPUTS = 3, /* results of one node */
-    LOOM_IR_MAX_ATTRS = 6,   /* attributes of one node */
+    LOOM_IR_MAX_ATTRS = 10,  /* attributes of one node (rope_kv_attention has 9) */
     LOOM_IR_MAX_SYMBOLS = 8,
 };
 
@@ -143,7 +143,8 @@ enum {
     LOOM_IR_OPF_WRITES_STATE = 1u << 4, /* out 0 IS operand 0's (state) buffer after a write;
                                            has an effect: never dead */
     LOOM_IR_OPF_WRITES_STATE2 = 1u << 5, /* with WRITES_STATE: out 1 IS operand 1's (state)
-                                            buffer after a write too (rope_kv_write) */
+                                            buffer after a write too (rope_kv_write,
+                                            rope_kv_attention) */
 };
 
 typedef enum loom_ir_attr_kind {
@@ -169,13 +170,13 @@ _Static_assert(LOOM_IR_ATTR_ID_COUNT <= 32, "attrs masks are 32-bit");
 
 enum { LOOM_IR_ROPE_NORM = 0, LOOM_IR_ROPE_NEOX = 1 }; /* values of the `mode` attribute */
 
-/* Op ids: LOOM_IR_OP_GET_ROWS, ..., LOOM_IR_OP_ROPE_KV_WRITE (ops.def order). */
+/* Op ids: LOOM_IR_OP_GET_ROWS, ..., LOOM_IR_OP_ROPE_KV_ATTENTION (ops.def order). */
 typedef enum loom_ir_op {
 #define LOOM_IR_OP_DEF(ID, name, min_in, max_in, max_out, flags, attrs, doc) LOOM_IR_OP_##ID,
 #include "ir/ops.def"
     LOOM_IR_OP_COUNT
 } loom_ir_op;
-_Static_assert(LOOM_IR_OP_COUNT == 18, "op count changed: update ops.def users (printer, "
+_Static_assert(LOOM_IR_OP_COUNT == 19, "op count changed: update ops.def users (printer, "
                                        "protobuf mapping, executor dispatch, CPU/CUDA kernels)");
 
 typedef struct loom_ir_op_info {
@@ -220,7 +221,7 @@ uint32_t loom_ir_prenorm_slot(loom_ir_op op, uint32_t n_in);
 
 /* How many leading results of op are its leading operands' state buffers after a write: result
  * i (i < the count) IS operand i's buffer. 0 for ops without WRITES_STATE, 1 for kv_write, 2
- * for rope_kv_write. */
+ * for rope_kv_write and rope_kv_attention. */
 uint32_t loom_ir_op_state_results(loom_ir_op op);
 
 /* ---------------------------------------------------------------- values, nodes, attributes */
@@ -500,7 +501,7 @@ loom_status loom_ir_topo_order(const loom_ir_graph *g, loom_ir_node_id *order, u
  * the op's signature (inference re-run and compared with the stored result types); attributes
  * complete and of the right kind; referenced weights/state declared with a consistent size;
  * every output defined; a state version written by at most one state-writing op (kv_write,
- * rope_kv_write); use lists consistent. */
+ * rope_kv_write, rope_kv_attention); use lists consistent. */
 loom_status loom_ir_verify(const loom_ir_graph *g, loom_error *err);
 
 /* Structural equality: same symbols, metadata (as a key set), declarations (in order, with

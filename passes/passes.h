@@ -39,7 +39,7 @@ extern "C" {
 /* The default pipeline (-O2). */
 #define LOOM_PASS_PIPELINE_O2 \
     "fuse-norm-weight,fuse-qkv,fuse-gate-up,fuse-residual-add,fuse-rope-kv-write,"  \
-    "fuse-norm-matmul,cse,dce"
+    "fuse-rope-kv-attention,fuse-norm-matmul,cse,dce"
 
 typedef loom_status (*loom_pass_fn)(loom_ir_graph *g, uint32_t *n_rewrites, loom_error *err);
 
@@ -50,6 +50,8 @@ loom_status loom_pass_fuse_gate_up(loom_ir_graph *g, uint32_t *n_rewrites, loom_
 loom_status loom_pass_fuse_residual_add(loom_ir_graph *g, uint32_t *n_rewrites, loom_error *err);
 loom_status loom_pass_fuse_matmul_pair(loom_ir_graph *g, uint32_t *n_rewrites, loom_error *err);
 loom_status loom_pass_fuse_rope_kv_write(loom_ir_graph *g, uint32_t *n_rewrites, loom_error *err);
+loom_status loom_pass_fuse_rope_kv_attention(loom_ir_graph *g, uint32_t *n_rewrites,
+                                             loom_error *err);
 loom_status loom_pass_fuse_norm_matmul(loom_ir_graph *g, uint32_t *n_rewrites, loom_error *err);
 loom_status loom_pass_dce(loom_ir_graph *g, uint32_t *n_rewrites, loom_error *err);
 loom_status loom_pass_cse(loom_ir_graph *g, uint32_t *n_rewrites, loom_error *err);

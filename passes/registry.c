@@ -16,6 +16,8 @@ static const loom_pass_info passes[] = {
      "matmul(x, W) + r -> matmul_add(x, W, r)"},
     {"fuse-rope-kv-write", loom_pass_fuse_rope_kv_write,
      "[q/k head norms,] rope(q), rope(k), kv_write(k), kv_write(v) -> rope_kv_write"},
+    {"fuse-rope-kv-attention", loom_pass_fuse_rope_kv_attention,
+     "attention(rope_kv_write's roped q and caches) -> rope_kv_attention"},
     {"fuse-norm-matmul", loom_pass_fuse_norm_matmul,
      "matmul_pair|_triple(fused_rms_norm(x, w)) -> the same node with w as its prenorm operand"},
     {"fuse-matmul-pair", loom_pass_fuse_matmul_pair,

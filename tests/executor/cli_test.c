@@ -99,17 +99,17 @@ Test(cli, compile_stats_json_and_pb_round_trip) {
     snprintf(args, sizeof args, "compile '%s/tiny_llama_q8_0.gguf' --stats --json", golden);
     cr_assert_eq(run(args, out, sizeof out), 0);
     cr_assert(strstr(out, "{\"ops\": {\"get_rows\": 1, \"matmul\": 1, \"reshape\": 6, "
-                          "\"attention\": 2, \"fused_rms_norm\": 1, \"matmul_triple\": 2, "
-                          "\"matmul_pair\": 2, \"matmul_add\": 4, \"rope_kv_write\": 2}, "
-                          "\"nodes\": 21,") == out, "%s", out);
+                          "\"fused_rms_norm\": 1, \"matmul_triple\": 2, "
+                          "\"matmul_pair\": 2, \"matmul_add\": 4, \"rope_kv_attention\": 2}, "
+                          "\"nodes\": 19,") == out, "%s", out);
     cr_assert(strstr(out, "\"name\": \"fuse-qkv\""), "%s", out);
     cr_assert(strstr(out, "\"name\": \"fuse-norm-matmul\""), "%s", out);
-    /* Each layer, exactly: one matmul_triple (with the attention norm), one rope_kv_write (RoPE
-     * and the KV writes of K and V), one attention, one matmul_pair (with the FFN norm), two
-     * matmul_add (reshapes are views). */
-    const char *layer = "{\"reshape\": 3, \"attention\": 1, "
+    /* Each layer, exactly: one matmul_triple (with the attention norm), one rope_kv_attention
+     * (RoPE, the KV writes of K and V and the attention), one matmul_pair (with the FFN norm),
+     * two matmul_add (reshapes are views). */
+    const char *layer = "{\"reshape\": 3, "
                         "\"matmul_triple\": 1, \"matmul_pair\": 1, \"matmul_add\": 2, "
-                        "\"rope_kv_write\": 1}";
+                        "\"rope_kv_attention\": 1}";
     char layers[1024];
     snprintf(layers, sizeof layers, "\"layers\": [%s, %s]}", layer, layer);
     cr_assert(strstr(out, layers), "%s", out);

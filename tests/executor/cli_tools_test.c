@@ -106,7 +106,8 @@ Test(cli_tools, bench_passes_picks_the_pipeline) {
              golden);
     cr_assert_eq(run(args, out, sizeof out, err, sizeof err), 0, "%s", err);
     cr_assert(strstr(out, "\"passes\": \"fuse-norm-weight,fuse-qkv,fuse-gate-up,fuse-residual-add,"
-                          "fuse-rope-kv-write,fuse-norm-matmul,cse,dce\""), "%s", out);
+                          "fuse-rope-kv-write,fuse-rope-kv-attention,fuse-norm-matmul,cse,dce\""),
+              "%s", out);
     snprintf(args, sizeof args,
              "bench '%s/golden/tiny_llama_q8_0.gguf' -p 4 -n 2 -r 1 --json --passes=fuse-qkv,dce",
              golden);

@@ -84,6 +84,12 @@ static const good_case good[] = {
      "freq_base=1e6}", "f16[32,128], f16[32,2,64], f32[T,4,64]"},
     {"%k, %v, %q = rope_kv_write(@vc, @kc, %x3, %k3, %k3, %pos, @hw, @hw) {eps=1e-6, mode=norm, "
      "n_rot=32, freq_base=1e4}", "f16[32,2,64], f16[32,128], f32[T,4,64]"},
+    {"%k, %v, %y = rope_kv_attention(@kc, @vc, %x3, %k3, %k3, %pos) {eps=0, mode=neox, "
+     "n_rot=64, freq_base=1e6, n_head=4, n_kv_head=2, head_dim=64, scale=0.125}",
+     "f16[32,128], f16[32,2,64], f32[T,256]"},
+    {"%k, %v, %y = rope_kv_attention(@vc, @kc, %x3, %k3, %k3, %pos, @hw, @hw) {eps=1e-6, "
+     "mode=norm, n_rot=32, freq_base=1e4, n_head=4, n_kv_head=2, head_dim=64, scale=0.125}",
+     "f16[32,2,64], f16[32,128], f32[T,256]"},
 };
 
 Test(builder, infers_every_op) {
@@ -196,6 +202,23 @@ static const bad_case bad[] = {
      "f16[16,2,64]: they must have the same positions, row size and dtype"},
     {"%k, %v, %q = rope_kv_write(@kc, @v32, %x3, %k3, %k3, %pos) {eps=0, mode=neox, n_rot=64, "
      "freq_base=1e6}", LOOM_ERR_TYPE, "must have the same positions, row size and dtype"},
+    /* rope_kv_attention: rope_kv_write's rules, and attention's attributes matching q and k. */
+    {"%k, %v, %y = rope_kv_attention(@kc, @vc, %x3, %k3, %x3, %pos) {eps=0, mode=neox, "
+     "n_rot=64, freq_base=1e6, n_head=4, n_kv_head=2, head_dim=64, scale=0.125}", LOOM_ERR_TYPE,
+     "ir: rope_kv_attention(@kc, @vc, %x3, %k3, %x3, %pos): operand 4 (v) is f32[T,4,64]: "
+     "expected k's f32[T,2,64]"},
+    {"%k, %v, %y = rope_kv_attention(@kc, @vc, %x3, %k3, %k3, %pos) {eps=0, mode=neox, "
+     "n_rot=64, freq_base=1e6, n_head=8, n_kv_head=2, head_dim=64, scale=0.125}", LOOM_ERR_TYPE,
+     "n_head 8, n_kv_head 2, head_dim 64 do not match q f32[T,4,64] and k f32[T,2,64]"},
+    {"%k, %v, %y = rope_kv_attention(@kc, @vc, %x3, %k3, %k3, %pos) {eps=0, mode=neox, "
+     "n_rot=64, freq_base=1e6, n_head=4, n_kv_head=4, head_dim=64, scale=0.125}", LOOM_ERR_TYPE,
+     "do not match"},
+    {"%k, %v, %y = rope_kv_attention(@kc, @vc, %x3, %k3, %k3, %pos) {eps=0, mode=neox, "
+     "n_rot=64, freq_base=1e6, n_head=4, n_kv_head=3, head_dim=64, scale=0.125}",
+     LOOM_ERR_INVALID_ARGUMENT, "need >= 1 and n_kv_head dividing n_head"},
+    {"%k, %v, %y = rope_kv_attention(@kc, @vc, %x3, %k3, %k3, %pos) {eps=0, mode=neox, "
+     "n_rot=64, freq_base=1e6, n_head=4, n_kv_head=2, head_dim=64}", LOOM_ERR_INVALID_ARGUMENT,
+     "rope_kv_attention needs attribute scale"},
 };
 
 Test(builder, refuses_mismatches_naming_op_and_operands) {

@@ -206,3 +206,52 @@ Test(verify, result_count_matches_inference) {
     expect_fail(g, "node %0 = matmul_pair (#0): has 1 results, its operands and attributes "
                    "give 2");
 }
+
+/* The fused attention (rope_kv_attention): a graph read from outside whose attention attributes
+ * disagree with its operands, and a cache version it writes that another node writes too, are
+ * refused naming the node. */
+static const char *fused_text =
+    "symbol T max=8\n"
+    "input %q : f32[T,4,16]\n"
+    "input %k : f32[T,2,16]\n"
+    "input %pos : i32[T]\n"
+    "state @kc : f16[8,2,16]\n"
+    "state @vc : f16[8,2,16]\n"
+    "%kc, %vc, %a = rope_kv_attention(@kc, @vc, %q, %k, %k, %pos) {eps=0, mode=neox, n_rot=16, "
+    "freq_base=1e6, n_head=4, n_kv_head=2, head_dim=16, scale=0.25}\n" /* %0..%2, node #0 */
+    "%b = silu(%a)\n"                                                  /* %3, node #1 */
+    "output b = %b\n";
+
+static loom_ir_graph *fresh_fused(void) {
+    loom_ir_graph *g;
+    loom_error err = {0};
+    cr_assert_eq(loom_ir_parse(fused_text, strlen(fused_text), &g, &err), LOOM_OK, "%s", err.msg);
+    cr_assert_eq(loom_ir_verify(g, &err), LOOM_OK, "%s", err.msg);
+    return g;
+}
+
+Test(verify, rope_kv_attention_attributes_match_its_operands) {
+    loom_ir_graph *g = fresh_fused();
+    loom_ir_node *n = ir_node_mut(g, nth(g, 0));
+    for (uint32_t i = 0; i < n->n_attrs; i++)
+        if (n->attrs[i].id == LOOM_IR_ATTR_HEAD_DIM) n->attrs[i].u.i = 32;
+    expect_fail(g, "node %0 = rope_kv_attention (#0): ir: rope_kv_attention(@kc, @vc, %q, %k, "
+                   "%k, %pos): n_head 4, n_kv_head 2, head_dim 32 do not match");
+}
+
+Test(verify, rope_kv_attention_writes_a_cache_version_once) {
+    loom_ir_graph *g = fresh_fused();
+    loom_error err = {0};
+    /* A kv_write of the same state version (the builder allows it, the verifier does not). */
+    cr_assert_neq(loom_ir_kv_write(g, loom_ir_find_value(g, "vc"),
+                                   loom_ir_find_value(g, "k"), loom_ir_find_value(g, "pos"), &err),
+                  LOOM_IR_NO_VALUE, "%s", err.msg);
+    expect_fail(g, "node %0 = rope_kv_attention (#0): cache @vc is also written by node #2");
+}
+
+Test(verify, rope_kv_attention_needs_every_attribute) {
+    loom_ir_graph *g = fresh_fused();
+    ir_node_mut(g, nth(g, 0))->n_attrs--; /* scale dropped, as a corrupt file might */
+    expect_fail(g, "node %0 = rope_kv_attention (#0): attributes: ir: rope_kv_attention needs "
+                   "attribute scale");
+}

@@ -3,15 +3,16 @@
  * models/llama-2-tiny-random, and a qwen3 made by mkmodel (always available).
  *
  * - Op counts per layer: each layer holds exactly matmul_triple (the attention norm folded in
- *   as its prenorm), rope_kv_write (with qwen3's per-head Q/K norms inside: 8 operands, else 6),
- *   attention, matmul_add, matmul_pair (the FFN norm folded in), matmul_add, in that order
+ *   as its prenorm), rope_kv_attention (the attention with its prologue, qwen3's per-head Q/K
+ *   norms inside: 8 operands, else 6), matmul_add, matmul_pair (the FFN norm folded in),
+ *   matmul_add, in that order
  *   (reshape views aside); before the layers only the embedding, after them the final
  *   fused_rms_norm and the output matmul (no prenorm: see passes/fuse_norm_matmul.c).
  * - Logits: -O2 equals -O0 on the CPU backend within 1e-5 (max |diff| / the row's logit range)
  *   and, on the golden models, still matches `<model>.S7.deq.logits.bin` within 1e-4 of the
- *   range (testdata README). -O2 without fuse-rope-kv-write, and -O2 without fuse-norm-matmul,
- *   give the same logits bit for bit (their CPU kernels run the unfused chain's float
- *   operations in the same order).
+ *   range (testdata README). -O2 without fuse-rope-kv-write, without fuse-rope-kv-attention, and
+ *   without fuse-norm-matmul, give the same logits bit for bit (their CPU kernels run the
+ *   unfused chain's float operations in the same order).
  * A node belongs to layer L when it reads a `blk.L.` weight or `kv.L.` state; other nodes
  * belong to the layer of the node before them. Missing testdata: skipped (failed when
  * LOOM_REQUIRE_TESTDATA=1), except the mkmodel case.
@@ -54,7 +55,7 @@ static int layer_of_name(const char *s) {
  * triple and pair with a prenorm, the prologue is get_rows, the epilogue the final norm and the
  * output matmul. */
 static void check_layers(const char *what, const loom_ir_graph *g, bool qk_norm) {
-    static const char *want[] = {"matmul_triple", "rope_kv_write", "attention", "matmul_add",
+    static const char *want[] = {"matmul_triple", "rope_kv_attention", "matmul_add",
                                  "matmul_pair", "matmul_add"};
     size_t n_want = sizeof want / sizeof *want;
     const loom_ir_meta *nl = loom_ir_meta_get(g, "loom.n_layer");
@@ -77,9 +78,9 @@ static void check_layers(const char *what, const loom_ir_graph *g, bool qk_norm)
         cr_expect_eq(loom_ir_prenorm_slot(n->op, n->n_in) != LOOM_IR_NO_SLOT, wants_norm,
                      "%s: %s with%s a prenorm", what, loom_ir_op_info_get(n->op)->name,
                      wants_norm ? "out" : "");
-        if (n->op == LOOM_IR_OP_ROPE_KV_WRITE)
-            cr_expect_eq(n->n_in, qk_norm ? 8 : 6, "%s: rope_kv_write with%s the Q/K norms", what,
-                         qk_norm ? "" : "out");
+        if (n->op == LOOM_IR_OP_ROPE_KV_ATTENTION)
+            cr_expect_eq(n->n_in, qk_norm ? 8 : 6, "%s: rope_kv_attention with%s the Q/K norms",
+                         what, qk_norm ? "" : "out");
         cr_assert(cur >= -1 && cur <= n_layer && n_layer < 64, "%s: layer %d", what, cur);
         char *s = got[cur + 1];
         size_t k = strlen(s);
@@ -98,7 +99,7 @@ static void check_layers(const char *what, const loom_ir_graph *g, bool qk_norm)
     const loom_ir_meta *p = loom_ir_meta_get(g, "passes");
     cr_expect(p && p->kind == LOOM_IR_META_STRING && !strcmp(p->s,
               "fuse-norm-weight,fuse-qkv,fuse-gate-up,fuse-residual-add,fuse-rope-kv-write,"
-              "fuse-norm-matmul,cse,dce"), "%s", what);
+              "fuse-rope-kv-attention,fuse-norm-matmul,cse,dce"), "%s", what);
 }
 
 /* ---- logits ---- */
@@ -134,18 +135,23 @@ static float *eval(loom_model *m, const int32_t *toks, int n, int32_t *rows) {
 static void check_model(const char *path, bool qk_norm, const int32_t *toks, int n,
                         const char *ref_path) {
     loom_model *m0 = load(path, "-O0"), *m2 = load(path, "-O2");
-    /* -O2 less one fusion each: fuse-rope-kv-write, fuse-norm-matmul. */
-    static const char *less[2][2] = {
+    /* -O2 less one fusion each: fuse-rope-kv-write (and so the attention fold too),
+     * fuse-rope-kv-attention, fuse-norm-matmul. */
+    static const char *less[3][2] = {
         {"fuse-norm-weight,fuse-qkv,fuse-gate-up,fuse-residual-add,fuse-norm-matmul,cse,dce",
          "fuse-rope-kv-write"},
-        {"fuse-norm-weight,fuse-qkv,fuse-gate-up,fuse-residual-add,fuse-rope-kv-write,cse,dce",
+        {"fuse-norm-weight,fuse-qkv,fuse-gate-up,fuse-residual-add,fuse-rope-kv-write,"
+         "fuse-norm-matmul,cse,dce",
+         "fuse-rope-kv-attention"},
+        {"fuse-norm-weight,fuse-qkv,fuse-gate-up,fuse-residual-add,fuse-rope-kv-write,"
+         "fuse-rope-kv-attention,cse,dce",
          "fuse-norm-matmul"}};
     check_layers(path, loom_model_graph(m2), qk_norm);
     cr_assert_null(loom_ir_meta_get(loom_model_graph(m0), "passes"));
     int32_t r0, r2, ru, V = loom_model_n_vocab(m0);
     float *a = eval(m0, toks, n, &r0), *b = eval(m2, toks, n, &r2);
     cr_assert(r0 == n && r2 == n);
-    for (int k = 0; k < 2; k++) {
+    for (int k = 0; k < 3; k++) {
         loom_model *mu = load(path, less[k][0]);
         float *u = eval(mu, toks, n, &ru);
         cr_assert(ru == n);

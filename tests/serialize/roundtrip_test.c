@@ -2,7 +2,8 @@
  * same bytes; on hand-written graphs (text form), graphs with holes, an empty graph, a
  * Qwen3-4B-shaped 36-layer graph (size: kilobytes) and, with testdata, every lowered golden
  * model. Also save/load through files (tmp + rename, errors naming the path), and files written
- * before the prenorm operand (norm_eps) existed: they load and keep their bytes.
+ * before the prenorm operand (norm_eps) and rope_kv_attention existed: they load and keep their
+ * bytes, and both folds on them round-trip.
  */
 #include <errno.h>
 #include <stdio.h>
@@ -70,6 +71,49 @@ Test(roundtrip, rope_kv_write_with_and_without_norms) {
         "output a = %a\noutput b = %b\n";
     loom_ir_graph *g = parse_text(text);
     check_round_trip(g);
+    /* fuse-rope-kv-attention folds the second layer's (its roped q has one user) into a
+     * rope_kv_attention (nine attributes, no norms); the first stays (its q feeds both). */
+    loom_error err = {0};
+    uint32_t rewrites = 0;
+    cr_assert(!loom_pass_fuse_rope_kv_attention(g, &rewrites, &err), "%s", err.msg);
+    cr_assert_eq(rewrites, 1);
+    check_round_trip(g);
+    loom_ir_graph_destroy(g);
+}
+
+/* rope_kv_attention with the norm operands, as text: equal and the same bytes, and its nine
+ * attributes come back by name. */
+Test(roundtrip, rope_kv_attention_with_norms) {
+    static const char *text =
+        "symbol T max=8\n"
+        "input %positions : i32[T]\n"
+        "input %q : f32[T,4,64]\n"
+        "input %k : f32[T,2,64]\n"
+        "weight @qn : f32[64] offset=0\n"
+        "weight @kn : f32[64] offset=256\n"
+        "state @kv.0.k : f16[16,2,64]\n"
+        "state @kv.0.v : f16[16,128]\n"
+        "%kc, %vc, %a = rope_kv_attention(@kv.0.k, @kv.0.v, %q, %k, %k, %positions, @qn, @kn) "
+        "{eps=1e-06, mode=neox, n_rot=64, freq_base=1000000.0, freq_scale=0.5, n_head=4, "
+        "n_kv_head=2, head_dim=64, scale=0.125}\n"
+        "output a = %a\noutput kc = %kc\n";
+    loom_ir_graph *g = parse_text(text);
+    check_round_trip(g);
+    uint8_t *b;
+    size_t n;
+    serialize_ok(g, &b, &n);
+    loom_ir_graph *g2 = deserialize_ok(b, n);
+    loom_error err = {0};
+    char *t1 = loom_ir_print_string(g, &err), *t2 = loom_ir_print_string(g2, &err);
+    cr_assert(t1 && t2, "%s", err.msg);
+    cr_assert_str_eq(t2, t1);
+    cr_assert(strstr(t1, "= rope_kv_attention(@kv.0.k, @kv.0.v, %q, %k, %k, %positions, @qn, @kn) "
+                         "{eps=1e-06, mode=neox, n_rot=64, freq_base=1000000.0, freq_scale=0.5, "
+                         "n_head=4, n_kv_head=2, head_dim=64, scale=0.125}"), "%s", t1);
+    free(t1);
+    free(t2);
+    free(b);
+    loom_ir_graph_destroy(g2);
     loom_ir_graph_destroy(g);
 }
 
@@ -137,6 +181,10 @@ Test(roundtrip, files_from_before_prenorm_load_and_keep_their_bytes) {
         uint32_t rewrites = 0;
         cr_assert(!loom_pass_fuse_norm_matmul(g, &rewrites, &err), "%s", err.msg);
         cr_assert_eq(rewrites, 2 * 2, "%s: %u norms folded", files[i], rewrites);
+        check_round_trip(g);
+        cr_assert(!loom_pass_fuse_rope_kv_attention(g, &rewrites, &err), "%s", err.msg);
+        cr_assert_eq(rewrites, 2, "%s: %u attentions folded", files[i], rewrites);
+        cr_assert(!loom_ir_verify(g, &err), "%s: %s", files[i], err.msg);
         check_round_trip(g);
         loom_ir_graph_destroy(g);
     }
