@@ -607,7 +607,9 @@ __device__ __forceinline__ int ld_acquire(const int *p) {
 
 // Warps: 0..NC-1 consumers, NC the finisher, NC+1 the producer (R2: the finisher was consumer
 // warp u % NC, whose next unit then waited for its finishing: a serial chain through all units).
-template <int NC, int BODY>
+// UNR = 2 (INT8 body only): a warp's items k and k + NC of a unit in one loop body, so that two
+// independent super-block chains interleave (the same accumulation order: the same bits).
+template <int NC, int BODY, int UNR = 1>
 static __global__ void __launch_bounds__((NC + 2) * 32, 1) layer_ring(const LArgs a) {
     constexpr int kXMax = (42 + NC - 1) / NC;  // super-blocks of x a warp stages (nsb <= 42)
     extern __shared__ __align__(128) uint8_t sm[];
@@ -815,6 +817,21 @@ static __global__ void __launch_bounds__((NC + 2) * 32, 1) layer_ring(const LArg
             int k = warp - base % NC;
             if (k < 0) k += NC;
             const int kend = (a.mode == 1 || a.mode == 3 || a.mode == 4) ? 0 : hi - lo;
+            if (BODY == 1 && UNR == 2) {
+                const XI8 *xs = reinterpret_cast<const XI8 *>(sm + a.off_xs);
+#pragma unroll 1
+                for (; k + NC < kend; k += 2 * NC) {
+#pragma unroll
+                    for (int m = 0; m < 2; m++) {
+                        if (m < P.nmat) {
+                            const uint8_t *rg = sp + (m * 16 + g) * P.pitch + k * kQ4KBytes;
+                            const uint8_t *rh = rg + NC * kQ4KBytes;
+                            q4_sb_i8(rg, rg + 8 * P.pitch, xs[lo + k], L, acc[m]);
+                            q4_sb_i8(rh, rh + 8 * P.pitch, xs[lo + k + NC], L, acc[m]);
+                        }
+                    }
+                }
+            }
 #pragma unroll 1
             for (; k < kend; k += NC) {
 #pragma unroll
@@ -883,7 +900,8 @@ struct Cfg {
     int mode;     // Args::mode (diagnostics)
     int tilecopy; // Args::tilecopy
     int whole;    // Args::whole
-    int kind;     // 0: tile_ring (f16 body, session 4); layer_ring: 1 f16 body, 2 INT8 body
+    int kind;     // 0: tile_ring (f16 body, session 4); layer_ring: 1 f16 body, 2 INT8 body,
+                  // 3 INT8 body with two items a loop body (UNR 2)
     int fused;    // layer_ring only: the layer's four matmuls in one launch (else one a matmul)
     int norm;     // fused only: the two RMSNorms (before QK and gate/up) folded into the staging
 };
@@ -915,6 +933,7 @@ static void set_attrs() {
     set_attrs1<15, 2, bulk::E_SWIGLU>();
     CK(cudaFuncSetAttribute(bulk::layer_ring<kLrNC, 0>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)g_smem_max));
     CK(cudaFuncSetAttribute(bulk::layer_ring<kLrNC, 1>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)g_smem_max));
+    CK(cudaFuncSetAttribute(bulk::layer_ring<kLrNC, 1, 2>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)g_smem_max));
 }
 
 // One matmul of a layer_ring launch: weights, shape, epilogue and activations.
@@ -942,7 +961,7 @@ static int lr_pitch(int u, int body) {
 // size (the largest ring of 2..8 slots that fits the device's limit), 0 if none fits.
 static size_t plan_layer(bulk::LArgs &a, const PSpec *ps, int nph, const Cfg &cfg, int G,
                          const Scratch &sc) {
-    const int body = cfg.kind == 2 ? 1 : 0;
+    const int body = cfg.kind >= 2 ? 1 : 0;
     const size_t xsize = body ? sizeof(bulk::XI8) : sizeof(Stage<1>);
     a = bulk::LArgs{};
     a.nph = nph;
@@ -1027,7 +1046,8 @@ static void launch_layer(const PSpec *ps, int nph, const Scratch &sc, const Cfg 
     lc.stream = st;
     lc.attrs = attr;
     lc.numAttrs = cfg.pdl ? 1 : 0;
-    if (cfg.kind == 2) CK(cudaLaunchKernelEx(&lc, bulk::layer_ring<kLrNC, 1>, a));
+    if (cfg.kind == 3) CK(cudaLaunchKernelEx(&lc, bulk::layer_ring<kLrNC, 1, 2>, a));
+    else if (cfg.kind == 2) CK(cudaLaunchKernelEx(&lc, bulk::layer_ring<kLrNC, 1>, a));
     else CK(cudaLaunchKernelEx(&lc, bulk::layer_ring<kLrNC, 0>, a));
 }
 
@@ -1453,34 +1473,29 @@ int main(int argc, char **argv) {
     // layer's four in one launch (fused); tile_ring's best of R4/R5 ("nc15 whole") as the link.
     std::vector<Cfg> cfgs = {
         {15, 220, 1, "nc15 whole", 0, 0, 1, 1},
-        {15, 0, 1, "f16 lr", 0, 0, 0, 1, 1, 0},
         {15, 0, 1, "i8 lr", 0, 0, 0, 1, 2, 0},
+        {15, 0, 1, "i8 lr u2", 0, 0, 0, 1, 3, 0},
         {15, 0, 1, "f16 fused", 0, 0, 0, 1, 1, 1},
         {15, 0, 1, "i8 fused", 0, 0, 0, 1, 2, 1},
-        {15, 0, 1, "i8 fused split", 0, 0, 0, 0, 2, 1},
-        {15, 0, 1, "i8 fused norm", 0, 0, 0, 1, 2, 1, 1},
+        {15, 0, 1, "i8 fused u2", 0, 0, 0, 1, 3, 1},
+        {15, 0, 1, "i8 fused u2 norm", 0, 0, 0, 1, 3, 1, 1},
     };
     std::vector<Cfg> tcfgs = cfgs;  // timing only: where the time goes (the fused INT8 kernel)
-    tcfgs.push_back({15, 0, 1, "i8 fused stream", 0, 1, 0, 1, 2, 1});
     tcfgs.push_back({15, 0, 1, "i8 fused math", 0, 2, 0, 1, 2, 1});
+    tcfgs.push_back({15, 0, 1, "i8 fused u2 math", 0, 2, 0, 1, 3, 1});
+    tcfgs.push_back({15, 0, 1, "i8 fused u2 strm", 0, 1, 0, 1, 3, 1});
     tcfgs.push_back({15, 0, 1, "i8 fused neither", 0, 3, 0, 1, 2, 1});
-    tcfgs.push_back({15, 0, 1, "i8 fused neither-x", 0, 4, 0, 1, 2, 1});
-    tcfgs.push_back({15, 0, 1, "i8 fused nowait", 0, 5, 0, 1, 2, 1});
-    tcfgs.push_back({15, 0, 1, "i8 lr math", 0, 2, 0, 1, 2, 0});
-    tcfgs.push_back({15, 0, 1, "i8 lr neither-x", 0, 4, 0, 1, 2, 0});
+    tcfgs.push_back({15, 0, 1, "i8 lr u2 math", 0, 2, 0, 1, 3, 0});
     std::vector<Cfg> ccfgs = {cfgs[0], cfgs[1], cfgs[2]};  // + grid caps: shared tiles, many tiles a block
     ccfgs.push_back({15, 220, 1, "nc15 whole grid3", 3, 0, 1, 1});
-    ccfgs.push_back({15, 0, 1, "f16 lr split grid3", 3, 0, 0, 0, 1, 0});
+    ccfgs.push_back({15, 0, 1, "i8 lr u2 split g2", 2, 0, 0, 0, 3, 0});
     ccfgs.push_back({15, 0, 1, "i8 lr split grid2", 2, 0, 0, 0, 2, 0});
-    ccfgs.push_back({15, 0, 1, "i8 lr whole grid3", 3, 0, 0, 1, 2, 0});
+    ccfgs.push_back({15, 0, 1, "i8 lr u2 whole g3", 3, 0, 0, 1, 3, 0});
     std::vector<Cfg> lcfgs = {cfgs[4], cfgs[5], cfgs[6]};  // the fused layer, small: + caps
     lcfgs.push_back({15, 0, 1, "f16 fused grid3", 3, 0, 0, 1, 1, 1});
-    lcfgs.push_back({15, 0, 1, "f16 fused split g4", 4, 0, 0, 0, 1, 1});
-    lcfgs.push_back({15, 0, 1, "i8 fused split g3", 3, 0, 0, 0, 2, 1});
-    lcfgs.push_back({15, 0, 1, "i8 fused split g5", 5, 0, 0, 0, 2, 1});
-    lcfgs.push_back({15, 0, 1, "i8 fused whole g4", 4, 0, 0, 1, 2, 1});
+    lcfgs.push_back({15, 0, 1, "i8 fused u2 split g3", 3, 0, 0, 0, 3, 1});
+    lcfgs.push_back({15, 0, 1, "i8 fused u2 whole g4", 4, 0, 0, 1, 3, 1});
     lcfgs.push_back({15, 0, 1, "i8 fused norm g3", 3, 0, 0, 0, 2, 1, 1});
-    lcfgs.push_back({15, 0, 1, "f16 fused norm g4", 4, 0, 0, 1, 1, 1, 1});
     if (quick) ccfgs = {ccfgs[3], ccfgs[4], ccfgs[5], ccfgs[6]};
     for (const Cfg &c : cfgs)
         for (const Role &r : kRoles) {
