@@ -35,6 +35,10 @@ inline bool rms_vec(int64_t d, const void *x, const void *y, const float *w) {
 }
 
 __device__ __forceinline__ double sq_d(float v) { return __dmul_rn((double)v, (double)v); }
+// A float4 group's sum of squares: ((x^2 + y^2) + z^2) + w^2.
+__device__ __forceinline__ double sq4_d(float4 v) {
+    return __dadd_rn(__dadd_rn(__dadd_rn(sq_d(v.x), sq_d(v.y)), sq_d(v.z)), sq_d(v.w));
+}
 
 // Thread tid's (of kThreads) partial sum of squares of row xr[d], in the order above. The loads
 // of a batch (kRmsBatch float4 or floats a thread) are all issued before the first add, so a
@@ -55,9 +59,7 @@ __device__ __forceinline__ double rms_partial(const float *xr, int64_t d, int ti
 #pragma unroll
             for (int j = 0; j < kRmsBatch; j++)
                 if (i0 + j * kThreads < n4)
-                    ss = __dadd_rn(ss, __dadd_rn(__dadd_rn(__dadd_rn(sq_d(v[j].x), sq_d(v[j].y)),
-                                                           sq_d(v[j].z)),
-                                                 sq_d(v[j].w)));
+                    ss = __dadd_rn(ss, sq4_d(v[j]));
         }
     } else {
         for (int64_t i0 = tid; i0 < d; i0 += (int64_t)kRmsBatch * kThreads) {
@@ -90,7 +92,8 @@ __device__ __forceinline__ float4 rms_apply4(float4 x, float scale, float4 w) {
 }
 
 // Two rows at once (the GEMM prologues): each row's partial exactly as rms_partial's, the
-// loads of both rows' batches in flight together.
+// loads of both rows' float4 batches in flight together. (A row-count template serving both
+// measured 111 -> 156 registers in gemm.cu's kernels, so the two stay apart.)
 template <bool VEC>
 __device__ __forceinline__ void rms_partial2(const float *xa, const float *xb, int64_t d, int tid,
                                              double &sa, double &sb) {
@@ -111,12 +114,8 @@ __device__ __forceinline__ void rms_partial2(const float *xa, const float *xb, i
 #pragma unroll
             for (int j = 0; j < kRmsBatch; j++)
                 if (i0 + j * kThreads < n4) {
-                    sa = __dadd_rn(sa, __dadd_rn(__dadd_rn(__dadd_rn(sq_d(u[j].x), sq_d(u[j].y)),
-                                                           sq_d(u[j].z)),
-                                                 sq_d(u[j].w)));
-                    sb = __dadd_rn(sb, __dadd_rn(__dadd_rn(__dadd_rn(sq_d(v[j].x), sq_d(v[j].y)),
-                                                           sq_d(v[j].z)),
-                                                 sq_d(v[j].w)));
+                    sa = __dadd_rn(sa, sq4_d(u[j]));
+                    sb = __dadd_rn(sb, sq4_d(v[j]));
                 }
         }
     } else {
