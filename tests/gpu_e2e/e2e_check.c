@@ -20,7 +20,10 @@
  * Then the RMSNorm fold (fuse-norm-matmul): on CUDA, -O2 against -O2 without fuse-norm-matmul on
  *   every model (S33 as above; KV f16, 1 stream, graphs on and KV int8, 2 streams, graphs off):
  *   the logits must be bit-identical (the _normed kernels' contract: rms_norm then the plain
- *   matmul, bit for bit, path by path).
+ *   matmul, bit for bit, path by path). Then the attention fold (fuse-rope-kv-attention) alike:
+ *   -O2 against -O2 without it, bit for bit (loom_cuda_rope_kv_attention_at's contract: the
+ *   cache bytes and output bits of rope_kv_write + attention_at; run it once more with
+ *   LOOM_ATTN_FUSED=0 for the launcher's two-launch path).
  * A table is printed; the exit code is non-zero when any comparison fails.
  */
 #include <math.h>
@@ -44,9 +47,18 @@ typedef struct run {
 
 static int failures = 0;
 
-/* -O2 less fuse-norm-matmul (passes/passes.h's LOOM_PASS_PIPELINE_O2 without it). */
-static const char *const O2_UNFOLDED =
-    "fuse-norm-weight,fuse-qkv,fuse-gate-up,fuse-residual-add,fuse-rope-kv-write,cse,dce";
+/* -O2 less one fold each (passes/passes.h's LOOM_PASS_PIPELINE_O2 without it): CUDA -O2 must
+ * give the same bits (the kernels' contracts). */
+static const struct {
+    const char *title, *pipeline;
+} folds[] = {
+    {"norm fold (cuda, -O2 vs unfolded)",
+     "fuse-norm-weight,fuse-qkv,fuse-gate-up,fuse-residual-add,fuse-rope-kv-write,"
+     "fuse-rope-kv-attention,cse,dce"},
+    {"attention fold (cuda, -O2 vs unfolded)",
+     "fuse-norm-weight,fuse-qkv,fuse-gate-up,fuse-residual-add,fuse-rope-kv-write,"
+     "fuse-norm-matmul,cse,dce"},
+};
 
 /* Runs prefill of n_pre tokens then decode of the rest with pass pipeline passes (NULL: -O2);
  * keeps every row. */
@@ -322,9 +334,10 @@ int main(int argc, char **argv) {
                 free(b);
             }
     }
-    /* The RMSNorm fold on CUDA: -O2 == -O2 without fuse-norm-matmul, bit for bit. */
-    printf("\n%-34s %-5s %-7s %-6s %s\n", "norm fold (cuda, -O2 vs unfolded)", "kv", "streams",
-           "graphs", "bits");
+    /* The folds on CUDA: -O2 == -O2 without fuse-norm-matmul (resp. fuse-rope-kv-attention),
+     * bit for bit. */
+    for (size_t fi = 0; fi < sizeof folds / sizeof *folds; fi++) {
+    printf("\n%-34s %-5s %-7s %-6s %s\n", folds[fi].title, "kv", "streams", "graphs", "bits");
     for (int mi = 0; mi < n_models; mi++) {
         char path[1024];
         snprintf(path, sizeof path, "%s/%s", dir, models[mi]);
@@ -339,7 +352,7 @@ int main(int argc, char **argv) {
             run a = {0}, b = {0};
             int rc = run_model(path, NULL, kvs[k].cache, &so, S33, 33, 17, &a, why, sizeof why);
             if (!rc)
-                rc = run_model(path, O2_UNFOLDED, kvs[k].cache, &so, S33, 33, 17, &b, why,
+                rc = run_model(path, folds[fi].pipeline, kvs[k].cache, &so, S33, 33, 17, &b, why,
                                sizeof why);
             size_t nf = (size_t)a.rows * a.V, diff = 0;
             for (size_t i = 0; !rc && i < nf; i++)
@@ -352,6 +365,7 @@ int main(int argc, char **argv) {
             free(a.logits);
             free(b.logits);
         }
+    }
     }
     printf("\n%s: %d failure(s)\n", failures ? "FAIL" : "PASS", failures);
     return failures ? 1 : 0;

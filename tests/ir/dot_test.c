@@ -73,6 +73,44 @@ Test(dot, fused_layer_is_well_formed_and_distinct) {
     free(dot);
 }
 
+/* The attention with its prologue (rope_kv_attention, three results: two cache versions and the
+ * output): drawn as a fused node with its nine attributes, its cache results' edges carrying
+ * their slot. */
+Test(dot, rope_kv_attention_is_a_fused_node) {
+    static const char *text =
+        "symbol T max=4\n"
+        "input %q : f32[T,4,16]\n"
+        "input %k : f32[T,2,16]\n"
+        "input %positions : i32[T]\n"
+        "weight @qw : f32[16]\n"
+        "state @kc : f16[8,2,16]\n"
+        "state @vc : f16[8,2,16]\n"
+        "%kc, %vc, %a = rope_kv_attention(@kc, @vc, %q, %k, %k, %positions, @qw, @qw) "
+        "{eps=1e-6, mode=neox, n_rot=16, freq_base=1e6, n_head=4, n_kv_head=2, head_dim=16, "
+        "scale=0.25}\n"
+        "%b = silu(%a)\n%c = attention(%b, %kc, %vc, %positions) {n_head=4, n_kv_head=2, "
+        "head_dim=16, scale=0.25}\n%d = silu(%c)\n%e = silu(%d)\n%f = silu(%e)\n"
+        "%g = silu(%f)\n%h = silu(%g)\noutput h = %h\n";
+    loom_ir_graph *g;
+    loom_error err = {0};
+    cr_assert_eq(loom_ir_parse(text, strlen(text), &g, &err), LOOM_OK, "%s", err.msg);
+    char *dot = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&dot, &len);
+    cr_assert_eq(loom_ir_print_dot(g, f, &err), LOOM_OK, "%s", err.msg);
+    fclose(f);
+    check_structure(dot);
+    cr_assert(strstr(dot, "= rope_kv_attention\\l"), "%s", dot);
+    cr_assert(strstr(dot, "head_dim=16"), "%s", dot);
+    int fused = 0;
+    for (const char *p = strstr(dot, "peripheries=2"); p; p = strstr(p + 1, "peripheries=2"))
+        fused++;
+    cr_assert_eq(fused, 1, "%s", dot);
+    cr_assert(strstr(dot, "label=\"1\""), "the V cache result's edge carries its slot: %s", dot);
+    free(dot);
+    loom_ir_graph_destroy(g);
+}
+
 Test(dot, unfused_layer_has_no_fused_style) {
     char *dot = dot_of("tests/ir/graphs/llama_1layer.loom");
     check_structure(dot);

@@ -15,7 +15,10 @@
 #                   (LOOM_CUDA_PROFILE_SKIP; graphs replayed): each family's cost in the real step
 #   fold_*.json     the RMSNorm fold: the bench at -O2 and at -O2 without fuse-norm-matmul
 #                   (loom bench --passes), alternated twice in one call; fold.txt the summary
-#   bash DEST/e2e.sh [check] [stories] [bench] [ab] [profile] [skip] [fold]
+#   attnfold_*.json the attention fold (rope_kv_attention): the bench at -O2, at -O2 with
+#                   LOOM_ATTN_FUSED=0 (the launcher's two launches) and at -O2 without
+#                   fuse-rope-kv-attention (two nodes), A B C A B C; attnfold.txt the summary
+#   bash DEST/e2e.sh [check] [stories] [bench] [ab] [profile] [skip] [fold] [attnfold]
 #                   (default: the first three)
 #   e2e_check.log also holds the graph-replay section (graphs on == off bit for bit over a
 #   64-token generation, 1 instantiation / 0 updates); bench.txt's stderr the graph stats.
@@ -54,7 +57,7 @@ for s in $steps; do
         # against `bench`
         make_model
         for v in LOOM_CUDA_PDL=1 LOOM_GEMV_MMA=0 LOOM_GEMV_MMA_Q6K=0 LOOM_ATTN_V6=0 LOOM_ROPE_KV_REG=0 \
-                 LOOM_CUDA_PRENORM=0; do
+                 LOOM_CUDA_PRENORM=0 LOOM_ATTN_FUSED=0; do
             env $v timeout 60 $B/loom bench $M -p 512 -n 128 -r 2 --backend cuda --json \
                 > "$OUT/ab_$v.json" 2> "$OUT/ab_$v.err"
             echo "bench $v rc=$?"; cat "$OUT/ab_$v.json"; tail -2 "$OUT/ab_$v.err"
@@ -69,11 +72,12 @@ for s in $steps; do
     skip)
         # decode with each family's launches left out (results wrong, timing only), graphs on;
         # at -O2 the layer norms are folded into the triples and pairs (fuse-norm-matmul), so
-        # fused_rms_norm is the final norm only and the layer norms' cost is inside the matmul rows
+        # fused_rms_norm is the final norm only and the layer norms' cost is inside the matmul rows;
+        # the attention and its prologue are one rope_kv_attention (fuse-rope-kv-attention)
         make_model
-        for ops in none fused_rms_norm attention rope_kv_write matmul_triple matmul_add \
-                   matmul_pair matmul \
-                   fused_rms_norm,attention,rope_kv_write,matmul_triple,matmul_add,matmul_pair,matmul; do
+        for ops in none fused_rms_norm rope_kv_attention attention rope_kv_write matmul_triple \
+                   matmul_add matmul_pair matmul \
+                   fused_rms_norm,rope_kv_attention,attention,rope_kv_write,matmul_triple,matmul_add,matmul_pair,matmul; do
             v=$ops; [ $ops = none ] && v=
             ms=$(LOOM_CUDA_PROFILE_SKIP=$v timeout 60 $B/loom bench $M -p 512 -n 128 -r 3 \
                  --backend cuda --json 2>> "$OUT/skip.err" | grep -o '"ms_per_token": [0-9.]*')
@@ -84,7 +88,8 @@ for s in $steps; do
         # -O2 (norms folded into the matmuls) against -O2 less fuse-norm-matmul, same binary and
         # model, A B A B so drift shows; decode ms/token, prefill t/s, activation arena
         make_model
-        U=fuse-norm-weight,fuse-qkv,fuse-gate-up,fuse-residual-add,fuse-rope-kv-write,cse,dce
+        U=fuse-norm-weight,fuse-qkv,fuse-gate-up,fuse-residual-add,fuse-rope-kv-write
+        U=$U,fuse-rope-kv-attention,cse,dce
         for r in 1 2; do
             for p in -O2 $U; do
                 n=fold; [ $p = -O2 ] || n=unfolded
@@ -95,6 +100,28 @@ for s in $steps; do
                     "$OUT/fold_${n}_$r.json" | tr '\n' ' ') $(grep -o 'activations [0-9.]* MiB\|[0-9]* launched' \
                     "$OUT/fold_${n}_$r.err" | tr '\n' ' ')" | tee -a "$OUT/fold.txt"
                 [ $rc = 0 ] || tail -2 "$OUT/fold_${n}_$r.err"
+            done
+        done
+        ;;
+    attnfold)
+        # -O2 (rope_kv_attention: one launcher call a layer), the same with LOOM_ATTN_FUSED=0
+        # (the launcher's two launches) and -O2 less fuse-rope-kv-attention (rope_kv_write and
+        # attention nodes), same binary and model, A B C A B C; decode ms/token, prefill t/s
+        make_model
+        U=fuse-norm-weight,fuse-qkv,fuse-gate-up,fuse-residual-add,fuse-rope-kv-write
+        U=$U,fuse-norm-matmul,cse,dce
+        for r in 1 2; do
+            for n in fused twolaunch unfused; do
+                p=-O2; e=LOOM_ATTN_FUSED=1
+                [ $n = twolaunch ] && e=LOOM_ATTN_FUSED=0
+                [ $n = unfused ] && p=$U
+                env $e timeout 60 $B/loom bench $M -p 512 -n 128 -r 3 --backend cuda --passes=$p \
+                    --json > "$OUT/attnfold_${n}_$r.json" 2> "$OUT/attnfold_${n}_$r.err"
+                rc=$?
+                echo "attnfold $n run $r rc=$rc: $(grep -o '"pp": {[^}]*}\|"ms_per_token": [0-9.]*' \
+                    "$OUT/attnfold_${n}_$r.json" | tr '\n' ' ') $(grep -o '[0-9]* launched' \
+                    "$OUT/attnfold_${n}_$r.err" | tr '\n' ' ')" | tee -a "$OUT/attnfold.txt"
+                [ $rc = 0 ] || tail -2 "$OUT/attnfold_${n}_$r.err"
             done
         done
         ;;
