@@ -36,16 +36,29 @@
 // 37.16 us/layer (35.0% of copy) against v11's 39.89 in the same call; the stream alone 65%;
 // bound by the math (32 us/layer without a weight byte) and the per-kernel fixed cost.
 //
+// Session 5: layer_ring (the second kernel below) asks whether (a) an INT8 mma body (x staged
+// once a block as exact int8 limbs, q4k_imma_proto.cu's digits; A = the quant bytes masked in
+// place, one m16n8k32 u8.s8 mma a Q4_K sub-block, its scale by an IMAD) and (b) the layer's four
+// Q4_K matmuls in ONE persistent launch (the producer streams the next phase's weights, a grid
+// counter where a phase needs the previous one's output; optional RMSNorm folded into the
+// staging) bring the layer near copy bandwidth. Warps: 14 consumers, a finisher (sums a unit's
+// partials in warp order and writes y), a producer. Cfg.kind picks tile_ring / layer_ring's f16
+// or INT8 body (UNR 2: two super-blocks a loop body), Cfg.fused one launch a layer.
+// Measured (H200, NOTES 2.2 session 5, RESULTS): correct; INT8 fused 34.7 us/layer (37.5% of
+// copy) vs v11 40.1; bound by the consumers' math (~10.6 us) plus ~21 us of fixed cost (launch,
+// 3 grid barriers, the x staging after each), not by the bytes.
+//
 // Numeric contract: v11's (|y - y_cpu| <= 1e-5 * sum_k |W x| per dot), checked against a CPU
 // double reference; v11 itself (gemv_mma.cu, included below) runs in the same process on the
 // same weights for the comparison.
 //
-// Build (from the repository root; the include of gemv_mma.cu needs -I. or a snapshot of it):
+// Build (from the repository root; the include of gemv_mma.cu needs -I.):
 //   nvcc -O3 -std=c++17 -arch=sm_90a -I. -Iinclude -o q4k_bulk_proto bench/q4k_bulk_proto.cu
-// The measured binaries used v11 of commit 9115dcf (it relies on gemv_mma.cu's internal
-// q4_superblock / Q4Raw / mma_matmul): git archive 9115dcf kernels include | tar -x -C D, copy
-// this file into D, then nvcc ... -ID -ID/include.
-// Run: ./q4k_bulk_proto [--quick]   (--quick: the small correctness cases only, for sanitizers)
+// Session 5's binaries were built against HEAD's gemv_mma.cu (mma_matmul with its PreNorm
+// argument, NULL here); session 4's used v11 of commit 9115dcf (git archive 9115dcf kernels
+// include | tar -x -C D, copy this file into D, then nvcc ... -ID -ID/include).
+// Run: ./q4k_bulk_proto [--quick] [--tma]   (--quick: the small correctness cases only, for
+// sanitizers; --tma: the bulk-copy sweep by copy size of session 4's R2)
 #include <math.h>
 #include <stdarg.h>
 #include <stdint.h>
@@ -528,25 +541,28 @@ __device__ __forceinline__ void q4_sb_i8(const uint8_t *rg, const uint8_t *r8, c
 
 // The persistent layer kernel. One launch runs nph matmul phases (the layer: QK, O + residual,
 // gate/up + SwiGLU, down + residual; or one of them: nph = 1) over a persistent grid of G
-// blocks, one an SM (NC consumer warps + 1 producer warp, ~220 KB of shared memory).
+// blocks, one an SM (NC = 14 consumer warps, a finisher warp, a producer warp; ~220 KB of
+// shared memory).
 // - Units: in each phase a block owns the (16-row tile, super-block) items [q0, q1) (whole
 //   tiles if `whole`, else an even split: a tile may be shared by two blocks and finished
 //   through global scratch as tile_ring does); its tiles' item runs are cut into units of at
 //   most umax super-blocks (one unit fills one ring slot: NMAT x 16 rows x pitch).
-// - Producer warp: walks every phase's units without waiting for any activation (the weights
-//   are constant), so the ring is full of the next phase's weights while the consumers finish
-//   the current one and wait at the grid barrier. One cp.async.bulk a row (16-32 lanes).
+// - Producer: walks every phase's units without waiting for any activation (the weights are
+//   constant), so the ring is full of the next phase's weights while the consumers finish the
+//   current one and wait at the grid barrier. One cp.async.bulk a row (16-32 lanes).
 // - Consumers: phase 0 waits for the previous kernel (griddepcontrol.wait), phase p > 0 for the
-//   grid counter of phase p - 1 (every block arrives after writing its rows: bar.sync,
-//   __threadfence, atomicAdd; the waiter spins, then __threadfence + bar.sync); then all of x is
-//   staged (BODY 1: int8 limbs, XI8; BODY 0: v11's f16 hi + lo, Stage<1>) and the units are
-//   processed as in tile_ring: items q % NC == warp, one partial a warp and unit, the unit's
-//   finisher warp (u % NC) sums them in warp order, adds the tile's earlier units of this block
-//   (tacc) and at the tile's last unit writes y (plain, + residual, SwiGLU).
+//   grid counter of phase p - 1 (thread 0 polls with ld.acquire, then a consumer barrier); then
+//   all of x is staged (the warp's loads first; BODY 1: int8 limbs, XI8; BODY 0: v11's f16 hi +
+//   lo, Stage<1>; the RMSNorm folded in where nw is set) and each unit's items q % NC == warp
+//   are accumulated, one partial a warp and unit, then an arrive on the unit barrier.
+// - Finisher: per unit in order, sums the NC partials in warp order, frees the slot, adds the
+//   tile's earlier units of this block and at the tile's last unit writes y (plain, + residual,
+//   SwiGLU); after a phase one red.release on the phase's counter.
 // - All activations are read with __ldcg (rows written by other SMs during this kernel).
-// - Counters: cnt[0..nph-2] phase barriers, cnt[nph-1] exits; the last block to exit resets
-//   them all, so every launch finds them zero. Requires all G blocks co-resident (G <= SMs,
-//   one block an SM; a successor launched under PDL only takes SMs this grid has left).
+// - Counters: cnt[0..nph-2] phase barriers, cnt[nph-1] exits; the last block out resets them
+//   all (its exit waits until its consumers are past every wait), so every launch finds them
+//   zero. Requires all G blocks co-resident (G <= SMs, one block an SM; a successor launched
+//   under PDL only takes SMs this grid has left).
 struct Phase {
     const uint8_t *w[2];
     float *y;
