@@ -335,11 +335,13 @@ attn_combine_kernel(const AttnArgs a, int D) {
     }
 }
 
+// Decode/prefill attention launches go in order (no PDL attribute: common.cuh, bench/NOTES.md
+// 7.9); the combine kernel keeps the default.
 template <int D, int GM>
 void launch_g(const AttnArgs &a, int kvt, dim3 grid, cudaStream_t stream) {
-    if (kvt == LOOM_KV_F32) (void)launch(attn_kernel<D, LOOM_KV_F32, GM>, grid, kThreads, 0, stream, a);
-    else if (kvt == LOOM_KV_F16) (void)launch(attn_kernel<D, LOOM_KV_F16, GM>, grid, kThreads, 0, stream, a);
-    else (void)launch(attn_kernel<D, LOOM_KV_INT8, GM>, grid, kThreads, 0, stream, a);
+    if (kvt == LOOM_KV_F32) (void)launch_in_order(attn_kernel<D, LOOM_KV_F32, GM>, grid, kThreads, 0, stream, a);
+    else if (kvt == LOOM_KV_F16) (void)launch_in_order(attn_kernel<D, LOOM_KV_F16, GM>, grid, kThreads, 0, stream, a);
+    else (void)launch_in_order(attn_kernel<D, LOOM_KV_INT8, GM>, grid, kThreads, 0, stream, a);
 }
 
 // Heads a block: the compile-time bound GM (1, 2, 4 or 8) is the smallest >= a.G, so the
@@ -672,10 +674,10 @@ static __global__ void __launch_bounds__(kThreads, GM == 8 ? 3 : 4) attn_v4_kern
 
 template <int D, int KVT>
 void launch_v4_g(const AttnArgs &a, dim3 grid, cudaStream_t stream) {
-    if (a.G <= 1) (void)launch(attn_v4_kernel<D, KVT, 1>, grid, kThreads, 0, stream, a);
-    else if (a.G <= 2 && (D == 64 || D == 128)) (void)launch(attn_v4_kernel<D, KVT, 2>, grid, kThreads, 0, stream, a);
-    else if (a.G <= 4) (void)launch(attn_v4_kernel<D, KVT, 4>, grid, kThreads, 0, stream, a);
-    else (void)launch(attn_v4_kernel<D, KVT, 8>, grid, kThreads, 0, stream, a);
+    if (a.G <= 1) (void)launch_in_order(attn_v4_kernel<D, KVT, 1>, grid, kThreads, 0, stream, a);
+    else if (a.G <= 2 && (D == 64 || D == 128)) (void)launch_in_order(attn_v4_kernel<D, KVT, 2>, grid, kThreads, 0, stream, a);
+    else if (a.G <= 4) (void)launch_in_order(attn_v4_kernel<D, KVT, 4>, grid, kThreads, 0, stream, a);
+    else (void)launch_in_order(attn_v4_kernel<D, KVT, 8>, grid, kThreads, 0, stream, a);
 }
 
 template <int D>

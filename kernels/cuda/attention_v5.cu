@@ -755,7 +755,9 @@ cudaError_t launch_v5_fn(Kern kern, std::atomic<int> &max_set, const AttnArgs &a
         max_set.store(smem, std::memory_order_relaxed);
     }
     const unsigned cl = a.cl > 1 ? (unsigned)a.cl : 1;
-    return launch_cluster(kern, grid, dim3(1, 1, cl), kThreads, (size_t)smem, stream, a);
+    // In order (no PDL attribute): attention's blocks must not wait on the SMs while the
+    // matmuls before it run (common.cuh, bench/NOTES.md 7.9).
+    return launch_cluster_in_order(kern, grid, dim3(1, 1, cl), kThreads, (size_t)smem, stream, a);
 }
 
 template <int D, int KVT, int GM>

@@ -56,9 +56,8 @@ void *scratch(size_t bytes, cudaStream_t stream);
 int sm_count();
 int cc_major();
 
-// Programmatic dependent launch (PDL, compute capability 9.0+; on with LOOM_CUDA_PDL=1, off by
-// default since the H200's decode step ran 2.40 ms/token without it and 2.47 with it on session
-// 4's tree, bench/NOTES.md 7.8; the loss was decode attention's early start, 7.9):
+// Programmatic dependent launch (PDL, compute capability 9.0+; on by default, LOOM_CUDA_PDL=0
+// turns it off; decode attention is launched in order, without it: bench/NOTES.md 7.9):
 // a kernel launched with launch() below may start while the kernel before it on the stream is
 // still running, so that its launch and block scheduling overlap the other's tail. Every kernel
 // launched through launch() MUST call pdl_wait() before its first global memory access (read or
