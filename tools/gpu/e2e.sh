@@ -8,7 +8,7 @@
 #   bench*.txt      `loom bench -p 512 -n 128 --backend cuda` on a Qwen3-4B-shaped Q4_K_M model
 #                   made here by `loom mkmodel` (graphs on = replay, LOOM_CUDA_GRAPH_REPLAY=0 =
 #                   capture per token, graphs off, 2 streams)
-#   ab_*.json       the same bench with LOOM_CUDA_PDL=1, then LOOM_GEMV_MMA / LOOM_GEMV_MMA_Q6K /
+#   ab_*.json       the same bench with LOOM_CUDA_PDL=0, then LOOM_GEMV_MMA / LOOM_GEMV_MMA_Q6K /
 #                   LOOM_ATTN_V6 / LOOM_ROPE_KV_REG / LOOM_CUDA_PRENORM =0, in turn
 #   bench_profile.* LOOM_CUDA_PROFILE=1: time per op family of a decode step (graphs off)
 #   skip.txt        decode ms/token with one op family's launches left out in turn
@@ -53,10 +53,10 @@ for s in $steps; do
         cmp -s "$OUT/stories_cuda.txt" "$OUT/stories_cpu.txt" && echo "stories: cuda == cpu text" || echo "stories: cuda != cpu text"
         ;;
     ab)
-        # decode and prefill with PDL switched on, then each fast path switched off, in turn,
+        # decode and prefill with PDL switched off, then each fast path switched off, in turn,
         # against `bench`
         make_model
-        for v in LOOM_CUDA_PDL=1 LOOM_GEMV_MMA=0 LOOM_GEMV_MMA_Q6K=0 LOOM_ATTN_V6=0 LOOM_ROPE_KV_REG=0 \
+        for v in LOOM_CUDA_PDL=0 LOOM_GEMV_MMA=0 LOOM_GEMV_MMA_Q6K=0 LOOM_ATTN_V6=0 LOOM_ROPE_KV_REG=0 \
                  LOOM_CUDA_PRENORM=0 LOOM_ATTN_FUSED=0; do
             env $v timeout 60 $B/loom bench $M -p 512 -n 128 -r 2 --backend cuda --json \
                 > "$OUT/ab_$v.json" 2> "$OUT/ab_$v.err"
