@@ -48,7 +48,9 @@
  *                         (default: by shape; results depend on it, deterministically)
  *   LOOM_GEMV_MMA_Q6K     Q6_K matmuls (plain, add, a triple's Q6_K segment; GEMV and GEMM)
  *                         on tensor cores (gemv_mma_q6k.cu); =0: warp-per-row (LOOM_GEMV_MMA=0
- *                         turns both mma paths off)
+ *                         turns both mma paths off). LOOM_GEMV_MMA_Q6K_V=0: the session-3 loop
+ *                         body (default 1: x staged as adjacent B register pairs, ~10% fewer
+ *                         instructions; bit-identical)
  *   LOOM_CUDA_PDL         =1: programmatic dependent launch (compute capability 9.0+): a kernel
  *                         may start during the previous one's tail and waits for it in-kernel
  *                         (common.cuh); default (off): plain stream order. Same results either

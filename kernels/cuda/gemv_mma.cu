@@ -305,18 +305,7 @@ static __global__ void __launch_bounds__(kThreads, NT == 1 ? 4 : 2) gemv_mma_q4k
 #pragma unroll
         for (int i0 = 0; i0 < NT; i0 += XB) {
             if (!kPrefetchX) load_x(sb, i0, xa, xc);
-#pragma unroll
-            for (int i = 0; i < XB; i++) {
-                if (i0 + i == 0 || i0 + i < ntok) {
-                    if (NORM) {
-                        const float sc = nscale[i0 + i];
-                        stage_token<NT>(st, i0 + i, rms_apply4(xa[i], sc, nwa),
-                                        rms_apply4(xc[i], sc, nwc), lane);
-                    } else {
-                        stage_token<NT>(st, i0 + i, xa[i], xc[i], lane);
-                    }
-                }
-            }
+            stage_tokens<NT, XB, NORM>(st, i0, xa, xc, ntok, nscale, nwa, nwc, lane);
         }
         __syncwarp();
 #pragma unroll

@@ -19,7 +19,9 @@
 // (i = 1, 3), qh bytes 32h + 16u + l, so sub-blocks 8h + 2i + u: 4 scales a row instead of 16.
 // Step (i, k) (16 a super-block) takes l = 4k .. 4k+3: bytes 0, 2 of ql word k in k-slots 2t,
 // 2t+1, bytes 1, 3 in slots 2t+8, 2t+9 (x staged in that order: stage_token with xa, xc the 8
-// values of steps (i, k), (i, k+1)).
+// values of steps (i, k), (i, k+1); loop body V = 1, the default, permutes them first so that
+// each step's two B registers are adjacent in the LDS.128 that reads them: no moves before the
+// mma; LOOM_GEMV_MMA_Q6K_V=0 keeps the session-3 order. Same values, same bits).
 //
 // Weights through shared memory. Q6_K blocks are 210 bytes, so a block is only 2-byte aligned:
 // each warp copies its 16 rows' 210-byte blocks with cp.async as the 16-byte-aligned windows
@@ -54,10 +56,13 @@
 // kernels. Requires: Q6_K, K % 256 == 0, weights 16-byte aligned with rows of at most 2^26
 // bytes (mma_q6k_seg_ok), x 16-byte aligned (gemv.cu's check_x).
 //
-// Cost (bench/NOTES.md 2.1): counted before measuring ~590 instructions per warp and
-// super-block of 16 rows (4096 weights: 4.6 lane-instructions a weight): ~304 for A (per row and
-// step 1.5 SHF, 4 LOP3, 4 HFMA2), 32 HMMA, 48 scale constants, ~95 weight staging, ~57 x
-// staging, ~50 folds, zeroing and addresses. The first version's loop was 887 SASS (B read
+// Cost (bench/NOTES.md 2.1; session 5: ncu on the H200 put the lm head at 72% of issue slots
+// busy and 7.7 lane-instructions a weight, so instructions are what it waits on; the V = 1
+// loop has 706 SASS a warp and super-block, V = 0 789 of which 80 register moves). Counted
+// before measuring (session 3): ~590 instructions per warp and super-block of 16 rows (4096
+// weights: 4.6 lane-instructions a weight): ~304 for A (per row and step 1.5 SHF, 4 LOP3, 4
+// HFMA2), 32 HMMA, 48 scale constants, ~95 weight staging, ~57 x staging, ~50 folds, zeroing
+// and addresses. The first version's loop was 887 SASS (B read
 // as predicated LDS.32, shifts not shared); B is now one LDS.128 per two steps without a
 // predicate and the qh shifts are shared by sub-blocks i and i + 2. Like the Q4_K kernel it is
 // latency-bound in small grids (ncu, 4B down: 14% achieved occupancy, a warp issues every 4.7
@@ -140,6 +145,16 @@ __device__ __forceinline__ void lds16(const uint32_t *wb, int o, uint32_t (&w)[4
     w[3] = __funnelshift_r(a3, a4, sh);
 }
 
+// lds16 with the word address and the funnel shift given: a row's loads share one base
+// (the window offset o: (o + 4k) >> 2 = (o >> 2) + k, (o + 4k) & 2 = o & 2).
+__device__ __forceinline__ void lds16w(const uint32_t *p, uint32_t sh, uint32_t (&w)[4]) {
+    const uint32_t a0 = p[0], a1 = p[1], a2 = p[2], a3 = p[3], a4 = p[4];
+    w[0] = __funnelshift_r(a0, a1, sh);
+    w[1] = __funnelshift_r(a1, a2, sh);
+    w[2] = __funnelshift_r(a2, a3, sh);
+    w[3] = __funnelshift_r(a3, a4, sh);
+}
+
 // The four scale bytes of a lane's sub-blocks (8h + 2i + u, i = 0..3) of the row at byte
 // offset o0 (window offset included) as (sl bytes, sh + 8 bytes), and d.
 struct Q6Sc {
@@ -160,6 +175,20 @@ __device__ __forceinline__ Q6Sc q6_scales(const uint32_t *wb, int o0, int h, int
     const uint16_t dh = reinterpret_cast<const uint16_t *>(wb)[(o0 + 208) >> 1];
     r.d = f16_bits_to_f32(dh);
     return r;
+}
+
+// q6_scales from the row's word base r = wb + (o0 >> 2) and shift sh = (o0 & 2) * 8.
+__device__ __forceinline__ Q6Sc q6_scales_w(const uint32_t *r, uint32_t sh, int h, int u) {
+    const uint32_t *p = r + 48 + 2 * h;  // byte 192 + 8h
+    const uint32_t a0 = p[0], a1 = p[1], a2 = p[2];
+    const uint32_t s0 = __funnelshift_r(a0, a1, sh), s1 = __funnelshift_r(a1, a2, sh);
+    const uint32_t S = __byte_perm(s0, s1, u ? 0x7531u : 0x6420u);
+    Q6Sc q;
+    q.sl = S & 0x0F0F0F0Fu;
+    q.shb = ((S >> 4) & 0x0F0F0F0Fu) ^ 0x08080808u;
+    // d: bytes 208, 209 of the block, one half of the word at r + 52 (sh is 0 or 16)
+    q.d = f16_bits_to_f32((uint16_t)(r[52] >> sh));
+    return q;
 }
 
 // HFMA2 constants of sub-block i of a row: A_h = e * H + NH, A_l = e * L + NL with e =
@@ -199,8 +228,10 @@ __device__ __forceinline__ uint32_t q6_e(uint32_t q, uint32_t hs) {
 }
 
 // The A registers of step (I, k) of rows g, g+8 for both chains (e: bytes 0, 2; o: bytes 1, 3)
-// and its two mma per n-tile; b[j]: the staged x of the step pair (k even: .x .z, odd: .y .w).
-template <int NTL>
+// and its two mma per n-tile; b[j]: the staged x of the step pair (V = 0: k even .x .z, odd
+// .y .w; V = 1, x staged permuted: k even .x .y, odd .z .w, register pairs the mma takes as
+// they are, without the moves V = 0 costs).
+template <int NTL, int V>
 __device__ __forceinline__ void q6_step(bool odd, uint32_t eg, uint32_t og, uint32_t e8,
                                         uint32_t o8, const Q6K2 &kg, const Q6K2 &k8,
                                         const uint4 (&b)[NTL], float (&ch)[NTL][4],
@@ -211,7 +242,8 @@ __device__ __forceinline__ void q6_step(bool odd, uint32_t eg, uint32_t og, uint
     const uint32_t al2 = hfma2(og, kg.L, kg.NL), al3 = hfma2(o8, k8.L, k8.NL);
 #pragma unroll
     for (int j = 0; j < NTL; j++) {
-        const uint32_t b0 = odd ? b[j].y : b[j].x, b1 = odd ? b[j].w : b[j].z;
+        const uint32_t b0 = V ? (odd ? b[j].z : b[j].x) : (odd ? b[j].y : b[j].x);
+        const uint32_t b1 = V ? (odd ? b[j].w : b[j].y) : (odd ? b[j].w : b[j].z);
         mma16816(ch[j], ah0, ah1, ah2, ah3, b0, b1);
         mma16816(cl[j], al0, al1, al2, al3, b0, b1);
     }
@@ -220,7 +252,7 @@ __device__ __forceinline__ void q6_step(bool odd, uint32_t eg, uint32_t og, uint
 // Steps (P, k) and (P + 2, k), k = 0..3, for rows g, g+8 (ql words qg, q8 of region P, qh words
 // hg, h8): sub-blocks P and P + 2 share their ql words (low / high nibbles) and qh shifts.
 // bcol: this lane's B column in n-tile 0 (g, or g % 2 for the GEMV).
-template <int NS, int NTL, int P>
+template <int NS, int NTL, int P, int V>
 __device__ __forceinline__ void q6_steps(const uint32_t (&qg)[4], const uint32_t (&q8)[4],
                                          const uint32_t (&hg)[4], const uint32_t (&h8)[4],
                                          const Q6Sc &sg, const Q6Sc &s8, const Stage<NS> &st,
@@ -240,9 +272,9 @@ __device__ __forceinline__ void q6_steps(const uint32_t (&qg)[4], const uint32_t
         for (int k = kk; k < kk + 2; k++) {
             const uint32_t gq = qg[k] >> 8, gh = hg[k] << (4 - 2 * P), gho = hg[k] >> (4 + 2 * P);
             const uint32_t eq = q8[k] >> 8, eh = h8[k] << (4 - 2 * P), eho = h8[k] >> (4 + 2 * P);
-            q6_step<NTL>(k & 1, q6_e<P>(qg[k], gh), q6_e<P>(gq, gho), q6_e<P>(q8[k], eh),
+            q6_step<NTL, V>(k & 1, q6_e<P>(qg[k], gh), q6_e<P>(gq, gho), q6_e<P>(q8[k], eh),
                          q6_e<P>(eq, eho), kg, k8, b, ch[k & 1], cl[k & 1]);
-            q6_step<NTL>(k & 1, q6_e<P + 2>(qg[k], gh), q6_e<P + 2>(gq, gho),
+            q6_step<NTL, V>(k & 1, q6_e<P + 2>(qg[k], gh), q6_e<P + 2>(gq, gho),
                          q6_e<P + 2>(q8[k], eh), q6_e<P + 2>(eq, eho), kg2, k82, b2, ch[k & 1],
                          cl[k & 1]);
         }
@@ -252,23 +284,38 @@ __device__ __forceinline__ void q6_steps(const uint32_t (&qg)[4], const uint32_t
 // One super-block of rows g, g+8 from the warp's buffer (row windows at og, o8 bytes, window
 // offsets included) against the staged x: acc[j][0] (row g), acc[j][1] (row g+8) of the token
 // in this lane's slot t of n-tile j.
-template <int NS, int NTL>
+// V = 1: the rows' loads from one word base each (lds16w) and x read as staged permuted
+// (q6_step); the same values and operations otherwise, so the same bits as V = 0.
+template <int NS, int NTL, int V>
 __device__ __forceinline__ void q6_superblock(const uint32_t *wb, int og, int o8,
                                               const Stage<NS> &st, int lane, int bcol,
                                               float (&acc)[NTL][2]) {
     const int t = lane & 3, h = t >> 1, u = t & 1;
+    const uint32_t *rg = wb + (og >> 2), *r8 = wb + (o8 >> 2);
+    const uint32_t fg = (uint32_t)(og & 2) * 8, f8 = (uint32_t)(o8 & 2) * 8;
     uint32_t hg[4], h8[4];
-    lds16(wb, og + 128 + 32 * h + 16 * u, hg);
-    lds16(wb, o8 + 128 + 32 * h + 16 * u, h8);
-    const Q6Sc sg = q6_scales(wb, og, h, u), s8 = q6_scales(wb, o8, h, u);
+    if (V) {
+        lds16w(rg + 32 + 8 * h + 4 * u, fg, hg);  // byte 128 + 32h + 16u
+        lds16w(r8 + 32 + 8 * h + 4 * u, f8, h8);
+    } else {
+        lds16(wb, og + 128 + 32 * h + 16 * u, hg);
+        lds16(wb, o8 + 128 + 32 * h + 16 * u, h8);
+    }
+    const Q6Sc sg = V ? q6_scales_w(rg, fg, h, u) : q6_scales(wb, og, h, u);
+    const Q6Sc s8 = V ? q6_scales_w(r8, f8, h, u) : q6_scales(wb, o8, h, u);
     float ch[2][NTL][4] = {}, cl[2][NTL][4] = {};
 #pragma unroll
     for (int p = 0; p < 2; p++) {
         uint32_t qg[4], q8[4];
-        lds16(wb, og + 64 * h + 32 * p + 16 * u, qg);
-        lds16(wb, o8 + 64 * h + 32 * p + 16 * u, q8);
-        if (p == 0) q6_steps<NS, NTL, 0>(qg, q8, hg, h8, sg, s8, st, bcol, t, ch, cl);
-        else q6_steps<NS, NTL, 1>(qg, q8, hg, h8, sg, s8, st, bcol, t, ch, cl);
+        if (V) {
+            lds16w(rg + 16 * h + 8 * p + 4 * u, fg, qg);  // byte 64h + 32p + 16u
+            lds16w(r8 + 16 * h + 8 * p + 4 * u, f8, q8);
+        } else {
+            lds16(wb, og + 64 * h + 32 * p + 16 * u, qg);
+            lds16(wb, o8 + 64 * h + 32 * p + 16 * u, q8);
+        }
+        if (p == 0) q6_steps<NS, NTL, 0, V>(qg, q8, hg, h8, sg, s8, st, bcol, t, ch, cl);
+        else q6_steps<NS, NTL, 1, V>(qg, q8, hg, h8, sg, s8, st, bcol, t, ch, cl);
     }
 #pragma unroll
     for (int j = 0; j < NTL; j++) {
@@ -288,7 +335,7 @@ __device__ __forceinline__ void q6_superblock(const uint32_t *wb, int og, int o8
 // computed by the block after pdl_wait, then (x * scale) * w[k] per staged value), bit for bit
 // loom_cuda_rms_norm followed by the plain kernel. Occupancy: 4 blocks an SM for the GEMV
 // (<= 128 registers), 2 for the GEMM.
-template <int NT, int ST, bool NORM>
+template <int NT, int ST, bool NORM, int V>
 static __global__ void __launch_bounds__(kThreads, NT == 1 ? 4 : 2) gemv_mma_q6k(const Q6Args a) {
     pdl_launch_dependents();
     __shared__ double npart[NORM ? NT * kWarps : 1];
@@ -393,17 +440,18 @@ static __global__ void __launch_bounds__(kThreads, NT == 1 ? 4 : 2) gemv_mma_q6k
 #pragma unroll
         for (int i0 = 0; i0 < NT; i0 += XB) {
             if (!kPrefetchX) load_x(sb, i0, xa, xc);
+            if (V == 0) {
+                stage_tokens<NT, XB, NORM>(st, i0, xa, xc, ntok, nscale, nwa, nwc, lane);
+            } else {  // the same values, each step's two B registers side by side (q6_step)
+                float4 pa[XB], pc[XB];
 #pragma unroll
-            for (int i = 0; i < XB; i++) {
-                if (i0 + i == 0 || i0 + i < ntok) {
-                    if (NORM) {
-                        const float sc = nscale[i0 + i];
-                        stage_token<NT>(st, i0 + i, rms_apply4(xa[i], sc, nwa),
-                                        rms_apply4(xc[i], sc, nwc), lane);
-                    } else {
-                        stage_token<NT>(st, i0 + i, xa[i], xc[i], lane);
-                    }
+                for (int i = 0; i < XB; i++) {
+                    pa[i] = make_float4(xa[i].x, xc[i].x, xa[i].z, xc[i].z);
+                    pc[i] = make_float4(xa[i].y, xc[i].y, xa[i].w, xc[i].w);
                 }
+                stage_tokens<NT, XB, NORM>(st, i0, pa, pc, ntok, nscale,
+                                           make_float4(nwa.x, nwc.x, nwa.z, nwc.z),
+                                           make_float4(nwa.y, nwc.y, nwa.w, nwc.w), lane);
             }
         }
         cp_async_wait<ST - 1>();
@@ -412,7 +460,7 @@ static __global__ void __launch_bounds__(kThreads, NT == 1 ? 4 : 2) gemv_mma_q6k
         const int sh = (int)((uint32_t)sb * 2u);  // 210 sb mod 16 = 2 sb mod 16
         const int og = g * kPitch + (int)((ag + (uint32_t)sh) & 15u);
         const int o8 = (g + 8) * kPitch + (int)((a8 + (uint32_t)sh) & 15u);
-        q6_superblock<NT, NTL>(wb, og, o8, st, lane, bcol, acc);
+        q6_superblock<NT, NTL, V>(wb, og, o8, st, lane, bcol, acc);
         __syncwarp();  // every lane has read buffer q (and the x stage) before they are refilled
         const int64_t sn = sb + ST * step;
         if (sn < nsb) {
@@ -454,17 +502,20 @@ static __global__ void __launch_bounds__(kThreads, NT == 1 ? 4 : 2) gemv_mma_q6k
     }
 }
 
-template <int NT, int ST>
+template <int NT, int ST, int V>
 cudaError_t launch_q6k(const Q6Args &a, bool norm, int S, int64_t groups, cudaStream_t stream) {
     dim3 grid((unsigned)S, (unsigned)groups, (unsigned)a.tile0[a.nseg]);
     if (norm)
-        return launch_cluster(gemv_mma_q6k<NT, ST, true>, grid, dim3((unsigned)S, 1, 1), kThreads,
-                              0, stream, a);
-    return launch_cluster(gemv_mma_q6k<NT, ST, false>, grid, dim3((unsigned)S, 1, 1), kThreads, 0,
-                          stream, a);
+        return launch_cluster(gemv_mma_q6k<NT, ST, true, V>, grid, dim3((unsigned)S, 1, 1),
+                              kThreads, 0, stream, a);
+    return launch_cluster(gemv_mma_q6k<NT, ST, false, V>, grid, dim3((unsigned)S, 1, 1), kThreads,
+                          0, stream, a);
 }
 
 }  // namespace
+
+// LOOM_GEMV_MMA_Q6K_V (runtime.cu): which loop body the launcher below picks.
+int mma_q6k_variant();
 
 bool mma_q6k_seg_ok(const Seg &s) {
     return s.type == LOOM_GGML_Q6_K && ((uintptr_t)s.w % 16) == 0 && s.row_bytes % 2 == 0 &&
@@ -496,6 +547,9 @@ loom_status mma_q6k_matmul(const Seg *seg, int nseg, int epi, const float *x, in
     if (norm) a.norm = *norm;
     const bool nm = norm != nullptr;
     const int S = mma_pick_split(tiles, K / 256);  // gemv_mma.cu's rule
+    // LOOM_GEMV_MMA_Q6K_V (runtime.cu): 1 = the loop body of V = 1 (q6_superblock), 0 = the
+    // session-3 body; the same bits, GEMV and GEMM alike.
+    const bool v1 = mma_q6k_variant() == 1;
     const int64_t per_launch = 65535 * (int64_t)kGemmTok;
     for (int64_t t0 = 0; t0 < n; t0 += per_launch) {
         const int64_t nn = n - t0 < per_launch ? n - t0 : per_launch;
@@ -508,8 +562,11 @@ loom_status mma_q6k_matmul(const Seg *seg, int nseg, int epi, const float *x, in
             if (b.seg[i].resid) b.seg[i].resid += t0 * rows;
         }
         const int64_t groups = nn == 1 ? 1 : (nn + kGemmTok - 1) / kGemmTok;
-        cudaError_t e = nn > 1 ? launch_q6k<kGemmTok, 1>(b, nm, S, groups, stream)
-                               : launch_q6k<1, 2>(b, nm, S, groups, stream);
+        cudaError_t e;
+        if (v1) e = nn > 1 ? launch_q6k<kGemmTok, 1, 1>(b, nm, S, groups, stream)
+                           : launch_q6k<1, 2, 1>(b, nm, S, groups, stream);
+        else e = nn > 1 ? launch_q6k<kGemmTok, 1, 0>(b, nm, S, groups, stream)
+                        : launch_q6k<1, 2, 0>(b, nm, S, groups, stream);
         CUDA_CHECK(e);
     }
     return LOOM_OK;

@@ -30,6 +30,11 @@ static bool g_switch[SW_COUNT];
 static const int kDefaultUnroll = 0;
 static int g_unroll = kDefaultUnroll;
 static int g_mma_split = 0;  // 0 = by shape (gemv_mma.cu)
+// The Q6_K mma matmul's loop body (gemv_mma_q6k.cu, LOOM_GEMV_MMA_Q6K_V): 1 = x staged so each
+// mma step's B registers are a pair and the rows' loads share one base (~10% fewer
+// instructions), 0 = the session-3 body; the same bits either way.
+static const int kDefaultQ6kVariant = 1;
+static int g_q6k_variant = kDefaultQ6kVariant;
 static bool g_pdl = false;
 // Decode attention: blocks per SM the split choice aims at. 1 measured best on the H200
 // (bench/NOTES.md section 3, v4: each split costs ~0.3 us, so fewer and longer splits win).
@@ -63,6 +68,9 @@ static void read_switches_locked() {
     const char *sp = getenv("LOOM_GEMV_MMA_SPLIT");
     int k = sp ? atoi(sp) : 0;
     g_mma_split = (k == 1 || k == 2 || k == 4 || k == 8) ? k : 0;
+    const char *qv = getenv("LOOM_GEMV_MMA_Q6K_V");
+    const int v = qv ? atoi(qv) : -1;
+    g_q6k_variant = v == 0 || v == 1 ? v : kDefaultQ6kVariant;
     const char *bp = getenv("LOOM_ATTN_BPSM");
     const int b = bp ? atoi(bp) : 0;
     g_attn_bpsm = b >= 1 && b <= 16 ? b : kDefaultAttnBpsm;
@@ -103,6 +111,12 @@ bool pdl_on() {
 int gemv_mma_split() {
     ensure_switches();
     return g_mma_split;
+}
+
+// (declared in gemv_mma_q6k.cu, its only user)
+int mma_q6k_variant() {
+    ensure_switches();
+    return g_q6k_variant;
 }
 
 // (declared in attention.cu, their only user)
