@@ -47,38 +47,37 @@ static const int kDefaultAttnClTiles = 128;
 static int g_attn_cl_tiles = kDefaultAttnClTiles;
 static bool g_attn_prefetch = false;
 
+// Whether environment variable `name` is set to `value`.
+static bool env_is(const char *name, const char *value) {
+    const char *v = getenv(name);
+    return v && strcmp(v, value) == 0;
+}
+
+// Environment variable `name` as an integer in lo .. hi (a power of two too when pow2), else dflt.
+static int env_int(const char *name, int lo, int hi, bool pow2, int dflt) {
+    const char *s = getenv(name);
+    if (!s) return dflt;
+    const int v = atoi(s);
+    return v >= lo && v <= hi && (!pow2 || (v & (v - 1)) == 0) ? v : dflt;
+}
+
 static void read_switches_locked() {
     static const char *names[SW_COUNT] = {"LOOM_FAST_GEMV", "LOOM_Q4K_UINT32_LOADS",
                                           "LOOM_FAST_EMBD", "LOOM_FAST_NORM", "LOOM_FAST_ATTN",
                                           "LOOM_GEMV_V8", "LOOM_GEMV_MMA", "LOOM_ATTN_V4",
                                           "LOOM_GEMV_MMA_Q6K", "LOOM_ATTN_V5", "LOOM_ATTN_V6",
                                           "LOOM_ATTN_FUSED"};
-    for (int i = 0; i < SW_COUNT; i++) {
-        const char *v = getenv(names[i]);
-        g_switch[i] = !(v && strcmp(v, "0") == 0);
-    }
-    const char *u = getenv("LOOM_GEMV_UNROLL");
-    int n = u ? atoi(u) : kDefaultUnroll;
-    g_unroll = (n == 1 || n == 2 || n == 4) ? n : kDefaultUnroll;  // gemv.cu's kernels: 1, 2, 4
+    for (int i = 0; i < SW_COUNT; i++) g_switch[i] = !env_is(names[i], "0");
+    g_unroll = env_int("LOOM_GEMV_UNROLL", 1, 4, true, kDefaultUnroll);  // gemv.cu's: 1, 2, 4
     // Programmatic dependent launch needs compute capability 9.0 (common.cuh: launch()). On
     // unless LOOM_CUDA_PDL=0: with decode attention launched in order it saves ~0.08 ms of a
     // 4B decode step (bench/NOTES.md 7.9).
-    const char *p = getenv("LOOM_CUDA_PDL");
-    g_pdl = !(p && strcmp(p, "0") == 0) && cc_major() >= 9;
-    const char *sp = getenv("LOOM_GEMV_MMA_SPLIT");
-    int k = sp ? atoi(sp) : 0;
-    g_mma_split = (k == 1 || k == 2 || k == 4 || k == 8) ? k : 0;
-    const char *qv = getenv("LOOM_GEMV_MMA_Q6K_V");
-    const int v = qv ? atoi(qv) : -1;
-    g_q6k_variant = v == 0 || v == 1 ? v : kDefaultQ6kVariant;
-    const char *bp = getenv("LOOM_ATTN_BPSM");
-    const int b = bp ? atoi(bp) : 0;
-    g_attn_bpsm = b >= 1 && b <= 16 ? b : kDefaultAttnBpsm;
-    const char *ct = getenv("LOOM_ATTN_CL_TILES");
-    const int c = ct ? atoi(ct) : -1;
-    g_attn_cl_tiles = c >= 0 && c <= (1 << 25) ? c : kDefaultAttnClTiles;
-    const char *pf = getenv("LOOM_ATTN_PREFETCH");
-    g_attn_prefetch = pf && strcmp(pf, "1") == 0;
+    g_pdl = !env_is("LOOM_CUDA_PDL", "0") && cc_major() >= 9;
+    g_mma_split = env_int("LOOM_GEMV_MMA_SPLIT", 1, 8, true, 0);
+    g_q6k_variant = env_int("LOOM_GEMV_MMA_Q6K_V", 0, 1, false, kDefaultQ6kVariant);
+    g_attn_bpsm = env_int("LOOM_ATTN_BPSM", 1, 16, false, kDefaultAttnBpsm);
+    g_attn_cl_tiles = env_int("LOOM_ATTN_CL_TILES", 0, 1 << 25, false, kDefaultAttnClTiles);
+    g_attn_prefetch = env_is("LOOM_ATTN_PREFETCH", "1");
     g_switch_read = true;
 }
 
