@@ -17,7 +17,8 @@
 #                   (loom bench --passes), alternated twice in one call; fold.txt the summary
 #   attnfold_*.json the attention fold (rope_kv_attention): the bench at -O2, at -O2 with
 #                   LOOM_ATTN_FUSED=0 (the launcher's two launches) and at -O2 without
-#                   fuse-rope-kv-attention (two nodes), A B C A B C; attnfold.txt the summary
+#                   fuse-rope-kv-attention (two nodes), A B C A B C (ATTNFOLD_ROUNDS=N: N
+#                   rounds, default 2); attnfold.txt the summary
 #   bash DEST/e2e.sh [check] [stories] [bench] [ab] [profile] [skip] [fold] [attnfold]
 #                   (default: the first three)
 #   e2e_check.log also holds the graph-replay section (graphs on == off bit for bit over a
@@ -110,7 +111,7 @@ for s in $steps; do
         make_model
         U=fuse-norm-weight,fuse-qkv,fuse-gate-up,fuse-residual-add,fuse-rope-kv-write
         U=$U,fuse-norm-matmul,cse,dce
-        for r in 1 2; do
+        for r in $(seq 1 "${ATTNFOLD_ROUNDS:-2}"); do
             for n in fused twolaunch unfused; do
                 p=-O2; e=LOOM_ATTN_FUSED=1
                 [ $n = twolaunch ] && e=LOOM_ATTN_FUSED=0

@@ -8,7 +8,8 @@
 #      launcher's two launches);
 #   2. stories260K text, CUDA == CPU;
 #   3. `loom bench` of the Qwen3-4B-shaped Q4_K_M model: -O2, -O2 with LOOM_ATTN_FUSED=0 and -O2
-#      less fuse-rope-kv-attention, A B C A B C (e2e.sh attnfold), then e2e.sh skip;
+#      less fuse-rope-kv-attention, A B C A B C (e2e.sh attnfold; ATTNFOLD_ROUNDS=N rounds),
+#      then e2e.sh skip (RKX_SKIP= leaves it out);
 #   4. compute-sanitizer memcheck of a short CUDA generation on the fused qwen3 graph.
 # Only the three real models that mkmodel cannot make travel (qwen2 with biases, stories260K,
 # llama-2-tiny-random); the golden llama (f32 f16 q8_0 q6_k q5_k q4_k) and qwen3 q4_k_m models
@@ -45,7 +46,8 @@ echo "e2e_check LOOM_ATTN_FUSED=0 rc=$? $(tail -1 "$L/e2e_check_fused0.log")"
 grep FAIL "$L/e2e_check_fused0.log" | cut -c1-140 | head -4
 echo "attention fold with LOOM_ATTN_FUSED=0 (bits): $(grep -A21 "^attention fold" "$L/e2e_check_fused0.log" | grep -c ' ok: ') of 20 rows ok"
 echo "[t=${SECONDS}s]"
-OUT="$L" timeout 100 bash "$E/e2e.sh" attnfold skip > "$L/summary2.txt" 2>&1
+OUT="$L" ATTNFOLD_ROUNDS="${ATTNFOLD_ROUNDS:-2}" timeout 100 bash "$E/e2e.sh" attnfold ${RKX_SKIP-skip} \
+    > "$L/summary2.txt" 2>&1
 grep -v "^$" "$L/summary2.txt" | cut -c1-200 | head -24
 echo "[t=${SECONDS}s]"
 SAN=compute-sanitizer
