@@ -2,6 +2,7 @@
  * Qwen3-8B (4096 / 14336) shapes, 32 query heads, 8 KV heads, head_dim 128, vocab 151936.
  *
  *   cuda_bench [--quick] [--attn] [--matmul] [--q6k] [--norm] [--attn-trace] [--attn-prof]
+ *              [--attn-step] [--fused]
  *
  * Method: CUDA events around many launches, the median of several repetitions, per launch.
  * Weights (and KV caches) rotate over copies totalling > 256 MB, far above the H200's L2 (50-60
@@ -251,11 +252,24 @@ struct at_ctx {
     int32_t *dpos; /* non-NULL: loom_cuda_attention_at with the position in device memory */
     loom_kv_layout kv;
     loom_attn_params p;
+    /* rka: loom_cuda_rope_kv_attention_at (raw q in q, raw k/v rows, head norm weights nw, its
+     * q_tmp; LOOM_ATTN_FUSED picks one launch or two); rka == 2: rope_kv_write alone */
+    int rka;
+    float *rk, *rv, *nw, *qt;
+    loom_rope_params rp;
 };
 static void at_fn(void *c, int i) {
     struct at_ctx *a = c;
     int k = i % a->copies;
-    if (a->dpos)
+    if (a->rka == 1)
+        LK(loom_cuda_rope_kv_attention_at(a->q, a->rk, a->rv, a->dpos, a->nw, a->nw, 1e-6f, &a->rp,
+                                          a->kc[k], a->ks[k], a->vc[k], a->vs[k], &a->kv, &a->p,
+                                          a->qt, a->out, &g_err, g_s));
+    else if (a->rka == 2)
+        LK(loom_cuda_rope_kv_write(a->q, a->rk, a->rv, a->dpos, a->nw, a->nw, 1e-6f, &a->rp,
+                                   a->kc[k], a->ks[k], a->vc[k], a->vs[k], &a->kv, a->qt, &g_err,
+                                   g_s));
+    else if (a->dpos)
         LK(loom_cuda_attention_at(a->q, a->kc[k], a->ks[k], a->vc[k], a->vs[k], &a->kv, &a->p,
                                   a->dpos, a->out, &g_err, g_s));
     else
@@ -267,9 +281,12 @@ static void at_graph_fn(void *c, int i) { /* c: the cudaGraphExec_t */
     CK(cudaGraphLaunch(*(cudaGraphExec_t *)c, g_s));
 }
 /* Attention over a cache of L positions (query N-1 at position L-1); at: through the _at
- * launcher (position read from device memory, grid from n_ctx = L). */
+ * launcher (position read from device memory, grid from n_ctx = L); at == 2: the attention
+ * prologue + attention (loom_cuda_rope_kv_attention_at, fused or two launches by
+ * LOOM_ATTN_FUSED), at == 3: the prologue alone (rope_kv_write), both with head norms, NEOX. */
 static void bench_attn_at(const char *name, loom_kv_type t, int64_t L, int64_t N, int at) {
     struct at_ctx *a = calloc(1, sizeof *a);
+    a->rka = at >= 2 ? at - 1 : 0;
     const int64_t nh = 32, nkv = 8, D = 128;
     a->kv = (loom_kv_layout){t, L, nkv, D};
     a->p = (loom_attn_params){N, nh, L - N, 1.0f / sqrtf((float)D)};
@@ -296,6 +313,13 @@ static void bench_attn_at(const char *name, loom_kv_type t, int64_t L, int64_t N
     }
     a->q = dev_floats(N * nh * D, -1, 1);
     a->out = dev_floats(N * nh * D, 0, 1);
+    if (a->rka) {
+        a->rk = dev_floats(nkv * D, -1, 1);
+        a->rv = dev_floats(nkv * D, -1, 1);
+        a->nw = dev_floats(D, 0.9f, 1.1f);
+        a->qt = dev_floats(nh * D, 0, 1);
+        a->rp = (loom_rope_params){1, nh, nkv, D, D, LOOM_ROPE_NEOX, 1e6f, 1.0f};
+    }
     if (at) {
         int32_t p0 = (int32_t)(L - N);
         CK(cudaMalloc((void **)&a->dpos, sizeof p0));
@@ -327,6 +351,7 @@ static void bench_attn_at(const char *name, loom_kv_type t, int64_t L, int64_t N
     for (int c = 0; c < copies; c++) { cudaFree(a->kc[c]); cudaFree(a->vc[c]); cudaFree(a->ks[c]); cudaFree(a->vs[c]); }
     cudaFree(a->q); cudaFree(a->out);
     if (a->dpos) cudaFree(a->dpos);
+    if (a->rka) { cudaFree(a->rk); cudaFree(a->rv); cudaFree(a->nw); cudaFree(a->qt); }
     free(a);
 }
 static void bench_attn(const char *name, loom_kv_type t, int64_t L, int64_t N) {
@@ -560,8 +585,9 @@ struct step_ctx {
     int n_layers, gemv_only, folded; /* folded: the two RMSNorms a layer inside the matmuls */
     int64_t H, F, ctx;
     struct layer L[32];
-    float *x, *h, *q, *k, *v, *att, *ff, *normw, *qnw;
+    float *x, *h, *q, *k, *v, *att, *ff, *normw, *qnw, *qt;
     int32_t *pos;
+    int rka; /* the layer's prologue + attention as loom_cuda_rope_kv_attention_at (LOOM_ATTN_FUSED) */
     cudaGraphExec_t exec;
 };
 static void step_enqueue(struct step_ctx *s) {
@@ -578,7 +604,11 @@ static void step_enqueue(struct step_ctx *s) {
         if (!s->gemv_only && !s->folded)
             LK(loom_cuda_rms_norm(s->x, s->normw, 1, H, 1e-6f, s->h, &g_err, g_s));
         if (!s->folded) LK(loom_cuda_matmul_triple(s->h, 1, y->qkv, NULL, qkv_out, &g_err, g_s));
-        if (!s->gemv_only) {
+        if (!s->gemv_only && s->rka) {
+            LK(loom_cuda_rope_kv_attention_at(s->q, s->k, s->v, s->pos, s->qnw, s->qnw, 1e-6f, &rp,
+                                              y->kc, NULL, y->vc, NULL, &kv, &ap, s->qt, s->att,
+                                              &g_err, g_s));
+        } else if (!s->gemv_only) {
             LK(loom_cuda_rms_norm(s->q, s->qnw, nh, D, 1e-6f, s->q, &g_err, g_s));
             LK(loom_cuda_rms_norm(s->k, s->qnw, nkv, D, 1e-6f, s->k, &g_err, g_s));
             LK(loom_cuda_rope(s->q, s->k, s->pos, &rp, &g_err, g_s));
@@ -601,9 +631,11 @@ static void step_fn(void *c, int i) {
     (void)i;
     CK(cudaGraphLaunch(((struct step_ctx *)c)->exec, g_s));
 }
+static int g_step_rka = 0; /* bench_step: full layers through rope_kv_attention_at, no GEMV row */
 static void bench_step(const char *cfg, int64_t H, int64_t F, int n_layers, int64_t ctx,
                        loom_ggml_type down_t) {
     struct step_ctx *s = calloc(1, sizeof *s);
+    s->rka = g_step_rka;
     s->n_layers = n_layers;
     s->H = H; s->F = F; s->ctx = ctx;
     double gemv_bytes = 0, kv_bytes = 0;
@@ -626,11 +658,12 @@ static void bench_step(const char *cfg, int64_t H, int64_t F, int n_layers, int6
     s->q = dev_floats(4096, -1, 1); s->k = dev_floats(1024, -1, 1); s->v = dev_floats(1024, -1, 1);
     s->att = dev_floats(4096, -1, 1); s->ff = dev_floats(F, -1, 1);
     s->normw = dev_floats(H, 0.9f, 1.1f); s->qnw = dev_floats(128, 0.9f, 1.1f);
+    s->qt = dev_floats(4096, -1, 1);
     int32_t pos = (int32_t)(ctx - 1);
     CK(cudaMalloc((void **)&s->pos, 4));
     CK(cudaMemcpy(s->pos, &pos, 4, cudaMemcpyHostToDevice));
     LK(loom_cuda_reserve_scratch(loom_cuda_scratch_bytes_for(32, 128, 1, 1), &g_err));
-    for (int mode = 0; mode < (g_norm_only ? 3 : 2); mode++) {
+    for (int mode = s->rka ? 1 : 0; mode < (g_norm_only ? 3 : 2); mode++) {
         s->gemv_only = mode == 0;
         s->folded = mode == 2;
         step_enqueue(s); /* eager once: warms up, allocates nothing later */
@@ -658,6 +691,7 @@ static void bench_step(const char *cfg, int64_t H, int64_t F, int n_layers, int6
     }
     cudaFree(s->x); cudaFree(s->h); cudaFree(s->q); cudaFree(s->k); cudaFree(s->v);
     cudaFree(s->att); cudaFree(s->ff); cudaFree(s->normw); cudaFree(s->qnw); cudaFree(s->pos);
+    cudaFree(s->qt);
     free(s);
 }
 
@@ -742,8 +776,41 @@ static void attn_step_ab(void) {
     }
 }
 
+/* --fused: the attention prologue folded into decode attention v6 (rope_kv_attention_at) against
+ * its two launches (LOOM_ATTN_FUSED=0: rope_kv_write + attention_at), same run: alone (graph
+ * rows of bench_attn_at, with rope_kv_write alone and attention_at alone beside them) at 640 and
+ * 4K positions, F16 and INT8, and in the decode-layer graph (4 layers, rope_kv_attention_at in
+ * place of the prologue launches) at 640 and 4K positions, A B A B. */
+static void fused_ab(void) {
+    static const int64_t Ls[2] = {640, 4096};
+    for (int li = 0; li < 2; li++)
+        for (int ti = 0; ti < 2; ti++) {
+            const loom_kv_type kt = ti ? LOOM_KV_INT8 : LOOM_KV_F16;
+            if (ti && Ls[li] != 4096) continue;
+            bench_attn_at("attention_at alone", kt, Ls[li], 1, 1);
+            bench_attn_at("rope_kv_write alone", kt, Ls[li], 1, 3);
+            set_env("LOOM_ATTN_FUSED", "0");
+            bench_attn_at("prologue+attn 2 launches", kt, Ls[li], 1, 2);
+            set_env("LOOM_ATTN_FUSED", "1");
+            bench_attn_at("prologue+attn fused", kt, Ls[li], 1, 2);
+        }
+    g_step_rka = 1;
+    for (int li = 0; li < 2; li++)
+        for (int rep = 0; rep < 2; rep++) {
+            set_env("LOOM_ATTN_FUSED", "0");
+            printf("(rope_kv_write + attention_at, LOOM_ATTN_FUSED=0)\n");
+            bench_step("4B", 2560, 9728, 4, Ls[li], LOOM_GGML_Q4_K);
+            set_env("LOOM_ATTN_FUSED", "1");
+            printf("(rope_kv_attention_at fused)\n");
+            bench_step("4B", 2560, 9728, 4, Ls[li], LOOM_GGML_Q4_K);
+        }
+    g_step_rka = 0;
+}
+
 int main(int argc, char **argv) {
+    int fused_only = 0;
     for (int i = 1; i < argc; i++) {
+        if (strcmp(argv[i], "--fused") == 0) fused_only = 1;
         if (strcmp(argv[i], "--quick") == 0) g_quick = 1;
         if (strcmp(argv[i], "--attn") == 0) g_attn_only = 1;
         if (strcmp(argv[i], "--matmul") == 0) g_mm_only = 1;
@@ -791,6 +858,10 @@ int main(int argc, char **argv) {
     }
     if (g_attn_step) {
         attn_step_ab();
+        goto done;
+    }
+    if (fused_only) {
+        fused_ab();
         goto done;
     }
     static const struct { const char *name; int64_t H, F; } cfgs[2] = {{"4B", 2560, 9728}, {"8B", 4096, 14336}};

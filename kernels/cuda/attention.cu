@@ -31,6 +31,9 @@
 // LOOM_ATTN_PREFETCH=1 (off by default: it measured slower, bench/NOTES.md section 3) has each
 // block ask L2 for its rows before the PDL wait (prefetch.global.L2, a hint: correct whatever
 // the previous kernel writes).
+// v6 + the attention prologue (loom_cuda_rope_kv_attention_at, LOOM_ATTN_FUSED; one token):
+// the same partition with rope_kv_write's work for the token folded into the blocks
+// (attention_v5.cu, FP, says how the new K/V row reaches the tiles without a grid-wide order).
 // Split combine: on sm_90 for one token and a cache of <= 2K positions, the 8 splits of a head
 // group (grid z = 8 whatever the position) are one thread-block cluster: after a cluster
 // barrier block r combines outputs r * 128 + tid, ... over the splits' partials in distributed
@@ -739,7 +742,8 @@ static loom_status launch_attn(const float *q, const void *k_cache, const float 
                                const void *v_cache, const float *v_scales,
                                const loom_kv_layout *kv, const loom_attn_params *p, int64_t pos0,
                                const int32_t *pos_dev, int64_t L_grid, float *out,
-                               loom_error *err, cudaStream_t stream) {
+                               loom_error *err, cudaStream_t stream,
+                               const AttnPrologue *pro = nullptr) {
     const int64_t D = kv->head_dim, N = p->n_tokens;
     AttnArgs a = {};
     a.q = q; a.kc = k_cache; a.vc = v_cache; a.ks = k_scales; a.vs = v_scales; a.out = out;
@@ -749,6 +753,8 @@ static loom_status launch_attn(const float *q, const void *k_cache, const float 
     a.group = (int)(p->n_head / kv->n_kv_head);
     const bool v3_shape = (D == 64 || D == 128);
     const bool fast_path = fast(SW_FAST_ATTN);
+    if (pro && !(fast_path && fast(SW_ATTN_V4)))
+        ARG_FAIL(LOOM_ERR_UNSUPPORTED, "rope_kv_attention: no fused kernel on the simple paths");
     if (fast_path && (fast(SW_ATTN_V4) || !v3_shape)) {
         // v4: G heads a block, S splits for this shape (~attn_blocks_per_sm() blocks per SM),
         // never depending on the position; N * SP <= kMaxSplits keeps the partials inside
@@ -812,6 +818,13 @@ static loom_status launch_attn(const float *q, const void *k_cache, const float 
         }
         f.S = (int)S;
         f.splits = (int)z;
+        if (pro) {  // the prologue folded in: v6 only, and no fallback after a launch
+            if (!v5 || !f.wt)
+                ARG_FAIL(LOOM_ERR_UNSUPPORTED, "rope_kv_attention: no fused kernel for this shape");
+            f.fp = 1;
+            f.pro = *pro;
+            return run_v5(f, kv->type, D, N, err, stream);
+        }
         loom_status st = v5 ? run_v5(f, kv->type, D, N, err, stream) : run_v4(f, kv->type, D, N, err, stream);
         if (st == LOOM_OK) return st;
         log_fallback_once(&g_attn_fallback_logged, "attention", err);
@@ -886,3 +899,22 @@ extern "C" loom_status loom_cuda_attention_at(const float *q, const void *k_cach
     return launch_attn(q, k_cache, k_scales, v_cache, v_scales, kv, p, 0, d_pos0, kv->n_ctx, out,
                        err, stream);
 }
+
+namespace loom_cuda {
+
+loom_status attention_at_fused(const float *q, const void *k_cache, const float *k_scales,
+                               const void *v_cache, const float *v_scales,
+                               const loom_kv_layout *kv, const loom_attn_params *p,
+                               const int32_t *d_pos0, const AttnPrologue &pro, float *out,
+                               loom_error *err, cudaStream_t stream) {
+    loom_status st = check_attn(q, k_cache, k_scales, v_cache, v_scales, kv, p, out, err);
+    if (st != LOOM_OK) return st;
+    if (!d_pos0) ARG_FAIL(LOOM_ERR_INVALID_ARGUMENT, "rope_kv_attention: NULL device position");
+    if (p->n_tokens != 1)
+        ARG_FAIL(LOOM_ERR_UNSUPPORTED, "rope_kv_attention: %lld tokens (decode only)",
+                 (long long)p->n_tokens);
+    return launch_attn(q, k_cache, k_scales, v_cache, v_scales, kv, p, 0, d_pos0, kv->n_ctx, out,
+                       err, stream, &pro);
+}
+
+}  // namespace loom_cuda

@@ -10,6 +10,7 @@
 #include <stdint.h>
 
 #include "kernels/cuda/common.cuh"
+#include "kernels/cuda/rope.cuh"
 
 namespace loom_cuda {
 
@@ -37,6 +38,8 @@ struct AttnArgs {
     int trace;    // v5 timestamps (loom_cuda_attention_trace): 1 + the trace slot, 0 = off
     int tmode;    // traced launches only: 1 = no math, 2 = no loads, 4 = no split combine,
                   // 8 = v6 q after the copies; any v6 launch: 16 = L2 prefetch
+    int fp;       // v6 with the decode prologue folded in (pro; q is the raw q): 1
+    AttnPrologue pro;
 };
 
 namespace {  // device helpers and the combine's counters: one copy a translation unit

@@ -10,6 +10,7 @@
 #include <cooperative_groups.h>
 
 #include "kernels/cuda/attention.cuh"
+#include "kernels/cuda/kv_store.cuh"
 #include "kernels/cuda/mma_common.cuh"
 
 namespace loom_cuda {
@@ -83,6 +84,18 @@ __device__ __forceinline__ unsigned smid() {
     return r;
 }
 
+// The cluster combines' weights of one head (one warp; v5 and v6): lane s < S gives split s's
+// (max m in natural-log units, sum ll), the others (-inf, 0); wts[s] = exp(m - M) (M the
+// maximum, 0 for an empty split) and *den = sum of wts[s] ll_s, in one fixed order.
+__device__ __forceinline__ void cluster_weights(float m, float ll, int lane, float *wts,
+                                                float *den) {
+    const float M = warp_max(m);
+    const float w = m == -INFINITY ? 0.0f : expf(m - M);
+    const float d = warp_sum(w * ll);
+    if (lane < kV5Cluster) wts[lane] = w;
+    if (lane == 0) *den = d;
+}
+
 // The partition of a block's split (a function of the position only): S splits of `per`
 // tiles of TP rows in use; split blockIdx.z covers rows lo .. hi-1 (empty past S) for token t.
 struct V5Range { int S, per, lo, hi; };
@@ -126,8 +139,22 @@ __device__ __forceinline__ uint32_t i8x2_to_h2(uint32_t w) {
 // warp) that its own lanes copy: 4 n-blocks of scores a tile, one softmax step, P x V by
 // m16n8k16 over 2 k-steps of 16 positions; the warps meet at the end as in v5. The scores are
 // v5's bit for bit; the softmax steps (32 positions, whole tiles a warp) are not.
-template <int D, int KVT, int GM, bool TS = false, bool WT = false>
+// FP (v6 only, one token): rope_kv_write's work folded in (a.fp, a.pro; a.q is the raw q).
+// Every block that walks tiles norms and ropes its own q heads (one warp a head, rope.cuh's
+// head_norm_rope: rope_kv_write's q_out bits) into shared memory before its q fragments. The
+// new K/V row at `pos` lives in the last tile of the split that holds pos; the warp that walks
+// that tile norms/ropes the token's K row of its KV head itself, the block of head group 0
+// writes K and V into the caches (kv_store.cuh: rope_kv_write's bytes), and that warp drops the
+// converted row (F16 halves, or INT8 bytes and row scales) into its shared copy of the tile
+// after the copy's wait, in place of what the copy read. Nothing reads the row from the cache
+// after this kernel wrote it, so no block waits on another: the cp.async of that row may see
+// the old or the new bytes (they are overwritten either way); no other split's range contains
+// pos; and with GQA > 8 (several head groups a KV head) every head group's block of the last
+// split converts the row itself and only head group 0 stores it. A device position outside the
+// cache writes no row and replaces nothing (attention clamps it, as the two launches do).
+template <int D, int KVT, int GM, bool TS = false, bool WT = false, bool FP = false>
 static __global__ void __launch_bounds__(kThreads, WT ? 1 : 0) attn_v5_kernel(const AttnArgs a) {
+    static_assert(!FP || (WT && !TS), "the folded prologue is v6's, untraced");
     unsigned long long *tr = nullptr;  // TS: this block's trace record
     if (TS && threadIdx.x == 0) {
         const int b = blockIdx.x + gridDim.x * (blockIdx.y + gridDim.y * blockIdx.z);
@@ -155,6 +182,17 @@ static __global__ void __launch_bounds__(kThreads, WT ? 1 : 0) attn_v5_kernel(co
                 }
         }
     }
+    // FP: the head norm weights (constant) are requested before the PDL wait.
+    constexpr int VPL = D / 32;  // values of a head row a lane holds
+    float wq[FP ? VPL : 1], wk[FP ? VPL : 1];
+    if constexpr (FP) {
+        const int ln = threadIdx.x & 31;
+#pragma unroll
+        for (int j = 0; j < VPL; j++) {
+            wq[j] = a.pro.q_norm ? a.pro.q_norm[ln + 32 * j] : 0.0f;
+            wk[j] = a.pro.k_norm ? a.pro.k_norm[ln + 32 * j] : 0.0f;
+        }
+    }
     pdl_wait();
     if (TS && tr) { tr[1] = gtimer(); tr[3] = clock64(); }
     pdl_launch_dependents();
@@ -171,6 +209,9 @@ static __global__ void __launch_bounds__(kThreads, WT ? 1 : 0) attn_v5_kernel(co
     unsigned char *buf = dbuf;
     __shared__ float m_sh[GM], l_sh[GM];
     __shared__ float mw[kWarps][GM], lw[kWarps][GM];
+    // FP: the block's roped q heads, and the token's converted K and V rows of its KV head
+    __shared__ __align__(16) float qs[FP ? GM : 1][FP ? D : 4];
+    __shared__ float ksh[FP ? D : 1], vsh[FP ? D : 1];
 
     const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
     const int gr = lane >> 2, t4 = lane & 3;
@@ -254,7 +295,9 @@ static __global__ void __launch_bounds__(kThreads, WT ? 1 : 0) attn_v5_kernel(co
     const int hq = GM == 8 ? gr : (gr < GM ? gr : gr - GM);
     const bool rowok = (GM == 8 || gr < 2 * GM) && hq < G;
     auto load_q = [&]() {
-        const float *qp = a.q + ((int64_t)t * a.n_head + h0 + (rowok ? hq : 0)) * D + 2 * t4;
+        const float *qp = FP ? &qs[0][0] + (rowok ? hq : 0) * D + 2 * t4
+                             : a.q + ((int64_t)t * a.n_head + h0 + (rowok ? hq : 0)) * D + 2 * t4;
+        const bool qok = rowok && (!FP || nch > 0);  // FP: qs holds nothing without tiles
         // k slots 2t4, 2t4+1 and 2t4+8, 2t4+9 of step ks hold q[16ks + 2t4 + (0, 1)] and
         // q[16ks + 8 + 2t4 + (0, 1)] (F16), or q[16ks + 4t4 + (0, 1)] and (2, 3) (INT8: the
         // order in which a lane's 4 bytes of a K row arrive)
@@ -262,17 +305,42 @@ static __global__ void __launch_bounds__(kThreads, WT ? 1 : 0) attn_v5_kernel(co
         for (int ks = 0; ks < KS; ks++) {
             qx[ks][0] = make_float2(0.0f, 0.0f);
             qx[ks][1] = qx[ks][0];
-            if (rowok && I8) {
+            if (qok && I8) {
                 const float4 x = *reinterpret_cast<const float4 *>(qp + 16 * ks + 2 * t4);
                 qx[ks][0] = make_float2(x.x, x.y);
                 qx[ks][1] = make_float2(x.z, x.w);
-            } else if (rowok) {
+            } else if (qok) {
                 qx[ks][0] = *reinterpret_cast<const float2 *>(qp + 16 * ks);
                 qx[ks][1] = *reinterpret_cast<const float2 *>(qp + 16 * ks + 8);
             }
         }
     };
-    const bool q_early = WT && !(TS && (a.tmode & 8));
+    // FP: the raw q rows of this warp's heads (warp, warp + 4) and, for the warp whose last
+    // tile holds pos (kw), the token's raw K and V rows are loaded before the tiles' copies.
+    float xq[FP ? 2 : 1][FP ? VPL : 1], xk[FP ? VPL : 1], xv[FP ? VPL : 1];
+    int32_t praw = 0;
+    bool kw = false;
+    if constexpr (FP) {
+        if (nch > 0) {
+            praw = *a.pos_dev;
+#pragma unroll
+            for (int hh = 0; hh < 2; hh++) {
+                const int g = warp + kWarps * hh;
+#pragma unroll
+                for (int j = 0; j < VPL; j++)
+                    xq[hh][j] = g < G ? a.q[(int64_t)(h0 + g) * D + lane + 32 * j] : 0.0f;
+            }
+            kw = praw == pos0 && hi == pos0 + 1 && warp == (nch - 1) % kWarps;
+            if (kw) {
+#pragma unroll
+                for (int j = 0; j < VPL; j++) {
+                    xk[j] = a.pro.k[(int64_t)kvh * D + lane + 32 * j];
+                    xv[j] = a.pro.v[(int64_t)kvh * D + lane + 32 * j];
+                }
+            }
+        }
+    }
+    const bool q_early = WT && !FP && !(TS && (a.tmode & 8));
     if (q_early) load_q();
     if constexpr (WT) {
         for (int j = 0; j < WS; j++) {
@@ -291,6 +359,34 @@ static __global__ void __launch_bounds__(kThreads, WT ? 1 : 0) attn_v5_kernel(co
     // q fragments (A of the score mma): row gr holds head gr's hi (GM = 8: and row gr + 8 its
     // lo); GM < 8: rows GM .. 2GM-1 the lo of heads 0 .. GM-1, rows past 2GM (and heads past
     // G) zero.
+    if constexpr (FP) {
+        if (nch > 0) {
+            const bool hw = a.pro.q_norm != nullptr;
+#pragma unroll
+            for (int hh = 0; hh < 2; hh++) {
+                const int g = warp + kWarps * hh;
+                if (g < G)
+                    head_norm_rope<VPL>(qs[g], xq[hh], wq, hw, D, a.pro.eps, a.pro.half,
+                                        a.pro.neox != 0, praw, a.pro.theta_scale,
+                                        a.pro.freq_scale, lane);
+            }
+            if (kw) {
+                head_norm_rope<VPL>(ksh, xk, wk, hw, D, a.pro.eps, a.pro.half, a.pro.neox != 0,
+                                    praw, a.pro.theta_scale, a.pro.freq_scale, lane);
+#pragma unroll
+                for (int j = 0; j < VPL; j++) vsh[lane + 32 * j] = xv[j];
+                __syncwarp();
+                if (hg == 0) {
+                    const int64_t cr = (int64_t)praw * a.n_kv_head + kvh;
+                    kv_store_row(ksh, D, KVT, const_cast<void *>(a.kc),
+                                 const_cast<float *>(a.ks), cr, lane);
+                    kv_store_row(vsh, D, KVT, const_cast<void *>(a.vc),
+                                 const_cast<float *>(a.vs), cr, lane);
+                }
+            }
+        }
+        __syncthreads();  // qs is read by the fragment loads of every warp
+    }
     if (!q_early) load_q();
     uint32_t qa[KS][4];
     {
@@ -337,6 +433,31 @@ static __global__ void __launch_bounds__(kThreads, WT ? 1 : 0) attn_v5_kernel(co
             const int ci = warp + kWarps * j;
             const unsigned char *Ks = buf + st * STG, *Vs = Ks + TILE;
             const int j0 = lo + ci * TP;
+            if constexpr (FP) {
+                if (kw && j == njw - 1) {  // the converted row at pos replaces the copied one
+                    const int r = pos0 - j0;
+                    unsigned char *kr = buf + st * STG + r * RB, *vr = kr + TILE;
+                    if constexpr (I8) {
+                        float *sc = reinterpret_cast<float *>(buf + st * STG + 2 * TILE);
+                        float dk, idk, dv, idv;
+                        kv_i8_scale(ksh, D, lane, dk, idk);
+                        kv_i8_scale(vsh, D, lane, dv, idv);
+                        for (int i = lane; i < D; i += 32) {
+                            const int off = v5_swz<CPR>(r, i / 16) * 16 + i % 16;
+                            kr[off] = (unsigned char)kv_i8(ksh[i], idk);
+                            vr[off] = (unsigned char)kv_i8(vsh[i], idv);
+                        }
+                        if (lane == 0) { sc[r] = dk; sc[TP + r] = dv; }
+                    } else {
+                        for (int i = lane; i < D; i += 32) {
+                            const int off = v5_swz<CPR>(r, i / 8) * 16 + (i % 8) * 2;
+                            *reinterpret_cast<uint16_t *>(kr + off) = kv_f16_bits(ksh[i]);
+                            *reinterpret_cast<uint16_t *>(vr + off) = kv_f16_bits(vsh[i]);
+                        }
+                    }
+                    __syncwarp();
+                }
+            }
             if (!(TS && (a.tmode & 1))) {
             float ca[4][4], cb[4][4];
 #pragma unroll
@@ -673,13 +794,8 @@ static __global__ void __launch_bounds__(kThreads, WT ? 1 : 0) attn_v5_kernel(co
         if (i0 < i1) {
             for (int g = warp; g < G; g += kWarps) {
                 if (g * D >= i1 || (g + 1) * D <= i0) continue;  // no output of head g here
-                const float m = lane < S ? rm[lane][g] : -INFINITY;
-                const float ll = lane < S ? rl[lane][g] : 0.0f;
-                const float M = warp_max(m);
-                const float w = m == -INFINITY ? 0.0f : expf(m - M);
-                const float den = warp_sum(w * ll);
-                if (lane < kV5Cluster) wts[g][lane] = w;
-                if (lane == 0) dens[g] = den;
+                cluster_weights(lane < S ? rm[lane][g] : -INFINITY, lane < S ? rl[lane][g] : 0.0f,
+                                lane, wts[g], &dens[g]);
             }
             __syncthreads();
             for (int idx = i0 + tid; idx < i1; idx += kThreads) {
@@ -711,13 +827,9 @@ static __global__ void __launch_bounds__(kThreads, WT ? 1 : 0) attn_v5_kernel(co
         cl.sync();
         V5_MARK(9);
         for (int g = warp; g < G; g += kWarps) {
-            const float m = lane < S ? *cl.map_shared_rank(&m_sh[g], lane) : -INFINITY;
-            const float ll = lane < S ? *cl.map_shared_rank(&l_sh[g], lane) : 0.0f;
-            const float M = warp_max(m);
-            const float w = m == -INFINITY ? 0.0f : expf(m - M);
-            const float den = warp_sum(w * ll);
-            if (lane < kV5Cluster) wts[g][lane] = w;
-            if (lane == 0) dens[g] = den;
+            cluster_weights(lane < S ? *cl.map_shared_rank(&m_sh[g], lane) : -INFINITY,
+                            lane < S ? *cl.map_shared_rank(&l_sh[g], lane) : 0.0f, lane, wts[g],
+                            &dens[g]);
         }
         __syncthreads();
         const int C = a.cl, rank = (int)cl.block_rank();
@@ -763,7 +875,8 @@ cudaError_t launch_v5_fn(Kern kern, std::atomic<int> &max_set, const AttnArgs &a
 template <int D, int KVT, int GM>
 cudaError_t launch_v5_k(const AttnArgs &a, dim3 grid, cudaStream_t stream) {
     const int smem = v5_smem(D, KVT, GM, a.nst);
-    static std::atomic<int> ms[4];  // v5, v6, traced v5, traced v6
+    static std::atomic<int> ms[5];  // v5, v6, traced v5, traced v6, v6 + prologue
+    if (a.fp) return launch_v5_fn(attn_v5_kernel<D, KVT, GM, false, true, true>, ms[4], a, grid, smem, stream);
     if constexpr (D == 128 && GM == 4) {
         if (a.trace > 0)
             return a.wt ? launch_v5_fn(attn_v5_kernel<D, KVT, GM, true, true>, ms[3], a, grid, smem, stream)
@@ -790,7 +903,7 @@ int g_trace_mode = -1, g_trace_next = 0;  // loom_cuda_attention_trace (bench/de
 loom_status run_v5(const AttnArgs &a0, int kvt, int64_t D, int64_t N, loom_error *err,
                    cudaStream_t stream) {
     AttnArgs a = a0;
-    if (g_trace_mode >= 0) {
+    if (g_trace_mode >= 0 && !a.fp) {
         a.trace = 1 + g_trace_next++ % kTraceSlots;
         a.tmode |= g_trace_mode;
     }
@@ -803,6 +916,9 @@ loom_status run_v5(const AttnArgs &a0, int kvt, int64_t D, int64_t N, loom_error
         ARG_FAIL(LOOM_ERR_INVALID_ARGUMENT,
                  "attention v5: %d stages (v6: %d), %d heads a block, cluster %d", a.nst, a.wt,
                  a.G, a.cl);
+    if (a.fp && (!a.wt || N != 1 || !a.pos_dev))
+        ARG_FAIL(LOOM_ERR_INVALID_ARGUMENT,
+                 "attention v6: the folded prologue needs v6, one token and a device position");
     dim3 grid((unsigned)(a.n_kv_head * a.hgroups), (unsigned)N, (unsigned)a.splits);
     const bool i8 = kvt == LOOM_KV_INT8;
     cudaError_t e;

@@ -28,6 +28,10 @@
 // even; INT8 amax / 127 with ties-to-even quantization), so it is within that tolerance plus
 // one F16 rounding or one INT8 step; the V cache is bit-exact. A token whose position is
 // outside 0 .. n_ctx - 1 writes no cache row (the executor checks positions on the host).
+// Also here: loom_cuda_rope_kv_attention_at, the decode prologue + attention of one layer: on
+// sm_90 (v6 shapes, LOOM_ATTN_FUSED on) the prologue runs inside the attention kernel
+// (attention_v5.cu, FP: the same head_norm_rope / kv_store code, so the same bits), else this
+// file's launch followed by attention_at.
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -72,51 +76,38 @@ static __global__ void __launch_bounds__(kThreads) prologue_kernel(PrologueArgs 
     float *s = smem + (int64_t)warp * D;
 
     float xv[REG ? kVpl : 1], vv[REG ? kVpl : 1], wv[REG ? kVpl : 1];
-    if (REG && w) {  // constant: requested before the wait
+    if (REG) {  // constant: requested before the wait
 #pragma unroll
-        for (int j = 0; j < kVpl; j++) wv[j] = lane + 32 * j < D ? w[lane + 32 * j] : 0.0f;
+        for (int j = 0; j < kVpl; j++) wv[j] = w && lane + 32 * j < D ? w[lane + 32 * j] : 0.0f;
     }
     pdl_wait();
     const int32_t p = a.pos[t];
-    double ss = 0.0;
-    if (REG) {
+    if constexpr (REG) {
 #pragma unroll
         for (int j = 0; j < kVpl; j++) {
             const bool in = lane + 32 * j < D;
             xv[j] = in ? src[lane + 32 * j] : 0.0f;
             vv[j] = in && !is_q ? vsrc[lane + 32 * j] : 0.0f;
         }
-#pragma unroll
-        for (int j = 0; j < kVpl; j++) {
-            if (lane + 32 * j < D) {
-                s[lane + 32 * j] = xv[j];
-                if (w) ss += (double)xv[j] * xv[j];
-            }
-        }
+        head_norm_rope<kVpl>(s, xv, wv, w != nullptr, D, a.eps, a.half, a.neox != 0, p,
+                             a.theta_scale, a.freq_scale, lane);
     } else {
+        double ss = 0.0;
         for (int64_t i = lane; i < D; i += 32) {
             const float x = src[i];
             s[i] = x;
             if (w) ss += (double)x * x;
         }
-    }
-    if (w) {
-        ss = warp_sum_d(ss);
-        const float scale = (float)(1.0 / sqrt(ss / (double)D + (double)a.eps));
-        if (REG) {
-#pragma unroll
-            for (int j = 0; j < kVpl; j++)
-                if (lane + 32 * j < D)
-                    s[lane + 32 * j] = __fmul_rn(__fmul_rn(xv[j], scale), wv[j]);
-        } else {
+        if (w) {
+            ss = warp_sum_d(ss);
+            const float scale = (float)(1.0 / sqrt(ss / (double)D + (double)a.eps));
             for (int64_t i = lane; i < D; i += 32) s[i] = __fmul_rn(__fmul_rn(s[i], scale), w[i]);
         }
+        __syncwarp();
+        for (int64_t i = lane; i < a.half; i += 32)
+            rope_rotate_pair(s, i, a.half, a.neox != 0, p, a.theta_scale, a.freq_scale);
+        __syncwarp();
     }
-    __syncwarp();
-
-    for (int64_t i = lane; i < a.half; i += 32)
-        rope_rotate_pair(s, i, a.half, a.neox != 0, p, a.theta_scale, a.freq_scale);
-    __syncwarp();
 
     if (is_q) {
         float *dst = a.q_out + (t * a.nh + h) * D;
@@ -138,27 +129,9 @@ static __global__ void __launch_bounds__(kThreads) prologue_kernel(PrologueArgs 
     }
 }
 
-// The register path unless LOOM_ROPE_KV_REG=0 (read once).
-static bool reg_path_on() {
-    static const bool on = [] {
-        const char *v = getenv("LOOM_ROPE_KV_REG");
-        return !(v && !strcmp(v, "0"));
-    }();
-    return on;
-}
-
-}  // namespace
-}  // namespace loom_cuda
-
-using namespace loom_cuda;
-
-extern "C" loom_status loom_cuda_rope_kv_write(const float *q, const float *k, const float *v,
-                                               const int32_t *pos, const float *q_norm,
-                                               const float *k_norm, float eps,
-                                               const loom_rope_params *p, void *k_cache,
-                                               float *k_scales, void *v_cache, float *v_scales,
-                                               const loom_kv_layout *kv, float *q_out,
-                                               loom_error *err, cudaStream_t stream) {
+// The parameter checks of rope_kv_write (also those of the prologue folded into attention).
+static loom_status check_prologue(const loom_rope_params *p, const loom_kv_layout *kv, float eps,
+                                  const float *q_norm, const float *k_norm, loom_error *err) {
     if (!p || !kv) ARG_FAIL(LOOM_ERR_INVALID_ARGUMENT, "rope_kv_write: NULL params or layout");
     if (kv->type != LOOM_KV_F32 && kv->type != LOOM_KV_F16 && kv->type != LOOM_KV_INT8)
         ARG_FAIL(LOOM_ERR_UNSUPPORTED, "rope_kv_write: cache type %d", (int)kv->type);
@@ -184,6 +157,32 @@ extern "C" loom_status loom_cuda_rope_kv_write(const float *q, const float *k, c
     if ((q_norm == NULL) != (k_norm == NULL))
         ARG_FAIL(LOOM_ERR_INVALID_ARGUMENT,
                  "rope_kv_write: q_norm and k_norm are both given or both NULL");
+    return LOOM_OK;
+}
+
+// The register path unless LOOM_ROPE_KV_REG=0 (read once).
+static bool reg_path_on() {
+    static const bool on = [] {
+        const char *v = getenv("LOOM_ROPE_KV_REG");
+        return !(v && !strcmp(v, "0"));
+    }();
+    return on;
+}
+
+}  // namespace
+}  // namespace loom_cuda
+
+using namespace loom_cuda;
+
+extern "C" loom_status loom_cuda_rope_kv_write(const float *q, const float *k, const float *v,
+                                               const int32_t *pos, const float *q_norm,
+                                               const float *k_norm, float eps,
+                                               const loom_rope_params *p, void *k_cache,
+                                               float *k_scales, void *v_cache, float *v_scales,
+                                               const loom_kv_layout *kv, float *q_out,
+                                               loom_error *err, cudaStream_t stream) {
+    loom_status st = check_prologue(p, kv, eps, q_norm, k_norm, err);
+    if (st != LOOM_OK) return st;
     const int64_t rows = p->n_tokens * (p->n_head + p->n_kv_head);
     if (rows == 0) return LOOM_OK;
     if (!q || !k || !v || !pos || !q_out || !k_cache || !v_cache ||
@@ -208,6 +207,8 @@ extern "C" loom_status loom_cuda_rope_kv_write(const float *q, const float *k, c
     return LOOM_OK;
 }
 
+static int g_fused_fallback_logged = 0;
+
 // The decode prologue + attention of one layer (cuda_kernels.h). Until the fused launch takes
 // a shape (or with LOOM_ATTN_FUSED=0) it is exactly rope_kv_write into q_tmp followed by
 // attention_at over q_tmp: the reference the fused kernel is held to, bit for bit.
@@ -225,6 +226,23 @@ extern "C" loom_status loom_cuda_rope_kv_attention_at(
                  (long long)ap->n_head);
     if (!d_pos || !q_tmp)
         ARG_FAIL(LOOM_ERR_INVALID_ARGUMENT, "rope_kv_attention_at: NULL device position or q_tmp");
+    if (fast(SW_ATTN_FUSED) && cc_major() >= 9 && (uintptr_t)q % 16 == 0) {
+        loom_status st = check_prologue(rp, kv, eps, q_norm, k_norm, err);
+        if (st != LOOM_OK) return st;
+        if (!k || !v || (kv->type == LOOM_KV_INT8 && (!k_scales || !v_scales)))
+            ARG_FAIL(LOOM_ERR_INVALID_ARGUMENT, "rope_kv_attention_at: NULL k, v or INT8 scales");
+        AttnPrologue pro;
+        pro.k = k, pro.v = v, pro.q_norm = q_norm, pro.k_norm = k_norm, pro.eps = eps;
+        pro.theta_scale = powf(rp->freq_base, -2.0f / (float)rp->n_rot);  // as rope_kv_write
+        pro.freq_scale = rp->freq_scale;
+        pro.half = (int)(rp->n_rot / 2), pro.neox = rp->mode == LOOM_ROPE_NEOX;
+        st = attention_at_fused(q, k_cache, k_scales, v_cache, v_scales, kv, ap, d_pos, pro, out,
+                                err, stream);
+        if (st == LOOM_OK || st == LOOM_ERR_INVALID_ARGUMENT) return st;
+        if (st == LOOM_ERR_CUDA) log_fallback_once(&g_fused_fallback_logged, "rope_kv_attention", err);
+        // LOOM_ERR_UNSUPPORTED (no fused kernel for this shape; nothing was launched) or a
+        // failed launch: the two launches below
+    }
     loom_status st = loom_cuda_rope_kv_write(q, k, v, d_pos, q_norm, k_norm, eps, rp, k_cache,
                                              k_scales, v_cache, v_scales, kv, q_tmp, err, stream);
     if (st != LOOM_OK) return st;

@@ -3,12 +3,13 @@
  * it prints one table row per case (kernel, shape, measured error, tolerance, verdict) and
  * exits non-zero when any case fails or any CUDA call fails.
  *
- *   cuda_conformance [--quick] [--attn] [--matmul] [--normed] [--seed N]
+ *   cuda_conformance [--quick] [--attn] [--matmul] [--normed] [--fused] [--seed N]
  *
  * --quick keeps a reduced shape set (for compute-sanitizer, which is 10-100x slower); --attn
  * runs only the kv_write and attention cases (and the refusals; with LOOM_ATTN_BPSM=... to
  * sweep split counts); --matmul only the matmul family (its variant switches in the environment);
- * --normed only the matmul family's _normed launchers (the RMSNorm folded in).
+ * --normed only the matmul family's _normed launchers (the RMSNorm folded in); --fused only
+ * rope_kv_attention_at (the attention prologue folded into decode attention).
  * Outputs are poisoned (all bytes 0xFF, a NaN pattern) before every GPU run, so an unwritten
  * element fails. Tolerances are those of the kernels' contracts (cpu_kernels.h, the .cu files):
  *   matmul family: per element |d| <= 1e-5 * sum_k |W x| (+1e-30); GEMM token == GEMV (bits);
@@ -24,7 +25,9 @@
  *   kv_write, embed, argmax, add, mul, bias_add, add/mul_bcast, f16<->f32: bit-exact;
  *   a chain of dependent launches with and without programmatic dependent launch: exact;
  *   rope_kv_write: q_out 1e-4 * max(1, max|q_out|), K cache that + one F16/INT8 rounding step,
- *                  V cache bit-exact, also replayed from one CUDA-graph capture.
+ *                  V cache bit-exact, also replayed from one CUDA-graph capture;
+ *   rope_kv_attention_at (fused) == rope_kv_write + attention_at: out, K/V caches, INT8 scales
+ *                  bit for bit, and the fused launch taken exactly where it is promised.
  */
 #include <math.h>
 #include <stdint.h>
@@ -39,6 +42,7 @@
 
 /* ---- harness ------------------------------------------------------------------------------ */
 static int g_quick = 0, g_fail = 0, g_cases = 0, g_only_attn = 0, g_only_mm = 0, g_only_normed = 0;
+static int g_only_fused = 0;
 static uint64_t g_rng = 0x9E3779B97F4A7C15ull;
 
 
@@ -1176,6 +1180,191 @@ static void test_rope_kv(loom_kv_type t, loom_rope_mode mode, int norms, int64_t
     cudaFree(dv); cudaFree(dqo); cudaFree(dqw); cudaFree(dkw); cudaFree(dpos);
 }
 
+/* loom_cuda_rope_kv_attention_at (the attention prologue folded into decode attention v6)
+ * against its own two-launch path (LOOM_ATTN_FUSED=0: rope_kv_write into q_tmp, then
+ * attention_at), bit for bit: out, the K/V cache bytes and the INT8 row scales. Two copies of one
+ * random cache; at each position (in the order given, on the same caches, like decode steps) both
+ * sides get the same fresh raw q/k/v, outputs and q_tmp poisoned first. Rows at the position
+ * are compared at every step, the whole caches at the end. The fused launch leaves q_tmp as it
+ * was (poison), the two launches write it: that tells which path ran, and it must be the fused
+ * one exactly where the contract says (sm_90, F16/INT8, head_dim 64/128, LOOM_ATTN_V6 on).
+ * graph: both calls captured once each and replayed at every position. */
+static void test_rope_kv_attn(loom_kv_type t, int64_t D, int64_t nh, int64_t nkv, int64_t n_ctx,
+                              const int64_t *pos, int npos, int norms, loom_rope_mode mode,
+                              int graph, int expect_fused) {
+    char shape[96];
+    snprintf(shape, sizeof shape, "%s %s%s D=%lld h=%lld/%lld ctx=%lld x%d%s",
+             t == LOOM_KV_F16 ? "F16" : "INT8", mode == LOOM_ROPE_NEOX ? "NEOX" : "NORM",
+             norms ? " norm" : "", (long long)D, (long long)nh, (long long)nkv,
+             (long long)n_ctx, npos, graph ? " graph" : "");
+    const int i8 = t == LOOM_KV_INT8;
+    const int64_t ne = n_ctx * nkv * D, nq = nh * D, nk = nkv * D;
+    const size_t es = kv_elem(t), cb = (size_t)ne * es, sb = sizeof(float) * (size_t)(n_ctx * nkv);
+    const size_t qb = sizeof(float) * (size_t)nq, kb = sizeof(float) * (size_t)nk;
+    const size_t rowb = (size_t)nk * es, rows_sb = sizeof(float) * (size_t)nkv;
+    loom_kv_layout kv = {t, n_ctx, nkv, D};
+    loom_rope_params rp = {1, nh, nkv, D, D, mode, 1000000.0f, 1.0f};
+    loom_attn_params ap = {1, nh, 0, 1.0f / sqrtf((float)D)};
+    uint8_t *kc = xmalloc(cb), *vc = xmalloc(cb), *ga = xmalloc(cb), *gb = xmalloc(cb);
+    float *ks = xmalloc(sb), *vs = xmalloc(sb), *sa = xmalloc(sb), *sbb = xmalloc(sb);
+    rand_cache(t, kc, ne);
+    rand_cache(t, vc, ne);
+    for (int64_t i = 0; i < n_ctx * nkv; i++) { ks[i] = urand(0.001f, 0.01f); vs[i] = urand(0.001f, 0.01f); }
+    void *dk[2] = {dup_dev(kc, cb), dup_dev(kc, cb)}, *dv[2] = {dup_dev(vc, cb), dup_dev(vc, cb)};
+    float *dks[2] = {dup_dev(ks, sb), dup_dev(ks, sb)}, *dvs[2] = {dup_dev(vs, sb), dup_dev(vs, sb)};
+    float *q = xmalloc(qb), *k = xmalloc(kb), *v = xmalloc(kb), qw[256], kw[256];
+    fill(qw, D, 0.5f, 1.5f);
+    fill(kw, D, 0.5f, 1.5f);
+    float *dq = dev_poison(qb), *dkr = dev_poison(kb), *dvr = dev_poison(kb);
+    float *dqw = dup_dev(qw, sizeof(float) * (size_t)D), *dkw = dup_dev(kw, sizeof(float) * (size_t)D);
+    float *dout[2] = {dev_poison(qb), dev_poison(qb)}, *dqt[2] = {dev_poison(qb), dev_poison(qb)};
+    int32_t *dpos = dev_poison(sizeof(int32_t));
+    float *oa = xmalloc(qb), *ob = xmalloc(qb), *qt = xmalloc(qb);
+    uint8_t *ra = xmalloc(2 * rowb), *rb = xmalloc(2 * rowb);
+    loom_error err = {0};
+    cudaStream_t s;
+    CK(cudaStreamCreate(&s));
+    cudaGraph_t gr[2] = {NULL, NULL};
+    cudaGraphExec_t ex[2] = {NULL, NULL};
+    size_t out_diff = 0, row_diff = 0, path_bad = 0;
+    int first_bad = -1, ok = 1;
+    if (loom_cuda_reserve_scratch(loom_cuda_scratch_bytes_for(nh, D, 0, 0), &err) != LOOM_OK) {
+        report_status("rope_kv_attention", shape, LOOM_ERR_OUT_OF_MEMORY, &err);
+        ok = 0;
+    }
+    for (int i = 0; ok && i < npos; i++) {
+        const int32_t p = (int32_t)pos[i];
+        fill(q, nq, -1, 1);
+        fill(k, nk, -1, 1);
+        fill(v, nk, -1, 1);
+        CK(cudaMemcpy(dq, q, qb, cudaMemcpyHostToDevice));
+        CK(cudaMemcpy(dkr, k, kb, cudaMemcpyHostToDevice));
+        CK(cudaMemcpy(dvr, v, kb, cudaMemcpyHostToDevice));
+        CK(cudaMemcpy(dpos, &p, sizeof p, cudaMemcpyHostToDevice));
+        for (int side = 0; side < 2; side++) { /* 0: two launches, 1: fused */
+            CK(cudaMemset(dout[side], 0xFF, qb));
+            CK(cudaMemset(dqt[side], 0xFF, qb));
+            set_switch("LOOM_ATTN_FUSED", side ? "1" : "0");
+            loom_status st = LOOM_OK;
+            if (!graph || i == 0) {
+                if (graph) CK(cudaStreamBeginCapture(s, cudaStreamCaptureModeGlobal));
+                st = loom_cuda_rope_kv_attention_at(
+                    dq, dkr, dvr, dpos, norms ? dqw : NULL, norms ? dkw : NULL, 1e-6f, &rp,
+                    dk[side], i8 ? dks[side] : NULL, dv[side], i8 ? dvs[side] : NULL, &kv, &ap,
+                    dqt[side], dout[side], &err, s);
+                if (graph) {
+                    CK(cudaStreamEndCapture(s, &gr[side]));
+                    if (st == LOOM_OK) CK(cudaGraphInstantiate(&ex[side], gr[side], 0));
+                }
+            }
+            report_status(side ? "rope_kv_attention" : "rope_kv_attention (2)", shape, st, &err);
+            if (st != LOOM_OK) { ok = 0; break; }
+            if (graph) CK(cudaGraphLaunch(ex[side], s));
+            CK(cudaStreamSynchronize(s));
+        }
+        if (!ok) break;
+        to_host(oa, dout[0], qb);
+        to_host(ob, dout[1], qb);
+        size_t d = 0;
+        for (size_t e = 0; e < qb; e++) d += ((uint8_t *)oa)[e] != ((uint8_t *)ob)[e];
+        out_diff += d;
+        /* the rows at p: K then V (and the INT8 row scales) */
+        size_t rd = 0;
+        for (int side = 0; side < 2; side++) {
+            uint8_t *r = side ? rb : ra;
+            to_host(r, (uint8_t *)dk[side] + (size_t)p * rowb, rowb);
+            to_host(r + rowb, (uint8_t *)dv[side] + (size_t)p * rowb, rowb);
+        }
+        for (size_t e = 0; e < 2 * rowb; e++) rd += ra[e] != rb[e];
+        if (i8) {
+            float x[2][2 * 64];
+            for (int side = 0; side < 2; side++) {
+                to_host(x[side], dks[side] + (size_t)p * nkv, rows_sb);
+                to_host(x[side] + nkv, dvs[side] + (size_t)p * nkv, rows_sb);
+            }
+            rd += memcmp(x[0], x[1], 2 * rows_sb) != 0;
+        }
+        row_diff += rd;
+        /* which path ran: the fused launch leaves q_tmp poisoned */
+        to_host(qt, dqt[1], qb);
+        int untouched = 1;
+        for (size_t e = 0; e < qb; e++) untouched &= ((uint8_t *)qt)[e] == 0xFF;
+        path_bad += untouched != expect_fused;
+        if ((d || rd || untouched != expect_fused) && first_bad < 0) first_bad = p;
+    }
+    set_switch("LOOM_ATTN_FUSED", "1");
+    if (ok) {
+        to_host(ga, dk[0], cb); to_host(gb, dk[1], cb);
+        size_t cd = 0;
+        for (size_t e = 0; e < cb; e++) cd += ga[e] != gb[e];
+        to_host(ga, dv[0], cb); to_host(gb, dv[1], cb);
+        for (size_t e = 0; e < cb; e++) cd += ga[e] != gb[e];
+        if (i8) {
+            to_host(sa, dks[0], sb); to_host(sbb, dks[1], sb);
+            cd += memcmp(sa, sbb, sb) != 0;
+            to_host(sa, dvs[0], sb); to_host(sbb, dvs[1], sb);
+            cd += memcmp(sa, sbb, sb) != 0;
+        }
+        if (first_bad >= 0) printf("  (first differing position: %d)\n", first_bad);
+        report(expect_fused ? "fused == 2 launches out" : "fallback == 2 l. out", shape,
+               (double)out_diff, 0);
+        report(expect_fused ? "fused == 2 l. K/V rows" : "fallback == 2 l. K/V", shape,
+               (double)(row_diff + cd), 0);
+        report(expect_fused ? "fused path taken" : "fallback path taken", shape, (double)path_bad, 0);
+    }
+    for (int side = 0; side < 2; side++) {
+        if (ex[side]) CK(cudaGraphExecDestroy(ex[side]));
+        if (gr[side]) CK(cudaGraphDestroy(gr[side]));
+        cudaFree(dk[side]); cudaFree(dv[side]); cudaFree(dks[side]); cudaFree(dvs[side]);
+        cudaFree(dout[side]); cudaFree(dqt[side]);
+    }
+    CK(cudaStreamDestroy(s));
+    free(kc); free(vc); free(ga); free(gb); free(ks); free(vs); free(sa); free(sbb);
+    free(q); free(k); free(v); free(oa); free(ob); free(qt); free(ra); free(rb);
+    cudaFree(dq); cudaFree(dkr); cudaFree(dvr); cudaFree(dqw); cudaFree(dkw); cudaFree(dpos);
+}
+
+/* The fused section (--fused runs only it): head_dim 64/128 (+ the fallback shapes 80/96/256),
+ * GQA 1/2/4/8 (+ 16: two head groups a KV head), F16/INT8, norms or not, NORM and NEOX, at
+ * positions 0, 1, 63, 64 and across tile (32 rows), warp (4 tiles) and split boundaries, in a
+ * 4K cache (the cluster combine) and an 8K one (the global combine, up to 8191). */
+static void test_fused_section(int sm90) {
+    static const int64_t p4k[] = {0, 1, 2, 31, 32, 33, 63, 64, 65, 95, 127, 128, 129, 255, 256,
+                                  257, 511, 1000, 2047, 2048, 3000, 4064, 4095};
+    static const int64_t p8k[] = {0, 1, 63, 64, 543, 4095, 4096, 4097, 5000, 6143, 8160, 8191};
+    static const int64_t pq[] = {0, 1, 63, 64, 300, 1023};
+    static const int64_t gq[][2] = {{8, 8}, {16, 8}, {32, 8}, {32, 4}, {32, 2}};
+    const int n4 = (int)(sizeof p4k / sizeof p4k[0]), n8 = (int)(sizeof p8k / sizeof p8k[0]);
+    printf("-- the attention prologue folded into decode attention (rope_kv_attention_at)\n");
+    for (int t = LOOM_KV_F16; t <= LOOM_KV_INT8; t++)
+        for (int di = 0; di < 2; di++)
+            for (int g = 0; g < 5; g++)
+                for (int c = 0; c < (g_quick ? 1 : 4); c++) {
+                    const int norms = c & 1;
+                    const loom_rope_mode m = (c >> 1) ? LOOM_ROPE_NEOX : LOOM_ROPE_NORM;
+                    if (g_quick && g != 2 && g != 4 && !(di == 0 && g == 0)) continue;
+                    test_rope_kv_attn((loom_kv_type)t, di ? 128 : 64, gq[g][0], gq[g][1],
+                                      g_quick ? 1024 : 4096, g_quick ? pq : p4k,
+                                      g_quick ? 6 : n4, g_quick ? 1 : norms,
+                                      g_quick ? LOOM_ROPE_NEOX : m, 0, sm90);
+                }
+    if (!g_quick)
+        for (int t = LOOM_KV_F16; t <= LOOM_KV_INT8; t++) {
+            test_rope_kv_attn((loom_kv_type)t, 128, 32, 8, 8192, p8k, n8, 1, LOOM_ROPE_NEOX, 0, sm90);
+            test_rope_kv_attn((loom_kv_type)t, 64, 16, 2, 8192, p8k, n8, 0, LOOM_ROPE_NORM, 0, sm90);
+            test_rope_kv_attn((loom_kv_type)t, 128, 32, 8, 4096, p4k, n4, 1, LOOM_ROPE_NEOX, 1, sm90);
+            test_rope_kv_attn((loom_kv_type)t, 128, 32, 8, 8192, p8k, n8, 1, LOOM_ROPE_NEOX, 1, sm90);
+        }
+    /* the shapes without a fused kernel: the same entry point runs the two launches */
+    static const int64_t dx[3] = {80, 96, 256};
+    for (int i = 0; i < 3; i++)
+        test_rope_kv_attn(i == 1 ? LOOM_KV_INT8 : LOOM_KV_F16, dx[i], 32, 8, g_quick ? 1024 : 4096,
+                          g_quick ? pq : p4k, g_quick ? 3 : 8, 1, LOOM_ROPE_NEOX, 0, 0);
+    set_switch("LOOM_ATTN_V6", "0"); /* v5: no fused kernel either */
+    test_rope_kv_attn(LOOM_KV_F16, 128, 32, 8, 4096, p4k, g_quick ? 3 : 8, 1, LOOM_ROPE_NEOX, 0, 0);
+    set_switch("LOOM_ATTN_V6", "1");
+}
+
 /* ---- elementwise, embed, softmax, argmax, conversions ----------------------------------- */
 static void test_elementwise(int64_t n) {
     char shape[64];
@@ -1382,6 +1571,7 @@ int main(int argc, char **argv) {
         else if (strcmp(argv[i], "--attn") == 0) g_only_attn = 1; /* kv_write + attention only */
         else if (strcmp(argv[i], "--matmul") == 0) g_only_mm = 1; /* the matmul family only */
         else if (strcmp(argv[i], "--normed") == 0) g_only_normed = 1; /* the _normed launchers only */
+        else if (strcmp(argv[i], "--fused") == 0) g_only_fused = 1; /* rope_kv_attention_at only */
         else if (strcmp(argv[i], "--seed") == 0 && i + 1 < argc) g_rng = strtoull(argv[++i], NULL, 0) | 1;
     }
     int major = 0, minor = 0;
@@ -1394,6 +1584,10 @@ int main(int argc, char **argv) {
 
     if (g_only_normed) {
         test_matmul_normed();
+        goto done;
+    }
+    if (g_only_fused) {
+        test_fused_section(major >= 9);
         goto done;
     }
     if (!g_only_attn) {
@@ -1533,6 +1727,7 @@ int main(int argc, char **argv) {
         test_rope_kv(LOOM_KV_INT8, LOOM_ROPE_NORM, 1, 256, 8, 4, 2, 128, 2, 0);
         test_rope_kv(LOOM_KV_F16, LOOM_ROPE_NEOX, 1, 320, 4, 2, 3, 320, 2, 1);
     }
+    if (!g_only_attn) test_fused_section(major >= 9);
 
     if (!g_only_attn) {
     test_elementwise(g_quick ? 1000 : 100003);
