@@ -6,11 +6,7 @@
  * graph gives the attention output and the F16/F32 cache bytes of the unfused one BIT FOR BIT
  * (the CPU backend runs the unfused pair's kernel calls).
  */
-#include <math.h>
-#include <stdio.h>
-
-#include "executor/executor.h"
-#include "pass_test.h"
+#include "rope_kv_numeric.h"
 
 #define DECLS "symbol T max=4\n" \
               "input %q : f32[T,4,16]\n" \
@@ -120,72 +116,10 @@ Test(fuse_rope_kv_attention, follows_fuse_rope_kv_write_in_o2) {
     loom_ir_graph_destroy(w);
 }
 
-/* ---- numeric check on the CPU backend ---- */
-
-static loom_status resolve(void *ctx, const loom_ir_value *w, const void **data, loom_error *err) {
-    (void)err;
-    *data = (const uint8_t *)ctx + w->offset;
-    return LOOM_OK;
-}
-
-typedef struct result {
-    float a[2][4 * 64];                     /* attention output of each step */
-    uint8_t kc[8 * 32 * 4], vc[8 * 32 * 4]; /* cache bytes after the second step */
-} result;
-
-/* Two steps on the CPU: T = 3 at positions 0, 1, 2, then T = 2 at positions 5, 3. */
-static void run(const loom_ir_graph *g, size_t cache_bytes, result *r) {
-    static float weights[32], q[3 * 64], k[3 * 32], v[3 * 32];
-    for (int i = 0; i < 32; i++) weights[i] = 0.5f + 0.03f * (float)i;
-    for (int i = 0; i < 3 * 64; i++) q[i] = sinf(0.7f * (float)i + 0.2f);
-    for (int i = 0; i < 3 * 32; i++) k[i] = cosf(0.3f * (float)i) * 1.5f, v[i] = sinf(0.9f * (float)i);
-    loom_error err = {0};
-    loom_exec_backend *cpu;
-    loom_exec *e;
-    cr_assert(!loom_exec_cpu_backend_create(1, &cpu, &err), "%s", err.msg);
-    cr_assert(!loom_exec_create(g, cpu, resolve, weights, &e, &err), "%s", err.msg);
-    static const int32_t pos[2][3] = {{0, 1, 2}, {5, 3, 0}};
-    int64_t T[2] = {3, 2};
-    for (int s = 0; s < 2; s++) {
-        loom_exec_binding in[5] = {{"q", q}, {"k", k}, {"v", v}, {"positions", pos[s]},
-                                   {"p2", pos[s]}};
-        cr_assert(!loom_exec_run(e, &T[s], in, 5, &err), "step %d: %s", s, err.msg);
-        cr_assert(!loom_exec_read_output(e, "a", r->a[s], sizeof r->a[s], NULL, &err), "%s", err.msg);
-    }
-    size_t kb = 0, vb = 0;
-    cr_assert(!loom_exec_read_output(e, "kcache", r->kc, cache_bytes, &kb, &err), "%s", err.msg);
-    cr_assert(!loom_exec_read_output(e, "vcache", r->vc, cache_bytes, &vb, &err), "%s", err.msg);
-    cr_assert(kb == cache_bytes && vb == cache_bytes);
-    loom_exec_destroy(e);
-}
-
-/* text + the two cache states as outputs (the buffers, read after the steps). */
-static void check_bit_exact(const char *text, size_t cache_bytes) {
-    char full[4096];
-    snprintf(full, sizeof full, "%soutput kcache = @kc\noutput vcache = @vc\n", text);
-    loom_ir_graph *g = parse_or_die(full);
-    static result before, after;
-    memset(&before, 0, sizeof before);
-    memset(&after, 0, sizeof after); /* read_output fills T rows of a[], the rest stays 0 */
-    run(g, cache_bytes, &before);
-    loom_error err = {0};
-    uint32_t n = 0;
-    cr_assert(!loom_pass_fuse_rope_kv_attention(g, &n, &err) && n == 1, "%s", err.msg);
-    cr_assert(!loom_ir_verify(g, &err), "%s", err.msg);
-    run(g, cache_bytes, &after);
-    cr_assert(!memcmp(before.a, after.a, sizeof before.a), "attention outputs differ");
-    cr_assert(!memcmp(before.kc, after.kc, cache_bytes), "K cache bytes differ");
-    cr_assert(!memcmp(before.vc, after.vc, cache_bytes), "V cache bytes differ");
-    /* The steps wrote something: position 5 of K is not zero, and the output is not zero. */
-    bool any = false, any_a = false;
-    for (size_t i = cache_bytes / 8 * 5; i < cache_bytes / 8 * 6; i++) any |= after.kc[i] != 0;
-    for (size_t i = 0; i < 2 * 64; i++) any_a |= after.a[1][i] != 0.0f;
-    cr_assert(any, "position 5 of the K cache was not written");
-    cr_assert(any_a, "the second step's attention output is zero");
-    loom_ir_graph_destroy(g);
-}
+/* ---- numeric check on the CPU backend (rope_kv_numeric.h) ---- */
 
 Test(fuse_rope_kv_attention, fused_equals_unfused_bit_for_bit_on_cpu) {
-    check_bit_exact(QWEN3, 8 * 32 * 2); /* F16 caches, norms, NEOX */
-    check_bit_exact(LLAMA, 8 * 32 * 4); /* F32 caches, no norms, NORM, n_rot < D */
+    /* F16 caches, norms, NEOX; then F32 caches, no norms, NORM, n_rot < D. */
+    rope_kv_check_bit_exact(loom_pass_fuse_rope_kv_attention, QWEN3, 8 * 32 * 2);
+    rope_kv_check_bit_exact(loom_pass_fuse_rope_kv_attention, LLAMA, 8 * 32 * 4);
 }
