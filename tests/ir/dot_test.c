@@ -9,17 +9,33 @@
 
 #include "ir/ir.h"
 
+/* The DOT text of g (the caller frees it). */
+static char *dot_of_graph(const loom_ir_graph *g) {
+    loom_error err = {0};
+    char *buf = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&buf, &len);
+    cr_assert(f, "open_memstream failed");
+    cr_assert_eq(loom_ir_print_dot(g, f, &err), LOOM_OK, "%s", err.msg);
+    fclose(f);
+    return buf;
+}
+
+/* The DOT text of the graph in the text file at path (the caller frees it). */
 static char *dot_of(const char *path) {
     loom_ir_graph *g;
     loom_error err = {0};
     cr_assert_eq(loom_ir_parse_file(path, &g, &err), LOOM_OK, "%s", err.msg);
-    char *buf = NULL;
-    size_t len = 0;
-    FILE *f = open_memstream(&buf, &len);
-    cr_assert_eq(loom_ir_print_dot(g, f, &err), LOOM_OK, "%s", err.msg);
-    fclose(f);
+    char *buf = dot_of_graph(g);
     loom_ir_graph_destroy(g);
     return buf;
+}
+
+/* How many nodes are drawn in the fused style (double border). */
+static int fused_nodes(const char *dot) {
+    int n = 0;
+    for (const char *p = strstr(dot, "peripheries=2"); p; p = strstr(p + 1, "peripheries=2")) n++;
+    return n;
 }
 
 /* True when vertex `id` (e.g. "n3") is declared on a line of its own. */
@@ -62,9 +78,7 @@ Test(dot, fused_layer_is_well_formed_and_distinct) {
     char *dot = dot_of("tests/ir/graphs/qwen3_1layer_fused.loom");
     check_structure(dot);
     /* 5 fused_rms_norm, 1 matmul_triple, 1 matmul_pair, 2 matmul_add: filled, double-bordered. */
-    int fused = 0;
-    for (const char *p = strstr(dot, "peripheries=2"); p; p = strstr(p + 1, "peripheries=2"))
-        fused++;
+    int fused = fused_nodes(dot);
     cr_assert_eq(fused, 9, "fused nodes drawn distinctly: %d", fused);
     cr_assert(strstr(dot, "= matmul_triple\\l"), "op names in labels");
     cr_assert(strstr(dot, "label=\"1\""), "multi-result edges carry the slot");
@@ -94,18 +108,11 @@ Test(dot, rope_kv_attention_is_a_fused_node) {
     loom_ir_graph *g;
     loom_error err = {0};
     cr_assert_eq(loom_ir_parse(text, strlen(text), &g, &err), LOOM_OK, "%s", err.msg);
-    char *dot = NULL;
-    size_t len = 0;
-    FILE *f = open_memstream(&dot, &len);
-    cr_assert_eq(loom_ir_print_dot(g, f, &err), LOOM_OK, "%s", err.msg);
-    fclose(f);
+    char *dot = dot_of_graph(g);
     check_structure(dot);
     cr_assert(strstr(dot, "= rope_kv_attention\\l"), "%s", dot);
     cr_assert(strstr(dot, "head_dim=16"), "%s", dot);
-    int fused = 0;
-    for (const char *p = strstr(dot, "peripheries=2"); p; p = strstr(p + 1, "peripheries=2"))
-        fused++;
-    cr_assert_eq(fused, 1, "%s", dot);
+    cr_assert_eq(fused_nodes(dot), 1, "%s", dot);
     cr_assert(strstr(dot, "label=\"1\""), "the V cache result's edge carries its slot: %s", dot);
     free(dot);
     loom_ir_graph_destroy(g);

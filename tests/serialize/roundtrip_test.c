@@ -13,6 +13,26 @@
 #include "passes/passes.h"
 #include "ser_test_util.h"
 
+/* g -> bytes -> graph prints the same text as g. Returns g's text (the caller frees it); the
+ * deserialized graph goes to *back when back is not NULL (the caller destroys it). */
+static char *check_prints_identically(const loom_ir_graph *g, loom_ir_graph **back) {
+    uint8_t *b;
+    size_t n;
+    serialize_ok(g, &b, &n);
+    loom_ir_graph *g2 = deserialize_ok(b, n);
+    loom_error err = {0};
+    char *t1 = loom_ir_print_string(g, &err), *t2 = loom_ir_print_string(g2, &err);
+    cr_assert(t1 && t2, "%s", err.msg);
+    cr_assert_str_eq(t2, t1);
+    free(t2);
+    free(b);
+    if (back)
+        *back = g2;
+    else
+        loom_ir_graph_destroy(g2);
+    return t1;
+}
+
 Test(roundtrip, layer_text_equal_and_same_bytes) {
     loom_ir_graph *g = parse_text(LAYER_TEXT);
     check_round_trip(g);
@@ -20,16 +40,8 @@ Test(roundtrip, layer_text_equal_and_same_bytes) {
 }
 
 Test(roundtrip, layer_text_prints_identically) {
-    loom_ir_graph *g = parse_text(LAYER_TEXT);
-    uint8_t *b;
-    size_t n;
-    serialize_ok(g, &b, &n);
-    loom_ir_graph *g2 = deserialize_ok(b, n);
-    loom_error err = {0};
-    char *t1 = loom_ir_print_string(g, &err);
-    char *t2 = loom_ir_print_string(g2, &err);
-    cr_assert(t1 && t2, "%s", err.msg);
-    cr_assert_str_eq(t2, t1);
+    loom_ir_graph *g = parse_text(LAYER_TEXT), *g2;
+    free(check_prints_identically(g, &g2));
     /* The metadata with message fields of its own came back with its kinds. */
     const loom_ir_meta *m = loom_ir_meta_get(g2, "source.size");
     cr_assert(m && m->kind == LOOM_IR_META_INT && m->i == 123456);
@@ -38,9 +50,6 @@ Test(roundtrip, layer_text_prints_identically) {
     cr_assert_str_eq(m->s, "fuse-norm-weight,fuse-qkv,dce");
     m = loom_ir_meta_get(g2, "loom.rms_eps");
     cr_assert(m && m->kind == LOOM_IR_META_FLOAT && m->f == 1e-06);
-    free(t1);
-    free(t2);
-    free(b);
     loom_ir_graph_destroy(g);
     loom_ir_graph_destroy(g2);
 }
@@ -99,21 +108,11 @@ Test(roundtrip, rope_kv_attention_with_norms) {
         "output a = %a\noutput kc = %kc\n";
     loom_ir_graph *g = parse_text(text);
     check_round_trip(g);
-    uint8_t *b;
-    size_t n;
-    serialize_ok(g, &b, &n);
-    loom_ir_graph *g2 = deserialize_ok(b, n);
-    loom_error err = {0};
-    char *t1 = loom_ir_print_string(g, &err), *t2 = loom_ir_print_string(g2, &err);
-    cr_assert(t1 && t2, "%s", err.msg);
-    cr_assert_str_eq(t2, t1);
+    char *t1 = check_prints_identically(g, NULL);
     cr_assert(strstr(t1, "= rope_kv_attention(@kv.0.k, @kv.0.v, %q, %k, %k, %positions, @qn, @kn) "
                          "{eps=1e-06, mode=neox, n_rot=64, freq_base=1000000.0, freq_scale=0.5, "
                          "n_head=4, n_kv_head=2, head_dim=64, scale=0.125}"), "%s", t1);
     free(t1);
-    free(t2);
-    free(b);
-    loom_ir_graph_destroy(g2);
     loom_ir_graph_destroy(g);
 }
 
@@ -136,21 +135,13 @@ Test(roundtrip, prenorm_matmuls) {
         "output y = %y\noutput z = %z\noutput k = %k1\noutput v = %v\n";
     loom_ir_graph *g = parse_text(text);
     check_round_trip(g);
-    uint8_t *b;
-    size_t n;
-    serialize_ok(g, &b, &n);
-    loom_ir_graph *g2 = deserialize_ok(b, n);
-    loom_error err = {0};
-    char *t1 = loom_ir_print_string(g, &err), *t2 = loom_ir_print_string(g2, &err);
-    cr_assert(t1 && t2, "%s", err.msg);
-    cr_assert_str_eq(t2, t1);
+    char *t1 = check_prints_identically(g, NULL);
     cr_assert(strstr(t1, "%8 = matmul(%6, @wk) : f32[T,128]\n"), "norm_eps=0 printed:\n%s", t1);
     free(t1);
-    free(t2);
-    free(b);
-    loom_ir_graph_destroy(g2);
     loom_ir_graph_destroy(g);
     g = parse_text(LAYER_TEXT);
+    uint8_t *b;
+    size_t n;
     serialize_ok(g, &b, &n);
     cr_assert_null(memmem(b, n, "norm_eps", 8), "an unused norm_eps was written");
     free(b);
