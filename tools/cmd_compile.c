@@ -166,18 +166,30 @@ static void print_stats(const loom_ir_graph *g, const loom_pass_manager *pm, boo
         free(per_layer);
         return;
     }
+    /* The name columns are as wide as the longest name shown (at least 20 and 16 characters,
+     * the widths of the short names' tables), so the number columns stay aligned. */
     if (pm && loom_pass_manager_stat_count(pm)) {
-        printf("%-20s %8s %8s %9s %9s\n", "pass", "before", "after", "rewrites", "ms");
+        int w = 20;
+        for (uint32_t i = 0; i < loom_pass_manager_stat_count(pm); i++) {
+            int len = (int)strlen(loom_pass_manager_stat_at(pm, i)->name);
+            if (len > w) w = len;
+        }
+        printf("%-*s %8s %8s %9s %9s\n", w, "pass", "before", "after", "rewrites", "ms");
         for (uint32_t i = 0; i < loom_pass_manager_stat_count(pm); i++) {
             const loom_pass_stat *st = loom_pass_manager_stat_at(pm, i);
-            printf("%-20s %8u %8u %9u %9.3f\n", st->name, st->nodes_before, st->nodes_after,
+            printf("%-*s %8u %8u %9u %9.3f\n", w, st->name, st->nodes_before, st->nodes_after,
                    st->rewrites, st->ms);
         }
         printf("\n");
     }
-    printf("%-16s %s\n", "op", "count");
+    int w = 16;
+    for (int op = 0; op < LOOM_IR_OP_COUNT; op++) {
+        int len = (int)strlen(loom_ir_op_info_get((loom_ir_op)op)->name);
+        if (count[op] && len > w) w = len;
+    }
+    printf("%-*s %s\n", w, "op", "count");
     for (int op = 0; op < LOOM_IR_OP_COUNT; op++)
-        if (count[op]) printf("%-16s %u\n", loom_ir_op_info_get((loom_ir_op)op)->name, count[op]);
+        if (count[op]) printf("%-*s %u\n", w, loom_ir_op_info_get((loom_ir_op)op)->name, count[op]);
     printf("nodes %u, values %u (inputs %u, weights %u, state %u)\n", nodes, values,
            loom_ir_input_count(g), loom_ir_weight_count(g), loom_ir_state_count(g));
     bool same = per_layer != NULL;

@@ -79,6 +79,36 @@ Test(cli, run_prints_the_greedy_ids_and_writes_logits) {
     for (int i = 0; i < 7 * 512; i++) cr_assert(fabsf(got[i] - ref[i]) < 1e-4f, "[%d] %g vs %g", i, got[i], ref[i]);
 }
 
+/* The --stats text tables stay aligned with the -O2 names longer than the columns' minimum
+ * widths (fuse-rope-kv-attention, rope_kv_attention): in the pass table every row's "before"
+ * number ends where the header's "before" does, in the op table every count starts where the
+ * header's "count" does. */
+Test(cli, compile_stats_text_columns_align) {
+    need_testdata();
+    char args[4096], out[8192];
+    snprintf(args, sizeof args, "compile '%s/tiny_llama_q8_0.gguf' --stats", golden);
+    cr_assert_eq(run(args, out, sizeof out), 0);
+    cr_assert(strstr(out, "\nfuse-rope-kv-attention ") && strstr(out, "\nrope_kv_attention "), "%s",
+              out);
+    const char *p = out;
+    cr_assert(!strncmp(p, "pass ", 5), "%s", out);
+    size_t before_end = (size_t)(strstr(p, "before") - p) + 6, rows = 0;
+    for (p = strchr(p, '\n') + 1; *p != '\n'; p = strchr(p, '\n') + 1, rows++) {
+        const char *e = p + before_end;
+        cr_assert(e[-1] >= '0' && e[-1] <= '9' && e[0] == ' ' && e[-9] == ' ',
+                  "pass row not aligned: %.60s\n%s", p, out);
+    }
+    cr_assert_geq(rows, 9, "%s", out);
+    p++;
+    cr_assert(!strncmp(p, "op ", 3), "%s", out);
+    size_t count_at = (size_t)(strstr(p, "count") - p);
+    rows = 0;
+    for (p = strchr(p, '\n') + 1; strncmp(p, "nodes ", 6); p = strchr(p, '\n') + 1, rows++)
+        cr_assert(p[count_at - 1] == ' ' && p[count_at] >= '0' && p[count_at] <= '9',
+                  "op row not aligned: %.60s\n%s", p, out);
+    cr_assert_geq(rows, 8, "%s", out);
+}
+
 Test(cli, compile_stats_json_and_pb_round_trip) {
     need_testdata();
     char args[4096], out[8192], err[4096];
