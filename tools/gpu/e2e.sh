@@ -58,7 +58,7 @@ for s in $steps; do
         # against `bench`
         make_model
         for v in LOOM_CUDA_PDL=0 LOOM_GEMV_MMA=0 LOOM_GEMV_MMA_Q6K=0 LOOM_ATTN_V6=0 LOOM_ROPE_KV_REG=0 \
-                 LOOM_CUDA_PRENORM=0 LOOM_ATTN_FUSED=0; do
+                 LOOM_CUDA_PRENORM=0 LOOM_ATTN_FUSED=1; do
             env $v timeout 60 $B/loom bench $M -p 512 -n 128 -r 2 --backend cuda --json \
                 > "$OUT/ab_$v.json" 2> "$OUT/ab_$v.err"
             echo "bench $v rc=$?"; cat "$OUT/ab_$v.json"; tail -2 "$OUT/ab_$v.err"
