@@ -43,7 +43,7 @@ done
 echo "graph replay rows ok: $(grep -A33 '^graph replay' "$L/e2e_check.log" | grep -c ' ok: ')"
 LOOM_ATTN_FUSED=1 timeout 60 "$E/e2e_check" "$TD" > "$L/e2e_check_fused1.log" 2>&1
 echo "e2e_check LOOM_ATTN_FUSED=1 rc=$? $(tail -1 "$L/e2e_check_fused1.log")"
-grep FAIL "$L/e2e_check_fused0.log" | cut -c1-140 | head -4
+grep FAIL "$L/e2e_check_fused1.log" | cut -c1-140 | head -4
 echo "attention fold with LOOM_ATTN_FUSED=1 (bits): $(grep -A21 "^attention fold" "$L/e2e_check_fused1.log" | grep -c ' ok: ') of 20 rows ok"
 echo "[t=${SECONDS}s]"
 OUT="$L" ATTNFOLD_ROUNDS="${ATTNFOLD_ROUNDS:-2}" timeout 100 bash "$E/e2e.sh" attnfold ${RKX_SKIP-skip} \
