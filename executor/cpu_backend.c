@@ -11,8 +11,8 @@
  * attention, rope_kv_write and the matmuls with a folded RMSNorm (prenorm, ops.def) take their
  * scratch from the backend's workspace (one per backend, so per session; it grows to the largest
  * step's need), so no step allocates; rope_kv_attention runs as rope_kv_write into the backend's
- * q_buf (grown alike) and attention on it, the unfused pair's calls. The matmul family always runs through the _normed kernels,
- * which are the plain ones when the node has no prenorm.
+ * q_buf (grown alike) and attention on it, the unfused pair's calls. The matmul family always
+ * runs through the _normed kernels, which are the plain ones when the node has no prenorm.
  */
 #include <stdlib.h>
 #include <string.h>

@@ -355,7 +355,6 @@ static loom_status infer_attention(const ctx *c, loom_ir_type out[], uint32_t *n
     int64_t nh, nkv, hd;
     loom_status st = check_attn_attrs(c, &nh, &nkv, &hd);
     if (st || (st = need_act(c, 0, 2, 3))) return st;
-    if (st) return st;
     const loom_ir_type *q = &c->v[0]->type;
     bool qok = q->rank == 2 ? q->dims[1] == nh * hd : q->dims[1] == nh && q->dims[2] == hd;
     if (!qok)

@@ -7,10 +7,10 @@
  *
  * Rooted at the attention; fires when its q is result 2 of a rope_kv_write used by nothing
  * else (no other node, no graph output), its caches are that node's results 0 and 1 and both
- * nodes take one positions value. The caches may have further users: they are moved to the
- * fused node's results 0 and 1, as the roped q's single use is the attention's output now. So
- * the backends can norm and rope q inside the attention launch (decode steps on CUDA) instead of
- * writing it out and reading it back. Run it after fuse-rope-kv-write, which makes the
+ * nodes take one positions value. The caches may have further users: they read the fused
+ * node's results 0 and 1 after the rewrite (the roped q, used by the attention alone, is no
+ * value any more). So the backends can norm and rope q inside the attention launch (decode
+ * steps on CUDA) instead of writing it out and reading it back. Run it after fuse-rope-kv-write, which makes the
  * rope_kv_write.
  */
 #include "passes/passes.h"
