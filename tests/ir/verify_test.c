@@ -19,13 +19,16 @@ static const char *text =
     "%k = kv_write(@kc, %c, %pos)\n"       /* %3, node #3 */
     "output y = %c\n";
 
-static loom_ir_graph *fresh(void) {
+/* The graph of src, which must parse and verify. */
+static loom_ir_graph *parse_verified(const char *src) {
     loom_ir_graph *g;
     loom_error err = {0};
-    cr_assert_eq(loom_ir_parse(text, strlen(text), &g, &err), LOOM_OK, "%s", err.msg);
+    cr_assert_eq(loom_ir_parse(src, strlen(src), &g, &err), LOOM_OK, "%s", err.msg);
     cr_assert_eq(loom_ir_verify(g, &err), LOOM_OK, "%s", err.msg);
     return g;
 }
+
+static loom_ir_graph *fresh(void) { return parse_verified(text); }
 
 static void expect_fail(loom_ir_graph *g, const char *want) {
     loom_error err = {0};
@@ -222,13 +225,7 @@ static const char *fused_text =
     "%b = silu(%a)\n"                                                  /* %3, node #1 */
     "output b = %b\n";
 
-static loom_ir_graph *fresh_fused(void) {
-    loom_ir_graph *g;
-    loom_error err = {0};
-    cr_assert_eq(loom_ir_parse(fused_text, strlen(fused_text), &g, &err), LOOM_OK, "%s", err.msg);
-    cr_assert_eq(loom_ir_verify(g, &err), LOOM_OK, "%s", err.msg);
-    return g;
-}
+static loom_ir_graph *fresh_fused(void) { return parse_verified(fused_text); }
 
 Test(verify, rope_kv_attention_attributes_match_its_operands) {
     loom_ir_graph *g = fresh_fused();
