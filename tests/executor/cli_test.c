@@ -2,8 +2,9 @@
  *
  * - run prints the greedy ids on one stdout line (the golden greedy16 tokens); --logits writes
  *   [n_prompt][n_vocab] float32 that match the golden .deq logits;
- * - compile --stats --json prints the op counts; -o writes a .pb that runs (with -m) to the same
- *   tokens, and is refused against another GGUF;
+ * - compile --stats --json prints the op counts, --stats's text tables keep their columns aligned
+ *   with the longest names; -o writes a .pb that runs (with -m) to the same tokens, and is
+ *   refused against another GGUF;
  * - run -p stops at EOS (the count on stderr is the tokens before it) and prints both speeds;
  * - exit codes: 0 success and --help, 1 runtime errors, 2 usage errors.
  */
