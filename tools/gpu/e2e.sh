@@ -15,8 +15,9 @@
 #                   (LOOM_CUDA_PROFILE_SKIP; graphs replayed): each family's cost in the real step
 #   fold_*.json     the RMSNorm fold: the bench at -O2 and at -O2 without fuse-norm-matmul
 #                   (loom bench --passes), alternated twice in one call; fold.txt the summary
-#   attnfold_*.json the attention fold (rope_kv_attention): the bench at -O2, at -O2 with
-#                   LOOM_ATTN_FUSED=0 (the launcher's two launches) and at -O2 without
+#   attnfold_*.json the attention fold (rope_kv_attention): the bench at -O2 with
+#                   LOOM_ATTN_FUSED=1 (the fused kernel), at -O2 (the launcher's two
+#                   launches, the default) and at -O2 without
 #                   fuse-rope-kv-attention (two nodes), A B C A B C (ATTNFOLD_ROUNDS=N: N
 #                   rounds, default 2); attnfold.txt the summary
 #   bash DEST/e2e.sh [check] [stories] [bench] [ab] [profile] [skip] [fold] [attnfold]
@@ -105,8 +106,8 @@ for s in $steps; do
         done
         ;;
     attnfold)
-        # -O2 (rope_kv_attention: one launcher call a layer), the same with LOOM_ATTN_FUSED=0
-        # (the launcher's two launches) and -O2 less fuse-rope-kv-attention (rope_kv_write and
+        # -O2 with LOOM_ATTN_FUSED=1 (rope_kv_attention: one launch a layer), the same with
+        # LOOM_ATTN_FUSED=0 (the launcher's two launches, the default) and -O2 less fuse-rope-kv-attention (rope_kv_write and
         # attention nodes), same binary and model, A B C A B C; decode ms/token, prefill t/s
         make_model
         U=fuse-norm-weight,fuse-qkv,fuse-gate-up,fuse-residual-add,fuse-rope-kv-write
