@@ -2,7 +2,7 @@
  * Qwen3-8B (4096 / 14336) shapes, 32 query heads, 8 KV heads, head_dim 128, vocab 151936.
  *
  *   cuda_bench [--quick] [--attn] [--matmul] [--q6k] [--norm] [--attn-trace] [--attn-prof]
- *              [--attn-step] [--fused]
+ *              [--attn-step] [--fused] [--mixed]
  *
  * Method: CUDA events around many launches, the median of several repetitions, per launch.
  * Weights (and KV caches) rotate over copies totalling > 256 MB, far above the H200's L2 (50-60
@@ -12,7 +12,8 @@
  * of it. "decode graph" rows capture whole layers' kernels back to back in a CUDA graph (as a
  * decode step runs) and time graph replays ("folded": the RMSNorms inside the next matmul via
  * loom_cuda_*_normed, beside the same layers with their norm launches; --norm: those and the
- * 4B pair / triple / lm head standalone plain, norm + plain, and normed). Inputs are random
+ * 4B pair / triple / lm head standalone plain, norm + plain, and normed; --mixed: the Q4_K_M
+ * triple in one launch against its two launches, alone and in the decode-layer graph). Inputs are random
  * (never zeros). Prints a table;
  * bench/RESULTS.md holds a copy with date and conditions. */
 #include <math.h>
@@ -42,6 +43,7 @@ static int g_quick = 0;
 static int g_attn_only = 0; /* --attn: the copy and the attention rows only */
 static int g_mm_only = 0; /* --matmul: the 4B Q4_K matmul rows and the 4B decode graph only */
 static int g_attn_trace = 0, g_attn_prof = 0, g_attn_step = 0; /* --attn-trace, --attn-prof, --attn-step */
+static int g_attn_v7 = 0; /* --attn-v7 (attn_v7_ab) */
 /* --q6k: the copy and the Q6_K matmul rows only; each of those rows is timed twice on the same
  * weights, on the tensor cores and with LOOM_GEMV_MMA_Q6K=0 (the warp-per-row kernels) */
 static int g_norm_only = 0; /* --norm: the folded-RMSNorm rows only */
@@ -180,6 +182,7 @@ static void mm_fn(void *c, int i) {
     }
 }
 static int g_norm_ab = 0; /* bench_mm times norm modes 0, 1, 2 on the same weights */
+static int g_ab_mixed = 0; /* bench_mm: LOOM_GEMV_TRIPLE_MIXED=0, 1, 2, twice, same weights */
 
 static int64_t wbytes(loom_kweight w) { return w.rows * loom_ggml_row_bytes(w.type, w.cols); }
 
@@ -221,11 +224,27 @@ static void bench_mm(const char *name, int op, int64_t n, int nw, const loom_ggm
                   loom_ggml_type_get(t[1])->name, loom_ggml_type_get(t[2])->name,
                   (long long)M[0], (long long)M[1], (long long)M[2], (long long)K);
     static const char *nmode[3] = {"", " norm+plain", " normed"};
-    for (int nm = 0; nm < (g_norm_ab ? 3 : 1); nm++) {
+    for (int nm = 0; nm < (g_norm_ab && !g_ab_mixed ? 3 : g_ab_mixed ? 0 : 1); nm++) {
         char vn[96];
         m->norm = nm;
         snprintf(vn, sizeof vn, "%s%s", name, nmode[nm]);
         row(vn, shape, time_us(mm_fn, m, g_calls ? g_calls : g_quick ? 50 : 200), bytes);
+    }
+    for (int rep = 0; rep < (g_ab_mixed ? 2 : 0); rep++)
+        for (int mx = 0; mx < 3; mx++) { /* two launches, one (V tiles first), one (V last) */
+            static const char *mv[3] = {"0", "1", "2"}, *ml[3] = {"2 launches", "mixed", "mixed V last"};
+            setenv("LOOM_GEMV_TRIPLE_MIXED", mv[mx], 1);
+            loom_cuda_reload_switches();
+            for (int nm = 0; nm < (g_norm_ab ? 3 : 1); nm += g_norm_ab ? 2 : 1) { /* plain, normed */
+                char vn[96];
+                m->norm = nm;
+                snprintf(vn, sizeof vn, "%s%s %s", name, nmode[nm], ml[mx]);
+                row(vn, shape, time_us(mm_fn, m, g_calls ? g_calls : g_quick ? 50 : 200), bytes);
+            }
+        }
+    if (g_ab_mixed) {
+        unsetenv("LOOM_GEMV_TRIPLE_MIXED");
+        loom_cuda_reload_switches();
     }
     if (g_ab_q6k) { /* the same weights with Q6_K on the warp-per-row kernels */
         char vn[96];
@@ -776,6 +795,79 @@ static void attn_step_ab(void) {
     }
 }
 
+/* --attn-v7: decode attention v7 (v6 in clusters of 16 past 2K positions) against v6
+ * (LOOM_ATTN_V7=0), same run: graph rows F16 512 .. 8K and INT8 640 / 4K / 8K; v7 with clusters
+ * of 16 at every length (LOOM_ATTN_CL16_TILES=0) at 512 .. 2K; the decode-layer graph at 4K (A B
+ * A B) and at 640 (v6, clusters of 16); the traced 4K launches of both; and the folded prologue
+ * (LOOM_ATTN_FUSED=1) with its RoPE angles once a lane against every row's own
+ * (LOOM_ATTN_ANGLES=0) and the two launches, alone and in the decode-layer graph at 640. */
+static void attn_v7_ab(void) {
+    /* up to 2K positions v7 is v6 (clusters of 8): v6 against clusters of 16 there */
+    static const int64_t Ls[6] = {512, 640, 1024, 2048, 4096, 8192};
+    for (int ti = 0; ti < 2; ti++)
+        for (int li = 0; li < 6; li++) {
+            const loom_kv_type kt = ti ? LOOM_KV_INT8 : LOOM_KV_F16;
+            if (ti && Ls[li] != 640 && Ls[li] < 4096) continue;
+            set_env("LOOM_ATTN_V7", "0");
+            bench_attn("attn v6 (LOOM_ATTN_V7=0)", kt, Ls[li], 1);
+            set_env("LOOM_ATTN_V7", "1");
+            if (Ls[li] > 2048) {
+                bench_attn("attn v7", kt, Ls[li], 1);
+            } else {
+                set_env("LOOM_ATTN_CL16_TILES", "0");
+                bench_attn("attn v7 cl16 at every length", kt, Ls[li], 1);
+                unsetenv("LOOM_ATTN_CL16_TILES");
+                loom_cuda_reload_switches();
+            }
+        }
+    for (int rep = 0; rep < 2; rep++) {
+        set_env("LOOM_ATTN_V7", "0");
+        printf("(attention v6, LOOM_ATTN_V7=0)\n");
+        bench_step("4B", 2560, 9728, 4, 4096, LOOM_GGML_Q4_K);
+        set_env("LOOM_ATTN_V7", "1");
+        printf("(attention v7)\n");
+        bench_step("4B", 2560, 9728, 4, 4096, LOOM_GGML_Q4_K);
+    }
+    printf("(attention v6 = v7 at 640)\n");
+    bench_step("4B", 2560, 9728, 4, 640, LOOM_GGML_Q4_K);
+    set_env("LOOM_ATTN_CL16_TILES", "0");
+    printf("(attention v7, clusters of 16 at every length)\n");
+    bench_step("4B", 2560, 9728, 4, 640, LOOM_GGML_Q4_K);
+    unsetenv("LOOM_ATTN_CL16_TILES");
+    loom_cuda_reload_switches();
+    printf("(traces of v7)\n");
+    attn_trace_case("F16", LOOM_KV_F16, 4096, 0);
+    attn_trace_case("INT8", LOOM_KV_INT8, 4096, 0);
+    set_env("LOOM_ATTN_V7", "0");
+    printf("(traces of v6, LOOM_ATTN_V7=0)\n");
+    attn_trace_case("F16", LOOM_KV_F16, 4096, 0);
+    attn_trace_case("INT8", LOOM_KV_INT8, 4096, 0);
+    set_env("LOOM_ATTN_V7", "1");
+    static const int64_t Lf[2] = {640, 4096};
+    for (int li = 0; li < 2; li++) {
+        set_env("LOOM_ATTN_FUSED", "0");
+        bench_attn_at("prologue+attn 2 launches", LOOM_KV_F16, Lf[li], 1, 2);
+        set_env("LOOM_ATTN_FUSED", "1");
+        set_env("LOOM_ATTN_ANGLES", "0");
+        bench_attn_at("prologue+attn fused, row angles", LOOM_KV_F16, Lf[li], 1, 2);
+        set_env("LOOM_ATTN_ANGLES", "1");
+        bench_attn_at("prologue+attn fused, lane angles", LOOM_KV_F16, Lf[li], 1, 2);
+    }
+    g_step_rka = 1;
+    set_env("LOOM_ATTN_FUSED", "0");
+    printf("(rope_kv_write + attention_at, LOOM_ATTN_FUSED=0)\n");
+    bench_step("4B", 2560, 9728, 4, 640, LOOM_GGML_Q4_K);
+    set_env("LOOM_ATTN_FUSED", "1");
+    set_env("LOOM_ATTN_ANGLES", "0");
+    printf("(fused, every row's angles, LOOM_ATTN_ANGLES=0)\n");
+    bench_step("4B", 2560, 9728, 4, 640, LOOM_GGML_Q4_K);
+    set_env("LOOM_ATTN_ANGLES", "1");
+    printf("(fused, angles once a lane)\n");
+    bench_step("4B", 2560, 9728, 4, 640, LOOM_GGML_Q4_K);
+    g_step_rka = 0;
+    set_env("LOOM_ATTN_FUSED", "0");
+}
+
 /* --fused: the attention prologue folded into decode attention v6 (rope_kv_attention_at) against
  * its two launches (LOOM_ATTN_FUSED=0: rope_kv_write + attention_at), same run: alone (graph
  * rows of bench_attn_at, with rope_kv_write alone and attention_at alone beside them) at 640 and
@@ -807,10 +899,41 @@ static void fused_ab(void) {
     g_step_rka = 0;
 }
 
+/* --mixed: the Q4_K_M triple's GEMV in one launch (LOOM_GEMV_TRIPLE_MIXED=1; 2: its V tiles
+ * last) against its two launches (=0): the triple alone at the 4B and 8B shapes (plain and
+ * normed; A B C A B C on the same weights), and the decode-layer graph (GEMVs, full layer, norms
+ * folded: the executor's -O2 step) at 4B (8 layers, A B C A B C) and 8B (4 layers, A B). */
+static void mixed_ab(void) {
+    const loom_ggml_type qkv[3] = {LOOM_GGML_Q4_K, LOOM_GGML_Q4_K, LOOM_GGML_Q6_K};
+    g_norm_ab = 1;
+    g_ab_mixed = 1;
+    bench_mm("4B triple", MM_TRIPLE, 1, 3, qkv, (const int64_t[]){4096, 1024, 1024}, 2560);
+    bench_mm("8B triple", MM_TRIPLE, 1, 3, qkv, (const int64_t[]){4096, 1024, 1024}, 4096);
+    g_ab_mixed = 0;
+    g_norm_ab = 0;
+    const int norm_only = g_norm_only;
+    g_norm_only = 1; /* bench_step's third mode: the norms folded into the matmuls */
+    static const char *mv[3] = {"0", "1", "2"};
+    static const char *l4[3] = {"4B 2-launch", "4B mixed", "4B mixed V last"};
+    static const char *l8[3] = {"8B 2-launch", "8B mixed", "8B mixed V last"};
+    for (int rep = 0; rep < 3; rep++) {
+        if (rep == 2 && g_quick) break;
+        for (int mx = 0; mx < 3; mx++) {
+            set_env("LOOM_GEMV_TRIPLE_MIXED", mv[mx]);
+            if (rep < 2) bench_step(l4[mx], 2560, 9728, 8, 4096, LOOM_GGML_Q4_K);
+            else if (mx < 2) bench_step(l8[mx], 4096, 14336, 4, 4096, LOOM_GGML_Q4_K);
+        }
+    }
+    g_norm_only = norm_only;
+    unsetenv("LOOM_GEMV_TRIPLE_MIXED");
+    loom_cuda_reload_switches();
+}
+
 int main(int argc, char **argv) {
-    int fused_only = 0;
+    int fused_only = 0, mixed_only = 0;
     for (int i = 1; i < argc; i++) {
         if (strcmp(argv[i], "--fused") == 0) fused_only = 1;
+        if (strcmp(argv[i], "--mixed") == 0) mixed_only = 1;
         if (strcmp(argv[i], "--quick") == 0) g_quick = 1;
         if (strcmp(argv[i], "--attn") == 0) g_attn_only = 1;
         if (strcmp(argv[i], "--matmul") == 0) g_mm_only = 1;
@@ -819,6 +942,7 @@ int main(int argc, char **argv) {
         if (strcmp(argv[i], "--attn-trace") == 0) g_attn_trace = 1;
         if (strcmp(argv[i], "--attn-prof") == 0) g_attn_prof = 1;
         if (strcmp(argv[i], "--attn-step") == 0) g_attn_step = 1;
+        if (strcmp(argv[i], "--attn-v7") == 0) g_attn_v7 = 1;
     }
     CK(cudaStreamCreate(&g_s));
     int sms = 0, l2 = 0;
@@ -860,8 +984,16 @@ int main(int argc, char **argv) {
         attn_step_ab();
         goto done;
     }
+    if (g_attn_v7) {
+        attn_v7_ab();
+        goto done;
+    }
     if (fused_only) {
         fused_ab();
+        goto done;
+    }
+    if (mixed_only) {
+        mixed_ab();
         goto done;
     }
     static const struct { const char *name; int64_t H, F; } cfgs[2] = {{"4B", 2560, 9728}, {"8B", 4096, 14336}};

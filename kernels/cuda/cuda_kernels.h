@@ -50,7 +50,12 @@
  *                         on tensor cores (gemv_mma_q6k.cu); =0: warp-per-row (LOOM_GEMV_MMA=0
  *                         turns both mma paths off). LOOM_GEMV_MMA_Q6K_V=0: the session-3 loop
  *                         body (default 1: x staged as adjacent B register pairs, ~10% fewer
- *                         instructions; bit-identical)
+ *                         instructions; bit-identical); =2: the INT8 body (q6k_i8_body.cuh:
+ *                         q as u8, x as 4 int8 limbs; other bits, same tolerance; the Q4_K_M
+ *                         triple then runs as two launches)
+ *   LOOM_GEMV_TRIPLE_MIXED =1: a GEMV (n = 1) with Q4_K and Q6_K segments (the Q4_K_M QKV
+ *                         triple) in one launch (gemv_mma.cu's mixed kernel) instead of the
+ *                         Q4_K and the Q6_K launch; bit-identical (bench/NOTES.md 2.3)
  *   LOOM_CUDA_PDL         =1: programmatic dependent launch (compute capability 9.0+): a kernel
  *                         may start during the previous one's tail and waits for it in-kernel
  *                         (common.cuh); default (off): plain stream order. Same results either
@@ -254,6 +259,10 @@ void loom_cuda_release_scratch(void);
 
 /* Re-reads every switch listed above (tests use it after setenv; normally read once). */
 void loom_cuda_reload_switches(void);
+
+/* Launches of the mixed Q4_K + Q6_K matmul kernel so far (LOOM_GEMV_TRIPLE_MIXED; tests check
+ * that the path they compare was taken). */
+int64_t loom_cuda_matmul_mixed_launches(void);
 
 #ifdef __cplusplus
 }

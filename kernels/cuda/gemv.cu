@@ -19,7 +19,8 @@
 // no norm): every kernel of the family normalizes x itself, no norm launch and no scratch:
 // the mma kernels while staging x, the warp-per-row GEMV/GEMM through XNormed reads
 // (quant_blocks.cuh) after a block reduction of the token scale (norm.cuh). A triple whose V
-// is Q6_K still launches twice (Q4_K mma, Q6_K mma): both launches normalize. Bit for bit
+// is Q6_K launches twice (Q4_K mma, Q6_K mma; both normalize) or, LOOM_GEMV_TRIPLE_MIXED=1,
+// once (gemv_mma.cu's mixed kernel, the same bits). Bit for bit
 // loom_cuda_rms_norm followed by the plain launcher of the same path; the norm weight must be
 // 16-byte aligned (read as float4 beside x).
 //
@@ -311,6 +312,7 @@ const PreNorm *norm_of(const GemvArgs &a) { return a.normed ? &a.norm : nullptr;
 
 int g_mma_fallback_logged = 0;
 int g_mma_q6k_fallback_logged = 0;
+int g_mixed_fallback_logged = 0;
 
 loom_status run_matmul_rows(GemvArgs a, int64_t n, loom_error *err, cudaStream_t stream);
 
@@ -319,6 +321,9 @@ loom_status run_matmul_rows(GemvArgs a, int64_t n, loom_error *err, cudaStream_t
 // down projections, the lm head), the others on the warp-per-row kernels below.
 // LOOM_GEMV_MMA=0 or LOOM_FAST_GEMV=0: warp-per-row only; LOOM_GEMV_MMA_Q6K=0: Q6_K on the
 // warp-per-row kernels. A failed mma launch logs once and falls back to the warp-per-row kernels.
+// LOOM_GEMV_TRIPLE_MIXED=1: a GEMV with both Q4_K and Q6_K segments (the Q4_K_M triple) runs
+// them in one launch (gemv_mma.cu mma_triple_mixed, the same bits) where the shape allows; a
+// failed mixed launch logs once and runs the two launches.
 loom_status run_matmul(GemvArgs a, int64_t n, loom_error *err, cudaStream_t stream) {
     if (n == 0) return LOOM_OK;
     if (!fast(SW_FAST_GEMV) || !fast(SW_GEMV_MMA)) return run_matmul_rows(a, n, err, stream);
@@ -339,14 +344,23 @@ loom_status run_matmul(GemvArgs a, int64_t n, loom_error *err, cudaStream_t stre
         else if (q6 && mma_q6k_seg_ok(a.seg[i])) m6[n6++] = a.seg[i];
         else rest.seg[rest.nseg++] = a.seg[i];
     }
-    if (nm > 0) {
+    bool mixed = false;
+    if (nm > 0 && n6 > 0 && a.epi == EPI_PLAIN && gemv_triple_mixed()) {
+        loom_status st = mma_triple_mixed(mm, nm, m6, n6, a.x, a.K, n, norm_of(a), &mixed, err,
+                                          stream);
+        if (st != LOOM_OK) {
+            log_fallback_once(&g_mixed_fallback_logged, "matmul (mma, Q4_K + Q6_K in one launch)", err);
+            mixed = false;
+        }
+    }
+    if (nm > 0 && !mixed) {
         loom_status st = mma_matmul(mm, nm, a.epi, a.x, a.K, n, norm_of(a), err, stream);
         if (st != LOOM_OK) {
             log_fallback_once(&g_mma_fallback_logged, "matmul (mma)", err);
             return run_matmul_rows(a, n, err, stream);
         }
     }
-    if (n6 > 0) {  // Q6_K (gemv_mma_q6k.cu); a failed launch leaves those rows to the kernels below
+    if (n6 > 0 && !mixed) {  // Q6_K (gemv_mma_q6k.cu); a failed launch leaves those rows to the kernels below
         loom_status st = mma_q6k_matmul(m6, n6, a.epi, a.x, a.K, n, norm_of(a), err, stream);
         if (st != LOOM_OK) {
             log_fallback_once(&g_mma_q6k_fallback_logged, "matmul (mma Q6_K)", err);
@@ -502,6 +516,8 @@ extern "C" loom_status loom_cuda_matmul_triple_normed(const float *x, const loom
     a.K = w[0].cols;
     return run_matmul(a, n, err, stream);
 }
+
+extern "C" int64_t loom_cuda_matmul_mixed_launches(void) { return g_mixed_launches; }
 
 extern "C" loom_status loom_cuda_matmul_triple(const float *x, int64_t n, const loom_kweight w[3],
                                                const float *const bias[3], float *const y[3],

@@ -27,6 +27,11 @@
 // deterministic and a GEMM token is bit-identical to the GEMV of that token (the per-token
 // instruction sequence is the same; mma columns are independent).
 //
+// The Q4_K_M triple in one launch (gemv_mma_mixed, LOOM_GEMV_TRIPLE_MIXED=1; bench/NOTES.md
+// 2.3): the GEMV of Q4_K Q/K and Q6_K V as one grid whose blocks run either this file's tile
+// body (q4k_tile) or q6k_mma_body.cuh's (q6k_tile), each part with the split its own launch
+// would take, so the results are bit for bit those of the two launches.
+//
 // Memory traffic: each weight byte once from DRAM per token group (a GEMM of n tokens re-reads
 // each 16-row tile for every group of 8, from L2: the groups of a tile are adjacent blocks).
 // x through L2/L1 once per block, y written once.
@@ -51,7 +56,7 @@
 // decode, ~30 register moves of the prefetch double buffer, the rest addresses and folds.
 #include <stdio.h>
 
-#include "kernels/cuda/mma_common.cuh"
+#include "kernels/cuda/q6k_mma_body.cuh"
 
 namespace loom_cuda {
 namespace {
@@ -187,21 +192,30 @@ struct MmaArgs {
 // scales (after pdl_wait, while the first weights are in flight), then each staged value is
 // (x * scale) * w[k], the norm weight's float4s loaded beside x's; bit for bit
 // loom_cuda_rms_norm followed by the plain kernel.
-// Occupancy: 4 blocks an SM for the GEMV (<= 128 registers), 2 for the GEMM groups (8 tokens:
-// 188-190 registers in the ptxas report, no spills).
+// Occupancy (the kernels that run it): 4 blocks an SM for the GEMV (<= 128 registers), 2 for
+// the GEMM groups (8 tokens: 188-190 registers in the ptxas report, no spills).
+// The block's work as a device function (as q6k_mma_body.cuh's q6k_tile), so that the mixed
+// Q4_K_M triple kernel runs the same body: tile `tile` of a.tile0's ranges, K share `rank` of S
+// (cluster rank; rank 0 reduces), tokens from tok0; sm: the block's shared memory (Q4Smem).
 template <int NT, int NMAT, bool NORM>
-static __global__ void __launch_bounds__(kThreads, NT == 1 ? 4 : 2) gemv_mma_q4k(const MmaArgs a) {
+struct Q4Smem {
+    Stage<NT> stage[kWarps];
+    double npart[NORM ? NT * kWarps : 1];
+    float nscale[NT];
+    float red[kWarps * NMAT * ((NT + 3) / 4) * 2 * 32];
+};
+
+template <int NT, int NMAT, bool NORM>
+__device__ __forceinline__ void q4k_tile(const MmaArgs &a, Q4Smem<NT, NMAT, NORM> &sm,
+                                         int64_t tile, int rank, int S, int tok0) {
     pdl_launch_dependents();
-    __shared__ Stage<NT> stage[kWarps];
-    __shared__ double npart[NORM ? NT * kWarps : 1];
-    __shared__ float nscale[NT];
+    Stage<NT> *stage = sm.stage;
+    double *npart = sm.npart;
+    float *nscale = sm.nscale;
     constexpr int NTL = (NT + 3) / 4;
-    __shared__ float red[kWarps * NMAT * NTL * 2 * 32];
+    float *red = sm.red;
     const int lane = threadIdx.x & 31, w = threadIdx.x >> 5;
     const int g = lane >> 2, t = lane & 3;
-    const int S = gridDim.x, rank = blockIdx.x;
-    const int64_t tile = blockIdx.z;
-    const int tok0 = blockIdx.y * NT;
     const int ntok = a.n - tok0 < NT ? a.n - tok0 : NT;
     // Segment of this tile (uniform over the block).
     int si = 0;
@@ -359,6 +373,13 @@ static __global__ void __launch_bounds__(kThreads, NT == 1 ? 4 : 2) gemv_mma_q4k
     }
 }
 
+template <int NT, int NMAT, bool NORM>
+static __global__ void __launch_bounds__(kThreads, NT == 1 ? 4 : 2) gemv_mma_q4k(const MmaArgs a) {
+    __shared__ Q4Smem<NT, NMAT, NORM> sm;
+    q4k_tile<NT, NMAT, NORM>(a, sm, blockIdx.z, (int)blockIdx.x, (int)gridDim.x,
+                             (int)blockIdx.y * NT);
+}
+
 template <int NT, int NMAT>
 cudaError_t launch_q4k(const MmaArgs &a, bool norm, int S, int64_t groups, cudaStream_t stream) {
     dim3 grid((unsigned)S, (unsigned)groups, (unsigned)a.tile0[a.nseg]);
@@ -367,6 +388,49 @@ cudaError_t launch_q4k(const MmaArgs &a, bool norm, int S, int64_t groups, cudaS
                               kThreads, 0, stream, a);
     return launch_cluster(gemv_mma_q4k<NT, NMAT, false>, grid, dim3((unsigned)S, 1, 1), kThreads,
                           0, stream, a);
+}
+
+// ---- The Q4_K_M triple in one launch (bench/NOTES.md 2.3) --------------------------------
+// A block runs either a Q4_K tile (q4k_tile: Q or K) or a Q6_K tile (q6k::q6k_tile: V), chosen
+// by its cluster slot (blockIdx.z: the Q6_K part's slots first, so the slower Q6_K tiles start
+// first and do not form the tail; LOOM_GEMV_TRIPLE_MIXED=2 puts them last, for the A/B), with
+// each part's own split S, the one its own launch would
+// take (mma_pick_split of its shape: same super-blocks a warp, same reduction order, so the
+// same bits as the two launches). The cluster is C = max(s4, s6) blocks along x, and a part
+// with S = 1 < C gives each of the C blocks its own tile (no cluster barrier); parts whose S
+// is neither 1 nor C are not mixed (mma_triple_mixed declines).
+struct MixArgs {
+    MmaArgs q4;       // the Q4_K segments (Q, K): tile ranges as mma_matmul's (NMAT 1)
+    q6k::Q6Args q6;   // the Q6_K segment(s) (V): tile ranges as mma_q6k_matmul's
+    int s4, s6;       // each part's split: 1 or C = gridDim.x
+    int64_t slots6;   // cluster slots of the Q6_K part
+    int64_t first6;   // its first slot: 0 (V first, the default) or the Q4_K part's slot count
+};
+
+// One shared-memory block for either body (the Q6_K part's is the larger: 33 KB for the GEMV,
+// 4 blocks an SM still fit on sm_87 and sm_90).
+template <int NT, int ST, bool NORM>
+union MixSmem {
+    Q4Smem<NT, 1, NORM> q4;
+    q6k::Q6Smem<NT, ST, NORM> q6;
+};
+
+template <int NT, int ST, bool NORM>
+static __global__ void __launch_bounds__(kThreads, NT == 1 ? 4 : 2)
+    gemv_mma_mixed(const MixArgs m) {
+    __shared__ MixSmem<NT, ST, NORM> sm;
+    const int c = (int)blockIdx.x, C = (int)gridDim.x;
+    const int tok0 = (int)blockIdx.y * NT;
+    const int64_t slot = blockIdx.z, s6 = slot - m.first6;
+    if (s6 >= 0 && s6 < m.slots6) {  // block-uniform branch
+        const int64_t tile = s6 * (C / m.s6) + c / m.s6;
+        if (tile >= m.q6.tile0[m.q6.nseg]) return;  // only where s6 == 1: no cluster barrier
+        q6k::q6k_tile<NT, ST, NORM, 1>(m.q6, sm.q6, tile, c % m.s6, m.s6, tok0);
+    } else {
+        const int64_t tile = (m.first6 ? slot : slot - m.slots6) * (C / m.s4) + c / m.s4;
+        if (tile >= m.q4.tile0[m.q4.nseg]) return;
+        q4k_tile<NT, 1, NORM>(m.q4, sm.q4, tile, c % m.s4, m.s4, tok0);
+    }
 }
 
 }  // namespace
@@ -449,6 +513,60 @@ loom_status mma_matmul(const Seg *seg, int nseg, int epi, const float *x, int64_
                           : launch_q4k<kGemmTok, 1>(b, nm, S, groups, stream);
         CUDA_CHECK(e);
     }
+    return LOOM_OK;
+}
+
+int mma_q6k_variant();  // runtime.cu (LOOM_GEMV_MMA_Q6K_V)
+
+int64_t g_mixed_launches = 0;
+
+loom_status mma_triple_mixed(const Seg *s4, int n4, const Seg *s6, int n6, const float *x,
+                             int64_t K, int64_t n, const PreNorm *norm, bool *ran,
+                             loom_error *err, cudaStream_t stream) {
+    *ran = false;
+    // The GEMV only (the GEMM keeps its two launches: the same bits a token either way); the
+    // f16 Q6_K bodies only (V = 0 and 1 give the same bits; q6k_tile<.., 1> serves both); the
+    // Q4_K part one matrix a tile (two Q4_K segments of equal rows run as the pair kernel).
+    if (n != 1 || n4 < 1 || n4 > 2 || n6 < 1 || n6 > 3 || mma_q6k_variant() > 1) return LOOM_OK;
+    if (n4 == 2 && s4[0].rows == s4[1].rows) return LOOM_OK;
+    MixArgs m = {};
+    int64_t t4 = 0, t6 = 0;
+    m.q4.nseg = n4;
+    for (int i = 0; i < n4; i++) {
+        m.q4.seg[i] = s4[i];
+        m.q4.tile0[i] = t4;
+        t4 += (s4[i].rows + kTileRows - 1) / kTileRows;
+    }
+    m.q4.tile0[n4] = t4;
+    m.q6.nseg = n6;
+    for (int i = 0; i < n6; i++) {
+        m.q6.seg[i] = s6[i];
+        m.q6.tile0[i] = t6;
+        t6 += (s6[i].rows + kTileRows - 1) / kTileRows;
+    }
+    m.q6.tile0[n6] = t6;
+    if (t4 == 0 || t6 == 0) return LOOM_OK;
+    const int S4 = mma_pick_split(t4, K / 256), S6 = mma_pick_split(t6, K / 256);
+    const int C = S4 > S6 ? S4 : S6;
+    if ((S4 != 1 && S4 != C) || (S6 != 1 && S6 != C)) return LOOM_OK;
+    m.s4 = S4;
+    m.s6 = S6;
+    const int64_t per4 = C / S4, per6 = C / S6;  // tiles a cluster slot
+    m.slots6 = (t6 + per6 - 1) / per6;
+    const int64_t slots4 = (t4 + per4 - 1) / per4, slots = m.slots6 + slots4;
+    m.first6 = gemv_triple_mixed() == 2 ? slots4 : 0;
+    if (slots > 65535) return LOOM_OK;
+    m.q4.epi = m.q6.epi = EPI_PLAIN;
+    m.q4.x = m.q6.x = x;
+    m.q4.K = m.q6.K = K;
+    m.q4.n = m.q6.n = 1;
+    if (norm) m.q4.norm = m.q6.norm = *norm;
+    *ran = true;
+    const dim3 grid((unsigned)C, 1, (unsigned)slots), cl((unsigned)C, 1, 1);
+    cudaError_t e = norm ? launch_cluster(gemv_mma_mixed<1, 2, true>, grid, cl, kThreads, 0, stream, m)
+                         : launch_cluster(gemv_mma_mixed<1, 2, false>, grid, cl, kThreads, 0, stream, m);
+    CUDA_CHECK(e);
+    g_mixed_launches++;
     return LOOM_OK;
 }
 

@@ -58,4 +58,18 @@ loom_status mma_q6k_matmul(const Seg *seg, int nseg, int epi, const float *x, in
                            int64_t n, const PreNorm *norm, loom_error *err,
                            cudaStream_t stream);
 
+// gemv_mma.cu: the GEMV (n == 1, EPI_PLAIN) of Q4_K segments s4 (1 or 2; not two of equal
+// rows, which run as the pair) and Q6_K segments s6 (1..3) in ONE launch, bit for bit the two
+// launches mma_matmul(s4) + mma_q6k_matmul(s6) (bench/NOTES.md 2.3). *ran = false (and
+// LOOM_OK, nothing launched) where it does not apply: n > 1, another shape of the split (each
+// part's S must be 1 or the larger S), the Q6_K loop body not an f16 one (LOOM_GEMV_MMA_Q6K_V).
+loom_status mma_triple_mixed(const Seg *s4, int n4, const Seg *s6, int n6, const float *x,
+                             int64_t K, int64_t n, const PreNorm *norm, bool *ran,
+                             loom_error *err, cudaStream_t stream);
+// Launches of the mixed kernel so far (conformance: the path was taken).
+extern int64_t g_mixed_launches;
+// LOOM_GEMV_TRIPLE_MIXED (runtime.cu): 0 the two launches, 1 the mixed kernel with the Q6_K
+// tiles first, 2 with them last.
+int gemv_triple_mixed();
+
 }  // namespace loom_cuda

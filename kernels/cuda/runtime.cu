@@ -32,9 +32,15 @@ static int g_unroll = kDefaultUnroll;
 static int g_mma_split = 0;  // 0 = by shape (gemv_mma.cu)
 // The Q6_K mma matmul's loop body (gemv_mma_q6k.cu, LOOM_GEMV_MMA_Q6K_V): 1 = x staged so each
 // mma step's B registers are a pair and the rows' loads share one base (~10% fewer
-// instructions), 0 = the session-3 body; the same bits either way.
+// instructions), 0 = the session-3 body; the same bits either way. 2 = the INT8 body
+// (q6k_i8_body.cuh; other bits, same tolerance).
 static const int kDefaultQ6kVariant = 1;
 static int g_q6k_variant = kDefaultQ6kVariant;
+// The Q4_K_M triple's GEMV (Q4_K Q/K + Q6_K V) in one launch (gemv_mma.cu's mixed kernel,
+// LOOM_GEMV_TRIPLE_MIXED=1; 2: its Q6_K tiles last instead of first) or as the two launches (0);
+// the same bits either way.
+static const int kDefaultTripleMixed = 0;
+static int g_triple_mixed = kDefaultTripleMixed;
 static bool g_pdl = false;
 // Decode attention: blocks per SM the split choice aims at. 1 measured best on the H200
 // (bench/NOTES.md section 3, v4: each split costs ~0.3 us, so fewer and longer splits win).
@@ -46,6 +52,13 @@ static int g_attn_bpsm = kDefaultAttnBpsm;
 static const int kDefaultAttnClTiles = 128;
 static int g_attn_cl_tiles = kDefaultAttnClTiles;
 static bool g_attn_prefetch = false;
+// Decode attention v7 (LOOM_ATTN_V7, on unless 0): v6 in clusters of 16 for caches of more than
+// LOOM_ATTN_CL16_TILES 32-row tiles (default 64: past 2K positions); LOOM_ATTN_ANGLES=0: the
+// folded prologue takes every row's RoPE angles from their own product chains (session 5's
+// way, for the A/B) instead of once a lane.
+static const int kDefaultAttnCl16Tiles = 64;
+static bool g_attn_v7 = true, g_attn_lane_angles = true;
+static int g_attn_cl16_tiles = kDefaultAttnCl16Tiles;
 
 // Whether environment variable `name` is set to `value`.
 static bool env_is(const char *name, const char *value) {
@@ -78,10 +91,14 @@ static void read_switches_locked() {
     // 4B decode step (bench/NOTES.md 7.9).
     g_pdl = !env_is("LOOM_CUDA_PDL", "0") && cc_major() >= 9;
     g_mma_split = env_int("LOOM_GEMV_MMA_SPLIT", 1, 8, true, 0);
-    g_q6k_variant = env_int("LOOM_GEMV_MMA_Q6K_V", 0, 1, false, kDefaultQ6kVariant);
+    g_q6k_variant = env_int("LOOM_GEMV_MMA_Q6K_V", 0, 2, false, kDefaultQ6kVariant);
+    g_triple_mixed = env_int("LOOM_GEMV_TRIPLE_MIXED", 0, 2, false, kDefaultTripleMixed);
     g_attn_bpsm = env_int("LOOM_ATTN_BPSM", 1, 16, false, kDefaultAttnBpsm);
     g_attn_cl_tiles = env_int("LOOM_ATTN_CL_TILES", 0, 1 << 25, false, kDefaultAttnClTiles);
     g_attn_prefetch = env_is("LOOM_ATTN_PREFETCH", "1");
+    g_attn_v7 = !env_is("LOOM_ATTN_V7", "0");
+    g_attn_cl16_tiles = env_int("LOOM_ATTN_CL16_TILES", 0, 1 << 25, false, kDefaultAttnCl16Tiles);
+    g_attn_lane_angles = !env_is("LOOM_ATTN_ANGLES", "0");
     g_switch_read = true;
 }
 
@@ -122,6 +139,12 @@ int mma_q6k_variant() {
     return g_q6k_variant;
 }
 
+// (declared in gemv.cu and gemv_mma.cu, its users)
+int gemv_triple_mixed() {
+    ensure_switches();
+    return g_triple_mixed;
+}
+
 // (declared in attention.cu, their only user)
 int attn_cluster_tiles() {
     ensure_switches();
@@ -131,6 +154,21 @@ int attn_cluster_tiles() {
 bool attn_prefetch() {
     ensure_switches();
     return g_attn_prefetch;
+}
+
+bool attn_v7() {
+    ensure_switches();
+    return g_attn_v7;
+}
+
+int attn_cl16_tiles() {
+    ensure_switches();
+    return g_attn_cl16_tiles;
+}
+
+bool attn_lane_angles() {
+    ensure_switches();
+    return g_attn_lane_angles;
 }
 
 int attn_blocks_per_sm() {

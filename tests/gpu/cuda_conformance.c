@@ -3,13 +3,14 @@
  * it prints one table row per case (kernel, shape, measured error, tolerance, verdict) and
  * exits non-zero when any case fails or any CUDA call fails.
  *
- *   cuda_conformance [--quick] [--attn] [--matmul] [--normed] [--fused] [--seed N]
+ *   cuda_conformance [--quick] [--attn] [--matmul] [--normed] [--fused] [--mixed] [--seed N]
  *
  * --quick keeps a reduced shape set (for compute-sanitizer, which is 10-100x slower); --attn
  * runs only the kv_write and attention cases (and the refusals; with LOOM_ATTN_BPSM=... to
  * sweep split counts); --matmul only the matmul family (its variant switches in the environment);
  * --normed only the matmul family's _normed launchers (the RMSNorm folded in); --fused only
- * rope_kv_attention_at (the attention prologue folded into decode attention).
+ * rope_kv_attention_at (the attention prologue folded into decode attention); --mixed only the
+ * Q4_K_M triple in one launch (LOOM_GEMV_TRIPLE_MIXED).
  * Outputs are poisoned (all bytes 0xFF, a NaN pattern) before every GPU run, so an unwritten
  * element fails. Tolerances are those of the kernels' contracts (cpu_kernels.h, the .cu files):
  *   matmul family: per element |d| <= 1e-5 * sum_k |W x| (+1e-30); GEMM token == GEMV (bits);
@@ -19,7 +20,10 @@
  *                  Q4_K/Q5_K byte path == word path (bits); simple path == fast path (bits);
  *                  Q4_K and Q6_K (and the fused variants) on both the tensor-core paths
  *                  (default) and LOOM_GEMV_MMA=0, each against the CPU twin (the two are not
- *                  bit-identical)
+ *                  bit-identical); the Q6_K cases again on the INT8 body
+ *                  (LOOM_GEMV_MMA_Q6K_V=2: mma shapes, add, triple, normed; same tolerance,
+ *                  GEMM token == GEMV bits); the Q4_K_M triple in one launch == its two launches (bits),
+ *                  GEMM token == that GEMV (bits), the one launch taken at the 4B/8B shapes
  *   rms_norm 1e-5 relative; rope 1e-4 absolute; attention 1e-4 * max|out|;
  *   softmax 1e-6 relative + 1e-12; silu/swiglu 1e-6 relative;
  *   kv_write, embed, argmax, add, mul, bias_add, add/mul_bcast, f16<->f32: bit-exact;
@@ -42,7 +46,7 @@
 
 /* ---- harness ------------------------------------------------------------------------------ */
 static int g_quick = 0, g_fail = 0, g_cases = 0, g_only_attn = 0, g_only_mm = 0, g_only_normed = 0;
-static int g_only_fused = 0;
+static int g_only_fused = 0, g_only_mixed = 0;
 static uint64_t g_rng = 0x9E3779B97F4A7C15ull;
 
 
@@ -269,6 +273,22 @@ static void test_matmul_one(loom_ggml_type t, int64_t M, int64_t K, int64_t n) {
     test_matmul_one_x(t, M, K, n, 0);
 }
 
+/* The Q6_K mma path's shapes (gemv_mma_q6k.cu, whichever loop body LOOM_GEMV_MMA_Q6K_V picks):
+ * ffn_down and lm-head-like shapes, wide-range x, odd super-block counts (rows alternately 2 mod
+ * 4 aligned), ragged tiles and groups. */
+static void test_matmul_q6k_mma(void) {
+    test_matmul_one_x(LOOM_GGML_Q6_K, g_quick ? 160 : 2560, g_quick ? 4096 : 9728, 1, 0);
+    test_matmul_one_x(LOOM_GGML_Q6_K, 41, 2560, 1, 1);
+    test_matmul_one_x(LOOM_GGML_Q6_K, 41, 2560, 6, 1);
+    test_matmul_one_x(LOOM_GGML_Q6_K, 19, 768, 5, 0);
+    if (!g_quick) {
+        test_matmul_one_x(LOOM_GGML_Q6_K, 9500, 2560, 1, 0);
+        test_matmul_one_x(LOOM_GGML_Q6_K, 100, 1024, 1, 0);
+        test_matmul_one_x(LOOM_GGML_Q6_K, 77, 1280, 67, 0);
+        test_matmul_one_x(LOOM_GGML_Q6_K, 33, 9728, 37, 1);
+    }
+}
+
 static void test_matmul(void) {
     const int64_t shapes_full[][2] = {{1, 256}, {37, 256}, {130, 2560}, {67, 4096}, {9, 9728},
                                       {5, 16384}};
@@ -289,18 +309,7 @@ static void test_matmul(void) {
         test_matmul_one_x(LOOM_GGML_Q4_K, 19, 768, 5, 0);
         test_matmul_one_x(LOOM_GGML_Q4_K, 77, 1280, 67, 0);
     }
-    /* the Q6_K mma path (gemv_mma_q6k.cu): ffn_down and lm-head-like shapes, wide-range x,
-     * odd super-block counts (rows alternately 2 mod 4 aligned), ragged tiles and groups */
-    test_matmul_one_x(LOOM_GGML_Q6_K, g_quick ? 160 : 2560, g_quick ? 4096 : 9728, 1, 0);
-    test_matmul_one_x(LOOM_GGML_Q6_K, 41, 2560, 1, 1);
-    test_matmul_one_x(LOOM_GGML_Q6_K, 41, 2560, 6, 1);
-    test_matmul_one_x(LOOM_GGML_Q6_K, 19, 768, 5, 0);
-    if (!g_quick) {
-        test_matmul_one_x(LOOM_GGML_Q6_K, 9500, 2560, 1, 0);
-        test_matmul_one_x(LOOM_GGML_Q6_K, 100, 1024, 1, 0);
-        test_matmul_one_x(LOOM_GGML_Q6_K, 77, 1280, 67, 0);
-        test_matmul_one_x(LOOM_GGML_Q6_K, 33, 9728, 37, 1);
-    }
+    test_matmul_q6k_mma();
     const int64_t ns_full[] = {2, 7, 32, 33, 45};
     const int64_t ns_quick[] = {3, 33};
     for (int ti = 0; ti < N_TYPES; ti++)
@@ -651,6 +660,27 @@ static void test_normed(int kind, const loom_ggml_type *ty, const int64_t *Ms, i
     cudaFree(dx); cudaFree(dg); cudaFree(dxn);
 }
 
+/* The Q6_K matmuls on the INT8 loop body (LOOM_GEMV_MMA_Q6K_V=2, q6k_i8_body.cuh: other bits
+ * than the f16 bodies, the same tolerance): the mma shapes (GEMM token == GEMV bits), add and the
+ * all-Q6_K triple, the folded RMSNorm (plain, GEMM, the Q4_K_M triple's V, the lm head). */
+static void test_matmul_q6k_int8(void) {
+    printf("-- the Q6_K cases on the INT8 body (LOOM_GEMV_MMA_Q6K_V=2)\n");
+    set_switch("LOOM_GEMV_MMA_Q6K_V", "2");
+    test_matmul_q6k_mma();
+    test_matmul_q6k_fused(g_quick ? 40 : 2560, g_quick ? 768 : 9728, 1);
+    test_matmul_q6k_fused(g_quick ? 40 : 133, g_quick ? 768 : 2560, g_quick ? 3 : 37);
+    const loom_ggml_type q6 = LOOM_GGML_Q6_K, t3[3] = {LOOM_GGML_Q4_K, LOOM_GGML_Q4_K, q6};
+    const int64_t K = g_quick ? 768 : 2560;
+    const int64_t m1[1] = {g_quick ? 300 : 9500}, m1g[1] = {45};
+    const int64_t m3[3] = {g_quick ? 64 : 160, g_quick ? 32 : 48, g_quick ? 32 : 48};
+    test_normed(0, &q6, m1, K, 1, 1, " q6k-int8");
+    test_normed(0, &q6, m1g, K, g_quick ? 3 : 33, 1, " q6k-int8");
+    test_normed(3, t3, m3, K, 1, 1, " q6k-int8");
+    test_normed(3, t3, m3, K, g_quick ? 3 : 37, 0, " q6k-int8");
+    unsetenv("LOOM_GEMV_MMA_Q6K_V");
+    loom_cuda_reload_switches();
+}
+
 /* The normed launchers over the matmul shape sets, on every path: default (tensor cores for
  * Q4_K/Q6_K), LOOM_GEMV_MMA=0 (warp-per-row GEMV / GEMM), LOOM_FAST_GEMV=0 (simple path),
  * LOOM_FAST_NORM=0 (the norm's scalar summation order), LOOM_GEMV_MMA_Q6K=0. */
@@ -699,6 +729,115 @@ static void test_matmul_normed(void) {
         const int64_t lm[1] = {g_quick ? 300 : 9500};
         test_normed(0, &q6, lm, K, 1, 1, tag);
         if (paths[p].sw) set_switch(paths[p].sw, "1");
+    }
+}
+
+/* The Q4_K_M triple (Q4_K Q and K, Q6_K V) in one launch (LOOM_GEMV_TRIPLE_MIXED=1, gemv_mma.cu's
+ * mixed kernel) against its two launches (=0), bit for bit, all three outputs: plain, normed
+ * with and without norm weight, biases or not, N = 1; the GEMM (N = 5, which keeps two
+ * launches) token by token against the mixed GEMV of that token; and the mixed path taken
+ * (loom_cuda_matmul_mixed_launches) where must_mix (the executor's 4B and 8B shapes; other
+ * shapes may be declined by the split rule, which is checked by the bits alone). */
+static void test_triple_mixed(const int64_t M[3], int64_t K, int bias, int must_mix) {
+    const loom_ggml_type ty[3] = {LOOM_GGML_Q4_K, LOOM_GGML_Q4_K, LOOM_GGML_Q6_K};
+    const int64_t n = 5;
+    loom_error err = {0};
+    float *x = xmalloc(sizeof(float) * (size_t)(n * K)), *g = xmalloc(sizeof(float) * (size_t)K);
+    fill(x, n * K, -1, 1);
+    for (int64_t t = 0; t < n; t++) /* a token's scale of magnitude 2^-6 .. 2^6 */
+        for (int64_t k = 0; k < K; k++) x[t * K + k] = ldexpf(x[t * K + k], (int)(t * 5 % 13) - 6);
+    fill(g, K, -2, 2);
+    float *dx = dup_dev(x, sizeof(float) * (size_t)(n * K)), *dg = dup_dev(g, sizeof(float) * (size_t)K);
+    void *dw[3];
+    float *db[3] = {NULL, NULL, NULL}, *dy[2][3], *hy[2][3];
+    loom_kweight gw[3];
+    size_t yb[3];
+    for (int i = 0; i < 3; i++) {
+        size_t b;
+        uint8_t *w = rand_weights(ty[i], M[i], K, &b);
+        dw[i] = dup_dev(w, b);
+        free(w);
+        gw[i] = (loom_kweight){dw[i], ty[i], M[i], K};
+        if (bias) {
+            float *hb = xmalloc(sizeof(float) * (size_t)M[i]);
+            fill(hb, M[i], -1, 1);
+            db[i] = dup_dev(hb, sizeof(float) * (size_t)M[i]);
+            free(hb);
+        }
+        yb[i] = sizeof(float) * (size_t)(n * M[i]);
+        for (int m = 0; m < 2; m++) {
+            dy[m][i] = dev_poison(yb[i]);
+            hy[m][i] = xmalloc(yb[i]);
+        }
+    }
+    const float *const gb[3] = {db[0], db[1], db[2]};
+    static const char *vn[3] = {"plain", "normed", "normed no w"};
+    for (int v = 0; v < 3; v++) {
+        char shape[96];
+        snprintf(shape, sizeof shape, "Q4_K/Q6_K %lld+%lld+%lld K=%lld%s %s", (long long)M[0],
+                 (long long)M[1], (long long)M[2], (long long)K, bias ? " bias" : "", vn[v]);
+        const loom_prenorm dn = {v == 1 ? dg : NULL, 1e-6f}, *norm = v ? &dn : NULL;
+        for (int m = 0; m < 3; m++) { /* two launches, mixed (V tiles first), mixed (V last) */
+            static const char *mv[3] = {"0", "1", "2"};
+            set_switch("LOOM_GEMV_TRIPLE_MIXED", mv[m]);
+            const int o = m ? 1 : 0;
+            float *const y[3] = {dy[o][0], dy[o][1], dy[o][2]};
+            for (int i = 0; i < 3; i++) CK(cudaMemset(dy[o][i], 0xFF, yb[i]));
+            const int64_t before = loom_cuda_matmul_mixed_launches();
+            report_status("triple mixed", shape,
+                          loom_cuda_matmul_triple_normed(dx, norm, 1, gw, gb, y, &err, 0), &err);
+            CK(cudaDeviceSynchronize());
+            const int64_t launched = loom_cuda_matmul_mixed_launches() - before;
+            for (int i = 0; i < 3; i++) to_host(hy[o][i], dy[o][i], sizeof(float) * (size_t)M[i]);
+            if (m == 0) {
+                report("switch off: 2 launches", shape, launched != 0, 0);
+                continue;
+            }
+            size_t diff = 0;
+            for (int i = 0; i < 3; i++)
+                for (size_t j = 0; j < sizeof(float) * (size_t)M[i]; j++)
+                    diff += ((uint8_t *)hy[0][i])[j] != ((uint8_t *)hy[1][i])[j];
+            report(m == 1 ? "mixed==two launches" : "mixed V last==two", shape, (double)diff, 0);
+            if (must_mix) report("mixed path taken", shape, launched == 1 ? 0 : 1, 0);
+        }
+        /* GEMM (switch on; two launches) vs the mixed GEMV token by token */
+        float *const y[3] = {dy[0][0], dy[0][1], dy[0][2]};
+        report_status("triple mixed gemm", shape,
+                      loom_cuda_matmul_triple_normed(dx, norm, n, gw, gb, y, &err, 0), &err);
+        for (int i = 0; i < 3; i++) to_host(hy[0][i], dy[0][i], yb[i]);
+        size_t diff = 0;
+        for (int64_t t = 0; t < n; t++) {
+            float *const o[3] = {dy[1][0] + t * M[0], dy[1][1] + t * M[1], dy[1][2] + t * M[2]};
+            report_status("triple mixed", shape,
+                          loom_cuda_matmul_triple_normed(dx + t * K, norm, 1, gw, gb, o, &err, 0), &err);
+        }
+        for (int i = 0; i < 3; i++) {
+            to_host(hy[1][i], dy[1][i], yb[i]);
+            diff += memcmp(hy[0][i], hy[1][i], yb[i]) != 0;
+        }
+        report("gemm==mixed gemv", shape, (double)diff, 0);
+    }
+    unsetenv("LOOM_GEMV_TRIPLE_MIXED");
+    loom_cuda_reload_switches();
+    for (int i = 0; i < 3; i++) {
+        cudaFree(dw[i]); cudaFree(db[i]);
+        for (int m = 0; m < 2; m++) { cudaFree(dy[m][i]); free(hy[m][i]); }
+    }
+    free(x); free(g);
+    cudaFree(dx); cudaFree(dg);
+}
+
+static void test_triple_mixed_all(void) {
+    /* 4B (Q/K split 1, V 2 on the H200), 8B (1, 4), odd rows (partial tiles; a part with fewer
+     * tiles than a cluster slot holds), small K (split 1 everywhere) */
+    static const int64_t sh[][5] = {{4096, 1024, 1024, 2560, 1}, {4096, 1024, 1024, 4096, 1},
+                                    {77, 45, 29, 2560, 0},       {1000, 333, 129, 2560, 0},
+                                    {4096, 1024, 1000, 4096, 0}, {2400, 800, 1024, 4096, 0},
+                                    {48, 17, 9, 512, 0}};
+    const int ns = g_quick ? 3 : 7;
+    for (int i = 0; i < ns; i++) {
+        const int64_t *c = sh[g_quick && i > 0 ? i + 1 : i];
+        test_triple_mixed(c, c[3], i % 2, (int)c[4]);
     }
 }
 
@@ -1572,6 +1711,7 @@ int main(int argc, char **argv) {
         else if (strcmp(argv[i], "--matmul") == 0) g_only_mm = 1; /* the matmul family only */
         else if (strcmp(argv[i], "--normed") == 0) g_only_normed = 1; /* the _normed launchers only */
         else if (strcmp(argv[i], "--fused") == 0) g_only_fused = 1; /* rope_kv_attention_at only */
+        else if (strcmp(argv[i], "--mixed") == 0) g_only_mixed = 1; /* the triple in one launch only */
         else if (strcmp(argv[i], "--seed") == 0 && i + 1 < argc) g_rng = strtoull(argv[++i], NULL, 0) | 1;
     }
     int major = 0, minor = 0;
@@ -1590,6 +1730,10 @@ int main(int argc, char **argv) {
         test_fused_section(major >= 9);
         goto done;
     }
+    if (g_only_mixed) {
+        test_triple_mixed_all();
+        goto done;
+    }
     if (!g_only_attn) {
     test_matmul();
     test_matmul_fused(1);
@@ -1603,8 +1747,11 @@ int main(int argc, char **argv) {
     test_matmul_q6k_fused(g_quick ? 40 : 2560, g_quick ? 768 : 9728, 1);
     test_matmul_q6k_fused(g_quick ? 40 : 133, g_quick ? 768 : 2560, g_quick ? 3 : 37);
     set_switch("LOOM_GEMV_MMA", "1");
+    test_matmul_q6k_int8();
     printf("-- the RMSNorm folded into the matmul (loom_cuda_*_normed), every path\n");
     test_matmul_normed();
+    printf("-- the Q4_K_M triple in one launch (LOOM_GEMV_TRIPLE_MIXED)\n");
+    test_triple_mixed_all();
     if (g_only_mm) goto done;
 
     test_norm(1, 2560, 1);
@@ -1685,6 +1832,27 @@ int main(int argc, char **argv) {
         test_attention(LOOM_KV_F16, 64, 8, 8, 1, 700, 0);
         test_attention(LOOM_KV_INT8, 128, 32, 8, 1, g_quick ? 299 : 8191, 0);
         set_switch("LOOM_ATTN_V6", "1");
+        printf("-- v6 for caches past 2K positions (LOOM_ATTN_V7=0)\n");
+        set_switch("LOOM_ATTN_V7", "0");
+        test_attention(LOOM_KV_F16, 128, 32, 8, 1, g_quick ? 299 : 4095, 0);
+        test_attention(LOOM_KV_INT8, 64, 16, 2, 1, g_quick ? 299 : 3000, 0);
+        set_switch("LOOM_ATTN_V7", "1");
+        /* v7's clusters of 16 where most blocks have one tile or none (the sm_90 decode path) */
+        printf("-- v7 in clusters of 16 at every cache length (LOOM_ATTN_CL16_TILES=0)\n");
+        set_switch("LOOM_ATTN_CL16_TILES", "0");
+        static const int64_t l16[] = {1, 65, 300, 700, 2000};
+        for (int l = 0; l < (g_quick ? 3 : 5); l++) {
+            test_attention(LOOM_KV_F16, 128, 32, 8, 1, l16[l] - 1, 0);
+            test_attention(LOOM_KV_INT8, 64, 16, 2, 1, l16[l] - 1, 0);
+            test_attention(LOOM_KV_F16, 64, 8, 8, 1, l16[l] - 1, 0);
+            test_attention(LOOM_KV_INT8, 128, 48, 8, 1, l16[l] - 1, 0); /* G = 6 */
+        }
+        {
+            const int64_t p16[] = {0, 40, 299};
+            test_attention_at(LOOM_KV_F16, 128, 32, 8, 1, 300, p16, 3);
+            test_attention_at(LOOM_KV_INT8, 64, 16, 2, 1, 300, p16, 3);
+        }
+        set_switch("LOOM_ATTN_CL16_TILES", "64");
     }
 
     /* position from device memory: _at == by value (F16, INT8; GQA 1, 2, 4, 8; D 64, 128) */
