@@ -69,6 +69,7 @@
 // cycles, DRAM 19% of peak).
 #include <stdio.h>
 
+#include "kernels/cuda/q6k_i8_body.cuh"
 #include "kernels/cuda/q6k_mma_body.cuh"
 
 namespace loom_cuda {
@@ -84,6 +85,24 @@ static __global__ void __launch_bounds__(kThreads, NT == 1 ? 4 : 2) gemv_mma_q6k
     __shared__ Q6Smem<NT, ST, NORM> sm;
     q6k_tile<NT, ST, NORM, V>(a, sm, blockIdx.z, (int)blockIdx.x, (int)gridDim.x,
                               (int)blockIdx.y * NT);
+}
+
+// LOOM_GEMV_MMA_Q6K_V=2: the INT8 body (q6k_i8_body.cuh), same grid and occupancy.
+template <int NT, int ST, bool NORM>
+static __global__ void __launch_bounds__(kThreads, NT == 1 ? 4 : 2) gemv_mma_q6k_i8(const Q6Args a) {
+    __shared__ Q6I8Smem<NT, ST, NORM> sm;
+    q6k_i8_tile<NT, ST, NORM>(a, sm, blockIdx.z, (int)blockIdx.x, (int)gridDim.x,
+                              (int)blockIdx.y * NT);
+}
+
+template <int NT, int ST>
+cudaError_t launch_q6k_i8(const Q6Args &a, bool norm, int S, int64_t groups, cudaStream_t stream) {
+    dim3 grid((unsigned)S, (unsigned)groups, (unsigned)a.tile0[a.nseg]);
+    if (norm)
+        return launch_cluster(gemv_mma_q6k_i8<NT, ST, true>, grid, dim3((unsigned)S, 1, 1),
+                              kThreads, 0, stream, a);
+    return launch_cluster(gemv_mma_q6k_i8<NT, ST, false>, grid, dim3((unsigned)S, 1, 1),
+                          kThreads, 0, stream, a);
 }
 
 template <int NT, int ST, int V>
@@ -132,8 +151,10 @@ loom_status mma_q6k_matmul(const Seg *seg, int nseg, int epi, const float *x, in
     const bool nm = norm != nullptr;
     const int S = mma_pick_split(tiles, K / 256);  // gemv_mma.cu's rule
     // LOOM_GEMV_MMA_Q6K_V (runtime.cu): 1 = the loop body of V = 1 (q6_superblock), 0 = the
-    // session-3 body; the same bits, GEMV and GEMM alike.
-    const bool v1 = mma_q6k_variant() == 1;
+    // session-3 body; the same bits, GEMV and GEMM alike. 2 = the INT8 body (q6k_i8_body.cuh:
+    // other bits, GEMM token == GEMV still).
+    const int var = mma_q6k_variant();
+    const bool v1 = var == 1;
     const int64_t per_launch = 65535 * (int64_t)kGemmTok;
     for (int64_t t0 = 0; t0 < n; t0 += per_launch) {
         const int64_t nn = n - t0 < per_launch ? n - t0 : per_launch;
@@ -147,7 +168,9 @@ loom_status mma_q6k_matmul(const Seg *seg, int nseg, int epi, const float *x, in
         }
         const int64_t groups = nn == 1 ? 1 : (nn + kGemmTok - 1) / kGemmTok;
         cudaError_t e;
-        if (v1) e = nn > 1 ? launch_q6k<kGemmTok, 1, 1>(b, nm, S, groups, stream)
+        if (var == 2) e = nn > 1 ? launch_q6k_i8<kGemmTok, 1>(b, nm, S, groups, stream)
+                                 : launch_q6k_i8<1, 2>(b, nm, S, groups, stream);
+        else if (v1) e = nn > 1 ? launch_q6k<kGemmTok, 1, 1>(b, nm, S, groups, stream)
                            : launch_q6k<1, 2, 1>(b, nm, S, groups, stream);
         else e = nn > 1 ? launch_q6k<kGemmTok, 1, 0>(b, nm, S, groups, stream)
                         : launch_q6k<1, 2, 0>(b, nm, S, groups, stream);
