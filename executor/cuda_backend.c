@@ -17,7 +17,11 @@
  * there the folded GEMM redoes each token's norm in every block (H200 R1: a prefill pair 186 us
  * folded against 117 us norm + plain) while one launch more per step costs nothing.
  * LOOM_CUDA_PRENORM=0 runs decode steps so too (the fold's kernels against one norm launch, in
- * one binary and graph). norm_x is ordered across streams like the kernel scratch (scratch_ev).
+ * one binary and graph), and so does a node whose norm weight is not 16-byte aligned on the
+ * device (the kernels read it as float4; a mapped GGUF keeps its file offset's alignment):
+ * passes fold regardless of the backend, the rule is this backend's
+ * (loom_exec_cuda_prenorm_folds). norm_x is sized at create by cuda_reserve_node (supports_op only answers) and
+ * ordered across streams like the kernel scratch (scratch_ev).
  * rope_kv_attention (the attention prologue folded into the attention): decode steps call
  * loom_cuda_rope_kv_attention_at, other steps rope_kv_write + attention as the unfused nodes;
  * either way the roped q goes through q_buf (allocated at a step's start, before any capture,
@@ -99,6 +103,7 @@ typedef struct cuda_backend {
     float *norm_x;               /* T > 1 steps: the normalized x of a prenorm node */
     size_t norm_x_bytes, norm_x_need;
     bool prenorm_off;            /* LOOM_CUDA_PRENORM=0: every step uses norm_x */
+    bool norm_x_decode;          /* a prenorm weight may be unaligned: T = 1 steps need norm_x */
     float *q_buf;                /* rope_kv_attention: the roped q [T,Hq,D] (q_tmp) */
     size_t q_buf_bytes, q_buf_need;
     region *regions;
@@ -156,8 +161,16 @@ static uint64_t int8_cache_bytes(uint64_t rows_heads, uint64_t d, uint64_t *scal
     return data + rows_heads * sizeof(float);
 }
 
+/* The KV cache type the kernels see for a cache of IR dtype t (INT8 when the backend was
+ * created so, whatever the graph's cache dtype). */
+static loom_kv_type kv_type_of(const cuda_backend *c, loom_ir_dtype t) {
+    return c->opt.kv_int8 ? LOOM_KV_INT8 : t == LOOM_IR_F16 ? LOOM_KV_F16 : LOOM_KV_F32;
+}
+
+/* supports_op: a query (no side effects); what a node needs of the backend's own buffers is
+ * sized by cuda_reserve_node. */
 static bool cuda_supports(loom_exec_backend *b, const loom_ir_graph *g, const loom_ir_node *n) {
-    cuda_backend *c = b->impl;
+    const cuda_backend *c = b->impl;
     const loom_ir_value *in0 = loom_ir_value_get(g, n->in[0]);
     switch (n->op) {
     case LOOM_IR_OP_GET_ROWS:
@@ -168,10 +181,6 @@ static bool cuda_supports(loom_exec_backend *b, const loom_ir_graph *g, const lo
     }
     case LOOM_IR_OP_MATMUL: case LOOM_IR_OP_MATMUL_ADD:
     case LOOM_IR_OP_MATMUL_PAIR: case LOOM_IR_OP_MATMUL_TRIPLE:
-        if (loom_ir_prenorm_slot(n->op, n->n_in) != LOOM_IR_NO_SLOT) { /* x at the largest T */
-            int64_t bytes = loom_ir_type_bytes(g, &in0->type, NULL);
-            if (bytes > 0 && (size_t)bytes > c->norm_x_need) c->norm_x_need = (size_t)bytes;
-        }
         return loom_exec_matmul_operands_ok(g, n);
     case LOOM_IR_OP_KV_WRITE:
     case LOOM_IR_OP_ATTENTION: {
@@ -179,44 +188,23 @@ static bool cuda_supports(loom_exec_backend *b, const loom_ir_graph *g, const lo
         if (cache->type.dtype != LOOM_IR_F32 && cache->type.dtype != LOOM_IR_F16) return false;
         /* INT8 scales are per (position, KV head): the cache must say its heads. */
         if (c->opt.kv_int8 && cache->type.rank != 3) return false;
-        if (n->op == LOOM_IR_OP_ATTENTION) {
-            if (loom_ir_value_get(g, n->in[2])->type.dtype != cache->type.dtype) return false;
-            int64_t hd = loom_ir_node_attr_int(n, LOOM_IR_ATTR_HEAD_DIM, 0);
-            int64_t nh = loom_ir_node_attr_int(n, LOOM_IR_ATTR_N_HEAD, 0);
-            loom_kv_type kt = c->opt.kv_int8 ? LOOM_KV_INT8
-                              : cache->type.dtype == LOOM_IR_F16 ? LOOM_KV_F16 : LOOM_KV_F32;
-            if (!loom_cuda_attention_supports(hd, kt)) c->host_fallback = true; /* on the host */
-            need_scratch(c, loom_cuda_scratch_bytes_for(nh, hd, 0, 0));
-        }
-        return true;
+        /* An attention the kernels do not take runs on the host (cuda_reserve_node). */
+        return n->op == LOOM_IR_OP_KV_WRITE ||
+               loom_ir_value_get(g, n->in[2])->type.dtype == cache->type.dtype;
     }
     case LOOM_IR_OP_FUSED_RMS_NORM:
         return loom_ir_value_get(g, n->in[1])->type.dtype == LOOM_IR_F32;
     case LOOM_IR_OP_ROPE_KV_WRITE:   /* caches as kv_write's; head_dim bounded by the kernel */
-    case LOOM_IR_OP_ROPE_KV_ATTENTION: { /* and attention's checks; q_buf for its roped q */
+    case LOOM_IR_OP_ROPE_KV_ATTENTION: { /* and attention's checks */
         const loom_ir_value *vc = loom_ir_value_get(g, n->in[1]);
         if (vc->type.dtype != in0->type.dtype ||
             (in0->type.dtype != LOOM_IR_F32 && in0->type.dtype != LOOM_IR_F16))
             return false;
         if (c->opt.kv_int8 && (in0->type.rank != 3 || vc->type.rank != 3)) return false;
-        int64_t hd = last_dim(loom_ir_value_get(g, n->in[3]));
-        if (hd > LOOM_CUDA_ROPE_KV_MAX_HEAD_DIM) return false;
-        if (n->op == LOOM_IR_OP_ROPE_KV_ATTENTION) {
-            int64_t nh = loom_ir_node_attr_int(n, LOOM_IR_ATTR_N_HEAD, 0);
-            loom_kv_type kt = c->opt.kv_int8 ? LOOM_KV_INT8
-                              : in0->type.dtype == LOOM_IR_F16 ? LOOM_KV_F16 : LOOM_KV_F32;
-            if (!loom_cuda_attention_supports(hd, kt)) c->host_fallback = true; /* on the host */
-            need_scratch(c, loom_cuda_scratch_bytes_for(nh, hd, 0, 0));
-            int64_t bytes = loom_ir_type_bytes(g, &loom_ir_value_get(g, n->in[2])->type, NULL);
-            if (bytes > 0 && (size_t)bytes > c->q_buf_need) c->q_buf_need = (size_t)bytes;
-        }
-        return true;
+        return last_dim(loom_ir_value_get(g, n->in[3])) <= LOOM_CUDA_ROPE_KV_MAX_HEAD_DIM;
     }
-    case LOOM_IR_OP_SOFTMAX: case LOOM_IR_OP_ARGMAX: {
-        int64_t numel = loom_ir_type_numel(g, &in0->type, NULL), d = last_dim(in0);
-        need_scratch(c, loom_cuda_scratch_bytes_for(0, 0, d ? numel / d : 0, d));
+    case LOOM_IR_OP_SOFTMAX: case LOOM_IR_OP_ARGMAX:
         return in0->type.dtype == LOOM_IR_F32;
-    }
     case LOOM_IR_OP_CONVERT: {
         loom_ir_dtype to = loom_ir_value_get(g, n->out[0])->type.dtype, from = in0->type.dtype;
         return from == to || (from == LOOM_IR_F16 && to == LOOM_IR_F32) ||
@@ -227,6 +215,66 @@ static bool cuda_supports(loom_exec_backend *b, const loom_ir_graph *g, const lo
     default:
         return false;
     }
+}
+
+/* Bytes of value v at the graph's largest T into *need when larger; LOOM_ERR_LIMIT naming
+ * `what` when the size overflows (the buffer could not be sized). */
+static loom_status grow_need(const loom_ir_graph *g, loom_ir_value_id v, size_t *need,
+                             const char *what, loom_error *err) {
+    int64_t bytes = loom_ir_type_bytes(g, &loom_ir_value_get(g, v)->type, NULL);
+    if (bytes < 0)
+        return loom_error_set(err, LOOM_ERR_LIMIT,
+                              "cuda backend: %s has no byte size at the largest T (overflow)",
+                              what);
+    if ((size_t)bytes > *need) *need = (size_t)bytes;
+    return LOOM_OK;
+}
+
+/* reserve_node: sizes, for node n at the graph's largest T, the kernel library's scratch
+ * (attention's split-KV partials, softmax/argmax), norm_x (the normalized x of a prenorm node
+ * run unfolded; also in decode steps when its weight may be unaligned) and q_buf
+ * (rope_kv_attention's roped q), and notes an attention the kernels do not take (it runs on
+ * the host; no capture then). Allocation happens at the steps' start (cuda_begin_step). */
+static loom_status cuda_reserve_node(loom_exec_backend *b, const loom_ir_graph *g,
+                                     const loom_ir_node *n, loom_error *err) {
+    cuda_backend *c = b->impl;
+    const loom_ir_value *in0 = loom_ir_value_get(g, n->in[0]);
+    switch (n->op) {
+    case LOOM_IR_OP_MATMUL: case LOOM_IR_OP_MATMUL_ADD:
+    case LOOM_IR_OP_MATMUL_PAIR: case LOOM_IR_OP_MATMUL_TRIPLE:
+        if (loom_ir_prenorm_slot(n->op, n->n_in) == LOOM_IR_NO_SLOT) return LOOM_OK;
+        if (loom_exec_cuda_prenorm_unaligned(g, n)) c->norm_x_decode = true;
+        return grow_need(g, n->in[0], &c->norm_x_need, "the x of a folded norm", err);
+    case LOOM_IR_OP_ATTENTION:
+    case LOOM_IR_OP_ROPE_KV_ATTENTION: {
+        bool fused = n->op == LOOM_IR_OP_ROPE_KV_ATTENTION;
+        int64_t hd = fused ? last_dim(loom_ir_value_get(g, n->in[3]))
+                           : loom_ir_node_attr_int(n, LOOM_IR_ATTR_HEAD_DIM, 0);
+        int64_t nh = loom_ir_node_attr_int(n, LOOM_IR_ATTR_N_HEAD, 0);
+        loom_ir_dtype cache = loom_ir_value_get(g, n->in[fused ? 0 : 1])->type.dtype;
+        if (!loom_cuda_attention_supports(hd, kv_type_of(c, cache))) c->host_fallback = true;
+        need_scratch(c, loom_cuda_scratch_bytes_for(nh, hd, 0, 0));
+        return fused ? grow_need(g, n->in[2], &c->q_buf_need, "the roped q", err) : LOOM_OK;
+    }
+    case LOOM_IR_OP_SOFTMAX: case LOOM_IR_OP_ARGMAX: {
+        int64_t numel = loom_ir_type_numel(g, &in0->type, NULL), d = last_dim(in0);
+        need_scratch(c, loom_cuda_scratch_bytes_for(0, 0, d ? numel / d : 0, d));
+        return LOOM_OK;
+    }
+    default:
+        return LOOM_OK;
+    }
+}
+
+bool loom_exec_cuda_prenorm_folds(const void *norm_weight, int64_t rows, bool fold_off) {
+    return rows == 1 && !fold_off && (uintptr_t)norm_weight % LOOM_EXEC_CUDA_PRENORM_ALIGN == 0;
+}
+
+bool loom_exec_cuda_prenorm_unaligned(const loom_ir_graph *g, const loom_ir_node *n) {
+    uint32_t slot = loom_ir_prenorm_slot(n->op, n->n_in);
+    if (slot == LOOM_IR_NO_SLOT) return false;
+    const loom_ir_value *w = loom_ir_value_get(g, n->in[slot]);
+    return w->kind == LOOM_IR_VALUE_WEIGHT && w->offset % LOOM_EXEC_CUDA_PRENORM_ALIGN != 0;
 }
 
 /* ---------------------------------------------------------------- memory */
@@ -517,7 +565,7 @@ static loom_status cuda_begin_step(loom_exec_backend *b, uint32_t n_streams, uin
     if (st) return st;
     if (c->scratch_need && (st = loom_cuda_reserve_scratch(c->scratch_need, err))) return st;
     /* Allocated here, before any capture of this step begins. */
-    if ((n_tokens > 1 || c->prenorm_off) && c->norm_x_bytes < c->norm_x_need) {
+    if ((n_tokens > 1 || c->prenorm_off || c->norm_x_decode) && c->norm_x_bytes < c->norm_x_need) {
         if (c->norm_x) {
             CK(cudaFree(c->norm_x));
             c->device_bytes -= c->norm_x_bytes;
@@ -985,8 +1033,13 @@ static loom_status run_rope_kv(cuda_backend *c, const loom_ir_node *n, const loo
         return loom_cuda_rope_kv_write(in[2].data, in[3].data, in[4].data, in[5].data, qn, kn,
                                        eps, &p, kd, ks, vd, vs, &kv, out[2].data, err, c->cur);
     if (!c->q_buf || (size_t)in[2].numel * sizeof(float) > c->q_buf_bytes)
-        return loom_error_set(err, LOOM_ERR_INVALID_ARGUMENT, "cuda backend: no room for the "
-                              "roped q of %lld values", (long long)in[2].numel);
+        return loom_error_set(err, LOOM_ERR_LIMIT,
+                              "cuda backend: %s: the roped q [%lld x %lld] needs %zu bytes but "
+                              "q_buf holds %zu (internal: cuda_reserve_node sized it for the "
+                              "graph's largest T)",
+                              loom_ir_op_info_get(n->op)->name, (long long)in[2].dims[0],
+                              (long long)(in[2].dims[0] ? in[2].numel / in[2].dims[0] : 0),
+                              (size_t)in[2].numel * sizeof(float), c->q_buf_bytes);
     int64_t T = in[5].numel, H = loom_ir_node_attr_int(n, LOOM_IR_ATTR_N_HEAD, 0);
     if (T == 1 && loom_cuda_attention_supports(d, kv.type)) {
         loom_attn_params ap = {1, H, 0, loom_ir_node_attr_float(n, LOOM_IR_ATTR_SCALE, 0)};
@@ -1011,8 +1064,9 @@ static loom_status dispatch(loom_exec_backend *b, const loom_ir_node *n,
                            const loom_exec_tensor *in, const loom_exec_tensor *out,
                            loom_error *err);
 
-/* matmul, matmul_pair, matmul_triple: with a prenorm, folded when T = 1, else rms_norm into
- * norm_x then the plain launcher (see the top of the file). */
+/* matmul, matmul_pair, matmul_triple: with a prenorm, folded when T = 1 and the norm weight is
+ * aligned (loom_exec_cuda_prenorm_folds), else rms_norm into norm_x then the plain launcher
+ * (see the top of the file). */
 static loom_status run_matmul(cuda_backend *c, const loom_ir_node *n, const loom_exec_tensor *in,
                               const loom_exec_tensor *out, loom_error *err) {
     cudaStream_t s = c->cur;
@@ -1022,11 +1076,15 @@ static loom_status run_matmul(cuda_backend *c, const loom_ir_node *n, const loom
     const loom_prenorm *norm = loom_exec_prenorm(n, in, &pn);
     const float *xs = x->data;
     loom_status st;
-    bool unfold = norm && (rows > 1 || c->prenorm_off);
+    bool unfold = norm && !loom_exec_cuda_prenorm_folds(norm->weight, rows, c->prenorm_off);
     if (unfold) {
         if (!c->norm_x || (size_t)x->numel * sizeof(float) > c->norm_x_bytes)
-            return loom_error_set(err, LOOM_ERR_INVALID_ARGUMENT, "cuda backend: no room for the "
-                                  "normalized x of %lld x %lld", (long long)rows, (long long)K);
+            return loom_error_set(err, LOOM_ERR_LIMIT,
+                                  "cuda backend: %s: the normalized x [%lld x %lld] needs %zu "
+                                  "bytes but norm_x holds %zu (internal: cuda_reserve_node sized "
+                                  "it for the graph's largest T)",
+                                  loom_ir_op_info_get(n->op)->name, (long long)rows, (long long)K,
+                                  (size_t)x->numel * sizeof(float), c->norm_x_bytes);
         if ((st = scratch_enter(c, err)) ||
             (st = loom_cuda_rms_norm(x->data, norm->weight, rows, K, norm->eps, c->norm_x, err, s)))
             return st;
@@ -1200,6 +1258,7 @@ static void cuda_destroy(loom_exec_backend *b) {
 static const loom_exec_backend_vtable cuda_vtable = {
     .name = "cuda",
     .supports_op = cuda_supports,
+    .reserve_node = cuda_reserve_node,
     .alloc = cuda_alloc,
     .free = cuda_free,
     .map_weight = cuda_map_weight,

@@ -94,6 +94,28 @@ loom_status loom_exec_cuda_copy_bandwidth(loom_exec_backend *b, size_t bytes, do
 /* Fills *out when b is a CUDA backend and returns true; false otherwise. */
 bool loom_exec_cuda_backend_info(loom_exec_backend *b, loom_cuda_backend_info *out);
 
+/* ---- host-side decisions of the backend: pure, no device needed (tests/executor/
+ * cuda_decisions_test.c runs them) ---- */
+
+/* The alignment the _normed kernels need of a folded norm's weight: they read it as float4
+ * beside x (kernels/cuda/gemv.cu refuses less). */
+enum { LOOM_EXEC_CUDA_PRENORM_ALIGN = 16 };
+
+/* How a matmul-family node with a folded RMSNorm (ops.def prenorm) runs: true for one _normed
+ * launch (the kernels normalize x while staging it), false for loom_cuda_rms_norm into the
+ * backend's buffer and the plain launcher (the same bits). It folds only for one row of x (a
+ * decode step; with more, every block would redo each token's norm), not with
+ * LOOM_CUDA_PRENORM=0 (fold_off), and only when norm_weight, its device address, is
+ * LOOM_EXEC_CUDA_PRENORM_ALIGN-aligned (a mapped GGUF keeps its file offset's alignment). */
+bool loom_exec_cuda_prenorm_folds(const void *norm_weight, int64_t rows, bool fold_off);
+
+/* True when node n of g has a prenorm whose weight may reach the kernels unaligned: a weight
+ * value whose file offset is not a multiple of LOOM_EXEC_CUDA_PRENORM_ALIGN. Such a node runs
+ * unfolded in decode steps too, so the backend sizes its norm buffer for them. False for a
+ * node without prenorm and for a norm weight that is not a file weight (backend memory is
+ * aligned). */
+bool loom_exec_cuda_prenorm_unaligned(const loom_ir_graph *g, const loom_ir_node *n);
+
 #ifdef __cplusplus
 }
 #endif

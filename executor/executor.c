@@ -3,11 +3,13 @@
  * The plan (executor/plan.h) fixes the program order, each node's stream and the events it
  * waits for, and the activation arena: every node result that owns memory is a block at an
  * offset of one arena allocation; views and state versions share their root's memory; inputs,
- * weights and state live outside the arena. The executor allocates the arena once at create,
- * points every root at its offset, and runs a step as: upload the inputs, replay_step (a
- * backend that captured an earlier step of this shape replays it; then only synchronize),
- * begin_step (the backend forks its streams), per node set_stream (with the events to wait
- * for), run_node and, where some node waits for it, record; end_step (join), synchronize.
+ * weights and state live outside the arena. At create every node must pass the backend's
+ * supports_op (a pure query), then reserve_node (optional) sizes the backend's own buffers for
+ * it. The executor allocates the arena once at create, points every root at its offset, and
+ * runs a step as: upload the inputs, replay_step (a backend that captured an earlier step of
+ * this shape replays it; then only synchronize), begin_step (the backend forks its streams),
+ * per node set_stream (with the events to wait for), run_node and, where some node waits for
+ * it, record; end_step (join), synchronize.
  * Backends without the stream members run the nodes in program order, which the plan's
  * lifetimes also respect.
  * Invariant: two roots share arena bytes only when the plan orders every access of one before
@@ -189,6 +191,11 @@ loom_status loom_exec_create_ex(const loom_ir_graph *g, loom_exec_backend *backe
             st = loom_error_set(err, LOOM_ERR_UNSUPPORTED,
                                 "executor: backend %s cannot run node %u (%s)", backend->vt->name,
                                 id, loom_ir_op_info_get(n->op)->name);
+            goto fail;
+        }
+        if (backend->vt->reserve_node && (st = backend->vt->reserve_node(backend, g, n, err))) {
+            loom_error_prefix(err, "executor: node %u (%s): ", id,
+                              loom_ir_op_info_get(n->op)->name);
             goto fail;
         }
         e->n_nodes++;

@@ -65,6 +65,12 @@ typedef struct loom_exec_backend_vtable {
     /* True when the backend can run node n of g (op, operand types, attributes). The executor
      * asks for every node at create and refuses the graph naming the first unsupported one. */
     bool (*supports_op)(loom_exec_backend *b, const loom_ir_graph *g, const loom_ir_node *n);
+    /* Optional: called once for every node at create, after supports_op accepted it and before
+     * any step, so the backend can size what it keeps for the graph's nodes (scratch, staging
+     * buffers at the largest T); supports_op itself stays a query without side effects. An
+     * error refuses the graph (the executor names the node). */
+    loom_status (*reserve_node)(loom_exec_backend *b, const loom_ir_graph *g,
+                                const loom_ir_node *n, loom_error *err);
     /* Backend memory of `bytes` (> 0), 64-byte aligned; zeroed when `zero`. */
     loom_status (*alloc)(loom_exec_backend *b, size_t bytes, bool zero, void **out,
                          loom_error *err);

@@ -10,11 +10,13 @@
  * the lm head's matmul: there every one of its ~19K blocks (151936 rows) would redo the 10 KB
  * reduction, 166 us folded against 146 us norm + matmul (H200, bench/RESULTS session 4), while
  * the triple and the pair, a few hundred blocks each, gain ~2 us a norm. Fires when %xn is
- * used only as that node's x (the driver's intermediate rule), the node has no prenorm yet and @nw is an f32 vector [K] (checked by inferring the fused node;
- * an f16 norm weight stays a separate norm). The CUDA kernels read @nw as float4: a weight whose
- * file offset is not a multiple of 16 (a mapped GGUF keeps it) stays a separate norm too. Run it
- * after fuse-qkv and fuse-gate-up, which take plain matmuls only, and before cse, which may give
- * %xn a second user.
+ * used only as that node's x (the driver's intermediate rule), the node has no prenorm yet and
+ * @nw is an f32 vector [K] (checked by inferring the fused node; an f16 norm weight stays a
+ * separate norm). What a backend's kernels need of @nw is the backend's business, not this
+ * pass's: the CUDA kernels read it as float4, and the CUDA backend runs a node whose @nw is not
+ * 16-byte aligned on the device (a mapped GGUF at such an offset) as the norm then the matmul
+ * (loom_exec_cuda_prenorm_folds). Run it after fuse-qkv and fuse-gate-up, which take plain
+ * matmuls only, and before cse, which may give %xn a second user.
  */
 #include "passes/passes.h"
 #include "passes/pattern.h"
@@ -38,11 +40,8 @@ static void operands(const loom_ir_graph *g, const loom_match *m,
 }
 
 static bool guard(const loom_ir_graph *g, loom_match *m) {
-    const loom_ir_node *mm = loom_match_node(g, m, 0), *norm = loom_match_node(g, m, 1);
-    const loom_ir_value *nw = loom_ir_value_get(g, norm->in[1]);
-    if (loom_pass_has_prenorm(mm) || mm->n_in >= LOOM_IR_MAX_INPUTS ||
-        (nw->kind == LOOM_IR_VALUE_WEIGHT && nw->offset % 16))
-        return false;
+    const loom_ir_node *mm = loom_match_node(g, m, 0);
+    if (loom_pass_has_prenorm(mm) || mm->n_in >= LOOM_IR_MAX_INPUTS) return false;
     loom_ir_value_id in[LOOM_IR_MAX_INPUTS];
     loom_ir_attr attrs[LOOM_IR_MAX_ATTRS];
     uint32_t n_in;

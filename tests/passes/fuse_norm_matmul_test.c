@@ -1,10 +1,12 @@
 /* fuse_norm_matmul_test.c: `fuse-norm-matmul` in text form: the two norms of a layer (the
  * attention norm into matmul_triple, with and without qwen2's biases; the FFN norm into
- * matmul_pair, with and without SwiGLU), and what must not fuse (the final norm before the lm
- * head's plain matmul, the norm's result used elsewhere, an f16/bf16 or unaligned norm weight, an
- * unweighted rms_norm, a node that already has a prenorm, the norm feeding another operand or
- * another op). Plus the other fusions leaving normed matmuls alone (they would drop the norm),
- * and -O2 running the pass.
+ * matmul_pair, with and without SwiGLU; a norm weight at a file offset that is not 16-byte
+ * aligned folds too: the CUDA backend runs that node unfolded, tests/executor/
+ * cuda_decisions_test.c), and what must not fuse (the final norm before the lm head's plain
+ * matmul, the norm's result used elsewhere, an f16/bf16 norm weight, an unweighted rms_norm, a
+ * node that already has a prenorm, the norm feeding another operand or another op). Plus the
+ * other fusions leaving normed matmuls alone (they would drop the norm), and -O2 running the
+ * pass.
  * The numeric check (fused == unfused bit for bit on the CPU backend) is in models_test.c.
  */
 #include "pass_test.h"
@@ -68,6 +70,17 @@ Test(fuse_norm_matmul, ffn_norm_into_the_pair_but_not_the_final_norm_into_the_lm
                           "%logits = matmul(%xn, @wo)\noutput logits = %logits\n");
 }
 
+/* The pass is backend-neutral: the CUDA kernels' float4 reads of the weight are the CUDA
+ * backend's concern (it runs such a node as the norm then the matmul). */
+Test(fuse_norm_matmul, norm_weight_at_an_unaligned_offset_fuses_too) {
+    expect_pass(loom_pass_fuse_norm_matmul,
+                HEAD "%xn = fused_rms_norm(%x, @n8) {eps=1e-6}\n"
+                     "%y = matmul_pair(%xn, @wg, @wu) {swiglu=1}\noutput y = %y\n",
+                HEAD "%y = matmul_pair(%x, @wg, @wu, @n8) {swiglu=1, norm_eps=1e-6}\n"
+                     "output y = %y\n",
+                1);
+}
+
 Test(fuse_norm_matmul, a_whole_layer_fuses_both_norms) {
     expect_pass(loom_pass_fuse_norm_matmul,
                 HEAD NORM "%q, %k, %v = matmul_triple(%xn, @wq, @wk, @wv)\n"
@@ -96,12 +109,10 @@ Test(fuse_norm_matmul, norm_result_with_another_use_does_not_fuse) {
                                "output a = %a\noutput k = %k\n");
 }
 
-Test(fuse_norm_matmul, norm_weight_not_an_aligned_f32_vector_does_not_fuse) {
+Test(fuse_norm_matmul, norm_weight_not_an_f32_vector_does_not_fuse) {
     expect_unchanged(loom_pass_fuse_norm_matmul,
-                     HEAD "%xn = fused_rms_norm(%x, @nh) {eps=1e-6}\n" "%y = matmul_pair(%xn, @wg, @wu) {swiglu=1}\noutput y = %y\n");
-    /* Not 16-byte aligned in the file: the CUDA kernels read the weight as float4. */
-    expect_unchanged(loom_pass_fuse_norm_matmul,
-                     HEAD "%xn = fused_rms_norm(%x, @n8) {eps=1e-6}\n" "%y = matmul_pair(%xn, @wg, @wu) {swiglu=1}\noutput y = %y\n");
+                     HEAD "%xn = fused_rms_norm(%x, @nh) {eps=1e-6}\n"
+                          "%y = matmul_pair(%xn, @wg, @wu) {swiglu=1}\noutput y = %y\n");
     expect_unchanged(loom_pass_fuse_norm_matmul,
                      HEAD "%xn = fused_rms_norm(%x, @nb) {eps=1e-6}\n"
                           "%y = matmul_pair(%xn, @wg, @wu) {swiglu=1}\noutput y = %y\n");
