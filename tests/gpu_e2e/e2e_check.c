@@ -47,15 +47,27 @@ typedef struct run {
 
 static int failures = 0;
 
+/* The options of a CUDA session: `streams` streams, CUDA graphs `graphs` (1 on, 0 off), the KV
+ * cache as the model's state dtype or INT8 (kv_int8). */
+static loom_session_options cuda_options(int streams, int graphs, bool kv_int8) {
+    loom_session_options so;
+    loom_session_options_init(&so);
+    so.backend = LOOM_BACKEND_CUDA;
+    so.n_streams = streams;
+    so.cuda_graphs = graphs;
+    so.kv = kv_int8 ? LOOM_SESSION_KV_INT8 : LOOM_SESSION_KV_AS_MODEL;
+    return so;
+}
+
 /* -O2 less one fold each (passes/passes.h's LOOM_PASS_PIPELINE_O2 without it): CUDA -O2 must
  * give the same bits (the kernels' contracts). */
 static const struct {
     const char *title, *pipeline;
 } folds[] = {
-    {"norm fold (cuda, -O2 vs unfolded)",
+    {"norm fold (-O2 vs unfolded)",
      "fuse-norm-weight,fuse-qkv,fuse-gate-up,fuse-residual-add,fuse-rope-kv-write,"
      "fuse-rope-kv-attention,cse,dce"},
-    {"attention fold (cuda, -O2 vs unfolded)",
+    {"attention fold (-O2 vs unfolded)",
      "fuse-norm-weight,fuse-qkv,fuse-gate-up,fuse-residual-add,fuse-rope-kv-write,"
      "fuse-norm-matmul,cse,dce"},
 };
@@ -210,12 +222,7 @@ int main(int argc, char **argv) {
                 run on = {0}; /* the graphs-on run, compared bit for bit with graphs off */
                 for (int graphs = 1; graphs >= 0; graphs--) {
                     if (quick && (streams == 2) != (graphs == 1)) continue;
-                    loom_session_options so;
-                    loom_session_options_init(&so);
-                    so.backend = LOOM_BACKEND_CUDA;
-                    so.n_streams = streams;
-                    so.cuda_graphs = graphs;
-                    so.kv = kvs[k].int8 ? LOOM_SESSION_KV_INT8 : LOOM_SESSION_KV_AS_MODEL;
+                    loom_session_options so = cuda_options(streams, graphs, kvs[k].int8);
                     run got;
                     int rc = run_model(path, NULL, kvs[k].cache, &so, S33, 33, 17, &got, why,
                                        sizeof why);
@@ -251,12 +258,8 @@ int main(int argc, char **argv) {
         snprintf(path, sizeof path, "%s/%s", dir, models[mi]);
         int32_t a[64], b[64];
         float ma[64], mb[64];
-        loom_session_options cpu, gpu;
+        loom_session_options cpu, gpu = cuda_options(2, 1, false);
         loom_session_options_init(&cpu);
-        loom_session_options_init(&gpu);
-        gpu.backend = LOOM_BACKEND_CUDA;
-        gpu.n_streams = 2;
-        gpu.cuda_graphs = 1;
         if (greedy_after_s7(path, LOOM_CACHE_F32, &cpu, 64, a, ma, NULL, NULL, NULL, why,
                             sizeof why) ||
             greedy_after_s7(path, LOOM_CACHE_F32, &gpu, 64, b, mb, NULL, NULL, NULL, why,
@@ -293,12 +296,7 @@ int main(int argc, char **argv) {
                 float *a = NULL, *b = NULL;
                 int32_t Va = 0, Vb = 0;
                 loom_session_stats sa, sb;
-                loom_session_options so;
-                loom_session_options_init(&so);
-                so.backend = LOOM_BACKEND_CUDA;
-                so.n_streams = streams;
-                so.kv = kvs[k].int8 ? LOOM_SESSION_KV_INT8 : LOOM_SESSION_KV_AS_MODEL;
-                so.cuda_graphs = 1;
+                loom_session_options so = cuda_options(streams, 1, kvs[k].int8);
                 int rc = greedy_after_s7(path, kvs[k].cache, &so, 64, NULL, NULL, &a, &Va, &sa,
                                          why, sizeof why);
                 so.cuda_graphs = 0;
@@ -337,35 +335,30 @@ int main(int argc, char **argv) {
     /* The folds on CUDA: -O2 == -O2 without fuse-norm-matmul (resp. fuse-rope-kv-attention),
      * bit for bit. */
     for (size_t fi = 0; fi < sizeof folds / sizeof *folds; fi++) {
-    printf("\n%-34s %-5s %-7s %-6s %s\n", folds[fi].title, "kv", "streams", "graphs", "bits");
-    for (int mi = 0; mi < n_models; mi++) {
-        char path[1024];
-        snprintf(path, sizeof path, "%s/%s", dir, models[mi]);
-        for (int c = 0; c < 2; c++) {
-            int k = c ? 2 : 1, streams = c ? 2 : 1, graphs = !c;
-            loom_session_options so;
-            loom_session_options_init(&so);
-            so.backend = LOOM_BACKEND_CUDA;
-            so.n_streams = streams;
-            so.cuda_graphs = graphs;
-            so.kv = kvs[k].int8 ? LOOM_SESSION_KV_INT8 : LOOM_SESSION_KV_AS_MODEL;
-            run a = {0}, b = {0};
-            int rc = run_model(path, NULL, kvs[k].cache, &so, S33, 33, 17, &a, why, sizeof why);
-            if (!rc)
-                rc = run_model(path, folds[fi].pipeline, kvs[k].cache, &so, S33, 33, 17, &b, why,
-                               sizeof why);
-            size_t nf = (size_t)a.rows * a.V, diff = 0;
-            for (size_t i = 0; !rc && i < nf; i++)
-                diff += memcmp(&a.logits[i], &b.logits[i], sizeof(float)) != 0;
-            bool ok = !rc && a.rows == b.rows && a.rows == 33 && diff == 0;
-            if (!ok) failures++;
-            printf("%-34s %-5s %-7d %-6s %s: %zu of %zu floats differ%s%s\n", models[mi],
-                   kvs[k].name, streams, graphs ? "on" : "off", ok ? "ok" : "FAIL", diff, nf,
-                   rc ? ": " : "", rc ? why : "");
-            free(a.logits);
-            free(b.logits);
+        printf("\n%-34s %-5s %-7s %-6s %s\n", folds[fi].title, "kv", "streams", "graphs", "bits");
+        for (int mi = 0; mi < n_models; mi++) {
+            char path[1024];
+            snprintf(path, sizeof path, "%s/%s", dir, models[mi]);
+            for (int c = 0; c < 2; c++) {
+                int k = c ? 2 : 1, streams = c ? 2 : 1, graphs = !c;
+                loom_session_options so = cuda_options(streams, graphs, kvs[k].int8);
+                run a = {0}, b = {0};
+                int rc = run_model(path, NULL, kvs[k].cache, &so, S33, 33, 17, &a, why, sizeof why);
+                if (!rc)
+                    rc = run_model(path, folds[fi].pipeline, kvs[k].cache, &so, S33, 33, 17, &b,
+                                   why, sizeof why);
+                size_t nf = (size_t)a.rows * a.V, diff = 0;
+                for (size_t i = 0; !rc && i < nf; i++)
+                    diff += memcmp(&a.logits[i], &b.logits[i], sizeof(float)) != 0;
+                bool ok = !rc && a.rows == b.rows && a.rows == 33 && diff == 0;
+                if (!ok) failures++;
+                printf("%-34s %-5s %-7d %-6s %s: %zu of %zu floats differ%s%s\n", models[mi],
+                       kvs[k].name, streams, graphs ? "on" : "off", ok ? "ok" : "FAIL", diff, nf,
+                       rc ? ": " : "", rc ? why : "");
+                free(a.logits);
+                free(b.logits);
+            }
         }
-    }
     }
     printf("\n%s: %d failure(s)\n", failures ? "FAIL" : "PASS", failures);
     return failures ? 1 : 0;
