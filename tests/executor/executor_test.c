@@ -8,6 +8,8 @@
  * - softmax, argmax, convert, reshape dispatch.
  * - The buffer plan reuses memory; refusals: unbound input, position past the cache, a node the
  *   backend cannot run.
+ * - A backend's reserve_node comes once for every node, right after supports_op accepted it, and
+ *   its error refuses the graph with the node named.
  * Weights live in test memory and are handed over by a resolver, as the GGUF mapping is.
  */
 #include <criterion/criterion.h>
@@ -491,5 +493,64 @@ Test(executor, backend_state_bytes_size_allocate_and_report_the_state) {
     loom_exec_host_free(NULL, NULL);
     cr_assert_eq(loom_exec_reset_state(e, &err), LOOM_OK, "%s", err.msg);
     loom_exec_destroy(e);
+    loom_ir_graph_destroy(g);
+}
+
+/* ---------------------------------------------------------------- reserve_node */
+
+/* A CPU backend whose supports_op and reserve_node log their calls: reserve_node must come once
+ * for every node, right after supports_op accepted it; it refuses the attention when
+ * refuse_attention is set. */
+static int n_asked, n_reserved;
+static bool reserve_in_order, refuse_attention;
+
+static bool asking_supports(loom_exec_backend *b, const loom_ir_graph *g, const loom_ir_node *n) {
+    n_asked++;
+    return cpu_vt->supports_op(b, g, n);
+}
+
+static loom_status logging_reserve(loom_exec_backend *b, const loom_ir_graph *g,
+                                   const loom_ir_node *n, loom_error *err) {
+    (void)b;
+    (void)g;
+    if (n_asked != n_reserved + 1) reserve_in_order = false;
+    n_reserved++;
+    if (refuse_attention && n->op == LOOM_IR_OP_ATTENTION)
+        return loom_error_set(err, LOOM_ERR_LIMIT, "test backend: no room");
+    return LOOM_OK;
+}
+
+/* Creates an executor for attn_graph on the logging backend; returns the status. */
+static loom_status create_logged(const loom_ir_graph *g, loom_error *err) {
+    weights ws = {0};
+    loom_exec_backend *be = NULL;
+    loom_exec *e = NULL;
+    cr_assert_eq(loom_exec_cpu_backend_create(1, &be, err), LOOM_OK, "%s", err->msg);
+    static loom_exec_backend_vtable vt;
+    cpu_vt = be->vt;
+    vt = *be->vt;
+    vt.supports_op = asking_supports;
+    vt.reserve_node = logging_reserve;
+    be->vt = &vt;
+    n_asked = n_reserved = 0;
+    reserve_in_order = true;
+    loom_status st = loom_exec_create(g, be, resolve, &ws, &e, err); /* owns be either way */
+    loom_exec_destroy(e);
+    return st;
+}
+
+Test(executor, reserve_node_follows_supports_op_for_every_node_and_its_error_names_the_node) {
+    loom_ir_graph *g = parse(attn_graph);
+    loom_error err = {0};
+    refuse_attention = false;
+    cr_assert_eq(create_logged(g, &err), LOOM_OK, "%s", err.msg);
+    cr_assert_eq(n_reserved, (int)loom_ir_node_count(g), "reserved %d of %u nodes", n_reserved,
+                 loom_ir_node_count(g));
+    cr_assert(reserve_in_order, "a node was reserved before supports_op accepted it");
+    refuse_attention = true;
+    cr_assert_eq(create_logged(g, &err), LOOM_ERR_LIMIT);
+    cr_assert(strstr(err.msg, "(attention): test backend: no room") &&
+                  strstr(err.msg, "executor: node "),
+              "%s", err.msg);
     loom_ir_graph_destroy(g);
 }
