@@ -19,9 +19,12 @@
 // IMAD a row and column (4 a lane and mma), and all 8 columns carry data (GEMV: 4 limbs of 2
 // sub-blocks; GEMM: one n8 tile a token, 8 tokens = 8 tiles, so a token's columns, sums and
 // fold are the GEMV's: GEMM token == GEMV bits).
-// The -32: a second mma per m and n-tile, s8.s8 with A = -32 in every byte, gives -32 * (the
-// column's limb sum over the sub-block), exact, as the accumulator the main mma starts from:
-// D = sum (q - 32) L, |D| <= 2^16; I = sum over the lane's 8 sub-blocks of sc D, |I| < 2^26.
+// The -32, GEMV: a second mma per m, s8.s8 with A = -32 in every byte, gives -32 * (the
+// column's limb sum over the sub-block), exact, as the accumulator the main mma starts from.
+// GEMM: A = q - 32 as s8 directly (the high nibble (h - 2) mod 16 = ((16 h + 0x60) ^ 0x80) >> 4
+// from the qh operand: 2 more instructions a word, built once for the 8 tokens, instead of 64
+// offset mma a super-block). Either way D = sum (q - 32) L exactly (the same integers: GEMM
+// token == GEMV bits), |D| <= 2^16; I = sum over the lane's 8 sub-blocks of sc D, |I| < 2^26.
 // Fold once a super-block in FP32, fixed order: lane t's limbs are (0, 1) (t even: weight
 // 2^24, 2^16) or (2, 3) (t odd: 2^8, 1): F = fma(256, float(I_a), float(I_b)),
 // acc += (d * (w_t / s)) * F with w_t = 2^16 or 1 (exact products). After the K loop each
@@ -83,6 +86,15 @@ __device__ __forceinline__ void mma_u8s8_k32(int (&d)[4], uint32_t a0, uint32_t 
           "r"(c[3]));
 }
 
+// d = A (s8: q - 32) times B, from zero: the GEMM's product (no offset mma, see below).
+__device__ __forceinline__ void mma_s8s8_k32(int (&d)[4], uint32_t a0, uint32_t a1, uint32_t a2,
+                                             uint32_t a3, uint32_t b0, uint32_t b1) {
+    asm volatile("mma.sync.aligned.m16n8k32.row.col.s32.s8.s8.s32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, "
+                 "{%8,%9}, {%10,%10,%10,%10};"
+                 : "=r"(d[0]), "=r"(d[1]), "=r"(d[2]), "=r"(d[3])
+                 : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1), "r"(0));
+}
+
 // d = -32 * (the sum of each B column over the k-slots): the s8.s8 mma with every A byte -32.
 __device__ __forceinline__ void mma_m32_k32(int (&d)[4], uint32_t b0, uint32_t b1) {
     const uint32_t m = 0xE0E0E0E0u;
@@ -92,10 +104,11 @@ __device__ __forceinline__ void mma_m32_k32(int (&d)[4], uint32_t b0, uint32_t b
         : "r"(m), "r"(m), "r"(m), "r"(m), "r"(b0), "r"(b1), "r"(0));
 }
 
-// (a & 0x0F0F0F0F) | (b & 0xF0F0F0F0) in one LOP3.
+// (a & 0x0F0F0F0F) | (b & 0xF0F0F0F0) in one LOP3 (lut 0xE4 = (A & C) | (B & ~C) for the
+// operands in the order a, b, mask: 0xF0 & 0xAA | 0xCC & 0x55).
 __device__ __forceinline__ uint32_t sel_nib(uint32_t a, uint32_t b) {
     uint32_t d;
-    asm("lop3.b32 %0, %1, %2, %3, 0xE4;" : "=r"(d) : "r"(b), "r"(a), "n"(0x0F0F0F0Fu));
+    asm("lop3.b32 %0, %1, %2, %3, 0xE4;" : "=r"(d) : "r"(a), "r"(b), "n"(0x0F0F0F0Fu));
     return d;
 }
 
@@ -197,15 +210,20 @@ __device__ __forceinline__ void q6_superblock_i8(const uint32_t *wb, int og, int
             Mg[u] = qhg[u] & 0x33333333u; Ng[u] = qhg[u] & 0xCCCCCCCCu;
             M8[u] = qh8[u] & 0x33333333u; N8[u] = qh8[u] & 0xCCCCCCCCu;
         }
-        // A of mma m = 4h + i (rows g, g+8; sub-blocks u = 0, 1) and the rows' scales
+        // A of mma m = 4h + i (rows g, g+8; sub-blocks u = 0, 1) and the rows' scales. SA (the
+        // GEMM): A = q - 32 as s8, its high nibble (h - 2) mod 16 = (h + 6) ^ 8 from the qh
+        // operand as (x + 0x60..) ^ 0x80.. (no carries: the low nibbles hold <= 3, h + 6 <= 9),
+        // two instructions a word shared by the 8 tokens, for 64 offset mma a super-block.
+        constexpr bool SA = NT > 1;
+        auto hs = [](uint32_t x) { return SA ? (x + 0x60606060u) ^ 0x80808080u : x; };
         uint32_t ag[4][2], a8[4][2];
         int sg[4], s8[4];
 #pragma unroll
         for (int u = 0; u < 2; u++) {
-            ag[0][u] = sel_nib(qlg[0][u], Mg[u] << 4); a8[0][u] = sel_nib(ql8[0][u], M8[u] << 4);
-            ag[1][u] = sel_nib(qlg[1][u], Ng[u] << 2); a8[1][u] = sel_nib(ql8[1][u], N8[u] << 2);
-            ag[2][u] = sel_nib(qlg[0][u] >> 4, Mg[u]); a8[2][u] = sel_nib(ql8[0][u] >> 4, M8[u]);
-            ag[3][u] = sel_nib(qlg[1][u] >> 4, Ng[u] >> 2); a8[3][u] = sel_nib(ql8[1][u] >> 4, N8[u] >> 2);
+            ag[0][u] = sel_nib(qlg[0][u], hs(Mg[u] << 4)); a8[0][u] = sel_nib(ql8[0][u], hs(M8[u] << 4));
+            ag[1][u] = sel_nib(qlg[1][u], hs(Ng[u] << 2)); a8[1][u] = sel_nib(ql8[1][u], hs(N8[u] << 2));
+            ag[2][u] = sel_nib(qlg[0][u] >> 4, hs(Mg[u])); a8[2][u] = sel_nib(ql8[0][u] >> 4, hs(M8[u]));
+            ag[3][u] = sel_nib(qlg[1][u] >> 4, hs(Ng[u] >> 2)); a8[3][u] = sel_nib(ql8[1][u] >> 4, hs(N8[u] >> 2));
         }
         // (h may be a loop variable: no register array indexed by it)
         const uint32_t wg[2] = {h ? scg[2] : scg[0], h ? scg[3] : scg[1]};
@@ -235,12 +253,15 @@ __device__ __forceinline__ void q6_superblock_i8(const uint32_t *wb, int og, int
             }
             // (the mma asm is volatile: program order, the four offsets ahead of their users)
             int off[4][4];
+            if (!SA) {
 #pragma unroll
-            for (int i = 0; i < 4; i++) mma_m32_k32(off[i], b0[i], b1[i]);
+                for (int i = 0; i < 4; i++) mma_m32_k32(off[i], b0[i], b1[i]);
+            }
 #pragma unroll
             for (int i = 0; i < 4; i++) {
                 int d[4];
-                mma_u8s8_k32(d, ag[i][0], a8[i][0], ag[i][1], a8[i][1], b0[i], b1[i], off[i]);
+                if (SA) mma_s8s8_k32(d, ag[i][0], a8[i][0], ag[i][1], a8[i][1], b0[i], b1[i]);
+                else mma_u8s8_k32(d, ag[i][0], a8[i][0], ag[i][1], a8[i][1], b0[i], b1[i], off[i]);
                 I[j][0] += sg[i] * d[0];
                 I[j][1] += sg[i] * d[1];
                 I[j][2] += s8[i] * d[2];
