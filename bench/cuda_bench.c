@@ -182,7 +182,7 @@ static void mm_fn(void *c, int i) {
     }
 }
 static int g_norm_ab = 0; /* bench_mm times norm modes 0, 1, 2 on the same weights */
-static int g_ab_mixed = 0; /* bench_mm: LOOM_GEMV_TRIPLE_MIXED=0, 1, 2, twice, same weights */
+static int g_ab_mixed = 0; /* bench_mm: LOOM_GEMV_TRIPLE_MIXED=0, 1, 2, 3, twice, same weights */
 
 static int64_t wbytes(loom_kweight w) { return w.rows * loom_ggml_row_bytes(w.type, w.cols); }
 
@@ -231,8 +231,9 @@ static void bench_mm(const char *name, int op, int64_t n, int nw, const loom_ggm
         row(vn, shape, time_us(mm_fn, m, g_calls ? g_calls : g_quick ? 50 : 200), bytes);
     }
     for (int rep = 0; rep < (g_ab_mixed ? 2 : 0); rep++)
-        for (int mx = 0; mx < 3; mx++) { /* two launches, one (V tiles first), one (V last) */
-            static const char *mv[3] = {"0", "1", "2"}, *ml[3] = {"2 launches", "mixed", "mixed V last"};
+        for (int mx = 0; mx < 4; mx++) { /* two launches, one (order by rule, V last, V first) */
+            static const char *mv[4] = {"0", "1", "2", "3"};
+            static const char *ml[4] = {"2 launches", "mixed", "mixed V last", "mixed V first"};
             setenv("LOOM_GEMV_TRIPLE_MIXED", mv[mx], 1);
             loom_cuda_reload_switches();
             for (int nm = 0; nm < (g_norm_ab ? 3 : 1); nm += g_norm_ab ? 2 : 1) { /* plain, normed */
@@ -899,10 +900,11 @@ static void fused_ab(void) {
     g_step_rka = 0;
 }
 
-/* --mixed: the Q4_K_M triple's GEMV in one launch (LOOM_GEMV_TRIPLE_MIXED=1; 2: its V tiles
- * last) against its two launches (=0): the triple alone at the 4B and 8B shapes (plain and
- * normed; A B C A B C on the same weights), and the decode-layer graph (GEMVs, full layer, norms
- * folded: the executor's -O2 step) at 4B (8 layers, A B C A B C) and 8B (4 layers, A B). */
+/* --mixed: the Q4_K_M triple's GEMV in one launch (LOOM_GEMV_TRIPLE_MIXED=1, the default; 2 / 3:
+ * its V tiles last / first) against its two launches (=0): the triple alone at the 4B and 8B
+ * shapes (plain and normed; all four, twice, on the same weights), and the decode-layer graph
+ * (GEMVs, full layer, norms folded: the executor's -O2 step) at 4B (8 layers) and 8B (4 layers):
+ * two launches, the default, the other order, twice each. */
 static void mixed_ab(void) {
     const loom_ggml_type qkv[3] = {LOOM_GGML_Q4_K, LOOM_GGML_Q4_K, LOOM_GGML_Q6_K};
     g_norm_ab = 1;
@@ -913,17 +915,17 @@ static void mixed_ab(void) {
     g_norm_ab = 0;
     const int norm_only = g_norm_only;
     g_norm_only = 1; /* bench_step's third mode: the norms folded into the matmuls */
-    static const char *mv[3] = {"0", "1", "2"};
+    /* 4B: two launches, mixed (the rule: V first), V last; 8B: two launches, mixed (the rule:
+     * V last), V first; each twice */
+    static const char *mv4[3] = {"0", "1", "2"}, *mv8[3] = {"0", "1", "3"};
     static const char *l4[3] = {"4B 2-launch", "4B mixed", "4B mixed V last"};
-    static const char *l8[3] = {"8B 2-launch", "8B mixed", "8B mixed V last"};
-    for (int rep = 0; rep < 3; rep++) {
-        if (rep == 2 && g_quick) break;
+    static const char *l8[3] = {"8B 2-launch", "8B mixed", "8B mixed V first"};
+    for (int rep = 0; rep < (g_quick ? 1 : 4); rep++)
         for (int mx = 0; mx < 3; mx++) {
-            set_env("LOOM_GEMV_TRIPLE_MIXED", mv[mx]);
+            set_env("LOOM_GEMV_TRIPLE_MIXED", rep < 2 ? mv4[mx] : mv8[mx]);
             if (rep < 2) bench_step(l4[mx], 2560, 9728, 8, 4096, LOOM_GGML_Q4_K);
-            else if (mx < 2) bench_step(l8[mx], 4096, 14336, 4, 4096, LOOM_GGML_Q4_K);
+            else bench_step(l8[mx], 4096, 14336, 4, 4096, LOOM_GGML_Q4_K);
         }
-    }
     g_norm_only = norm_only;
     unsetenv("LOOM_GEMV_TRIPLE_MIXED");
     loom_cuda_reload_switches();

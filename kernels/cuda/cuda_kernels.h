@@ -53,9 +53,10 @@
  *                         instructions; bit-identical); =2: the INT8 body (q6k_i8_body.cuh:
  *                         q as u8, x as 4 int8 limbs; other bits, same tolerance; the Q4_K_M
  *                         triple then runs as two launches)
- *   LOOM_GEMV_TRIPLE_MIXED =1: a GEMV (n = 1) with Q4_K and Q6_K segments (the Q4_K_M QKV
- *                         triple) in one launch (gemv_mma.cu's mixed kernel) instead of the
- *                         Q4_K and the Q6_K launch; bit-identical (bench/NOTES.md 2.3)
+ *   LOOM_GEMV_TRIPLE_MIXED a GEMV (n = 1) with Q4_K and Q6_K segments (the Q4_K_M QKV
+ *                         triple) in one launch (gemv_mma.cu's mixed kernel; the default, 1)
+ *                         instead of the Q4_K and the Q6_K launch (=0); bit-identical
+ *                         (bench/NOTES.md 2.3). =2 / =3: its Q6_K tiles forced last / first
  *   LOOM_CUDA_PDL         =1: programmatic dependent launch (compute capability 9.0+): a kernel
  *                         may start during the previous one's tail and waits for it in-kernel
  *                         (common.cuh); default (off): plain stream order. Same results either

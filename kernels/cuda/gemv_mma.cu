@@ -392,9 +392,9 @@ cudaError_t launch_q4k(const MmaArgs &a, bool norm, int S, int64_t groups, cudaS
 
 // ---- The Q4_K_M triple in one launch (bench/NOTES.md 2.3) --------------------------------
 // A block runs either a Q4_K tile (q4k_tile: Q or K) or a Q6_K tile (q6k::q6k_tile: V), chosen
-// by its cluster slot (blockIdx.z: the Q6_K part's slots first, so the slower Q6_K tiles start
-// first and do not form the tail; LOOM_GEMV_TRIPLE_MIXED=2 puts them last, for the A/B), with
-// each part's own split S, the one its own launch would
+// by its cluster slot (blockIdx.z: the Q6_K part's slots first or last, mma_triple_mixed's
+// rule: the part with the longer blocks first when the grid exceeds one wave), with each
+// part's own split S, the one its own launch would
 // take (mma_pick_split of its shape: same super-blocks a warp, same reduction order, so the
 // same bits as the two launches). The cluster is C = max(s4, s6) blocks along x, and a part
 // with S = 1 < C gives each of the C blocks its own tile (no cluster barrier); parts whose S
@@ -404,7 +404,7 @@ struct MixArgs {
     q6k::Q6Args q6;   // the Q6_K segment(s) (V): tile ranges as mma_q6k_matmul's
     int s4, s6;       // each part's split: 1 or C = gridDim.x
     int64_t slots6;   // cluster slots of the Q6_K part
-    int64_t first6;   // its first slot: 0 (V first, the default) or the Q4_K part's slot count
+    int64_t first6;   // its first slot: 0 (V first) or the Q4_K part's slot count (V last)
 };
 
 // One shared-memory block for either body (the Q6_K part's is the larger: 33 KB for the GEMV,
@@ -554,7 +554,17 @@ loom_status mma_triple_mixed(const Seg *s4, int n4, const Seg *s6, int n6, const
     const int64_t per4 = C / S4, per6 = C / S6;  // tiles a cluster slot
     m.slots6 = (t6 + per6 - 1) / per6;
     const int64_t slots4 = (t4 + per4 - 1) / per4, slots = m.slots6 + slots4;
-    m.first6 = gemv_triple_mixed() == 2 ? slots4 : 0;
+    // Slot order. One wave (4 blocks an SM): the Q6_K tiles first (their cp.async stages go out
+    // first; 4B: 448 blocks, R1 graph 64.2 vs 64.9 us a layer V last). More than one wave: the
+    // part whose blocks carry more work first, so the other part's shorter blocks fill the tail
+    // (8B: 576 blocks, a Q4_K block 16 super-blocks, a Q6_K one 4 at ~1.6x the instructions
+    // (NOTES 2.1: 706 vs 432 SASS): V last, R1 alone 13.6 vs 16.5 us V first).
+    // LOOM_GEMV_TRIPLE_MIXED=2 forces V last, 3 V first.
+    const int sel = gemv_triple_mixed();
+    bool v_first = sel != 2;
+    if (sel == 1 && slots * C > 4 * (int64_t)sm_count())
+        v_first = 16 * (K / 256 / S6) >= 10 * (K / 256 / S4);
+    m.first6 = v_first ? 0 : slots4;
     if (slots > 65535) return LOOM_OK;
     m.q4.epi = m.q6.epi = EPI_PLAIN;
     m.q4.x = m.q6.x = x;

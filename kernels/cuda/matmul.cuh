@@ -68,8 +68,8 @@ loom_status mma_triple_mixed(const Seg *s4, int n4, const Seg *s6, int n6, const
                              loom_error *err, cudaStream_t stream);
 // Launches of the mixed kernel so far (conformance: the path was taken).
 extern int64_t g_mixed_launches;
-// LOOM_GEMV_TRIPLE_MIXED (runtime.cu): 0 the two launches, 1 the mixed kernel with the Q6_K
-// tiles first, 2 with them last.
+// LOOM_GEMV_TRIPLE_MIXED (runtime.cu): 0 the two launches, 1 the mixed kernel (the default;
+// slot order by mma_triple_mixed's rule), 2 with the Q6_K tiles last, 3 first.
 int gemv_triple_mixed();
 
 }  // namespace loom_cuda

@@ -37,9 +37,9 @@ static int g_mma_split = 0;  // 0 = by shape (gemv_mma.cu)
 static const int kDefaultQ6kVariant = 1;
 static int g_q6k_variant = kDefaultQ6kVariant;
 // The Q4_K_M triple's GEMV (Q4_K Q/K + Q6_K V) in one launch (gemv_mma.cu's mixed kernel,
-// LOOM_GEMV_TRIPLE_MIXED=1; 2: its Q6_K tiles last instead of first) or as the two launches (0);
-// the same bits either way.
-static const int kDefaultTripleMixed = 0;
+// LOOM_GEMV_TRIPLE_MIXED=1, the default: 4B decode 2.180 vs 2.300 ms/token, bench/NOTES.md
+// 2.3; 2 / 3: its Q6_K tiles forced last / first) or as the two launches (0); the same bits.
+static const int kDefaultTripleMixed = 1;
 static int g_triple_mixed = kDefaultTripleMixed;
 static bool g_pdl = false;
 // Decode attention: blocks per SM the split choice aims at. 1 measured best on the H200
@@ -92,7 +92,7 @@ static void read_switches_locked() {
     g_pdl = !env_is("LOOM_CUDA_PDL", "0") && cc_major() >= 9;
     g_mma_split = env_int("LOOM_GEMV_MMA_SPLIT", 1, 8, true, 0);
     g_q6k_variant = env_int("LOOM_GEMV_MMA_Q6K_V", 0, 2, false, kDefaultQ6kVariant);
-    g_triple_mixed = env_int("LOOM_GEMV_TRIPLE_MIXED", 0, 2, false, kDefaultTripleMixed);
+    g_triple_mixed = env_int("LOOM_GEMV_TRIPLE_MIXED", 0, 3, false, kDefaultTripleMixed);
     g_attn_bpsm = env_int("LOOM_ATTN_BPSM", 1, 16, false, kDefaultAttnBpsm);
     g_attn_cl_tiles = env_int("LOOM_ATTN_CL_TILES", 0, 1 << 25, false, kDefaultAttnClTiles);
     g_attn_prefetch = env_is("LOOM_ATTN_PREFETCH", "1");

@@ -732,8 +732,9 @@ static void test_matmul_normed(void) {
     }
 }
 
-/* The Q4_K_M triple (Q4_K Q and K, Q6_K V) in one launch (LOOM_GEMV_TRIPLE_MIXED=1, gemv_mma.cu's
- * mixed kernel) against its two launches (=0), bit for bit, all three outputs: plain, normed
+/* The Q4_K_M triple (Q4_K Q and K, Q6_K V) in one launch (LOOM_GEMV_TRIPLE_MIXED=1, the default,
+ * and its slot orders 2, 3; gemv_mma.cu's mixed kernel) against its two launches (=0), bit for
+ * bit, all three outputs: plain, normed
  * with and without norm weight, biases or not, N = 1; the GEMM (N = 5, which keeps two
  * launches) token by token against the mixed GEMV of that token; and the mixed path taken
  * (loom_cuda_matmul_mixed_launches) where must_mix (the executor's 4B and 8B shapes; other
@@ -777,8 +778,9 @@ static void test_triple_mixed(const int64_t M[3], int64_t K, int bias, int must_
         snprintf(shape, sizeof shape, "Q4_K/Q6_K %lld+%lld+%lld K=%lld%s %s", (long long)M[0],
                  (long long)M[1], (long long)M[2], (long long)K, bias ? " bias" : "", vn[v]);
         const loom_prenorm dn = {v == 1 ? dg : NULL, 1e-6f}, *norm = v ? &dn : NULL;
-        for (int m = 0; m < 3; m++) { /* two launches, mixed (V tiles first), mixed (V last) */
-            static const char *mv[3] = {"0", "1", "2"};
+        for (int m = 0; m < 4; m++) { /* two launches, mixed (slot order by rule, V last, V first) */
+            static const char *mv[4] = {"0", "1", "2", "3"};
+            static const char *mn[4] = {"", "mixed==two launches", "mixed V last==two", "mixed V first==two"};
             set_switch("LOOM_GEMV_TRIPLE_MIXED", mv[m]);
             const int o = m ? 1 : 0;
             float *const y[3] = {dy[o][0], dy[o][1], dy[o][2]};
@@ -797,7 +799,7 @@ static void test_triple_mixed(const int64_t M[3], int64_t K, int bias, int must_
             for (int i = 0; i < 3; i++)
                 for (size_t j = 0; j < sizeof(float) * (size_t)M[i]; j++)
                     diff += ((uint8_t *)hy[0][i])[j] != ((uint8_t *)hy[1][i])[j];
-            report(m == 1 ? "mixed==two launches" : "mixed V last==two", shape, (double)diff, 0);
+            report(mn[m], shape, (double)diff, 0);
             if (must_mix) report("mixed path taken", shape, launched == 1 ? 0 : 1, 0);
         }
         /* GEMM (switch on; two launches) vs the mixed GEMV token by token */
