@@ -966,38 +966,22 @@ int main(int argc, char **argv) {
         cudaFree(c.a);
         cudaFree(c.b);
     }
-    if (g_q6k_only) {
-        bench_q6k();
-        goto done;
-    }
-    if (g_norm_only) {
-        bench_norm_fold();
-        goto done;
-    }
-    if (g_attn_prof) {
-        attn_prof_all();
-        goto done;
-    }
-    if (g_attn_trace) {
-        attn_trace_all();
-        goto done;
-    }
-    if (g_attn_step) {
-        attn_step_ab();
-        goto done;
-    }
-    if (g_attn_v7) {
-        attn_v7_ab();
-        goto done;
-    }
-    if (fused_only) {
-        fused_ab();
-        goto done;
-    }
-    if (mixed_only) {
-        mixed_ab();
-        goto done;
-    }
+    /* The single-purpose modes: the first one whose flag was given (in this order) runs alone
+     * after the copy row. A new mode is one flag in the argv loop and one row here. */
+    const struct {
+        const int *flag;
+        void (*run)(void);
+    } modes[] = {
+        {&g_q6k_only, bench_q6k},       {&g_norm_only, bench_norm_fold},
+        {&g_attn_prof, attn_prof_all},  {&g_attn_trace, attn_trace_all},
+        {&g_attn_step, attn_step_ab},   {&g_attn_v7, attn_v7_ab},
+        {&fused_only, fused_ab},        {&mixed_only, mixed_ab},
+    };
+    for (size_t m = 0; m < sizeof modes / sizeof *modes; m++)
+        if (*modes[m].flag) {
+            modes[m].run();
+            goto done;
+        }
     static const struct { const char *name; int64_t H, F; } cfgs[2] = {{"4B", 2560, 9728}, {"8B", 4096, 14336}};
     for (int ci = 0; ci < (g_attn_only ? 0 : g_quick || g_mm_only ? 1 : 2); ci++) {
         const int64_t H = cfgs[ci].H, F = cfgs[ci].F;
