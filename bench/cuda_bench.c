@@ -43,7 +43,6 @@ static int g_quick = 0;
 static int g_attn_only = 0; /* --attn: the copy and the attention rows only */
 static int g_mm_only = 0; /* --matmul: the 4B Q4_K matmul rows and the 4B decode graph only */
 static int g_attn_trace = 0, g_attn_prof = 0, g_attn_step = 0; /* --attn-trace, --attn-prof, --attn-step */
-static int g_attn_v7 = 0; /* --attn-v7 (attn_v7_ab) */
 /* --q6k: the copy and the Q6_K matmul rows only; each of those rows is timed twice on the same
  * weights, on the tensor cores and with LOOM_GEMV_MMA_Q6K=0 (the warp-per-row kernels) */
 static int g_norm_only = 0; /* --norm: the folded-RMSNorm rows only */
@@ -796,79 +795,6 @@ static void attn_step_ab(void) {
     }
 }
 
-/* --attn-v7: decode attention v7 (v6 in clusters of 16 past 2K positions) against v6
- * (LOOM_ATTN_V7=0), same run: graph rows F16 512 .. 8K and INT8 640 / 4K / 8K; v7 with clusters
- * of 16 at every length (LOOM_ATTN_CL16_TILES=0) at 512 .. 2K; the decode-layer graph at 4K (A B
- * A B) and at 640 (v6, clusters of 16); the traced 4K launches of both; and the folded prologue
- * (LOOM_ATTN_FUSED=1) with its RoPE angles once a lane against every row's own
- * (LOOM_ATTN_ANGLES=0) and the two launches, alone and in the decode-layer graph at 640. */
-static void attn_v7_ab(void) {
-    /* up to 2K positions v7 is v6 (clusters of 8): v6 against clusters of 16 there */
-    static const int64_t Ls[6] = {512, 640, 1024, 2048, 4096, 8192};
-    for (int ti = 0; ti < 2; ti++)
-        for (int li = 0; li < 6; li++) {
-            const loom_kv_type kt = ti ? LOOM_KV_INT8 : LOOM_KV_F16;
-            if (ti && Ls[li] != 640 && Ls[li] < 4096) continue;
-            set_env("LOOM_ATTN_V7", "0");
-            bench_attn("attn v6 (LOOM_ATTN_V7=0)", kt, Ls[li], 1);
-            set_env("LOOM_ATTN_V7", "1");
-            if (Ls[li] > 2048) {
-                bench_attn("attn v7", kt, Ls[li], 1);
-            } else {
-                set_env("LOOM_ATTN_CL16_TILES", "0");
-                bench_attn("attn v7 cl16 at every length", kt, Ls[li], 1);
-                unsetenv("LOOM_ATTN_CL16_TILES");
-                loom_cuda_reload_switches();
-            }
-        }
-    for (int rep = 0; rep < 2; rep++) {
-        set_env("LOOM_ATTN_V7", "0");
-        printf("(attention v6, LOOM_ATTN_V7=0)\n");
-        bench_step("4B", 2560, 9728, 4, 4096, LOOM_GGML_Q4_K);
-        set_env("LOOM_ATTN_V7", "1");
-        printf("(attention v7)\n");
-        bench_step("4B", 2560, 9728, 4, 4096, LOOM_GGML_Q4_K);
-    }
-    printf("(attention v6 = v7 at 640)\n");
-    bench_step("4B", 2560, 9728, 4, 640, LOOM_GGML_Q4_K);
-    set_env("LOOM_ATTN_CL16_TILES", "0");
-    printf("(attention v7, clusters of 16 at every length)\n");
-    bench_step("4B", 2560, 9728, 4, 640, LOOM_GGML_Q4_K);
-    unsetenv("LOOM_ATTN_CL16_TILES");
-    loom_cuda_reload_switches();
-    printf("(traces of v7)\n");
-    attn_trace_case("F16", LOOM_KV_F16, 4096, 0);
-    attn_trace_case("INT8", LOOM_KV_INT8, 4096, 0);
-    set_env("LOOM_ATTN_V7", "0");
-    printf("(traces of v6, LOOM_ATTN_V7=0)\n");
-    attn_trace_case("F16", LOOM_KV_F16, 4096, 0);
-    attn_trace_case("INT8", LOOM_KV_INT8, 4096, 0);
-    set_env("LOOM_ATTN_V7", "1");
-    static const int64_t Lf[2] = {640, 4096};
-    for (int li = 0; li < 2; li++) {
-        set_env("LOOM_ATTN_FUSED", "0");
-        bench_attn_at("prologue+attn 2 launches", LOOM_KV_F16, Lf[li], 1, 2);
-        set_env("LOOM_ATTN_FUSED", "1");
-        set_env("LOOM_ATTN_ANGLES", "0");
-        bench_attn_at("prologue+attn fused, row angles", LOOM_KV_F16, Lf[li], 1, 2);
-        set_env("LOOM_ATTN_ANGLES", "1");
-        bench_attn_at("prologue+attn fused, lane angles", LOOM_KV_F16, Lf[li], 1, 2);
-    }
-    g_step_rka = 1;
-    set_env("LOOM_ATTN_FUSED", "0");
-    printf("(rope_kv_write + attention_at, LOOM_ATTN_FUSED=0)\n");
-    bench_step("4B", 2560, 9728, 4, 640, LOOM_GGML_Q4_K);
-    set_env("LOOM_ATTN_FUSED", "1");
-    set_env("LOOM_ATTN_ANGLES", "0");
-    printf("(fused, every row's angles, LOOM_ATTN_ANGLES=0)\n");
-    bench_step("4B", 2560, 9728, 4, 640, LOOM_GGML_Q4_K);
-    set_env("LOOM_ATTN_ANGLES", "1");
-    printf("(fused, angles once a lane)\n");
-    bench_step("4B", 2560, 9728, 4, 640, LOOM_GGML_Q4_K);
-    g_step_rka = 0;
-    set_env("LOOM_ATTN_FUSED", "0");
-}
-
 /* --fused: the attention prologue folded into decode attention v6 (rope_kv_attention_at) against
  * its two launches (LOOM_ATTN_FUSED=0: rope_kv_write + attention_at), same run: alone (graph
  * rows of bench_attn_at, with rope_kv_write alone and attention_at alone beside them) at 640 and
@@ -944,7 +870,6 @@ int main(int argc, char **argv) {
         if (strcmp(argv[i], "--attn-trace") == 0) g_attn_trace = 1;
         if (strcmp(argv[i], "--attn-prof") == 0) g_attn_prof = 1;
         if (strcmp(argv[i], "--attn-step") == 0) g_attn_step = 1;
-        if (strcmp(argv[i], "--attn-v7") == 0) g_attn_v7 = 1;
     }
     CK(cudaStreamCreate(&g_s));
     int sms = 0, l2 = 0;
@@ -974,8 +899,8 @@ int main(int argc, char **argv) {
     } modes[] = {
         {&g_q6k_only, bench_q6k},       {&g_norm_only, bench_norm_fold},
         {&g_attn_prof, attn_prof_all},  {&g_attn_trace, attn_trace_all},
-        {&g_attn_step, attn_step_ab},   {&g_attn_v7, attn_v7_ab},
-        {&fused_only, fused_ab},        {&mixed_only, mixed_ab},
+        {&g_attn_step, attn_step_ab},   {&fused_only, fused_ab},
+        {&mixed_only, mixed_ab},
     };
     for (size_t m = 0; m < sizeof modes / sizeof *modes; m++)
         if (*modes[m].flag) {

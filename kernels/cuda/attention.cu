@@ -781,9 +781,13 @@ static loom_status launch_attn(const float *q, const void *k_cache, const float 
             // function of the shape and n_ctx only: the grid is (blocks, 1, 8) at every position.
             // v6 (R2, graph-timed): clusters of 8 up to 4K positions (4K F16 11.3 us against
             // 12.0 with the global combine, INT8 9.7 against 10.9; 8K 18.1 against 16.7);
-            // LOOM_ATTN_CL_TILES overrides the 128 tiles (v5 keeps 64).
+            // LOOM_ATTN_CL_TILES overrides the 128 tiles (v5 keeps 64). The cache's tiles
+            // (n_ctx) decide in both launchers, not the range the grid covers, so that _at and
+            // by-value launches split a position alike (the same bits; by range, an n_ctx past
+            // 4K gave _at the global combine and by-value clusters of 8).
             const int64_t cl_tiles = fast(SW_ATTN_V6) ? attn_cluster_tiles() : 64;
-            f.cl = N == 1 && cc_major() >= 9 && ntiles <= cl_tiles && S >= kV5Cluster ? kV5Cluster : 0;
+            const int64_t ctx_tiles = (kv->n_ctx + TP - 1) / TP;
+            f.cl = N == 1 && cc_major() >= 9 && ctx_tiles <= cl_tiles && S >= kV5Cluster ? kV5Cluster : 0;
             if (f.cl) S = z = f.cl;
             // Stages: the tiles a split may walk (all in flight), within the shared memory a
             // block may take: sm_90 ~200 KB an SM shared by the blocks of one wave, sm_87 40 KB

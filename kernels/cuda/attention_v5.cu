@@ -117,6 +117,39 @@ template <int CPR>
 __device__ __forceinline__ int v5_swz(int r, int c) {
     return CPR >= 8 ? c ^ (r & 7) : c ^ ((r >> 1) & 3);
 }
+// Copies the cache rows j0 .. j0 + TP - 1 of one KV head into a stage by cp.async: the K tile
+// at st, the V tile after it (rows at or past hi are zero-filled), 16-byte chunk c of row r at
+// chunk v5_swz(r, c); INT8: then the TP K row scales and the TP V row scales. Thread ti of the
+// NT that share the copy (a block in v5, a warp in v6) issues chunks ti, ti + NT, ...
+template <int TP, int RB, bool I8, int NT>
+__device__ __forceinline__ void copy_tile(unsigned char *st, int j0, int hi, int64_t rs,
+                                          const unsigned char *kb, const unsigned char *vb,
+                                          const float *ks, const float *vs, int64_t n_kv_head,
+                                          int kvh, int ti) {
+    constexpr int CPR = RB / 16, TILE = TP * RB;
+    static_assert(TP * CPR % NT == 0, "copy_tile");
+    unsigned char *Ks = st, *Vs = st + TILE;
+#pragma unroll
+    for (int i = 0; i < TP * CPR / NT; i++) {
+        const int idx = ti + i * NT;
+        const int r = idx / CPR, c = idx % CPR;
+        const bool ok = j0 + r < hi;
+        const int64_t off = ok ? (int64_t)(j0 + r) * rs + c * 16 : 0;
+        const int sh = r * RB + v5_swz<CPR>(r, c) * 16;
+        cp_async16(Ks + sh, kb + off, ok);
+        cp_async16(Vs + sh, vb + off, ok);
+    }
+    if (I8) {
+        float *sc = reinterpret_cast<float *>(Vs + TILE);
+        for (int i = ti; i < 2 * TP; i += NT) {  // K row scales, then V row scales
+            const int r = i % TP;
+            const bool ok = j0 + r < hi;
+            const int64_t e = ok ? (int64_t)(j0 + r) * n_kv_head + kvh : 0;
+            cp_async4(sc + i, (i < TP ? ks : vs) + e, ok);
+        }
+    }
+}
+
 // Four int8 of one 32-bit word (bytes i, j) -> the f16x2 (q_i, q_j), exact: 0x64XX is the f16
 // 1024 + XX, XX = q + 128.
 template <uint32_t SEL>
@@ -219,6 +252,23 @@ static __global__ void __launch_bounds__(kThreads, WT ? 1 : 0) attn_v5_kernel(co
     const int h0 = kvh * a.group + hg * a.G;
     const int G = min(a.G, a.group - hg * a.G);
     const int t = blockIdx.y;
+    // FP: the raw q rows of this warp's heads (warp, warp + 4) and the token's raw K and V rows
+    // of the block's KV head are requested before the position arrives (none depends on it).
+    float xq[FP ? 2 : 1][FP ? VPL : 1], xk[FP ? VPL : 1], xv[FP ? VPL : 1];
+    if constexpr (FP) {
+#pragma unroll
+        for (int hh = 0; hh < 2; hh++) {
+            const int g = warp + kWarps * hh;
+#pragma unroll
+            for (int j = 0; j < VPL; j++)
+                xq[hh][j] = g < G ? a.q[(int64_t)(h0 + g) * D + lane + 32 * j] : 0.0f;
+        }
+#pragma unroll
+        for (int j = 0; j < VPL; j++) {
+            xk[j] = a.pro.k[(int64_t)kvh * D + lane + 32 * j];
+            xv[j] = a.pro.v[(int64_t)kvh * D + lane + 32 * j];
+        }
+    }
     const int pos0 = (int)query_pos0(a);
     const V5Range rg = v5_range(a, pos0, t, TP);
     const int S = rg.S;
@@ -241,27 +291,10 @@ static __global__ void __launch_bounds__(kThreads, WT ? 1 : 0) attn_v5_kernel(co
     const unsigned char *kb = (const unsigned char *)a.kc + (int64_t)kvh * RB;
     const unsigned char *vb = (const unsigned char *)a.vc + (int64_t)kvh * RB;
 
-    auto issue = [&](int ci) {
+    auto issue = [&](int ci) {  // v5: the block copies tile ci into stage ci % nst
         if (TS && (a.tmode & 2)) return;  // trace experiment: no loads
-        unsigned char *Ks = buf + (ci % nst) * STG, *Vs = Ks + TILE;
-        const int j0 = lo + ci * TP;
-#pragma unroll
-        for (int i = 0; i < TP * CPR / kThreads; i++) {
-            const int idx = tid + i * kThreads;
-            const int r = idx / CPR, c = idx % CPR;
-            const bool ok = j0 + r < hi;
-            const int64_t off = ok ? (int64_t)(j0 + r) * rs + c * 16 : 0;
-            const int sh = r * RB + v5_swz<CPR>(r, c) * 16;
-            cp_async16(Ks + sh, kb + off, ok);
-            cp_async16(Vs + sh, vb + off, ok);
-        }
-        if (I8 && tid < 2 * TP) {  // the tile's K row scales, then its V row scales
-            const int r = tid % TP;
-            const bool ok = j0 + r < hi;
-            const int64_t e = ok ? (int64_t)(j0 + r) * a.n_kv_head + kvh : 0;
-            float *sc = reinterpret_cast<float *>(Vs + TILE);
-            cp_async4(sc + tid, (tid < TP ? a.ks : a.vs) + e, ok);
-        }
+        copy_tile<TP, RB, I8, kThreads>(buf + (ci % nst) * STG, lo + ci * TP, hi, rs, kb, vb, a.ks,
+                                        a.vs, a.n_kv_head, kvh, tid);
     };
     // v6 (WT): warp w walks tiles w, w + 4, ... of the split in its own WS = nst / 4 stages
     // (w, w + 4, ...), copied by its own lanes: no block barrier until the end.
@@ -269,25 +302,8 @@ static __global__ void __launch_bounds__(kThreads, WT ? 1 : 0) attn_v5_kernel(co
     const int njw = nch > warp ? (nch - warp + kWarps - 1) / kWarps : 0;  // this warp's tiles
     auto issue_w = [&](int ci, int st) {
         if (TS && (a.tmode & 2)) return;  // trace experiment: no loads
-        unsigned char *Ks = buf + st * STG, *Vs = Ks + TILE;
-        const int j0 = lo + ci * TP;
-#pragma unroll
-        for (int i = 0; i < TP * CPR / 32; i++) {
-            const int idx = lane + i * 32;
-            const int r = idx / CPR, c = idx % CPR;
-            const bool ok = j0 + r < hi;
-            const int64_t off = ok ? (int64_t)(j0 + r) * rs + c * 16 : 0;
-            const int sh = r * RB + v5_swz<CPR>(r, c) * 16;
-            cp_async16(Ks + sh, kb + off, ok);
-            cp_async16(Vs + sh, vb + off, ok);
-        }
-        if (I8) {  // the tile's K row scales, then its V row scales
-            const bool ok = j0 + lane < hi;
-            const int64_t e = ok ? (int64_t)(j0 + lane) * a.n_kv_head + kvh : 0;
-            float *sc = reinterpret_cast<float *>(Vs + TILE);
-            cp_async4(sc + lane, a.ks + e, ok);
-            cp_async4(sc + TP + lane, a.vs + e, ok);
-        }
+        copy_tile<TP, RB, I8, 32>(buf + st * STG, lo + ci * TP, hi, rs, kb, vb, a.ks, a.vs,
+                                  a.n_kv_head, kvh, lane);
     };
     // q of this lane's A rows (raw floats): v6 loads them before its tiles' copies (behind
     // 100+ KB of cp.async they arrived last: R1), v5 after.
@@ -315,29 +331,13 @@ static __global__ void __launch_bounds__(kThreads, WT ? 1 : 0) attn_v5_kernel(co
             }
         }
     };
-    // FP: the raw q rows of this warp's heads (warp, warp + 4) and, for the warp whose last
-    // tile holds pos (kw), the token's raw K and V rows are loaded before the tiles' copies.
-    float xq[FP ? 2 : 1][FP ? VPL : 1], xk[FP ? VPL : 1], xv[FP ? VPL : 1];
+    // FP: kw = this warp walks the tile that holds pos (and converts the token's K/V row).
     int32_t praw = 0;
     bool kw = false;
     if constexpr (FP) {
         if (nch > 0) {
             praw = *a.pos_dev;
-#pragma unroll
-            for (int hh = 0; hh < 2; hh++) {
-                const int g = warp + kWarps * hh;
-#pragma unroll
-                for (int j = 0; j < VPL; j++)
-                    xq[hh][j] = g < G ? a.q[(int64_t)(h0 + g) * D + lane + 32 * j] : 0.0f;
-            }
             kw = praw == pos0 && hi == pos0 + 1 && warp == (nch - 1) % kWarps;
-            if (kw) {
-#pragma unroll
-                for (int j = 0; j < VPL; j++) {
-                    xk[j] = a.pro.k[(int64_t)kvh * D + lane + 32 * j];
-                    xv[j] = a.pro.v[(int64_t)kvh * D + lane + 32 * j];
-                }
-            }
         }
     }
     const bool q_early = WT && !FP && !(TS && (a.tmode & 8));
@@ -362,17 +362,29 @@ static __global__ void __launch_bounds__(kThreads, WT ? 1 : 0) attn_v5_kernel(co
     if constexpr (FP) {
         if (nch > 0) {
             const bool hw = a.pro.q_norm != nullptr;
+            // the lane's pair angles once for all rows of the warp (rope.cuh: the same bits as
+            // rope_kv_write's rope_rotate_pair a row)
+            constexpr int NP = D / 64;
+            float ac[NP], as[NP];
+            rope_lane_angles<NP>(praw, a.pro.theta_scale, a.pro.freq_scale, lane, ac, as);
+            auto rotate = [&](float *row) {
+#pragma unroll
+                for (int m = 0; m < NP; m++)
+                    if (lane + 32 * m < a.pro.half)
+                        rope_apply(row, lane + 32 * m, a.pro.half, a.pro.neox != 0, ac[m], as[m]);
+                __syncwarp();
+            };
 #pragma unroll
             for (int hh = 0; hh < 2; hh++) {
                 const int g = warp + kWarps * hh;
-                if (g < G)
-                    head_norm_rope<VPL>(qs[g], xq[hh], wq, hw, D, a.pro.eps, a.pro.half,
-                                        a.pro.neox != 0, praw, a.pro.theta_scale,
-                                        a.pro.freq_scale, lane);
+                if (g < G) {
+                    head_norm<VPL>(qs[g], xq[hh], wq, hw, D, a.pro.eps, lane);
+                    rotate(qs[g]);
+                }
             }
             if (kw) {
-                head_norm_rope<VPL>(ksh, xk, wk, hw, D, a.pro.eps, a.pro.half, a.pro.neox != 0,
-                                    praw, a.pro.theta_scale, a.pro.freq_scale, lane);
+                head_norm<VPL>(ksh, xk, wk, hw, D, a.pro.eps, lane);
+                rotate(ksh);
 #pragma unroll
                 for (int j = 0; j < VPL; j++) vsh[lane + 32 * j] = xv[j];
                 __syncwarp();

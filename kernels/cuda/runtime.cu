@@ -52,13 +52,6 @@ static int g_attn_bpsm = kDefaultAttnBpsm;
 static const int kDefaultAttnClTiles = 128;
 static int g_attn_cl_tiles = kDefaultAttnClTiles;
 static bool g_attn_prefetch = false;
-// Decode attention v7 (LOOM_ATTN_V7, on unless 0): v6 in clusters of 16 for caches of more than
-// LOOM_ATTN_CL16_TILES 32-row tiles (default 64: past 2K positions); LOOM_ATTN_ANGLES=0: the
-// folded prologue takes every row's RoPE angles from their own product chains (session 5's
-// way, for the A/B) instead of once a lane.
-static const int kDefaultAttnCl16Tiles = 64;
-static bool g_attn_v7 = true, g_attn_lane_angles = true;
-static int g_attn_cl16_tiles = kDefaultAttnCl16Tiles;
 
 // Whether environment variable `name` is set to `value`.
 static bool env_is(const char *name, const char *value) {
@@ -96,9 +89,6 @@ static void read_switches_locked() {
     g_attn_bpsm = env_int("LOOM_ATTN_BPSM", 1, 16, false, kDefaultAttnBpsm);
     g_attn_cl_tiles = env_int("LOOM_ATTN_CL_TILES", 0, 1 << 25, false, kDefaultAttnClTiles);
     g_attn_prefetch = env_is("LOOM_ATTN_PREFETCH", "1");
-    g_attn_v7 = !env_is("LOOM_ATTN_V7", "0");
-    g_attn_cl16_tiles = env_int("LOOM_ATTN_CL16_TILES", 0, 1 << 25, false, kDefaultAttnCl16Tiles);
-    g_attn_lane_angles = !env_is("LOOM_ATTN_ANGLES", "0");
     g_switch_read = true;
 }
 
@@ -154,21 +144,6 @@ int attn_cluster_tiles() {
 bool attn_prefetch() {
     ensure_switches();
     return g_attn_prefetch;
-}
-
-bool attn_v7() {
-    ensure_switches();
-    return g_attn_v7;
-}
-
-int attn_cl16_tiles() {
-    ensure_switches();
-    return g_attn_cl16_tiles;
-}
-
-bool attn_lane_angles() {
-    ensure_switches();
-    return g_attn_lane_angles;
 }
 
 int attn_blocks_per_sm() {

@@ -1834,27 +1834,6 @@ int main(int argc, char **argv) {
         test_attention(LOOM_KV_F16, 64, 8, 8, 1, 700, 0);
         test_attention(LOOM_KV_INT8, 128, 32, 8, 1, g_quick ? 299 : 8191, 0);
         set_switch("LOOM_ATTN_V6", "1");
-        printf("-- v6 for caches past 2K positions (LOOM_ATTN_V7=0)\n");
-        set_switch("LOOM_ATTN_V7", "0");
-        test_attention(LOOM_KV_F16, 128, 32, 8, 1, g_quick ? 299 : 4095, 0);
-        test_attention(LOOM_KV_INT8, 64, 16, 2, 1, g_quick ? 299 : 3000, 0);
-        set_switch("LOOM_ATTN_V7", "1");
-        /* v7's clusters of 16 where most blocks have one tile or none (the sm_90 decode path) */
-        printf("-- v7 in clusters of 16 at every cache length (LOOM_ATTN_CL16_TILES=0)\n");
-        set_switch("LOOM_ATTN_CL16_TILES", "0");
-        static const int64_t l16[] = {1, 65, 300, 700, 2000};
-        for (int l = 0; l < (g_quick ? 3 : 5); l++) {
-            test_attention(LOOM_KV_F16, 128, 32, 8, 1, l16[l] - 1, 0);
-            test_attention(LOOM_KV_INT8, 64, 16, 2, 1, l16[l] - 1, 0);
-            test_attention(LOOM_KV_F16, 64, 8, 8, 1, l16[l] - 1, 0);
-            test_attention(LOOM_KV_INT8, 128, 48, 8, 1, l16[l] - 1, 0); /* G = 6 */
-        }
-        {
-            const int64_t p16[] = {0, 40, 299};
-            test_attention_at(LOOM_KV_F16, 128, 32, 8, 1, 300, p16, 3);
-            test_attention_at(LOOM_KV_INT8, 64, 16, 2, 1, 300, p16, 3);
-        }
-        set_switch("LOOM_ATTN_CL16_TILES", "64");
     }
 
     /* position from device memory: _at == by value (F16, INT8; GQA 1, 2, 4, 8; D 64, 128) */
@@ -1875,6 +1854,11 @@ int main(int argc, char **argv) {
         test_graph_replay(LOOM_KV_F16, 64, 16, 2, 4, ctx, steps, 4);
         test_graph_replay(LOOM_KV_INT8, 96, 32, 8, 1, ctx, steps, 5);
         test_attention_at(LOOM_KV_F16, 256, 16, 4, 1, ctx, p1, 3);
+        /* a cache past v6's cluster rule (128 tiles): _at and by-value choose the combine from
+         * n_ctx alike, whatever the position (by range, positions below 4K took clusters) */
+        const int64_t pbig[] = {0, 1000, 4199};
+        test_attention_at(LOOM_KV_F16, 128, 32, 8, 1, 4200, pbig, g_quick ? 1 : 3);
+        test_attention_at(LOOM_KV_INT8, 64, 16, 2, 1, 4200, pbig, g_quick ? 1 : 3);
     }
 
     /* rope_kv_write: D 64/128, GQA 1..8, T 1..32, F16/INT8 (+ F32), norms or not, both modes */
