@@ -2,7 +2,9 @@
 // N) with the plain (+bias) and add epilogues, for up to three segments of one x (the Q6_K V of
 // a Q4_K_M triple, the Q6_K ffn_down + residual, the lm head). Default path; LOOM_GEMV_MMA_Q6K=0
 // (or LOOM_GEMV_MMA=0) keeps Q6_K on the warp-per-row kernels of gemv.cu / gemm.cu, which are
-// also the fallback when a launch fails.
+// also the fallback when a launch fails. LOOM_GEMV_MMA_Q6K_V picks the loop body: 1 (default) and
+// 0 the f16 product described below (q6k_mma_body.cuh), 2 the INT8 one (q6k_i8_body.cuh: q as
+// u8, x as 4 exact int8 limbs; its own opening comment has the design, contract and costs).
 //
 // The product. mma.sync m16n8k16 (f16 x f16 -> f32), A = weights, B = x as f16 hi + lo with a
 // power-of-two scale per super-block and token (mma_common.cuh: stage_token). A Q6_K weight is

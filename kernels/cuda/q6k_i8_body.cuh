@@ -43,7 +43,10 @@
 // where the warp's windows are 4-byte aligned, which for rows a multiple of 4 bytes long is
 // every other warp: the AL body) + scales and d ~40, A 88 (11 per 4 words), 16 IMMA, 32 IMAD,
 // 16 PRMT (sign-extended scales), fold ~16, x staging ~72 (8 F2I, 16 byte transposes), weight
-// copy ~35: ~400 SASS against the f16 V = 1 loop's 706.
+// copy ~35: ~400 SASS against the f16 V = 1 loop's 706. Measured (H200, bench/NOTES.md 2.1 R2,
+// against V = 1 in the same call): lm head 143 -> 112 us (68% of copy), 4B ffn down + add 16.8
+// -> 12.6, 8B gemv 22.0 -> 17.2; the GEMM slower (4B down N = 512 1217 -> 1541 us: the 8 tokens'
+// limb staging, 256 IMAD and 64 SEL a super-block).
 //
 // Shared memory: the f16 bodies' weight stages plus, a warp, the limbs: GEMV 2 KB (each lane's
 // (b0, b1) pair staged with its zero half, written once: no selects), GEMM 1 KB a token (the
