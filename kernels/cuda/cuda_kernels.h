@@ -52,7 +52,7 @@
  *                         body (default 1: x staged as adjacent B register pairs, ~10% fewer
  *                         instructions; bit-identical); =2: the INT8 body (q6k_i8_body.cuh:
  *                         q as u8, x as 4 int8 limbs; other bits, same tolerance; the Q4_K_M
- *                         triple then runs as two launches)
+ *                         triple's V tiles take it inside the mixed kernel too)
  *   LOOM_GEMV_TRIPLE_MIXED a GEMV (n = 1) with Q4_K and Q6_K segments (the Q4_K_M QKV
  *                         triple) in one launch (gemv_mma.cu's mixed kernel; the default, 1)
  *                         instead of the Q4_K and the Q6_K launch (=0); bit-identical

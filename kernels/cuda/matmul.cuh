@@ -62,7 +62,8 @@ loom_status mma_q6k_matmul(const Seg *seg, int nseg, int epi, const float *x, in
 // rows, which run as the pair) and Q6_K segments s6 (1..3) in ONE launch, bit for bit the two
 // launches mma_matmul(s4) + mma_q6k_matmul(s6) (bench/NOTES.md 2.3). *ran = false (and
 // LOOM_OK, nothing launched) where it does not apply: n > 1, another shape of the split (each
-// part's S must be 1 or the larger S), the Q6_K loop body not an f16 one (LOOM_GEMV_MMA_Q6K_V).
+// part's S must be 1 or the larger S). The Q6_K tiles run the body LOOM_GEMV_MMA_Q6K_V picks
+// for the Q6_K launch (f16 or INT8), so the bits stay those of the two launches.
 loom_status mma_triple_mixed(const Seg *s4, int n4, const Seg *s6, int n6, const float *x,
                              int64_t K, int64_t n, const PreNorm *norm, bool *ran,
                              loom_error *err, cudaStream_t stream);

@@ -739,6 +739,7 @@ static void test_matmul_normed(void) {
  * launches) token by token against the mixed GEMV of that token; and the mixed path taken
  * (loom_cuda_matmul_mixed_launches) where must_mix (the executor's 4B and 8B shapes; other
  * shapes may be declined by the split rule, which is checked by the bits alone). */
+static const char *g_mixed_tag = ""; /* the Q6_K body in the shape column ("" or " i8") */
 static void test_triple_mixed(const int64_t M[3], int64_t K, int bias, int must_mix) {
     const loom_ggml_type ty[3] = {LOOM_GGML_Q4_K, LOOM_GGML_Q4_K, LOOM_GGML_Q6_K};
     const int64_t n = 5;
@@ -775,8 +776,9 @@ static void test_triple_mixed(const int64_t M[3], int64_t K, int bias, int must_
     static const char *vn[3] = {"plain", "normed", "normed no w"};
     for (int v = 0; v < 3; v++) {
         char shape[96];
-        snprintf(shape, sizeof shape, "Q4_K/Q6_K %lld+%lld+%lld K=%lld%s %s", (long long)M[0],
-                 (long long)M[1], (long long)M[2], (long long)K, bias ? " bias" : "", vn[v]);
+        snprintf(shape, sizeof shape, "Q4_K/Q6_K%s %lld+%lld+%lld K=%lld%s %s", g_mixed_tag,
+                 (long long)M[0], (long long)M[1], (long long)M[2], (long long)K,
+                 bias ? " bias" : "", vn[v]);
         const loom_prenorm dn = {v == 1 ? dg : NULL, 1e-6f}, *norm = v ? &dn : NULL;
         for (int m = 0; m < 4; m++) { /* two launches, mixed (slot order by rule, V last, V first) */
             static const char *mv[4] = {"0", "1", "2", "3"};
@@ -841,6 +843,16 @@ static void test_triple_mixed_all(void) {
         const int64_t *c = sh[g_quick && i > 0 ? i + 1 : i];
         test_triple_mixed(c, c[3], i % 2, (int)c[4]);
     }
+    /* the V tiles on the INT8 Q6_K body (LOOM_GEMV_MMA_Q6K_V=2): mixed == its two launches */
+    set_switch("LOOM_GEMV_MMA_Q6K_V", "2");
+    g_mixed_tag = " i8";
+    for (int i = 0; i < (g_quick ? 2 : 4); i++) {
+        const int64_t *c = sh[i == 0 ? 0 : i + 1];
+        test_triple_mixed(c, c[3], i % 2, (int)c[4]);
+    }
+    g_mixed_tag = "";
+    unsetenv("LOOM_GEMV_MMA_Q6K_V");
+    loom_cuda_reload_switches();
 }
 
 /* ---- norm, rope, kv --------------------------------------------------------------------- */
