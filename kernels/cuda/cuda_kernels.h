@@ -63,10 +63,10 @@
  *                         way.
  *   LOOM_ROPE_KV_REG      rope_kv_write for head_dim <= 256 with each lane's loads issued at
  *                         once into registers (rope_kv.cu); =0: strided loops. Same results.
- *   LOOM_ATTN_FUSED       =1: loom_cuda_rope_kv_attention_at as one launch (the prologue
- *                         folded into decode attention v6, sm_90); default: rope_kv_write +
- *                         attention_at (faster in the decode step, bench/NOTES.md 7.11). Same
- *                         results (bit for bit).
+ *   LOOM_ATTN_FUSED       loom_cuda_rope_kv_attention_at as one launch (the prologue folded
+ *                         into decode attention v6, sm_90; faster in the 4B decode step,
+ *                         bench/NOTES.md 7.10); =0: rope_kv_write + attention_at. Same results
+ *                         (bit for bit).
  * When a fast path's launch fails, the launcher logs once on stderr and runs the simple path.
  *
  *   loom_kweight w = {.data = d_w, .type = LOOM_GGML_Q4_K, .rows = 2560, .cols = 2560};
@@ -154,8 +154,8 @@ loom_status loom_cuda_rope_kv_write(const float *q, const float *k, const float 
 /* Decode (one token, ap->n_tokens == 1) attention prologue + attention of one layer. Same cache
  * bytes and the same out bits as loom_cuda_rope_kv_write(q, k, v, d_pos, q_norm, k_norm, eps, rp,
  * caches, kv, q_tmp) followed by loom_cuda_attention_at(q_tmp, caches, kv, ap, d_pos, out): in
- * one launch where the fused kernel exists and LOOM_ATTN_FUSED=1 (sm_90, attention v6 shapes;
- * opt-in), otherwise as exactly those two launches (q_tmp: n_head * head_dim floats of device
+ * one launch where the fused kernel exists (sm_90, attention v6 shapes; LOOM_ATTN_FUSED=0: never),
+ * otherwise as exactly those two launches (q_tmp: n_head * head_dim floats of device
  * memory the caller provides; the fused kernel does not touch it). q_norm / k_norm may be NULL
  * (no head norms), as for loom_cuda_rope_kv_write. Graph-capturable like loom_cuda_attention_at
  * (position read from device memory *d_pos). CUDA only (rope_kv.cu; no CPU twin: the CPU runs

@@ -29,8 +29,9 @@
 // one F16 rounding or one INT8 step; the V cache is bit-exact. A token whose position is
 // outside 0 .. n_ctx - 1 writes no cache row (the executor checks positions on the host).
 // Also here: loom_cuda_rope_kv_attention_at, the decode prologue + attention of one layer: on
-// sm_90 (v6 shapes, LOOM_ATTN_FUSED on) the prologue runs inside the attention kernel
-// (attention_v5.cu, FP: the same head_norm_rope / kv_store code, so the same bits), else this
+// sm_90 (v6 shapes, LOOM_ATTN_FUSED on, the default) the prologue runs inside the attention
+// kernel (attention_v5.cu, FP: rope.cuh's norm and angle code and kv_store's, so the same bits),
+// else this
 // file's launch followed by attention_at.
 #include <math.h>
 #include <stdlib.h>

@@ -74,10 +74,9 @@ static void read_switches_locked() {
                                           "LOOM_GEMV_MMA_Q6K", "LOOM_ATTN_V5", "LOOM_ATTN_V6",
                                           "LOOM_ATTN_FUSED"};
     for (int i = 0; i < SW_COUNT; i++) g_switch[i] = !env_is(names[i], "0");
-    // The fused attention prologue is opt-in (LOOM_ATTN_FUSED=1): in the 4B decode step with
-    // dependent launch on it measured 2.316 ms/token against 2.290 for the two launches
-    // (bench/NOTES.md 7.11, four rounds each in one call).
-    g_switch[SW_ATTN_FUSED] = env_is("LOOM_ATTN_FUSED", "1");
+    // LOOM_ATTN_FUSED (the attention prologue folded into decode attention v6) is on like the
+    // others: with its RoPE angles once a lane, the 4B decode step measured 2.119 / 2.116
+    // ms/token against 2.197 / 2.188 for the two launches (relay att-R3, bench/NOTES.md 7.10).
     g_unroll = env_int("LOOM_GEMV_UNROLL", 1, 4, true, kDefaultUnroll);  // gemv.cu's: 1, 2, 4
     // Programmatic dependent launch needs compute capability 9.0 (common.cuh: launch()). On
     // unless LOOM_CUDA_PDL=0: with decode attention launched in order it saves ~0.08 ms of a

@@ -9,15 +9,16 @@
 #                   made here by `loom mkmodel` (graphs on = replay, LOOM_CUDA_GRAPH_REPLAY=0 =
 #                   capture per token, graphs off, 2 streams)
 #   ab_*.json       the same bench with LOOM_CUDA_PDL=0, then LOOM_GEMV_MMA / LOOM_GEMV_MMA_Q6K /
-#                   LOOM_ATTN_V6 / LOOM_ROPE_KV_REG / LOOM_CUDA_PRENORM =0, in turn
+#                   LOOM_ATTN_V6 / LOOM_ROPE_KV_REG / LOOM_CUDA_PRENORM / LOOM_ATTN_FUSED =0,
+#                   in turn
 #   bench_profile.* LOOM_CUDA_PROFILE=1: time per op family of a decode step (graphs off)
 #   skip.txt        decode ms/token with one op family's launches left out in turn
 #                   (LOOM_CUDA_PROFILE_SKIP; graphs replayed): each family's cost in the real step
 #   fold_*.json     the RMSNorm fold: the bench at -O2 and at -O2 without fuse-norm-matmul
 #                   (loom bench --passes), alternated twice in one call; fold.txt the summary
 #   attnfold_*.json the attention fold (rope_kv_attention): the bench at -O2 with
-#                   LOOM_ATTN_FUSED=1 (the fused kernel), at -O2 (the launcher's two
-#                   launches, the default) and at -O2 without
+#                   LOOM_ATTN_FUSED=1 (the fused kernel, the default), at -O2 with =0 (the
+#                   launcher's two launches) and at -O2 without
 #                   fuse-rope-kv-attention (two nodes), A B C A B C (ATTNFOLD_ROUNDS=N: N
 #                   rounds, default 2); attnfold.txt the summary
 #   bash DEST/e2e.sh [check] [stories] [bench] [ab] [profile] [skip] [fold] [attnfold]
@@ -59,7 +60,7 @@ for s in $steps; do
         # against `bench`
         make_model
         for v in LOOM_CUDA_PDL=0 LOOM_GEMV_MMA=0 LOOM_GEMV_MMA_Q6K=0 LOOM_ATTN_V6=0 LOOM_ROPE_KV_REG=0 \
-                 LOOM_CUDA_PRENORM=0 LOOM_ATTN_FUSED=1; do
+                 LOOM_CUDA_PRENORM=0 LOOM_ATTN_FUSED=0; do
             env $v timeout 60 $B/loom bench $M -p 512 -n 128 -r 2 --backend cuda --json \
                 > "$OUT/ab_$v.json" 2> "$OUT/ab_$v.err"
             echo "bench $v rc=$?"; cat "$OUT/ab_$v.json"; tail -2 "$OUT/ab_$v.err"
@@ -106,8 +107,8 @@ for s in $steps; do
         done
         ;;
     attnfold)
-        # -O2 with LOOM_ATTN_FUSED=1 (rope_kv_attention: one launch a layer), the same with
-        # LOOM_ATTN_FUSED=0 (the launcher's two launches, the default) and -O2 less fuse-rope-kv-attention (rope_kv_write and
+        # -O2 with LOOM_ATTN_FUSED=1 (rope_kv_attention: one launch a layer, the default), the same
+        # with LOOM_ATTN_FUSED=0 (the launcher's two launches) and -O2 less fuse-rope-kv-attention (rope_kv_write and
         # attention nodes), same binary and model, A B C A B C; decode ms/token, prefill t/s
         make_model
         U=fuse-norm-weight,fuse-qkv,fuse-gate-up,fuse-residual-add,fuse-rope-kv-write
