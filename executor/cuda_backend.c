@@ -1006,7 +1006,7 @@ done:
  * checked on the host (the input's host copy), the kernels read them from device memory (one
  * launch, replayable at any position). rope_kv_write writes the roped q into its result 2.
  * rope_kv_attention in a decode step (T = 1) whose attention runs on the device is one call of
- * loom_cuda_rope_kv_attention_at (q_buf its q_tmp; two launches, one with LOOM_ATTN_FUSED=1);
+ * loom_cuda_rope_kv_attention_at (q_buf its q_tmp; one fused launch, two with LOOM_ATTN_FUSED=0);
  * otherwise (prefill, host attention) it is rope_kv_write into q_buf and attention on it, the
  * unfused pair's launches. */
 static loom_status run_rope_kv(cuda_backend *c, const loom_ir_node *n, const loom_exec_tensor *in,

@@ -22,8 +22,8 @@
  *   the logits must be bit-identical (the _normed kernels' contract: rms_norm then the plain
  *   matmul, bit for bit, path by path). Then the attention fold (fuse-rope-kv-attention) alike:
  *   -O2 against -O2 without it, bit for bit (loom_cuda_rope_kv_attention_at's contract: the
- *   cache bytes and output bits of rope_kv_write + attention_at; run it once more with
- *   LOOM_ATTN_FUSED=1 for the launcher's fused kernel).
+ *   cache bytes and output bits of rope_kv_write + attention_at; the launcher's fused kernel is
+ *   the default, run it once more with LOOM_ATTN_FUSED=0 for its two launches).
  * A table is printed; the exit code is non-zero when any comparison fails.
  */
 #include <math.h>

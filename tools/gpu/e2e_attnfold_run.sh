@@ -4,8 +4,8 @@
 # next to tools/gpu/e2e_build.sh's binaries (stripped, xz'd):
 #   1. e2e_check (CUDA vs CPU on every test model, KV f32/f16/int8 x 1/2 streams x graphs on/off,
 #      greedy, graph replay: one capture, 63 replays, with the fused node; CUDA -O2 == CUDA
-#      without each fold, bit for bit), then e2e_check again with LOOM_ATTN_FUSED=1 (the
-#      fused kernel; the default is the launcher's two launches);
+#      without each fold, bit for bit), then e2e_check again with LOOM_ATTN_FUSED=0 (the
+#      launcher's two launches; the default is the fused kernel);
 #   2. stories260K text, CUDA == CPU;
 #   3. `loom bench` of the Qwen3-4B-shaped Q4_K_M model: -O2, -O2 with LOOM_ATTN_FUSED=0 and -O2
 #      less fuse-rope-kv-attention, A B C A B C (e2e.sh attnfold; ATTNFOLD_ROUNDS=N rounds),
@@ -41,10 +41,10 @@ for f in "norm fold" "attention fold"; do
     echo "$f (cuda -O2 == unfolded, bits): $(grep -A21 "^$f" "$L/e2e_check.log" | grep -c ' ok: ') of 20 rows ok"
 done
 echo "graph replay rows ok: $(grep -A33 '^graph replay' "$L/e2e_check.log" | grep -c ' ok: ')"
-LOOM_ATTN_FUSED=1 timeout 60 "$E/e2e_check" "$TD" > "$L/e2e_check_fused1.log" 2>&1
-echo "e2e_check LOOM_ATTN_FUSED=1 rc=$? $(tail -1 "$L/e2e_check_fused1.log")"
-grep FAIL "$L/e2e_check_fused1.log" | cut -c1-140 | head -4
-echo "attention fold with LOOM_ATTN_FUSED=1 (bits): $(grep -A21 "^attention fold" "$L/e2e_check_fused1.log" | grep -c ' ok: ') of 20 rows ok"
+LOOM_ATTN_FUSED=0 timeout 60 "$E/e2e_check" "$TD" > "$L/e2e_check_fused0.log" 2>&1
+echo "e2e_check LOOM_ATTN_FUSED=0 rc=$? $(tail -1 "$L/e2e_check_fused0.log")"
+grep FAIL "$L/e2e_check_fused0.log" | cut -c1-140 | head -4
+echo "attention fold with LOOM_ATTN_FUSED=0 (bits): $(grep -A21 "^attention fold" "$L/e2e_check_fused0.log" | grep -c ' ok: ') of 20 rows ok"
 echo "[t=${SECONDS}s]"
 OUT="$L" ATTNFOLD_ROUNDS="${ATTNFOLD_ROUNDS:-2}" timeout 100 bash "$E/e2e.sh" attnfold ${RKX_SKIP-skip} \
     > "$L/summary2.txt" 2>&1
