@@ -20,9 +20,10 @@
  *                  Q4_K/Q5_K byte path == word path (bits); simple path == fast path (bits);
  *                  Q4_K and Q6_K (and the fused variants) on both the tensor-core paths
  *                  (default) and LOOM_GEMV_MMA=0, each against the CPU twin (the two are not
- *                  bit-identical); the Q6_K cases again on the INT8 body
- *                  (LOOM_GEMV_MMA_Q6K_V=2: mma shapes, add, triple, normed; same tolerance,
- *                  GEMM token == GEMV bits); the Q4_K_M triple in one launch == its two launches (bits),
+ *                  bit-identical); the Q6_K cases again on the f16 body
+ *                  (LOOM_GEMV_MMA_Q6K_V=1; the default is the INT8 body but for a triple's
+ *                  V: mma shapes, add, triple, normed; same tolerance, GEMM token == GEMV
+ *                  bits); the Q4_K_M triple in one launch == its two launches (bits),
  *                  GEMM token == that GEMV (bits), the one launch taken at the 4B/8B shapes
  *   rms_norm 1e-5 relative; rope 1e-4 absolute; attention 1e-4 * max|out|;
  *   softmax 1e-6 relative + 1e-12; silu/swiglu 1e-6 relative;
@@ -660,12 +661,13 @@ static void test_normed(int kind, const loom_ggml_type *ty, const int64_t *Ms, i
     cudaFree(dx); cudaFree(dg); cudaFree(dxn);
 }
 
-/* The Q6_K matmuls on the INT8 loop body (LOOM_GEMV_MMA_Q6K_V=2, q6k_i8_body.cuh: other bits
- * than the f16 bodies, the same tolerance): the mma shapes (GEMM token == GEMV bits), add and the
+/* The Q6_K matmuls on the non-default loop body (LOOM_GEMV_MMA_Q6K_V=1, the f16 body; the
+ * default, 2, is the INT8 body of q6k_i8_body.cuh for every Q6_K matmul but a Q4_K_M triple's V:
+ * other bits, the same tolerance): the mma shapes (GEMM token == GEMV bits), add and the
  * all-Q6_K triple, the folded RMSNorm (plain, GEMM, the Q4_K_M triple's V, the lm head). */
-static void test_matmul_q6k_int8(void) {
-    printf("-- the Q6_K cases on the INT8 body (LOOM_GEMV_MMA_Q6K_V=2)\n");
-    set_switch("LOOM_GEMV_MMA_Q6K_V", "2");
+static void test_matmul_q6k_other(void) {
+    printf("-- the Q6_K cases on the f16 body (LOOM_GEMV_MMA_Q6K_V=1)\n");
+    set_switch("LOOM_GEMV_MMA_Q6K_V", "1");
     test_matmul_q6k_mma();
     test_matmul_q6k_fused(g_quick ? 40 : 2560, g_quick ? 768 : 9728, 1);
     test_matmul_q6k_fused(g_quick ? 40 : 133, g_quick ? 768 : 2560, g_quick ? 3 : 37);
@@ -673,10 +675,10 @@ static void test_matmul_q6k_int8(void) {
     const int64_t K = g_quick ? 768 : 2560;
     const int64_t m1[1] = {g_quick ? 300 : 9500}, m1g[1] = {45};
     const int64_t m3[3] = {g_quick ? 64 : 160, g_quick ? 32 : 48, g_quick ? 32 : 48};
-    test_normed(0, &q6, m1, K, 1, 1, " q6k-int8");
-    test_normed(0, &q6, m1g, K, g_quick ? 3 : 33, 1, " q6k-int8");
-    test_normed(3, t3, m3, K, 1, 1, " q6k-int8");
-    test_normed(3, t3, m3, K, g_quick ? 3 : 37, 0, " q6k-int8");
+    test_normed(0, &q6, m1, K, 1, 1, " q6k-f16");
+    test_normed(0, &q6, m1g, K, g_quick ? 3 : 33, 1, " q6k-f16");
+    test_normed(3, t3, m3, K, 1, 1, " q6k-f16");
+    test_normed(3, t3, m3, K, g_quick ? 3 : 37, 0, " q6k-f16");
     unsetenv("LOOM_GEMV_MMA_Q6K_V");
     loom_cuda_reload_switches();
 }
@@ -1761,7 +1763,7 @@ int main(int argc, char **argv) {
     test_matmul_q6k_fused(g_quick ? 40 : 2560, g_quick ? 768 : 9728, 1);
     test_matmul_q6k_fused(g_quick ? 40 : 133, g_quick ? 768 : 2560, g_quick ? 3 : 37);
     set_switch("LOOM_GEMV_MMA", "1");
-    test_matmul_q6k_int8();
+    test_matmul_q6k_other();
     printf("-- the RMSNorm folded into the matmul (loom_cuda_*_normed), every path\n");
     test_matmul_normed();
     printf("-- the Q4_K_M triple in one launch (LOOM_GEMV_TRIPLE_MIXED)\n");
