@@ -49,10 +49,10 @@
  *   LOOM_GEMV_MMA_Q6K     Q6_K matmuls (plain, add, a triple's Q6_K segment; GEMV and GEMM)
  *                         on tensor cores (gemv_mma_q6k.cu); =0: warp-per-row (LOOM_GEMV_MMA=0
  *                         turns both mma paths off). LOOM_GEMV_MMA_Q6K_V=0: the session-3 loop
- *                         body (default 1: x staged as adjacent B register pairs, ~10% fewer
+ *                         body (=1: x staged as adjacent B register pairs, ~10% fewer
  *                         instructions; bit-identical); =2: the INT8 body (q6k_i8_body.cuh:
- *                         q as u8, x as 4 int8 limbs; other bits, same tolerance; the Q4_K_M
- *                         triple's V tiles take it inside the mixed kernel too)
+ *                         q as u8, x as 4 int8 limbs; other bits, same tolerance; the default;
+ *                         a triple's Q6_K segments keep the f16 body, GEMV and GEMM)
  *   LOOM_GEMV_TRIPLE_MIXED a GEMV (n = 1) with Q4_K and Q6_K segments (the Q4_K_M QKV
  *                         triple) in one launch (gemv_mma.cu's mixed kernel; the default, 1)
  *                         instead of the Q4_K and the Q6_K launch (=0); bit-identical

@@ -361,7 +361,10 @@ loom_status run_matmul(GemvArgs a, int64_t n, loom_error *err, cudaStream_t stre
         }
     }
     if (n6 > 0 && !mixed) {  // Q6_K (gemv_mma_q6k.cu); a failed launch leaves those rows to the kernels below
-        loom_status st = mma_q6k_matmul(m6, n6, a.epi, a.x, a.K, n, norm_of(a), err, stream);
+        // A triple's Q6_K segments (a.nseg == 3) keep the f16 body: the mixed kernel runs them
+        // so, and the GEMM and the two launches must give the same bits (matmul.cuh).
+        loom_status st = mma_q6k_matmul(m6, n6, a.epi, a.x, a.K, n, norm_of(a), a.nseg == 3, err,
+                                        stream);
         if (st != LOOM_OK) {
             log_fallback_once(&g_mma_q6k_fallback_logged, "matmul (mma Q6_K)", err);
             for (int i = 0; i < n6; i++) rest.seg[rest.nseg++] = m6[i];

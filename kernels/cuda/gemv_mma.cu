@@ -29,9 +29,8 @@
 //
 // The Q4_K_M triple in one launch (gemv_mma_mixed, LOOM_GEMV_TRIPLE_MIXED=1; bench/NOTES.md
 // 2.3): the GEMV of Q4_K Q/K and Q6_K V as one grid whose blocks run either this file's tile
-// body (q4k_tile) or q6k_mma_body.cuh's (q6k_tile; q6k_i8_body.cuh's q6k_i8_tile where
-// LOOM_GEMV_MMA_Q6K_V=2), each part with the split its own launch would take, so the results
-// are bit for bit those of the two launches.
+// body (q4k_tile) or q6k_mma_body.cuh's (q6k_tile), each part with the split its own launch
+// would take, so the results are bit for bit those of the two launches.
 //
 // Memory traffic: each weight byte once from DRAM per token group (a GEMM of n tokens re-reads
 // each 16-row tile for every group of 8, from L2: the groups of a tile are adjacent blocks).
@@ -57,9 +56,7 @@
 // decode, ~30 register moves of the prefetch double buffer, the rest addresses and folds.
 #include <stdio.h>
 
-#include <type_traits>
-
-#include "kernels/cuda/q6k_i8_body.cuh"
+#include "kernels/cuda/q6k_mma_body.cuh"
 
 namespace loom_cuda {
 namespace {
@@ -401,8 +398,7 @@ cudaError_t launch_q4k(const MmaArgs &a, bool norm, int S, int64_t groups, cudaS
 // take (mma_pick_split of its shape: same super-blocks a warp, same reduction order, so the
 // same bits as the two launches). The cluster is C = max(s4, s6) blocks along x, and a part
 // with S = 1 < C gives each of the C blocks its own tile (no cluster barrier); parts whose S
-// is neither 1 nor C are not mixed (mma_triple_mixed declines). The Q6_K tiles run the body
-// the Q6_K launch would (LOOM_GEMV_MMA_Q6K_V: f16 or INT8).
+// is neither 1 nor C are not mixed (mma_triple_mixed declines).
 struct MixArgs {
     MmaArgs q4;       // the Q4_K segments (Q, K): tile ranges as mma_matmul's (NMAT 1)
     q6k::Q6Args q6;   // the Q6_K segment(s) (V): tile ranges as mma_q6k_matmul's
@@ -411,30 +407,25 @@ struct MixArgs {
     int64_t first6;   // its first slot: 0 (V first) or the Q4_K part's slot count (V last)
 };
 
-// One shared-memory block for either body (the Q6_K part's is the larger: 33 KB for the GEMV
-// with the f16 body, 37 KB with the INT8 one; 4 blocks an SM still fit on sm_87 and sm_90).
-// QV: the Q6_K body, 1 = f16 (LOOM_GEMV_MMA_Q6K_V 0 and 1: the same bits), 2 = INT8.
-template <int NT, int ST, bool NORM, int QV>
+// One shared-memory block for either body (the Q6_K part's is the larger: 33 KB for the GEMV,
+// 4 blocks an SM still fit on sm_87 and sm_90).
+template <int NT, int ST, bool NORM>
 union MixSmem {
     Q4Smem<NT, 1, NORM> q4;
-    typename std::conditional<QV == 2, q6k::Q6I8Smem<NT, ST, NORM>,
-                              q6k::Q6Smem<NT, ST, NORM>>::type q6;
+    q6k::Q6Smem<NT, ST, NORM> q6;
 };
 
-// Occupancy: 4 blocks an SM (<= 128 registers, as both GEMVs alone) with the f16 Q6_K body; 3
-// with the INT8 one (at 128 its union with the Q4_K body spilled 4 bytes on sm_90a).
-template <int NT, int ST, bool NORM, int QV>
-static __global__ void __launch_bounds__(kThreads, NT == 1 ? (QV == 2 ? 3 : 4) : 2)
+template <int NT, int ST, bool NORM>
+static __global__ void __launch_bounds__(kThreads, NT == 1 ? 4 : 2)
     gemv_mma_mixed(const MixArgs m) {
-    __shared__ MixSmem<NT, ST, NORM, QV> sm;
+    __shared__ MixSmem<NT, ST, NORM> sm;
     const int c = (int)blockIdx.x, C = (int)gridDim.x;
     const int tok0 = (int)blockIdx.y * NT;
     const int64_t slot = blockIdx.z, s6 = slot - m.first6;
     if (s6 >= 0 && s6 < m.slots6) {  // block-uniform branch
         const int64_t tile = s6 * (C / m.s6) + c / m.s6;
         if (tile >= m.q6.tile0[m.q6.nseg]) return;  // only where s6 == 1: no cluster barrier
-        if constexpr (QV == 2) q6k::q6k_i8_tile<NT, ST, NORM>(m.q6, sm.q6, tile, c % m.s6, m.s6, tok0);
-        else q6k::q6k_tile<NT, ST, NORM, 1>(m.q6, sm.q6, tile, c % m.s6, m.s6, tok0);
+        q6k::q6k_tile<NT, ST, NORM, 1>(m.q6, sm.q6, tile, c % m.s6, m.s6, tok0);
     } else {
         const int64_t tile = (m.first6 ? slot : slot - m.slots6) * (C / m.s4) + c / m.s4;
         if (tile >= m.q4.tile0[m.q4.nseg]) return;
@@ -525,7 +516,6 @@ loom_status mma_matmul(const Seg *seg, int nseg, int epi, const float *x, int64_
     return LOOM_OK;
 }
 
-int mma_q6k_variant();  // runtime.cu (LOOM_GEMV_MMA_Q6K_V)
 
 int64_t g_mixed_launches = 0;
 
@@ -534,11 +524,11 @@ loom_status mma_triple_mixed(const Seg *s4, int n4, const Seg *s6, int n6, const
                              loom_error *err, cudaStream_t stream) {
     *ran = false;
     // The GEMV only (the GEMM keeps its two launches: the same bits a token either way); the
-    // Q6_K body the two-launch path would take (LOOM_GEMV_MMA_Q6K_V: 0 and 1 give the same
-    // bits, q6k_tile<.., 1> serves both; 2 the INT8 q6k_i8_tile); the Q4_K part one matrix a
-    // tile (two Q4_K segments of equal rows run as the pair kernel).
-    const int qv = mma_q6k_variant();
-    if (n != 1 || n4 < 1 || n4 > 2 || n6 < 1 || n6 > 3 || qv > 2) return LOOM_OK;
+    // Q6_K tiles on the f16 body, as the triple's two-launch path always runs them whatever
+    // LOOM_GEMV_MMA_Q6K_V says (gemv.cu; V = 0 and 1 give the same bits, q6k_tile<.., 1>
+    // serves both; the INT8 body inside this kernel measured slower, bench/NOTES.md 2.3 R3);
+    // the Q4_K part one matrix a tile (two Q4_K segments of equal rows run as the pair kernel).
+    if (n != 1 || n4 < 1 || n4 > 2 || n6 < 1 || n6 > 3) return LOOM_OK;
     if (n4 == 2 && s4[0].rows == s4[1].rows) return LOOM_OK;
     MixArgs m = {};
     int64_t t4 = 0, t6 = 0;
@@ -573,7 +563,7 @@ loom_status mma_triple_mixed(const Seg *s4, int n4, const Seg *s6, int n6, const
     // LOOM_GEMV_TRIPLE_MIXED=2 forces V last, 3 V first.
     const int sel = gemv_triple_mixed();
     bool v_first = sel != 2;
-    if (sel == 1 && slots * C > (qv == 2 ? 3 : 4) * (int64_t)sm_count())
+    if (sel == 1 && slots * C > 4 * (int64_t)sm_count())
         v_first = 16 * (K / 256 / S6) >= 10 * (K / 256 / S4);
     m.first6 = v_first ? 0 : slots4;
     if (slots > 65535) return LOOM_OK;
@@ -584,13 +574,8 @@ loom_status mma_triple_mixed(const Seg *s4, int n4, const Seg *s6, int n6, const
     if (norm) m.q4.norm = m.q6.norm = *norm;
     *ran = true;
     const dim3 grid((unsigned)C, 1, (unsigned)slots), cl((unsigned)C, 1, 1);
-    cudaError_t e;
-    if (qv == 2)
-        e = norm ? launch_cluster(gemv_mma_mixed<1, 2, true, 2>, grid, cl, kThreads, 0, stream, m)
-                 : launch_cluster(gemv_mma_mixed<1, 2, false, 2>, grid, cl, kThreads, 0, stream, m);
-    else
-        e = norm ? launch_cluster(gemv_mma_mixed<1, 2, true, 1>, grid, cl, kThreads, 0, stream, m)
-                 : launch_cluster(gemv_mma_mixed<1, 2, false, 1>, grid, cl, kThreads, 0, stream, m);
+    cudaError_t e = norm ? launch_cluster(gemv_mma_mixed<1, 2, true>, grid, cl, kThreads, 0, stream, m)
+                         : launch_cluster(gemv_mma_mixed<1, 2, false>, grid, cl, kThreads, 0, stream, m);
     CUDA_CHECK(e);
     g_mixed_launches++;
     return LOOM_OK;

@@ -128,7 +128,7 @@ bool mma_q6k_seg_ok(const Seg &s) {
 }
 
 loom_status mma_q6k_matmul(const Seg *seg, int nseg, int epi, const float *x, int64_t K,
-                           int64_t n, const PreNorm *norm, loom_error *err,
+                           int64_t n, const PreNorm *norm, bool f16, loom_error *err,
                            cudaStream_t stream) {
     if (n <= 0) return LOOM_OK;
     if (nseg < 1 || nseg > 3 || (epi != EPI_PLAIN && epi != EPI_ADD) || (epi == EPI_ADD && nseg != 1))
@@ -155,7 +155,8 @@ loom_status mma_q6k_matmul(const Seg *seg, int nseg, int epi, const float *x, in
     // LOOM_GEMV_MMA_Q6K_V (runtime.cu): 1 = the loop body of V = 1 (q6_superblock), 0 = the
     // session-3 body; the same bits, GEMV and GEMM alike. 2 = the INT8 body (q6k_i8_body.cuh:
     // other bits, GEMM token == GEMV still).
-    const int var = mma_q6k_variant();
+    // f16: a triple's Q6_K segments keep the f16 body (matmul.cuh).
+    const int var = f16 && mma_q6k_variant() == 2 ? 1 : mma_q6k_variant();
     const bool v1 = var == 1;
     const int64_t per_launch = 65535 * (int64_t)kGemmTok;
     for (int64_t t0 = 0; t0 < n; t0 += per_launch) {

@@ -53,17 +53,20 @@ bool mma_q6k_seg_ok(const Seg &s);
 
 // The whole matmul over n >= 1 tokens for 1..3 segments that all pass mma_q6k_seg_ok: epi
 // EPI_PLAIN (biases) or EPI_ADD (nseg 1). One launch per 65535 x 8 tokens; a GEMM token is
-// bit-identical to the GEMV of that token; not bit-identical to gemv.cu / gemm.cu.
+// bit-identical to the GEMV of that token; not bit-identical to gemv.cu / gemm.cu. The loop
+// body is LOOM_GEMV_MMA_Q6K_V's, except that f16 (a triple's Q6_K segments, gemv.cu) keeps
+// the f16 body where that switch selects the INT8 one (bench/NOTES.md 2.3: the triple's V
+// runs inside the mixed Q4_K_M kernel on the f16 body, and its GEMM must give the same bits).
 loom_status mma_q6k_matmul(const Seg *seg, int nseg, int epi, const float *x, int64_t K,
-                           int64_t n, const PreNorm *norm, loom_error *err,
+                           int64_t n, const PreNorm *norm, bool f16, loom_error *err,
                            cudaStream_t stream);
 
 // gemv_mma.cu: the GEMV (n == 1, EPI_PLAIN) of Q4_K segments s4 (1 or 2; not two of equal
 // rows, which run as the pair) and Q6_K segments s6 (1..3) in ONE launch, bit for bit the two
 // launches mma_matmul(s4) + mma_q6k_matmul(s6) (bench/NOTES.md 2.3). *ran = false (and
 // LOOM_OK, nothing launched) where it does not apply: n > 1, another shape of the split (each
-// part's S must be 1 or the larger S). The Q6_K tiles run the body LOOM_GEMV_MMA_Q6K_V picks
-// for the Q6_K launch (f16 or INT8), so the bits stay those of the two launches.
+// part's S must be 1 or the larger S). The Q6_K tiles run the f16 body (as mma_q6k_matmul with
+// f16 = true, the triple's role).
 loom_status mma_triple_mixed(const Seg *s4, int n4, const Seg *s6, int n6, const float *x,
                              int64_t K, int64_t n, const PreNorm *norm, bool *ran,
                              loom_error *err, cudaStream_t stream);

@@ -33,8 +33,11 @@ static int g_mma_split = 0;  // 0 = by shape (gemv_mma.cu)
 // The Q6_K mma matmul's loop body (gemv_mma_q6k.cu, LOOM_GEMV_MMA_Q6K_V): 1 = x staged so each
 // mma step's B registers are a pair and the rows' loads share one base (~10% fewer
 // instructions), 0 = the session-3 body; the same bits either way. 2 = the INT8 body
-// (q6k_i8_body.cuh; other bits, same tolerance).
-static const int kDefaultQ6kVariant = 1;
+// (q6k_i8_body.cuh; other bits, same tolerance), the default: relay mix-R3, 4B decode 2.144 /
+// 2.160 / 2.146 ms/token with every Q6_K matmul on it against 2.183 / 2.180 / 2.182 with 1. A
+// triple's Q6_K segments keep the f16 body whatever this says (gemv.cu: inside the mixed Q4_K_M
+// triple kernel the f16 V measured faster, 7.2 vs 9.2 us the 4B triple; bench/NOTES.md 2.3).
+static const int kDefaultQ6kVariant = 2;
 static int g_q6k_variant = kDefaultQ6kVariant;
 // The Q4_K_M triple's GEMV (Q4_K Q/K + Q6_K V) in one launch (gemv_mma.cu's mixed kernel,
 // LOOM_GEMV_TRIPLE_MIXED=1, the default: 4B decode 2.180 vs 2.300 ms/token, bench/NOTES.md

@@ -741,7 +741,7 @@ static void test_matmul_normed(void) {
  * launches) token by token against the mixed GEMV of that token; and the mixed path taken
  * (loom_cuda_matmul_mixed_launches) where must_mix (the executor's 4B and 8B shapes; other
  * shapes may be declined by the split rule, which is checked by the bits alone). */
-static const char *g_mixed_tag = ""; /* the Q6_K body in the shape column ("" or " i8") */
+static const char *g_mixed_tag = ""; /* LOOM_GEMV_MMA_Q6K_V in the shape column ("" or " V=2") */
 static void test_triple_mixed(const int64_t M[3], int64_t K, int bias, int must_mix) {
     const loom_ggml_type ty[3] = {LOOM_GGML_Q4_K, LOOM_GGML_Q4_K, LOOM_GGML_Q6_K};
     const int64_t n = 5;
@@ -845,9 +845,10 @@ static void test_triple_mixed_all(void) {
         const int64_t *c = sh[g_quick && i > 0 ? i + 1 : i];
         test_triple_mixed(c, c[3], i % 2, (int)c[4]);
     }
-    /* the V tiles on the INT8 Q6_K body (LOOM_GEMV_MMA_Q6K_V=2): mixed == its two launches */
+    /* LOOM_GEMV_MMA_Q6K_V=2 (INT8 for the other Q6_K matmuls): a triple's V keeps the f16 body in
+     * the mixed kernel, its two launches and its GEMM alike (bits as above) */
     set_switch("LOOM_GEMV_MMA_Q6K_V", "2");
-    g_mixed_tag = " i8";
+    g_mixed_tag = " V=2";
     for (int i = 0; i < (g_quick ? 2 : 4); i++) {
         const int64_t *c = sh[i == 0 ? 0 : i + 1];
         test_triple_mixed(c, c[3], i % 2, (int)c[4]);
