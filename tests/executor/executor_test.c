@@ -421,9 +421,24 @@ Test(executor, plan_reuses_buffers_across_layers) {
 
 /* ---------------------------------------------------------------- backend-sized state */
 
+static const loom_exec_backend_vtable *cpu_vt;
+
+/* A CPU backend running on a copy of its vtable that `patch` edits (the wrappers reach the CPU
+ * backend's own members through cpu_vt). */
+static loom_exec_backend *patched_cpu_backend(void (*patch)(loom_exec_backend_vtable *vt)) {
+    loom_exec_backend *be = NULL;
+    loom_error err = {0};
+    cr_assert_eq(loom_exec_cpu_backend_create(1, &be, &err), LOOM_OK, "%s", err.msg);
+    static loom_exec_backend_vtable vt;
+    cpu_vt = be->vt;
+    vt = *be->vt;
+    patch(&vt);
+    be->vt = &vt;
+    return be;
+}
+
 /* A CPU backend whose vtable asks for more bytes for @kc (as the CUDA backend's INT8 cache asks
  * for fewer) and keeps the graph's size for @vc (return 0); zeroed allocations are logged. */
-static const loom_exec_backend_vtable *cpu_vt;
 static size_t zeroed[8];
 static int n_zeroed;
 
@@ -439,19 +454,17 @@ static loom_status logging_alloc(loom_exec_backend *b, size_t bytes, bool zero, 
     return cpu_vt->alloc(b, bytes, zero, out, err);
 }
 
+static void grow_state_and_log_allocs(loom_exec_backend_vtable *vt) {
+    vt->state_bytes = grown_state;
+    vt->alloc = logging_alloc;
+}
+
 Test(executor, backend_state_bytes_size_allocate_and_report_the_state) {
     loom_ir_graph *g = parse(attn_graph);
     weights ws = {0};
-    loom_exec_backend *be = NULL;
     loom_exec *e = NULL;
     loom_error err = {0};
-    cr_assert_eq(loom_exec_cpu_backend_create(1, &be, &err), LOOM_OK, "%s", err.msg);
-    static loom_exec_backend_vtable vt;
-    cpu_vt = be->vt;
-    vt = *be->vt;
-    vt.state_bytes = grown_state;
-    vt.alloc = logging_alloc;
-    be->vt = &vt;
+    loom_exec_backend *be = patched_cpu_backend(grow_state_and_log_allocs);
     n_zeroed = 0;
     cr_assert_eq(loom_exec_create(g, be, resolve, &ws, &e, &err), LOOM_OK, "%s", err.msg);
     loom_exec_stats st;
@@ -520,18 +533,16 @@ static loom_status logging_reserve(loom_exec_backend *b, const loom_ir_graph *g,
     return LOOM_OK;
 }
 
+static void log_supports_and_reserve(loom_exec_backend_vtable *vt) {
+    vt->supports_op = asking_supports;
+    vt->reserve_node = logging_reserve;
+}
+
 /* Creates an executor for attn_graph on the logging backend; returns the status. */
 static loom_status create_logged(const loom_ir_graph *g, loom_error *err) {
     weights ws = {0};
-    loom_exec_backend *be = NULL;
     loom_exec *e = NULL;
-    cr_assert_eq(loom_exec_cpu_backend_create(1, &be, err), LOOM_OK, "%s", err->msg);
-    static loom_exec_backend_vtable vt;
-    cpu_vt = be->vt;
-    vt = *be->vt;
-    vt.supports_op = asking_supports;
-    vt.reserve_node = logging_reserve;
-    be->vt = &vt;
+    loom_exec_backend *be = patched_cpu_backend(log_supports_and_reserve);
     n_asked = n_reserved = 0;
     reserve_in_order = true;
     loom_status st = loom_exec_create(g, be, resolve, &ws, &e, err); /* owns be either way */
