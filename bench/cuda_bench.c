@@ -2,7 +2,7 @@
  * Qwen3-8B (4096 / 14336) shapes, 32 query heads, 8 KV heads, head_dim 128, vocab 151936.
  *
  *   cuda_bench [--quick] [--attn] [--matmul] [--q6k] [--norm] [--attn-trace] [--attn-prof]
- *              [--attn-step] [--fused] [--mixed]
+ *              [--attn-step] [--fused] [--mixed] [--q4k]
  *
  * Method: CUDA events around many launches, the median of several repetitions, per launch.
  * Weights (and KV caches) rotate over copies totalling > 256 MB, far above the H200's L2 (50-60
@@ -857,6 +857,63 @@ static void mixed_ab(void) {
     loom_cuda_reload_switches();
 }
 
+/* --q4k: the Q4_K matmuls' bodies in the same process (LOOM_GEMV_MMA_Q4K_V: 1 the f16 body v11,
+ * 2 the INT8 body, 3 the INT8 body at 5 blocks an SM without the register prefetch), in turn,
+ * twice (1 2 3 1 2 3): the 4B and 8B rows of the decode matmuls (the Q4_K_M triple normed as the
+ * decode step runs it, attention output + add, gate/up pair + SwiGLU normed, ffn down + add, the
+ * 4B gemv), the 4B prefill GEMM (9728x2560) at N = 32 and 512, and the decode-layer graph (GEMVs, full layer,
+ * norms folded) at 4B (8 layers) and 8B (4 layers); with V = 3 also the 4B attention output and
+ * ffn down at LOOM_GEMV_MMA_SPLIT=4 (their 160 tiles x 4 fill 5 blocks an SM in one wave). */
+static int g_q4k_ab = 0;
+static void bench_q4k_ab(void) {
+    static const char *vv[3] = {"1", "2", "3"};
+    const loom_ggml_type q4[3] = {LOOM_GGML_Q4_K, LOOM_GGML_Q4_K, LOOM_GGML_Q6_K};
+    static const struct { const char *name; int64_t H, F; } cf[2] = {{"4B", 2560, 9728}, {"8B", 4096, 14336}};
+    const int norm_only = g_norm_only;
+    char nm[80];
+    for (int rep = 0; rep < (g_quick ? 1 : 2); rep++)
+        for (int v = 0; v < 3; v++) {
+            set_env("LOOM_GEMV_MMA_Q4K_V", vv[v]);
+            printf("(LOOM_GEMV_MMA_Q4K_V=%s)\n", vv[v]);
+            for (int ci = 0; ci < 2; ci++) {
+                const int64_t H = cf[ci].H, F = cf[ci].F;
+                g_norm_ab = 1; /* bench_mm: plain, norm + plain, normed rows */
+                snprintf(nm, sizeof nm, "%s triple QKV V%s", cf[ci].name, vv[v]);
+                bench_mm(nm, MM_TRIPLE, 1, 3, q4, (const int64_t[]){4096, 1024, 1024}, H);
+                snprintf(nm, sizeof nm, "%s pair SwiGLU V%s", cf[ci].name, vv[v]);
+                bench_mm(nm, MM_PAIR, 1, 2, q4, (const int64_t[]){F, F}, H);
+                g_norm_ab = 0;
+                snprintf(nm, sizeof nm, "%s attn out + add V%s", cf[ci].name, vv[v]);
+                bench_mm(nm, MM_ADD, 1, 1, q4, (const int64_t[]){H}, 4096);
+                snprintf(nm, sizeof nm, "%s ffn down + add V%s", cf[ci].name, vv[v]);
+                bench_mm(nm, MM_ADD, 1, 1, q4, (const int64_t[]){H}, F);
+                if (ci == 0) {
+                    snprintf(nm, sizeof nm, "4B gemv Q4_K V%s", vv[v]);
+                    bench_mm(nm, MM_PLAIN, 1, 1, q4, (const int64_t[]){F}, H);
+                    snprintf(nm, sizeof nm, "4B prefill gemm N=32 V%s", vv[v]);
+                    bench_mm(nm, MM_GEMM, 32, 1, q4, (const int64_t[]){F}, H);
+                    g_calls = 4;
+                    snprintf(nm, sizeof nm, "4B prefill gemm N=512 V%s", vv[v]);
+                    bench_mm(nm, MM_GEMM, 512, 1, q4, (const int64_t[]){F}, H);
+                    g_calls = 0;
+                }
+                if (ci == 0 && v == 2) {
+                    set_env("LOOM_GEMV_MMA_SPLIT", "4");
+                    bench_mm("4B attn out + add V3 S4", MM_ADD, 1, 1, q4, (const int64_t[]){H}, 4096);
+                    bench_mm("4B ffn down + add V3 S4", MM_ADD, 1, 1, q4, (const int64_t[]){H}, F);
+                    unsetenv("LOOM_GEMV_MMA_SPLIT");
+                    loom_cuda_reload_switches();
+                }
+            }
+            g_norm_only = 1; /* bench_step's third mode: the norms folded into the matmuls */
+            bench_step("4B", 2560, 9728, 8, 4096, LOOM_GGML_Q4_K);
+            bench_step("8B", 4096, 14336, 4, 4096, LOOM_GGML_Q4_K);
+            g_norm_only = norm_only;
+        }
+    unsetenv("LOOM_GEMV_MMA_Q4K_V");
+    loom_cuda_reload_switches();
+}
+
 int main(int argc, char **argv) {
     int fused_only = 0, mixed_only = 0;
     for (int i = 1; i < argc; i++) {
@@ -865,6 +922,7 @@ int main(int argc, char **argv) {
         if (strcmp(argv[i], "--quick") == 0) g_quick = 1;
         if (strcmp(argv[i], "--attn") == 0) g_attn_only = 1;
         if (strcmp(argv[i], "--matmul") == 0) g_mm_only = 1;
+        if (strcmp(argv[i], "--q4k") == 0) g_q4k_ab = 1;
         if (strcmp(argv[i], "--q6k") == 0) g_q6k_only = 1;
         if (strcmp(argv[i], "--norm") == 0) g_norm_only = 1;
         if (strcmp(argv[i], "--attn-trace") == 0) g_attn_trace = 1;
@@ -900,7 +958,7 @@ int main(int argc, char **argv) {
         {&g_q6k_only, bench_q6k},       {&g_norm_only, bench_norm_fold},
         {&g_attn_prof, attn_prof_all},  {&g_attn_trace, attn_trace_all},
         {&g_attn_step, attn_step_ab},   {&fused_only, fused_ab},
-        {&mixed_only, mixed_ab},
+        {&mixed_only, mixed_ab},        {&g_q4k_ab, bench_q4k_ab},
     };
     for (size_t m = 0; m < sizeof modes / sizeof *modes; m++)
         if (*modes[m].flag) {

@@ -27,6 +27,11 @@
 // deterministic and a GEMM token is bit-identical to the GEMV of that token (the per-token
 // instruction sequence is the same; mma columns are independent).
 //
+// The INT8 body (LOOM_GEMV_MMA_Q4K_V=2, q4k_i8_body.cuh; bench/NOTES.md 2.4): the same tiles,
+// split, prefetch, reduction and epilogue with another product (m16n8k32 u8.s8, x as 4 exact
+// int8 limbs, the scale by IMAD, the mins by a second mma) in q4k_tile's I8 instantiations;
+// V = 3 runs the INT8 GEMV at 5 blocks an SM without the register prefetch (LEAN, same bits).
+//
 // The Q4_K_M triple in one launch (gemv_mma_mixed, LOOM_GEMV_TRIPLE_MIXED=1; bench/NOTES.md
 // 2.3): the GEMV of Q4_K Q/K and Q6_K V as one grid whose blocks run either this file's tile
 // body (q4k_tile) or q6k_mma_body.cuh's (q6k_tile), each part with the split its own launch
@@ -56,7 +61,9 @@
 // decode, ~30 register moves of the prefetch double buffer, the rest addresses and folds.
 #include <stdio.h>
 
-#include "kernels/cuda/q6k_mma_body.cuh"
+#include <type_traits>
+
+#include "kernels/cuda/q4k_i8_body.cuh"
 
 namespace loom_cuda {
 namespace {
@@ -197,19 +204,22 @@ struct MmaArgs {
 // The block's work as a device function (as q6k_mma_body.cuh's q6k_tile), so that the mixed
 // Q4_K_M triple kernel runs the same body: tile `tile` of a.tile0's ranges, K share `rank` of S
 // (cluster rank; rank 0 reduces), tokens from tok0; sm: the block's shared memory (Q4Smem).
-template <int NT, int NMAT, bool NORM>
+// I8: the INT8 body (q4k_i8_body.cuh, LOOM_GEMV_MMA_Q4K_V=2): x staged as int8 limbs.
+template <int NT, int NMAT, bool NORM, bool I8>
 struct Q4Smem {
-    Stage<NT> stage[kWarps];
+    std::conditional_t<I8, q6k::I8Stage<NT>, Stage<NT>> stage[kWarps];
     double npart[NORM ? NT * kWarps : 1];
     float nscale[NT];
     float red[kWarps * NMAT * ((NT + 3) / 4) * 2 * 32];
 };
 
-template <int NT, int NMAT, bool NORM>
-__device__ __forceinline__ void q4k_tile(const MmaArgs &a, Q4Smem<NT, NMAT, NORM> &sm,
+// LEAN (the INT8 GEMV at 5 blocks an SM, <= 96 registers; LOOM_GEMV_MMA_Q4K_V=3): no register
+// prefetch of the next super-block, and the pair loads its second matrix after the first one's
+// mma (from L2: both requested there at the top of the step). Same arithmetic, same bits.
+template <int NT, int NMAT, bool NORM, bool I8, bool LEAN = false>
+__device__ __forceinline__ void q4k_tile(const MmaArgs &a, Q4Smem<NT, NMAT, NORM, I8> &sm,
                                          int64_t tile, int rank, int S, int tok0) {
     pdl_launch_dependents();
-    Stage<NT> *stage = sm.stage;
     double *npart = sm.npart;
     float *nscale = sm.nscale;
     constexpr int NTL = (NT + 3) / 4;
@@ -239,28 +249,44 @@ __device__ __forceinline__ void q4k_tile(const MmaArgs &a, Q4Smem<NT, NMAT, NORM
     const uint32_t sel_e = e * 0x101u + 0x4040u, sel_o = (e + 1) * 0x101u + 0x4040u;
     const int ncol = 2 * ntok;
 
-    float acc[NMAT][NTL][2];
+    // f16 body: lane t holds token 4j + t of n-tile j; INT8: every token, a quarter of its sum
+    constexpr int NA = I8 ? NT : NTL;
+    float acc[NMAT][NA][2];
 #pragma unroll
     for (int m = 0; m < NMAT; m++)
 #pragma unroll
-        for (int j = 0; j < NTL; j++) acc[m][j][0] = acc[m][j][1] = 0.0f;
+        for (int j = 0; j < NA; j++) acc[m][j][0] = acc[m][j][1] = 0.0f;
 
-    Stage<NT> &st = stage[w];
-    const int64_t nsb = a.K / 256;
-    const int64_t step = (int64_t)kWarps * S;
-    const float *xb = a.x + (int64_t)tok0 * a.K + 64 * (lane & 3) + 4 * (lane >> 2);
-    int64_t sb = (int64_t)kWarps * rank + w;
+    auto &st = sm.stage[w];
+    if constexpr (I8) {
+        q4_i8_stage_init<NT>(st, ntok, lane);
+        __syncwarp();
+    }
+    // (32-bit super-block counters: K / 256 < 2^31; they save the lean INT8 pair registers)
+    const int nsb = (int)(a.K / 256);
+    const int step = kWarps * S;
+    // this lane's x values of a super-block: xa at xoff + 0..3, xc at xoff + XC + 0..3
+    const int xoff = I8 ? q4_i8_xoff(lane) : 64 * (lane & 3) + 4 * (lane >> 2);
+    constexpr int XC = I8 ? kQ4I8Xc : 32;
+    const float *xb = a.x + (int64_t)tok0 * a.K + xoff;
+    int sb = kWarps * rank + w;
     // One matrix: the next super-block's weights are loaded before this one is used (register
     // double buffer). The pair loads two matrices a step, which keeps as many bytes in flight
     // without the second buffer (that would spill).
-    constexpr bool kPrefetch = NMAT == 1;
-    Q4Raw cur[NMAT];
+    constexpr bool kPrefetch = NMAT == 1 && !(I8 && (NT > 1 || LEAN));
+    constexpr bool kLate = LEAN && NMAT == 2;
+    using Raw = std::conditional_t<I8, Q4RawI8, Q4Raw>;
+    auto load = [&](int m, int64_t b) -> Raw {
+        if constexpr (I8) return q4_load_i8(wg[m], w8[m], b, t);
+        else return q4_load(wg[m], w8[m], b, t);
+    };
+    Raw cur[NMAT];
     // x of the super-block in hand for the staged tokens (L2); the GEMV loads it with the
     // weights, one super-block ahead; the GEMM in batches of XB tokens when staging.
     // (NORM: not prefetched; the scale's reduction has just read the token's x, so the staging
     // loads hit L1, and the 8 registers it saves keep the GEMV at 128 without spills.)
     constexpr bool kPrefetchX = kPrefetch && NT == 1 && !NORM;
-    constexpr int XB = NT < 4 ? NT : 4;
+    constexpr int XB = NT < 4 ? NT : (I8 ? 2 : 4);
     float4 xa[XB], xc[XB];
     auto load_x = [&](int64_t b, int i0, float4 *pa, float4 *pc) {
 #pragma unroll
@@ -268,17 +294,17 @@ __device__ __forceinline__ void q4k_tile(const MmaArgs &a, Q4Smem<NT, NMAT, NORM
             if (i0 + i == 0 || i0 + i < ntok) {
                 const float *p = xb + (int64_t)(i0 + i) * a.K + b * 256;
                 pa[i] = ld_x4(p);
-                pc[i] = ld_x4(p + 32);
+                pc[i] = ld_x4(p + XC);
             }
         }
     };
     // NORM: the norm weight at this lane's x positions of super-block b (1.0 without weight:
     // the same bits as no multiply), shared by the staged tokens.
-    const float *nwb = NORM && a.norm.w ? a.norm.w + 64 * (lane & 3) + 4 * (lane >> 2) : nullptr;
+    const float *nwb = NORM && a.norm.w ? a.norm.w + xoff : nullptr;
     auto load_nw = [&](int64_t b, float4 &pa, float4 &pc) {
         if (NORM && nwb) {
             pa = ld_x4(nwb + b * 256);
-            pc = ld_x4(nwb + b * 256 + 32);
+            pc = ld_x4(nwb + b * 256 + XC);
         }
     };
     // One matrix: the first super-block's weights are requested before pdl_wait (common.cuh):
@@ -287,7 +313,7 @@ __device__ __forceinline__ void q4k_tile(const MmaArgs &a, Q4Smem<NT, NMAT, NORM
     // spills, so it asks L2 for those bytes instead.)
     if (kPrefetch && sb < nsb) {
 #pragma unroll
-        for (int m = 0; m < NMAT; m++) cur[m] = q4_load(wg[m], w8[m], sb, t);
+        for (int m = 0; m < NMAT; m++) cur[m] = load(m, sb);
     } else if (sb < nsb) {  // the pair: its first super-block into L2 only (no registers)
 #pragma unroll
         for (int m = 0; m < NMAT; m++) {
@@ -301,14 +327,21 @@ __device__ __forceinline__ void q4k_tile(const MmaArgs &a, Q4Smem<NT, NMAT, NORM
     for (; sb < nsb; sb += step) {
         if (!kPrefetch) {
 #pragma unroll
-            for (int m = 0; m < NMAT; m++) cur[m] = q4_load(wg[m], w8[m], sb, t);
+            for (int m = 0; m < NMAT; m++) {
+                if (!kLate || m == 0) {
+                    cur[m] = load(m, sb);
+                } else {
+                    prefetch_l2(wg[m] + sb * kQ4KBytes + 64 * t);
+                    prefetch_l2(w8[m] + sb * kQ4KBytes + 64 * t);
+                }
+            }
         }
-        Q4Raw nxt[NMAT];
+        Raw nxt[NMAT];
         float4 nxa[XB], nxc[XB];
         const bool more = kPrefetch && sb + step < nsb;
         if (more) {
 #pragma unroll
-            for (int m = 0; m < NMAT; m++) nxt[m] = q4_load(wg[m], w8[m], sb + step, t);
+            for (int m = 0; m < NMAT; m++) nxt[m] = load(m, sb + step);
             if (kPrefetchX) load_x(sb + step, 0, nxa, nxc);
         }
         // The norm weights of this super-block (constant, L2-resident: every block reads them),
@@ -319,12 +352,31 @@ __device__ __forceinline__ void q4k_tile(const MmaArgs &a, Q4Smem<NT, NMAT, NORM
 #pragma unroll
         for (int i0 = 0; i0 < NT; i0 += XB) {
             if (!kPrefetchX) load_x(sb, i0, xa, xc);
-            stage_tokens<NT, XB, NORM>(st, i0, xa, xc, ntok, nscale, nwa, nwc, lane);
+            if constexpr (I8) {
+#pragma unroll
+                for (int i = 0; i < XB; i++) {
+                    if (i0 + i == 0 || i0 + i < ntok) {
+                        if (NORM) {
+                            const float sc = nscale[i0 + i];
+                            q6k::stage_i8<NT>(st, i0 + i, rms_apply4(xa[i], sc, nwa),
+                                              rms_apply4(xc[i], sc, nwc), lane);
+                        } else {
+                            q6k::stage_i8<NT>(st, i0 + i, xa[i], xc[i], lane);
+                        }
+                    }
+                }
+            } else {
+                stage_tokens<NT, XB, NORM>(st, i0, xa, xc, ntok, nscale, nwa, nwc, lane);
+            }
         }
         __syncwarp();
 #pragma unroll
-        for (int m = 0; m < NMAT; m++)
-            q4_superblock<NT, NMAT == 1 ? 2 : 1>(cur[m], st, lane, ncol, hit, sel_e, sel_o, acc[m]);
+        for (int m = 0; m < NMAT; m++) {
+            if (kLate && m > 0) cur[m] = load(m, sb);
+            if constexpr (I8)
+                q4_superblock_i8<NT, (NMAT == 2 && (NT > 1 || (LEAN && NORM)))>(cur[m], st, lane, acc[m]);
+            else q4_superblock<NT, NMAT == 1 ? 2 : 1>(cur[m], st, lane, ncol, hit, sel_e, sel_o, acc[m]);
+        }
         // (The copy below costs ~30 moves a step; a two-set ping-pong spilled: bench/NOTES.md.)
         if (more) {
 #pragma unroll
@@ -339,11 +391,16 @@ __device__ __forceinline__ void q4k_tile(const MmaArgs &a, Q4Smem<NT, NMAT, NORM
     // Warps 0..3 in order, then cluster ranks 0..S-1 in order (v[(m * NTL + j) * 2 + k]).
     float v[NMAT * NTL * 2];
 #pragma unroll
-    for (int m = 0; m < NMAT; m++)
+    for (int m = 0; m < NMAT; m++) {
+        if constexpr (I8) {
+            q4_i8_lane_sum<NT, NTL>(acc[m], v + m * NTL * 2, lane);
+        } else {
 #pragma unroll
-        for (int j = 0; j < NTL; j++)
+            for (int j = 0; j < NTL; j++)
 #pragma unroll
-            for (int k = 0; k < 2; k++) v[(m * NTL + j) * 2 + k] = acc[m][j][k];
+                for (int k = 0; k < 2; k++) v[(m * NTL + j) * 2 + k] = acc[m][j][k];
+        }
+    }
     reduce_partials(v, red, S);
     if (rank != 0 || w != 0) return;
 #pragma unroll
@@ -373,21 +430,47 @@ __device__ __forceinline__ void q4k_tile(const MmaArgs &a, Q4Smem<NT, NMAT, NORM
     }
 }
 
+// Blocks an SM: the GEMVs 4 (<= 128 registers; the LEAN INT8 GEMV 5, <= 96: the pair's 608 4B
+// tiles in one wave), the GEMMs 2.
+template <int NT, bool I8>
+constexpr int kQ4Blocks = NT == 1 ? 4 : 2;
+
+template <int NT, int NMAT, bool NORM, bool I8, bool LEAN = false>
+static __global__ void __launch_bounds__(kThreads, (LEAN ? 5 : kQ4Blocks<NT, I8>))
+    gemv_mma_q4k(const MmaArgs a) {
+    __shared__ Q4Smem<NT, NMAT, NORM, I8> sm;
+    q4k_tile<NT, NMAT, NORM, I8, LEAN>(a, sm, blockIdx.z, (int)blockIdx.x, (int)gridDim.x,
+                                       (int)blockIdx.y * NT);
+}
+
+// The GEMM groups: 8 tokens for the f16 body, 4 for the INT8 one (8 spilled), so NT = 8 exists
+// only as f16 and NT = 4 only as INT8.
 template <int NT, int NMAT, bool NORM>
-static __global__ void __launch_bounds__(kThreads, NT == 1 ? 4 : 2) gemv_mma_q4k(const MmaArgs a) {
-    __shared__ Q4Smem<NT, NMAT, NORM> sm;
-    q4k_tile<NT, NMAT, NORM>(a, sm, blockIdx.z, (int)blockIdx.x, (int)gridDim.x,
-                             (int)blockIdx.y * NT);
+cudaError_t launch_q4k_n(const MmaArgs &a, int var, int S, int64_t groups, cudaStream_t stream) {
+    const bool i8 = var >= 2;
+    const dim3 grid((unsigned)S, (unsigned)groups, (unsigned)a.tile0[a.nseg]);
+    const dim3 cl((unsigned)S, 1, 1);
+    if constexpr (NT == kGemmTok)
+        return launch_cluster(gemv_mma_q4k<NT, NMAT, NORM, false>, grid, cl, kThreads, 0, stream, a);
+    else if constexpr (NT == 4)
+        return launch_cluster(gemv_mma_q4k<NT, NMAT, NORM, true>, grid, cl, kThreads, 0, stream, a);
+    else if (i8) {
+        if constexpr (NT == 1) {
+            if (var == 3)
+                return launch_cluster(gemv_mma_q4k<NT, NMAT, NORM, true, true>, grid, cl, kThreads,
+                                      0, stream, a);
+        }
+        return launch_cluster(gemv_mma_q4k<NT, NMAT, NORM, true>, grid, cl, kThreads, 0, stream, a);
+    } else {
+        return launch_cluster(gemv_mma_q4k<NT, NMAT, NORM, false>, grid, cl, kThreads, 0, stream, a);
+    }
 }
 
 template <int NT, int NMAT>
-cudaError_t launch_q4k(const MmaArgs &a, bool norm, int S, int64_t groups, cudaStream_t stream) {
-    dim3 grid((unsigned)S, (unsigned)groups, (unsigned)a.tile0[a.nseg]);
-    if (norm)
-        return launch_cluster(gemv_mma_q4k<NT, NMAT, true>, grid, dim3((unsigned)S, 1, 1),
-                              kThreads, 0, stream, a);
-    return launch_cluster(gemv_mma_q4k<NT, NMAT, false>, grid, dim3((unsigned)S, 1, 1), kThreads,
-                          0, stream, a);
+cudaError_t launch_q4k(const MmaArgs &a, bool norm, int var, int S, int64_t groups,
+                       cudaStream_t stream) {
+    return norm ? launch_q4k_n<NT, NMAT, true>(a, var, S, groups, stream)
+                : launch_q4k_n<NT, NMAT, false>(a, var, S, groups, stream);
 }
 
 // ---- The Q4_K_M triple in one launch (bench/NOTES.md 2.3) --------------------------------
@@ -409,16 +492,18 @@ struct MixArgs {
 
 // One shared-memory block for either body (the Q6_K part's is the larger: 33 KB for the GEMV,
 // 4 blocks an SM still fit on sm_87 and sm_90).
-template <int NT, int ST, bool NORM>
+template <int NT, int ST, bool NORM, bool I8>
 union MixSmem {
-    Q4Smem<NT, 1, NORM> q4;
+    Q4Smem<NT, 1, NORM, I8> q4;
     q6k::Q6Smem<NT, ST, NORM> q6;
 };
 
-template <int NT, int ST, bool NORM>
+// I8: the Q4_K tiles on the INT8 body (LOOM_GEMV_MMA_Q4K_V=2), as their two-launch path runs
+// them; the V tiles keep the f16 body either way (4 blocks an SM: the f16 Q6_K tile's 128).
+template <int NT, int ST, bool NORM, bool I8>
 static __global__ void __launch_bounds__(kThreads, NT == 1 ? 4 : 2)
     gemv_mma_mixed(const MixArgs m) {
-    __shared__ MixSmem<NT, ST, NORM> sm;
+    __shared__ MixSmem<NT, ST, NORM, I8> sm;
     const int c = (int)blockIdx.x, C = (int)gridDim.x;
     const int tok0 = (int)blockIdx.y * NT;
     const int64_t slot = blockIdx.z, s6 = slot - m.first6;
@@ -429,11 +514,27 @@ static __global__ void __launch_bounds__(kThreads, NT == 1 ? 4 : 2)
     } else {
         const int64_t tile = (m.first6 ? slot : slot - m.slots6) * (C / m.s4) + c / m.s4;
         if (tile >= m.q4.tile0[m.q4.nseg]) return;
-        q4k_tile<NT, 1, NORM>(m.q4, sm.q4, tile, c % m.s4, m.s4, tok0);
+        q4k_tile<NT, 1, NORM, I8>(m.q4, sm.q4, tile, c % m.s4, m.s4, tok0);
     }
 }
 
+// Fills seg[0..n) and the tile ranges (tile0[i] = first tile of segment i, tile0[n] = the total)
+// of a matmul's segments; returns the total.
+int64_t fill_tiles(Seg *dst, int64_t *tile0, const Seg *src, int n) {
+    int64_t tiles = 0;
+    for (int i = 0; i < n; i++) {
+        dst[i] = src[i];
+        tile0[i] = tiles;
+        tiles += (src[i].rows + kTileRows - 1) / kTileRows;
+    }
+    tile0[n] = tiles;
+    return tiles;
+}
+
 }  // namespace
+
+// LOOM_GEMV_MMA_Q4K_V (runtime.cu): the Q4_K body, 1 = f16 hi + lo (v11), 2 = INT8.
+int mma_q4k_variant();
 
 // Cluster size for `tiles` 16-row tiles and nsb super-blocks a row (both mma paths): as many
 // ranks as stay resident in one wave, each warp keeping >= 2 super-blocks; 1 before sm_90.
@@ -471,15 +572,11 @@ loom_status mma_matmul(const Seg *seg, int nseg, int epi, const float *x, int64_
         a.nseg = 1;  // one tile range, both matrices per tile
         a.tile0[0] = 0;
         tiles = (seg[0].rows + kTileRows - 1) / kTileRows;
+        a.tile0[1] = tiles;
     } else {
         a.nseg = nseg;
-        for (int i = 0; i < nseg; i++) {
-            a.seg[i] = seg[i];
-            a.tile0[i] = tiles;
-            tiles += (seg[i].rows + kTileRows - 1) / kTileRows;
-        }
+        tiles = fill_tiles(a.seg, a.tile0, seg, nseg);
     }
-    a.tile0[a.nseg] = tiles;
     if (tiles == 0) return LOOM_OK;
     if (tiles > 65535)
         ARG_FAIL(LOOM_ERR_UNSUPPORTED, "matmul (mma): %lld row tiles > 65535", (long long)tiles);
@@ -488,11 +585,16 @@ loom_status mma_matmul(const Seg *seg, int nseg, int epi, const float *x, int64_
     a.K = K;
     if (norm) a.norm = *norm;
     const bool nm = norm != nullptr;
+    const int var = mma_q4k_variant();
+    const bool i8 = var >= 2;
     // The SwiGLU pair counts both matrices, so it splits as the pair without epilogue does
     // (the same S: silu(a) * b of the same bits).
     const int S = mma_pick_split(tiles * nmat, K / 256);
     // Token groups of kGemmTok (1 for the GEMV): at most 65535 a launch.
-    const int64_t per_launch = 65535 * (int64_t)kGemmTok;
+    // (the INT8 GEMM: groups of 4 tokens; with 8, sm_87's single matrix and both archs' pair
+    // spilled)
+    const int64_t gtok = i8 ? 4 : kGemmTok;
+    const int64_t per_launch = 65535 * gtok;
     for (int64_t t0 = 0; t0 < n; t0 += per_launch) {
         const int64_t nn = n - t0 < per_launch ? n - t0 : per_launch;
         MmaArgs b = a;
@@ -503,14 +605,17 @@ loom_status mma_matmul(const Seg *seg, int nseg, int epi, const float *x, int64_
             if (b.seg[i].y) b.seg[i].y += t0 * rows;
             if (b.seg[i].resid) b.seg[i].resid += t0 * rows;
         }
-        const int64_t groups = nn == 1 ? 1 : (nn + kGemmTok - 1) / kGemmTok;
+        const int64_t groups = nn == 1 ? 1 : (nn + gtok - 1) / gtok;
         cudaError_t e;
         if (nn == 1)
-            e = nmat == 2 ? launch_q4k<1, 2>(b, nm, S, groups, stream)
-                          : launch_q4k<1, 1>(b, nm, S, groups, stream);
+            e = nmat == 2 ? launch_q4k<1, 2>(b, nm, var, S, groups, stream)
+                          : launch_q4k<1, 1>(b, nm, var, S, groups, stream);
+        else if (i8)
+            e = nmat == 2 ? launch_q4k<4, 2>(b, nm, 2, S, groups, stream)
+                          : launch_q4k<4, 1>(b, nm, 2, S, groups, stream);
         else
-            e = nmat == 2 ? launch_q4k<kGemmTok, 2>(b, nm, S, groups, stream)
-                          : launch_q4k<kGemmTok, 1>(b, nm, S, groups, stream);
+            e = nmat == 2 ? launch_q4k<kGemmTok, 2>(b, nm, 1, S, groups, stream)
+                          : launch_q4k<kGemmTok, 1>(b, nm, 1, S, groups, stream);
         CUDA_CHECK(e);
     }
     return LOOM_OK;
@@ -531,21 +636,10 @@ loom_status mma_triple_mixed(const Seg *s4, int n4, const Seg *s6, int n6, const
     if (n != 1 || n4 < 1 || n4 > 2 || n6 < 1 || n6 > 3) return LOOM_OK;
     if (n4 == 2 && s4[0].rows == s4[1].rows) return LOOM_OK;
     MixArgs m = {};
-    int64_t t4 = 0, t6 = 0;
     m.q4.nseg = n4;
-    for (int i = 0; i < n4; i++) {
-        m.q4.seg[i] = s4[i];
-        m.q4.tile0[i] = t4;
-        t4 += (s4[i].rows + kTileRows - 1) / kTileRows;
-    }
-    m.q4.tile0[n4] = t4;
     m.q6.nseg = n6;
-    for (int i = 0; i < n6; i++) {
-        m.q6.seg[i] = s6[i];
-        m.q6.tile0[i] = t6;
-        t6 += (s6[i].rows + kTileRows - 1) / kTileRows;
-    }
-    m.q6.tile0[n6] = t6;
+    const int64_t t4 = fill_tiles(m.q4.seg, m.q4.tile0, s4, n4);
+    const int64_t t6 = fill_tiles(m.q6.seg, m.q6.tile0, s6, n6);
     if (t4 == 0 || t6 == 0) return LOOM_OK;
     const int S4 = mma_pick_split(t4, K / 256), S6 = mma_pick_split(t6, K / 256);
     const int C = S4 > S6 ? S4 : S6;
@@ -574,8 +668,14 @@ loom_status mma_triple_mixed(const Seg *s4, int n4, const Seg *s6, int n6, const
     if (norm) m.q4.norm = m.q6.norm = *norm;
     *ran = true;
     const dim3 grid((unsigned)C, 1, (unsigned)slots), cl((unsigned)C, 1, 1);
-    cudaError_t e = norm ? launch_cluster(gemv_mma_mixed<1, 2, true>, grid, cl, kThreads, 0, stream, m)
-                         : launch_cluster(gemv_mma_mixed<1, 2, false>, grid, cl, kThreads, 0, stream, m);
+    const bool i8 = mma_q4k_variant() >= 2;
+    cudaError_t e;
+    if (i8)
+        e = norm ? launch_cluster(gemv_mma_mixed<1, 2, true, true>, grid, cl, kThreads, 0, stream, m)
+                 : launch_cluster(gemv_mma_mixed<1, 2, false, true>, grid, cl, kThreads, 0, stream, m);
+    else
+        e = norm ? launch_cluster(gemv_mma_mixed<1, 2, true, false>, grid, cl, kThreads, 0, stream, m)
+                 : launch_cluster(gemv_mma_mixed<1, 2, false, false>, grid, cl, kThreads, 0, stream, m);
     CUDA_CHECK(e);
     g_mixed_launches++;
     return LOOM_OK;

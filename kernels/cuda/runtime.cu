@@ -39,6 +39,11 @@ static int g_mma_split = 0;  // 0 = by shape (gemv_mma.cu)
 // triple kernel the f16 V measured faster, 7.2 vs 9.2 us the 4B triple; bench/NOTES.md 2.3).
 static const int kDefaultQ6kVariant = 2;
 static int g_q6k_variant = kDefaultQ6kVariant;
+// The Q4_K mma matmuls' loop body (gemv_mma.cu, LOOM_GEMV_MMA_Q4K_V): 1 = the f16 hi + lo body
+// (v11), 2 = the INT8 body (q4k_i8_body.cuh; other bits, same tolerance; opt-in until measured:
+// bench/NOTES.md 2.4). Every Q4_K mma matmul follows it, the GEMM and the mixed triple too.
+static const int kDefaultQ4kVariant = 1;
+static int g_q4k_variant = kDefaultQ4kVariant;
 // The Q4_K_M triple's GEMV (Q4_K Q/K + Q6_K V) in one launch (gemv_mma.cu's mixed kernel,
 // LOOM_GEMV_TRIPLE_MIXED=1, the default: 4B decode 2.180 vs 2.300 ms/token, bench/NOTES.md
 // 2.3; 2 / 3: its Q6_K tiles forced last / first) or as the two launches (0); the same bits.
@@ -87,6 +92,7 @@ static void read_switches_locked() {
     g_pdl = !env_is("LOOM_CUDA_PDL", "0") && cc_major() >= 9;
     g_mma_split = env_int("LOOM_GEMV_MMA_SPLIT", 1, 8, true, 0);
     g_q6k_variant = env_int("LOOM_GEMV_MMA_Q6K_V", 0, 2, false, kDefaultQ6kVariant);
+    g_q4k_variant = env_int("LOOM_GEMV_MMA_Q4K_V", 1, 3, false, kDefaultQ4kVariant);
     g_triple_mixed = env_int("LOOM_GEMV_TRIPLE_MIXED", 0, 3, false, kDefaultTripleMixed);
     g_attn_bpsm = env_int("LOOM_ATTN_BPSM", 1, 16, false, kDefaultAttnBpsm);
     g_attn_cl_tiles = env_int("LOOM_ATTN_CL_TILES", 0, 1 << 25, false, kDefaultAttnClTiles);
@@ -129,6 +135,12 @@ int gemv_mma_split() {
 int mma_q6k_variant() {
     ensure_switches();
     return g_q6k_variant;
+}
+
+// (declared in gemv_mma.cu, its only user)
+int mma_q4k_variant() {
+    ensure_switches();
+    return g_q4k_variant;
 }
 
 // (declared in gemv.cu and gemv_mma.cu, its users)

@@ -1,0 +1,305 @@
+// q4k_i8_body.cuh: the INT8 tensor-core body of the Q4_K matmul (LOOM_GEMV_MMA_Q4K_V=2;
+// gemv_mma.cu's q4k_tile runs it in place of the f16 hi + lo body v11 for every Q4_K mma matmul:
+// plain, add, pair + SwiGLU, the folded-RMSNorm kernels, the Q4_K tiles of the mixed Q4_K_M
+// triple, and the GEMM). Same tile, K split, register prefetch, reduction order and epilogue as
+// v11; another product and another x staging, so other bits than V = 1 (same tolerance).
+//
+// The product. One mma.sync m16n8k32 u8.s8 -> s32 is one Q4_K sub-block m (32 values, one 6-bit
+// scale and min). The k permutation: lane t's k-slots 4t..4t+3 hold the sub-block's values
+// 8t..8t+3, k-slots 16+4t..16+4t+3 the values 8t+4..8t+7, so its A registers of rows g and
+// g+8 are 8 contiguous quant bytes of the row (bytes 32c + 8t .. +7 of chunk c = m / 2: one
+// 8-byte load a row and chunk serves two mma) masked in place: w & 0x0F0F0F0F (even m: q) or
+// w & 0xF0F0F0F0 (odd m: 16 q, unsigned), one LOP3 per 4 values.
+// B = x as 4 exact int8 limbs, staged by q6k_i8_body.cuh's stage_i8 unchanged (X = rint(x s),
+// max |x s| in [2^29, 2^30), X = 2^24 L0 + 2^16 L1 + 2^8 L2 + L3): column 4u + j holds limb j
+// of k-half u, so lane t's accumulator columns (2t, 2t+1) are limbs 2 (t & 1), +1 of one
+// k-half. Only the x loads differ from the Q6_K body's (lane L brings the values 32 (L >> 2) +
+// 8 (L & 3) + 0..7 of the super-block: the permutation above).
+// The scale: D = sum q L (even m) or sum 16 q L (odd m), exact; I += (16 sc or sc) * D by one
+// IMAD a row and column (4 a lane and mma), |I| < 2^29. The mins: a second u8.s8 mma a sub-block
+// with A = the row's 6-bit min in every byte, accumulated in the mma itself (M = sum m L: no
+// IMAD; the GEMV keeps two such chains, even and odd m; integer sums, so the order does not
+// change a bit). Fold once a super-block in FP32, fixed order:
+// F = fma(256, float(I_a), float(I_b)), acc += (d * (w_t / (16 s))) * F, then
+// acc -= (dmin * (w_t / s)) * Fm (Fm of M the same way), w_t = 2^16 (t even) or 1; after the
+// K loop the 4 lanes of a row are summed by two xor shuffles (q4k_tile), then warps and ranks.
+// GEMM: 4 tokens a block (8 spilled), each its own n8 tile (q6k's I8Stage GEMM layout), the A
+// registers built once a super-block for all of them (the pair: half a super-block at a time);
+// the per-token integers and float steps are the GEMV's, so a GEMM token == the GEMV's bits.
+//
+// Numeric contract: as the f16 body, |y - y_cpu| <= 1e-5 * sum_k |W x| (+1e-30): the products
+// and integer sums are exact, x keeps 24 bits of the super-block's max (q6k_i8_body.cuh's error
+// analysis: an x whose values span more than ~2^20 inside one super-block loses its smallest).
+//
+// Cost counted before measuring (per warp and 16-row super-block, GEMV): loads 10 (8 LDG.64 +
+// 2 headers), A 32 LOP3, scales/mins ~12 + 16 PRMT (byte extract) + 8 PRMT (min bytes x 4),
+// 16 IMMA, 32 IMAD, B 4 LDS.128, fold ~20, x staging ~70: ~230 SASS against v11's 432.
+#pragma once
+
+#include "kernels/cuda/q6k_i8_body.cuh"
+
+namespace loom_cuda {
+
+// The bytes lane (g, t) loads for one super-block: headers (d, dmin, 12 scale bytes) of rows g
+// and g+8, and bytes 8t..8t+7 of each 32-byte quant chunk c of both rows.
+struct Q4RawI8 {
+    uint4 h0, h8;
+    uint2 q0[4], q8[4];
+};
+
+__device__ __forceinline__ Q4RawI8 q4_load_i8(const uint8_t *rg, const uint8_t *r8, int64_t sb,
+                                              int t) {
+    const uint8_t *bg = rg + sb * kQ4KBytes, *b8 = r8 + sb * kQ4KBytes;
+    Q4RawI8 r;
+#pragma unroll
+    for (int c = 0; c < 4; c++) {
+        r.q0[c] = __ldg(reinterpret_cast<const uint2 *>(bg + 16 + 32 * c + 8 * t));
+        r.q8[c] = __ldg(reinterpret_cast<const uint2 *>(b8 + 16 + 32 * c + 8 * t));
+    }
+    r.h0 = ldg16(bg);
+    r.h8 = ldg16(b8);
+    return r;
+}
+
+// x offset of lane L's values in a super-block (the k permutation above): xa at + 0..3,
+// xc at + 4..7; stage_i8 puts them in k-slots 4t.. (b0) and 16 + 4t.. (b1) of mma L >> 2.
+__device__ __forceinline__ int q4_i8_xoff(int lane) { return 32 * (lane >> 2) + 8 * (lane & 3); }
+constexpr int kQ4I8Xc = 4;  // xc's offset from xa's
+
+// Zeroes what the staging never writes (once a tile): the GEMV's zero halves of its (b0, b1)
+// pairs, and the limbs and 1 / s of a ragged GEMM group's missing tokens.
+template <int NT>
+__device__ __forceinline__ void q4_i8_stage_init(q6k::I8Stage<NT> &st, int ntok, int lane) {
+    constexpr bool kPair = q6k::I8Stage<NT>::kPair;
+    constexpr int kSlots = (kPair ? 4 : 2) * 32;
+    for (int j = kPair ? 0 : ntok; j < NT; j++) {
+        for (int i = lane; i < kSlots; i += 32) (&st.b[j][0][0])[i] = make_uint4(0u, 0u, 0u, 0u);
+        if (lane == 0 && j >= ntok) st.sinv[j] = 0.0f;
+    }
+}
+
+// Scale (or min) byte i (0..3) of word w, zero-extended.
+__device__ __forceinline__ int q4_byte(uint32_t w, int i) {
+    return (int)__byte_perm(w, 0u, 0x4440u | (uint32_t)i);
+}
+// Byte i of w in all four bytes (the min chain's A).
+__device__ __forceinline__ uint32_t q4_bcast(uint32_t w, int i) {
+    return __byte_perm(w, 0u, (uint32_t)i * 0x1111u);
+}
+// d = A * B (u8.s8, from zero).
+__device__ __forceinline__ void mma_u8s8_k32_z(int (&d)[4], uint32_t a0, uint32_t a1, uint32_t a2,
+                                               uint32_t a3, uint32_t b0, uint32_t b1) {
+    asm volatile("mma.sync.aligned.m16n8k32.row.col.s32.u8.s8.s32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, "
+                 "{%8,%9}, {%10,%10,%10,%10};"
+                 : "=r"(d[0]), "=r"(d[1]), "=r"(d[2]), "=r"(d[3])
+                 : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1), "r"(0));
+}
+
+// The A registers of sub-block m = 4h + i of rows g, g+8 (chunk 2h + i / 2, nibble i & 1), its
+// min's A (a0 = a2: row g, a1 = a3: row g+8) and the rows' scales (16 sc for even m, whose D
+// lacks the factor 16 that the odd m's masked high nibbles carry).
+struct Q4I8A {
+    uint32_t a[4], am[2];
+    int sg, s8;
+};
+
+__device__ __forceinline__ Q4I8A q4_i8_a(const Q4RawI8 &r, const uint32_t (&scw)[2][2],
+                                         const uint32_t (&mnw)[2][2], int h, int i) {
+    const uint2 wg = r.q0[2 * h + (i >> 1)], w8 = r.q8[2 * h + (i >> 1)];
+    const uint32_t mk = (i & 1) ? 0xF0F0F0F0u : 0x0F0F0F0Fu;
+    Q4I8A q;
+    q.a[0] = wg.x & mk;
+    q.a[1] = w8.x & mk;
+    q.a[2] = wg.y & mk;
+    q.a[3] = w8.y & mk;
+    q.sg = q4_byte(scw[0][h], i) << ((i & 1) ? 0 : 4);
+    q.s8 = q4_byte(scw[1][h], i) << ((i & 1) ? 0 : 4);
+    q.am[0] = q4_bcast(mnw[0][h], i);
+    q.am[1] = q4_bcast(mnw[1][h], i);
+    return q;
+}
+
+// Token j's B registers of sub-blocks 4h .. 4h + 3 (I8Stage's layouts: the GEMV's (b0, b1)
+// pairs with their zeros; the GEMM's words, put into b0 or b1 by the column's k-half).
+template <int NT>
+__device__ __forceinline__ void q4_i8_b(const q6k::I8Stage<NT> &st, int j, int h, int lane,
+                                        uint32_t (&b0)[4], uint32_t (&b1)[4]) {
+    if (q6k::I8Stage<NT>::kPair) {
+        const uint4 e = st.b[j][2 * h][lane], o = st.b[j][2 * h + 1][lane ^ 4];
+        b0[0] = e.x; b1[0] = e.y; b0[1] = e.z; b1[1] = e.w;
+        b0[2] = o.x; b1[2] = o.y; b0[3] = o.z; b1[3] = o.w;
+    } else {
+        const bool lo = (lane >> 2) < 4;
+        const uint4 bw = st.b[j][h][lane ^ (4 * h)];
+        const uint32_t bv[4] = {bw.x, bw.y, bw.z, bw.w};
+#pragma unroll
+        for (int i = 0; i < 4; i++) {
+            b0[i] = lo ? bv[i] : 0u;
+            b1[i] = lo ? 0u : bv[i];
+        }
+    }
+}
+
+// I += s * d as a volatile asm: kept in program order with the mma (the GEMM's compiler
+// otherwise issued many tokens' mma ahead of their IMADs and spilled the products).
+__device__ __forceinline__ void imad_v(int &I, int s, int d) {
+    asm volatile("mad.lo.s32 %0, %1, %2, %0;" : "+r"(I) : "r"(s), "r"(d));
+}
+
+// The two mma of one sub-block for one token: I += sc * D (rows g: I[0..1], g+8: I[2..3]),
+// M += min * (limb sums) in the mma's accumulator. ORD: the IMADs in program order (GEMM).
+template <bool ORD>
+__device__ __forceinline__ void q4_i8_mma(const Q4I8A &q, uint32_t b0, uint32_t b1, int (&I)[4],
+                                          int (&M)[4]) {
+    int d[4];
+    mma_u8s8_k32_z(d, q.a[0], q.a[1], q.a[2], q.a[3], b0, b1);
+    q6k::mma_u8s8_k32(M, q.am[0], q.am[1], q.am[0], q.am[1], b0, b1, M);
+    if (ORD) {
+        imad_v(I[0], q.sg, d[0]);
+        imad_v(I[1], q.sg, d[1]);
+        imad_v(I[2], q.s8, d[2]);
+        imad_v(I[3], q.s8, d[3]);
+    } else {
+        I[0] += q.sg * d[0];
+        I[1] += q.sg * d[1];
+        I[2] += q.s8 * d[2];
+        I[3] += q.s8 * d[3];
+    }
+}
+
+// acc (rows g, g+8) += the folded super-block of one token: limbs (0, 1) for even t, (2, 3) for
+// odd t, F = 256 I_a + I_b at weight 2^16 or 1 (/ 16 for I).
+__device__ __forceinline__ void q4_i8_fold(const int (&I)[4], const int (&M)[4], float sinv,
+                                           float dg, float mg, float d8, float m8, int t,
+                                           float (&acc)[2]) {
+    const float wt = (t & 1) ? 1.0f : 65536.0f;
+    const float sw = __fmul_rn(sinv, wt), sw16 = __fmul_rn(sw, 0.0625f);
+    const float Fg = __fmaf_rn(256.0f, __int2float_rn(I[0]), __int2float_rn(I[1]));
+    const float F8 = __fmaf_rn(256.0f, __int2float_rn(I[2]), __int2float_rn(I[3]));
+    const float Mg = __fmaf_rn(256.0f, __int2float_rn(M[0]), __int2float_rn(M[1]));
+    const float M8 = __fmaf_rn(256.0f, __int2float_rn(M[2]), __int2float_rn(M[3]));
+    acc[0] = __fmaf_rn(__fmul_rn(dg, sw16), Fg, acc[0]);
+    acc[0] = __fmaf_rn(-__fmul_rn(mg, sw), Mg, acc[0]);
+    acc[1] = __fmaf_rn(__fmul_rn(d8, sw16), F8, acc[1]);
+    acc[1] = __fmaf_rn(-__fmul_rn(m8, sw), M8, acc[1]);
+}
+
+// One super-block of rows g, g+8 against the staged limbs of NT tokens: acc[j][0] (row g),
+// acc[j][1] (row g+8) += this lane's share of token j (limbs 2 (t & 1), +1 of k-half t >> 1).
+// The GEMV builds A half a super-block at a time (registers) and keeps two min chains (even /
+// odd m: latency); the GEMM builds all 8 sub-blocks' A once and walks the tokens one by one
+// (only one token's I and M live). Integer sums, so both orders give the same bits a token.
+// PH (the pair GEMM): one half of the sub-blocks at a time for all tokens (h not unrolled),
+// their I and M live across the halves: fewer registers than 8 sub-blocks' A at once.
+// NCH: the GEMV's min chains (2: even / odd m; 1 where registers are short: the lean pair).
+template <int NT, bool PH = false, int NCH = 2>
+__device__ __forceinline__ void q4_superblock_i8(const Q4RawI8 &r, const q6k::I8Stage<NT> &st,
+                                                 int lane, float (&acc)[NT][2]) {
+    const int t = lane & 3;
+    // sub-blocks 0-3: sc = S0 & 63, m = S1 & 63; 4-7: low 4 bits from S2's nibbles, top 2 bits
+    // from bits 6-7 of S0 / S1 (the f16 body's q4_scales, all 8 of both rows here)
+    uint32_t scw[2][2], mnw[2][2];  // [row g / g+8][sub-blocks 0-3 / 4-7]
+#pragma unroll
+    for (int k = 0; k < 2; k++) {
+        const uint4 &hd = k ? r.h8 : r.h0;
+        const uint32_t S0 = hd.y, S1 = hd.z, S2 = hd.w;
+        scw[k][0] = S0 & 0x3F3F3F3Fu;
+        mnw[k][0] = S1 & 0x3F3F3F3Fu;
+        scw[k][1] = (S2 & 0x0F0F0F0Fu) | ((S0 >> 2) & 0x30303030u);
+        mnw[k][1] = ((S2 >> 4) & 0x0F0F0F0Fu) | ((S1 >> 2) & 0x30303030u);
+    }
+    const float dg = f16_bits_to_f32((uint16_t)(r.h0.x & 0xFFFFu));
+    const float mg = f16_bits_to_f32((uint16_t)(r.h0.x >> 16));
+    const float d8 = f16_bits_to_f32((uint16_t)(r.h8.x & 0xFFFFu));
+    const float m8 = f16_bits_to_f32((uint16_t)(r.h8.x >> 16));
+    if constexpr (NT == 1 && !PH) {
+        int I[4] = {0, 0, 0, 0}, M[NCH][4] = {};
+#pragma unroll
+        for (int h = 0; h < 2; h++) {
+            Q4I8A q[4];
+#pragma unroll
+            for (int i = 0; i < 4; i++) q[i] = q4_i8_a(r, scw, mnw, h, i);
+            uint32_t b0[4], b1[4];
+            q4_i8_b<NT>(st, 0, h, lane, b0, b1);
+#pragma unroll
+            for (int i = 0; i < 4; i++) q4_i8_mma<false>(q[i], b0[i], b1[i], I, M[NCH == 2 ? (i & 1) : 0]);
+        }
+        int Ms[4];
+#pragma unroll
+        for (int k = 0; k < 4; k++) Ms[k] = NCH == 2 ? M[0][k] + M[NCH - 1][k] : M[0][k];
+        q4_i8_fold(I, Ms, st.sinv[0], dg, mg, d8, m8, t, acc[0]);
+    } else if constexpr (PH) {
+        int I[NT][4], M[NT][4];
+#pragma unroll
+        for (int j = 0; j < NT; j++)
+#pragma unroll
+            for (int k = 0; k < 4; k++) I[j][k] = M[j][k] = 0;
+#pragma unroll 1
+        for (int h = 0; h < 2; h++) {
+            Q4RawI8 rh;  // this half's chunks in q0/q8[0..1], its scale and min words at [k][0]
+            rh.q0[0] = h ? r.q0[2] : r.q0[0];
+            rh.q0[1] = h ? r.q0[3] : r.q0[1];
+            rh.q8[0] = h ? r.q8[2] : r.q8[0];
+            rh.q8[1] = h ? r.q8[3] : r.q8[1];
+            const uint32_t sw[2][2] = {{h ? scw[0][1] : scw[0][0], 0u}, {h ? scw[1][1] : scw[1][0], 0u}};
+            const uint32_t mw[2][2] = {{h ? mnw[0][1] : mnw[0][0], 0u}, {h ? mnw[1][1] : mnw[1][0], 0u}};
+            Q4I8A q[4];
+#pragma unroll
+            for (int i = 0; i < 4; i++) q[i] = q4_i8_a(rh, sw, mw, 0, i);
+#pragma unroll
+            for (int j = 0; j < NT; j++) {
+                uint32_t b0[4], b1[4];
+                q4_i8_b<NT>(st, j, h, lane, b0, b1);
+#pragma unroll
+                for (int i = 0; i < 4; i++) q4_i8_mma<true>(q[i], b0[i], b1[i], I[j], M[j]);
+            }
+        }
+#pragma unroll
+        for (int j = 0; j < NT; j++) q4_i8_fold(I[j], M[j], st.sinv[j], dg, mg, d8, m8, t, acc[j]);
+    } else {
+        Q4I8A q[2][4];
+#pragma unroll
+        for (int h = 0; h < 2; h++)
+#pragma unroll
+            for (int i = 0; i < 4; i++) q[h][i] = q4_i8_a(r, scw, mnw, h, i);
+#pragma unroll
+        for (int j = 0; j < NT; j++) {
+            int I[4] = {0, 0, 0, 0}, M[4] = {0, 0, 0, 0};
+#pragma unroll
+            for (int h = 0; h < 2; h++) {
+                uint32_t b0[4], b1[4];
+                q4_i8_b<NT>(st, j, h, lane, b0, b1);
+#pragma unroll
+                for (int i = 0; i < 4; i++) q4_i8_mma<true>(q[h][i], b0[i], b1[i], I, M);
+            }
+            q4_i8_fold(I, M, st.sinv[j], dg, mg, d8, m8, t, acc[j]);
+        }
+    }
+}
+
+// After the K loop: the 4 lanes of a row (t) summed in a fixed order (the same bits in each),
+// then lane t keeps token 4 jj + t of each group jj (v[jj * 2 + k]: the f16 body's layout, so
+// q4k_tile's reduction and epilogue serve both bodies).
+template <int NT, int NL>
+__device__ __forceinline__ void q4_i8_lane_sum(float (&acc)[NT][2], float *v, int lane) {
+    const int t = lane & 3;
+#pragma unroll
+    for (int j = 0; j < NT; j++)
+#pragma unroll
+        for (int k = 0; k < 2; k++) {
+            acc[j][k] = __fadd_rn(acc[j][k], __shfl_xor_sync(0xffffffffu, acc[j][k], 1));
+            acc[j][k] = __fadd_rn(acc[j][k], __shfl_xor_sync(0xffffffffu, acc[j][k], 2));
+        }
+#pragma unroll
+    for (int jj = 0; jj < NL; jj++)
+#pragma unroll
+        for (int k = 0; k < 2; k++) {
+            float x = acc[4 * jj][k];
+#pragma unroll
+            for (int tt = 1; tt < 4 && 4 * jj + tt < NT; tt++)
+                if (t == tt) x = acc[4 * jj + tt][k];
+            v[jj * 2 + k] = x;
+        }
+}
+
+}  // namespace loom_cuda
