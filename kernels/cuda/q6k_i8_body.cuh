@@ -285,8 +285,10 @@ __device__ __forceinline__ void q6_superblock_i8(const uint32_t *wb, int og, int
 }
 
 // The block's work for one tile with the INT8 body: q6k_tile's contract (q6k_mma_body.cuh),
-// its weight copy, stages, split and reduction order; x staged as limbs (stage_i8).
-template <int NT, int ST, bool NORM>
+// its weight copy, stages, split and reduction order; x staged as limbs (stage_i8). PFX: the
+// GEMV loads x one super-block ahead into registers (16 of them); without it (the GEMV at 5
+// blocks an SM) x is loaded where it is staged, as the GEMM does. The same values either way.
+template <int NT, int ST, bool NORM, bool PFX = true>
 __device__ __forceinline__ void q6k_i8_tile(const Q6Args &a, Q6I8Smem<NT, ST, NORM> &sm,
                                             int64_t tile, int rank, int S, int tok0) {
     pdl_launch_dependents();
@@ -344,7 +346,7 @@ __device__ __forceinline__ void q6k_i8_tile(const Q6Args &a, Q6I8Smem<NT, ST, NO
         cp_async_commit();
     }
     pdl_wait();
-    constexpr bool kPrefetchX = NT == 1;
+    constexpr bool kPrefetchX = NT == 1 && PFX;
     constexpr int XB = NT < 4 ? NT : 4;
     float4 xa[XB], xc[XB];
     const int kx = (int)a.K;  // NT * K < 2^31 (K <= 2^26 bytes / 210 * 256 a row)
@@ -434,21 +436,7 @@ __device__ __forceinline__ void q6k_i8_tile(const Q6Args &a, Q6I8Smem<NT, ST, NO
     __syncthreads();
     reduce_partials(v, reinterpret_cast<float *>(&wbuf[0][0][0]), S);
     if (rank != 0 || w != 0) return;
-#pragma unroll
-    for (int jj = 0; jj < NL; jj++) {
-        if (4 * jj + t >= ntok) continue;
-        const int64_t tok = tok0 + 4 * jj + t;
-#pragma unroll
-        for (int k = 0; k < 2; k++) {
-            const int64_t r = r0 + g + 8 * k;
-            if (r >= s.rows) continue;
-            const int64_t i = tok * s.rows + r;
-            float y = v[jj * 2 + k];
-            if (a.epi == EPI_ADD) y = __fadd_rn(y, s.resid[i]);
-            else if (s.bias) y = __fadd_rn(y, s.bias[r]);
-            s.y[i] = y;
-        }
-    }
+    q6_store<NL>(a, s, r0, tok0, ntok, lane, v);
 }
 
 }  // namespace q6k

@@ -106,21 +106,6 @@ struct Q6Sc {
     float d;
 };
 
-__device__ __forceinline__ Q6Sc q6_scales(const uint32_t *wb, int o0, int h, int u) {
-    const int o = o0 + 192 + 8 * h;
-    const uint32_t *p = wb + (o >> 2);
-    const uint32_t sh = (uint32_t)(o & 2) * 8;
-    const uint32_t a0 = p[0], a1 = p[1], a2 = p[2];
-    const uint32_t s0 = __funnelshift_r(a0, a1, sh), s1 = __funnelshift_r(a1, a2, sh);
-    const uint32_t S = __byte_perm(s0, s1, u ? 0x7531u : 0x6420u);
-    Q6Sc r;
-    r.sl = S & 0x0F0F0F0Fu;
-    r.shb = ((S >> 4) & 0x0F0F0F0Fu) ^ 0x08080808u;
-    const uint16_t dh = reinterpret_cast<const uint16_t *>(wb)[(o0 + 208) >> 1];
-    r.d = f16_bits_to_f32(dh);
-    return r;
-}
-
 // q6_scales from the row's word base r = wb + (o0 >> 2) and shift sh = (o0 & 2) * 8.
 __device__ __forceinline__ Q6Sc q6_scales_w(const uint32_t *r, uint32_t sh, int h, int u) {
     const uint32_t *p = r + 48 + 2 * h;  // byte 192 + 8h
@@ -133,6 +118,11 @@ __device__ __forceinline__ Q6Sc q6_scales_w(const uint32_t *r, uint32_t sh, int 
     // d: bytes 208, 209 of the block, one half of the word at r + 52 (sh is 0 or 16)
     q.d = f16_bits_to_f32((uint16_t)(r[52] >> sh));
     return q;
+}
+
+// The same from the window offset o0 (even) of the row in the warp buffer wb.
+__device__ __forceinline__ Q6Sc q6_scales(const uint32_t *wb, int o0, int h, int u) {
+    return q6_scales_w(wb + (o0 >> 2), (uint32_t)(o0 & 2) * 8, h, u);
 }
 
 // HFMA2 constants of sub-block i of a row: A_h = e * H + NH, A_l = e * L + NL with e =
@@ -272,6 +262,40 @@ __device__ __forceinline__ void q6_superblock(const uint32_t *wb, int og, int o8
         acc[j][0] = fmaf(__fmul_rn(sg.d, inv), fmaf(16.0f, hg0, lg0), acc[j][0]);
         acc[j][1] = fmaf(__fmul_rn(s8.d, inv), fmaf(16.0f, h80, l80), acc[j][1]);
     }
+}
+
+// The outputs a lane holds after reduce_partials (warp 0 of rank 0) in the tensor-core tiles'
+// layout: v[j * 2 + k] is token tok0 + 4j + t (t = lane & 3) at row r0 + g + 8k (g = lane >> 2).
+// Calls out(j, k, i, r) for each of them that exists (token < tok0 + ntok, row < rows), i =
+// tok * rows + r its element index in the [n][rows] output. (gemv_mma.cu's pair writes its
+// SwiGLU epilogue through it too.)
+template <int NL, typename Out>
+__device__ __forceinline__ void for_each_output(int64_t r0, int64_t rows, int tok0, int ntok,
+                                                int lane, Out out) {
+    const int g = lane >> 2, t = lane & 3;
+#pragma unroll
+    for (int j = 0; j < NL; j++) {
+        if (4 * j + t >= ntok) continue;
+        const int64_t tok = tok0 + 4 * j + t;
+#pragma unroll
+        for (int k = 0; k < 2; k++) {
+            const int64_t r = r0 + g + 8 * k;
+            if (r >= rows) continue;
+            out(j, k, tok * rows + r, r);
+        }
+    }
+}
+
+// Writes a Q6_K tile's outputs (both bodies): y = v (+ bias[r], or + resid[i] for EPI_ADD).
+template <int NL>
+__device__ __forceinline__ void q6_store(const Q6Args &a, const Seg &s, int64_t r0, int tok0,
+                                         int ntok, int lane, const float (&v)[NL * 2]) {
+    for_each_output<NL>(r0, s.rows, tok0, ntok, lane, [&](int j, int k, int64_t i, int64_t r) {
+        float y = v[j * 2 + k];
+        if (a.epi == EPI_ADD) y = __fadd_rn(y, s.resid[i]);
+        else if (s.bias) y = __fadd_rn(y, s.bias[r]);
+        s.y[i] = y;
+    });
 }
 
 // The block's work as a device function, so that another kernel can run Q6_K tiles (gemv_mma.cu's
@@ -441,21 +465,7 @@ __device__ __forceinline__ void q6k_tile(const Q6Args &a, Q6Smem<NT, ST, NORM> &
         for (int k = 0; k < 2; k++) v[j * 2 + k] = acc[j][k];
     reduce_partials(v, reinterpret_cast<float *>(&wbuf[0][0][0]), S);
     if (rank != 0 || w != 0) return;
-#pragma unroll
-    for (int j = 0; j < NTL; j++) {
-        if (4 * j + t >= ntok) continue;
-        const int64_t tok = tok0 + 4 * j + t;
-#pragma unroll
-        for (int k = 0; k < 2; k++) {
-            const int64_t r = r0 + g + 8 * k;
-            if (r >= s.rows) continue;
-            const int64_t i = tok * s.rows + r;
-            float y = v[j * 2 + k];
-            if (a.epi == EPI_ADD) y = __fadd_rn(y, s.resid[i]);
-            else if (s.bias) y = __fadd_rn(y, s.bias[r]);
-            s.y[i] = y;
-        }
-    }
+    q6_store<NTL>(a, s, r0, tok0, ntok, lane, v);
 }
 
 }  // namespace q6k
