@@ -2,7 +2,7 @@
  * Qwen3-8B (4096 / 14336) shapes, 32 query heads, 8 KV heads, head_dim 128, vocab 151936.
  *
  *   cuda_bench [--quick] [--attn] [--matmul] [--q6k] [--norm] [--attn-trace] [--attn-prof]
- *              [--attn-step] [--fused] [--mixed] [--q6k-s7] [--q6k-down] [--q4k]
+ *              [--attn-step] [--fused] [--mixed] [--attn-s7] [--q6k-s7] [--q6k-down] [--q4k]
  *
  * Method: CUDA events around many launches, the median of several repetitions, per launch.
  * Weights (and KV caches) rotate over copies totalling > 256 MB, far above the H200's L2 (50-60
@@ -394,6 +394,7 @@ static double med_d(double *v, int n) {
     return v[n / 2];
 }
 static void attn_trace_case(const char *label, loom_kv_type t, int64_t L, int mode) {
+    /* LOOM_TRACE_FUSED=1: the fused prologue + attention (loom_cuda_rope_kv_attention_at) */
     const int64_t nh = 32, nkv = 8, D = 128;
     size_t el = t == LOOM_KV_F16 ? 2 : 1;
     size_t cb = (size_t)(L * nkv * D) * el;
@@ -418,6 +419,19 @@ static void attn_trace_case(const char *label, loom_kv_type t, int64_t L, int mo
     }
     a->q = dev_floats(nh * D, -1, 1);
     a->out = dev_floats(nh * D, 0, 1);
+    const char *tf = getenv("LOOM_TRACE_FUSED"); /* 1: trace the fused prologue + attention */
+    if (tf && strcmp(tf, "1") == 0) {
+        int32_t p0 = (int32_t)(L - 1);
+        a->rka = 1;
+        a->rk = dev_floats(nkv * D, -1, 1);
+        a->rv = dev_floats(nkv * D, -1, 1);
+        a->nw = dev_floats(D, 0.9f, 1.1f);
+        a->qt = dev_floats(nh * D, 0, 1);
+        a->rp = (loom_rope_params){1, nh, nkv, D, D, LOOM_ROPE_NEOX, 1e6f, 1.0f};
+        CK(cudaMalloc((void **)&a->dpos, sizeof p0));
+        CK(cudaMemcpy(a->dpos, &p0, sizeof p0, cudaMemcpyHostToDevice));
+        label = t == LOOM_KV_F16 ? "F16 fused" : "INT8 fused";
+    }
     LK(loom_cuda_reserve_scratch(loom_cuda_scratch_bytes_for(nh, D, 1, 1), &g_err));
     for (int i = 0; i < 200; i++) at_fn(a, i); /* clocks up */
     LK(loom_cuda_attention_trace(mode, &g_err));
@@ -505,6 +519,20 @@ static void attn_trace_case(const char *label, loom_kv_type t, int64_t L, int mo
     for (int i = 0; i < NPH; i++) printf(" %s %.2f", ph[i], med_d(v[i], nv));
     printf("\n   last block   (us):");
     for (int i = 0; i < NPH; i++) printf(" %s %.2f", ph[i], med_d(crit[i], nk));
+    if (a->rka) { /* the fused prologue of the median block: angles + q norms, K row + barrier */
+        int np = 0;
+        for (int k = 1; k < copies; k++)
+            for (int b = 0; b < TR_BLOCKS; b++) {
+                const uint64_t *r = tr + ((size_t)k * TR_BLOCKS + b) * TR_W;
+                if (!r[0] || !r[14] || !r[15] || (r[13] & 0xffffffffu) == 0) continue;
+                v[0][np] = (double)(r[14] - r[4]) / ghz / 1000.0;
+                v[1][np] = (double)(r[15] - r[14]) / ghz / 1000.0;
+                v[2][np] = (double)(r[5] - r[15]) / ghz / 1000.0;
+                np++;
+            }
+        printf(" | prologue: norms %.2f krow+sync %.2f qfrag %.2f", med_d(v[0], np), med_d(v[1], np),
+               med_d(v[2], np));
+    }
     printf("\n");
     fflush(stdout);
     for (int i = 0; i < NPH; i++) { free(v[i]); free(crit[i]); }
@@ -513,6 +541,7 @@ static void attn_trace_case(const char *label, loom_kv_type t, int64_t L, int mo
     cudaGraphDestroy(g);
     for (int c = 0; c < copies; c++) { cudaFree(a->kc[c]); cudaFree(a->vc[c]); cudaFree(a->ks[c]); cudaFree(a->vs[c]); }
     cudaFree(a->q); cudaFree(a->out);
+    if (a->rka) { cudaFree(a->rk); cudaFree(a->rv); cudaFree(a->nw); cudaFree(a->qt); cudaFree(a->dpos); }
     free(a);
 }
 static void attn_trace_all(void) {
@@ -531,7 +560,9 @@ static void attn_trace_all(void) {
     }
     const char *mc = getenv("LOOM_TRACE_CASES");
     const size_t ncase = mc ? (size_t)atoi(mc) : sizeof c / sizeof c[0];
+    const char *only = getenv("LOOM_TRACE_ONLY"); /* only the cases of this many positions */
     for (size_t i = 0; i < sizeof c / sizeof c[0] && i < ncase; i++)
+        if (!only || atoll(only) == c[i].L)
         for (int m = 0; m < (ml ? nm : c[i].modes); m++) attn_trace_case(c[i].l, c[i].t, c[i].L, modes[m]);
 }
 /* --attn-prof: one stream launch of each case on one cache copy (a target for ncu -k
@@ -863,6 +894,42 @@ static void fused_ab(void) {
     g_step_rka = 0;
 }
 
+/* --attn-s7: session 7's decode attention variants against the default in the same run:
+ * LOOM_ATTN_TMA=1 / 2 (v6's F16 tiles by TMA, 4 or 2 boxes a tile), LOOM_ATTN_WSTAGES=2 (2
+ * stages a warp instead of 3), alone and with TMA=2; graph rows of the fused prologue +
+ * attention (640, 4K F16, 4K INT8) and of attention_at (4K F16), then the decode-layer graph (4
+ * layers, rope_kv_attention_at) at 640 and 4K positions, every variant twice in turn. */
+static void attn_s7_ab(void) {
+    static const struct { const char *name, *tma, *ws; } var[5] = {
+        {"default", "0", "3"}, {"TMA=1", "1", "3"}, {"TMA=2", "2", "3"}, {"WSTAGES=2", "0", "2"},
+        {"TMA=2,WSTAGES=2", "2", "2"}};
+    enum { NV = sizeof var / sizeof var[0] };
+    static const int64_t Ls[2] = {640, 4096};
+    char nm[80];
+    for (int v = 0; v < NV; v++) {
+        set_env("LOOM_ATTN_TMA", var[v].tma);
+        set_env("LOOM_ATTN_WSTAGES", var[v].ws);
+        snprintf(nm, sizeof nm, "fused %s", var[v].name);
+        bench_attn_at(nm, LOOM_KV_F16, 640, 1, 2);
+        bench_attn_at(nm, LOOM_KV_F16, 4096, 1, 2);
+        bench_attn_at(nm, LOOM_KV_INT8, 4096, 1, 2);
+        snprintf(nm, sizeof nm, "attn_at %s", var[v].name);
+        bench_attn_at(nm, LOOM_KV_F16, 4096, 1, 1);
+    }
+    g_step_rka = 1;
+    for (int li = 0; li < 2; li++)
+        for (int rep = 0; rep < 2; rep++)
+            for (int v = 0; v < NV; v++) {
+                set_env("LOOM_ATTN_TMA", var[v].tma);
+                set_env("LOOM_ATTN_WSTAGES", var[v].ws);
+                printf("(fused, %s)\n", var[v].name);
+                bench_step("4B", 2560, 9728, 4, Ls[li], LOOM_GGML_Q4_K);
+            }
+    g_step_rka = 0;
+    set_env("LOOM_ATTN_TMA", "0");
+    set_env("LOOM_ATTN_WSTAGES", "3");
+}
+
 /* --mixed: the Q4_K_M triple's GEMV in one launch (LOOM_GEMV_TRIPLE_MIXED=1, the default; 2 / 3:
  * its V tiles last / first) against its two launches (=0): the triple alone at the 4B and 8B
  * shapes (plain and normed; all four, twice, on the same weights), and the decode-layer graph
@@ -952,10 +1019,11 @@ static void bench_q4k_ab(void) {
 }
 
 int main(int argc, char **argv) {
-    int fused_only = 0, mixed_only = 0;
+    int fused_only = 0, mixed_only = 0, s7_only = 0;
     for (int i = 1; i < argc; i++) {
         if (strcmp(argv[i], "--fused") == 0) fused_only = 1;
         if (strcmp(argv[i], "--mixed") == 0) mixed_only = 1;
+        if (strcmp(argv[i], "--attn-s7") == 0) s7_only = 1;
         if (strcmp(argv[i], "--quick") == 0) g_quick = 1;
         if (strcmp(argv[i], "--attn") == 0) g_attn_only = 1;
         if (strcmp(argv[i], "--matmul") == 0) g_mm_only = 1;
@@ -998,6 +1066,7 @@ int main(int argc, char **argv) {
         {&g_q6k_s7, bench_q6k_s7},      {&g_q6k_down, bench_q6k_down},
         {&g_attn_prof, attn_prof_all},  {&g_attn_trace, attn_trace_all},
         {&g_attn_step, attn_step_ab},   {&fused_only, fused_ab},
+        {&s7_only, attn_s7_ab},
         {&mixed_only, mixed_ab},        {&g_q4k_ab, bench_q4k_ab},
     };
     for (size_t m = 0; m < sizeof modes / sizeof *modes; m++)

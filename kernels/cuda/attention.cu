@@ -30,7 +30,10 @@
 // cluster barrier, no remote loads); both combines keep v5's arithmetic and split order.
 // LOOM_ATTN_PREFETCH=1 (off by default: it measured slower, bench/NOTES.md section 3) has each
 // block ask L2 for its rows before the PDL wait (prefetch.global.L2, a hint: correct whatever
-// the previous kernel writes).
+// the previous kernel writes). LOOM_ATTN_TMA=1|2 (F16, head_dim 128; session 7, off until
+// measured): a warp's stages are filled by TMA box copies completing on mbarriers (4 or 2 a
+// tile, tensor maps encoded here per launch) instead of cp.async; rows in the TMA's 128-byte
+// swizzle; the same arithmetic and bits. LOOM_ATTN_WSTAGES caps a warp's stages (1 .. 3).
 // v6 + the attention prologue (loom_cuda_rope_kv_attention_at, LOOM_ATTN_FUSED; one token):
 // the same partition with rope_kv_write's work for the token folded into the blocks
 // (attention_v5.cu, FP, says how the new K/V row reaches the tiles without a grid-wide order).
@@ -93,6 +96,10 @@ namespace loom_cuda {
 // prefetch before the PDL wait; off unless 1).
 int attn_cluster_tiles();
 bool attn_prefetch();
+// Session 7: LOOM_ATTN_TMA (v6's F16 D=128 tiles copied by TMA boxes: 1 = 4 a tile, 2 = 2;
+// 0 = cp.async) and LOOM_ATTN_WSTAGES (the most cp.async/TMA stages a v6 warp, 1 .. 3).
+int attn_tma();
+int attn_warp_stages();
 
 namespace {
 
@@ -804,10 +811,13 @@ static loom_status launch_attn(const float *q, const void *k_cache, const float 
             const int64_t wv = (used + sm_count() - 1) / sm_count();
             const int64_t wcap = 200 * 1024 / (wv < 1 ? 1 : wv) / v5_stage((int)D, (int)kv->type) / kWarps;
             f.wt = fast(SW_ATTN_V6) && N == 1 && cc_major() >= 9 && wcap >= 1;
+            f.tma = f.wt && kv->type == LOOM_KV_F16 && D == 128 ? attn_tma() : 0;
+            if (f.tma && !v6_tensor_maps(&f)) f.tma = 0;
             if (f.wt) {
                 if (attn_prefetch()) f.tmode = 16;  // LOOM_ATTN_PREFETCH=1
                 const int64_t ws = (per + kWarps - 1) / kWarps;
-                const int64_t w = ws > wcap ? wcap : ws;
+                int64_t w = ws > wcap ? wcap : ws;
+                if (w > attn_warp_stages()) w = attn_warp_stages();
                 f.nst = (int)(kWarps * (w > kV6MaxStages / kWarps ? kV6MaxStages / kWarps : w));
             } else {
                 cap = cap < 2 ? 2 : (cap > kV5MaxStages ? kV5MaxStages : cap);

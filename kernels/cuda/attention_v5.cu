@@ -4,6 +4,7 @@
 // launcher run_v5 is called by attention.cu's launch_attn, which chooses the partition (splits,
 // stages, cluster) from the shape and n_ctx only.
 #include <math.h>
+#include <stdio.h>
 
 #include <atomic>
 
@@ -159,6 +160,62 @@ __device__ __forceinline__ uint32_t i8x2_to_h2(uint32_t w) {
     return *reinterpret_cast<const uint32_t *>(&r);
 }
 
+// v6's TMA tile copies (sm_90; BK): an mbarrier a stage with a transaction count, the K and V
+// tiles as two boxes each of 32 rows x 64 f16 (128 bytes) with the 128-byte swizzle: 16-byte
+// chunk c of row r of a box at r * 128 + ((c ^ (r % 8)) * 16), box h (values 64h ..) at h x 4 KB.
+__device__ __forceinline__ uint32_t smaddr(const void *p) {
+    return (uint32_t)__cvta_generic_to_shared(p);
+}
+// (sm_90 only: the BK kernels built for sm_87 are never launched there, cc_major() < 9)
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+#define V6_SM90(...) __VA_ARGS__
+#else
+#define V6_SM90(...)
+#endif
+__device__ __forceinline__ void mb_init(uint32_t bar, uint32_t n) {
+    V6_SM90(asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;" ::"r"(bar), "r"(n) : "memory");
+            asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");)
+}
+__device__ __forceinline__ void fence_async_smem() {  // generic-proxy smem accesses before TMA's
+    V6_SM90(asm volatile("fence.proxy.async.shared::cta;" ::: "memory");)
+}
+__device__ __forceinline__ void mb_expect_tx(uint32_t bar, uint32_t bytes) {
+    V6_SM90(asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(bar),
+                         "r"(bytes)
+                         : "memory");)
+}
+__device__ __forceinline__ void mb_wait(uint32_t bar, uint32_t parity) {
+    uint32_t ok = 1;
+    do {
+        V6_SM90(asm volatile(
+                    "{ .reg .pred p; mbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2; "
+                    "selp.u32 %0, 1, 0, p; }"
+                    : "=r"(ok)
+                    : "r"(bar), "r"(parity)
+                    : "memory");)
+    } while (!ok);
+}
+__device__ __forceinline__ void tma_load_3d(uint32_t dst, const CUtensorMap *map, int c0, int c1,
+                                            int c2, uint32_t bar) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    asm volatile(
+        "cp.async.bulk.tensor.3d.shared::cluster.global.tile.mbarrier::complete_tx::bytes [%0], "
+        "[%1, {%2, %3, %4}], [%5];" ::"r"(dst),
+        "l"(reinterpret_cast<uint64_t>(map)), "r"(c0), "r"(c1), "r"(c2), "r"(bar)
+        : "memory");
+#endif
+}
+__device__ __forceinline__ void tma_load_4d(uint32_t dst, const CUtensorMap *map, int c0, int c1,
+                                            int c2, int c3, uint32_t bar) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    asm volatile(
+        "cp.async.bulk.tensor.4d.shared::cluster.global.tile.mbarrier::complete_tx::bytes [%0], "
+        "[%1, {%2, %3, %4, %5}], [%6];" ::"r"(dst),
+        "l"(reinterpret_cast<uint64_t>(map)), "r"(c0), "r"(c1), "r"(c2), "r"(c3), "r"(bar)
+        : "memory");
+#endif
+}
+
 // One block: the G (<= GM) query heads of one KV head, one query token, one split (the v4
 // partition with 32-row tiles). Warp w owns rows 8w .. 8w+7 of every tile and keeps its own
 // online softmax; the four warps meet once, at the end. Per tile and warp:
@@ -185,9 +242,16 @@ __device__ __forceinline__ uint32_t i8x2_to_h2(uint32_t w) {
 // pos; and with GQA > 8 (several head groups a KV head) every head group's block of the last
 // split converts the row itself and only head group 0 stores it. A device position outside the
 // cache writes no row and replaces nothing (attention clamps it, as the two launches do).
-template <int D, int KVT, int GM, bool TS = false, bool WT = false, bool FP = false>
-static __global__ void __launch_bounds__(kThreads, WT ? 1 : 0) attn_v5_kernel(const AttnArgs a) {
-    static_assert(!FP || (WT && !TS), "the folded prologue is v6's, untraced");
+// BK (v6, F16, D = 128, sm_90; a.tma): each warp's stage is filled by 4 TMA box copies
+// (issued by lanes 0-3 after lane 0's expect_tx) completing on the stage's mbarrier, rows in
+// the TMA's 128-byte swizzle instead of v5_swz; rows at or past hi in a tile (stale cache
+// rows: the TMA zero-fills only past n_ctx) are zeroed in V after the wait, as cp.async's
+// zero-fill did (their scores are -inf, so K needs nothing). The same arithmetic, same bits.
+template <int D, int KVT, int GM, bool TS = false, bool WT = false, bool FP = false, bool BK = false>
+static __global__ void __launch_bounds__(kThreads, WT ? 1 : 0)
+    attn_v5_kernel(const __grid_constant__ AttnArgs a) {
+    static_assert(!FP || WT, "the folded prologue is v6's");
+    static_assert(!BK || (WT && KVT == LOOM_KV_F16 && D == 128), "TMA tiles: v6, F16, D 128");
     unsigned long long *tr = nullptr;  // TS: this block's trace record
     if (TS && threadIdx.x == 0) {
         const int b = blockIdx.x + gridDim.x * (blockIdx.y + gridDim.y * blockIdx.z);
@@ -240,6 +304,14 @@ static __global__ void __launch_bounds__(kThreads, WT ? 1 : 0) attn_v5_kernel(co
     static_assert((CPR % 8 == 0 || CPR == 4) && KS % 4 == 0 && TP * CPR % kThreads == 0, "v5");
     extern __shared__ __align__(16) unsigned char dbuf[];
     unsigned char *buf = dbuf;
+    if constexpr (BK)  // the swizzled boxes need 1024-byte aligned stages (launcher: +1 KB)
+        buf = dbuf + ((1024u - (smaddr(dbuf) & 1023u)) & 1023u);
+    __shared__ __align__(8) uint64_t mbar[BK ? kV6MaxStages : 1];
+    // byte offset of 16-byte chunk c of row r in a K or V tile
+    auto soff = [&](int r, int c) -> int {
+        if constexpr (BK) return (c >> 3) * (kV5Rows * 128) + r * 128 + (((c & 7) ^ (r & 7)) << 4);
+        else return r * (D * kv_elem_bytes(KVT)) + v5_swz<D * kv_elem_bytes(KVT) / 16>(r, c) * 16;
+    };
     __shared__ float m_sh[GM], l_sh[GM];
     __shared__ float mw[kWarps][GM], lw[kWarps][GM];
     // FP: the block's roped q heads, and the token's converted K and V rows of its KV head
@@ -302,8 +374,22 @@ static __global__ void __launch_bounds__(kThreads, WT ? 1 : 0) attn_v5_kernel(co
     const int njw = nch > warp ? (nch - warp + kWarps - 1) / kWarps : 0;  // this warp's tiles
     auto issue_w = [&](int ci, int st) {
         if (TS && (a.tmode & 2)) return;  // trace experiment: no loads
-        copy_tile<TP, RB, I8, 32>(buf + st * STG, lo + ci * TP, hi, rs, kb, vb, a.ks, a.vs,
-                                  a.n_kv_head, kvh, lane);
+        if constexpr (BK) {
+            const uint32_t bar = smaddr(&mbar[st]);
+            if (lane == 0) mb_expect_tx(bar, 2 * TILE);
+            __syncwarp();
+            if (a.tma == 2) {  // K, V: one box each of [2 halves][32 rows][64 values]
+                if (lane < 2)
+                    tma_load_4d(smaddr(buf + st * STG + lane * TILE), lane ? &a.tmv : &a.tmk, 0,
+                                lo + ci * TP, 0, kvh, bar);
+            } else if (lane < 4) {  // K box 0, K box 1, V box 0, V box 1
+                tma_load_3d(smaddr(buf + st * STG + (lane >> 1) * TILE + (lane & 1) * (TP * 128)),
+                            (lane >> 1) ? &a.tmv : &a.tmk, (lane & 1) * 64, kvh, lo + ci * TP, bar);
+            }
+        } else {
+            copy_tile<TP, RB, I8, 32>(buf + st * STG, lo + ci * TP, hi, rs, kb, vb, a.ks, a.vs,
+                                      a.n_kv_head, kvh, lane);
+        }
     };
     // q of this lane's A rows (raw floats): v6 loads them before its tiles' copies (behind
     // 100+ KB of cp.async they arrived last: R1), v5 after.
@@ -343,6 +429,12 @@ static __global__ void __launch_bounds__(kThreads, WT ? 1 : 0) attn_v5_kernel(co
     const bool q_early = WT && !FP && !(TS && (a.tmode & 8));
     if (q_early) load_q();
     if constexpr (WT) {
+        if constexpr (BK) {  // this warp's stages' barriers (one arrival: lane 0's expect_tx)
+            if (lane == 0)
+                for (int j = 0; j < WS; j++) mb_init(smaddr(&mbar[warp + kWarps * j]), 1);
+            fence_async_smem();
+            __syncwarp();
+        }
         for (int j = 0; j < WS; j++) {
             if (j < njw) issue_w(warp + kWarps * j, warp + kWarps * j);
             cp_async_commit();
@@ -360,20 +452,34 @@ static __global__ void __launch_bounds__(kThreads, WT ? 1 : 0) attn_v5_kernel(co
     // lo); GM < 8: rows GM .. 2GM-1 the lo of heads 0 .. GM-1, rows past 2GM (and heads past
     // G) zero.
     if constexpr (FP) {
+        const bool hw = a.pro.q_norm != nullptr;
+        constexpr int NP = D / 64;
+        float ac[NP], as[NP];
+        auto rotate = [&](float *row) {
+#pragma unroll
+            for (int m = 0; m < NP; m++)
+                if (lane + 32 * m < a.pro.half)
+                    rope_apply(row, lane + 32 * m, a.pro.half, a.pro.neox != 0, ac[m], as[m]);
+            __syncwarp();
+        };
+        auto krow = [&]() {
+            head_norm<VPL>(ksh, xk, wk, hw, D, a.pro.eps, lane);
+            rotate(ksh);
+#pragma unroll
+            for (int j = 0; j < VPL; j++) vsh[lane + 32 * j] = xv[j];
+            __syncwarp();
+            if (hg == 0) {
+                const int64_t cr = (int64_t)praw * a.n_kv_head + kvh;
+                kv_store_row(ksh, D, KVT, const_cast<void *>(a.kc), const_cast<float *>(a.ks),
+                             cr, lane);
+                kv_store_row(vsh, D, KVT, const_cast<void *>(a.vc), const_cast<float *>(a.vs),
+                             cr, lane);
+            }
+        };
         if (nch > 0) {
-            const bool hw = a.pro.q_norm != nullptr;
             // the lane's pair angles once for all rows of the warp (rope.cuh: the same bits as
             // rope_kv_write's rope_rotate_pair a row)
-            constexpr int NP = D / 64;
-            float ac[NP], as[NP];
             rope_lane_angles<NP>(praw, a.pro.theta_scale, a.pro.freq_scale, lane, ac, as);
-            auto rotate = [&](float *row) {
-#pragma unroll
-                for (int m = 0; m < NP; m++)
-                    if (lane + 32 * m < a.pro.half)
-                        rope_apply(row, lane + 32 * m, a.pro.half, a.pro.neox != 0, ac[m], as[m]);
-                __syncwarp();
-            };
 #pragma unroll
             for (int hh = 0; hh < 2; hh++) {
                 const int g = warp + kWarps * hh;
@@ -382,22 +488,11 @@ static __global__ void __launch_bounds__(kThreads, WT ? 1 : 0) attn_v5_kernel(co
                     rotate(qs[g]);
                 }
             }
-            if (kw) {
-                head_norm<VPL>(ksh, xk, wk, hw, D, a.pro.eps, lane);
-                rotate(ksh);
-#pragma unroll
-                for (int j = 0; j < VPL; j++) vsh[lane + 32 * j] = xv[j];
-                __syncwarp();
-                if (hg == 0) {
-                    const int64_t cr = (int64_t)praw * a.n_kv_head + kvh;
-                    kv_store_row(ksh, D, KVT, const_cast<void *>(a.kc),
-                                 const_cast<float *>(a.ks), cr, lane);
-                    kv_store_row(vsh, D, KVT, const_cast<void *>(a.vc),
-                                 const_cast<float *>(a.vs), cr, lane);
-                }
-            }
+            if (TS && tr) tr[14] = clock64();  // the q heads are normed and rotated
+            if (kw) krow();
         }
         __syncthreads();  // qs is read by the fragment loads of every warp
+        if (TS && tr) tr[15] = clock64();
     }
     if (!q_early) load_q();
     uint32_t qa[KS][4];
@@ -438,13 +533,23 @@ static __global__ void __launch_bounds__(kThreads, WT ? 1 : 0) attn_v5_kernel(co
         // over the 32 positions, then P (16 x 32) x V (32 x D) as 2 k-steps of m16n8k16.
         const int rl = lane & 7, ql = lane >> 3;
         for (int j = 0; j < njw; j++) {
-            cp_async_wait_n(WS - 1);
-            __syncwarp();
-            if (j == 0 && warp == 0) V5_MARK(6);
             const int st = warp + kWarps * (j % WS);
             const int ci = warp + kWarps * j;
             const unsigned char *Ks = buf + st * STG, *Vs = Ks + TILE;
             const int j0 = lo + ci * TP;
+            if constexpr (BK) {
+                if (!(TS && (a.tmode & 2))) mb_wait(smaddr(&mbar[st]), (uint32_t)(j / WS) & 1u);
+                if (j0 + TP > hi) {  // rows hi - j0 .. TP-1 of V: zeros (p = 0 must not meet NaN)
+                    const int r0 = hi - j0;
+                    for (int i = lane; i < (TP - r0) * CPR; i += 32)
+                        *reinterpret_cast<uint4 *>(buf + st * STG + TILE + soff(r0 + i / CPR, i % CPR)) =
+                            make_uint4(0u, 0u, 0u, 0u);
+                }
+            } else {
+                cp_async_wait_n(WS - 1);
+            }
+            __syncwarp();
+            if (j == 0 && warp == 0) V5_MARK(6);
             if constexpr (FP) {
                 if (kw && j == njw - 1) {  // the converted row at pos replaces the copied one
                     const int r = pos0 - j0;
@@ -461,10 +566,11 @@ static __global__ void __launch_bounds__(kThreads, WT ? 1 : 0) attn_v5_kernel(co
                         }
                         if (lane == 0) { sc[r] = dk; sc[TP + r] = dv; }
                     } else {
+                        unsigned char *kt = buf + st * STG;
                         for (int i = lane; i < D; i += 32) {
-                            const int off = v5_swz<CPR>(r, i / 8) * 16 + (i % 8) * 2;
-                            *reinterpret_cast<uint16_t *>(kr + off) = kv_f16_bits(ksh[i]);
-                            *reinterpret_cast<uint16_t *>(vr + off) = kv_f16_bits(vsh[i]);
+                            const int off = soff(r, i / 8) + (i % 8) * 2;
+                            *reinterpret_cast<uint16_t *>(kt + off) = kv_f16_bits(ksh[i]);
+                            *reinterpret_cast<uint16_t *>(kt + TILE + off) = kv_f16_bits(vsh[i]);
                         }
                     }
                     __syncwarp();
@@ -483,7 +589,7 @@ static __global__ void __launch_bounds__(kThreads, WT ? 1 : 0) attn_v5_kernel(co
                     for (int kq = 0; kq < KS / 4; kq++) {
                         uint32_t b[4];
                         const int r = 8 * nb + rl;
-                        ldsm_x4<false>(b, Ks + r * RB + v5_swz<CPR>(r, 4 * kq + ql) * 16);
+                        ldsm_x4<false>(b, Ks + soff(r, 4 * kq + ql));
 #pragma unroll
                         for (int i = 0; i < 4; i++) {
                             const int k = 4 * kq + i;
@@ -498,7 +604,7 @@ static __global__ void __launch_bounds__(kThreads, WT ? 1 : 0) attn_v5_kernel(co
                     for (int nb = 0; nb < 4; nb++) {
                         uint32_t b[4];
                         const int r = 8 * nb + rl;
-                        ldsm_x4<false>(b, Ks + r * RB + v5_swz<CPR>(r, 4 * kk + ql) * 16);
+                        ldsm_x4<false>(b, Ks + soff(r, 4 * kk + ql));
                         mma16816(ca[nb], qa[2 * kk][0], qa[2 * kk][1], qa[2 * kk][2],
                                  qa[2 * kk][3], b[0], b[1]);
                         mma16816(cb[nb], qa[2 * kk + 1][0], qa[2 * kk + 1][1], qa[2 * kk + 1][2],
@@ -576,7 +682,7 @@ static __global__ void __launch_bounds__(kThreads, WT ? 1 : 0) attn_v5_kernel(co
 #pragma unroll
                     for (int c = 0; c < CPR; c += 2) {
                         uint32_t b[4];
-                        ldsm_x4<true>(b, Vs + vr * RB + v5_swz<CPR>(vr, c + (ql >> 1)) * 16);
+                        ldsm_x4<true>(b, Vs + soff(vr, c + (ql >> 1)));
 #pragma unroll
                         for (int u = 0; u < 2; u++) {
                             const int cc = c + u;
@@ -590,14 +696,17 @@ static __global__ void __launch_bounds__(kThreads, WT ? 1 : 0) attn_v5_kernel(co
 #pragma unroll
                     for (int c = 0; c < CPR; c += 2) {
                         uint32_t b[4];
-                        ldsm_x4<true>(b, Vs + vr * RB + v5_swz<CPR>(vr, c + (ql >> 1)) * 16);
+                        ldsm_x4<true>(b, Vs + soff(vr, c + (ql >> 1)));
                         mma16816(o[c], pa[0], pa[1], pa[2], pa[3], b[0], b[1]);
                         mma16816(o[c + 1], pa[0], pa[1], pa[2], pa[3], b[2], b[3]);
                     }
                 }
             }
             }
-            __syncwarp();  // the stage is read: it may be refilled
+            // the stage is read: it may be refilled (BK: the generic reads and writes of the
+            // stage are ordered before the TMA's async-proxy writes into it)
+            if constexpr (BK) fence_async_smem();
+            __syncwarp();
             if (j + WS < njw) issue_w(ci + kWarps * WS, st);
             cp_async_commit();
         }
@@ -886,9 +995,25 @@ cudaError_t launch_v5_fn(Kern kern, std::atomic<int> &max_set, const AttnArgs &a
 
 template <int D, int KVT, int GM>
 cudaError_t launch_v5_k(const AttnArgs &a, dim3 grid, cudaStream_t stream) {
-    const int smem = v5_smem(D, KVT, GM, a.nst);
-    static std::atomic<int> ms[5];  // v5, v6, traced v5, traced v6, v6 + prologue
-    if (a.fp) return launch_v5_fn(attn_v5_kernel<D, KVT, GM, false, true, true>, ms[4], a, grid, smem, stream);
+    const int smem = v5_smem(D, KVT, GM, a.nst) + (a.tma ? 1024 : 0);
+    if constexpr (D == 128 && KVT == LOOM_KV_F16) {
+        if (a.tma && a.wt) {
+            static std::atomic<int> mt[4];  // v6, v6 + prologue, and both traced (GM = 4)
+            if constexpr (GM == 4)
+                if (a.trace > 0)
+                    return a.fp ? launch_v5_fn(attn_v5_kernel<D, KVT, GM, true, true, true, true>, mt[3], a, grid, smem, stream)
+                                : launch_v5_fn(attn_v5_kernel<D, KVT, GM, true, true, false, true>, mt[2], a, grid, smem, stream);
+            return a.fp ? launch_v5_fn(attn_v5_kernel<D, KVT, GM, false, true, true, true>, mt[1], a, grid, smem, stream)
+                        : launch_v5_fn(attn_v5_kernel<D, KVT, GM, false, true, false, true>, mt[0], a, grid, smem, stream);
+        }
+    }
+    static std::atomic<int> ms[6];  // v5, v6, traced v5, traced v6, v6 + prologue, traced
+    if (a.fp) {
+        if constexpr (D == 128 && GM == 4)
+            if (a.trace > 0)
+                return launch_v5_fn(attn_v5_kernel<D, KVT, GM, true, true, true>, ms[5], a, grid, smem, stream);
+        return launch_v5_fn(attn_v5_kernel<D, KVT, GM, false, true, true>, ms[4], a, grid, smem, stream);
+    }
     if constexpr (D == 128 && GM == 4) {
         if (a.trace > 0)
             return a.wt ? launch_v5_fn(attn_v5_kernel<D, KVT, GM, true, true>, ms[3], a, grid, smem, stream)
@@ -912,10 +1037,53 @@ namespace {
 int g_trace_mode = -1, g_trace_next = 0;  // loom_cuda_attention_trace (bench/debug only)
 }
 
+// The driver's cuTensorMapEncodeTiled through cudart (no libcuda link), looked up once.
+typedef CUresult (*EncodeTiledFn)(CUtensorMap *, CUtensorMapDataType, cuuint32_t, void *,
+                                  const cuuint64_t *, const cuuint64_t *, const cuuint32_t *,
+                                  const cuuint32_t *, CUtensorMapInterleave, CUtensorMapSwizzle,
+                                  CUtensorMapL2promotion, CUtensorMapFloatOOBfill);
+bool v6_tensor_maps(AttnArgs *a) {
+    static const EncodeTiledFn enc = []() -> EncodeTiledFn {
+        void *p = nullptr;
+        cudaDriverEntryPointQueryResult q = cudaDriverEntryPointSymbolNotFound;
+        if (cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", &p, 12000, cudaEnableDefault,
+                                             &q) != cudaSuccess ||
+            q != cudaDriverEntryPointSuccess)
+            return nullptr;
+        return reinterpret_cast<EncodeTiledFn>(p);
+    }();
+    if (!enc) return false;
+    constexpr int D = 128;
+    const cuuint64_t row = (cuuint64_t)a->n_kv_head * D * 2;  // bytes between positions
+    // tma 1: [n_ctx][n_kv_head][128] in boxes of 32 x 1 x 64; tma 2: [n_kv_head][2 halves]
+    // [n_ctx][64] (strides not in order) in boxes of 1 x 2 x 32 x 64, smem [half][row][64]
+    const bool two = a->tma == 2;
+    const cuuint32_t rank = two ? 4 : 3;
+    const cuuint64_t d1[4] = {D, (cuuint64_t)a->n_kv_head, (cuuint64_t)a->n_ctx, 1};
+    const cuuint64_t d2[4] = {64, (cuuint64_t)a->n_ctx, 2, (cuuint64_t)a->n_kv_head};
+    const cuuint64_t s1[3] = {(cuuint64_t)D * 2, row, 0}, s2[3] = {row, 128, (cuuint64_t)D * 2};
+    const cuuint32_t b1[4] = {64, 1, (cuuint32_t)kV5Rows, 1}, b2[4] = {64, (cuuint32_t)kV5Rows, 2, 1};
+    const cuuint64_t *dims = two ? d2 : d1, *strides = two ? s2 : s1;
+    const cuuint32_t *box = two ? b2 : b1;
+    const cuuint32_t es[4] = {1, 1, 1, 1};
+    for (int i = 0; i < 2; i++)
+        if (enc(i ? &a->tmv : &a->tmk, CU_TENSOR_MAP_DATA_TYPE_FLOAT16, rank,
+                const_cast<void *>(i ? a->vc : a->kc), dims, strides, box, es,
+                CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B,
+                CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) != CUDA_SUCCESS) {
+            static std::atomic<bool> said{false};
+            if (!said.exchange(true))
+                fprintf(stderr, "loom: attention v6: TMA tensor map (form %d) refused; cp.async\n",
+                        a->tma);
+            return false;
+        }
+    return true;
+}
+
 loom_status run_v5(const AttnArgs &a0, int kvt, int64_t D, int64_t N, loom_error *err,
                    cudaStream_t stream) {
     AttnArgs a = a0;
-    if (g_trace_mode >= 0 && !a.fp) {
+    if (g_trace_mode >= 0) {
         a.trace = 1 + g_trace_next++ % kTraceSlots;
         a.tmode |= g_trace_mode;
     }
