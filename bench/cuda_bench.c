@@ -894,21 +894,17 @@ static void fused_ab(void) {
     g_step_rka = 0;
 }
 
-/* --attn-s7: session 7's decode attention variants against the default in the same run:
- * LOOM_ATTN_TMA=1 / 2 (v6's F16 tiles by TMA, 4 or 2 boxes a tile), LOOM_ATTN_WSTAGES=2 (2
- * stages a warp instead of 3), alone and with TMA=2; graph rows of the fused prologue +
- * attention (640, 4K F16, 4K INT8) and of attention_at (4K F16), then the decode-layer graph (4
- * layers, rope_kv_attention_at) at 640 and 4K positions, every variant twice in turn. */
+/* --attn-s7: decode attention v6 with its F16 tiles copied by TMA (LOOM_ATTN_TMA=1) against the
+ * default (cp.async) in the same run: graph rows of the fused prologue + attention (640, 4K F16,
+ * 4K INT8) and of attention_at (4K F16), then the decode-layer graph (4 layers,
+ * rope_kv_attention_at) at 640 and 4K positions, both in turn, twice. */
 static void attn_s7_ab(void) {
-    static const struct { const char *name, *tma, *ws; } var[5] = {
-        {"default", "0", "3"}, {"TMA=1", "1", "3"}, {"TMA=2", "2", "3"}, {"WSTAGES=2", "0", "2"},
-        {"TMA=2,WSTAGES=2", "2", "2"}};
+    static const struct { const char *name, *tma; } var[2] = {{"default", "0"}, {"TMA=1", "1"}};
     enum { NV = sizeof var / sizeof var[0] };
     static const int64_t Ls[2] = {640, 4096};
     char nm[80];
     for (int v = 0; v < NV; v++) {
         set_env("LOOM_ATTN_TMA", var[v].tma);
-        set_env("LOOM_ATTN_WSTAGES", var[v].ws);
         snprintf(nm, sizeof nm, "fused %s", var[v].name);
         bench_attn_at(nm, LOOM_KV_F16, 640, 1, 2);
         bench_attn_at(nm, LOOM_KV_F16, 4096, 1, 2);
@@ -921,13 +917,11 @@ static void attn_s7_ab(void) {
         for (int rep = 0; rep < 2; rep++)
             for (int v = 0; v < NV; v++) {
                 set_env("LOOM_ATTN_TMA", var[v].tma);
-                set_env("LOOM_ATTN_WSTAGES", var[v].ws);
                 printf("(fused, %s)\n", var[v].name);
                 bench_step("4B", 2560, 9728, 4, Ls[li], LOOM_GGML_Q4_K);
             }
     g_step_rka = 0;
     set_env("LOOM_ATTN_TMA", "0");
-    set_env("LOOM_ATTN_WSTAGES", "3");
 }
 
 /* --mixed: the Q4_K_M triple's GEMV in one launch (LOOM_GEMV_TRIPLE_MIXED=1, the default; 2 / 3:

@@ -30,10 +30,11 @@
 // cluster barrier, no remote loads); both combines keep v5's arithmetic and split order.
 // LOOM_ATTN_PREFETCH=1 (off by default: it measured slower, bench/NOTES.md section 3) has each
 // block ask L2 for its rows before the PDL wait (prefetch.global.L2, a hint: correct whatever
-// the previous kernel writes). LOOM_ATTN_TMA=1|2 (F16, head_dim 128; session 7, off until
-// measured): a warp's stages are filled by TMA box copies completing on mbarriers (4 or 2 a
-// tile, tensor maps encoded here per launch) instead of cp.async; rows in the TMA's 128-byte
-// swizzle; the same arithmetic and bits. LOOM_ATTN_WSTAGES caps a warp's stages (1 .. 3).
+// the previous kernel writes). LOOM_ATTN_TMA=1 (F16, head_dim 128; session 7, opt-in until
+// measured end to end): a warp's stages are filled by TMA box copies completing on mbarriers
+// (K and V one box each a tile; tensor maps encoded here per launch) instead of cp.async; rows
+// in the TMA's 128-byte swizzle; the same arithmetic and bits (H200: fused 4K 12.06 -> 11.19
+// us, decode-layer graph at 4K -2.0 us a layer, 640 equal; bench/NOTES.md section 3).
 // v6 + the attention prologue (loom_cuda_rope_kv_attention_at, LOOM_ATTN_FUSED; one token):
 // the same partition with rope_kv_write's work for the token folded into the blocks
 // (attention_v5.cu, FP, says how the new K/V row reaches the tiles without a grid-wide order).
@@ -96,10 +97,9 @@ namespace loom_cuda {
 // prefetch before the PDL wait; off unless 1).
 int attn_cluster_tiles();
 bool attn_prefetch();
-// Session 7: LOOM_ATTN_TMA (v6's F16 D=128 tiles copied by TMA boxes: 1 = 4 a tile, 2 = 2;
-// 0 = cp.async) and LOOM_ATTN_WSTAGES (the most cp.async/TMA stages a v6 warp, 1 .. 3).
-int attn_tma();
-int attn_warp_stages();
+// LOOM_ATTN_TMA=1 (session 7, opt-in until measured end to end): v6's F16 head_dim-128 tiles
+// copied by TMA boxes instead of cp.async.
+bool attn_tma();
 
 namespace {
 
@@ -811,13 +811,11 @@ static loom_status launch_attn(const float *q, const void *k_cache, const float 
             const int64_t wv = (used + sm_count() - 1) / sm_count();
             const int64_t wcap = 200 * 1024 / (wv < 1 ? 1 : wv) / v5_stage((int)D, (int)kv->type) / kWarps;
             f.wt = fast(SW_ATTN_V6) && N == 1 && cc_major() >= 9 && wcap >= 1;
-            f.tma = f.wt && kv->type == LOOM_KV_F16 && D == 128 ? attn_tma() : 0;
-            if (f.tma && !v6_tensor_maps(&f)) f.tma = 0;
+            f.tma = f.wt && kv->type == LOOM_KV_F16 && D == 128 && attn_tma() && v6_tensor_maps(&f);
             if (f.wt) {
                 if (attn_prefetch()) f.tmode = 16;  // LOOM_ATTN_PREFETCH=1
                 const int64_t ws = (per + kWarps - 1) / kWarps;
-                int64_t w = ws > wcap ? wcap : ws;
-                if (w > attn_warp_stages()) w = attn_warp_stages();
+                const int64_t w = ws > wcap ? wcap : ws;
                 f.nst = (int)(kWarps * (w > kV6MaxStages / kWarps ? kV6MaxStages / kWarps : w));
             } else {
                 cap = cap < 2 ? 2 : (cap > kV5MaxStages ? kV5MaxStages : cap);

@@ -40,11 +40,10 @@ struct AttnArgs {
     int tmode;    // traced launches only: 1 = no math, 2 = no loads, 4 = no split combine,
                   // 8 = v6 q after the copies; any v6 launch: 16 = L2 prefetch
     int fp;       // v6 with the decode prologue folded in (pro; q is the raw q): 1
-    int tma;      // v6, F16, D = 128, sm_90: tiles copied by TMA (tmk, tmv), not cp.async: 1 =
-                  // 4 boxes a tile (K, V as two 32 x 64 boxes), 2 = 2 boxes (32 x 64 x 2 halves)
+    int tma;      // v6, F16, D = 128, sm_90: 1 = tiles copied by TMA (tmk, tmv), not cp.async
     AttnPrologue pro;
-    CUtensorMap tmk, tmv;  // tma: the K and V caches as f16 tensors, boxes of 32 rows x 64
-                           // values (x 2 halves for tma 2), 128-byte swizzle (attention_v5.cu)
+    CUtensorMap tmk, tmv;  // tma: the K and V caches as f16 tensors, boxes of 2 halves x 32
+                           // rows x 64 values, 128-byte swizzle (attention_v5.cu)
 };
 
 namespace {  // device helpers and the combine's counters: one copy a translation unit
@@ -225,7 +224,7 @@ constexpr __host__ __device__ int v5_stage(int D, int kvt) {
 loom_status run_v5(const AttnArgs &a, int kvt, int64_t D, int64_t N, loom_error *err,
                    cudaStream_t stream);
 // v6's TMA copies: fills a->tmk and a->tmv for an F16 cache of head_dim 128 (a's kc, vc,
-// n_kv_head, n_ctx; a->tma 1 or 2 picks the box form). false when the driver's encoder is missing or refuses the layout (the
+// n_kv_head, n_ctx). false when the driver's encoder is missing or refuses the layout (the
 // caller then keeps cp.async); never fails the launch.
 bool v6_tensor_maps(AttnArgs *a);
 

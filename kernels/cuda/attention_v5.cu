@@ -160,9 +160,9 @@ __device__ __forceinline__ uint32_t i8x2_to_h2(uint32_t w) {
     return *reinterpret_cast<const uint32_t *>(&r);
 }
 
-// v6's TMA tile copies (sm_90; BK): an mbarrier a stage with a transaction count, the K and V
-// tiles as two boxes each of 32 rows x 64 f16 (128 bytes) with the 128-byte swizzle: 16-byte
-// chunk c of row r of a box at r * 128 + ((c ^ (r % 8)) * 16), box h (values 64h ..) at h x 4 KB.
+// v6's TMA tile copies (sm_90; BK): an mbarrier a stage with a transaction count, the K tile
+// and the V tile one box each of [2 halves][32 rows][64 f16] with the 128-byte swizzle: 16-byte
+// chunk c of row r of half h at h x 4 KB + r * 128 + ((c ^ (r % 8)) * 16).
 __device__ __forceinline__ uint32_t smaddr(const void *p) {
     return (uint32_t)__cvta_generic_to_shared(p);
 }
@@ -194,16 +194,6 @@ __device__ __forceinline__ void mb_wait(uint32_t bar, uint32_t parity) {
                     : "r"(bar), "r"(parity)
                     : "memory");)
     } while (!ok);
-}
-__device__ __forceinline__ void tma_load_3d(uint32_t dst, const CUtensorMap *map, int c0, int c1,
-                                            int c2, uint32_t bar) {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-    asm volatile(
-        "cp.async.bulk.tensor.3d.shared::cluster.global.tile.mbarrier::complete_tx::bytes [%0], "
-        "[%1, {%2, %3, %4}], [%5];" ::"r"(dst),
-        "l"(reinterpret_cast<uint64_t>(map)), "r"(c0), "r"(c1), "r"(c2), "r"(bar)
-        : "memory");
-#endif
 }
 __device__ __forceinline__ void tma_load_4d(uint32_t dst, const CUtensorMap *map, int c0, int c1,
                                             int c2, int c3, uint32_t bar) {
@@ -242,9 +232,9 @@ __device__ __forceinline__ void tma_load_4d(uint32_t dst, const CUtensorMap *map
 // pos; and with GQA > 8 (several head groups a KV head) every head group's block of the last
 // split converts the row itself and only head group 0 stores it. A device position outside the
 // cache writes no row and replaces nothing (attention clamps it, as the two launches do).
-// BK (v6, F16, D = 128, sm_90; a.tma): each warp's stage is filled by 4 TMA box copies
-// (issued by lanes 0-3 after lane 0's expect_tx) completing on the stage's mbarrier, rows in
-// the TMA's 128-byte swizzle instead of v5_swz; rows at or past hi in a tile (stale cache
+// BK (v6, F16, D = 128, sm_90; a.tma): each warp's stage is filled by 2 TMA box copies (K and
+// V, each [2 halves][32 rows][64 values], issued by lanes 0-1 after lane 0's expect_tx)
+// completing on the stage's mbarrier, rows in the TMA's 128-byte swizzle instead of v5_swz; rows at or past hi in a tile (stale cache
 // rows: the TMA zero-fills only past n_ctx) are zeroed in V after the wait, as cp.async's
 // zero-fill did (their scores are -inf, so K needs nothing). The same arithmetic, same bits.
 template <int D, int KVT, int GM, bool TS = false, bool WT = false, bool FP = false, bool BK = false>
@@ -378,14 +368,9 @@ static __global__ void __launch_bounds__(kThreads, WT ? 1 : 0)
             const uint32_t bar = smaddr(&mbar[st]);
             if (lane == 0) mb_expect_tx(bar, 2 * TILE);
             __syncwarp();
-            if (a.tma == 2) {  // K, V: one box each of [2 halves][32 rows][64 values]
-                if (lane < 2)
-                    tma_load_4d(smaddr(buf + st * STG + lane * TILE), lane ? &a.tmv : &a.tmk, 0,
-                                lo + ci * TP, 0, kvh, bar);
-            } else if (lane < 4) {  // K box 0, K box 1, V box 0, V box 1
-                tma_load_3d(smaddr(buf + st * STG + (lane >> 1) * TILE + (lane & 1) * (TP * 128)),
-                            (lane >> 1) ? &a.tmv : &a.tmk, (lane & 1) * 64, kvh, lo + ci * TP, bar);
-            }
+            if (lane < 2)  // K, V: one box each of [2 halves][32 rows][64 values]
+                tma_load_4d(smaddr(buf + st * STG + lane * TILE), lane ? &a.tmv : &a.tmk, 0,
+                            lo + ci * TP, 0, kvh, bar);
         } else {
             copy_tile<TP, RB, I8, 32>(buf + st * STG, lo + ci * TP, hi, rs, kb, vb, a.ks, a.vs,
                                       a.n_kv_head, kvh, lane);
@@ -1055,26 +1040,20 @@ bool v6_tensor_maps(AttnArgs *a) {
     if (!enc) return false;
     constexpr int D = 128;
     const cuuint64_t row = (cuuint64_t)a->n_kv_head * D * 2;  // bytes between positions
-    // tma 1: [n_ctx][n_kv_head][128] in boxes of 32 x 1 x 64; tma 2: [n_kv_head][2 halves]
-    // [n_ctx][64] (strides not in order) in boxes of 1 x 2 x 32 x 64, smem [half][row][64]
-    const bool two = a->tma == 2;
-    const cuuint32_t rank = two ? 4 : 3;
-    const cuuint64_t d1[4] = {D, (cuuint64_t)a->n_kv_head, (cuuint64_t)a->n_ctx, 1};
-    const cuuint64_t d2[4] = {64, (cuuint64_t)a->n_ctx, 2, (cuuint64_t)a->n_kv_head};
-    const cuuint64_t s1[3] = {(cuuint64_t)D * 2, row, 0}, s2[3] = {row, 128, (cuuint64_t)D * 2};
-    const cuuint32_t b1[4] = {64, 1, (cuuint32_t)kV5Rows, 1}, b2[4] = {64, (cuuint32_t)kV5Rows, 2, 1};
-    const cuuint64_t *dims = two ? d2 : d1, *strides = two ? s2 : s1;
-    const cuuint32_t *box = two ? b2 : b1;
-    const cuuint32_t es[4] = {1, 1, 1, 1};
+    // The cache as [n_kv_head][2 halves][n_ctx][64 values] (strides not in order), boxes of
+    // 1 x 2 x 32 x 64: a tile's K (or V) in one copy, landing in shared memory as [half][row][64]
+    // (section 3 of bench/NOTES.md: 2 copies a tile beat 4 boxes of 32 x 64 at 4K)
+    const cuuint64_t dims[4] = {64, (cuuint64_t)a->n_ctx, 2, (cuuint64_t)a->n_kv_head};
+    const cuuint64_t strides[3] = {row, 128, (cuuint64_t)D * 2};
+    const cuuint32_t box[4] = {64, (cuuint32_t)kV5Rows, 2, 1}, es[4] = {1, 1, 1, 1};
     for (int i = 0; i < 2; i++)
-        if (enc(i ? &a->tmv : &a->tmk, CU_TENSOR_MAP_DATA_TYPE_FLOAT16, rank,
+        if (enc(i ? &a->tmv : &a->tmk, CU_TENSOR_MAP_DATA_TYPE_FLOAT16, 4,
                 const_cast<void *>(i ? a->vc : a->kc), dims, strides, box, es,
                 CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B,
                 CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) != CUDA_SUCCESS) {
             static std::atomic<bool> said{false};
             if (!said.exchange(true))
-                fprintf(stderr, "loom: attention v6: TMA tensor map (form %d) refused; cp.async\n",
-                        a->tma);
+                fprintf(stderr, "loom: attention v6: TMA tensor map refused; cp.async\n");
             return false;
         }
     return true;

@@ -62,11 +62,9 @@ static int g_attn_bpsm = kDefaultAttnBpsm;
 static const int kDefaultAttnClTiles = 128;
 static int g_attn_cl_tiles = kDefaultAttnClTiles;
 static bool g_attn_prefetch = false;
-// Decode attention v6 (session 7 experiments, off until measured, bench/NOTES.md section 3):
-// LOOM_ATTN_TMA, its F16 D=128 tiles copied by TMA boxes (1: 4 a tile, 2: 2 a tile; 0 =
-// cp.async), and LOOM_ATTN_WSTAGES, the most stages a warp (1 .. 3, default 3).
-static int g_attn_tma = 0;
-static int g_attn_wstages = 3;
+// Decode attention v6: LOOM_ATTN_TMA=1, its F16 head_dim-128 tiles copied by TMA boxes instead
+// of cp.async (session 7; opt-in until measured end to end, bench/NOTES.md section 3).
+static bool g_attn_tma = false;
 
 // Whether environment variable `name` is set to `value`.
 static bool env_is(const char *name, const char *value) {
@@ -104,8 +102,7 @@ static void read_switches_locked() {
     g_attn_bpsm = env_int("LOOM_ATTN_BPSM", 1, 16, false, kDefaultAttnBpsm);
     g_attn_cl_tiles = env_int("LOOM_ATTN_CL_TILES", 0, 1 << 25, false, kDefaultAttnClTiles);
     g_attn_prefetch = env_is("LOOM_ATTN_PREFETCH", "1");
-    g_attn_tma = env_int("LOOM_ATTN_TMA", 0, 2, false, 0);
-    g_attn_wstages = env_int("LOOM_ATTN_WSTAGES", 1, 3, false, 3);
+    g_attn_tma = env_is("LOOM_ATTN_TMA", "1");
     g_switch_read = true;
 }
 
@@ -169,14 +166,9 @@ bool attn_prefetch() {
     return g_attn_prefetch;
 }
 
-int attn_tma() {
+bool attn_tma() {
     ensure_switches();
     return g_attn_tma;
-}
-
-int attn_warp_stages() {
-    ensure_switches();
-    return g_attn_wstages;
 }
 
 int attn_blocks_per_sm() {
