@@ -956,21 +956,19 @@ static void mixed_ab(void) {
 }
 
 /* --q4k: the Q4_K matmuls' bodies in the same process (LOOM_GEMV_MMA_Q4K_V: 1 the f16 body v11,
- * 2 the INT8 body, 3 the INT8 body at 5 blocks an SM without the register prefetch), in turn,
- * twice (1 2 3 1 2 3): the 4B and 8B rows of the decode matmuls (the Q4_K_M triple normed as the
- * decode step runs it, attention output + add, gate/up pair + SwiGLU normed, ffn down + add, the
- * 4B gemv), the 4B prefill GEMM (9728x2560) at N = 32 and 512, and the decode-layer graph (GEMVs, full layer,
- * norms folded) at 4B (8 layers) and 8B (4 layers); with V = 3 also the 4B attention output and
- * ffn down at LOOM_GEMV_MMA_SPLIT=4 (their 160 tiles x 4 fill 5 blocks an SM in one wave). */
+ * 2 the INT8 body), in turn, twice (1 2 1 2): the 4B and 8B rows of the decode matmuls (the
+ * Q4_K_M triple and the gate/up pair + SwiGLU plain, norm + plain and normed, attention output +
+ * add, ffn down + add, the 4B gemv), the 4B prefill GEMM (9728x2560) at N = 32 and 512, and the
+ * decode-layer graph (GEMVs, full layer, norms folded) at 4B (8 layers) and 8B (4 layers). */
 static int g_q4k_ab = 0;
 static void bench_q4k_ab(void) {
-    static const char *vv[3] = {"1", "2", "3"};
+    static const char *vv[2] = {"1", "2"};
     const loom_ggml_type q4[3] = {LOOM_GGML_Q4_K, LOOM_GGML_Q4_K, LOOM_GGML_Q6_K};
     static const struct { const char *name; int64_t H, F; } cf[2] = {{"4B", 2560, 9728}, {"8B", 4096, 14336}};
     const int norm_only = g_norm_only;
     char nm[80];
     for (int rep = 0; rep < (g_quick ? 1 : 2); rep++)
-        for (int v = 0; v < 3; v++) {
+        for (int v = 0; v < 2; v++) {
             set_env("LOOM_GEMV_MMA_Q4K_V", vv[v]);
             printf("(LOOM_GEMV_MMA_Q4K_V=%s)\n", vv[v]);
             for (int ci = 0; ci < 2; ci++) {
@@ -994,13 +992,6 @@ static void bench_q4k_ab(void) {
                     snprintf(nm, sizeof nm, "4B prefill gemm N=512 V%s", vv[v]);
                     bench_mm(nm, MM_GEMM, 512, 1, q4, (const int64_t[]){F}, H);
                     g_calls = 0;
-                }
-                if (ci == 0 && v == 2) {
-                    set_env("LOOM_GEMV_MMA_SPLIT", "4");
-                    bench_mm("4B attn out + add V3 S4", MM_ADD, 1, 1, q4, (const int64_t[]){H}, 4096);
-                    bench_mm("4B ffn down + add V3 S4", MM_ADD, 1, 1, q4, (const int64_t[]){H}, F);
-                    unsetenv("LOOM_GEMV_MMA_SPLIT");
-                    loom_cuda_reload_switches();
                 }
             }
             g_norm_only = 1; /* bench_step's third mode: the norms folded into the matmuls */

@@ -55,8 +55,7 @@
  *                         a triple's Q6_K segments keep the f16 body, GEMV and GEMM)
  *                         LOOM_GEMV_MMA_Q4K_V: the Q4_K body, 1 (default) the f16 hi + lo
  *                         body, 2 INT8 (q4k_i8_body.cuh: other bits, same tolerance; every Q4_K
- *                         mma matmul, GEMM token == GEMV bits), 3 INT8 at 5 blocks an SM (no
- *                         register prefetch; the same bits as 2)
+ *                         mma matmul, GEMM token == GEMV bits)
  *   LOOM_GEMV_TRIPLE_MIXED a GEMV (n = 1) with Q4_K and Q6_K segments (the Q4_K_M QKV
  *                         triple) in one launch (gemv_mma.cu's mixed kernel; the default, 1)
  *                         instead of the Q4_K and the Q6_K launch (=0); bit-identical

@@ -30,7 +30,6 @@
 // The INT8 body (LOOM_GEMV_MMA_Q4K_V=2, q4k_i8_body.cuh; bench/NOTES.md 2.4): the same tiles,
 // split, prefetch, reduction and epilogue with another product (m16n8k32 u8.s8, x as 4 exact
 // int8 limbs, the scale by IMAD, the mins by a second mma) in q4k_tile's I8 instantiations;
-// V = 3 runs the INT8 GEMV at 5 blocks an SM without the register prefetch (LEAN, same bits).
 //
 // The Q4_K_M triple in one launch (gemv_mma_mixed, LOOM_GEMV_TRIPLE_MIXED=1; bench/NOTES.md
 // 2.3): the GEMV of Q4_K Q/K and Q6_K V as one grid whose blocks run either this file's tile
@@ -207,16 +206,13 @@ struct MmaArgs {
 // I8: the INT8 body (q4k_i8_body.cuh, LOOM_GEMV_MMA_Q4K_V=2): x staged as int8 limbs.
 template <int NT, int NMAT, bool NORM, bool I8>
 struct Q4Smem {
-    std::conditional_t<I8, q6k::I8Stage<NT>, Stage<NT>> stage[kWarps];
+    std::conditional_t<I8, Q4I8Stage<NT>, Stage<NT>> stage[kWarps];
     double npart[NORM ? NT * kWarps : 1];
     float nscale[NT];
     float red[kWarps * NMAT * ((NT + 3) / 4) * 2 * 32];
 };
 
-// LEAN (the INT8 GEMV at 5 blocks an SM, <= 96 registers; LOOM_GEMV_MMA_Q4K_V=3): no register
-// prefetch of the next super-block, and the pair loads its second matrix after the first one's
-// mma (from L2: both requested there at the top of the step). Same arithmetic, same bits.
-template <int NT, int NMAT, bool NORM, bool I8, bool LEAN = false>
+template <int NT, int NMAT, bool NORM, bool I8>
 __device__ __forceinline__ void q4k_tile(const MmaArgs &a, Q4Smem<NT, NMAT, NORM, I8> &sm,
                                          int64_t tile, int rank, int S, int tok0) {
     pdl_launch_dependents();
@@ -250,7 +246,7 @@ __device__ __forceinline__ void q4k_tile(const MmaArgs &a, Q4Smem<NT, NMAT, NORM
     const int ncol = 2 * ntok;
 
     // f16 body: lane t holds token 4j + t of n-tile j; INT8: every token, a quarter of its sum
-    constexpr int NA = I8 ? NT : NTL;
+    constexpr int NA = I8 ? (NT + 1) / 2 : NTL;  // INT8: a tile (2 tokens) a slot
     float acc[NMAT][NA][2];
 #pragma unroll
     for (int m = 0; m < NMAT; m++)
@@ -259,7 +255,7 @@ __device__ __forceinline__ void q4k_tile(const MmaArgs &a, Q4Smem<NT, NMAT, NORM
 
     auto &st = sm.stage[w];
     if constexpr (I8) {
-        q4_i8_stage_init<NT>(st, ntok, lane);
+        q4_i8_stage_init<NT>(st, lane);
         __syncwarp();
     }
     // (32-bit super-block counters: K / 256 < 2^31; they save the lean INT8 pair registers)
@@ -273,8 +269,7 @@ __device__ __forceinline__ void q4k_tile(const MmaArgs &a, Q4Smem<NT, NMAT, NORM
     // One matrix: the next super-block's weights are loaded before this one is used (register
     // double buffer). The pair loads two matrices a step, which keeps as many bytes in flight
     // without the second buffer (that would spill).
-    constexpr bool kPrefetch = NMAT == 1 && !(I8 && (NT > 1 || LEAN));
-    constexpr bool kLate = LEAN && NMAT == 2;
+    constexpr bool kPrefetch = NMAT == 1;
     using Raw = std::conditional_t<I8, Q4RawI8, Q4Raw>;
     auto load = [&](int m, int64_t b) -> Raw {
         if constexpr (I8) return q4_load_i8(wg[m], w8[m], b, t);
@@ -327,14 +322,7 @@ __device__ __forceinline__ void q4k_tile(const MmaArgs &a, Q4Smem<NT, NMAT, NORM
     for (; sb < nsb; sb += step) {
         if (!kPrefetch) {
 #pragma unroll
-            for (int m = 0; m < NMAT; m++) {
-                if (!kLate || m == 0) {
-                    cur[m] = load(m, sb);
-                } else {
-                    prefetch_l2(wg[m] + sb * kQ4KBytes + 64 * t);
-                    prefetch_l2(w8[m] + sb * kQ4KBytes + 64 * t);
-                }
-            }
+            for (int m = 0; m < NMAT; m++) cur[m] = load(m, sb);
         }
         Raw nxt[NMAT];
         float4 nxa[XB], nxc[XB];
@@ -358,10 +346,10 @@ __device__ __forceinline__ void q4k_tile(const MmaArgs &a, Q4Smem<NT, NMAT, NORM
                     if (i0 + i == 0 || i0 + i < ntok) {
                         if (NORM) {
                             const float sc = nscale[i0 + i];
-                            q6k::stage_i8<NT>(st, i0 + i, rms_apply4(xa[i], sc, nwa),
-                                              rms_apply4(xc[i], sc, nwc), lane);
+                            stage_q4i8<NT>(st, i0 + i, rms_apply4(xa[i], sc, nwa),
+                                           rms_apply4(xc[i], sc, nwc), lane);
                         } else {
-                            q6k::stage_i8<NT>(st, i0 + i, xa[i], xc[i], lane);
+                            stage_q4i8<NT>(st, i0 + i, xa[i], xc[i], lane);
                         }
                     }
                 }
@@ -372,9 +360,8 @@ __device__ __forceinline__ void q4k_tile(const MmaArgs &a, Q4Smem<NT, NMAT, NORM
         __syncwarp();
 #pragma unroll
         for (int m = 0; m < NMAT; m++) {
-            if (kLate && m > 0) cur[m] = load(m, sb);
             if constexpr (I8)
-                q4_superblock_i8<NT, (NMAT == 2 && (NT > 1 || (LEAN && NORM)))>(cur[m], st, lane, acc[m]);
+                q4_superblock_i8<NT>(cur[m], st, lane, acc[m]);
             else q4_superblock<NT, NMAT == 1 ? 2 : 1>(cur[m], st, lane, ncol, hit, sel_e, sel_o, acc[m]);
         }
         // (The copy below costs ~30 moves a step; a two-set ping-pong spilled: bench/NOTES.md.)
@@ -403,74 +390,44 @@ __device__ __forceinline__ void q4k_tile(const MmaArgs &a, Q4Smem<NT, NMAT, NORM
     }
     reduce_partials(v, red, S);
     if (rank != 0 || w != 0) return;
-#pragma unroll
-    for (int j = 0; j < NTL; j++) {
-        if (4 * j + t >= ntok) continue;
-        const int64_t tok = tok0 + 4 * j + t;
-#pragma unroll
-        for (int k = 0; k < 2; k++) {
-            const int64_t r = r0 + g + 8 * k;
-            if (r >= s.rows) continue;
-            const int64_t i = tok * s.rows + r;
-            float y = v[j * 2 + k];
-            if (NMAT == 2 && a.epi == EPI_SWIGLU) {
-                y = __fmul_rn(silu_f(y), v[((NMAT - 1) * NTL + j) * 2 + k]);
-            } else if (NMAT == 2) {  // the pair without epilogue: both outputs
-                const Seg &s1 = a.seg[1];
-                const float y1 = v[((NMAT - 1) * NTL + j) * 2 + k];
-                s1.y[i] = s1.bias ? __fadd_rn(y1, s1.bias[r]) : y1;
-                if (s.bias) y = __fadd_rn(y, s.bias[r]);
-            } else if (a.epi == EPI_ADD) {
-                y = __fadd_rn(y, s.resid[i]);
-            } else if (s.bias) {
-                y = __fadd_rn(y, s.bias[r]);
-            }
-            s.y[i] = y;
+    q6k::for_each_output<NTL>(r0, s.rows, tok0, ntok, lane, [&](int j, int k, int64_t i, int64_t r) {
+        float y = v[j * 2 + k];
+        if (NMAT == 2 && a.epi == EPI_SWIGLU) {
+            y = __fmul_rn(silu_f(y), v[((NMAT - 1) * NTL + j) * 2 + k]);
+        } else if (NMAT == 2) {  // the pair without epilogue: both outputs
+            const Seg &s1 = a.seg[1];
+            const float y1 = v[((NMAT - 1) * NTL + j) * 2 + k];
+            s1.y[i] = s1.bias ? __fadd_rn(y1, s1.bias[r]) : y1;
+            if (s.bias) y = __fadd_rn(y, s.bias[r]);
+        } else if (a.epi == EPI_ADD) {
+            y = __fadd_rn(y, s.resid[i]);
+        } else if (s.bias) {
+            y = __fadd_rn(y, s.bias[r]);
         }
-    }
+        s.y[i] = y;
+    });
 }
 
-// Blocks an SM: the GEMVs 4 (<= 128 registers; the LEAN INT8 GEMV 5, <= 96: the pair's 608 4B
-// tiles in one wave), the GEMMs 2.
-template <int NT, bool I8>
-constexpr int kQ4Blocks = NT == 1 ? 4 : 2;
-
-template <int NT, int NMAT, bool NORM, bool I8, bool LEAN = false>
-static __global__ void __launch_bounds__(kThreads, (LEAN ? 5 : kQ4Blocks<NT, I8>))
-    gemv_mma_q4k(const MmaArgs a) {
+template <int NT, int NMAT, bool NORM, bool I8>
+static __global__ void __launch_bounds__(kThreads, NT == 1 ? 4 : 2) gemv_mma_q4k(const MmaArgs a) {
     __shared__ Q4Smem<NT, NMAT, NORM, I8> sm;
-    q4k_tile<NT, NMAT, NORM, I8, LEAN>(a, sm, blockIdx.z, (int)blockIdx.x, (int)gridDim.x,
-                                       (int)blockIdx.y * NT);
+    q4k_tile<NT, NMAT, NORM, I8>(a, sm, blockIdx.z, (int)blockIdx.x, (int)gridDim.x,
+                                 (int)blockIdx.y * NT);
 }
 
-// The GEMM groups: 8 tokens for the f16 body, 4 for the INT8 one (8 spilled), so NT = 8 exists
-// only as f16 and NT = 4 only as INT8.
 template <int NT, int NMAT, bool NORM>
-cudaError_t launch_q4k_n(const MmaArgs &a, int var, int S, int64_t groups, cudaStream_t stream) {
-    const bool i8 = var >= 2;
+cudaError_t launch_q4k_n(const MmaArgs &a, bool i8, int S, int64_t groups, cudaStream_t stream) {
     const dim3 grid((unsigned)S, (unsigned)groups, (unsigned)a.tile0[a.nseg]);
     const dim3 cl((unsigned)S, 1, 1);
-    if constexpr (NT == kGemmTok)
-        return launch_cluster(gemv_mma_q4k<NT, NMAT, NORM, false>, grid, cl, kThreads, 0, stream, a);
-    else if constexpr (NT == 4)
-        return launch_cluster(gemv_mma_q4k<NT, NMAT, NORM, true>, grid, cl, kThreads, 0, stream, a);
-    else if (i8) {
-        if constexpr (NT == 1) {
-            if (var == 3)
-                return launch_cluster(gemv_mma_q4k<NT, NMAT, NORM, true, true>, grid, cl, kThreads,
-                                      0, stream, a);
-        }
-        return launch_cluster(gemv_mma_q4k<NT, NMAT, NORM, true>, grid, cl, kThreads, 0, stream, a);
-    } else {
-        return launch_cluster(gemv_mma_q4k<NT, NMAT, NORM, false>, grid, cl, kThreads, 0, stream, a);
-    }
+    if (i8) return launch_cluster(gemv_mma_q4k<NT, NMAT, NORM, true>, grid, cl, kThreads, 0, stream, a);
+    return launch_cluster(gemv_mma_q4k<NT, NMAT, NORM, false>, grid, cl, kThreads, 0, stream, a);
 }
 
 template <int NT, int NMAT>
-cudaError_t launch_q4k(const MmaArgs &a, bool norm, int var, int S, int64_t groups,
+cudaError_t launch_q4k(const MmaArgs &a, bool norm, bool i8, int S, int64_t groups,
                        cudaStream_t stream) {
-    return norm ? launch_q4k_n<NT, NMAT, true>(a, var, S, groups, stream)
-                : launch_q4k_n<NT, NMAT, false>(a, var, S, groups, stream);
+    return norm ? launch_q4k_n<NT, NMAT, true>(a, i8, S, groups, stream)
+                : launch_q4k_n<NT, NMAT, false>(a, i8, S, groups, stream);
 }
 
 // ---- The Q4_K_M triple in one launch (bench/NOTES.md 2.3) --------------------------------
@@ -585,16 +542,12 @@ loom_status mma_matmul(const Seg *seg, int nseg, int epi, const float *x, int64_
     a.K = K;
     if (norm) a.norm = *norm;
     const bool nm = norm != nullptr;
-    const int var = mma_q4k_variant();
-    const bool i8 = var >= 2;
+    const bool i8 = mma_q4k_variant() == 2;
     // The SwiGLU pair counts both matrices, so it splits as the pair without epilogue does
     // (the same S: silu(a) * b of the same bits).
     const int S = mma_pick_split(tiles * nmat, K / 256);
     // Token groups of kGemmTok (1 for the GEMV): at most 65535 a launch.
-    // (the INT8 GEMM: groups of 4 tokens; with 8, sm_87's single matrix and both archs' pair
-    // spilled)
-    const int64_t gtok = i8 ? 4 : kGemmTok;
-    const int64_t per_launch = 65535 * gtok;
+    const int64_t per_launch = 65535 * (int64_t)kGemmTok;
     for (int64_t t0 = 0; t0 < n; t0 += per_launch) {
         const int64_t nn = n - t0 < per_launch ? n - t0 : per_launch;
         MmaArgs b = a;
@@ -605,17 +558,14 @@ loom_status mma_matmul(const Seg *seg, int nseg, int epi, const float *x, int64_
             if (b.seg[i].y) b.seg[i].y += t0 * rows;
             if (b.seg[i].resid) b.seg[i].resid += t0 * rows;
         }
-        const int64_t groups = nn == 1 ? 1 : (nn + gtok - 1) / gtok;
+        const int64_t groups = nn == 1 ? 1 : (nn + kGemmTok - 1) / kGemmTok;
         cudaError_t e;
         if (nn == 1)
-            e = nmat == 2 ? launch_q4k<1, 2>(b, nm, var, S, groups, stream)
-                          : launch_q4k<1, 1>(b, nm, var, S, groups, stream);
-        else if (i8)
-            e = nmat == 2 ? launch_q4k<4, 2>(b, nm, 2, S, groups, stream)
-                          : launch_q4k<4, 1>(b, nm, 2, S, groups, stream);
+            e = nmat == 2 ? launch_q4k<1, 2>(b, nm, i8, S, groups, stream)
+                          : launch_q4k<1, 1>(b, nm, i8, S, groups, stream);
         else
-            e = nmat == 2 ? launch_q4k<kGemmTok, 2>(b, nm, 1, S, groups, stream)
-                          : launch_q4k<kGemmTok, 1>(b, nm, 1, S, groups, stream);
+            e = nmat == 2 ? launch_q4k<kGemmTok, 2>(b, nm, i8, S, groups, stream)
+                          : launch_q4k<kGemmTok, 1>(b, nm, i8, S, groups, stream);
         CUDA_CHECK(e);
     }
     return LOOM_OK;
@@ -668,7 +618,7 @@ loom_status mma_triple_mixed(const Seg *s4, int n4, const Seg *s6, int n6, const
     if (norm) m.q4.norm = m.q6.norm = *norm;
     *ran = true;
     const dim3 grid((unsigned)C, 1, (unsigned)slots), cl((unsigned)C, 1, 1);
-    const bool i8 = mma_q4k_variant() >= 2;
+    const bool i8 = mma_q4k_variant() == 2;
     cudaError_t e;
     if (i8)
         e = norm ? launch_cluster(gemv_mma_mixed<1, 2, true, true>, grid, cl, kThreads, 0, stream, m)

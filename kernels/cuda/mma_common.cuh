@@ -131,6 +131,38 @@ __device__ __forceinline__ void stage_tokens(Stage<NT> &st, int i0, const float4
     }
 }
 
+// x of one super-block as exact int8 limbs, the INT8 bodies' digits (q6k_i8_body.cuh stage_i8,
+// q4k_i8_body.cuh stage_q4i8; whole warp: the scale is the warp's): v = this lane's 8 values, s =
+// 2^(29 - E) with max |x| over the warp in [2^E, 2^(E+1)) (max |x s| in [2^29, 2^30)), X =
+// rint(x s) = 2^24 L0 + 2^16 L1 + 2^8 L2 + L3 as the balanced digits of (X + 0x808080) ^
+// 0x808080 (|L0| <= 64). l[u][j] = limb j of values 4u .. 4u+3 (one byte each, in value order).
+// Returns s's biased exponent e (s = 2^(e - 127), 1 / s = 2^(127 - e)).
+__device__ __forceinline__ int i8_limbs(const float (&v)[8], uint32_t (&l)[2][4]) {
+    uint32_t mx = 0;
+#pragma unroll
+    for (int i = 0; i < 8; i++) mx = max(mx, __float_as_uint(v[i]) & 0x7fffffffu);
+    mx = __reduce_max_sync(0xffffffffu, mx);
+    int e = 283 - (int)(mx >> 23);
+    e = e < 1 ? 1 : (e > 253 ? 253 : e);
+    const float s = __uint_as_float((uint32_t)e << 23);
+    uint32_t z[8];
+#pragma unroll
+    for (int i = 0; i < 8; i++)
+        z[i] = ((uint32_t)__float2int_rn(__fmul_rn(v[i], s)) + 0x808080u) ^ 0x808080u;
+#pragma unroll
+    for (int u = 0; u < 2; u++) {
+        // 4 x 4 byte transpose: z (values, bytes = limbs 3..0) -> words (limbs, bytes = values)
+        const uint32_t *zz = z + 4 * u;
+        const uint32_t t0 = __byte_perm(zz[0], zz[1], 0x5140), t1 = __byte_perm(zz[2], zz[3], 0x5140);
+        const uint32_t t2 = __byte_perm(zz[0], zz[1], 0x7362), t3 = __byte_perm(zz[2], zz[3], 0x7362);
+        l[u][0] = __byte_perm(t2, t3, 0x7632);
+        l[u][1] = __byte_perm(t2, t3, 0x5410);
+        l[u][2] = __byte_perm(t0, t1, 0x7632);
+        l[u][3] = __byte_perm(t0, t1, 0x5410);
+    }
+    return e;
+}
+
 // The sm_90 cluster split-K S of a tensor-core matmul over `tiles` 16-row tiles (the SwiGLU
 // pair counts both matrices) and nsb super-blocks a row, from the shape only (gemv_mma.cu;
 // the Q6_K kernel uses the same rule).

@@ -1,8 +1,9 @@
 // q4k_i8_body.cuh: the INT8 tensor-core body of the Q4_K matmul (LOOM_GEMV_MMA_Q4K_V=2;
 // gemv_mma.cu's q4k_tile runs it in place of the f16 hi + lo body v11 for every Q4_K mma matmul:
 // plain, add, pair + SwiGLU, the folded-RMSNorm kernels, the Q4_K tiles of the mixed Q4_K_M
-// triple, and the GEMM). Same tile, K split, register prefetch, reduction order and epilogue as
-// v11; another product and another x staging, so other bits than V = 1 (same tolerance).
+// triple, and the GEMM). Same tile, K split, register prefetch (GEMV), reduction order and
+// epilogue as v11; another product and another x staging, so other bits than V = 1 (same
+// tolerance).
 //
 // The product. One mma.sync m16n8k32 u8.s8 -> s32 is one Q4_K sub-block m (32 values, one 6-bit
 // scale and min). The k permutation: lane t's k-slots 4t..4t+3 hold the sub-block's values
@@ -10,30 +11,32 @@
 // g+8 are 8 contiguous quant bytes of the row (bytes 32c + 8t .. +7 of chunk c = m / 2: one
 // 8-byte load a row and chunk serves two mma) masked in place: w & 0x0F0F0F0F (even m: q) or
 // w & 0xF0F0F0F0 (odd m: 16 q, unsigned), one LOP3 per 4 values.
-// B = x as 4 exact int8 limbs, staged by q6k_i8_body.cuh's stage_i8 unchanged (X = rint(x s),
-// max |x s| in [2^29, 2^30), X = 2^24 L0 + 2^16 L1 + 2^8 L2 + L3): column 4u + j holds limb j
-// of k-half u, so lane t's accumulator columns (2t, 2t+1) are limbs 2 (t & 1), +1 of one
-// k-half. Only the x loads differ from the Q6_K body's (lane L brings the values 32 (L >> 2) +
-// 8 (L & 3) + 0..7 of the super-block: the permutation above).
+// B = x as 4 exact int8 limbs: per super-block and token a power-of-two scale s puts max |x s|
+// in [2^29, 2^30), X = rint(x s) = 2^24 L0 + 2^16 L1 + 2^8 L2 + L3 (balanced digits, as
+// q6k_i8_body.cuh's stage_i8). A Q4_K sub-block has one scale for all 32 values, so a token needs
+// only 4 columns (limb j over all 32 k-slots): an n8 tile holds TWO tokens (token 2p + e in
+// columns 4e + j). Lane t's accumulator columns (2t, 2t+1) are limbs 2 (t & 1), +1 of token
+// 2p + (t >> 1). The GEMV stages its one token in columns 0..3 (4..7 stay zero: the same mma
+// and instruction count as any layout); the GEMM's 8 tokens are 4 tiles, so a token costs half
+// the mma, IMADs, B loads and folds of one-token tiles.
 // The scale: D = sum q L (even m) or sum 16 q L (odd m), exact; I += (16 sc or sc) * D by one
 // IMAD a row and column (4 a lane and mma), |I| < 2^29. The mins: a second u8.s8 mma a sub-block
 // with A = the row's 6-bit min in every byte, accumulated in the mma itself (M = sum m L: no
-// IMAD; the GEMV keeps two such chains, even and odd m; integer sums, so the order does not
-// change a bit). Fold once a super-block in FP32, fixed order:
-// F = fma(256, float(I_a), float(I_b)), acc += (d * (w_t / (16 s))) * F, then
-// acc -= (dmin * (w_t / s)) * Fm (Fm of M the same way), w_t = 2^16 (t even) or 1; after the
-// K loop the 4 lanes of a row are summed by two xor shuffles (q4k_tile), then warps and ranks.
-// GEMM: 4 tokens a block (8 spilled), each its own n8 tile (q6k's I8Stage GEMM layout), the A
-// registers built once a super-block for all of them (the pair: half a super-block at a time);
-// the per-token integers and float steps are the GEMV's, so a GEMM token == the GEMV's bits.
+// IMAD; integer sums, so the order does not change a bit). Fold once a super-block in FP32,
+// fixed order: F = fma(256, float(I_a), float(I_b)), acc += (d * (w_t / (16 s))) * F, then
+// acc -= (dmin * (w_t / s)) * Fm (Fm of M the same way), w_t = 2^16 (t even) or 1; after the K
+// loop lanes t and t ^ 1 are summed by one xor shuffle (q4_i8_lane_sum), then warps and ranks.
+// A GEMM token's integers and float steps are the GEMV's (same columns within its tile, same
+// lanes), so a GEMM token == the GEMV's bits.
 //
 // Numeric contract: as the f16 body, |y - y_cpu| <= 1e-5 * sum_k |W x| (+1e-30): the products
 // and integer sums are exact, x keeps 24 bits of the super-block's max (q6k_i8_body.cuh's error
 // analysis: an x whose values span more than ~2^20 inside one super-block loses its smallest).
 //
-// Cost counted before measuring (per warp and 16-row super-block, GEMV): loads 10 (8 LDG.64 +
-// 2 headers), A 32 LOP3, scales/mins ~12 + 16 PRMT (byte extract) + 8 PRMT (min bytes x 4),
-// 16 IMMA, 32 IMAD, B 4 LDS.128, fold ~20, x staging ~70: ~230 SASS against v11's 432.
+// Cost (per warp and 16-row super-block, counted): GEMV loads 10 (8 LDG.64 + 2 headers), A 32
+// LOP3, scales/mins ~12 + 24 PRMT, 16 IMMA, 32 IMAD, B 4 LDS.128, fold ~20, x staging ~60: ~230
+// SASS against v11's 432. GEMM: the A work once for 8 tokens, then per token 8 IMMA, 16 IMAD,
+// 2 LDS.128 and half a fold. Measured: bench/NOTES.md 2.4.
 #pragma once
 
 #include "kernels/cuda/q6k_i8_body.cuh"
@@ -66,16 +69,41 @@ __device__ __forceinline__ Q4RawI8 q4_load_i8(const uint8_t *rg, const uint8_t *
 __device__ __forceinline__ int q4_i8_xoff(int lane) { return 32 * (lane >> 2) + 8 * (lane & 3); }
 constexpr int kQ4I8Xc = 4;  // xc's offset from xa's
 
-// Zeroes what the staging never writes (once a tile): the GEMV's zero halves of its (b0, b1)
-// pairs, and the limbs and 1 / s of a ragged GEMM group's missing tokens.
+// Per-warp staging of one super-block of x for NT tokens as int8 limbs, two tokens a tile (an
+// n8 mma tile: token 2p + e in columns 4e + j = limb j over all 32 k-slots). b[p][q][lane]: the
+// (b0, b1) of mma 2q and of mma 2q + 1 for that mma lane (one LDS.128 a lane and 2 mma);
+// sinv[tok] = 1 / s (0 for a ragged group's missing tokens and the GEMV's empty second token).
 template <int NT>
-__device__ __forceinline__ void q4_i8_stage_init(q6k::I8Stage<NT> &st, int ntok, int lane) {
-    constexpr bool kPair = q6k::I8Stage<NT>::kPair;
-    constexpr int kSlots = (kPair ? 4 : 2) * 32;
-    for (int j = kPair ? 0 : ntok; j < NT; j++) {
-        for (int i = lane; i < kSlots; i += 32) (&st.b[j][0][0])[i] = make_uint4(0u, 0u, 0u, 0u);
-        if (lane == 0 && j >= ntok) st.sinv[j] = 0.0f;
-    }
+struct Q4I8Stage {
+    static constexpr int kTiles = (NT + 1) / 2;
+    uint4 b[kTiles][4][32];
+    float sinv[2 * kTiles];
+};
+
+// Zeroes the stage (once a tile): the columns of tokens it never stages (the GEMV's second
+// token, a ragged group's missing ones) stay 0, with 1 / s = 0.
+template <int NT>
+__device__ __forceinline__ void q4_i8_stage_init(Q4I8Stage<NT> &st, int lane) {
+    constexpr int T = Q4I8Stage<NT>::kTiles;
+    for (int i = lane; i < T * 4 * 32; i += 32) (&st.b[0][0][0])[i] = make_uint4(0u, 0u, 0u, 0u);
+    if (lane < 2 * T) st.sinv[lane] = 0.0f;
+}
+
+// Stages token `tok`'s x of one super-block (whole warp). Lane L brings the values
+// q4_i8_xoff(L) + 0..3 (xa: k-slots 4t.. of mma m = L >> 2, t = L & 3) and + 4..7 (xc: k-slots
+// 16 + 4t..); their limbs (mma_common.cuh i8_limbs) go to mma lane (4 (tok & 1) + j, t): limb j
+// of xa / xc is its (b0, b1).
+template <int NT>
+__device__ __forceinline__ void stage_q4i8(Q4I8Stage<NT> &st, int tok, float4 xa, float4 xc,
+                                           int lane) {
+    const float v[8] = {xa.x, xa.y, xa.z, xa.w, xc.x, xc.y, xc.z, xc.w};
+    uint32_t l[2][4];  // [xa / xc][limb j]: the 4 values' limb j, one byte each
+    const int e = i8_limbs(v, l);
+    const int t = lane & 3, m = lane >> 2;
+    uint2 *b = reinterpret_cast<uint2 *>(&st.b[tok >> 1][m >> 1][0]);
+#pragma unroll
+    for (int j = 0; j < 4; j++) b[2 * (4 * (4 * (tok & 1) + j) + t) + (m & 1)] = make_uint2(l[0][j], l[1][j]);
+    if (lane == 0) st.sinv[tok] = __uint_as_float((uint32_t)(254 - e) << 23);
 }
 
 // Scale (or min) byte i (0..3) of word w, zero-extended.
@@ -119,25 +147,13 @@ __device__ __forceinline__ Q4I8A q4_i8_a(const Q4RawI8 &r, const uint32_t (&scw)
     return q;
 }
 
-// Token j's B registers of sub-blocks 4h .. 4h + 3 (I8Stage's layouts: the GEMV's (b0, b1)
-// pairs with their zeros; the GEMM's words, put into b0 or b1 by the column's k-half).
+// Tile p's B registers of sub-blocks 4h .. 4h + 3 (two LDS.128).
 template <int NT>
-__device__ __forceinline__ void q4_i8_b(const q6k::I8Stage<NT> &st, int j, int h, int lane,
+__device__ __forceinline__ void q4_i8_b(const Q4I8Stage<NT> &st, int p, int h, int lane,
                                         uint32_t (&b0)[4], uint32_t (&b1)[4]) {
-    if (q6k::I8Stage<NT>::kPair) {
-        const uint4 e = st.b[j][2 * h][lane], o = st.b[j][2 * h + 1][lane ^ 4];
-        b0[0] = e.x; b1[0] = e.y; b0[1] = e.z; b1[1] = e.w;
-        b0[2] = o.x; b1[2] = o.y; b0[3] = o.z; b1[3] = o.w;
-    } else {
-        const bool lo = (lane >> 2) < 4;
-        const uint4 bw = st.b[j][h][lane ^ (4 * h)];
-        const uint32_t bv[4] = {bw.x, bw.y, bw.z, bw.w};
-#pragma unroll
-        for (int i = 0; i < 4; i++) {
-            b0[i] = lo ? bv[i] : 0u;
-            b1[i] = lo ? 0u : bv[i];
-        }
-    }
+    const uint4 e = st.b[p][2 * h][lane], o = st.b[p][2 * h + 1][lane];
+    b0[0] = e.x; b1[0] = e.y; b0[1] = e.z; b1[1] = e.w;
+    b0[2] = o.x; b1[2] = o.y; b0[3] = o.z; b1[3] = o.w;
 }
 
 // I += s * d as a volatile asm: kept in program order with the mma (the GEMM's compiler
@@ -184,17 +200,15 @@ __device__ __forceinline__ void q4_i8_fold(const int (&I)[4], const int (&M)[4],
     acc[1] = __fmaf_rn(-__fmul_rn(m8, sw), M8, acc[1]);
 }
 
-// One super-block of rows g, g+8 against the staged limbs of NT tokens: acc[j][0] (row g),
-// acc[j][1] (row g+8) += this lane's share of token j (limbs 2 (t & 1), +1 of k-half t >> 1).
-// The GEMV builds A half a super-block at a time (registers) and keeps two min chains (even /
-// odd m: latency); the GEMM builds all 8 sub-blocks' A once and walks the tokens one by one
-// (only one token's I and M live). Integer sums, so both orders give the same bits a token.
-// PH (the pair GEMM): one half of the sub-blocks at a time for all tokens (h not unrolled),
-// their I and M live across the halves: fewer registers than 8 sub-blocks' A at once.
-// NCH: the GEMV's min chains (2: even / odd m; 1 where registers are short: the lean pair).
-template <int NT, bool PH = false, int NCH = 2>
-__device__ __forceinline__ void q4_superblock_i8(const Q4RawI8 &r, const q6k::I8Stage<NT> &st,
-                                                 int lane, float (&acc)[NT][2]) {
+// One super-block of rows g, g+8 against the staged limbs of NT tokens: acc[p][0] (row g),
+// acc[p][1] (row g+8) += this lane's share of token 2p + (t >> 1) (its limbs 2 (t & 1), +1).
+// The GEMV builds A half a super-block at a time and keeps two min chains (even / odd m); the
+// GEMM walks the halves in a loop (h not unrolled: registers), each half's A built once for
+// its tiles. Integer sums, so both orders give the same bits a token.
+template <int NT>
+__device__ __forceinline__ void q4_superblock_i8(const Q4RawI8 &r, const Q4I8Stage<NT> &st,
+                                                 int lane, float (&acc)[Q4I8Stage<NT>::kTiles][2]) {
+    constexpr int T = Q4I8Stage<NT>::kTiles;
     const int t = lane & 3;
     // sub-blocks 0-3: sc = S0 & 63, m = S1 & 63; 4-7: low 4 bits from S2's nibbles, top 2 bits
     // from bits 6-7 of S0 / S1 (the f16 body's q4_scales, all 8 of both rows here)
@@ -212,8 +226,8 @@ __device__ __forceinline__ void q4_superblock_i8(const Q4RawI8 &r, const q6k::I8
     const float mg = f16_bits_to_f32((uint16_t)(r.h0.x >> 16));
     const float d8 = f16_bits_to_f32((uint16_t)(r.h8.x & 0xFFFFu));
     const float m8 = f16_bits_to_f32((uint16_t)(r.h8.x >> 16));
-    if constexpr (NT == 1 && !PH) {
-        int I[4] = {0, 0, 0, 0}, M[NCH][4] = {};
+    if constexpr (NT == 1) {
+        int I[4] = {0, 0, 0, 0}, M[2][4] = {};
 #pragma unroll
         for (int h = 0; h < 2; h++) {
             Q4I8A q[4];
@@ -222,18 +236,18 @@ __device__ __forceinline__ void q4_superblock_i8(const Q4RawI8 &r, const q6k::I8
             uint32_t b0[4], b1[4];
             q4_i8_b<NT>(st, 0, h, lane, b0, b1);
 #pragma unroll
-            for (int i = 0; i < 4; i++) q4_i8_mma<false>(q[i], b0[i], b1[i], I, M[NCH == 2 ? (i & 1) : 0]);
+            for (int i = 0; i < 4; i++) q4_i8_mma<false>(q[i], b0[i], b1[i], I, M[i & 1]);
         }
         int Ms[4];
 #pragma unroll
-        for (int k = 0; k < 4; k++) Ms[k] = NCH == 2 ? M[0][k] + M[NCH - 1][k] : M[0][k];
-        q4_i8_fold(I, Ms, st.sinv[0], dg, mg, d8, m8, t, acc[0]);
-    } else if constexpr (PH) {
-        int I[NT][4], M[NT][4];
+        for (int k = 0; k < 4; k++) Ms[k] = M[0][k] + M[1][k];
+        q4_i8_fold(I, Ms, st.sinv[t >> 1], dg, mg, d8, m8, t, acc[0]);
+    } else {
+        int I[T][4], M[T][4];
 #pragma unroll
-        for (int j = 0; j < NT; j++)
+        for (int p = 0; p < T; p++)
 #pragma unroll
-            for (int k = 0; k < 4; k++) I[j][k] = M[j][k] = 0;
+            for (int k = 0; k < 4; k++) I[p][k] = M[p][k] = 0;
 #pragma unroll 1
         for (int h = 0; h < 2; h++) {
             Q4RawI8 rh;  // this half's chunks in q0/q8[0..1], its scale and min words at [k][0]
@@ -247,57 +261,44 @@ __device__ __forceinline__ void q4_superblock_i8(const Q4RawI8 &r, const q6k::I8
 #pragma unroll
             for (int i = 0; i < 4; i++) q[i] = q4_i8_a(rh, sw, mw, 0, i);
 #pragma unroll
-            for (int j = 0; j < NT; j++) {
+            for (int p = 0; p < T; p++) {
                 uint32_t b0[4], b1[4];
-                q4_i8_b<NT>(st, j, h, lane, b0, b1);
+                q4_i8_b<NT>(st, p, h, lane, b0, b1);
 #pragma unroll
-                for (int i = 0; i < 4; i++) q4_i8_mma<true>(q[i], b0[i], b1[i], I[j], M[j]);
+                for (int i = 0; i < 4; i++) q4_i8_mma<false>(q[i], b0[i], b1[i], I[p], M[p]);
             }
         }
 #pragma unroll
-        for (int j = 0; j < NT; j++) q4_i8_fold(I[j], M[j], st.sinv[j], dg, mg, d8, m8, t, acc[j]);
-    } else {
-        Q4I8A q[2][4];
-#pragma unroll
-        for (int h = 0; h < 2; h++)
-#pragma unroll
-            for (int i = 0; i < 4; i++) q[h][i] = q4_i8_a(r, scw, mnw, h, i);
-#pragma unroll
-        for (int j = 0; j < NT; j++) {
-            int I[4] = {0, 0, 0, 0}, M[4] = {0, 0, 0, 0};
-#pragma unroll
-            for (int h = 0; h < 2; h++) {
-                uint32_t b0[4], b1[4];
-                q4_i8_b<NT>(st, j, h, lane, b0, b1);
-#pragma unroll
-                for (int i = 0; i < 4; i++) q4_i8_mma<true>(q[h][i], b0[i], b1[i], I, M);
-            }
-            q4_i8_fold(I, M, st.sinv[j], dg, mg, d8, m8, t, acc[j]);
-        }
+        for (int p = 0; p < T; p++)
+            q4_i8_fold(I[p], M[p], st.sinv[2 * p + (t >> 1)], dg, mg, d8, m8, t, acc[p]);
     }
 }
 
-// After the K loop: the 4 lanes of a row (t) summed in a fixed order (the same bits in each),
-// then lane t keeps token 4 jj + t of each group jj (v[jj * 2 + k]: the f16 body's layout, so
-// q4k_tile's reduction and epilogue serve both bodies).
+// After the K loop: lanes t and t ^ 1 (limbs 0, 1 and 2, 3 of one token) summed (the same bits
+// in both), then lane t takes token 4 jj + t (tile 2 jj + (t >> 1), held by lanes 2 (t & 1) and
+// 2 (t & 1) + 1 of its row) into v[jj * 2 + k]: the f16 body's layout, so q4k_tile's reduction
+// and epilogue serve both bodies.
 template <int NT, int NL>
-__device__ __forceinline__ void q4_i8_lane_sum(float (&acc)[NT][2], float *v, int lane) {
+__device__ __forceinline__ void q4_i8_lane_sum(float (&acc)[Q4I8Stage<NT>::kTiles][2], float *v,
+                                               int lane) {
+    constexpr int T = Q4I8Stage<NT>::kTiles;
     const int t = lane & 3;
+    const int src = (lane & ~3) | ((t & 1) << 1);
 #pragma unroll
-    for (int j = 0; j < NT; j++)
+    for (int p = 0; p < T; p++)
 #pragma unroll
-        for (int k = 0; k < 2; k++) {
-            acc[j][k] = __fadd_rn(acc[j][k], __shfl_xor_sync(0xffffffffu, acc[j][k], 1));
-            acc[j][k] = __fadd_rn(acc[j][k], __shfl_xor_sync(0xffffffffu, acc[j][k], 2));
-        }
+        for (int k = 0; k < 2; k++)
+            acc[p][k] = __fadd_rn(acc[p][k], __shfl_xor_sync(0xffffffffu, acc[p][k], 1));
 #pragma unroll
     for (int jj = 0; jj < NL; jj++)
 #pragma unroll
         for (int k = 0; k < 2; k++) {
-            float x = acc[4 * jj][k];
-#pragma unroll
-            for (int tt = 1; tt < 4 && 4 * jj + tt < NT; tt++)
-                if (t == tt) x = acc[4 * jj + tt][k];
+            const float x0 = __shfl_sync(0xffffffffu, acc[2 * jj][k], src);
+            float x = x0;
+            if (2 * jj + 1 < T) {
+                const float x1 = __shfl_sync(0xffffffffu, acc[2 * jj + 1 < T ? 2 * jj + 1 : 0][k], src);
+                x = (t >> 1) ? x1 : x0;
+            }
             v[jj * 2 + k] = x;
         }
 }

@@ -97,7 +97,7 @@ static void read_switches_locked() {
     g_pdl = !env_is("LOOM_CUDA_PDL", "0") && cc_major() >= 9;
     g_mma_split = env_int("LOOM_GEMV_MMA_SPLIT", 1, 8, true, 0);
     g_q6k_variant = env_int("LOOM_GEMV_MMA_Q6K_V", 0, 3, false, kDefaultQ6kVariant);
-    g_q4k_variant = env_int("LOOM_GEMV_MMA_Q4K_V", 1, 3, false, kDefaultQ4kVariant);
+    g_q4k_variant = env_int("LOOM_GEMV_MMA_Q4K_V", 1, 2, false, kDefaultQ4kVariant);
     g_triple_mixed = env_int("LOOM_GEMV_TRIPLE_MIXED", 0, 3, false, kDefaultTripleMixed);
     g_attn_bpsm = env_int("LOOM_ATTN_BPSM", 1, 16, false, kDefaultAttnBpsm);
     g_attn_cl_tiles = env_int("LOOM_ATTN_CL_TILES", 0, 1 << 25, false, kDefaultAttnClTiles);

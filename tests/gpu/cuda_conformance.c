@@ -13,9 +13,8 @@
  * rope_kv_attention_at (the attention prologue folded into decode attention); --mixed only the
  * Q4_K_M triple in one launch (LOOM_GEMV_TRIPLE_MIXED); --q6k only the Q6_K matmuls, also with
  * LOOM_GEMV_MMA_Q6K_V=3 (the INT8 GEMV at 5 blocks an SM: == V=2 bits);
- * --q4k only the Q4_K matmuls on the INT8
- * body (LOOM_GEMV_MMA_Q4K_V=2 and 3; --matmul and the full run include them, --mixed their
- * one-launch triple).
+ * --q4k only the Q4_K matmuls on the INT8 body (LOOM_GEMV_MMA_Q4K_V=2; --matmul and the full
+ * run include them, --mixed its one-launch triple).
  * Outputs are poisoned (all bytes 0xFF, a NaN pattern) before every GPU run, so an unwritten
  * element fails. Tolerances are those of the kernels' contracts (cpu_kernels.h, the .cu files):
  *   matmul family: per element |d| <= 1e-5 * sum_k |W x| (+1e-30); GEMM token == GEMV (bits);
@@ -939,56 +938,10 @@ static void test_triple_mixed_all(void) {
     loom_cuda_reload_switches();
 }
 
-/* LOOM_GEMV_MMA_Q4K_V=2 (the INT8 Q4_K body, q4k_i8_body.cuh) and =3 (the same at 5 blocks an
- * SM without the register prefetch: the same arithmetic): V = 2 and 3 give the same bits (plain,
- * add, pair + SwiGLU, normed, GEMV). */
-static void test_q4k_v3_bits(int64_t M, int64_t K) {
-    const loom_ggml_type t = LOOM_GGML_Q4_K;
-    char shape[96];
-    loom_error err = {0};
-    snprintf(shape, sizeof shape, "Q4_K M=%lld K=%lld N=1", (long long)M, (long long)K);
-    size_t wb;
-    uint8_t *w = rand_weights(t, M, K, &wb), *w2 = rand_weights(t, M, K, &wb);
-    float *x = xmalloc(sizeof(float) * (size_t)K), *res = xmalloc(sizeof(float) * (size_t)M);
-    float *nw = xmalloc(sizeof(float) * (size_t)K);
-    fill(x, K, -1, 1);
-    fill(res, M, -2, 2);
-    fill(nw, K, 0.5f, 1.5f);
-    void *dw = dup_dev(w, wb), *dw2 = dup_dev(w2, wb);
-    float *dx = dup_dev(x, sizeof(float) * (size_t)K), *dres = dup_dev(res, sizeof(float) * (size_t)M);
-    float *dnw = dup_dev(nw, sizeof(float) * (size_t)K), *dy = dev_poison(sizeof(float) * (size_t)M);
-    float *y[2][4];
-    loom_kweight gw = {dw, t, M, K}, gw2 = {dw2, t, M, K};
-    const loom_prenorm dn = {dnw, 1e-6f};
-    for (int v = 0; v < 2; v++) {
-        set_switch("LOOM_GEMV_MMA_Q4K_V", v ? "3" : "2");
-        for (int k = 0; k < 4; k++) {
-            y[v][k] = xmalloc(sizeof(float) * (size_t)M);
-            CK(cudaMemset(dy, 0xFF, sizeof(float) * (size_t)M));
-            loom_status st = k == 0   ? loom_cuda_matmul(dx, 1, gw, dy, &err, 0)
-                             : k == 1 ? loom_cuda_matmul_add(dx, 1, gw, dres, dy, &err, 0)
-                             : k == 2 ? loom_cuda_matmul_normed(dx, &dn, 1, gw, dy, &err, 0)
-                                      : loom_cuda_matmul_pair_normed(dx, &dn, 1, gw, gw2, LOOM_PAIR_SWIGLU, dy,
-                                                                     NULL, &err, 0);
-            report_status("q4k V3", shape, st, &err);
-            to_host(y[v][k], dy, sizeof(float) * (size_t)M);
-        }
-    }
-    static const char *kn[4] = {"q4k V3==V2 gemv", "q4k V3==V2 add", "q4k V3==V2 normed",
-                                "q4k V3==V2 swiglu nrm"};
-    for (int k = 0; k < 4; k++) {
-        report_bits(kn[k], shape, y[1][k], y[0][k], sizeof(float) * (size_t)M);
-        free(y[0][k]);
-        free(y[1][k]);
-    }
-    free(w); free(w2); free(x); free(res); free(nw);
-    cudaFree(dw); cudaFree(dw2); cudaFree(dx); cudaFree(dres); cudaFree(dnw); cudaFree(dy);
-}
-
-/* The Q4_K matmuls on the INT8 body (LOOM_GEMV_MMA_Q4K_V=2, then =3): the mma shapes (GEMM
- * token == GEMV bits), add / pair / SwiGLU / triples, the folded RMSNorm (single, the Q4_K_M and
- * all-Q4_K triples, pair and SwiGLU; GEMV and ragged GEMM), and the one-launch Q4_K_M triple ==
- * its two launches (bits); then V = 3 == V = 2 (bits). mixed_only: the triple alone (--mixed). */
+/* The Q4_K matmuls on the INT8 body (LOOM_GEMV_MMA_Q4K_V=2): the mma shapes (GEMM token == GEMV
+ * bits), add / pair / SwiGLU / triples, the folded RMSNorm (single, the Q4_K_M and all-Q4_K
+ * triples, pair and SwiGLU; GEMV and ragged GEMM), and the one-launch Q4_K_M triple == its two
+ * launches (bits). mixed_only: the triple alone (--mixed). */
 static void test_q4k_section(int mixed_only) {
     const loom_ggml_type q4 = LOOM_GGML_Q4_K, q6 = LOOM_GGML_Q6_K;
     const loom_ggml_type t3[3] = {q4, q4, q6}, t3q4[3] = {q4, q4, q4}, t2[2] = {q4, q4};
@@ -999,34 +952,27 @@ static void test_q4k_section(int mixed_only) {
     const int64_t m2[2][2] = {{g_quick ? 48 : 9728, g_quick ? 48 : 9728},
                               {g_quick ? 48 : 272, g_quick ? 48 : 272}};
     const int64_t nn[] = {1, g_quick ? 3 : 37};
-    static const char *vv[2] = {"2", "3"};
-    for (int v = 0; v < 2; v++) {
-        printf("-- the Q4_K matmuls on the INT8 body (LOOM_GEMV_MMA_Q4K_V=%s)\n", vv[v]);
-        set_switch("LOOM_GEMV_MMA_Q4K_V", vv[v]);
-        if (!mixed_only) {
-            test_matmul_q4k_mma();
-            test_matmul_fused(1);
-            test_matmul_fused(g_quick ? 3 : 37);
-            const char *tag = v ? " q4k-i8l" : " q4k-i8";
-            test_normed(0, &q4, m1, K, 1, 1, tag);
-            test_normed(0, &q4, m1g, K, g_quick ? 3 : 33, 0, tag);
-            for (int i = 0; i < 2; i++) {
-                test_normed(3, t3, m3[i], K, nn[i], 1, tag);
-                test_normed(3, t3q4, m3[i], K, nn[i], i == 0, tag);
-                test_normed(1, t2, m2[i], K, nn[i], 1, tag);
-                test_normed(2, t2, m2[i], K, nn[i], i == 1, tag);
-            }
-        }
-        g_mixed_tag = v ? " Q4V=3" : " Q4V=2";
-        test_triple_mixed_all();
-        g_mixed_tag = "";
-        unsetenv("LOOM_GEMV_MMA_Q4K_V");
-        loom_cuda_reload_switches();
-    }
+    printf("-- the Q4_K matmuls on the INT8 body (LOOM_GEMV_MMA_Q4K_V=2)\n");
+    set_switch("LOOM_GEMV_MMA_Q4K_V", "2");
     if (!mixed_only) {
-        test_q4k_v3_bits(g_quick ? 300 : 9728, g_quick ? 768 : 2560);
-        test_q4k_v3_bits(41, 2560);
+        test_matmul_q4k_mma();
+        test_matmul_fused(1);
+        test_matmul_fused(g_quick ? 3 : 37);
+        const char *tag = " q4k-i8";
+        test_normed(0, &q4, m1, K, 1, 1, tag);
+        test_normed(0, &q4, m1g, K, g_quick ? 3 : 33, 0, tag);
+        for (int i = 0; i < 2; i++) {
+            test_normed(3, t3, m3[i], K, nn[i], 1, tag);
+            test_normed(3, t3q4, m3[i], K, nn[i], i == 0, tag);
+            test_normed(1, t2, m2[i], K, nn[i], 1, tag);
+            test_normed(2, t2, m2[i], K, nn[i], i == 1, tag);
+        }
     }
+    g_mixed_tag = " Q4V=2";
+    test_triple_mixed_all();
+    g_mixed_tag = "";
+    unsetenv("LOOM_GEMV_MMA_Q4K_V");
+    loom_cuda_reload_switches();
 }
 
 /* ---- norm, rope, kv --------------------------------------------------------------------- */
