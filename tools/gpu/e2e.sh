@@ -10,7 +10,9 @@
 #                   capture per token, graphs off, 2 streams)
 #   ab_*.json       the same bench with LOOM_CUDA_PDL=0, then LOOM_GEMV_MMA / LOOM_GEMV_MMA_Q6K /
 #                   LOOM_GEMV_TRIPLE_MIXED / LOOM_ATTN_V6 / LOOM_ROPE_KV_REG / LOOM_CUDA_PRENORM /
-#                   LOOM_ATTN_FUSED =0, and LOOM_GEMV_MMA_Q6K_V=1 (the f16 Q6_K body), in turn
+#                   LOOM_ATTN_FUSED =0, LOOM_GEMV_MMA_Q6K_V=1 (the f16 Q6_K body), and the
+#                   opt-in paths LOOM_GEMV_MMA_Q4K_V=2 (INT8 Q4_K body) and LOOM_ATTN_TMA=1
+#                   (attention tiles by TMA), in turn
 #   bench_profile.* LOOM_CUDA_PROFILE=1: time per op family of a decode step (graphs off)
 #   skip.txt        decode ms/token with one op family's launches left out in turn
 #                   (LOOM_CUDA_PROFILE_SKIP; graphs replayed): each family's cost in the real step
@@ -56,12 +58,12 @@ for s in $steps; do
         cmp -s "$OUT/stories_cuda.txt" "$OUT/stories_cpu.txt" && echo "stories: cuda == cpu text" || echo "stories: cuda != cpu text"
         ;;
     ab)
-        # decode and prefill with PDL switched off, then each fast path switched off, in turn,
-        # against `bench`
+        # decode and prefill with PDL switched off, then each fast path switched off or opt-in
+        # path switched on, in turn, against `bench`
         make_model
         for v in LOOM_CUDA_PDL=0 LOOM_GEMV_MMA=0 LOOM_GEMV_MMA_Q6K=0 LOOM_GEMV_TRIPLE_MIXED=0 \
                  LOOM_GEMV_MMA_Q6K_V=1 LOOM_ATTN_V6=0 LOOM_ROPE_KV_REG=0 LOOM_CUDA_PRENORM=0 \
-                 LOOM_ATTN_FUSED=0; do
+                 LOOM_ATTN_FUSED=0 LOOM_GEMV_MMA_Q4K_V=2 LOOM_ATTN_TMA=1; do
             env $v timeout 60 $B/loom bench $M -p 512 -n 128 -r 2 --backend cuda --json \
                 > "$OUT/ab_$v.json" 2> "$OUT/ab_$v.err"
             echo "bench $v rc=$?"; cat "$OUT/ab_$v.json"; tail -2 "$OUT/ab_$v.err"
