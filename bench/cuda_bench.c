@@ -2,7 +2,7 @@
  * Qwen3-8B (4096 / 14336) shapes, 32 query heads, 8 KV heads, head_dim 128, vocab 151936.
  *
  *   cuda_bench [--quick] [--attn] [--matmul] [--q6k] [--norm] [--attn-trace] [--attn-prof]
- *              [--attn-step] [--fused] [--mixed] [--attn-s7] [--q6k-s7] [--q6k-down] [--q4k]
+ *              [--attn-step] [--fused] [--mixed] [--attn-s7] [--q6k-down] [--q4k]
  *
  * Method: CUDA events around many launches, the median of several repetitions, per launch.
  * Weights (and KV caches) rotate over copies totalling > 256 MB, far above the H200's L2 (50-60
@@ -787,35 +787,9 @@ static void bench_q6k(void) {
     set_env("LOOM_GEMV_MMA_Q6K", "1");
 }
 
-/* --q6k-s7: session 7's INT8 Q6_K GEMV at 5 blocks an SM without the x prefetch
- * (LOOM_GEMV_MMA_Q6K_V=3) against the default (2) in the same run, in turn, twice (A B A B): 4B
- * and 8B ffn down + add, 4B and 8B gemv, lm head, the decode-layer graph (Q6_K down).
- * --q6k-down: the 4B ffn down + add row and the 4B down GEMM N = 32 alone, 20 launches a
+/* --q6k-down: the 4B ffn down + add row and the 4B down GEMM N = 32 alone, 20 launches a
  * repetition (ncu targets: --kernel-name-base mangled -k regex:q6kILi1E, the GEMV, or q6kILi8E). */
-static int g_q6k_s7 = 0, g_q6k_down = 0; /* --q6k-s7, --q6k-down */
-static void bench_q6k_s7(void) {
-    static const char *var[2] = {"2", "3"};
-    const loom_ggml_type q6 = LOOM_GGML_Q6_K;
-    char nm[80];
-    for (int rep = 0; rep < 2; rep++)
-        for (int v = 0; v < 2; v++) {
-            set_env("LOOM_GEMV_MMA_Q6K_V", var[v]);
-            snprintf(nm, sizeof nm, "4B ffn down Q6_K + add V%s", var[v]);
-            bench_mm(nm, MM_ADD, 1, 1, &q6, (const int64_t[]){2560}, 9728);
-            snprintf(nm, sizeof nm, "8B ffn down Q6_K + add V%s", var[v]);
-            bench_mm(nm, MM_ADD, 1, 1, &q6, (const int64_t[]){4096}, 14336);
-            snprintf(nm, sizeof nm, "4B gemv Q6_K V%s", var[v]);
-            bench_mm(nm, MM_PLAIN, 1, 1, &q6, (const int64_t[]){9728}, 2560);
-            snprintf(nm, sizeof nm, "8B gemv Q6_K V%s", var[v]);
-            bench_mm(nm, MM_PLAIN, 1, 1, &q6, (const int64_t[]){14336}, 4096);
-            snprintf(nm, sizeof nm, "4B lm head Q6_K V%s", var[v]);
-            bench_mm(nm, MM_PLAIN, 1, 1, &q6, (const int64_t[]){151936}, 2560);
-            printf("(LOOM_GEMV_MMA_Q6K_V=%s)\n", var[v]);
-            bench_step("4B", 2560, 9728, 8, 4096, LOOM_GGML_Q6_K);
-        }
-    unsetenv("LOOM_GEMV_MMA_Q6K_V");
-    loom_cuda_reload_switches();
-}
+static int g_q6k_down = 0;
 static void bench_q6k_down(void) {
     const loom_ggml_type q6 = LOOM_GGML_Q6_K;
     g_calls = 20;
@@ -1014,7 +988,6 @@ int main(int argc, char **argv) {
         if (strcmp(argv[i], "--matmul") == 0) g_mm_only = 1;
         if (strcmp(argv[i], "--q4k") == 0) g_q4k_ab = 1;
         if (strcmp(argv[i], "--q6k") == 0) g_q6k_only = 1;
-        if (strcmp(argv[i], "--q6k-s7") == 0) g_q6k_s7 = 1;
         if (strcmp(argv[i], "--q6k-down") == 0) g_q6k_down = 1;
         if (strcmp(argv[i], "--norm") == 0) g_norm_only = 1;
         if (strcmp(argv[i], "--attn-trace") == 0) g_attn_trace = 1;
@@ -1048,7 +1021,7 @@ int main(int argc, char **argv) {
         void (*run)(void);
     } modes[] = {
         {&g_q6k_only, bench_q6k},       {&g_norm_only, bench_norm_fold},
-        {&g_q6k_s7, bench_q6k_s7},      {&g_q6k_down, bench_q6k_down},
+        {&g_q6k_down, bench_q6k_down},
         {&g_attn_prof, attn_prof_all},  {&g_attn_trace, attn_trace_all},
         {&g_attn_step, attn_step_ab},   {&fused_only, fused_ab},
         {&s7_only, attn_s7_ab},

@@ -80,23 +80,20 @@ namespace {
 
 using namespace q6k;
 
-// The block's shared memory for loop body V (2, 3: the INT8 body's, else the f16 bodies').
+// The block's shared memory for loop body V (2: the INT8 body's, else the f16 bodies').
 template <int NT, int ST, bool NORM, int V>
-using Q6KSmem = typename std::conditional<V >= 2, Q6I8Smem<NT, ST, NORM>, Q6Smem<NT, ST, NORM>>::type;
+using Q6KSmem = typename std::conditional<V == 2, Q6I8Smem<NT, ST, NORM>, Q6Smem<NT, ST, NORM>>::type;
 
 // One block = one tile (blockIdx.z), one K share (blockIdx.x of S = gridDim.x: the cluster),
-// one token group (blockIdx.y); V picks the loop body: q6k_tile's V = 0 / 1, or the INT8 body's
-// q6k_i8_tile, V = 2 (the GEMV loads x a super-block ahead into registers) or 3 (the GEMV loads x
-// where it stages it, 5 blocks an SM; the same arithmetic, so the same bits as 2; its GEMM is
-// V = 2's). Occupancy: 4 blocks an SM for the GEMV (<= 128 registers; V = 3: 5, <= 96), 2 for
-// the GEMM.
+// one token group (blockIdx.y); V picks the loop body: q6k_tile's V = 0 / 1, or (V = 2) the
+// INT8 body's q6k_i8_tile. Occupancy: 4 blocks an SM for the GEMV (<= 128 registers), 2 for the
+// GEMM.
 template <int NT, int ST, bool NORM, int V>
-static __global__ void __launch_bounds__(kThreads, NT == 1 ? (V == 3 ? 5 : 4) : 2)
-    gemv_mma_q6k(const Q6Args a) {
+static __global__ void __launch_bounds__(kThreads, NT == 1 ? 4 : 2) gemv_mma_q6k(const Q6Args a) {
     __shared__ Q6KSmem<NT, ST, NORM, V> sm;
-    if constexpr (V >= 2)
-        q6k_i8_tile<NT, ST, NORM, V == 2>(a, sm, blockIdx.z, (int)blockIdx.x, (int)gridDim.x,
-                                          (int)blockIdx.y * NT);
+    if constexpr (V == 2)
+        q6k_i8_tile<NT, ST, NORM>(a, sm, blockIdx.z, (int)blockIdx.x, (int)gridDim.x,
+                                  (int)blockIdx.y * NT);
     else
         q6k_tile<NT, ST, NORM, V>(a, sm, blockIdx.z, (int)blockIdx.x, (int)gridDim.x,
                                   (int)blockIdx.y * NT);
@@ -147,10 +144,9 @@ loom_status mma_q6k_matmul(const Seg *seg, int nseg, int epi, const float *x, in
     const int S = mma_pick_split(tiles, K / 256);  // gemv_mma.cu's rule
     // LOOM_GEMV_MMA_Q6K_V (runtime.cu): 1 = the loop body of V = 1 (q6_superblock), 0 = the
     // session-3 body; the same bits, GEMV and GEMM alike. 2 = the INT8 body (q6k_i8_body.cuh:
-    // other bits, GEMM token == GEMV still); 3 = the INT8 GEMV without the x prefetch at 5
-    // blocks an SM (the same bits as 2; the GEMM is 2's).
+    // other bits, GEMM token == GEMV still).
     // f16: a triple's Q6_K segments keep the f16 body (matmul.cuh).
-    const int var = f16 && mma_q6k_variant() >= 2 ? 1 : mma_q6k_variant();
+    const int var = f16 && mma_q6k_variant() == 2 ? 1 : mma_q6k_variant();
     const int64_t per_launch = 65535 * (int64_t)kGemmTok;
     for (int64_t t0 = 0; t0 < n; t0 += per_launch) {
         const int64_t nn = n - t0 < per_launch ? n - t0 : per_launch;
@@ -164,9 +160,8 @@ loom_status mma_q6k_matmul(const Seg *seg, int nseg, int epi, const float *x, in
         }
         const int64_t groups = nn == 1 ? 1 : (nn + kGemmTok - 1) / kGemmTok;
         cudaError_t e;
-        if (var >= 2) e = nn > 1 ? launch_q6k<kGemmTok, 1, 2>(b, nm, S, groups, stream)
-                          : var == 3 ? launch_q6k<1, 2, 3>(b, nm, S, groups, stream)
-                                     : launch_q6k<1, 2, 2>(b, nm, S, groups, stream);
+        if (var == 2) e = nn > 1 ? launch_q6k<kGemmTok, 1, 2>(b, nm, S, groups, stream)
+                                 : launch_q6k<1, 2, 2>(b, nm, S, groups, stream);
         else if (var == 1) e = nn > 1 ? launch_q6k<kGemmTok, 1, 1>(b, nm, S, groups, stream)
                                       : launch_q6k<1, 2, 1>(b, nm, S, groups, stream);
         else e = nn > 1 ? launch_q6k<kGemmTok, 1, 0>(b, nm, S, groups, stream)

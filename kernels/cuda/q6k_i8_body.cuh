@@ -285,10 +285,8 @@ __device__ __forceinline__ void q6_superblock_i8(const uint32_t *wb, int og, int
 }
 
 // The block's work for one tile with the INT8 body: q6k_tile's contract (q6k_mma_body.cuh),
-// its weight copy, stages, split and reduction order; x staged as limbs (stage_i8). PFX: the
-// GEMV loads x one super-block ahead into registers (16 of them); without it (the GEMV at 5
-// blocks an SM) x is loaded where it is staged, as the GEMM does. The same values either way.
-template <int NT, int ST, bool NORM, bool PFX = true>
+// its weight copy, stages, split and reduction order; x staged as limbs (stage_i8).
+template <int NT, int ST, bool NORM>
 __device__ __forceinline__ void q6k_i8_tile(const Q6Args &a, Q6I8Smem<NT, ST, NORM> &sm,
                                             int64_t tile, int rank, int S, int tok0) {
     pdl_launch_dependents();
@@ -346,7 +344,7 @@ __device__ __forceinline__ void q6k_i8_tile(const Q6Args &a, Q6I8Smem<NT, ST, NO
         cp_async_commit();
     }
     pdl_wait();
-    constexpr bool kPrefetchX = NT == 1 && PFX;
+    constexpr bool kPrefetchX = NT == 1;
     constexpr int XB = NT < 4 ? NT : 4;
     float4 xa[XB], xc[XB];
     const int kx = (int)a.K;  // NT * K < 2^31 (K <= 2^26 bytes / 210 * 256 a row)

@@ -37,8 +37,6 @@ static int g_mma_split = 0;  // 0 = by shape (gemv_mma.cu)
 // 2.160 / 2.146 ms/token with every Q6_K matmul on it against 2.183 / 2.180 / 2.182 with 1. A
 // triple's Q6_K segments keep the f16 body whatever this says (gemv.cu: inside the mixed Q4_K_M
 // triple kernel the f16 V measured faster, 7.2 vs 9.2 us the 4B triple; bench/NOTES.md 2.3).
-// 3 = the INT8 body with its GEMV at 5 blocks an SM, x not prefetched (same bits as 2; session 7
-// experiment, bench/NOTES.md 2.1).
 static const int kDefaultQ6kVariant = 2;
 static int g_q6k_variant = kDefaultQ6kVariant;
 // The Q4_K mma matmuls' loop body (gemv_mma.cu, LOOM_GEMV_MMA_Q4K_V): 1 = the f16 hi + lo body
@@ -96,7 +94,7 @@ static void read_switches_locked() {
     // 4B decode step (bench/NOTES.md 7.9).
     g_pdl = !env_is("LOOM_CUDA_PDL", "0") && cc_major() >= 9;
     g_mma_split = env_int("LOOM_GEMV_MMA_SPLIT", 1, 8, true, 0);
-    g_q6k_variant = env_int("LOOM_GEMV_MMA_Q6K_V", 0, 3, false, kDefaultQ6kVariant);
+    g_q6k_variant = env_int("LOOM_GEMV_MMA_Q6K_V", 0, 2, false, kDefaultQ6kVariant);
     g_q4k_variant = env_int("LOOM_GEMV_MMA_Q4K_V", 1, 2, false, kDefaultQ4kVariant);
     g_triple_mixed = env_int("LOOM_GEMV_TRIPLE_MIXED", 0, 3, false, kDefaultTripleMixed);
     g_attn_bpsm = env_int("LOOM_ATTN_BPSM", 1, 16, false, kDefaultAttnBpsm);

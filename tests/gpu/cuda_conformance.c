@@ -11,8 +11,7 @@
  * sweep split counts); --matmul only the matmul family (its variant switches in the environment);
  * --normed only the matmul family's _normed launchers (the RMSNorm folded in); --fused only
  * rope_kv_attention_at (the attention prologue folded into decode attention); --mixed only the
- * Q4_K_M triple in one launch (LOOM_GEMV_TRIPLE_MIXED); --q6k only the Q6_K matmuls, also with
- * LOOM_GEMV_MMA_Q6K_V=3 (the INT8 GEMV at 5 blocks an SM: == V=2 bits);
+ * Q4_K_M triple in one launch (LOOM_GEMV_TRIPLE_MIXED); --q6k only the Q6_K matmuls (both bodies);
  * --q4k only the Q4_K matmuls on the INT8 body (LOOM_GEMV_MMA_Q4K_V=2; --matmul and the full
  * run include them, --mixed its one-launch triple).
  * Outputs are poisoned (all bytes 0xFF, a NaN pattern) before every GPU run, so an unwritten
@@ -694,72 +693,18 @@ static void test_matmul_q6k_other(void) {
     loom_cuda_reload_switches();
 }
 
-/* The INT8 Q6_K GEMV at 5 blocks an SM without the x prefetch (LOOM_GEMV_MMA_Q6K_V=3) against
- * V = 2: the same arithmetic, so plain, add and normed outputs must be the same bits. */
-static void test_q6k_v3_bits(int64_t M, int64_t K) {
-    const loom_ggml_type t = LOOM_GGML_Q6_K;
-    char shape[96];
-    loom_error err = {0};
-    snprintf(shape, sizeof shape, "Q6_K M=%lld K=%lld N=1", (long long)M, (long long)K);
-    size_t wb;
-    uint8_t *w = rand_weights(t, M, K, &wb);
-    float *x = xmalloc(sizeof(float) * (size_t)K), *res = xmalloc(sizeof(float) * (size_t)M);
-    float *nw = xmalloc(sizeof(float) * (size_t)K);
-    fill(x, K, -1, 1);
-    fill(res, M, -2, 2);
-    fill(nw, K, 0.5f, 1.5f);
-    void *dw = dup_dev(w, wb);
-    float *dx = dup_dev(x, sizeof(float) * (size_t)K), *dres = dup_dev(res, sizeof(float) * (size_t)M);
-    float *dnw = dup_dev(nw, sizeof(float) * (size_t)K), *dy = dev_poison(sizeof(float) * (size_t)M);
-    float *y[2][3];
-    loom_kweight gw = {dw, t, M, K};
-    const loom_prenorm dn = {dnw, 1e-6f};
-    for (int v = 0; v < 2; v++) {
-        set_switch("LOOM_GEMV_MMA_Q6K_V", v ? "3" : "2");
-        for (int k = 0; k < 3; k++) {
-            y[v][k] = xmalloc(sizeof(float) * (size_t)M);
-            CK(cudaMemset(dy, 0xFF, sizeof(float) * (size_t)M));
-            loom_status st = k == 0   ? loom_cuda_matmul(dx, 1, gw, dy, &err, 0)
-                             : k == 1 ? loom_cuda_matmul_add(dx, 1, gw, dres, dy, &err, 0)
-                                      : loom_cuda_matmul_normed(dx, &dn, 1, gw, dy, &err, 0);
-            report_status("q6k V3", shape, st, &err);
-            to_host(y[v][k], dy, sizeof(float) * (size_t)M);
-        }
-    }
-    unsetenv("LOOM_GEMV_MMA_Q6K_V");
-    loom_cuda_reload_switches();
-    static const char *kn[3] = {"q6k V3==V2 gemv", "q6k V3==V2 add", "q6k V3==V2 normed"};
-    for (int k = 0; k < 3; k++) {
-        report_bits(kn[k], shape, y[1][k], y[0][k], sizeof(float) * (size_t)M);
-        free(y[0][k]);
-        free(y[1][k]);
-    }
-    free(w); free(x); free(res); free(nw);
-    cudaFree(dw); cudaFree(dx); cudaFree(dres); cudaFree(dnw); cudaFree(dy);
-}
-
-/* --q6k: the Q6_K matmuls alone. The default body's cases (INT8 but for a triple's V: the mma
- * shapes, add, the all-Q6_K triple, normed), then the same with LOOM_GEMV_MMA_Q6K_V=3 (the INT8
- * GEMV at 5 blocks an SM), each case against the CPU twin with GEMM token == GEMV bits, V3 == V2
+/* --q6k: the Q6_K matmuls alone: the default body's cases (INT8 but for a triple's V: the mma
+ * shapes, add, the all-Q6_K triple, normed), each against the CPU twin with GEMM token == GEMV
  * bits, then the f16 body's section (test_matmul_q6k_other). */
 static void test_q6k_section(void) {
     const loom_ggml_type q6 = LOOM_GGML_Q6_K;
     const int64_t K = g_quick ? 768 : 2560;
     const int64_t m1[1] = {g_quick ? 300 : 9500}, m1g[1] = {45};
-    for (int i = 0; i < 2; i++) {
-        printf("-- Q6_K: LOOM_GEMV_MMA_Q6K_V=%s\n", i ? "3" : "(default)");
-        if (i) set_switch("LOOM_GEMV_MMA_Q6K_V", "3");
-        test_matmul_q6k_mma();
-        test_matmul_q6k_fused(g_quick ? 40 : 2560, g_quick ? 768 : 9728, 1);
-        test_matmul_q6k_fused(g_quick ? 40 : 133, g_quick ? 768 : 2560, g_quick ? 3 : 37);
-        test_normed(0, &q6, m1, K, 1, 1, "");
-        test_normed(0, &q6, m1g, K, g_quick ? 3 : 33, 1, "");
-        unsetenv("LOOM_GEMV_MMA_Q6K_V");
-        loom_cuda_reload_switches();
-    }
-    test_q6k_v3_bits(g_quick ? 160 : 2560, g_quick ? 4096 : 9728);
-    test_q6k_v3_bits(41, 2560);
-    test_q6k_v3_bits(g_quick ? 300 : 4096, g_quick ? 768 : 14336);
+    test_matmul_q6k_mma();
+    test_matmul_q6k_fused(g_quick ? 40 : 2560, g_quick ? 768 : 9728, 1);
+    test_matmul_q6k_fused(g_quick ? 40 : 133, g_quick ? 768 : 2560, g_quick ? 3 : 37);
+    test_normed(0, &q6, m1, K, 1, 1, "");
+    test_normed(0, &q6, m1g, K, g_quick ? 3 : 33, 1, "");
     test_matmul_q6k_other();
 }
 
