@@ -117,10 +117,8 @@ __device__ __forceinline__ uint32_t q4_bcast(uint32_t w, int i) {
 // d = A * B (u8.s8, from zero).
 __device__ __forceinline__ void mma_u8s8_k32_z(int (&d)[4], uint32_t a0, uint32_t a1, uint32_t a2,
                                                uint32_t a3, uint32_t b0, uint32_t b1) {
-    asm volatile("mma.sync.aligned.m16n8k32.row.col.s32.u8.s8.s32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, "
-                 "{%8,%9}, {%10,%10,%10,%10};"
-                 : "=r"(d[0]), "=r"(d[1]), "=r"(d[2]), "=r"(d[3])
-                 : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1), "r"(0));
+    const int zero[4] = {0, 0, 0, 0};
+    q6k::mma_u8s8_k32(d, a0, a1, a2, a3, b0, b1, zero);
 }
 
 // The A registers of sub-block m = 4h + i of rows g, g+8 (chunk 2h + i / 2, nibble i & 1), its

@@ -128,37 +128,20 @@ template <int NT>
 __device__ __forceinline__ void stage_i8(I8Stage<NT> &st, int tok, float4 xa, float4 xc,
                                          int lane) {
     const float v[8] = {xa.x, xa.y, xa.z, xa.w, xc.x, xc.y, xc.z, xc.w};
-    uint32_t mx = 0;
-#pragma unroll
-    for (int i = 0; i < 8; i++) mx = max(mx, __float_as_uint(v[i]) & 0x7fffffffu);
-    mx = __reduce_max_sync(0xffffffffu, mx);
-    // s = 2^(29 - E) with max|x| in [2^E, 2^(E+1)): max |x s| in [2^29, 2^30)
-    int e = 283 - (int)(mx >> 23);
-    e = e < 1 ? 1 : (e > 253 ? 253 : e);
-    const float s = __uint_as_float((uint32_t)e << 23);
-    uint32_t z[8];
-#pragma unroll
-    for (int i = 0; i < 8; i++)
-        z[i] = ((uint32_t)__float2int_rn(__fmul_rn(v[i], s)) + 0x808080u) ^ 0x808080u;
+    uint32_t l[2][4];
+    const int e = i8_limbs(v, l);
     const int tq = lane & 3, m = lane >> 2;
     constexpr bool kPair = I8Stage<NT>::kPair;
     const int p = kPair ? m >> 1 : m >> 2;
     uint32_t *b = reinterpret_cast<uint32_t *>(&st.b[tok][p][0]);
 #pragma unroll
-    for (int u = 0; u < 2; u++) {
-        // 4 x 4 byte transpose: z (values, bytes = limbs 3..0) -> words (limbs, bytes = values)
-        const uint32_t *zz = z + 4 * u;
-        const uint32_t t0 = __byte_perm(zz[0], zz[1], 0x5140), t1 = __byte_perm(zz[2], zz[3], 0x5140);
-        const uint32_t t2 = __byte_perm(zz[0], zz[1], 0x7362), t3 = __byte_perm(zz[2], zz[3], 0x7362);
-        const uint32_t l[4] = {__byte_perm(t2, t3, 0x7632), __byte_perm(t2, t3, 0x5410),
-                               __byte_perm(t0, t1, 0x7632), __byte_perm(t0, t1, 0x5410)};
+    for (int u = 0; u < 2; u++)
 #pragma unroll
         for (int j = 0; j < 4; j++) {
             const int col_lane = 4 * (4 * u + j) + tq;  // the mma lane (g = 4u + j, t = tq)
-            if (kPair) b[4 * (col_lane ^ (4 * (p & 1))) + 2 * (m & 1) + u] = l[j];
-            else b[4 * (col_lane ^ (4 * p)) + (m & 3)] = l[j];
+            if (kPair) b[4 * (col_lane ^ (4 * (p & 1))) + 2 * (m & 1) + u] = l[u][j];
+            else b[4 * (col_lane ^ (4 * p)) + (m & 3)] = l[u][j];
         }
-    }
     if (lane == 0) st.sinv[tok] = __uint_as_float((uint32_t)(254 - e) << 23);
 }
 
