@@ -30,11 +30,12 @@
 // cluster barrier, no remote loads); both combines keep v5's arithmetic and split order.
 // LOOM_ATTN_PREFETCH=1 (off by default: it measured slower, bench/NOTES.md section 3) has each
 // block ask L2 for its rows before the PDL wait (prefetch.global.L2, a hint: correct whatever
-// the previous kernel writes). LOOM_ATTN_TMA=1 (F16, head_dim 128; session 7, opt-in until
-// measured end to end): a warp's stages are filled by TMA box copies completing on mbarriers
-// (K and V one box each a tile; tensor maps encoded here per launch) instead of cp.async; rows
-// in the TMA's 128-byte swizzle; the same arithmetic and bits (H200: fused 4K 12.06 -> 11.19
-// us, decode-layer graph at 4K -2.0 us a layer, 640 equal; bench/NOTES.md section 3).
+// the previous kernel writes). LOOM_ATTN_TMA=1 (F16, head_dim 128; session 7, opt-in: faster
+// at 4K only, bench/NOTES.md 7.13): a warp's stages are filled by TMA box copies completing on
+// mbarriers (K and V one box each a tile; tensor maps encoded here per launch) instead of
+// cp.async; rows in the TMA's 128-byte swizzle; the same arithmetic and bits (H200: fused 4K
+// 12.06 -> 11.19 us, decode-layer graph at 4K -2.0 us a layer, 640 equal; bench/NOTES.md
+// section 3).
 // v6 + the attention prologue (loom_cuda_rope_kv_attention_at, LOOM_ATTN_FUSED; one token):
 // the same partition with rope_kv_write's work for the token folded into the blocks
 // (attention_v5.cu, FP, says how the new K/V row reaches the tiles without a grid-wide order).
@@ -97,7 +98,7 @@ namespace loom_cuda {
 // prefetch before the PDL wait; off unless 1).
 int attn_cluster_tiles();
 bool attn_prefetch();
-// LOOM_ATTN_TMA=1 (session 7, opt-in until measured end to end): v6's F16 head_dim-128 tiles
+// LOOM_ATTN_TMA=1 (session 7, opt-in: faster at 4K only): v6's F16 head_dim-128 tiles
 // copied by TMA boxes instead of cp.async.
 bool attn_tma();
 

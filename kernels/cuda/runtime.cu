@@ -40,8 +40,9 @@ static int g_mma_split = 0;  // 0 = by shape (gemv_mma.cu)
 static const int kDefaultQ6kVariant = 2;
 static int g_q6k_variant = kDefaultQ6kVariant;
 // The Q4_K mma matmuls' loop body (gemv_mma.cu, LOOM_GEMV_MMA_Q4K_V): 1 = the f16 hi + lo body
-// (v11), 2 = the INT8 body (q4k_i8_body.cuh; other bits, same tolerance; opt-in until measured:
-// bench/NOTES.md 2.4). Every Q4_K mma matmul follows it, the GEMM and the mixed triple too.
+// (v11), 2 = the INT8 body (q4k_i8_body.cuh; other bits, same tolerance; opt-in: 4B decode
+// 1.960 vs 2.009 ms/token, but its GEMM is 1.27x at N = 512 and prefill 19% slower, bench/NOTES.md
+// 2.4 and 7.13). Every Q4_K mma matmul follows it, the GEMM and the mixed triple too.
 static const int kDefaultQ4kVariant = 1;
 static int g_q4k_variant = kDefaultQ4kVariant;
 // The Q4_K_M triple's GEMV (Q4_K Q/K + Q6_K V) in one launch (gemv_mma.cu's mixed kernel,
@@ -61,7 +62,8 @@ static const int kDefaultAttnClTiles = 128;
 static int g_attn_cl_tiles = kDefaultAttnClTiles;
 static bool g_attn_prefetch = false;
 // Decode attention v6: LOOM_ATTN_TMA=1, its F16 head_dim-128 tiles copied by TMA boxes instead
-// of cp.async (session 7; opt-in until measured end to end, bench/NOTES.md section 3).
+// of cp.async (session 7; opt-in: -2.0 us a layer at 4K, but 4B decode at ~576 positions 2.026
+// vs 2.009 ms/token, bench/NOTES.md section 3 and 7.13).
 static bool g_attn_tma = false;
 
 // Whether environment variable `name` is set to `value`.
