@@ -29,7 +29,7 @@
 //
 // The INT8 body (LOOM_GEMV_MMA_Q4K_V=2, q4k_i8_body.cuh; bench/NOTES.md 2.4): the same tiles,
 // split, prefetch, reduction and epilogue with another product (m16n8k32 u8.s8, x as 4 exact
-// int8 limbs, the scale by IMAD, the mins by a second mma) in q4k_tile's I8 instantiations;
+// int8 limbs, the scale by IMAD, the mins by a second mma) in q4k_tile's I8 instantiations.
 //
 // The Q4_K_M triple in one launch (gemv_mma_mixed, LOOM_GEMV_TRIPLE_MIXED=1; bench/NOTES.md
 // 2.3): the GEMV of Q4_K Q/K and Q6_K V as one grid whose blocks run either this file's tile
@@ -570,7 +570,6 @@ loom_status mma_matmul(const Seg *seg, int nseg, int epi, const float *x, int64_
     }
     return LOOM_OK;
 }
-
 
 int64_t g_mixed_launches = 0;
 
