@@ -168,6 +168,11 @@ __device__ __forceinline__ int i8_limbs(const float (&v)[8], uint32_t (&l)[2][4]
 // the Q6_K kernel uses the same rule).
 int mma_pick_split(int64_t tiles, int64_t nsb);
 
+// LOOM_GEMM_WIDE (runtime.cu): the fewest tokens a matmul needs to take the wide GEMM (a block
+// decodes each weight tile once for 32+ tokens; gemv_mma.cu for Q4_K, pg6's Q6_K INT8 body), 0:
+// never (today's GEMM in groups of 8 tokens). Always >= 2: the GEMV (n = 1) never changes.
+int gemm_wide_min();
+
 // Sums each lane's NV partials over the block's warps (0..kWarps-1 in order) and then, on
 // sm_90 with S > 1, over the cluster's ranks (0..S-1 in order): a fixed order, so results are
 // deterministic and the same for every token of a GEMM. red: kWarps * NV * 32 floats of shared
