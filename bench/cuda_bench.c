@@ -2,7 +2,7 @@
  * Qwen3-8B (4096 / 14336) shapes, 32 query heads, 8 KV heads, head_dim 128, vocab 151936.
  *
  *   cuda_bench [--quick] [--attn] [--matmul] [--q6k] [--norm] [--attn-trace] [--attn-prof]
- *              [--attn-step] [--fused] [--mixed] [--attn-s7] [--q6k-down] [--q4k]
+ *              [--attn-step] [--fused] [--mixed] [--attn-s7] [--q6k-down] [--q4k] [--attn-pf]
  *
  * Method: CUDA events around many launches, the median of several repetitions, per launch.
  * Weights (and KV caches) rotate over copies totalling > 256 MB, far above the H200's L2 (50-60
@@ -13,7 +13,8 @@
  * decode step runs) and time graph replays ("folded": the RMSNorms inside the next matmul via
  * loom_cuda_*_normed, beside the same layers with their norm launches; --norm: those and the
  * 4B pair / triple / lm head standalone plain, norm + plain, and normed; --mixed: the Q4_K_M
- * triple in one launch against its two launches, alone and in the decode-layer graph). Inputs are random
+ * triple in one launch against its two launches, alone and in the decode-layer graph; --attn-pf:
+ * prefill attention with LOOM_ATTN_PREFILL=0/1 alternating, L2-warm, with TFLOP/s). Inputs are random
  * (never zeros). Prints a table;
  * bench/RESULTS.md holds a copy with date and conditions. */
 #include <math.h>
@@ -898,6 +899,53 @@ static void attn_s7_ab(void) {
     set_env("LOOM_ATTN_TMA", "0");
 }
 
+/* --attn-pf: prefill attention (N > 1 query tokens, 32/8 heads x 128, the 4B shape) by the
+ * tensor-core prefill kernel (LOOM_ATTN_PREFILL=1, attention_prefill.cu) and by today's v5 path
+ * (=0), alternating in the same process: N = 128 and 512 at pos0 0, N = 512 after 1536
+ * positions, F16 and INT8; then decode (N = 1) at 1024 positions with both values (unchanged).
+ * One cache (L2-warm, as in a prefill step right after its kv write), stream-timed launches;
+ * TFLOP/s counts 4 x heads x D x (visible positions summed over the tokens). */
+static void attn_pf_ab(void) {
+    static const struct { int64_t N, pos0; } cs[] = {{128, 0}, {512, 0}, {512, 1536}, {1, 1023}};
+    enum { NC = sizeof cs / sizeof cs[0] };
+    const int64_t nh = 32, nkv = 8, D = 128;
+    printf("\n| %-34s | %-30s | %9s | %8s |\n", "attention (LOOM_ATTN_PREFILL)", "shape", "us/call", "TFLOP/s");
+    for (int c = 0; c < NC; c++)
+        for (int t = LOOM_KV_F16; t <= LOOM_KV_INT8; t++) {
+            const int64_t N = cs[c].N, L = cs[c].pos0 + N;
+            struct at_ctx *a = calloc(1, sizeof *a);
+            a->copies = 1;
+            a->kv = (loom_kv_layout){(loom_kv_type)t, L, nkv, D};
+            a->p = (loom_attn_params){N, nh, cs[c].pos0, 1.0f / sqrtf((float)D)};
+            const int64_t el = t == LOOM_KV_F16 ? 2 : 1;
+            a->kc[0] = dev_weights(LOOM_GGML_F16, L * nkv * D * el / 2, 1);
+            a->vc[0] = dev_weights(LOOM_GGML_F16, L * nkv * D * el / 2, 1);
+            a->ks[0] = dev_floats(L * nkv, 0.001f, 0.01f);
+            a->vs[0] = dev_floats(L * nkv, 0.001f, 0.01f);
+            a->q = dev_floats(N * nh * D, -1, 1);
+            a->out = dev_floats(N * nh * D, 0, 1);
+            LK(loom_cuda_reserve_scratch(loom_cuda_scratch_bytes_for(nh, D, 1, 1) * (size_t)N, &g_err));
+            const double flop = 4.0 * nh * D * ((double)N * cs[c].pos0 + 0.5 * (double)N * (N + 1));
+            char shape[64];
+            snprintf(shape, sizeof shape, "%s N=%lld pos0=%lld", t == LOOM_KV_F16 ? "F16" : "INT8",
+                     (long long)N, (long long)cs[c].pos0);
+            for (int rep = 0; rep < 2; rep++)
+                for (int sw = 0; sw < 2; sw++) {
+                    set_env("LOOM_ATTN_PREFILL", sw ? "1" : "0");
+                    for (int i = 0; i < 200; i++) at_fn(a, i); /* clocks up */
+                    const double us = time_us(at_fn, a, g_quick ? 20 : 100);
+                    char nm[64];
+                    snprintf(nm, sizeof nm, "%s PREFILL=%d", N > 1 ? "prefill attn" : "decode attn", sw);
+                    printf("| %-34s | %-30s | %9.2f | %8.2f |\n", nm, shape, us, flop / (us * 1e-6) / 1e12);
+                    fflush(stdout);
+                }
+            cudaFree(a->kc[0]); cudaFree(a->vc[0]); cudaFree(a->ks[0]); cudaFree(a->vs[0]);
+            cudaFree(a->q); cudaFree(a->out);
+            free(a);
+        }
+    set_env("LOOM_ATTN_PREFILL", "0");
+}
+
 /* --mixed: the Q4_K_M triple's GEMV in one launch (LOOM_GEMV_TRIPLE_MIXED=1, the default; 2 / 3:
  * its V tiles last / first) against its two launches (=0): the triple alone at the 4B and 8B
  * shapes (plain and normed; all four, twice, on the same weights), and the decode-layer graph
@@ -978,11 +1026,12 @@ static void bench_q4k_ab(void) {
 }
 
 int main(int argc, char **argv) {
-    int fused_only = 0, mixed_only = 0, s7_only = 0;
+    int fused_only = 0, mixed_only = 0, s7_only = 0, pf_only = 0;
     for (int i = 1; i < argc; i++) {
         if (strcmp(argv[i], "--fused") == 0) fused_only = 1;
         if (strcmp(argv[i], "--mixed") == 0) mixed_only = 1;
         if (strcmp(argv[i], "--attn-s7") == 0) s7_only = 1;
+        if (strcmp(argv[i], "--attn-pf") == 0) pf_only = 1;
         if (strcmp(argv[i], "--quick") == 0) g_quick = 1;
         if (strcmp(argv[i], "--attn") == 0) g_attn_only = 1;
         if (strcmp(argv[i], "--matmul") == 0) g_mm_only = 1;
@@ -1024,7 +1073,7 @@ int main(int argc, char **argv) {
         {&g_q6k_down, bench_q6k_down},
         {&g_attn_prof, attn_prof_all},  {&g_attn_trace, attn_trace_all},
         {&g_attn_step, attn_step_ab},   {&fused_only, fused_ab},
-        {&s7_only, attn_s7_ab},
+        {&s7_only, attn_s7_ab},         {&pf_only, attn_pf_ab},
         {&mixed_only, mixed_ab},        {&g_q4k_ab, bench_q4k_ab},
     };
     for (size_t m = 0; m < sizeof modes / sizeof *modes; m++)

@@ -44,6 +44,9 @@
 // barrier block r combines outputs r * 128 + tid, ... over the splits' partials in distributed
 // shared memory, in split order (blocks past the splits in use take part with nothing).
 // Otherwise (longer caches, prefill, sm_87) v4's global combine below.
+// Prefill (N > 1) with LOOM_ATTN_PREFILL=1 (F16/INT8, head_dim 64/128, a GQA group dividing
+// 64): attention_prefill.cu's kernel instead (its opening comment: blocks of one KV head and
+// 64 query rows that copy every K/V tile once, no split, one write); decode never goes there.
 //
 // v4 (LOOM_ATTN_V5=0, and every cache the v5 kernel does not take: F32, head_dim 80, 96, 256;
 // also for head_dim 80, 96, 256 whatever the switches say, as G = 1 without a split when they
@@ -101,6 +104,9 @@ bool attn_prefetch();
 // LOOM_ATTN_TMA=1 (session 7, opt-in: faster at 4K only): v6's F16 head_dim-128 tiles
 // copied by TMA boxes instead of cp.async.
 bool attn_tma();
+// LOOM_ATTN_PREFILL=1 (session 8, opt-in until measured end to end): N > 1 query tokens through
+// attention_prefill.cu's tensor-core kernel (blocks of 64 query rows sharing each K/V tile).
+bool attn_prefill();
 
 namespace {
 
@@ -763,6 +769,12 @@ static loom_status launch_attn(const float *q, const void *k_cache, const float 
     const bool fast_path = fast(SW_FAST_ATTN);
     if (pro && !(fast_path && fast(SW_ATTN_V4)))
         ARG_FAIL(LOOM_ERR_UNSUPPORTED, "rope_kv_attention: no fused kernel on the simple paths");
+    if (N > 1 && !pro && fast_path && attn_prefill() && prefill_supported(D, kv->type, a.group)) {
+        // prefill (LOOM_ATTN_PREFILL=1): one launch, no split; other shapes take the paths below
+        loom_status st = run_prefill(a, kv->type, D, N, err, stream);
+        if (st == LOOM_OK) return st;
+        log_fallback_once(&g_attn_fallback_logged, "attention", err);
+    }
     if (fast_path && (fast(SW_ATTN_V4) || !v3_shape)) {
         // v4: G heads a block, S splits for this shape (~attn_blocks_per_sm() blocks per SM),
         // never depending on the position; N * SP <= kMaxSplits keeps the partials inside

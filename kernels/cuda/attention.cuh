@@ -1,7 +1,7 @@
-// attention.cuh: what the decode attention kernels of attention.cu (v3, v4, the launchers) and
-// attention_v5.cu (v5, tensor cores) share: the argument block, the device position, the tile
-// sizes, and the end of a block's work (its partial, the global split combine and its
-// counters). attention.cu's opening comment describes the kernels, their partition and the
+// attention.cuh: what the decode attention kernels of attention.cu (v3, v4, the launchers),
+// attention_v5.cu (v5, tensor cores) and attention_prefill.cu (batched causal prefill) share:
+// the argument block, the device position, the tile sizes and tile helpers, and the end of a
+// block's work (its partial, the global split combine and its counters). attention.cu's opening comment describes the kernels, their partition and the
 // numeric contract. The device helpers and g_attn_counters sit in an unnamed namespace: each
 // translation unit has its own counters (each kernel resets the ones it used), and nothing
 // here needs relocatable device code.
@@ -201,6 +201,97 @@ __device__ __forceinline__ void split_epilogue(const AttnArgs &a, unsigned char 
     if (tid == 0) *cnt = 0;
 }
 
+// The tensor-core kernels' tile helpers (v5/v6 in attention_v5.cu, the prefill kernel in
+// attention_prefill.cu): ldmatrix, the f16 hi + lo split, swizzled cp.async tile copies and
+// the INT8 -> f16 byte trick.
+// Four 8x8 b16 matrices from shared memory; lane l gives the address of row l % 8 of matrix
+// l / 8. trans: each thread receives a column pair instead of a row pair.
+template <bool TRANS>
+__device__ __forceinline__ void ldsm_x4(uint32_t r[4], const void *p) {
+    const unsigned sa = (unsigned)__cvta_generic_to_shared(p);
+    if (TRANS)
+        asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];"
+                     : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+                     : "r"(sa)
+                     : "memory");
+    else
+        asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];"
+                     : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+                     : "r"(sa)
+                     : "memory");
+}
+// x = hi + lo with hi, lo f16 (to ~2^-22 of |x|, lo's subnormals aside): the f16 products of
+// the tensor cores then carry f32-like precision.
+__device__ __forceinline__ void split_h2(float x0, float x1, uint32_t &hi, uint32_t &lo) {
+    const __half2 h = __floats2half2_rn(x0, x1);
+    const float2 f = __half22float2(h);
+    const __half2 l = __floats2half2_rn(x0 - f.x, x1 - f.y);
+    hi = *reinterpret_cast<const uint32_t *>(&h);
+    lo = *reinterpret_cast<const uint32_t *>(&l);
+}
+// cp.async.wait_group with a run-time count (0 .. 7).
+__device__ __forceinline__ void cp_async_wait_n(int n) {
+    switch (n) {
+    case 0: cp_async_wait<0>(); break;
+    case 1: cp_async_wait<1>(); break;
+    case 2: cp_async_wait<2>(); break;
+    case 3: cp_async_wait<3>(); break;
+    case 4: cp_async_wait<4>(); break;
+    case 5: cp_async_wait<5>(); break;
+    case 6: cp_async_wait<6>(); break;
+    default: cp_async_wait<7>(); break;
+    }
+}
+
+// Chunk c of row r of a tile sits at chunk v5_swz(r, c): the 8 rows an ldmatrix phase reads
+// (same c) land in 8 distinct 16-byte bank groups (rows of 8+ chunks: XOR with r mod 8; rows
+// of 4 chunks, INT8 D = 64: two rows share 128 bytes, XOR with (r / 2) mod 4).
+template <int CPR>
+__device__ __forceinline__ int v5_swz(int r, int c) {
+    return CPR >= 8 ? c ^ (r & 7) : c ^ ((r >> 1) & 3);
+}
+// Copies the cache rows j0 .. j0 + TP - 1 of one KV head into a stage by cp.async: the K tile
+// at st, the V tile after it (rows at or past hi are zero-filled), 16-byte chunk c of row r at
+// chunk v5_swz(r, c); INT8: then the TP K row scales and the TP V row scales. Thread ti of the
+// NT that share the copy (a block in v5, a warp in v6) issues chunks ti, ti + NT, ...
+template <int TP, int RB, bool I8, int NT>
+__device__ __forceinline__ void copy_tile(unsigned char *st, int j0, int hi, int64_t rs,
+                                          const unsigned char *kb, const unsigned char *vb,
+                                          const float *ks, const float *vs, int64_t n_kv_head,
+                                          int kvh, int ti) {
+    constexpr int CPR = RB / 16, TILE = TP * RB;
+    static_assert(TP * CPR % NT == 0, "copy_tile");
+    unsigned char *Ks = st, *Vs = st + TILE;
+#pragma unroll
+    for (int i = 0; i < TP * CPR / NT; i++) {
+        const int idx = ti + i * NT;
+        const int r = idx / CPR, c = idx % CPR;
+        const bool ok = j0 + r < hi;
+        const int64_t off = ok ? (int64_t)(j0 + r) * rs + c * 16 : 0;
+        const int sh = r * RB + v5_swz<CPR>(r, c) * 16;
+        cp_async16(Ks + sh, kb + off, ok);
+        cp_async16(Vs + sh, vb + off, ok);
+    }
+    if (I8) {
+        float *sc = reinterpret_cast<float *>(Vs + TILE);
+        for (int i = ti; i < 2 * TP; i += NT) {  // K row scales, then V row scales
+            const int r = i % TP;
+            const bool ok = j0 + r < hi;
+            const int64_t e = ok ? (int64_t)(j0 + r) * n_kv_head + kvh : 0;
+            cp_async4(sc + i, (i < TP ? ks : vs) + e, ok);
+        }
+    }
+}
+
+// Four int8 of one 32-bit word (bytes i, j) -> the f16x2 (q_i, q_j), exact: 0x64XX is the f16
+// 1024 + XX, XX = q + 128.
+template <uint32_t SEL>
+__device__ __forceinline__ uint32_t i8x2_to_h2(uint32_t w) {
+    const uint32_t h = __byte_perm(w ^ 0x80808080u, 0x64646464u, SEL);
+    const __half2 r = __hsub2(*reinterpret_cast<const __half2 *>(&h), __floats2half2_rn(1152.0f, 1152.0f));
+    return *reinterpret_cast<const uint32_t *>(&r);
+}
+
 constexpr int kV5Rows = 32;    // cache rows a v5 tile: 8 a warp
 constexpr int kV5MaxStages = 8;
 constexpr int kV6MaxStages = 12;  // 3 a warp
@@ -223,6 +314,14 @@ constexpr __host__ __device__ int v5_stage(int D, int kvt) {
 // LOOM_ERR_CUDA with the launch error in err.
 loom_status run_v5(const AttnArgs &a, int kvt, int64_t D, int64_t N, loom_error *err,
                    cudaStream_t stream);
+// Prefill (attention_prefill.cu, LOOM_ATTN_PREFILL=1, N > 1): whether the tensor-core prefill
+// kernel takes head_dim D, cache type kvt and `group` query heads a KV head (64, 128; F16,
+// INT8; group divides 64), and its launch for a's shape and position (a.group, q, caches,
+// out, pos0 / pos_dev; no split, no scratch). Returns LOOM_ERR_UNSUPPORTED for a shape it
+// does not take, LOOM_ERR_CUDA with the launch error in err.
+bool prefill_supported(int64_t D, int kvt, int group);
+loom_status run_prefill(AttnArgs a, int kvt, int64_t D, int64_t N, loom_error *err,
+                        cudaStream_t stream);
 // v6's TMA copies: fills a->tmk and a->tmv for an F16 cache of head_dim 128 (a's kc, vc,
 // n_kv_head, n_ctx). false when the driver's encoder is missing or refuses the layout (the
 // caller then keeps cp.async); never fails the launch.

@@ -25,44 +25,6 @@ __device__ __forceinline__ void mma_1688(float c[4], uint32_t a0, uint32_t a1, u
                  : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
                  : "r"(a0), "r"(a1), "r"(b0));
 }
-// Four 8x8 b16 matrices from shared memory; lane l gives the address of row l % 8 of matrix
-// l / 8. trans: each thread receives a column pair instead of a row pair.
-template <bool TRANS>
-__device__ __forceinline__ void ldsm_x4(uint32_t r[4], const void *p) {
-    const unsigned sa = (unsigned)__cvta_generic_to_shared(p);
-    if (TRANS)
-        asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];"
-                     : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
-                     : "r"(sa)
-                     : "memory");
-    else
-        asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];"
-                     : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
-                     : "r"(sa)
-                     : "memory");
-}
-// x = hi + lo with hi, lo f16 (to ~2^-22 of |x|, lo's subnormals aside): the f16 products of
-// the tensor cores then carry f32-like precision.
-__device__ __forceinline__ void split_h2(float x0, float x1, uint32_t &hi, uint32_t &lo) {
-    const __half2 h = __floats2half2_rn(x0, x1);
-    const float2 f = __half22float2(h);
-    const __half2 l = __floats2half2_rn(x0 - f.x, x1 - f.y);
-    hi = *reinterpret_cast<const uint32_t *>(&h);
-    lo = *reinterpret_cast<const uint32_t *>(&l);
-}
-// cp.async.wait_group with a run-time count (0 .. 7).
-__device__ __forceinline__ void cp_async_wait_n(int n) {
-    switch (n) {
-    case 0: cp_async_wait<0>(); break;
-    case 1: cp_async_wait<1>(); break;
-    case 2: cp_async_wait<2>(); break;
-    case 3: cp_async_wait<3>(); break;
-    case 4: cp_async_wait<4>(); break;
-    case 5: cp_async_wait<5>(); break;
-    case 6: cp_async_wait<6>(); break;
-    default: cp_async_wait<7>(); break;
-    }
-}
 
 // A block's dynamic shared memory for `nst` stages; after the tiles it holds the warps' sums
 // (and this block's partial for the cluster combine), or the global combine's weights.
@@ -109,55 +71,6 @@ __device__ __forceinline__ V5Range v5_range(const AttnArgs &a, int pos0, int t, 
     r.lo = (int)blockIdx.z * r.per * TP;
     r.hi = min(pos0 + t + 1, r.lo + r.per * TP);
     return r;
-}
-
-// Chunk c of row r of a tile sits at chunk v5_swz(r, c): the 8 rows an ldmatrix phase reads
-// (same c) land in 8 distinct 16-byte bank groups (rows of 8+ chunks: XOR with r mod 8; rows
-// of 4 chunks, INT8 D = 64: two rows share 128 bytes, XOR with (r / 2) mod 4).
-template <int CPR>
-__device__ __forceinline__ int v5_swz(int r, int c) {
-    return CPR >= 8 ? c ^ (r & 7) : c ^ ((r >> 1) & 3);
-}
-// Copies the cache rows j0 .. j0 + TP - 1 of one KV head into a stage by cp.async: the K tile
-// at st, the V tile after it (rows at or past hi are zero-filled), 16-byte chunk c of row r at
-// chunk v5_swz(r, c); INT8: then the TP K row scales and the TP V row scales. Thread ti of the
-// NT that share the copy (a block in v5, a warp in v6) issues chunks ti, ti + NT, ...
-template <int TP, int RB, bool I8, int NT>
-__device__ __forceinline__ void copy_tile(unsigned char *st, int j0, int hi, int64_t rs,
-                                          const unsigned char *kb, const unsigned char *vb,
-                                          const float *ks, const float *vs, int64_t n_kv_head,
-                                          int kvh, int ti) {
-    constexpr int CPR = RB / 16, TILE = TP * RB;
-    static_assert(TP * CPR % NT == 0, "copy_tile");
-    unsigned char *Ks = st, *Vs = st + TILE;
-#pragma unroll
-    for (int i = 0; i < TP * CPR / NT; i++) {
-        const int idx = ti + i * NT;
-        const int r = idx / CPR, c = idx % CPR;
-        const bool ok = j0 + r < hi;
-        const int64_t off = ok ? (int64_t)(j0 + r) * rs + c * 16 : 0;
-        const int sh = r * RB + v5_swz<CPR>(r, c) * 16;
-        cp_async16(Ks + sh, kb + off, ok);
-        cp_async16(Vs + sh, vb + off, ok);
-    }
-    if (I8) {
-        float *sc = reinterpret_cast<float *>(Vs + TILE);
-        for (int i = ti; i < 2 * TP; i += NT) {  // K row scales, then V row scales
-            const int r = i % TP;
-            const bool ok = j0 + r < hi;
-            const int64_t e = ok ? (int64_t)(j0 + r) * n_kv_head + kvh : 0;
-            cp_async4(sc + i, (i < TP ? ks : vs) + e, ok);
-        }
-    }
-}
-
-// Four int8 of one 32-bit word (bytes i, j) -> the f16x2 (q_i, q_j), exact: 0x64XX is the f16
-// 1024 + XX, XX = q + 128.
-template <uint32_t SEL>
-__device__ __forceinline__ uint32_t i8x2_to_h2(uint32_t w) {
-    const uint32_t h = __byte_perm(w ^ 0x80808080u, 0x64646464u, SEL);
-    const __half2 r = __hsub2(*reinterpret_cast<const __half2 *>(&h), __floats2half2_rn(1152.0f, 1152.0f));
-    return *reinterpret_cast<const uint32_t *>(&r);
 }
 
 // v6's TMA tile copies (sm_90; BK): an mbarrier a stage with a transaction count, the K tile

@@ -4,7 +4,7 @@
  * exits non-zero when any case fails or any CUDA call fails.
  *
  *   cuda_conformance [--quick] [--attn] [--matmul] [--normed] [--fused] [--mixed] [--q6k]
- *                    [--q4k] [--seed N]
+ *                    [--q4k] [--prefill] [--seed N]
  *
  * --quick keeps a reduced shape set (for compute-sanitizer, which is 10-100x slower); --attn
  * runs only the kv_write and attention cases (and the refusals; with LOOM_ATTN_BPSM=... to
@@ -13,7 +13,8 @@
  * rope_kv_attention_at (the attention prologue folded into decode attention); --mixed only the
  * Q4_K_M triple in one launch (LOOM_GEMV_TRIPLE_MIXED); --q6k only the Q6_K matmuls (both bodies);
  * --q4k only the Q4_K matmuls on the INT8 body (LOOM_GEMV_MMA_Q4K_V=2; --matmul and the full
- * run include them, --mixed its one-launch triple).
+ * run include them, --mixed its one-launch triple); --prefill only the prefill attention cases
+ * (both LOOM_ATTN_PREFILL values; --attn and the full run include them).
  * Outputs are poisoned (all bytes 0xFF, a NaN pattern) before every GPU run, so an unwritten
  * element fails. Tolerances are those of the kernels' contracts (cpu_kernels.h, the .cu files):
  *   matmul family: per element |d| <= 1e-5 * sum_k |W x| (+1e-30); GEMM token == GEMV (bits);
@@ -28,7 +29,8 @@
  *                  V: mma shapes, add, triple, normed; same tolerance, GEMM token == GEMV
  *                  bits); the Q4_K_M triple in one launch == its two launches (bits),
  *                  GEMM token == that GEMV (bits), the one launch taken at the 4B/8B shapes
- *   rms_norm 1e-5 relative; rope 1e-4 absolute; attention 1e-4 * max|out|;
+ *   rms_norm 1e-5 relative; rope 1e-4 absolute; attention 1e-4 * max|out| (prefill with
+ *   LOOM_ATTN_PREFILL=1 and =0 too; decode bits unchanged by that switch);
  *   softmax 1e-6 relative + 1e-12; silu/swiglu 1e-6 relative;
  *   kv_write, embed, argmax, add, mul, bias_add, add/mul_bcast, f16<->f32: bit-exact;
  *   a chain of dependent launches with and without programmatic dependent launch: exact;
@@ -49,6 +51,7 @@
 #include "tests/gpu/cuda_check.h"
 
 /* ---- harness ------------------------------------------------------------------------------ */
+static int g_only_pf = 0; /* --prefill: the prefill attention section only */
 static int g_quick = 0, g_fail = 0, g_cases = 0, g_only_attn = 0, g_only_mm = 0, g_only_normed = 0;
 static int g_only_fused = 0, g_only_mixed = 0, g_only_q6k = 0, g_only_q4k = 0;
 static uint64_t g_rng = 0x9E3779B97F4A7C15ull;
@@ -1192,6 +1195,90 @@ static void test_attention_at(loom_kv_type t, int64_t D, int64_t nh, int64_t nkv
     cudaFree(dpos);
 }
 
+/* LOOM_ATTN_PREFILL=0 and =1 on the same inputs, bit for bit: for N = 1 (decode never takes the
+ * prefill kernel, so the switch must not change a bit of it). */
+static void test_attn_prefill_switch_bits(loom_kv_type t, int64_t D, int64_t nh, int64_t nkv,
+                                          int64_t N, int64_t pos0) {
+    char shape[96];
+    snprintf(shape, sizeof shape, "%s D=%lld h=%lld/%lld N=%lld pos0=%lld",
+             t == LOOM_KV_F16 ? "F16" : "INT8", (long long)D, (long long)nh, (long long)nkv,
+             (long long)N, (long long)pos0);
+    const int64_t n_ctx = pos0 + N, ne = n_ctx * nkv * D;
+    loom_kv_layout kv = {t, n_ctx, nkv, D};
+    size_t cb = (size_t)ne * kv_elem(t), sb = sizeof(float) * (size_t)(n_ctx * nkv);
+    size_t qb = sizeof(float) * (size_t)(N * nh * D);
+    uint8_t *kc = xmalloc(cb), *vc = xmalloc(cb);
+    float *ks = xmalloc(sb), *vs = xmalloc(sb), *q = xmalloc(qb), *o0 = xmalloc(qb), *o1 = xmalloc(qb);
+    rand_cache(t, kc, ne);
+    rand_cache(t, vc, ne);
+    for (int64_t i = 0; i < n_ctx * nkv; i++) { ks[i] = urand(0.001f, 0.01f); vs[i] = urand(0.001f, 0.01f); }
+    fill(q, N * nh * D, -1, 1);
+    const int i8 = t == LOOM_KV_INT8;
+    void *dkc = dup_dev(kc, cb), *dvc = dup_dev(vc, cb);
+    float *dks = dup_dev(ks, sb), *dvs = dup_dev(vs, sb), *dq = dup_dev(q, qb), *dout = dev_poison(qb);
+    loom_attn_params p = {N, nh, pos0, 1.0f / sqrtf((float)D)};
+    loom_error err = {0};
+    for (int sw = 0; sw < 2; sw++) {
+        set_switch("LOOM_ATTN_PREFILL", sw ? "1" : "0");
+        CK(cudaMemset(dout, 0xFF, qb));
+        report_status("attention", shape,
+                      loom_cuda_attention(dq, dkc, i8 ? dks : NULL, dvc, i8 ? dvs : NULL, &kv, &p,
+                                          dout, &err, 0),
+                      &err);
+        to_host(sw ? o1 : o0, dout, qb);
+    }
+    set_switch("LOOM_ATTN_PREFILL", "0");
+    report_bits("decode PREFILL=0 == 1", shape, o0, o1, qb);
+    free(kc); free(vc); free(ks); free(vs); free(q); free(o0); free(o1);
+    cudaFree(dkc); cudaFree(dvc); cudaFree(dks); cudaFree(dvs); cudaFree(dq); cudaFree(dout);
+}
+
+/* Prefill attention, LOOM_ATTN_PREFILL=1 (attention_prefill.cu) and =0 (the v5 path): N in
+ * {2, 16, 17, 64, 130, 512}, pos0 0 and > 0 (a prompt after a context), head_dim 64/128,
+ * GQA 1/2/4/8, F16/INT8, poisoned outputs, against the CPU twin at attention's 1e-4 of
+ * max |out|; the new path also with the position in device memory (_at == by value, clamped
+ * positions) and a GQA group of 16; shapes it does not take run the old path; decode bits
+ * unchanged by the switch. (--prefill: this section alone.) */
+static void test_prefill_section(void) {
+    static const int64_t pn[] = {2, 16, 17, 64, 130, 512};
+    static const int64_t gq[][2] = {{8, 8}, {8, 4}, {32, 8}, {16, 2}}; /* GQA 1, 2, 4, 8 */
+    for (int sw = 1; sw >= 0; sw--) {
+        printf("-- prefill attention (LOOM_ATTN_PREFILL=%d)\n", sw);
+        set_switch("LOOM_ATTN_PREFILL", sw ? "1" : "0");
+        for (int t = LOOM_KV_F16; t <= LOOM_KV_INT8; t++)
+            for (int g = 0; g < 4; g++)
+                for (int di = 0; di < 2; di++)
+                    for (int i = 0; i < 6; i++) {
+                        if (g_quick && (i == 1 || i == 3 || i == 5)) continue;
+                        if (i == 5 && (g != 2 || (sw == 0 && di == 0))) continue; /* CPU time */
+                        if (sw == 0 && (g & 1)) continue; /* the old path: a subset */
+                        /* pos0: 0, or a context before the prompt (odd cases) */
+                        const int64_t p0 = ((i + g + di) & 1) ? (g_quick ? 45 : 300 + 37 * g) : 0;
+                        test_attention((loom_kv_type)t, di ? 128 : 64, gq[g][0], gq[g][1],
+                                       pn[i], p0, 0);
+                    }
+        if (sw) {
+            for (int t = LOOM_KV_F16; t <= LOOM_KV_INT8; t++) {
+                test_attention((loom_kv_type)t, 128, 32, 8, g_quick ? 64 : 512,
+                               g_quick ? 100 : 1536, 0); /* the 4B shape after a context */
+                test_attention((loom_kv_type)t, 64, 32, 2, 33, 70, 0); /* 16 heads a KV head */
+                const int64_t ctx = g_quick ? 300 : 1200;
+                const int64_t pp[] = {0, 57, ctx - 130};
+                test_attention_at((loom_kv_type)t, 128, 32, 8, 130, ctx, pp, g_quick ? 2 : 3);
+                test_attention_at((loom_kv_type)t, 64, 8, 8, 17, ctx, pp, g_quick ? 2 : 3);
+            }
+        }
+    }
+    set_switch("LOOM_ATTN_PREFILL", "1"); /* a head_dim it does not take: the old path */
+    test_attention(LOOM_KV_F16, 96, 32, 8, 17, 40, 0);
+    test_attention(LOOM_KV_F32, 128, 32, 8, 17, 40, 0);
+    set_switch("LOOM_ATTN_PREFILL", "0");
+    for (int t = LOOM_KV_F16; t <= LOOM_KV_INT8; t++) {
+        test_attn_prefill_switch_bits((loom_kv_type)t, 128, 32, 8, 1, g_quick ? 299 : 1999);
+        test_attn_prefill_switch_bits((loom_kv_type)t, 64, 16, 2, 1, 700);
+    }
+}
+
 /* A decode step captured ONCE into a CUDA graph (kv_write_at of K and V, then attention_at,
  * the position in device memory) and replayed at several positions with fresh K/V/q inputs,
  * against the by-value launchers on a second copy of the cache: outputs and caches
@@ -1787,6 +1874,7 @@ int main(int argc, char **argv) {
     for (int i = 1; i < argc; i++) {
         if (strcmp(argv[i], "--quick") == 0) g_quick = 1;
         else if (strcmp(argv[i], "--attn") == 0) g_only_attn = 1; /* kv_write + attention only */
+        else if (strcmp(argv[i], "--prefill") == 0) g_only_pf = 1; /* prefill attention only */
         else if (strcmp(argv[i], "--matmul") == 0) g_only_mm = 1; /* the matmul family only */
         else if (strcmp(argv[i], "--normed") == 0) g_only_normed = 1; /* the _normed launchers only */
         else if (strcmp(argv[i], "--fused") == 0) g_only_fused = 1; /* rope_kv_attention_at only */
@@ -1803,6 +1891,10 @@ int main(int argc, char **argv) {
     printf("%-22s %-44s %11s %10s  %s\n", "kernel", "shape", "error", "tol", "verdict");
     loom_cpu_set_threads(0);
 
+    if (g_only_pf) {
+        test_prefill_section();
+        goto done;
+    }
     if (g_only_normed) {
         test_matmul_normed();
         goto done;
@@ -1924,6 +2016,8 @@ int main(int argc, char **argv) {
         test_attention(LOOM_KV_INT8, 128, 32, 8, 1, g_quick ? 299 : 8191, 0);
         set_switch("LOOM_ATTN_V6", "1");
     }
+
+    test_prefill_section();
 
     /* position from device memory: _at == by value (F16, INT8; GQA 1, 2, 4, 8; D 64, 128) */
     {
