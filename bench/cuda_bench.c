@@ -2,7 +2,7 @@
  * Qwen3-8B (4096 / 14336) shapes, 32 query heads, 8 KV heads, head_dim 128, vocab 151936.
  *
  *   cuda_bench [--quick] [--attn] [--matmul] [--q6k] [--norm] [--attn-trace] [--attn-prof]
- *              [--attn-step] [--fused] [--mixed] [--attn-s7] [--q6k-down] [--q4k] [--attn-pf]
+ *              [--attn-step] [--fused] [--mixed] [--attn-s7] [--q6k-down] [--q6k-wide] [--q4k] [--attn-pf]
  *
  * Method: CUDA events around many launches, the median of several repetitions, per launch.
  * Weights (and KV caches) rotate over copies totalling > 256 MB, far above the H200's L2 (50-60
@@ -183,6 +183,9 @@ static void mm_fn(void *c, int i) {
 }
 static int g_norm_ab = 0; /* bench_mm times norm modes 0, 1, 2 on the same weights */
 static int g_ab_mixed = 0; /* bench_mm: LOOM_GEMV_TRIPLE_MIXED=0, 1, 2, 3, twice, same weights */
+/* bench_mm: LOOM_GEMM_WIDE=0 then forced on from 16 tokens ("16"), twice, same weights (1: plain /
+ * add, 2: the _normed launcher) instead of the default row */
+static int g_ab_wide = 0;
 
 static int64_t wbytes(loom_kweight w) { return w.rows * loom_ggml_row_bytes(w.type, w.cols); }
 
@@ -204,7 +207,7 @@ static void bench_mm(const char *name, int op, int64_t n, int nw, const loom_ggm
             m->w[c][j] = w;
         }
     m->x = dev_floats(n * K, -1, 1);
-    m->nw = g_norm_ab ? dev_floats(K, 0.9f, 1.1f) : NULL;
+    m->nw = g_norm_ab || g_ab_wide == 2 ? dev_floats(K, 0.9f, 1.1f) : NULL;
     m->xn = g_norm_ab ? dev_floats(n * K, -1, 1) : NULL;
     int64_t maxM = 0;
     for (int j = 0; j < nw; j++) if (M[j] > maxM) maxM = M[j];
@@ -224,7 +227,7 @@ static void bench_mm(const char *name, int op, int64_t n, int nw, const loom_ggm
                   loom_ggml_type_get(t[1])->name, loom_ggml_type_get(t[2])->name,
                   (long long)M[0], (long long)M[1], (long long)M[2], (long long)K);
     static const char *nmode[3] = {"", " norm+plain", " normed"};
-    for (int nm = 0; nm < (g_norm_ab && !g_ab_mixed ? 3 : g_ab_mixed ? 0 : 1); nm++) {
+    for (int nm = 0; nm < (g_ab_wide ? 0 : g_norm_ab && !g_ab_mixed ? 3 : g_ab_mixed ? 0 : 1); nm++) {
         char vn[96];
         m->norm = nm;
         snprintf(vn, sizeof vn, "%s%s", name, nmode[nm]);
@@ -245,6 +248,19 @@ static void bench_mm(const char *name, int op, int64_t n, int nw, const loom_ggm
         }
     if (g_ab_mixed) {
         unsetenv("LOOM_GEMV_TRIPLE_MIXED");
+        loom_cuda_reload_switches();
+    }
+    for (int rep = 0; rep < (g_ab_wide ? 2 : 0); rep++)
+        for (int v = 0; v < 2; v++) {
+            char vn[96];
+            setenv("LOOM_GEMM_WIDE", v ? "16" : "0", 1);
+            loom_cuda_reload_switches();
+            m->norm = g_ab_wide == 2 ? 2 : 0;
+            snprintf(vn, sizeof vn, "%s%s wide=%s", name, g_ab_wide == 2 ? " normed" : "", v ? "16" : "0");
+            row(vn, shape, time_us(mm_fn, m, g_calls ? g_calls : g_quick ? 50 : 200), bytes);
+        }
+    if (g_ab_wide) {
+        unsetenv("LOOM_GEMM_WIDE");
         loom_cuda_reload_switches();
     }
     if (g_ab_q6k) { /* the same weights with Q6_K on the warp-per-row kernels */
@@ -799,6 +815,32 @@ static void bench_q6k_down(void) {
     g_calls = 0;
 }
 
+/* --q6k-wide: the Q6_K GEMM on the INT8 body, LOOM_GEMM_WIDE=0 against the wide GEMM forced on
+ * from 16 tokens, twice in turn, same weights: the 4B ffn down + add (2560 x 9728) at N = 1 (the
+ * GEMV: unchanged), 32, 64, 128, 512; the 8B down + add (4096 x 14336) at 32, 128, 512; a 4B V
+ * shape normed (1024 x 2560) at 32, 128, 512. */
+static int g_q6k_wide = 0;
+static void bench_q6k_wide(void) {
+    const loom_ggml_type q6 = LOOM_GGML_Q6_K;
+    static const int64_t n4[5] = {1, 32, 64, 128, 512}, n8[3] = {32, 128, 512};
+    g_ab_wide = 1;
+    for (int i = 0; i < 5; i++) {
+        g_calls = n4[i] >= 128 ? 4 : 20;
+        bench_mm("4B down Q6_K + add", MM_ADD, n4[i], 1, &q6, (const int64_t[]){2560}, 9728);
+    }
+    for (int i = 0; i < 3; i++) {
+        g_calls = n8[i] >= 128 ? 4 : 20;
+        bench_mm("8B down Q6_K + add", MM_ADD, n8[i], 1, &q6, (const int64_t[]){4096}, 14336);
+    }
+    g_ab_wide = 2;
+    for (int i = 0; i < 3; i++) {
+        g_calls = n8[i] >= 128 ? 4 : 20;
+        bench_mm("4B V Q6_K", MM_GEMM, n8[i], 1, &q6, (const int64_t[]){1024}, 2560);
+    }
+    g_ab_wide = 0;
+    g_calls = 0;
+}
+
 /* --norm: the RMSNorm folded into the next matmul (loom_cuda_*_normed). Standalone: each of
  * the 4B triple, SwiGLU pair and lm head plain, after a separate rms_norm launch, and with the
  * norm folded in; then the 4B decode-step graph with its norm launches and folded (the same
@@ -1038,6 +1080,7 @@ int main(int argc, char **argv) {
         if (strcmp(argv[i], "--q4k") == 0) g_q4k_ab = 1;
         if (strcmp(argv[i], "--q6k") == 0) g_q6k_only = 1;
         if (strcmp(argv[i], "--q6k-down") == 0) g_q6k_down = 1;
+        if (strcmp(argv[i], "--q6k-wide") == 0) g_q6k_wide = 1;
         if (strcmp(argv[i], "--norm") == 0) g_norm_only = 1;
         if (strcmp(argv[i], "--attn-trace") == 0) g_attn_trace = 1;
         if (strcmp(argv[i], "--attn-prof") == 0) g_attn_prof = 1;
@@ -1070,7 +1113,7 @@ int main(int argc, char **argv) {
         void (*run)(void);
     } modes[] = {
         {&g_q6k_only, bench_q6k},       {&g_norm_only, bench_norm_fold},
-        {&g_q6k_down, bench_q6k_down},
+        {&g_q6k_down, bench_q6k_down}, {&g_q6k_wide, bench_q6k_wide},
         {&g_attn_prof, attn_prof_all},  {&g_attn_trace, attn_trace_all},
         {&g_attn_step, attn_step_ab},   {&fused_only, fused_ab},
         {&s7_only, attn_s7_ab},         {&pf_only, attn_pf_ab},

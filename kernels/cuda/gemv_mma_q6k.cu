@@ -5,6 +5,9 @@
 // also the fallback when a launch fails. LOOM_GEMV_MMA_Q6K_V picks the loop body: 1 (default) and
 // 0 the f16 product described below (q6k_mma_body.cuh), 2 the INT8 one (q6k_i8_body.cuh: q as
 // u8, x as 4 exact int8 limbs; its own opening comment has the design, contract and costs).
+// LOOM_GEMM_WIDE (runtime.cu gemm_wide_min: 0 off, the default; n: from n tokens) sends the
+// INT8 body's GEMM to q6k_i8_wide.cuh's blocks of 4 tiles x 16 tokens (x staged once a block,
+// A decoded once a super-block for 16 tokens; the same bits as the 8-token GEMM and the GEMV).
 //
 // The product. mma.sync m16n8k16 (f16 x f16 -> f32), A = weights, B = x as f16 hi + lo with a
 // power-of-two scale per super-block and token (mma_common.cuh: stage_token). A Q6_K weight is
@@ -73,6 +76,7 @@
 #include <type_traits>
 
 #include "kernels/cuda/q6k_i8_body.cuh"
+#include "kernels/cuda/q6k_i8_wide.cuh"
 #include "kernels/cuda/q6k_mma_body.cuh"
 
 namespace loom_cuda {
@@ -106,6 +110,22 @@ cudaError_t launch_q6k(const Q6Args &a, bool norm, int S, int64_t groups, cudaSt
     const dim3 grid((unsigned)S, (unsigned)groups, (unsigned)a.tile0[a.nseg]);
     return launch_cluster(norm ? gemv_mma_q6k<NT, ST, true, V> : gemv_mma_q6k<NT, ST, false, V>,
                           grid, dim3((unsigned)S, 1, 1), kThreads, 0, stream, a);
+}
+
+// The wide prefill GEMM (q6k_i8_wide.cuh): one block = 4 tiles (blockIdx.z) x kWideTok tokens
+// (blockIdx.y), no cluster; S = the GEMV's split of the shape (the partials it walks).
+template <int NT, bool NORM>
+static __global__ void __launch_bounds__(kThreads, 2) gemm_wide_q6k(const Q6Args a, int S) {
+    __shared__ Q6WideSmem<NT, NORM> sm;
+    q6k_i8_wide<NT, NORM>(a, sm, blockIdx.z, S, (int)blockIdx.y * NT);
+}
+
+cudaError_t launch_wide(const Q6Args &a, bool norm, int S, cudaStream_t stream) {
+    const int64_t groups = (a.n + kWideTok - 1) / kWideTok;
+    const int64_t quads = (a.tile0[a.nseg] + kWarps - 1) / kWarps;
+    const dim3 grid(1u, (unsigned)groups, (unsigned)quads);
+    return launch(norm ? gemm_wide_q6k<kWideTok, true> : gemm_wide_q6k<kWideTok, false>, grid,
+                  kThreads, 0, stream, a, S);
 }
 
 }  // namespace
@@ -148,6 +168,9 @@ loom_status mma_q6k_matmul(const Seg *seg, int nseg, int epi, const float *x, in
     // f16: a triple's Q6_K segments keep the f16 body (matmul.cuh).
     const int var = f16 && mma_q6k_variant() == 2 ? 1 : mma_q6k_variant();
     const int64_t per_launch = 65535 * (int64_t)kGemmTok;
+    // LOOM_GEMM_WIDE (runtime.cu, mma_common.cuh gemm_wide_min): the INT8 body's GEMM from that
+    // many tokens on runs q6k_i8_wide.cuh's 64-row, 16-token blocks (the same bits).
+    const int wide = var == 2 ? gemm_wide_min() : 0;
     for (int64_t t0 = 0; t0 < n; t0 += per_launch) {
         const int64_t nn = n - t0 < per_launch ? n - t0 : per_launch;
         Q6Args b = a;
@@ -160,7 +183,8 @@ loom_status mma_q6k_matmul(const Seg *seg, int nseg, int epi, const float *x, in
         }
         const int64_t groups = nn == 1 ? 1 : (nn + kGemmTok - 1) / kGemmTok;
         cudaError_t e;
-        if (var == 2) e = nn > 1 ? launch_q6k<kGemmTok, 1, 2>(b, nm, S, groups, stream)
+        if (var == 2 && wide > 0 && nn >= wide) e = launch_wide(b, nm, S, stream);
+        else if (var == 2) e = nn > 1 ? launch_q6k<kGemmTok, 1, 2>(b, nm, S, groups, stream)
                                  : launch_q6k<1, 2, 2>(b, nm, S, groups, stream);
         else if (var == 1) e = nn > 1 ? launch_q6k<kGemmTok, 1, 1>(b, nm, S, groups, stream)
                                       : launch_q6k<1, 2, 1>(b, nm, S, groups, stream);

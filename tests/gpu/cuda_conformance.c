@@ -12,7 +12,8 @@
  * --normed only the matmul family's _normed launchers (the RMSNorm folded in); --fused only
  * rope_kv_attention_at (the attention prologue folded into decode attention); --mixed only the
  * Q4_K_M triple in one launch (LOOM_GEMV_TRIPLE_MIXED); --q6k only the Q6_K matmuls (both bodies);
- * --q4k only the Q4_K matmuls on the INT8 body (LOOM_GEMV_MMA_Q4K_V=2; --matmul and the full
+ * --q6k-wide only the wide Q6_K GEMM (LOOM_GEMM_WIDE on the INT8 body; --q6k, --matmul and the
+ * full run include it); --q4k only the Q4_K matmuls on the INT8 body (LOOM_GEMV_MMA_Q4K_V=2; --matmul and the full
  * run include them, --mixed its one-launch triple); --prefill only the prefill attention cases
  * (both LOOM_ATTN_PREFILL values; --attn and the full run include them).
  * Outputs are poisoned (all bytes 0xFF, a NaN pattern) before every GPU run, so an unwritten
@@ -53,6 +54,7 @@
 /* ---- harness ------------------------------------------------------------------------------ */
 static int g_only_pf = 0; /* --prefill: the prefill attention section only */
 static int g_quick = 0, g_fail = 0, g_cases = 0, g_only_attn = 0, g_only_mm = 0, g_only_normed = 0;
+static int g_only_q6w = 0; /* --q6k-wide */
 static int g_only_fused = 0, g_only_mixed = 0, g_only_q6k = 0, g_only_q4k = 0;
 static uint64_t g_rng = 0x9E3779B97F4A7C15ull;
 
@@ -696,6 +698,152 @@ static void test_matmul_q6k_other(void) {
     loom_cuda_reload_switches();
 }
 
+/* LOOM_GEMM_WIDE: the wide Q6_K GEMM (q6k_i8_wide.cuh, INT8 body: 64-row blocks of 16 tokens)
+ * against the 8-token GEMM. kind 0 plain, 1 add (+ residual), 2 normed (RMSNorm folded, with a
+ * weight), 3 a pair of two Q6_K matrices (two segments in one launch, blocks straddling them).
+ * The GEMM runs with the switch 0 and forced on from 16 tokens ("16"), outputs poisoned first;
+ * checks: against the CPU twin, wide == the 8-token GEMM bits, and every token == the GEMV of that
+ * token alone (bits). Restores the switch's previous value. */
+static void test_q6k_wide(int64_t M, int64_t K, int64_t n, int kind) {
+    static const char *kn[4] = {"", " add", " normed", " pair"};
+    const loom_ggml_type t = LOOM_GGML_Q6_K;
+    char shape[96];
+    snprintf(shape, sizeof shape, "Q6_K M=%lld K=%lld N=%lld%s", (long long)M, (long long)K,
+             (long long)n, kn[kind]);
+    const char *prev = getenv("LOOM_GEMM_WIDE");
+    char keep[32];
+    snprintf(keep, sizeof keep, "%s", prev ? prev : "0");
+    loom_error err = {0};
+    const int nw = kind == 3 ? 2 : 1;
+    const size_t xb = sizeof(float) * (size_t)(n * K), yb = sizeof(float) * (size_t)(n * M);
+    float *x = xmalloc(xb), *res = xmalloc(yb), *g = xmalloc(sizeof(float) * (size_t)K);
+    fill(x, n * K, -1, 1);
+    for (int64_t i = 0; i < n * K; i++) /* token and super-block scales 2^-8 .. 2^8 */
+        x[i] = ldexpf(x[i], (int)((i / K * 5 + i / 256 * 3) % 17) - 8);
+    fill(res, n * M, -2, 2);
+    fill(g, K, -2, 2);
+    uint8_t *w[2];
+    void *dw[2];
+    loom_kweight hw[2], gw[2];
+    for (int i = 0; i < nw; i++) {
+        size_t b;
+        w[i] = rand_weights(t, M, K, &b);
+        dw[i] = dup_dev(w[i], b);
+        hw[i] = (loom_kweight){w[i], t, M, K};
+        gw[i] = (loom_kweight){dw[i], t, M, K};
+    }
+    float *dx = dup_dev(x, xb), *dres = dup_dev(res, yb), *dg = dup_dev(g, sizeof(float) * (size_t)K);
+    const loom_prenorm hn = {g, 1e-6f}, dn = {dg, 1e-6f};
+    float *yc[2], *y0[2], *y1[2], *dy[2], *dy1[2], *yt = xmalloc(sizeof(float) * (size_t)M);
+    for (int i = 0; i < nw; i++) {
+        yc[i] = xmalloc(yb); y0[i] = xmalloc(yb); y1[i] = xmalloc(yb);
+        dy[i] = dev_poison(yb);
+        dy1[i] = dev_poison(sizeof(float) * (size_t)M);
+    }
+    /* the CPU twin and the bound (on the normed x for kind 2, + |residual| for kind 1) */
+    float *xn = x;
+    if (kind == 2) {
+        xn = xmalloc(xb);
+        loom_cpu_rms_norm(x, g, n, K, hn.eps, xn, &err);
+    }
+    loom_status sc;
+    if (kind == 0) sc = loom_cpu_matmul(x, n, hw[0], yc[0], &err);
+    else if (kind == 1) sc = loom_cpu_matmul_add(x, n, hw[0], res, yc[0], &err);
+    else if (kind == 2) sc = loom_cpu_matmul_normed(x, &hn, n, hw[0], yc[0], &err);
+    else sc = loom_cpu_matmul_pair(x, n, hw[0], hw[1], LOOM_PAIR_NONE, yc[0], yc[1], &err);
+    report_status("cpu matmul", shape, sc, &err);
+    /* one call of the case's launcher over tokens i0 .. i0 + nn - 1 into out */
+#define WIDE_RUN(i0, nn, out)                                                                      \
+    (kind == 0   ? loom_cuda_matmul(dx + (i0) * K, (nn), gw[0], (out)[0], &err, 0)                 \
+     : kind == 1 ? loom_cuda_matmul_add(dx + (i0) * K, (nn), gw[0], dres + (i0) * M, (out)[0], &err, 0) \
+     : kind == 2 ? loom_cuda_matmul_normed(dx + (i0) * K, &dn, (nn), gw[0], (out)[0], &err, 0)     \
+                 : loom_cuda_matmul_pair(dx + (i0) * K, (nn), gw[0], gw[1], LOOM_PAIR_NONE, (out)[0], \
+                                         (out)[1], &err, 0))
+    for (int sw = 0; sw < 2; sw++) {
+        set_switch("LOOM_GEMM_WIDE", sw ? "16" : "0");
+        for (int i = 0; i < nw; i++) CK(cudaMemset(dy[i], 0xFF, yb));
+        report_status("q6k wide", shape, WIDE_RUN(0, n, dy), &err);
+        for (int i = 0; i < nw; i++) to_host(sw ? y1[i] : y0[i], dy[i], yb);
+    }
+    double worst = 0;
+    size_t diff = 0;
+    for (int i = 0; i < nw; i++) {
+        double *bd = abs_dot_bound(t, w[i], M, K, xn, n);
+        if (kind == 1)
+            for (int64_t j = 0; j < n * M; j++) bd[j] += fabs(res[j]);
+        const double e = rel_to_bound(y1[i], yc[i], bd, n * M);
+        if (!(e <= worst)) worst = e;
+        free(bd);
+        diff += memcmp(y1[i], y0[i], yb) != 0;
+    }
+    report("q6k wide gemm", shape, worst, 1e-5);
+    report("q6k wide==gemm8 bits", shape, (double)diff, 0);
+    diff = 0;
+    for (int64_t tk = 0; tk < n; tk++) { /* the GEMV (n = 1) of each token alone */
+        for (int i = 0; i < nw; i++) CK(cudaMemset(dy1[i], 0xFF, sizeof(float) * (size_t)M));
+        report_status("q6k wide gemv", shape, WIDE_RUN(tk, 1, dy1), &err);
+        for (int i = 0; i < nw; i++) {
+            to_host(yt, dy1[i], sizeof(float) * (size_t)M);
+            diff += memcmp(yt, y1[i] + tk * M, sizeof(float) * (size_t)M) != 0;
+        }
+    }
+#undef WIDE_RUN
+    report("q6k wide==gemv bits", shape, (double)diff, 0);
+    set_switch("LOOM_GEMM_WIDE", keep);
+    for (int i = 0; i < nw; i++) {
+        free(w[i]); free(yc[i]); free(y0[i]); free(y1[i]);
+        cudaFree(dw[i]); cudaFree(dy[i]); cudaFree(dy1[i]);
+    }
+    if (xn != x) free(xn);
+    free(x); free(res); free(g); free(yt);
+    cudaFree(dx); cudaFree(dres); cudaFree(dg);
+}
+
+/* The wide Q6_K GEMM's cases (LOOM_GEMM_WIDE forced on from 16 tokens against 0): N in {16, 31,
+ * 32, 33, 64, 67, 130, 512} (ragged last groups of 16), plain / add / normed / a two-segment pair;
+ * K = 768 (3 super-blocks: an empty GEMV partial), 1024, 2560, 9728; rows not a multiple of 16
+ * or of 64. (A bias reaches the Q6_K matmuls only through a triple, which keeps the f16 body:
+ * test_matmul_q6k_fused's triple + bias runs under the switch's values in --q6k.) */
+static void test_q6k_wide_section(void) {
+    printf("-- the wide Q6_K GEMM (LOOM_GEMM_WIDE, INT8 body)\n");
+    static const int64_t ns[] = {16, 31, 32, 33, 64, 67, 130, 512};
+    for (int i = 0; i < 8; i++) {
+        const int64_t n = ns[i];
+        if (g_quick && (i == 2 || i == 4 || i == 7)) continue;
+        test_q6k_wide(g_quick ? 100 : 1024, g_quick ? 1024 : 2560, n, 0);
+        test_q6k_wide(g_quick ? 72 : 1000, g_quick ? 768 : 2560, n, 1);
+        test_q6k_wide(g_quick ? 100 : 1024, g_quick ? 1024 : 2560, n, 2);
+        if (i == 1 || i == 5) test_q6k_wide(41, 768, n, 3);
+    }
+    if (!g_quick) {
+        test_q6k_wide(2560, 9728, 33, 1); /* the 4B ffn down + residual */
+        test_q6k_wide(2560, 9728, 67, 0);
+        test_q6k_wide(9500, 1024, 130, 0);
+    }
+    { /* the GEMV's split S forced (LOOM_GEMV_MMA_SPLIT): the wide warps walk 4 S partials */
+        static const char *sp[3] = {"1", "4", "8"};
+        const char *ps = getenv("LOOM_GEMV_MMA_SPLIT");
+        char pkeep[32];
+        snprintf(pkeep, sizeof pkeep, "%s", ps ? ps : "");
+        for (int i = 0; i < 3; i++) {
+            set_switch("LOOM_GEMV_MMA_SPLIT", sp[i]);
+            printf("-- (LOOM_GEMV_MMA_SPLIT=%s)\n", sp[i]);
+            test_q6k_wide(g_quick ? 72 : 1000, 9728, 33, 1);
+        }
+        if (ps) set_switch("LOOM_GEMV_MMA_SPLIT", pkeep);
+        else {
+            unsetenv("LOOM_GEMV_MMA_SPLIT");
+            loom_cuda_reload_switches();
+        }
+    }
+    const char *prev = getenv("LOOM_GEMM_WIDE");
+    char keep[32];
+    snprintf(keep, sizeof keep, "%s", prev ? prev : "0");
+    set_switch("LOOM_GEMM_WIDE", "16");
+    test_matmul_q6k_fused(g_quick ? 40 : 133, g_quick ? 768 : 2560, g_quick ? 17 : 37);
+    set_switch("LOOM_GEMM_WIDE", keep);
+}
+
 /* --q6k: the Q6_K matmuls alone: the default body's cases (INT8 but for a triple's V: the mma
  * shapes, add, the all-Q6_K triple, normed), each against the CPU twin with GEMM token == GEMV
  * bits, then the f16 body's section (test_matmul_q6k_other). */
@@ -709,6 +857,7 @@ static void test_q6k_section(void) {
     test_normed(0, &q6, m1, K, 1, 1, "");
     test_normed(0, &q6, m1g, K, g_quick ? 3 : 33, 1, "");
     test_matmul_q6k_other();
+    test_q6k_wide_section();
 }
 
 /* The normed launchers over the matmul shape sets, on every path: default (tensor cores for
@@ -1880,6 +2029,7 @@ int main(int argc, char **argv) {
         else if (strcmp(argv[i], "--fused") == 0) g_only_fused = 1; /* rope_kv_attention_at only */
         else if (strcmp(argv[i], "--mixed") == 0) g_only_mixed = 1; /* the triple in one launch only */
         else if (strcmp(argv[i], "--q6k") == 0) g_only_q6k = 1; /* the Q6_K matmuls only */
+        else if (strcmp(argv[i], "--q6k-wide") == 0) g_only_q6w = 1; /* the wide Q6_K GEMM only */
         else if (strcmp(argv[i], "--q4k") == 0) g_only_q4k = 1; /* the INT8 Q4_K body only */
         else if (strcmp(argv[i], "--seed") == 0 && i + 1 < argc) g_rng = strtoull(argv[++i], NULL, 0) | 1;
     }
@@ -1916,6 +2066,10 @@ int main(int argc, char **argv) {
         test_q6k_section();
         goto done;
     }
+    if (g_only_q6w) {
+        test_q6k_wide_section();
+        goto done;
+    }
     if (!g_only_attn) {
     test_matmul();
     test_matmul_fused(1);
@@ -1930,6 +2084,7 @@ int main(int argc, char **argv) {
     test_matmul_q6k_fused(g_quick ? 40 : 133, g_quick ? 768 : 2560, g_quick ? 3 : 37);
     set_switch("LOOM_GEMV_MMA", "1");
     test_matmul_q6k_other();
+    test_q6k_wide_section();
     printf("-- the RMSNorm folded into the matmul (loom_cuda_*_normed), every path\n");
     test_matmul_normed();
     printf("-- the Q4_K_M triple in one launch (LOOM_GEMV_TRIPLE_MIXED)\n");
