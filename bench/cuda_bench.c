@@ -14,7 +14,7 @@
  * loom_cuda_*_normed, beside the same layers with their norm launches; --norm: those and the
  * 4B pair / triple / lm head standalone plain, norm + plain, and normed; --mixed: the Q4_K_M
  * triple in one launch against its two launches, alone and in the decode-layer graph; --attn-pf:
- * prefill attention with LOOM_ATTN_PREFILL=0/1 alternating, L2-warm, with TFLOP/s). Inputs are random
+ * prefill attention with LOOM_ATTN_PREFILL=0/1/2 alternating, L2-warm, with TFLOP/s). Inputs are random
  * (never zeros). Prints a table;
  * bench/RESULTS.md holds a copy with date and conditions. */
 #include <math.h>
@@ -942,8 +942,8 @@ static void attn_s7_ab(void) {
 }
 
 /* --attn-pf: prefill attention (N > 1 query tokens, 32/8 heads x 128, the 4B shape) by the
- * tensor-core prefill kernel (LOOM_ATTN_PREFILL=1, attention_prefill.cu) and by today's v5 path
- * (=0), alternating in the same process: N = 128 and 512 at pos0 0, N = 512 after 1536
+ * tensor-core prefill kernel (LOOM_ATTN_PREFILL=1: 4 warps, =2: 8 warps walking each tile's
+ * halves apart; attention_prefill.cu) and by today's v5 path (=0), alternating in one process: N = 128 and 512 at pos0 0, N = 512 after 1536
  * positions, F16 and INT8; then decode (N = 1) at 1024 positions with both values (unchanged).
  * One cache (L2-warm, as in a prefill step right after its kv write), stream-timed launches;
  * TFLOP/s counts 4 x heads x D x (visible positions summed over the tokens). */
@@ -972,8 +972,8 @@ static void attn_pf_ab(void) {
             snprintf(shape, sizeof shape, "%s N=%lld pos0=%lld", t == LOOM_KV_F16 ? "F16" : "INT8",
                      (long long)N, (long long)cs[c].pos0);
             for (int rep = 0; rep < 2; rep++)
-                for (int sw = 0; sw < 2; sw++) {
-                    set_env("LOOM_ATTN_PREFILL", sw ? "1" : "0");
+                for (int sw = 0; sw < 3; sw++) {
+                    set_env("LOOM_ATTN_PREFILL", sw == 2 ? "2" : (sw ? "1" : "0"));
                     for (int i = 0; i < 200; i++) at_fn(a, i); /* clocks up */
                     const double us = time_us(at_fn, a, g_quick ? 20 : 100);
                     char nm[64];

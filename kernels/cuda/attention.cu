@@ -104,9 +104,10 @@ bool attn_prefetch();
 // LOOM_ATTN_TMA=1 (session 7, opt-in: faster at 4K only): v6's F16 head_dim-128 tiles
 // copied by TMA boxes instead of cp.async.
 bool attn_tma();
-// LOOM_ATTN_PREFILL=1 (session 8, opt-in until measured end to end): N > 1 query tokens through
-// attention_prefill.cu's tensor-core kernel (blocks of 64 query rows sharing each K/V tile).
-bool attn_prefill();
+// LOOM_ATTN_PREFILL=1 or 2 (session 8, opt-in until measured end to end): N > 1 query tokens
+// through attention_prefill.cu's tensor-core kernel (blocks of 64 query rows sharing each K/V
+// tile; 2: 8 warps walking each tile's halves apart, sm_90 only); 0: off.
+int attn_prefill();
 
 namespace {
 
@@ -769,9 +770,10 @@ static loom_status launch_attn(const float *q, const void *k_cache, const float 
     const bool fast_path = fast(SW_FAST_ATTN);
     if (pro && !(fast_path && fast(SW_ATTN_V4)))
         ARG_FAIL(LOOM_ERR_UNSUPPORTED, "rope_kv_attention: no fused kernel on the simple paths");
-    if (N > 1 && !pro && fast_path && attn_prefill() && prefill_supported(D, kv->type, a.group)) {
-        // prefill (LOOM_ATTN_PREFILL=1): one launch, no split; other shapes take the paths below
-        loom_status st = run_prefill(a, kv->type, D, N, err, stream);
+    const int pfv = attn_prefill();
+    if (N > 1 && !pro && fast_path && pfv > 0 && prefill_supported(D, kv->type, a.group)) {
+        // prefill (LOOM_ATTN_PREFILL=1/2): one launch, no split; other shapes take the paths below
+        loom_status st = run_prefill(a, kv->type, D, N, pfv == 2 && cc_major() >= 9 ? 2 : 1, err, stream);
         if (st == LOOM_OK) return st;
         log_fallback_once(&g_attn_fallback_logged, "attention", err);
     }

@@ -314,13 +314,14 @@ constexpr __host__ __device__ int v5_stage(int D, int kvt) {
 // LOOM_ERR_CUDA with the launch error in err.
 loom_status run_v5(const AttnArgs &a, int kvt, int64_t D, int64_t N, loom_error *err,
                    cudaStream_t stream);
-// Prefill (attention_prefill.cu, LOOM_ATTN_PREFILL=1, N > 1): whether the tensor-core prefill
-// kernel takes head_dim D, cache type kvt and `group` query heads a KV head (64, 128; F16,
-// INT8; group divides 64), and its launch for a's shape and position (a.group, q, caches,
-// out, pos0 / pos_dev; no split, no scratch). Returns LOOM_ERR_UNSUPPORTED for a shape it
-// does not take, LOOM_ERR_CUDA with the launch error in err.
+// Prefill (attention_prefill.cu, LOOM_ATTN_PREFILL=1 or 2, N > 1): whether the tensor-core
+// prefill kernel takes head_dim D, cache type kvt and `group` query heads a KV head (64, 128;
+// F16, INT8; group divides 64), and its launch for a's shape and position (a.group, q,
+// caches, out, pos0 / pos_dev; no split, no scratch) with kh = 1 (4 warps on every tile) or 2
+// (8 warps, each tile's two halves walked apart, met at the end). Returns LOOM_ERR_UNSUPPORTED
+// for a shape it does not take, LOOM_ERR_CUDA with the launch error in err.
 bool prefill_supported(int64_t D, int kvt, int group);
-loom_status run_prefill(AttnArgs a, int kvt, int64_t D, int64_t N, loom_error *err,
+loom_status run_prefill(AttnArgs a, int kvt, int64_t D, int64_t N, int kh, loom_error *err,
                         cudaStream_t stream);
 // v6's TMA copies: fills a->tmk and a->tmv for an F16 cache of head_dim 128 (a's kc, vc,
 // n_kv_head, n_ctx). false when the driver's encoder is missing or refuses the layout (the

@@ -20,13 +20,20 @@
 //   online softmax per row in registers (exp2, the quad's 4 lanes meet by shuffles);
 //   out (16 x D) += P x V by mma m16n8k16 with P as f16 hi + lo (INT8: p x V row scale x 2^8,
 //   dropped at the end), V through ldmatrix.trans.
+// KH = 2 (LOOM_ATTN_PREFILL=2, sm_90): 8 warps a block (one block an SM), a stage holds 64
+// cache rows, warps 0-3 walk rows 0-31 and warps 4-7 rows 32-63 of every stage for the same
+// query rows, each pair with its own online softmax; after the last stage warp w + 4 leaves
+// its maxima, sums and outputs in shared memory and warp w weighs both halves by exp2(m - max)
+// in a fixed order. The serial walk of the block (the critical path at pos0 0: the last token
+// block walks every tile) is halved.
 // A warp's rows see every position they need, so the output is written once at the end (no
 // split, no combine, no atomics): the result does not depend on the launch order, and
 // loom_cuda_attention_at (position from device memory) gives the by-value bits (the grid does
 // not depend on the position).
-// Shared memory: nst stages of v5_stage(D, type) bytes (F16 x 128: 16 KB): 4 stages on sm_90,
-// as many as fit 40 KB on sm_87 (F16 x 128: 2). Registers: q fragments 8 x D/16, output
-// 4 x D/8, scores 32.
+// Shared memory: nst stages of KH x v5_stage(D, type) bytes (F16 x 128: 16 KB a 32-row tile):
+// KH = 1 4 stages on sm_90, as many as fit 40 KB on sm_87 (F16 x 128: 2); KH = 2 3 stages.
+// Registers (q fragments 8 x D/16, output 4 x D/8, scores 32): D = 128 230-238, D = 64
+// 148-161, 0 spills on sm_90a and sm_87.
 // Numeric contract: attention.cu's (float32 online softmax, products of f16 hi + lo operands,
 // within 1e-4 of max |out| of the CPU twin; INT8 needs |V| row maxima below 32768, |q x scale|
 // below 32768), deterministic; not the bits of the v5 path (another summation order).
@@ -43,20 +50,23 @@ namespace {
 constexpr int kPfRows = 64;       // query rows a block: 4 warps x 16
 constexpr int kPfMaxStages = 4;   // cp.async stages on sm_90
 
-template <int D, int KVT>
-static __global__ void __launch_bounds__(kThreads, 2)
+template <int D, int KVT, int KH>
+static __global__ void __launch_bounds__(kThreads * KH, KH == 1 ? 2 : 1)
     attn_prefill_kernel(const __grid_constant__ AttnArgs a) {
     pdl_wait();
     pdl_launch_dependents();
     constexpr bool I8 = KVT == LOOM_KV_INT8;
-    constexpr int TP = kV5Rows, RB = D * kv_elem_bytes(KVT), CPR = RB / 16, TILE = TP * RB;
-    constexpr int STG = v5_stage(D, KVT);
+    // KH = 2: a stage holds 64 cache rows, warps 4..7 (kh = 1) take rows 32..63 of each with
+    // their own softmax state; the halves meet once, at the end
+    constexpr int NT = kThreads * KH, TP = kV5Rows * KH;
+    constexpr int RB = D * kv_elem_bytes(KVT), CPR = RB / 16, TILE = TP * RB;
+    constexpr int STG = KH * v5_stage(D, KVT);
     constexpr int KS = D / 16, NB = D / 8;
     constexpr float kP8 = 256.0f;  // INT8: p x V row scale x 2^8 keeps p lo out of subnormals
-    static_assert((CPR % 8 == 0 || CPR == 4) && KS % 4 == 0 && TP * CPR % kThreads == 0, "pf");
+    static_assert((CPR % 8 == 0 || CPR == 4) && KS % 4 == 0 && TP * CPR % NT == 0, "pf");
     extern __shared__ __align__(16) unsigned char buf[];
 
-    const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
+    const int tid = threadIdx.x, lane = tid & 31, warp = (tid >> 5) % kWarps, kh = tid / kThreads;
     const int gr = lane >> 2, t4 = lane & 3, rl = lane & 7, ql = lane >> 3;
     const int grp = a.group, TQ = kPfRows / grp;
     const int kvh = blockIdx.x;
@@ -70,8 +80,8 @@ static __global__ void __launch_bounds__(kThreads, 2)
     const unsigned char *kb = (const unsigned char *)a.kc + (int64_t)kvh * RB;
     const unsigned char *vb = (const unsigned char *)a.vc + (int64_t)kvh * RB;
     auto issue = [&](int ci) {
-        copy_tile<TP, RB, I8, kThreads>(buf + (ci % nst) * STG, ci * TP, hi, rs, kb, vb, a.ks,
-                                        a.vs, a.n_kv_head, kvh, tid);
+        copy_tile<TP, RB, I8, NT>(buf + (ci % nst) * STG, ci * TP, hi, rs, kb, vb, a.ks, a.vs,
+                                  a.n_kv_head, kvh, tid);
     };
     for (int st = 0; st < nst; st++) {
         if (st < nch) issue(st);
@@ -118,7 +128,11 @@ static __global__ void __launch_bounds__(kThreads, 2)
             }
         }
     }
-    auto soff = [&](int r, int c) -> int { return r * RB + v5_swz<CPR>(r, c) * 16; };
+    // byte offset of 16-byte chunk c of this warp's row r (0 .. 31) of a K or V tile
+    auto soff = [&](int r, int c) -> int {
+        r += kV5Rows * kh;
+        return r * RB + v5_swz<CPR>(r, c) * 16;
+    };
 
     float o[NB][4];
 #pragma unroll
@@ -134,10 +148,11 @@ static __global__ void __launch_bounds__(kThreads, 2)
             if (ci - 1 + nst < nch) issue(ci - 1 + nst);
             cp_async_commit();
         }
-        const int j0 = ci * TP;
-        if (!wact || j0 > wlast) continue;  // nothing of this tile is visible to the warp
+        const int j0 = ci * TP + kV5Rows * kh;  // this warp's 32 rows
+        if (!wact || j0 > wlast) continue;  // nothing of them is visible to the warp
         const unsigned char *Ks = buf + (ci % nst) * STG, *Vs = Ks + TILE;
-        const float *ksc = reinterpret_cast<const float *>(Vs + TILE);  // INT8 row scales
+        // INT8 row scales of the warp's rows: K at ksc[0 ..], V at ksc[TP ..]
+        const float *ksc = reinterpret_cast<const float *>(Vs + TILE) + kV5Rows * kh;
 
         float ca[4][4], cb[4][4];  // n-block nb (8 positions): hi and lo chains
 #pragma unroll
@@ -266,6 +281,37 @@ static __global__ void __launch_bounds__(kThreads, 2)
         }
     }
     cp_async_wait<0>();
+    if constexpr (KH == 2) {
+        // The halves meet: warp (w, 1) leaves its maxima, sums and outputs in shared memory
+        // (the stages are free after the barrier; [warp][value][lane], conflict-free), warp
+        // (w, 0) weighs both by exp2(m - max) and writes.
+        __shared__ float mx[kWarps][2][32], lx[kWarps][2][32];
+        float *ox = reinterpret_cast<float *>(buf);  // [kWarps][NB x 4][32]
+        __syncthreads();
+        if (kh == 1) {
+#pragma unroll
+            for (int i = 0; i < 2; i++) { mx[warp][i][lane] = m_run[i]; lx[warp][i][lane] = l_run[i]; }
+#pragma unroll
+            for (int nb = 0; nb < NB; nb++)
+#pragma unroll
+                for (int k = 0; k < 4; k++) ox[((warp * NB + nb) * 4 + k) * 32 + lane] = o[nb][k];
+        }
+        __syncthreads();
+        if (kh == 1) return;
+        float w0[2], w1[2];
+#pragma unroll
+        for (int i = 0; i < 2; i++) {
+            const float m1 = mx[warp][i][lane], M = fmaxf(m_run[i], m1);
+            w0[i] = m_run[i] == -INFINITY ? 0.0f : exp2f(m_run[i] - M);
+            w1[i] = m1 == -INFINITY ? 0.0f : exp2f(m1 - M);
+            l_run[i] = l_run[i] * w0[i] + lx[warp][i][lane] * w1[i];
+        }
+#pragma unroll
+        for (int nb = 0; nb < NB; nb++)
+#pragma unroll
+            for (int k = 0; k < 4; k++)
+                o[nb][k] = o[nb][k] * w0[k >> 1] + ox[((warp * NB + nb) * 4 + k) * 32 + lane] * w1[k >> 1];
+    }
 
     // The rows' sums meet across the quad; each row is written once.
 #pragma unroll
@@ -290,17 +336,17 @@ static __global__ void __launch_bounds__(kThreads, 2)
     }
 }
 
-template <int D, int KVT>
+template <int D, int KVT, int KH>
 cudaError_t launch_pf(const AttnArgs &a, dim3 grid, int smem, cudaStream_t stream) {
     static std::atomic<int> max_set{0};  // the dynamic shared memory this kernel was allowed
-    auto kern = attn_prefill_kernel<D, KVT>;
+    auto kern = attn_prefill_kernel<D, KVT, KH>;
     if (smem > max_set.load(std::memory_order_relaxed)) {
         cudaError_t e = cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
         if (e != cudaSuccess) return e;
         max_set.store(smem, std::memory_order_relaxed);
     }
     // In order (no PDL attribute), as the other attention launches (common.cuh).
-    return launch_in_order(kern, grid, dim3(kThreads), (size_t)smem, stream, a);
+    return launch_in_order(kern, grid, dim3(kThreads * KH), (size_t)smem, stream, a);
 }
 
 }  // namespace
@@ -310,25 +356,34 @@ bool prefill_supported(int64_t D, int kvt, int group) {
            group <= kPfRows && kPfRows % group == 0;
 }
 
-loom_status run_prefill(AttnArgs a, int kvt, int64_t D, int64_t N, loom_error *err,
+template <int KH>
+cudaError_t launch_pf_kh(const AttnArgs &a, int kvt, int64_t D, dim3 grid, int smem,
+                         cudaStream_t stream) {
+    if (D == 64)
+        return kvt == LOOM_KV_F16 ? launch_pf<64, LOOM_KV_F16, KH>(a, grid, smem, stream)
+                                  : launch_pf<64, LOOM_KV_INT8, KH>(a, grid, smem, stream);
+    return kvt == LOOM_KV_F16 ? launch_pf<128, LOOM_KV_F16, KH>(a, grid, smem, stream)
+                              : launch_pf<128, LOOM_KV_INT8, KH>(a, grid, smem, stream);
+}
+
+loom_status run_prefill(AttnArgs a, int kvt, int64_t D, int64_t N, int kh, loom_error *err,
                         cudaStream_t stream) {
-    if (!prefill_supported(D, kvt, a.group) || N < 1)
-        ARG_FAIL(LOOM_ERR_UNSUPPORTED, "attention prefill: head_dim %lld, cache type %d, %d heads a KV head",
-                 (long long)D, kvt, a.group);
-    const int stage = v5_stage((int)D, kvt);
-    const int budget = cc_major() >= 9 ? kPfMaxStages * stage : 40 * 1024;
+    if (!prefill_supported(D, kvt, a.group) || N < 1 || kh < 1 || kh > 2)
+        ARG_FAIL(LOOM_ERR_UNSUPPORTED, "attention prefill: head_dim %lld, cache type %d, %d heads a KV head, kh %d",
+                 (long long)D, kvt, a.group, kh);
+    // Stages: KH = 1 (2 blocks an SM) 4 of 32 rows on sm_90, as many as fit 40 KB on sm_87;
+    // KH = 2 (one block of 8 warps an SM) 3 of 64 rows, 2 on sm_87. The KH = 2 end reuses the
+    // stages for 4 warps' outputs (4 x 32 x D floats).
+    const int stage = kh * v5_stage((int)D, kvt);
+    const int budget = cc_major() >= 9 ? (kh == 1 ? kPfMaxStages : 3) * stage : 40 * 1024;
     int nst = budget / stage;
     a.nst = nst < 2 ? 2 : (nst > kPfMaxStages ? kPfMaxStages : nst);
     const int TQ = kPfRows / a.group;
     const dim3 grid((unsigned)a.n_kv_head, (unsigned)((N + TQ - 1) / TQ));
-    const int smem = a.nst * stage;
-    cudaError_t e;
-    if (D == 64)
-        e = kvt == LOOM_KV_F16 ? launch_pf<64, LOOM_KV_F16>(a, grid, smem, stream)
-                               : launch_pf<64, LOOM_KV_INT8>(a, grid, smem, stream);
-    else
-        e = kvt == LOOM_KV_F16 ? launch_pf<128, LOOM_KV_F16>(a, grid, smem, stream)
-                               : launch_pf<128, LOOM_KV_INT8>(a, grid, smem, stream);
+    int smem = a.nst * stage;
+    if (kh == 2 && smem < kWarps * 32 * (int)D * 4) smem = kWarps * 32 * (int)D * 4;
+    const cudaError_t e = kh == 1 ? launch_pf_kh<1>(a, kvt, D, grid, smem, stream)
+                                  : launch_pf_kh<2>(a, kvt, D, grid, smem, stream);
     CUDA_CHECK(e);
     LAUNCH_CHECK();
     return LOOM_OK;

@@ -40,8 +40,10 @@
  *   LOOM_ATTN_PREFILL     =1: prefill attention (N > 1; F16/INT8, head_dim 64/128, a GQA
  *                         group dividing 64) by attention_prefill.cu's tensor-core kernel:
  *                         blocks of one KV head x 64 query rows copy each K/V tile once, no
- *                         split; default 0: the v5 path (a block a token). Other bits, the same
- *                         CPU-twin tolerance; decode (N = 1) is the same either way
+ *                         split; =2 (sm_90; sm_87 runs 1): 8 warps a block, warps 4-7 on the
+ *                         second half of each 64-row stage, the halves met at the end; default
+ *                         0: the v5 path (a block a token). Other bits, the same CPU-twin
+ *                         tolerance; decode (N = 1) is the same whatever the value
  *   LOOM_GEMV_V8          GEMV v8: cheaper Q4_K/Q5_K scale decode, 5 blocks/SM (=0: v7;
  *                         bit-identical results; bench/NOTES.md)
  *   LOOM_GEMV_UNROLL      warp-per-row GEMV passes in flight: 1, 2 or 4 (default by type)

@@ -71,8 +71,9 @@ static bool g_attn_prefetch = false;
 // vs 2.009 ms/token, bench/NOTES.md section 3 and 7.13).
 static bool g_attn_tma = false;
 // Prefill attention (N > 1): LOOM_ATTN_PREFILL=1 the tensor-core prefill kernel of
-// attention_prefill.cu (session 8), 0 the v5 path (a block a token); opt-in until it wins in
-// the lead's `loom bench` end to end (bench/NOTES.md section 3, "Session 8, pfa").
+// attention_prefill.cu (session 8; 2: its 8-warp form, KV halves, sm_90), 0 the v5 path (a
+// block a token); opt-in until it wins in the lead's `loom bench` end to end (bench/NOTES.md
+// section 3, "Session 8, pfa").
 static const int kDefaultAttnPrefill = 0;
 static int g_attn_prefill = kDefaultAttnPrefill;
 
@@ -115,7 +116,7 @@ static void read_switches_locked() {
     g_attn_cl_tiles = env_int("LOOM_ATTN_CL_TILES", 0, 1 << 25, false, kDefaultAttnClTiles);
     g_attn_prefetch = env_is("LOOM_ATTN_PREFETCH", "1");
     g_attn_tma = env_is("LOOM_ATTN_TMA", "1");
-    g_attn_prefill = env_int("LOOM_ATTN_PREFILL", 0, 1, false, kDefaultAttnPrefill);
+    g_attn_prefill = env_int("LOOM_ATTN_PREFILL", 0, 2, false, kDefaultAttnPrefill);
     g_switch_read = true;
 }
 
@@ -190,9 +191,9 @@ bool attn_tma() {
     return g_attn_tma;
 }
 
-bool attn_prefill() {
+int attn_prefill() {
     ensure_switches();
-    return g_attn_prefill != 0;
+    return g_attn_prefill;
 }
 
 int attn_blocks_per_sm() {

@@ -1344,7 +1344,7 @@ static void test_attention_at(loom_kv_type t, int64_t D, int64_t nh, int64_t nkv
     cudaFree(dpos);
 }
 
-/* LOOM_ATTN_PREFILL=0 and =1 on the same inputs, bit for bit: for N = 1 (decode never takes the
+/* LOOM_ATTN_PREFILL=0 and =2 on the same inputs, bit for bit: for N = 1 (decode never takes the
  * prefill kernel, so the switch must not change a bit of it). */
 static void test_attn_prefill_switch_bits(loom_kv_type t, int64_t D, int64_t nh, int64_t nkv,
                                           int64_t N, int64_t pos0) {
@@ -1368,7 +1368,7 @@ static void test_attn_prefill_switch_bits(loom_kv_type t, int64_t D, int64_t nh,
     loom_attn_params p = {N, nh, pos0, 1.0f / sqrtf((float)D)};
     loom_error err = {0};
     for (int sw = 0; sw < 2; sw++) {
-        set_switch("LOOM_ATTN_PREFILL", sw ? "1" : "0");
+        set_switch("LOOM_ATTN_PREFILL", sw ? "2" : "0");
         CK(cudaMemset(dout, 0xFF, qb));
         report_status("attention", shape,
                       loom_cuda_attention(dq, dkc, i8 ? dks : NULL, dvc, i8 ? dvs : NULL, &kv, &p,
@@ -1377,12 +1377,13 @@ static void test_attn_prefill_switch_bits(loom_kv_type t, int64_t D, int64_t nh,
         to_host(sw ? o1 : o0, dout, qb);
     }
     set_switch("LOOM_ATTN_PREFILL", "0");
-    report_bits("decode PREFILL=0 == 1", shape, o0, o1, qb);
+    report_bits("decode PREFILL=0 == 2", shape, o0, o1, qb);
     free(kc); free(vc); free(ks); free(vs); free(q); free(o0); free(o1);
     cudaFree(dkc); cudaFree(dvc); cudaFree(dks); cudaFree(dvs); cudaFree(dq); cudaFree(dout);
 }
 
-/* Prefill attention, LOOM_ATTN_PREFILL=1 (attention_prefill.cu) and =0 (the v5 path): N in
+/* Prefill attention, LOOM_ATTN_PREFILL=2 and 1 (attention_prefill.cu: 8 warps walking the
+ * tiles' halves apart / 4 warps) and =0 (the v5 path): N in
  * {2, 16, 17, 64, 130, 512}, pos0 0 and > 0 (a prompt after a context), head_dim 64/128,
  * GQA 1/2/4/8, F16/INT8, poisoned outputs, against the CPU twin at attention's 1e-4 of
  * max |out|; the new path also with the position in device memory (_at == by value, clamped
@@ -1391,9 +1392,9 @@ static void test_attn_prefill_switch_bits(loom_kv_type t, int64_t D, int64_t nh,
 static void test_prefill_section(void) {
     static const int64_t pn[] = {2, 16, 17, 64, 130, 512};
     static const int64_t gq[][2] = {{8, 8}, {8, 4}, {32, 8}, {16, 2}}; /* GQA 1, 2, 4, 8 */
-    for (int sw = 1; sw >= 0; sw--) {
+    for (int sw = 2; sw >= 0; sw--) {
         printf("-- prefill attention (LOOM_ATTN_PREFILL=%d)\n", sw);
-        set_switch("LOOM_ATTN_PREFILL", sw ? "1" : "0");
+        set_switch("LOOM_ATTN_PREFILL", sw == 2 ? "2" : (sw ? "1" : "0"));
         for (int t = LOOM_KV_F16; t <= LOOM_KV_INT8; t++)
             for (int g = 0; g < 4; g++)
                 for (int di = 0; di < 2; di++)
@@ -1406,10 +1407,10 @@ static void test_prefill_section(void) {
                         test_attention((loom_kv_type)t, di ? 128 : 64, gq[g][0], gq[g][1],
                                        pn[i], p0, 0);
                     }
+        for (int t = LOOM_KV_F16; t <= LOOM_KV_INT8; t++) /* the 4B shape after a context */
+            test_attention((loom_kv_type)t, 128, 32, 8, g_quick ? 64 : 512, g_quick ? 100 : 1536, 0);
         if (sw) {
             for (int t = LOOM_KV_F16; t <= LOOM_KV_INT8; t++) {
-                test_attention((loom_kv_type)t, 128, 32, 8, g_quick ? 64 : 512,
-                               g_quick ? 100 : 1536, 0); /* the 4B shape after a context */
                 test_attention((loom_kv_type)t, 64, 32, 2, 33, 70, 0); /* 16 heads a KV head */
                 const int64_t ctx = g_quick ? 300 : 1200;
                 const int64_t pp[] = {0, 57, ctx - 130};
@@ -1418,9 +1419,11 @@ static void test_prefill_section(void) {
             }
         }
     }
-    set_switch("LOOM_ATTN_PREFILL", "1"); /* a head_dim it does not take: the old path */
-    test_attention(LOOM_KV_F16, 96, 32, 8, 17, 40, 0);
-    test_attention(LOOM_KV_F32, 128, 32, 8, 17, 40, 0);
+    for (int sw = 1; sw <= 2; sw++) { /* a head_dim or type it does not take: the old path */
+        set_switch("LOOM_ATTN_PREFILL", sw == 2 ? "2" : "1");
+        test_attention(LOOM_KV_F16, 96, 32, 8, 17, 40, 0);
+        test_attention(LOOM_KV_F32, 128, 32, 8, 17, 40, 0);
+    }
     set_switch("LOOM_ATTN_PREFILL", "0");
     for (int t = LOOM_KV_F16; t <= LOOM_KV_INT8; t++) {
         test_attn_prefill_switch_bits((loom_kv_type)t, 128, 32, 8, 1, g_quick ? 299 : 1999);
