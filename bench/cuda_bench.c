@@ -817,23 +817,23 @@ static void bench_q6k_down(void) {
 
 /* --q6k-wide: the Q6_K GEMM on the INT8 body, LOOM_GEMM_WIDE=0 against the wide GEMM forced on
  * from 16 tokens, twice in turn, same weights: the 4B ffn down + add (2560 x 9728) at N = 1 (the
- * GEMV: unchanged), 32, 64, 128, 512; the 8B down + add (4096 x 14336) at 32, 128, 512; a 4B V
- * shape normed (1024 x 2560) at 32, 128, 512. */
+ * GEMV: unchanged), 32, 64, 128, 512; the 8B down + add (4096 x 14336) and a 4B V shape normed
+ * (1024 x 2560) at 32, 64, 128, 512. */
 static int g_q6k_wide = 0;
 static void bench_q6k_wide(void) {
     const loom_ggml_type q6 = LOOM_GGML_Q6_K;
-    static const int64_t n4[5] = {1, 32, 64, 128, 512}, n8[3] = {32, 128, 512};
+    static const int64_t n4[5] = {1, 32, 64, 128, 512}, n8[4] = {32, 64, 128, 512};
     g_ab_wide = 1;
     for (int i = 0; i < 5; i++) {
         g_calls = n4[i] >= 128 ? 4 : 20;
         bench_mm("4B down Q6_K + add", MM_ADD, n4[i], 1, &q6, (const int64_t[]){2560}, 9728);
     }
-    for (int i = 0; i < 3; i++) {
+    for (int i = 0; i < 4; i++) {
         g_calls = n8[i] >= 128 ? 4 : 20;
         bench_mm("8B down Q6_K + add", MM_ADD, n8[i], 1, &q6, (const int64_t[]){4096}, 14336);
     }
     g_ab_wide = 2;
-    for (int i = 0; i < 3; i++) {
+    for (int i = 0; i < 4; i++) {
         g_calls = n8[i] >= 128 ? 4 : 20;
         bench_mm("4B V Q6_K", MM_GEMM, n8[i], 1, &q6, (const int64_t[]){1024}, 2560);
     }

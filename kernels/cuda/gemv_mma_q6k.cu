@@ -169,8 +169,10 @@ loom_status mma_q6k_matmul(const Seg *seg, int nseg, int epi, const float *x, in
     const int var = f16 && mma_q6k_variant() == 2 ? 1 : mma_q6k_variant();
     const int64_t per_launch = 65535 * (int64_t)kGemmTok;
     // LOOM_GEMM_WIDE (runtime.cu, mma_common.cuh gemm_wide_min): the INT8 body's GEMM from that
-    // many tokens on runs q6k_i8_wide.cuh's 64-row, 16-token blocks (the same bits).
-    const int wide = var == 2 ? gemm_wide_min() : 0;
+    // many tokens on runs q6k_i8_wide.cuh's 64-row, 16-token blocks (the same bits); "on" (1)
+    // means from kWideMinN tokens, where it measured faster (bench/NOTES.md 2.1, session 8).
+    const int wset = var == 2 ? gemm_wide_min() : 0;
+    const int wide = wset == 1 ? kWideMinN : wset;
     for (int64_t t0 = 0; t0 < n; t0 += per_launch) {
         const int64_t nn = n - t0 < per_launch ? n - t0 : per_launch;
         Q6Args b = a;

@@ -34,7 +34,9 @@ namespace loom_cuda {
 namespace q6k {
 
 constexpr int kWideTok = 16;  // tokens a wide block
-// The wide GEMM runs from this many tokens on (gemv_mma_q6k.cu); below, the 8-token GEMM.
+// LOOM_GEMM_WIDE=1: the wide GEMM from this many tokens on (gemv_mma_q6k.cu), below it the
+// 8-token GEMM. Relay pg6-R1 (H200): wide / 8-token at N = 32 1.70x slower (4B down + add 183 vs
+// 108 us: 80 blocks for 132 SMs), at N = 64 0.89x (188 vs 210), N = 128 0.83x, N = 512 0.58x.
 constexpr int kWideMinN = 64;
 
 template <int NT, bool NORM>
@@ -281,9 +283,22 @@ __device__ __forceinline__ void q6k_i8_wide(const Q6Args &a, Q6WideSmem<NT, NORM
         }
         if (valid) {
             const I8Stage<NT> &st = sm.stage[c];
+            // A full group without a branch between tokens (one basic block: the scheduler
+            // interleaves the tokens' chains); a ragged last group token by token.
+            if (ntok == NT && !NORM) {
 #pragma unroll
-            for (int j = 0; j < NT; j++)
-                if (j < ntok) q6_wide_token<NT>(A, st, j, lane, acc[j]);
+                for (int j = 0; j < NT; j++) q6_wide_token<NT>(A, st, j, lane, acc[j]);
+            } else {  // (pairs: the normed kernel's registers do not fit 16 tokens in one block)
+#pragma unroll
+                for (int j = 0; j < NT; j += 2) {
+                    if (j + 1 < ntok) {
+                        q6_wide_token<NT>(A, st, j, lane, acc[j]);
+                        q6_wide_token<NT>(A, st, j + 1, lane, acc[j + 1]);
+                    } else if (j < ntok) {
+                        q6_wide_token<NT>(A, st, j, lane, acc[j]);
+                    }
+                }
+            }
         }
         if (pn != p) {
             q6_wide_partial<NT>(acc, p, lane, rs, tot);
