@@ -34,6 +34,9 @@
 // KH = 1 4 stages on sm_90, as many as fit 40 KB on sm_87 (F16 x 128: 2); KH = 2 3 stages.
 // Registers (q fragments 8 x D/16, output 4 x D/8, scores 32): D = 128 230-238, D = 64
 // 148-161, 0 spills on sm_90a and sm_87.
+// Measured (H200, 4B shape 32/8 x 128, bench/NOTES.md 3 "Session 8, pfa"): F16 N = 512 at
+// pos0 0 124 us (v5) -> 31.0 (KH = 1) / 27.4 (KH = 2); N = 512 after 1536 positions 590 ->
+// 115.6 / 127.4; N = 128 19.4 -> 9.4 / 9.2; INT8 alike.
 // Numeric contract: attention.cu's (float32 online softmax, products of f16 hi + lo operands,
 // within 1e-4 of max |out| of the CPU twin; INT8 needs |V| row maxima below 32768, |q x scale|
 // below 32768), deterministic; not the bits of the v5 path (another summation order).
