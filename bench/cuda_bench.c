@@ -2,7 +2,7 @@
  * Qwen3-8B (4096 / 14336) shapes, 32 query heads, 8 KV heads, head_dim 128, vocab 151936.
  *
  *   cuda_bench [--quick] [--attn] [--matmul] [--q6k] [--norm] [--attn-trace] [--attn-prof]
- *              [--attn-step] [--fused] [--mixed] [--attn-s7] [--q6k-down] [--q6k-wide] [--q4k] [--attn-pf]
+ *              [--attn-step] [--fused] [--mixed] [--attn-s7] [--q6k-down] [--q6k-wide] [--q4k-wide] [--q4k] [--attn-pf]
  *
  * Method: CUDA events around many launches, the median of several repetitions, per launch.
  * Weights (and KV caches) rotate over copies totalling > 256 MB, far above the H200's L2 (50-60
@@ -841,6 +841,42 @@ static void bench_q6k_wide(void) {
     g_calls = 0;
 }
 
+/* --q4k-wide: the Q4_K prefill GEMMs (f16 body) with LOOM_GEMM_WIDE=0 and =16 in turn, twice,
+ * same weights (bench_mm's g_ab_wide): the 4B GEMV (N = 1: must not change); 4B at N = 512 the
+ * ffn gate-like GEMM (F x H), attention output + add (H x 4096), ffn down + add (H x F, Q4_K),
+ * the gate/up pair + SwiGLU normed and Q+K (5120 x H) normed; at N = 128 the first three, at
+ * N = 64, 32 and 16 the GEMM and the pair; 8B at N = 512 all five. */
+static int g_q4k_wide = 0;
+static void bench_q4k_wide(void) {
+    const loom_ggml_type q4[2] = {LOOM_GGML_Q4_K, LOOM_GGML_Q4_K};
+    static const struct { const char *name; int64_t H, F, n; int kinds; } rs[6] = {
+        {"4B", 2560, 9728, 512, 31}, {"4B", 2560, 9728, 128, 7}, {"4B", 2560, 9728, 64, 9},
+        {"4B", 2560, 9728, 32, 9}, {"4B", 2560, 9728, 16, 9}, {"8B", 4096, 14336, 512, 31}};
+    char nm[80];
+    g_ab_wide = 1;
+    g_calls = 50;
+    bench_mm("4B gemv Q4_K", MM_PLAIN, 1, 1, q4, (const int64_t[]){9728}, 2560);
+    for (int ri = 0; ri < 6; ri++) {
+        const int64_t H = rs[ri].H, F = rs[ri].F, n = rs[ri].n;
+        const char *c = rs[ri].name;
+        g_calls = n >= 128 ? 4 : 20;
+        g_ab_wide = 1;
+        snprintf(nm, sizeof nm, "%s prefill gemm", c);
+        if (rs[ri].kinds & 1) bench_mm(nm, MM_GEMM, n, 1, q4, (const int64_t[]){F}, H);
+        snprintf(nm, sizeof nm, "%s attn out + add", c);
+        if (rs[ri].kinds & 2) bench_mm(nm, MM_ADD, n, 1, q4, (const int64_t[]){H}, 4096);
+        snprintf(nm, sizeof nm, "%s down Q4_K + add", c);
+        if (rs[ri].kinds & 4) bench_mm(nm, MM_ADD, n, 1, q4, (const int64_t[]){H}, F);
+        g_ab_wide = 2;
+        snprintf(nm, sizeof nm, "%s pair SwiGLU N=%lld", c, (long long)n);
+        if (rs[ri].kinds & 8) bench_mm(nm, MM_PAIR, n, 2, q4, (const int64_t[]){F, F}, H);
+        snprintf(nm, sizeof nm, "%s Q+K", c);
+        if (rs[ri].kinds & 16) bench_mm(nm, MM_GEMM, n, 1, q4, (const int64_t[]){5120}, H);
+    }
+    g_ab_wide = 0;
+    g_calls = 0;
+}
+
 /* --norm: the RMSNorm folded into the next matmul (loom_cuda_*_normed). Standalone: each of
  * the 4B triple, SwiGLU pair and lm head plain, after a separate rms_norm launch, and with the
  * norm folded in; then the 4B decode-step graph with its norm launches and folded (the same
@@ -1081,6 +1117,7 @@ int main(int argc, char **argv) {
         if (strcmp(argv[i], "--q6k") == 0) g_q6k_only = 1;
         if (strcmp(argv[i], "--q6k-down") == 0) g_q6k_down = 1;
         if (strcmp(argv[i], "--q6k-wide") == 0) g_q6k_wide = 1;
+        if (strcmp(argv[i], "--q4k-wide") == 0) g_q4k_wide = 1;
         if (strcmp(argv[i], "--norm") == 0) g_norm_only = 1;
         if (strcmp(argv[i], "--attn-trace") == 0) g_attn_trace = 1;
         if (strcmp(argv[i], "--attn-prof") == 0) g_attn_prof = 1;
@@ -1114,6 +1151,7 @@ int main(int argc, char **argv) {
     } modes[] = {
         {&g_q6k_only, bench_q6k},       {&g_norm_only, bench_norm_fold},
         {&g_q6k_down, bench_q6k_down}, {&g_q6k_wide, bench_q6k_wide},
+        {&g_q4k_wide, bench_q4k_wide},
         {&g_attn_prof, attn_prof_all},  {&g_attn_trace, attn_trace_all},
         {&g_attn_step, attn_step_ab},   {&fused_only, fused_ab},
         {&s7_only, attn_s7_ab},         {&pf_only, attn_pf_ab},

@@ -67,6 +67,12 @@
  *                         triple) in one launch (gemv_mma.cu's mixed kernel; the default, 1)
  *                         instead of the Q4_K and the Q6_K launch (=0); bit-identical
  *                         (bench/NOTES.md 2.3). =2 / =3: its Q6_K tiles forced last / first
+ *   LOOM_GEMM_WIDE        the prefill GEMMs (Q4_K f16 body: gemv_mma.cu; Q6_K INT8: q6k_i8_wide.cuh):
+ *                         =1: the wide kernel (each weight tile decoded once for 32 tokens,
+ *                         x staged once for 4 tiles) from 32 tokens on (Q6_K: 64); =n
+ *                         (n >= 2): from n tokens on; 0 (the default until measured end to
+ *                         end): the GEMM in groups of 8 tokens. Same bits either way (GEMM
+ *                         token == GEMV); the GEMV (n = 1) never changes.
  *   LOOM_CUDA_PDL         =1: programmatic dependent launch (compute capability 9.0+): a kernel
  *                         may start during the previous one's tail and waits for it in-kernel
  *                         (common.cuh); default (off): plain stream order. Same results either
@@ -274,6 +280,9 @@ void loom_cuda_reload_switches(void);
 /* Launches of the mixed Q4_K + Q6_K matmul kernel so far (LOOM_GEMV_TRIPLE_MIXED; tests check
  * that the path they compare was taken). */
 int64_t loom_cuda_matmul_mixed_launches(void);
+
+/* Launches of the wide prefill GEMM (LOOM_GEMM_WIDE, gemv_mma.cu) so far (tests: the path ran). */
+int64_t loom_cuda_matmul_wide_launches(void);
 
 #ifdef __cplusplus
 }

@@ -36,6 +36,11 @@
 // body (q4k_tile) or q6k_mma_body.cuh's (q6k_tile), each part with the split its own launch
 // would take, so the results are bit for bit those of the two launches.
 //
+// The wide GEMM (LOOM_GEMM_WIDE, gemm_wide_q4k below; f16 body, n >= the switch's threshold):
+// a block of 4 warps = 4 tiles x 32 tokens, each weight tile decoded once for its 32 tokens and
+// x staged once for the 4 tiles, each warp walking the GEMV's split-K partials itself in
+// reduce_partials' order: the same bits per token, ~2.5x faster at N = 512.
+//
 // Memory traffic: each weight byte once from DRAM per token group (a GEMM of n tokens re-reads
 // each 16-row tile for every group of 8, from L2: the groups of a tile are adjacent blocks).
 // x through L2/L1 once per block, y written once.
@@ -190,6 +195,30 @@ struct MmaArgs {
     int n;
     PreNorm norm;      // NORM kernels: the RMSNorm folded into the x staging
 };
+
+// Writes a tile's outputs from the reduced dots v[(m * NTL + j) * 2 + k] (matrix m, n-tile j,
+// row g + 8k; for_each_output's layout): y = dot (+ bias[r]), dot + resid[i] (EPI_ADD),
+// silu(dot_0) * dot_1 (the pair's SwiGLU) or the pair's two outputs. s: the tile's segment.
+template <int NTL, int NMAT>
+__device__ __forceinline__ void q4_store(const MmaArgs &a, const Seg &s, int64_t r0, int tok0,
+                                         int ntok, int lane, const float (&v)[NMAT * NTL * 2]) {
+    q6k::for_each_output<NTL>(r0, s.rows, tok0, ntok, lane, [&](int j, int k, int64_t i, int64_t r) {
+        float y = v[j * 2 + k];
+        if (NMAT == 2 && a.epi == EPI_SWIGLU) {
+            y = __fmul_rn(silu_f(y), v[((NMAT - 1) * NTL + j) * 2 + k]);
+        } else if (NMAT == 2) {  // the pair without epilogue: both outputs
+            const Seg &s1 = a.seg[1];
+            const float y1 = v[((NMAT - 1) * NTL + j) * 2 + k];
+            s1.y[i] = s1.bias ? __fadd_rn(y1, s1.bias[r]) : y1;
+            if (s.bias) y = __fadd_rn(y, s.bias[r]);
+        } else if (a.epi == EPI_ADD) {
+            y = __fadd_rn(y, s.resid[i]);
+        } else if (s.bias) {
+            y = __fadd_rn(y, s.bias[r]);
+        }
+        s.y[i] = y;
+    });
+}
 
 // NT: tokens staged per block (1: the GEMV; 8: GEMM groups in 2 n-tiles that share each
 // decoded A, the last group possibly ragged).
@@ -390,22 +419,7 @@ __device__ __forceinline__ void q4k_tile(const MmaArgs &a, Q4Smem<NT, NMAT, NORM
     }
     reduce_partials(v, red, S);
     if (rank != 0 || w != 0) return;
-    q6k::for_each_output<NTL>(r0, s.rows, tok0, ntok, lane, [&](int j, int k, int64_t i, int64_t r) {
-        float y = v[j * 2 + k];
-        if (NMAT == 2 && a.epi == EPI_SWIGLU) {
-            y = __fmul_rn(silu_f(y), v[((NMAT - 1) * NTL + j) * 2 + k]);
-        } else if (NMAT == 2) {  // the pair without epilogue: both outputs
-            const Seg &s1 = a.seg[1];
-            const float y1 = v[((NMAT - 1) * NTL + j) * 2 + k];
-            s1.y[i] = s1.bias ? __fadd_rn(y1, s1.bias[r]) : y1;
-            if (s.bias) y = __fadd_rn(y, s.bias[r]);
-        } else if (a.epi == EPI_ADD) {
-            y = __fadd_rn(y, s.resid[i]);
-        } else if (s.bias) {
-            y = __fadd_rn(y, s.bias[r]);
-        }
-        s.y[i] = y;
-    });
+    q4_store<NTL, NMAT>(a, s, r0, tok0, ntok, lane, v);
 }
 
 template <int NT, int NMAT, bool NORM, bool I8>
@@ -428,6 +442,277 @@ cudaError_t launch_q4k(const MmaArgs &a, bool norm, bool i8, int S, int64_t grou
                        cudaStream_t stream) {
     return norm ? launch_q4k_n<NT, NMAT, true>(a, i8, S, groups, stream)
                 : launch_q4k_n<NT, NMAT, false>(a, i8, S, groups, stream);
+}
+
+// ---- The wide GEMM (LOOM_GEMM_WIDE, bench/NOTES.md 4, session 8 pg4) ------------------------
+// The GEMM above re-decodes a tile's weights and re-stages x for every group of 8 tokens. The
+// wide kernel decodes each weight tile of a super-block ONCE for kWideTok tokens and stages
+// each token's x ONCE for 4 tiles: a block of 4 warps owns 4 consecutive 16-row tiles (warp w
+// tile 4 blockIdx.y + w; the pair: both matrices of it) and kWideTok tokens (blockIdx.x). All
+// warps walk the same super-blocks in the same order, so the block stages x of a super-block
+// for all its tokens into one shared Stage (each warp stage_token()s tokens w, w + 4, ...:
+// the GEMV's arithmetic, NORM's scales by block_rms_scales as the GEMM's), and each warp
+// decodes its tile's A fragments of that super-block into registers (q4_decode: the
+// instructions of q4_superblock) and runs every n-tile of 4 tokens against them (q4_ntile:
+// q4_superblock's mma chains and fold for one n-tile).
+// Bit identity with the GEMV (per token): no cluster; a warp walks the GEMV's partials itself,
+// in reduce_partials' order: for rank r = 0..S-1 and warp q = 0..3, partial p = 4r + q sums
+// super-blocks p, p + 4S, ... from 0 (the fold of q4_superblock); a rank's value is
+// ((p0 + p1) + p2) + p3 and the total ((R0 + R1) + ...) (S = 1: R0 itself), with the S the
+// GEMV of the shape takes (mma_pick_split; SPLIT: S > 1). Epilogue q4_store, as the GEMV's.
+// Shared memory: one Stage of kWideTok tokens (32 KB) + the norm scratch, two syncs a
+// super-block (stage, then compute); each warp's next super-block weights are loaded right
+// after its A is decoded (one matrix; the pair after its n-tiles), in flight during the
+// n-tiles and the next staging. (A double-buffered stage, 66 KB dynamic, one barrier a
+// super-block, measured 5-10% slower: relay pg4-R1, bench/NOTES.md 4.) Registers: 222-228
+// (one matrix), 238-255 (the pair), 0 spills on sm_87 and sm_90a; 2 blocks an SM.
+// Measured (relay pg4-R1, H200): 4B Q4_K 9728 x 2560 at N = 512 1259 -> 485 us, N = 32 91.7
+// -> 52; O + add 2560 x 4096 N = 512 631 -> 222; 8B 14336 x 4096 N = 512 2557 -> 1109.
+// Tokens a wide block: 32 (the pair with S > 1: 16, its shared memory would exceed 48 KB).
+template <int NMAT, bool SPLIT>
+constexpr int kWideTok = NMAT == 2 && SPLIT ? 16 : 32;
+
+// The A operands of one super-block of a tile's rows g, g+8 (q4_superblock's a0..a7 of each
+// step sp, the min chain's mq, the folds' d and dmin).
+struct Q4Dec {
+    uint32_t a[8][8];
+    uint32_t mq[4];
+    float d0, dmin0, d8, dmin8;
+};
+
+__device__ __forceinline__ void q4_decode(const Q4Raw &r, bool hit, uint32_t sel_e,
+                                          uint32_t sel_o, Q4Dec &A) {
+    const Q4Sc s0 = q4_scales(r.h0, hit, sel_e, sel_o);
+    const Q4Sc s8 = q4_scales(r.h8, hit, sel_e, sel_o);
+    A.mq[0] = s0.me; A.mq[1] = s8.me; A.mq[2] = s0.mo; A.mq[3] = s8.mo;
+    A.d0 = s0.d; A.dmin0 = s0.dmin; A.d8 = s8.d; A.dmin8 = s8.dmin;
+#pragma unroll
+    for (int sp = 0; sp < 8; sp++) {
+        const uint32_t w0 = q4w(r.qa0, r.qb0, sp), w8 = q4w(r.qa8, r.qb8, sp);
+        const uint32_t v0 = w0 >> 8, v8 = w8 >> 8;
+        A.a[sp][0] = hfma2(and_or<0x000F000Fu>(w0, kH1024), s0.se, s0.nse);
+        A.a[sp][1] = hfma2(and_or<0x000F000Fu>(w8, kH1024), s8.se, s8.nse);
+        A.a[sp][2] = hfma2(and_or<0x00F000F0u>(w0, kH1024), s0.so, s0.nso);
+        A.a[sp][3] = hfma2(and_or<0x00F000F0u>(w8, kH1024), s8.so, s8.nso);
+        A.a[sp][4] = hfma2(and_or<0x000F000Fu>(v0, kH1024), s0.se, s0.nse);
+        A.a[sp][5] = hfma2(and_or<0x000F000Fu>(v8, kH1024), s8.se, s8.nse);
+        A.a[sp][6] = hfma2(and_or<0x00F000F0u>(v0, kH1024), s0.so, s0.nso);
+        A.a[sp][7] = hfma2(and_or<0x00F000F0u>(v8, kH1024), s8.so, s8.nso);
+    }
+}
+
+// n-tile j (tokens 4j .. 4j+3 of the Stage) of one decoded super-block into acc (row g, g+8 of
+// token 4j + t): q4_superblock's chains (NCH) and fold for that n-tile, the same instructions.
+template <int NT, int NCH>
+__device__ __forceinline__ void q4_ntile(const Q4Dec &A, const Stage<NT> &st, int j, int lane,
+                                         float (&acc)[2]) {
+    const int g = lane >> 2, t = lane & 3;
+    float c[2][4] = {}, cm[2][4] = {};
+#pragma unroll
+    for (int sp = 0; sp < 8; sp++) {
+        const int ch = NCH == 2 ? (sp & 1) : 0;
+        const uint4 b = st.frag[(sp * 2 * NT + 8 * j + g) * 4 + t];
+        mma16816(c[ch], A.a[sp][0], A.a[sp][1], A.a[sp][2], A.a[sp][3], b.x, b.y);
+        mma16816(cm[ch], A.mq[0], A.mq[1], A.mq[2], A.mq[3], b.x, b.y);
+        mma16816(c[ch], A.a[sp][4], A.a[sp][5], A.a[sp][6], A.a[sp][7], b.z, b.w);
+        mma16816(cm[ch], A.mq[0], A.mq[1], A.mq[2], A.mq[3], b.z, b.w);
+    }
+    const float inv = st.sinv[4 * j + t];
+    const float c0 = __fadd_rn(__fadd_rn(c[0][0], c[0][1]), __fadd_rn(c[1][0], c[1][1]));
+    const float m0 = __fadd_rn(__fadd_rn(cm[0][0], cm[0][1]), __fadd_rn(cm[1][0], cm[1][1]));
+    const float c8 = __fadd_rn(__fadd_rn(c[0][2], c[0][3]), __fadd_rn(c[1][2], c[1][3]));
+    const float m8 = __fadd_rn(__fadd_rn(cm[0][2], cm[0][3]), __fadd_rn(cm[1][2], cm[1][3]));
+    acc[0] = fmaf(__fmul_rn(A.d0, inv), c0, acc[0]);
+    acc[0] = fmaf(-__fmul_rn(A.dmin0, inv), m0, acc[0]);
+    acc[1] = fmaf(__fmul_rn(A.d8, inv), c8, acc[1]);
+    acc[1] = fmaf(-__fmul_rn(A.dmin8, inv), m8, acc[1]);
+}
+
+// tot (SPLIT): each lane's sum of the ranks done so far; rk1 (the pair): matrix 1's sum of
+// the current rank's partials (both in registers spilled the pair); each element written and
+// read by its own lane only.
+template <int NT, int NMAT, bool NORM, bool SPLIT>
+struct WideSmem {
+    Stage<NT> stage;
+    double npart[NORM ? NT * kWarps : 1];
+    float nscale[NT];
+    float tot[SPLIT ? kWarps * NMAT * NT / 2 * 32 : 1];
+    float rk1[NMAT == 2 ? kWarps * NT / 2 * 32 : 1];
+};
+
+template <int NT, int NMAT, bool NORM, bool SPLIT>
+static __global__ void __launch_bounds__(kThreads, 2) gemm_wide_q4k(const MmaArgs a, int S) {
+    __shared__ WideSmem<NT, NMAT, NORM, SPLIT> sm;
+    pdl_launch_dependents();
+    constexpr int NTL = NT / 4;
+    const int lane = threadIdx.x & 31, w = threadIdx.x >> 5;
+    const int g = lane >> 2, t = lane & 3;
+    const int tok0 = (int)blockIdx.x * NT;
+    const int ntok = a.n - tok0 < NT ? a.n - tok0 : NT;
+    const int64_t tiles = a.tile0[a.nseg];
+    const bool live = (int64_t)blockIdx.y * kWarps + w < tiles;  // warp-uniform
+    const int64_t tile = live ? (int64_t)blockIdx.y * kWarps + w : tiles - 1;
+    int si = 0;
+    if (NMAT == 1) {
+        if (a.nseg > 1 && tile >= a.tile0[1]) si = 1;
+        if (a.nseg > 2 && tile >= a.tile0[2]) si = 2;
+    }
+    const Seg &s = a.seg[si];
+    const int64_t r0 = (tile - a.tile0[si]) * kTileRows;
+    const int64_t rg = r0 + g < s.rows ? r0 + g : s.rows - 1;
+    const int64_t r8 = r0 + g + 8 < s.rows ? r0 + g + 8 : s.rows - 1;
+    const uint8_t *wg[NMAT], *w8[NMAT];
+#pragma unroll
+    for (int m = 0; m < NMAT; m++) {
+        const Seg &sg = NMAT == 1 ? s : a.seg[m];
+        wg[m] = sg.w + rg * sg.row_bytes;
+        w8[m] = sg.w + r8 * sg.row_bytes;
+    }
+    const bool hit = t >= 2;
+    const uint32_t e = 2 * (t & 1);
+    const uint32_t sel_e = e * 0x101u + 0x4040u, sel_o = (e + 1) * 0x101u + 0x4040u;
+    const int nsb = (int)(a.K / 256);
+    const int step = kWarps * S;
+    const int np = step < nsb ? step : nsb;  // the non-empty partials: p = 0 .. np - 1
+    const int xoff = 64 * (lane & 3) + 4 * (lane >> 2);
+    const float *xb = a.x + (int64_t)tok0 * a.K + xoff;
+    const float *nwb = NORM && a.norm.w ? a.norm.w + xoff : nullptr;
+
+    // pt: the partial in progress; rk: its rank's sum so far; tot (SPLIT, shared memory, this
+    // lane's column): the ranks' sum, element (m * NTL + j) * 2 + k at tot[that * 32].
+    // (The pair keeps matrix 1's rk in shared memory, rk1: rk[1] stays unused.)
+    float pt[NMAT][NTL][2], rk[NMAT][NTL][2];
+    float *tot = sm.tot + (SPLIT ? w * NMAT * NTL * 2 * 32 + lane : 0);
+    float *rk1 = sm.rk1 + (NMAT == 2 ? w * NTL * 2 * 32 + lane : 0);
+#pragma unroll
+    for (int m = 0; m < NMAT; m++)
+#pragma unroll
+        for (int j = 0; j < NTL; j++) rk[m][j][0] = rk[m][j][1] = 0.0f;
+
+    Q4Raw cur[NMAT];
+    if (live && nsb > 0) {
+#pragma unroll
+        for (int m = 0; m < NMAT; m++) cur[m] = q4_load(wg[m], w8[m], 0, t);
+    }
+    pdl_wait();
+    if (NORM) block_rms_scales<NT>(a.x + (int64_t)tok0 * a.K, a.K, ntok, a.K, a.norm, sm.npart, sm.nscale);
+    Stage<NT> &st = sm.stage;
+
+#pragma unroll 1
+    for (int p = 0; p < np; p++) {
+#pragma unroll
+        for (int m = 0; m < NMAT; m++)
+#pragma unroll
+            for (int j = 0; j < NTL; j++) pt[m][j][0] = pt[m][j][1] = 0.0f;
+#pragma unroll 1
+        for (int sb = p; sb < nsb; sb += step) {
+            __syncthreads();  // every warp is done with the previous super-block's stage
+            float4 nwa = make_float4(1.f, 1.f, 1.f, 1.f), nwc = nwa;
+            if (NORM && nwb) {
+                nwa = ld_x4(nwb + (int64_t)sb * 256);
+                nwc = ld_x4(nwb + (int64_t)sb * 256 + 32);
+            }
+#pragma unroll
+            for (int i0 = 0; i0 < NT; i0 += 4 * kWarps) {
+                float4 xa[4], xc[4];
+#pragma unroll
+                for (int i = 0; i < 4; i++) {
+                    const int tk = i0 + kWarps * i + w;
+                    if (tk < ntok) {
+                        const float *px = xb + (int64_t)tk * a.K + (int64_t)sb * 256;
+                        xa[i] = ld_x4(px);
+                        xc[i] = ld_x4(px + 32);
+                    }
+                }
+#pragma unroll
+                for (int i = 0; i < 4; i++) {
+                    const int tk = i0 + kWarps * i + w;
+                    if (tk < ntok) {
+                        if (NORM) {
+                            const float sc = sm.nscale[tk];
+                            stage_token<NT>(st, tk, rms_apply4(xa[i], sc, nwa),
+                                            rms_apply4(xc[i], sc, nwc), lane);
+                        } else {
+                            stage_token<NT>(st, tk, xa[i], xc[i], lane);
+                        }
+                    }
+                }
+            }
+            __syncthreads();
+            if (live) {
+                const int nx = sb + step < nsb ? sb + step : p + 1;  // the walk's next super-block
+#pragma unroll
+                for (int m = 0; m < NMAT; m++) {
+                    // (The pair reloads a matrix's buffer after its n-tiles: its two buffers in
+                    // flight beside matrix 0's A spilled.)
+                    const bool more = sb + step < nsb || p + 1 < np;
+                    Q4Dec A;
+                    if (NMAT == 2) {  // (recomputed here: 3 registers fewer across the pair's loop)
+                        const int tt = threadIdx.x & 3;
+                        const uint32_t ee = 2 * (tt & 1);
+                        q4_decode(cur[m], tt >= 2, ee * 0x101u + 0x4040u, (ee + 1) * 0x101u + 0x4040u, A);
+                    } else {
+                        q4_decode(cur[m], hit, sel_e, sel_o, A);
+                    }
+                    if (NMAT == 1 && more) cur[m] = q4_load(wg[m], w8[m], nx, t);
+#pragma unroll
+                    for (int j = 0; j < NTL; j++)
+                        if (4 * j < ntok) q4_ntile<NT, NMAT == 1 ? 2 : 1>(A, st, j, lane, pt[m][j]);
+                    if (NMAT == 2 && more) cur[m] = q4_load(wg[m], w8[m], nx, t);
+                }
+            }
+        }
+        // partial p = 4r + q of the GEMV: rank r's sum ((p0 + p1) + p2) + p3, then the ranks'
+        const bool first = (p % kWarps) == 0;
+#pragma unroll
+        for (int m = 0; m < NMAT; m++)
+#pragma unroll
+            for (int j = 0; j < NTL; j++)
+#pragma unroll
+                for (int k = 0; k < 2; k++) {
+                    float &r = m == 1 ? rk1[(j * 2 + k) * 32] : rk[m][j][k];
+                    r = first ? pt[m][j][k] : __fadd_rn(r, pt[m][j][k]);
+                }
+        if (SPLIT && ((p + 1) % kWarps == 0 || p + 1 == np)) {
+            const bool r0f = p < kWarps;
+#pragma unroll
+            for (int m = 0; m < NMAT; m++)
+#pragma unroll
+                for (int j = 0; j < NTL; j++)
+#pragma unroll
+                    for (int k = 0; k < 2; k++) {
+                        const float r = m == 1 ? rk1[(j * 2 + k) * 32] : rk[m][j][k];
+                        float &o = tot[((m * NTL + j) * 2 + k) * 32];
+                        o = r0f ? r : __fadd_rn(o, r);
+                    }
+        }
+    }
+    if (!live) return;
+    float v[NMAT * NTL * 2];
+#pragma unroll
+    for (int m = 0; m < NMAT; m++)
+#pragma unroll
+        for (int j = 0; j < NTL; j++)
+#pragma unroll
+            for (int k = 0; k < 2; k++)
+                v[(m * NTL + j) * 2 + k] = SPLIT ? tot[((m * NTL + j) * 2 + k) * 32]
+                                           : m == 1 ? rk1[(j * 2 + k) * 32] : rk[m][j][k];
+    q4_store<NTL, NMAT>(a, s, r0, tok0, ntok, lane, v);
+}
+
+template <int NMAT, bool NORM>
+cudaError_t launch_wide_n(const MmaArgs &a, int S, cudaStream_t stream) {
+    constexpr int NT1 = kWideTok<NMAT, false>, NTS = kWideTok<NMAT, true>;
+    const int NT = S > 1 ? NTS : NT1;
+    const dim3 grid((unsigned)((a.n + NT - 1) / NT),
+                    (unsigned)((a.tile0[a.nseg] + kWarps - 1) / kWarps), 1);
+    if (S > 1) return launch(gemm_wide_q4k<NTS, NMAT, NORM, true>, grid, kThreads, 0, stream, a, S);
+    return launch(gemm_wide_q4k<NT1, NMAT, NORM, false>, grid, kThreads, 0, stream, a, S);
+}
+
+template <int NMAT>
+cudaError_t launch_wide(const MmaArgs &a, bool norm, int S, cudaStream_t stream) {
+    return norm ? launch_wide_n<NMAT, true>(a, S, stream) : launch_wide_n<NMAT, false>(a, S, stream);
 }
 
 // ---- The Q4_K_M triple in one launch (bench/NOTES.md 2.3) --------------------------------
@@ -514,6 +799,9 @@ bool mma_seg_ok(const Seg &s) {
     return s.type == LOOM_GGML_Q4_K && ((uintptr_t)s.w % 16) == 0 && s.row_bytes % 16 == 0;
 }
 
+// Launches of the wide GEMM so far (loom_cuda_matmul_wide_launches: tests check the path ran).
+static int64_t g_wide_launches = 0;
+
 loom_status mma_matmul(const Seg *seg, int nseg, int epi, const float *x, int64_t K, int64_t n,
                        const PreNorm *norm, loom_error *err, cudaStream_t stream) {
     if (n <= 0) return LOOM_OK;
@@ -543,6 +831,8 @@ loom_status mma_matmul(const Seg *seg, int nseg, int epi, const float *x, int64_
     if (norm) a.norm = *norm;
     const bool nm = norm != nullptr;
     const bool i8 = mma_q4k_variant() == 2;
+    // The wide GEMM (f16 body only): from `wide` tokens on (0: never; the GEMV, n = 1, never).
+    const int wide = i8 ? 0 : gemm_wide_min();
     // The SwiGLU pair counts both matrices, so it splits as the pair without epilogue does
     // (the same S: silu(a) * b of the same bits).
     const int S = mma_pick_split(tiles * nmat, K / 256);
@@ -560,7 +850,11 @@ loom_status mma_matmul(const Seg *seg, int nseg, int epi, const float *x, int64_
         }
         const int64_t groups = nn == 1 ? 1 : (nn + kGemmTok - 1) / kGemmTok;
         cudaError_t e;
-        if (nn == 1)
+        if (wide > 1 && nn >= wide) {
+            e = nmat == 2 ? launch_wide<2>(b, nm, S, stream) : launch_wide<1>(b, nm, S, stream);
+            g_wide_launches++;
+        }
+        else if (nn == 1)
             e = nmat == 2 ? launch_q4k<1, 2>(b, nm, i8, S, groups, stream)
                           : launch_q4k<1, 1>(b, nm, i8, S, groups, stream);
         else
@@ -631,3 +925,5 @@ loom_status mma_triple_mixed(const Seg *s4, int n4, const Seg *s6, int n6, const
 }
 
 }  // namespace loom_cuda
+
+extern "C" int64_t loom_cuda_matmul_wide_launches(void) { return loom_cuda::g_wide_launches; }

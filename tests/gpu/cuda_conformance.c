@@ -4,7 +4,7 @@
  * exits non-zero when any case fails or any CUDA call fails.
  *
  *   cuda_conformance [--quick] [--attn] [--matmul] [--normed] [--fused] [--mixed] [--q6k]
- *                    [--q4k] [--prefill] [--seed N]
+ *                    [--q4k] [--prefill] [--wide] [--seed N]
  *
  * --quick keeps a reduced shape set (for compute-sanitizer, which is 10-100x slower); --attn
  * runs only the kv_write and attention cases (and the refusals; with LOOM_ATTN_BPSM=... to
@@ -15,7 +15,9 @@
  * --q6k-wide only the wide Q6_K GEMM (LOOM_GEMM_WIDE on the INT8 body; --q6k, --matmul and the
  * full run include it); --q4k only the Q4_K matmuls on the INT8 body (LOOM_GEMV_MMA_Q4K_V=2; --matmul and the full
  * run include them, --mixed its one-launch triple); --prefill only the prefill attention cases
- * (both LOOM_ATTN_PREFILL values; --attn and the full run include them).
+ * (both LOOM_ATTN_PREFILL values; --attn and the full run include them); --wide only the wide
+ * prefill GEMM (LOOM_GEMM_WIDE: == the old GEMM's bits, CPU twin, GEMM token == GEMV; --matmul
+ * and the full run include it).
  * Outputs are poisoned (all bytes 0xFF, a NaN pattern) before every GPU run, so an unwritten
  * element fails. Tolerances are those of the kernels' contracts (cpu_kernels.h, the .cu files):
  *   matmul family: per element |d| <= 1e-5 * sum_k |W x| (+1e-30); GEMM token == GEMV (bits);
@@ -55,7 +57,7 @@
 static int g_only_pf = 0; /* --prefill: the prefill attention section only */
 static int g_quick = 0, g_fail = 0, g_cases = 0, g_only_attn = 0, g_only_mm = 0, g_only_normed = 0;
 static int g_only_q6w = 0; /* --q6k-wide */
-static int g_only_fused = 0, g_only_mixed = 0, g_only_q6k = 0, g_only_q4k = 0;
+static int g_only_fused = 0, g_only_mixed = 0, g_only_q6k = 0, g_only_q4k = 0, g_only_wide = 0;
 static uint64_t g_rng = 0x9E3779B97F4A7C15ull;
 
 
@@ -1072,6 +1074,138 @@ static void test_q4k_section(int mixed_only) {
     loom_cuda_reload_switches();
 }
 
+/* The wide prefill GEMM (LOOM_GEMM_WIDE, gemv_mma.cu): kind 0 plain, 1 add, 2 pair (two
+ * outputs), 3 pair + SwiGLU, 4 triple + biases (Q4_K Q/K rows M, Mk; V Q4_K or, mixed, Q6_K),
+ * each plain or normed (norm weight), on x with a spread of token magnitudes, into poisoned
+ * outputs, with the switch at 0 (the GEMM in groups of 8 tokens, whose tokens equal the GEMV:
+ * checked by the other sections) and at 2 (every GEMM of 2+ tokens wide): the bits must be the
+ * same, and the wide kernel must have run. split: LOOM_GEMV_MMA_SPLIT for both (NULL: by shape). */
+static void wide_case(int kind, int normed, int mixed, int64_t M, int64_t Mk, int64_t K,
+                      int64_t n, const char *split) {
+    static const char *kn[5] = {"wide plain", "wide add", "wide pair", "wide swiglu", "wide triple"};
+    const int nw = kind == 4 ? 3 : (kind >= 2 ? 2 : 1), nout = kind == 3 ? 1 : nw;
+    const int64_t Ms[3] = {M, kind == 4 ? Mk : M, Mk};
+    const loom_ggml_type ty[3] = {LOOM_GGML_Q4_K, LOOM_GGML_Q4_K,
+                                  mixed ? LOOM_GGML_Q6_K : LOOM_GGML_Q4_K};
+    char shape[96], name[40];
+    snprintf(shape, sizeof shape, "M=%lld%s%s K=%lld N=%lld S=%s", (long long)M,
+             kind == 4 ? "/" : "", kind == 4 ? (mixed ? "Q6_K" : "Q4_K") : "", (long long)K,
+             (long long)n, split ? split : "auto");
+    snprintf(name, sizeof name, "%s%s==old", kn[kind], normed ? " normed" : "");
+    if (split) set_switch("LOOM_GEMV_MMA_SPLIT", split);
+    loom_error err = {0};
+    float *x = xmalloc(sizeof(float) * (size_t)(n * K));
+    fill(x, n * K, -1, 1);
+    for (int64_t t = 0; t < n; t++)
+        for (int64_t k = 0; k < K; k++) x[t * K + k] = ldexpf(x[t * K + k], (int)(t * 5 % 13) - 6);
+    float *g = xmalloc(sizeof(float) * (size_t)K), *res = xmalloc(sizeof(float) * (size_t)(n * M));
+    fill(g, K, -2, 2);
+    fill(res, n * M, -2, 2);
+    float *dx = dup_dev(x, sizeof(float) * (size_t)(n * K)), *dg = dup_dev(g, sizeof(float) * (size_t)K);
+    float *dres = dup_dev(res, sizeof(float) * (size_t)(n * M));
+    const loom_prenorm dn = {dg, 1e-6f};
+    uint8_t *w[3] = {NULL, NULL, NULL};
+    void *dw[3] = {NULL, NULL, NULL};
+    float *hb[3], *db[3], *dy[3], *hy[2][3];
+    loom_kweight gw[3];
+    size_t yb[3];
+    for (int i = 0; i < 3; i++) {
+        size_t wb;
+        w[i] = rand_weights(ty[i], Ms[i], K, &wb);
+        dw[i] = dup_dev(w[i], wb);
+        gw[i] = (loom_kweight){dw[i], ty[i], Ms[i], K};
+        hb[i] = xmalloc(sizeof(float) * (size_t)Ms[i]);
+        fill(hb[i], Ms[i], -1, 1);
+        db[i] = dup_dev(hb[i], sizeof(float) * (size_t)Ms[i]);
+        yb[i] = sizeof(float) * (size_t)(n * Ms[i]);
+        dy[i] = dev_poison(yb[i]);
+        hy[0][i] = xmalloc(yb[i]);
+        hy[1][i] = xmalloc(yb[i]);
+    }
+    const float *const bias[3] = {db[0], db[1], db[2]};
+    float *const y3[3] = {dy[0], dy[1], dy[2]};
+    const loom_pair_epilogue pe = kind == 3 ? LOOM_PAIR_SWIGLU : LOOM_PAIR_NONE;
+    int64_t launched = 0;
+    for (int v = 0; v < 2; v++) {
+        set_switch("LOOM_GEMM_WIDE", v ? "2" : "0");
+        for (int i = 0; i < 3; i++) CK(cudaMemset(dy[i], 0xFF, yb[i]));
+        const int64_t before = loom_cuda_matmul_wide_launches();
+        loom_status st;
+        if (kind == 0)
+            st = normed ? loom_cuda_matmul_normed(dx, &dn, n, gw[0], dy[0], &err, 0)
+                        : loom_cuda_matmul(dx, n, gw[0], dy[0], &err, 0);
+        else if (kind == 1) /* (no normed add launcher) */
+            st = loom_cuda_matmul_add(dx, n, gw[0], dres, dy[0], &err, 0);
+        else if (kind < 4)
+            st = normed ? loom_cuda_matmul_pair_normed(dx, &dn, n, gw[0], gw[1], pe, dy[0],
+                                                       kind == 2 ? dy[1] : NULL, &err, 0)
+                        : loom_cuda_matmul_pair(dx, n, gw[0], gw[1], pe, dy[0],
+                                                kind == 2 ? dy[1] : NULL, &err, 0);
+        else
+            st = normed ? loom_cuda_matmul_triple_normed(dx, &dn, n, gw, bias, y3, &err, 0)
+                        : loom_cuda_matmul_triple(dx, n, gw, bias, y3, &err, 0);
+        report_status(name, shape, st, &err);
+        for (int i = 0; i < nout; i++) to_host(hy[v][i], dy[i], yb[i]);
+        if (v) launched = loom_cuda_matmul_wide_launches() - before;
+    }
+    double bits = 0;
+    for (int i = 0; i < nout; i++)
+        for (size_t j = 0; j < yb[i]; j++) bits += ((uint8_t *)hy[0][i])[j] != ((uint8_t *)hy[1][i])[j];
+    report(name, shape, launched > 0 ? bits : 1e30 /* the wide kernel did not run */, 0);
+    unsetenv("LOOM_GEMM_WIDE");
+    if (split) unsetenv("LOOM_GEMV_MMA_SPLIT");
+    loom_cuda_reload_switches();
+    for (int i = 0; i < 3; i++) {
+        free(w[i]); free(hb[i]); free(hy[0][i]); free(hy[1][i]);
+        cudaFree(dw[i]); cudaFree(db[i]); cudaFree(dy[i]);
+    }
+    free(x); free(g); free(res);
+    cudaFree(dx); cudaFree(dg); cudaFree(dres);
+}
+
+/* --wide: the wide prefill GEMM (LOOM_GEMM_WIDE). wide == old bits for every kind at token
+ * counts around the blocks' 16 / 32 tokens (ragged last blocks), the cluster splits S = 1, 2,
+ * 4, 8 the GEMV takes on sm_90 (forced), a last 64-row block with 1-3 live tiles; then with
+ * the switch at 2 the Q4_K mma shapes, the fused and the normed cases against the CPU twin and
+ * GEMM token == GEMV (bits). */
+static void test_wide_section(void) {
+    printf("-- the wide prefill GEMM (LOOM_GEMM_WIDE=2 vs 0)\n");
+    const int64_t ns_full[] = {16, 31, 32, 33, 64, 67, 130, 512}, ns_quick[] = {2, 17, 33};
+    const int nn = g_quick ? 3 : 8;
+    const int64_t K = g_quick ? 768 : 2560;
+    for (int i = 0; i < nn; i++) {
+        const int64_t n = g_quick ? ns_quick[i] : ns_full[i];
+        const int64_t M = g_quick ? 80 : (n >= 130 ? 2560 : 272), Mk = g_quick ? 48 : 112;
+        for (int kind = 0; kind < 5; kind++) {
+            wide_case(kind, 0, 0, M, Mk, K, n, NULL);
+            if (kind != 1) wide_case(kind, 1, 0, M, Mk, K, n, NULL);
+        }
+        wide_case(4, 1, 1, M, Mk, K, n, NULL); /* the Q4_K_M triple: Q/K wide, V Q6_K */
+    }
+    /* split-K of the GEMV's shape (forced), K = 9728 (38 super-blocks: ragged partials), rows
+     * that leave a last block of 1 to 3 live tiles */
+    static const char *splits[] = {"1", "2", "4", "8"};
+    for (int s = 0; s < (g_quick ? 2 : 4); s++)
+        for (int kind = 0; kind < 5; kind++)
+            wide_case(kind, kind == 2 || kind == 4, 0, g_quick ? 41 : 77, 35, g_quick ? 2304 : 9728,
+                      g_quick ? 19 : 67, splits[s]);
+    set_switch("LOOM_GEMM_WIDE", "2");
+    const int64_t before = loom_cuda_matmul_wide_launches();
+    test_matmul_q4k_mma();
+    test_matmul_one_x(LOOM_GGML_Q4_K, g_quick ? 160 : 2560, g_quick ? 768 : 2560, g_quick ? 33 : 130, 0);
+    test_matmul_fused(g_quick ? 3 : 37);
+    const loom_ggml_type q4 = LOOM_GGML_Q4_K, q6 = LOOM_GGML_Q6_K;
+    const loom_ggml_type t3[3] = {q4, q4, q6}, t2[2] = {q4, q4};
+    const int64_t m1[1] = {45}, m3[3] = {64, 32, 32}, m2[2] = {48, 48};
+    test_normed(0, &q4, m1, K, 33, 1, " wide");
+    test_normed(1, t2, m2, K, 37, 1, " wide");
+    test_normed(2, t2, m2, K, 37, 0, " wide");
+    test_normed(3, t3, m3, K, 37, 1, " wide");
+    report("wide launches", "the CPU-twin cases above", loom_cuda_matmul_wide_launches() > before ? 0 : 1, 0);
+    unsetenv("LOOM_GEMM_WIDE");
+    loom_cuda_reload_switches();
+}
+
 /* ---- norm, rope, kv --------------------------------------------------------------------- */
 static void test_norm(int64_t rows, int64_t d, int with_w) {
     char shape[96];
@@ -2034,6 +2168,7 @@ int main(int argc, char **argv) {
         else if (strcmp(argv[i], "--q6k") == 0) g_only_q6k = 1; /* the Q6_K matmuls only */
         else if (strcmp(argv[i], "--q6k-wide") == 0) g_only_q6w = 1; /* the wide Q6_K GEMM only */
         else if (strcmp(argv[i], "--q4k") == 0) g_only_q4k = 1; /* the INT8 Q4_K body only */
+        else if (strcmp(argv[i], "--wide") == 0) g_only_wide = 1; /* the wide prefill GEMM only */
         else if (strcmp(argv[i], "--seed") == 0 && i + 1 < argc) g_rng = strtoull(argv[++i], NULL, 0) | 1;
     }
     int major = 0, minor = 0;
@@ -2059,6 +2194,10 @@ int main(int argc, char **argv) {
     if (g_only_mixed) {
         test_triple_mixed_all();
         test_q4k_section(1);
+        goto done;
+    }
+    if (g_only_wide) {
+        test_wide_section();
         goto done;
     }
     if (g_only_q4k) {
@@ -2093,6 +2232,7 @@ int main(int argc, char **argv) {
     printf("-- the Q4_K_M triple in one launch (LOOM_GEMV_TRIPLE_MIXED)\n");
     test_triple_mixed_all();
     test_q4k_section(0);
+    test_wide_section();
     if (g_only_mm) goto done;
 
     test_norm(1, 2560, 1);
