@@ -804,20 +804,37 @@ static void test_q6k_wide(int64_t M, int64_t K, int64_t n, int kind) {
 /* The wide Q6_K GEMM's cases (LOOM_GEMM_WIDE forced on from 16 tokens against 0): N in {16, 31,
  * 32, 33, 64, 67, 130, 512} (ragged last groups of 16), plain / add / normed / a two-segment pair;
  * K = 768 (3 super-blocks: an empty GEMV partial), 1024, 2560, 9728; rows not a multiple of 16
- * or of 64. (A bias reaches the Q6_K matmuls only through a triple, which keeps the f16 body:
- * test_matmul_q6k_fused's triple + bias runs under the switch's values in --q6k.) */
+ * or of 64; the split S forced to 1, 4, 8. --quick: five small cases (one of each kind, S = 4),
+ * so that racecheck finishes. (A bias reaches the Q6_K matmuls only through a triple, which keeps
+ * the f16 body: test_matmul_q6k_fused's triple + bias runs with the switch on, full run only.) */
 static void test_q6k_wide_section(void) {
     printf("-- the wide Q6_K GEMM (LOOM_GEMM_WIDE, INT8 body)\n");
+    if (g_quick) { /* a few small cases (racecheck must finish): ragged groups, an empty partial */
+        test_q6k_wide(100, 1024, 31, 0);
+        test_q6k_wide(72, 768, 33, 1);
+        test_q6k_wide(100, 1024, 17, 2);
+        test_q6k_wide(41, 768, 20, 3);
+        const char *ps = getenv("LOOM_GEMV_MMA_SPLIT");
+        char pkeep[32];
+        snprintf(pkeep, sizeof pkeep, "%s", ps ? ps : "");
+        set_switch("LOOM_GEMV_MMA_SPLIT", "4"); /* 16 partials a warp walks */
+        test_q6k_wide(40, 4096, 17, 1);
+        if (ps) set_switch("LOOM_GEMV_MMA_SPLIT", pkeep);
+        else {
+            unsetenv("LOOM_GEMV_MMA_SPLIT");
+            loom_cuda_reload_switches();
+        }
+        return;
+    }
     static const int64_t ns[] = {16, 31, 32, 33, 64, 67, 130, 512};
     for (int i = 0; i < 8; i++) {
         const int64_t n = ns[i];
-        if (g_quick && (i == 2 || i == 4 || i == 7)) continue;
-        test_q6k_wide(g_quick ? 100 : 1024, g_quick ? 1024 : 2560, n, 0);
-        test_q6k_wide(g_quick ? 72 : 1000, g_quick ? 768 : 2560, n, 1);
-        test_q6k_wide(g_quick ? 100 : 1024, g_quick ? 1024 : 2560, n, 2);
+        test_q6k_wide(1024, 2560, n, 0);
+        test_q6k_wide(1000, 2560, n, 1);
+        test_q6k_wide(1024, 2560, n, 2);
         if (i == 1 || i == 5) test_q6k_wide(41, 768, n, 3);
     }
-    if (!g_quick) {
+    {
         test_q6k_wide(2560, 9728, 33, 1); /* the 4B ffn down + residual */
         test_q6k_wide(2560, 9728, 67, 0);
         test_q6k_wide(9500, 1024, 130, 0);
@@ -830,7 +847,7 @@ static void test_q6k_wide_section(void) {
         for (int i = 0; i < 3; i++) {
             set_switch("LOOM_GEMV_MMA_SPLIT", sp[i]);
             printf("-- (LOOM_GEMV_MMA_SPLIT=%s)\n", sp[i]);
-            test_q6k_wide(g_quick ? 72 : 1000, 9728, 33, 1);
+            test_q6k_wide(1000, 9728, 33, 1);
         }
         if (ps) set_switch("LOOM_GEMV_MMA_SPLIT", pkeep);
         else {
@@ -842,7 +859,7 @@ static void test_q6k_wide_section(void) {
     char keep[32];
     snprintf(keep, sizeof keep, "%s", prev ? prev : "0");
     set_switch("LOOM_GEMM_WIDE", "16");
-    test_matmul_q6k_fused(g_quick ? 40 : 133, g_quick ? 768 : 2560, g_quick ? 17 : 37);
+    test_matmul_q6k_fused(133, 2560, 37);
     set_switch("LOOM_GEMM_WIDE", keep);
 }
 
