@@ -69,7 +69,7 @@
  *                         (bench/NOTES.md 2.3). =2 / =3: its Q6_K tiles forced last / first
  *   LOOM_GEMM_WIDE        the prefill GEMMs (Q4_K f16 body: gemv_mma.cu; Q6_K INT8: q6k_i8_wide.cuh):
  *                         =1: the wide kernel (each weight tile decoded once for 32 tokens,
- *                         x staged once for 4 tiles) from 32 tokens on (Q6_K: 64); =n
+ *                         x staged once for 4 tiles) from 16 tokens on (Q6_K: 64); =n
  *                         (n >= 2): from n tokens on; 0 (the default until measured end to
  *                         end): the GEMM in groups of 8 tokens. Same bits either way (GEMM
  *                         token == GEMV); the GEMV (n = 1) never changes.

@@ -468,6 +468,10 @@ cudaError_t launch_q4k(const MmaArgs &a, bool norm, bool i8, int S, int64_t grou
 // (one matrix), 238-255 (the pair), 0 spills on sm_87 and sm_90a; 2 blocks an SM.
 // Measured (relay pg4-R1, H200): 4B Q4_K 9728 x 2560 at N = 512 1259 -> 485 us, N = 32 91.7
 // -> 52; O + add 2560 x 4096 N = 512 631 -> 222; 8B 14336 x 4096 N = 512 2557 -> 1109.
+// LOOM_GEMM_WIDE=1: wide from this many tokens on (relay pg4-R2: at N = 16 the 4B 9728 x 2560
+// GEMM 47.0 -> 31.7 us, the normed SwiGLU pair 86.5 -> 74.2; N = 32 91.4 -> 51.5).
+constexpr int kWideMinQ4 = 16;
+
 // Tokens a wide block: 32 (the pair with S > 1: 16, its shared memory would exceed 48 KB).
 template <int NMAT, bool SPLIT>
 constexpr int kWideTok = NMAT == 2 && SPLIT ? 16 : 32;
@@ -832,7 +836,8 @@ loom_status mma_matmul(const Seg *seg, int nseg, int epi, const float *x, int64_
     const bool nm = norm != nullptr;
     const bool i8 = mma_q4k_variant() == 2;
     // The wide GEMM (f16 body only): from `wide` tokens on (0: never; the GEMV, n = 1, never).
-    const int wide = i8 ? 0 : gemm_wide_min();
+    const int wset = i8 ? 0 : gemm_wide_min();
+    const int wide = wset == 1 ? kWideMinQ4 : wset;
     // The SwiGLU pair counts both matrices, so it splits as the pair without epilogue does
     // (the same S: silu(a) * b of the same bits).
     const int S = mma_pick_split(tiles * nmat, K / 256);

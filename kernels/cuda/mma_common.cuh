@@ -168,9 +168,9 @@ __device__ __forceinline__ int i8_limbs(const float (&v)[8], uint32_t (&l)[2][4]
 // the Q6_K kernel uses the same rule).
 int mma_pick_split(int64_t tiles, int64_t nsb);
 
-// LOOM_GEMM_WIDE (runtime.cu): the fewest tokens a matmul needs to take the wide GEMM (a block
-// decodes each weight tile once for 32+ tokens; gemv_mma.cu for Q4_K, pg6's Q6_K INT8 body), 0:
-// never (today's GEMM in groups of 8 tokens). Always >= 2: the GEMV (n = 1) never changes.
+// LOOM_GEMM_WIDE (runtime.cu) as set: 0 never (today's GEMM in groups of 8 tokens), 1 the wide
+// GEMM from each family's measured threshold (gemv_mma.cu kWideMinQ4 for Q4_K, q6k_i8_wide.cuh
+// kWideMinN for the Q6_K INT8 body), n >= 2 from n tokens. The GEMV (n = 1) never changes.
 int gemm_wide_min();
 
 // Sums each lane's NV partials over the block's warps (0..kWarps-1 in order) and then, on

@@ -50,10 +50,9 @@ static int g_q4k_variant = kDefaultQ4kVariant;
 // 2.3; 2 / 3: its Q6_K tiles forced last / first) or as the two launches (0); the same bits.
 static const int kDefaultTripleMixed = 1;
 static int g_triple_mixed = kDefaultTripleMixed;
-// The wide prefill GEMM (LOOM_GEMM_WIDE; gemv_mma.cu, session 8): 0 = off (the GEMM in groups
-// of 8 tokens), 1 = on from kDefaultWideMin tokens, n >= 2 = on from n tokens (measurements).
-// Opt-in until measured end to end.
-static const int kDefaultWideMin = 32;
+// The wide prefill GEMMs (LOOM_GEMM_WIDE; gemv_mma.cu, q6k_i8_wide.cuh; session 8): 0 = off (the
+// GEMM in groups of 8 tokens), 1 = on from each family's measured threshold (Q4_K 16, Q6_K 64
+// tokens), n >= 2 = on from n tokens (measurements). Opt-in until measured end to end.
 static int g_gemm_wide = 0;
 static bool g_pdl = false;
 // Decode attention: blocks per SM the split choice aims at. 1 measured best on the H200
@@ -112,7 +111,6 @@ static void read_switches_locked() {
     g_q4k_variant = env_int("LOOM_GEMV_MMA_Q4K_V", 1, 2, false, kDefaultQ4kVariant);
     g_triple_mixed = env_int("LOOM_GEMV_TRIPLE_MIXED", 0, 3, false, kDefaultTripleMixed);
     g_gemm_wide = env_int("LOOM_GEMM_WIDE", 0, 1 << 30, false, 0);
-    if (g_gemm_wide == 1) g_gemm_wide = kDefaultWideMin;
     g_attn_bpsm = env_int("LOOM_ATTN_BPSM", 1, 16, false, kDefaultAttnBpsm);
     g_attn_cl_tiles = env_int("LOOM_ATTN_CL_TILES", 0, 1 << 25, false, kDefaultAttnClTiles);
     g_attn_prefetch = env_is("LOOM_ATTN_PREFETCH", "1");
