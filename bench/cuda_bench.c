@@ -1021,7 +1021,8 @@ static void attn_pf_ab(void) {
             cudaFree(a->q); cudaFree(a->out);
             free(a);
         }
-    set_env("LOOM_ATTN_PREFILL", "0");
+    unsetenv("LOOM_ATTN_PREFILL");
+    loom_cuda_reload_switches();
 }
 
 /* --mixed: the Q4_K_M triple's GEMV in one launch (LOOM_GEMV_TRIPLE_MIXED=1, the default; 2 / 3:

@@ -44,9 +44,10 @@
 // barrier block r combines outputs r * 128 + tid, ... over the splits' partials in distributed
 // shared memory, in split order (blocks past the splits in use take part with nothing).
 // Otherwise (longer caches, prefill, sm_87) v4's global combine below.
-// Prefill (N > 1) with LOOM_ATTN_PREFILL=1 (F16/INT8, head_dim 64/128, a GQA group dividing
-// 64): attention_prefill.cu's kernel instead (its opening comment: blocks of one KV head and
-// 64 query rows that copy every K/V tile once, no split, one write); decode never goes there.
+// Prefill (N > 1) with LOOM_ATTN_PREFILL=1, the default (F16/INT8, head_dim 64/128, a GQA
+// group dividing 64): attention_prefill.cu's kernel instead (its opening comment: blocks of one
+// KV head and 64 query rows that copy every K/V tile once, no split, one write); decode never
+// goes there.
 //
 // v4 (LOOM_ATTN_V5=0, and every cache the v5 kernel does not take: F32, head_dim 80, 96, 256;
 // also for head_dim 80, 96, 256 whatever the switches say, as G = 1 without a split when they
@@ -104,9 +105,9 @@ bool attn_prefetch();
 // LOOM_ATTN_TMA=1 (session 7, opt-in: faster at 4K only): v6's F16 head_dim-128 tiles
 // copied by TMA boxes instead of cp.async.
 bool attn_tma();
-// LOOM_ATTN_PREFILL=1 or 2 (session 8, opt-in until measured end to end): N > 1 query tokens
-// through attention_prefill.cu's tensor-core kernel (blocks of 64 query rows sharing each K/V
-// tile; 2: 8 warps walking each tile's halves apart, sm_90 only); 0: off.
+// LOOM_ATTN_PREFILL=1 (the default) or 2 (session 8): N > 1 query tokens through
+// attention_prefill.cu's tensor-core kernel (blocks of 64 query rows sharing each K/V tile; 2:
+// 8 warps walking each tile's halves apart, sm_90 only); 0: the v5 path.
 int attn_prefill();
 
 namespace {

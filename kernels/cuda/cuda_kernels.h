@@ -41,9 +41,9 @@
  *                         group dividing 64) by attention_prefill.cu's tensor-core kernel:
  *                         blocks of one KV head x 64 query rows copy each K/V tile once, no
  *                         split; =2 (sm_90; sm_87 runs 1): 8 warps a block, warps 4-7 on the
- *                         second half of each 64-row stage, the halves met at the end; default
- *                         0: the v5 path (a block a token). Other bits, the same CPU-twin
- *                         tolerance; decode (N = 1) is the same whatever the value
+ *                         second half of each 64-row stage, the halves met at the end; =0:
+ *                         the v5 path (a block a token). Default 1. Other bits than 0, the same
+ *                         CPU-twin tolerance; decode (N = 1) is the same whatever the value
  *   LOOM_GEMV_V8          GEMV v8: cheaper Q4_K/Q5_K scale decode, 5 blocks/SM (=0: v7;
  *                         bit-identical results; bench/NOTES.md)
  *   LOOM_GEMV_UNROLL      warp-per-row GEMV passes in flight: 1, 2 or 4 (default by type)
@@ -70,9 +70,9 @@
  *   LOOM_GEMM_WIDE        the prefill GEMMs (Q4_K f16 body: gemv_mma.cu; Q6_K INT8: q6k_i8_wide.cuh):
  *                         =1: the wide kernel (each weight tile decoded once for 32 tokens,
  *                         x staged once for 4 tiles) from 16 tokens on (Q6_K: 64); =n
- *                         (n >= 2): from n tokens on; 0 (the default until measured end to
- *                         end): the GEMM in groups of 8 tokens. Same bits either way (GEMM
- *                         token == GEMV); the GEMV (n = 1) never changes.
+ *                         (n >= 2): from n tokens on; 0: the GEMM in groups of 8 tokens.
+ *                         Default 1. Same bits either way (GEMM token == GEMV); the GEMV
+ *                         (n = 1) never changes.
  *   LOOM_CUDA_PDL         =1: programmatic dependent launch (compute capability 9.0+): a kernel
  *                         may start during the previous one's tail and waits for it in-kernel
  *                         (common.cuh); default (off): plain stream order. Same results either

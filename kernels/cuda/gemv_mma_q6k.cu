@@ -5,9 +5,10 @@
 // also the fallback when a launch fails. LOOM_GEMV_MMA_Q6K_V picks the loop body: 1 (default) and
 // 0 the f16 product described below (q6k_mma_body.cuh), 2 the INT8 one (q6k_i8_body.cuh: q as
 // u8, x as 4 exact int8 limbs; its own opening comment has the design, contract and costs).
-// LOOM_GEMM_WIDE (runtime.cu gemm_wide_min: 0 off, the default; n: from n tokens) sends the
-// INT8 body's GEMM to q6k_i8_wide.cuh's blocks of 4 tiles x 16 tokens (x staged once a block,
-// A decoded once a super-block for 16 tokens; the same bits as the 8-token GEMM and the GEMV).
+// LOOM_GEMM_WIDE (runtime.cu gemm_wide_min: 1, the default, from 64 tokens; 0 off; n from n
+// tokens) sends the INT8 body's GEMM to q6k_i8_wide.cuh's blocks of 4 tiles x 16 tokens (x
+// staged once a block, A decoded once a super-block for 16 tokens; the same bits as the 8-token
+// GEMM and the GEMV).
 //
 // The product. mma.sync m16n8k16 (f16 x f16 -> f32), A = weights, B = x as f16 hi + lo with a
 // power-of-two scale per super-block and token (mma_common.cuh: stage_token). A Q6_K weight is

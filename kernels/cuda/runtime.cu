@@ -52,8 +52,10 @@ static const int kDefaultTripleMixed = 1;
 static int g_triple_mixed = kDefaultTripleMixed;
 // The wide prefill GEMMs (LOOM_GEMM_WIDE; gemv_mma.cu, q6k_i8_wide.cuh; session 8): 0 = off (the
 // GEMM in groups of 8 tokens), 1 = on from each family's measured threshold (Q4_K 16, Q6_K 64
-// tokens), n >= 2 = on from n tokens (measurements). Opt-in until measured end to end.
-static int g_gemm_wide = 0;
+// tokens; the default: `loom bench -p 512` on the 4B Q4_K_M model 3,042 -> 5,960 tokens/s, decode
+// unchanged, bench/NOTES.md 4), n >= 2 = on from n tokens (measurements). Same bits either way.
+static const int kDefaultGemmWide = 1;
+static int g_gemm_wide = kDefaultGemmWide;
 static bool g_pdl = false;
 // Decode attention: blocks per SM the split choice aims at. 1 measured best on the H200
 // (bench/NOTES.md section 3, v4: each split costs ~0.3 us, so fewer and longer splits win).
@@ -71,10 +73,11 @@ static bool g_attn_prefetch = false;
 static bool g_attn_tma = false;
 // Prefill attention (N > 1): LOOM_ATTN_PREFILL=1 the tensor-core prefill kernel of
 // attention_prefill.cu (session 8; 2: its 8-warp form, KV halves, sm_90), 0 the v5 path (a
-// block a token); opt-in until it wins in the lead's `loom bench` end to end (kernel rows,
-// 4B shape, F16 N = 512: 124 -> 31.0 / 27.4 us at pos0 0, 590 -> 115.6 / 127.4 after 1536
-// positions; bench/NOTES.md section 3, "Session 8, pfa").
-static const int kDefaultAttnPrefill = 0;
+// block a token). 1 is the default: kernel rows (4B shape, F16 N = 512) 124 -> 31.0 us at pos0
+// 0 and 590 -> 115.6 after 1536 positions (2: 27.4 / 127.4, so it holds only without a
+// context); `loom bench -p 512` with the wide GEMMs 5,960 -> 6,197 tokens/s (bench/NOTES.md
+// section 3, "Session 8, pfa", and 7.15).
+static const int kDefaultAttnPrefill = 1;
 static int g_attn_prefill = kDefaultAttnPrefill;
 
 // Whether environment variable `name` is set to `value`.
@@ -110,7 +113,7 @@ static void read_switches_locked() {
     g_q6k_variant = env_int("LOOM_GEMV_MMA_Q6K_V", 0, 2, false, kDefaultQ6kVariant);
     g_q4k_variant = env_int("LOOM_GEMV_MMA_Q4K_V", 1, 2, false, kDefaultQ4kVariant);
     g_triple_mixed = env_int("LOOM_GEMV_TRIPLE_MIXED", 0, 3, false, kDefaultTripleMixed);
-    g_gemm_wide = env_int("LOOM_GEMM_WIDE", 0, 1 << 30, false, 0);
+    g_gemm_wide = env_int("LOOM_GEMM_WIDE", 0, 1 << 30, false, kDefaultGemmWide);
     g_attn_bpsm = env_int("LOOM_ATTN_BPSM", 1, 16, false, kDefaultAttnBpsm);
     g_attn_cl_tiles = env_int("LOOM_ATTN_CL_TILES", 0, 1 << 25, false, kDefaultAttnClTiles);
     g_attn_prefetch = env_is("LOOM_ATTN_PREFETCH", "1");

@@ -121,6 +121,12 @@ static void set_switch(const char *name, const char *v) {
     loom_cuda_reload_switches();
 }
 
+/* Back to the switch's default (the variable unset). */
+static void reset_switch(const char *name) {
+    unsetenv(name);
+    loom_cuda_reload_switches();
+}
+
 /* ---- random weights --------------------------------------------------------------------- */
 static const loom_ggml_type k_types[] = {LOOM_GGML_Q4_K, LOOM_GGML_Q5_K, LOOM_GGML_Q6_K,
                                          LOOM_GGML_Q8_0, LOOM_GGML_F16, LOOM_GGML_BF16,
@@ -1528,7 +1534,7 @@ static void test_attn_prefill_switch_bits(loom_kv_type t, int64_t D, int64_t nh,
                       &err);
         to_host(sw ? o1 : o0, dout, qb);
     }
-    set_switch("LOOM_ATTN_PREFILL", "0");
+    reset_switch("LOOM_ATTN_PREFILL");
     report_bits("decode PREFILL=0 == 2", shape, o0, o1, qb);
     free(kc); free(vc); free(ks); free(vs); free(q); free(o0); free(o1);
     cudaFree(dkc); cudaFree(dvc); cudaFree(dks); cudaFree(dvs); cudaFree(dq); cudaFree(dout);
@@ -1576,7 +1582,7 @@ static void test_prefill_section(void) {
         test_attention(LOOM_KV_F16, 96, 32, 8, 17, 40, 0);
         test_attention(LOOM_KV_F32, 128, 32, 8, 17, 40, 0);
     }
-    set_switch("LOOM_ATTN_PREFILL", "0");
+    reset_switch("LOOM_ATTN_PREFILL");
     for (int t = LOOM_KV_F16; t <= LOOM_KV_INT8; t++) {
         test_attn_prefill_switch_bits((loom_kv_type)t, 128, 32, 8, 1, g_quick ? 299 : 1999);
         test_attn_prefill_switch_bits((loom_kv_type)t, 64, 16, 2, 1, 700);
