@@ -127,6 +127,12 @@ static void reset_switch(const char *name) {
     loom_cuda_reload_switches();
 }
 
+/* Back to the value `keep` a section saved (had: the variable was set then), else the default. */
+static void restore_switch(const char *name, int had, const char *keep) {
+    if (had) set_switch(name, keep);
+    else reset_switch(name);
+}
+
 /* ---- random weights --------------------------------------------------------------------- */
 static const loom_ggml_type k_types[] = {LOOM_GGML_Q4_K, LOOM_GGML_Q5_K, LOOM_GGML_Q6_K,
                                          LOOM_GGML_Q8_0, LOOM_GGML_F16, LOOM_GGML_BF16,
@@ -720,7 +726,8 @@ static void test_q6k_wide(int64_t M, int64_t K, int64_t n, int kind) {
              (long long)n, kn[kind]);
     const char *prev = getenv("LOOM_GEMM_WIDE");
     char keep[32];
-    snprintf(keep, sizeof keep, "%s", prev ? prev : "0");
+    snprintf(keep, sizeof keep, "%s", prev ? prev : "");
+    const int had = prev != NULL;
     loom_error err = {0};
     const int nw = kind == 3 ? 2 : 1;
     const size_t xb = sizeof(float) * (size_t)(n * K), yb = sizeof(float) * (size_t)(n * M);
@@ -797,7 +804,7 @@ static void test_q6k_wide(int64_t M, int64_t K, int64_t n, int kind) {
     }
 #undef WIDE_RUN
     report("q6k wide==gemv bits", shape, (double)diff, 0);
-    set_switch("LOOM_GEMM_WIDE", keep);
+    restore_switch("LOOM_GEMM_WIDE", had, keep);
     for (int i = 0; i < nw; i++) {
         free(w[i]); free(yc[i]); free(y0[i]); free(y1[i]);
         cudaFree(dw[i]); cudaFree(dy[i]); cudaFree(dy1[i]);
@@ -825,11 +832,7 @@ static void test_q6k_wide_section(void) {
         snprintf(pkeep, sizeof pkeep, "%s", ps ? ps : "");
         set_switch("LOOM_GEMV_MMA_SPLIT", "4"); /* 16 partials a warp walks */
         test_q6k_wide(40, 4096, 17, 1);
-        if (ps) set_switch("LOOM_GEMV_MMA_SPLIT", pkeep);
-        else {
-            unsetenv("LOOM_GEMV_MMA_SPLIT");
-            loom_cuda_reload_switches();
-        }
+        restore_switch("LOOM_GEMV_MMA_SPLIT", ps != NULL, pkeep);
         return;
     }
     static const int64_t ns[] = {16, 31, 32, 33, 64, 67, 130, 512};
@@ -855,18 +858,15 @@ static void test_q6k_wide_section(void) {
             printf("-- (LOOM_GEMV_MMA_SPLIT=%s)\n", sp[i]);
             test_q6k_wide(1000, 9728, 33, 1);
         }
-        if (ps) set_switch("LOOM_GEMV_MMA_SPLIT", pkeep);
-        else {
-            unsetenv("LOOM_GEMV_MMA_SPLIT");
-            loom_cuda_reload_switches();
-        }
+        restore_switch("LOOM_GEMV_MMA_SPLIT", ps != NULL, pkeep);
     }
     const char *prev = getenv("LOOM_GEMM_WIDE");
     char keep[32];
-    snprintf(keep, sizeof keep, "%s", prev ? prev : "0");
+    snprintf(keep, sizeof keep, "%s", prev ? prev : "");
+    const int had = prev != NULL;
     set_switch("LOOM_GEMM_WIDE", "16");
     test_matmul_q6k_fused(133, 2560, 37);
-    set_switch("LOOM_GEMM_WIDE", keep);
+    restore_switch("LOOM_GEMM_WIDE", had, keep);
 }
 
 /* --q6k: the Q6_K matmuls alone: the default body's cases (INT8 but for a triple's V: the mma
