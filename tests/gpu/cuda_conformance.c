@@ -127,10 +127,27 @@ static void reset_switch(const char *name) {
     loom_cuda_reload_switches();
 }
 
-/* Back to the value `keep` a section saved (had: the variable was set then), else the default. */
-static void restore_switch(const char *name, int had, const char *keep) {
-    if (had) set_switch(name, keep);
-    else reset_switch(name);
+/* A switch's value as a section found it (set: the variable was set then), for restore_switch. */
+typedef struct {
+    const char *name;
+    int set;
+    char value[32];
+} saved_switch;
+
+static saved_switch save_switch(const char *name) {
+    saved_switch sv = {name, 0, ""};
+    const char *v = getenv(name);
+    if (v) {
+        sv.set = 1;
+        snprintf(sv.value, sizeof sv.value, "%s", v);
+    }
+    return sv;
+}
+
+/* Back to the value save_switch found, or to the default if the variable was unset. */
+static void restore_switch(const saved_switch *sv) {
+    if (sv->set) set_switch(sv->name, sv->value);
+    else reset_switch(sv->name);
 }
 
 /* ---- random weights --------------------------------------------------------------------- */
@@ -724,10 +741,7 @@ static void test_q6k_wide(int64_t M, int64_t K, int64_t n, int kind) {
     char shape[96];
     snprintf(shape, sizeof shape, "Q6_K M=%lld K=%lld N=%lld%s", (long long)M, (long long)K,
              (long long)n, kn[kind]);
-    const char *prev = getenv("LOOM_GEMM_WIDE");
-    char keep[32];
-    snprintf(keep, sizeof keep, "%s", prev ? prev : "");
-    const int had = prev != NULL;
+    const saved_switch wide = save_switch("LOOM_GEMM_WIDE");
     loom_error err = {0};
     const int nw = kind == 3 ? 2 : 1;
     const size_t xb = sizeof(float) * (size_t)(n * K), yb = sizeof(float) * (size_t)(n * M);
@@ -804,7 +818,7 @@ static void test_q6k_wide(int64_t M, int64_t K, int64_t n, int kind) {
     }
 #undef WIDE_RUN
     report("q6k wide==gemv bits", shape, (double)diff, 0);
-    restore_switch("LOOM_GEMM_WIDE", had, keep);
+    restore_switch(&wide);
     for (int i = 0; i < nw; i++) {
         free(w[i]); free(yc[i]); free(y0[i]); free(y1[i]);
         cudaFree(dw[i]); cudaFree(dy[i]); cudaFree(dy1[i]);
@@ -827,12 +841,10 @@ static void test_q6k_wide_section(void) {
         test_q6k_wide(72, 768, 33, 1);
         test_q6k_wide(100, 1024, 17, 2);
         test_q6k_wide(41, 768, 20, 3);
-        const char *ps = getenv("LOOM_GEMV_MMA_SPLIT");
-        char pkeep[32];
-        snprintf(pkeep, sizeof pkeep, "%s", ps ? ps : "");
+        const saved_switch split = save_switch("LOOM_GEMV_MMA_SPLIT");
         set_switch("LOOM_GEMV_MMA_SPLIT", "4"); /* 16 partials a warp walks */
         test_q6k_wide(40, 4096, 17, 1);
-        restore_switch("LOOM_GEMV_MMA_SPLIT", ps != NULL, pkeep);
+        restore_switch(&split);
         return;
     }
     static const int64_t ns[] = {16, 31, 32, 33, 64, 67, 130, 512};
@@ -850,23 +862,18 @@ static void test_q6k_wide_section(void) {
     }
     { /* the GEMV's split S forced (LOOM_GEMV_MMA_SPLIT): the wide warps walk 4 S partials */
         static const char *sp[3] = {"1", "4", "8"};
-        const char *ps = getenv("LOOM_GEMV_MMA_SPLIT");
-        char pkeep[32];
-        snprintf(pkeep, sizeof pkeep, "%s", ps ? ps : "");
+        const saved_switch split = save_switch("LOOM_GEMV_MMA_SPLIT");
         for (int i = 0; i < 3; i++) {
             set_switch("LOOM_GEMV_MMA_SPLIT", sp[i]);
             printf("-- (LOOM_GEMV_MMA_SPLIT=%s)\n", sp[i]);
             test_q6k_wide(1000, 9728, 33, 1);
         }
-        restore_switch("LOOM_GEMV_MMA_SPLIT", ps != NULL, pkeep);
+        restore_switch(&split);
     }
-    const char *prev = getenv("LOOM_GEMM_WIDE");
-    char keep[32];
-    snprintf(keep, sizeof keep, "%s", prev ? prev : "");
-    const int had = prev != NULL;
+    const saved_switch wide = save_switch("LOOM_GEMM_WIDE");
     set_switch("LOOM_GEMM_WIDE", "16");
     test_matmul_q6k_fused(133, 2560, 37);
-    restore_switch("LOOM_GEMM_WIDE", had, keep);
+    restore_switch(&wide);
 }
 
 /* --q6k: the Q6_K matmuls alone: the default body's cases (INT8 but for a triple's V: the mma
