@@ -220,6 +220,30 @@ __device__ __forceinline__ void q4_store(const MmaArgs &a, const Seg &s, int64_t
     });
 }
 
+// Tile `tile` of a's ranges: its segment (returned; one matrix a tile, the pair's tiles hold
+// both matrices' rows), its first row r0, and the pointers to rows g and g + 8 of each matrix
+// (rows past the segment repeat its last row). Uniform over the block but for g.
+template <int NMAT>
+__device__ __forceinline__ int q4_tile_rows(const MmaArgs &a, int64_t tile, int g, int64_t &r0,
+                                            const uint8_t *(&wg)[NMAT], const uint8_t *(&w8)[NMAT]) {
+    int si = 0;
+    if (NMAT == 1) {
+        if (a.nseg > 1 && tile >= a.tile0[1]) si = 1;
+        if (a.nseg > 2 && tile >= a.tile0[2]) si = 2;
+    }
+    const Seg &s = a.seg[si];
+    r0 = (tile - a.tile0[si]) * kTileRows;
+    const int64_t rg = r0 + g < s.rows ? r0 + g : s.rows - 1;
+    const int64_t r8 = r0 + g + 8 < s.rows ? r0 + g + 8 : s.rows - 1;
+#pragma unroll
+    for (int m = 0; m < NMAT; m++) {
+        const Seg &sm = NMAT == 1 ? s : a.seg[m];
+        wg[m] = sm.w + rg * sm.row_bytes;
+        w8[m] = sm.w + r8 * sm.row_bytes;
+    }
+    return si;
+}
+
 // NT: tokens staged per block (1: the GEMV; 8: GEMM groups in 2 n-tiles that share each
 // decoded A, the last group possibly ragged).
 // NMAT: 2 for the pair (both matrices' rows of the tile; SwiGLU or two outputs), else 1.
@@ -252,23 +276,9 @@ __device__ __forceinline__ void q4k_tile(const MmaArgs &a, Q4Smem<NT, NMAT, NORM
     const int lane = threadIdx.x & 31, w = threadIdx.x >> 5;
     const int g = lane >> 2, t = lane & 3;
     const int ntok = a.n - tok0 < NT ? a.n - tok0 : NT;
-    // Segment of this tile (uniform over the block).
-    int si = 0;
-    if (NMAT == 1) {
-        if (a.nseg > 1 && tile >= a.tile0[1]) si = 1;
-        if (a.nseg > 2 && tile >= a.tile0[2]) si = 2;
-    }
-    const Seg &s = a.seg[si];
-    const int64_t r0 = (tile - a.tile0[si]) * kTileRows;
-    const int64_t rg = r0 + g < s.rows ? r0 + g : s.rows - 1;
-    const int64_t r8 = r0 + g + 8 < s.rows ? r0 + g + 8 : s.rows - 1;
     const uint8_t *wg[NMAT], *w8[NMAT];
-#pragma unroll
-    for (int m = 0; m < NMAT; m++) {
-        const Seg &sm = NMAT == 1 ? s : a.seg[m];
-        wg[m] = sm.w + rg * sm.row_bytes;
-        w8[m] = sm.w + r8 * sm.row_bytes;
-    }
+    int64_t r0;
+    const Seg &s = a.seg[q4_tile_rows<NMAT>(a, tile, g, r0, wg, w8)];
     const bool hit = t >= 2;
     const uint32_t e = 2 * (t & 1);
     const uint32_t sel_e = e * 0x101u + 0x4040u, sel_o = (e + 1) * 0x101u + 0x4040u;
@@ -556,22 +566,9 @@ static __global__ void __launch_bounds__(kThreads, 2) gemm_wide_q4k(const MmaArg
     const int64_t tiles = a.tile0[a.nseg];
     const bool live = (int64_t)blockIdx.y * kWarps + w < tiles;  // warp-uniform
     const int64_t tile = live ? (int64_t)blockIdx.y * kWarps + w : tiles - 1;
-    int si = 0;
-    if (NMAT == 1) {
-        if (a.nseg > 1 && tile >= a.tile0[1]) si = 1;
-        if (a.nseg > 2 && tile >= a.tile0[2]) si = 2;
-    }
-    const Seg &s = a.seg[si];
-    const int64_t r0 = (tile - a.tile0[si]) * kTileRows;
-    const int64_t rg = r0 + g < s.rows ? r0 + g : s.rows - 1;
-    const int64_t r8 = r0 + g + 8 < s.rows ? r0 + g + 8 : s.rows - 1;
     const uint8_t *wg[NMAT], *w8[NMAT];
-#pragma unroll
-    for (int m = 0; m < NMAT; m++) {
-        const Seg &sg = NMAT == 1 ? s : a.seg[m];
-        wg[m] = sg.w + rg * sg.row_bytes;
-        w8[m] = sg.w + r8 * sg.row_bytes;
-    }
+    int64_t r0;
+    const Seg &s = a.seg[q4_tile_rows<NMAT>(a, tile, g, r0, wg, w8)];
     const bool hit = t >= 2;
     const uint32_t e = 2 * (t & 1);
     const uint32_t sel_e = e * 0x101u + 0x4040u, sel_o = (e + 1) * 0x101u + 0x4040u;

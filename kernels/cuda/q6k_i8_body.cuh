@@ -145,6 +145,27 @@ __device__ __forceinline__ void stage_i8(I8Stage<NT> &st, int tok, float4 xa, fl
     if (lane == 0) st.sinv[tok] = __uint_as_float((uint32_t)(254 - e) << 23);
 }
 
+// This lane's quant words of half h of a super-block (the INT8 bodies' A operands): ql of runs
+// n = 4h + 2jj + u, qh of runs 8 + 2h + u, of rows g (words from pg, funnel shift fg) and g + 8
+// (p8, f8).
+__device__ __forceinline__ void q6_words(const uint32_t *pg, const uint32_t *p8, uint32_t fg,
+                                         uint32_t f8, int h, uint32_t (&qlg)[2][2],
+                                         uint32_t (&ql8)[2][2], uint32_t (&qhg)[2],
+                                         uint32_t (&qh8)[2]) {
+#pragma unroll
+    for (int u = 0; u < 2; u++) {
+#pragma unroll
+        for (int jj = 0; jj < 2; jj++) {
+            const int n = 4 * h + 2 * jj + u;
+            qlg[jj][u] = __funnelshift_r(pg[4 * n], pg[4 * n + 1], fg);
+            ql8[jj][u] = __funnelshift_r(p8[4 * n], p8[4 * n + 1], f8);
+        }
+        const int n = 8 + 2 * h + u;
+        qhg[u] = __funnelshift_r(pg[4 * n], pg[4 * n + 1], fg);
+        qh8[u] = __funnelshift_r(p8[4 * n], p8[4 * n + 1], f8);
+    }
+}
+
 // One super-block of rows g, g+8 (row windows at og, o8 bytes of the warp buffer) against the
 // staged limbs of NT tokens: acc[j][0] (row g), acc[j][1] (row g+8) += this lane's share of
 // token j (limbs 2 (t & 1), +1 of sub-blocks u = t >> 1).
@@ -176,20 +197,8 @@ __device__ __forceinline__ void q6_superblock_i8(const uint32_t *wb, int og, int
     // GEMM: one half at a time (both unrolled, the scheduler hoists h = 1's loads: spills)
 #pragma unroll(NT == 1 ? 2 : 1)
     for (int h = 0; h < 2; h++) {
-        // this lane's words of runs n = 4h + 2jj + u (ql) and 8 + 2h + u (qh), both rows
         uint32_t qlg[2][2], ql8[2][2], qhg[2], qh8[2];
-#pragma unroll
-        for (int u = 0; u < 2; u++) {
-#pragma unroll
-            for (int jj = 0; jj < 2; jj++) {
-                const int n = 4 * h + 2 * jj + u;
-                qlg[jj][u] = __funnelshift_r(pg[4 * n], pg[4 * n + 1], fg);
-                ql8[jj][u] = __funnelshift_r(p8[4 * n], p8[4 * n + 1], f8);
-            }
-            const int n = 8 + 2 * h + u;
-            qhg[u] = __funnelshift_r(pg[4 * n], pg[4 * n + 1], fg);
-            qh8[u] = __funnelshift_r(p8[4 * n], p8[4 * n + 1], f8);
-        }
+        q6_words(pg, p8, fg, f8, h, qlg, ql8, qhg, qh8);
         uint32_t Mg[2], Ng[2], M8[2], N8[2];
 #pragma unroll
         for (int u = 0; u < 2; u++) {
@@ -282,19 +291,7 @@ __device__ __forceinline__ void q6k_i8_tile(const Q6Args &a, Q6I8Smem<NT, ST, NO
     if (a.nseg > 2 && tile >= a.tile0[2]) si = 2;
     const Seg &s = a.seg[si];
     const int64_t r0 = (tile - a.tile0[si]) * kTileRows;
-    const int last = (int)(s.rows - 1 - r0);  // rows of the tile past it repeat the last row
-    const uint8_t *tile_w = s.w + r0 * s.row_bytes;
-    const uint8_t *wend = s.w + s.rows * s.row_bytes;
-    const bool tail = r0 + kTileRows >= s.rows;
-    int roff[7];
-#pragma unroll
-    for (int i = 0; i < 7; i++) {
-        const int r = (lane + 32 * i) / kChunks;
-        roff[i] = (r < last ? r : last) * (int)s.row_bytes;
-    }
-    const int rowg = g < last ? g : last, row8 = g + 8 < last ? g + 8 : last;
-    const uint32_t ag = (uint32_t)reinterpret_cast<uintptr_t>(tile_w + (int64_t)rowg * s.row_bytes);
-    const uint32_t a8 = (uint32_t)reinterpret_cast<uintptr_t>(tile_w + (int64_t)row8 * s.row_bytes);
+    const Q6Win win = q6_win(s, r0, lane);
 
     float acc[NT][2];
 #pragma unroll
@@ -316,13 +313,12 @@ __device__ __forceinline__ void q6k_i8_tile(const Q6Args &a, Q6I8Smem<NT, ST, NO
     // The warp's row windows all 4-byte aligned at every one of its super-blocks: rows a
     // multiple of 4 bytes apart, the first at an address = 2 sb (mod 4) from it, sb's parity
     // fixed (step = 4 S). Then the GEMV's loads skip the funnel shifts (half the warps).
-    const bool al = NT == 1 && (s.row_bytes & 3) == 0 && ((ag + 2u * (uint32_t)sb) & 3u) == 0;
+    const bool al = NT == 1 && (s.row_bytes & 3) == 0 && ((win.ag + 2u * (uint32_t)sb) & 3u) == 0;
 #pragma unroll
     for (int q = 0; q < ST; q++) {
         const int64_t sq = sb + q * step;
         if (sq < nsb) {
-            if (tail && sq == nsb - 1) q6_issue<true>(wbuf[w][q], tile_w, roff, sq, lane, wend);
-            else q6_issue<false>(wbuf[w][q], tile_w, roff, sq, lane, wend);
+            q6_issue_sb(wbuf[w][q], win, sq, nsb, lane);
         }
         cp_async_commit();
     }
@@ -375,15 +371,14 @@ __device__ __forceinline__ void q6k_i8_tile(const Q6Args &a, Q6I8Smem<NT, ST, NO
         __syncwarp();
         const uint32_t *wb = reinterpret_cast<const uint32_t *>(wbuf[w][q]);
         const int sh = (int)((uint32_t)sb * 2u);  // 210 sb mod 16 = 2 sb mod 16
-        const int og = g * kPitch + (int)((ag + (uint32_t)sh) & 15u);
-        const int o8 = (g + 8) * kPitch + (int)((a8 + (uint32_t)sh) & 15u);
+        const int og = g * kPitch + (int)((win.ag + (uint32_t)sh) & 15u);
+        const int o8 = (g + 8) * kPitch + (int)((win.a8 + (uint32_t)sh) & 15u);
         if (al) q6_superblock_i8<NT, true>(wb, og, o8, st, lane, acc);
         else q6_superblock_i8<NT, false>(wb, og, o8, st, lane, acc);
         __syncwarp();  // every lane has read buffer q (and the x stage) before they are refilled
         const int64_t sn = sb + ST * step;
         if (sn < nsb) {
-            if (tail && sn == nsb - 1) q6_issue<true>(wbuf[w][q], tile_w, roff, sn, lane, wend);
-            else q6_issue<false>(wbuf[w][q], tile_w, roff, sn, lane, wend);
+            q6_issue_sb(wbuf[w][q], win, sn, nsb, lane);
         }
         cp_async_commit();
         if (kPrefetchX && more) {

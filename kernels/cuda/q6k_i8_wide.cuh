@@ -76,18 +76,7 @@ __device__ __forceinline__ void q6_wide_a(const uint32_t *wb, int og, int o8, in
 #pragma unroll
     for (int h = 0; h < 2; h++) {
         uint32_t qlg[2][2], ql8[2][2], qhg[2], qh8[2];
-#pragma unroll
-        for (int u = 0; u < 2; u++) {
-#pragma unroll
-            for (int jj = 0; jj < 2; jj++) {
-                const int n = 4 * h + 2 * jj + u;
-                qlg[jj][u] = __funnelshift_r(pg[4 * n], pg[4 * n + 1], fg);
-                ql8[jj][u] = __funnelshift_r(p8[4 * n], p8[4 * n + 1], f8);
-            }
-            const int n = 8 + 2 * h + u;
-            qhg[u] = __funnelshift_r(pg[4 * n], pg[4 * n + 1], fg);
-            qh8[u] = __funnelshift_r(p8[4 * n], p8[4 * n + 1], f8);
-        }
+        q6_words(pg, p8, fg, f8, h, qlg, ql8, qhg, qh8);
 #pragma unroll
         for (int u = 0; u < 2; u++) {
             const uint32_t Mg = qhg[u] & 0x33333333u, Ng = qhg[u] & 0xCCCCCCCCu;
@@ -184,26 +173,13 @@ __device__ __forceinline__ void q6k_i8_wide(const Q6Args &a, Q6WideSmem<NT, NORM
     if (a.nseg > 2 && tile >= a.tile0[2]) si = 2;
     const Seg &s = a.seg[si];
     const int64_t r0 = valid ? (tile - a.tile0[si]) * kTileRows : 0;
-    const int last = (int)(s.rows - 1 - r0);
-    const uint8_t *tile_w = s.w + r0 * s.row_bytes;
-    const uint8_t *wend = s.w + s.rows * s.row_bytes;
-    const bool tail = r0 + kTileRows >= s.rows;
-    int roff[7];
-#pragma unroll
-    for (int i = 0; i < 7; i++) {
-        const int r = (lane + 32 * i) / kChunks;
-        roff[i] = (r < last ? r : last) * (int)s.row_bytes;
-    }
-    const int rowg = g < last ? g : last, row8 = g + 8 < last ? g + 8 : last;
-    const uint32_t ag = (uint32_t)reinterpret_cast<uintptr_t>(tile_w + (int64_t)rowg * s.row_bytes);
-    const uint32_t a8 = (uint32_t)reinterpret_cast<uintptr_t>(tile_w + (int64_t)row8 * s.row_bytes);
+    const Q6Win win = q6_win(s, r0, lane);
     const int64_t nsb = a.K / 256;
     const int P = kWarps * S;  // partials, and the step of each
     uint8_t *wbuf = sm.wbuf[w];
     auto issue = [&](int64_t sq) {
         if (valid) {
-            if (tail && sq == nsb - 1) q6_issue<true>(wbuf, tile_w, roff, sq, lane, wend);
-            else q6_issue<false>(wbuf, tile_w, roff, sq, lane, wend);
+            q6_issue_sb(wbuf, win, sq, nsb, lane);
         }
         cp_async_commit();
     };
@@ -272,8 +248,8 @@ __device__ __forceinline__ void q6k_i8_wide(const Q6Args &a, Q6WideSmem<NT, NORM
         if (valid) {
             const uint32_t *wb = reinterpret_cast<const uint32_t *>(wbuf);
             const int sh = (int)((uint32_t)sb * 2u);  // 210 sb mod 16 = 2 sb mod 16
-            const int og = g * kPitch + (int)((ag + (uint32_t)sh) & 15u);
-            const int o8 = (g + 8) * kPitch + (int)((a8 + (uint32_t)sh) & 15u);
+            const int og = g * kPitch + (int)((win.ag + (uint32_t)sh) & 15u);
+            const int o8 = (g + 8) * kPitch + (int)((win.a8 + (uint32_t)sh) & 15u);
             q6_wide_a(wb, og, o8, lane, A);
         }
         __syncwarp();  // every lane has read the window before it is refilled

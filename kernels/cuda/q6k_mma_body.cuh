@@ -78,6 +78,44 @@ __device__ __forceinline__ void q6_issue(uint8_t *buf, const uint8_t *tile_w, co
     }
 }
 
+// The weight window of a warp's 16-row tile (the three Q6_K tile bodies: q6k_tile,
+// q6k_i8_body.cuh's q6k_i8_tile and q6k_i8_wide.cuh's wide GEMM), rows r0 .. r0 + 15 of
+// segment s; rows past the segment repeat its last row.
+struct Q6Win {
+    const uint8_t *w;    // the tile's first row
+    const uint8_t *end;  // the segment's end (q6_issue's wend)
+    bool tail;           // the segment's last tile
+    int roff[7];         // q6_issue's byte offsets of this lane's chunk rows from w
+    // The addresses of rows g and g + 8 (mod 16: the offset of their block inside the 16-byte
+    // aligned window, which moves by 210 mod 16 = 2 a super-block).
+    uint32_t ag, a8;
+};
+
+__device__ __forceinline__ Q6Win q6_win(const Seg &s, int64_t r0, int lane) {
+    Q6Win v;
+    const int g = lane >> 2;
+    const int last = (int)(s.rows - 1 - r0);
+    v.w = s.w + r0 * s.row_bytes;
+    v.end = s.w + s.rows * s.row_bytes;
+    v.tail = r0 + kTileRows >= s.rows;
+#pragma unroll
+    for (int i = 0; i < 7; i++) {
+        const int r = (lane + 32 * i) / kChunks;
+        v.roff[i] = (r < last ? r : last) * (int)s.row_bytes;
+    }
+    const int rowg = g < last ? g : last, row8 = g + 8 < last ? g + 8 : last;
+    v.ag = (uint32_t)reinterpret_cast<uintptr_t>(v.w + (int64_t)rowg * s.row_bytes);
+    v.a8 = (uint32_t)reinterpret_cast<uintptr_t>(v.w + (int64_t)row8 * s.row_bytes);
+    return v;
+}
+
+// q6_issue of super-block sb (of nsb) of the window into buf, the tail form where it applies.
+__device__ __forceinline__ void q6_issue_sb(uint8_t *buf, const Q6Win &v, int64_t sb, int64_t nsb,
+                                            int lane) {
+    if (v.tail && sb == nsb - 1) q6_issue<true>(buf, v.w, v.roff, sb, lane, v.end);
+    else q6_issue<false>(buf, v.w, v.roff, sb, lane, v.end);
+}
+
 // 16 bytes at byte offset o (even) of the warp buffer, as 4 words: 5 aligned loads, funnel shifts.
 __device__ __forceinline__ void lds16(const uint32_t *wb, int o, uint32_t (&w)[4]) {
     const uint32_t *p = wb + (o >> 2);
@@ -335,21 +373,7 @@ __device__ __forceinline__ void q6k_tile(const Q6Args &a, Q6Smem<NT, ST, NORM> &
     if (a.nseg > 2 && tile >= a.tile0[2]) si = 2;
     const Seg &s = a.seg[si];
     const int64_t r0 = (tile - a.tile0[si]) * kTileRows;
-    const int last = (int)(s.rows - 1 - r0);  // rows of the tile past it repeat the last row
-    const uint8_t *tile_w = s.w + r0 * s.row_bytes;
-    const uint8_t *wend = s.w + s.rows * s.row_bytes;
-    const bool tail = r0 + kTileRows >= s.rows;  // the segment's last tile
-    int roff[7];
-#pragma unroll
-    for (int i = 0; i < 7; i++) {
-        const int r = (lane + 32 * i) / kChunks;
-        roff[i] = (r < last ? r : last) * (int)s.row_bytes;
-    }
-    const int rowg = g < last ? g : last, row8 = g + 8 < last ? g + 8 : last;
-    // Byte offset of row g's (g+8's) block inside the window: its address mod 16, which moves
-    // by 210 mod 16 = 2 a super-block.
-    const uint32_t ag = (uint32_t)reinterpret_cast<uintptr_t>(tile_w + (int64_t)rowg * s.row_bytes);
-    const uint32_t a8 = (uint32_t)reinterpret_cast<uintptr_t>(tile_w + (int64_t)row8 * s.row_bytes);
+    const Q6Win win = q6_win(s, r0, lane);
     const int ncol = 2 * ntok;
 
     float acc[NTL][2];
@@ -376,8 +400,7 @@ __device__ __forceinline__ void q6k_tile(const Q6Args &a, Q6Smem<NT, ST, NORM> &
     for (int q = 0; q < ST; q++) {
         const int64_t sq = sb + q * step;
         if (sq < nsb) {
-            if (tail && sq == nsb - 1) q6_issue<true>(wbuf[w][q], tile_w, roff, sq, lane, wend);
-            else q6_issue<false>(wbuf[w][q], tile_w, roff, sq, lane, wend);
+            q6_issue_sb(wbuf[w][q], win, sq, nsb, lane);
         }
         cp_async_commit();
     }
@@ -438,14 +461,13 @@ __device__ __forceinline__ void q6k_tile(const Q6Args &a, Q6Smem<NT, ST, NORM> &
         __syncwarp();
         const uint32_t *wb = reinterpret_cast<const uint32_t *>(wbuf[w][q]);
         const int sh = (int)((uint32_t)sb * 2u);  // 210 sb mod 16 = 2 sb mod 16
-        const int og = g * kPitch + (int)((ag + (uint32_t)sh) & 15u);
-        const int o8 = (g + 8) * kPitch + (int)((a8 + (uint32_t)sh) & 15u);
+        const int og = g * kPitch + (int)((win.ag + (uint32_t)sh) & 15u);
+        const int o8 = (g + 8) * kPitch + (int)((win.a8 + (uint32_t)sh) & 15u);
         q6_superblock<NT, NTL, V>(wb, og, o8, st, lane, bcol, acc);
         __syncwarp();  // every lane has read buffer q (and the x stage) before they are refilled
         const int64_t sn = sb + ST * step;
         if (sn < nsb) {
-            if (tail && sn == nsb - 1) q6_issue<true>(wbuf[w][q], tile_w, roff, sn, lane, wend);
-            else q6_issue<false>(wbuf[w][q], tile_w, roff, sn, lane, wend);
+            q6_issue_sb(wbuf[w][q], win, sn, nsb, lane);
         }
         cp_async_commit();
         if (kPrefetchX && more) {
