@@ -545,9 +545,10 @@ __device__ __forceinline__ void q4_ntile(const Q4Dec &A, const Stage<NT> &st, in
 // tot (SPLIT): each lane's sum of the ranks done so far; rk1 (the pair): matrix 1's sum of
 // the current rank's partials (both in registers spilled the pair); each element written and
 // read by its own lane only.
-template <int NT, int NMAT, bool NORM, bool SPLIT>
+// (I8: the INT8 body's stage, gemm_wide_q4k_i8.)
+template <int NT, int NMAT, bool NORM, bool SPLIT, bool I8 = false>
 struct WideSmem {
-    Stage<NT> stage;
+    std::conditional_t<I8, Q4I8WStage<NT>, Stage<NT>> stage;
     double npart[NORM ? NT * kWarps : 1];
     float nscale[NT];
     float tot[SPLIT ? kWarps * NMAT * NT / 2 * 32 : 1];
@@ -701,19 +702,183 @@ static __global__ void __launch_bounds__(kThreads, 2) gemm_wide_q4k(const MmaArg
     q4_store<NTL, NMAT>(a, s, r0, tok0, ntok, lane, v);
 }
 
+// ---- The wide GEMM on the INT8 body (LOOM_GEMV_MMA_Q4K_V=2; bench/NOTES.md 2.4, session 9) ----
+// gemm_wide_q4k's block, walk and combination order with q4k_i8_body.cuh's product: the block
+// stages x of a super-block once as the GEMV's int8 limbs plus each token's per-sub-block limb
+// sums (stage_q4i8w), each warp decodes its tile's A once a super-block (q4_i8_decode: the
+// GEMV's A bytes and scales) and runs its tiles of two tokens (q4_i8_wtile: the GEMV's IMMA and
+// IMAD for I, one HMMA of the limb sums for the min term M, the same integers as the GEMV's min
+// IMMA chain, then the GEMV's fold). A partial ends with the GEMV's lane sum (q4_i8_lane_sum),
+// then the partials combine in reduce_partials' order as in gemm_wide_q4k: every token == its
+// V = 2 GEMV bits. Tokens a block: kWideTokI8.
+template <int NMAT, bool SPLIT>
+constexpr int kWideTokI8 = NMAT == 2 ? 16 : 32;
+
+template <int NT, int NMAT, bool NORM, bool SPLIT>
+static __global__ void __launch_bounds__(kThreads, 2) gemm_wide_q4k_i8(const MmaArgs a, int S) {
+    __shared__ WideSmem<NT, NMAT, NORM, SPLIT, true> sm;
+    pdl_launch_dependents();
+    constexpr int NTL = NT / 4, NP = NT / 2;  // lane-sum slots, two-token tiles
+    const int lane = threadIdx.x & 31, w = threadIdx.x >> 5;
+    const int g = lane >> 2, t = lane & 3;
+    const int tok0 = (int)blockIdx.x * NT;
+    const int ntok = a.n - tok0 < NT ? a.n - tok0 : NT;
+    const int64_t tiles = a.tile0[a.nseg];
+    const bool live = (int64_t)blockIdx.y * kWarps + w < tiles;  // warp-uniform
+    const int64_t tile = live ? (int64_t)blockIdx.y * kWarps + w : tiles - 1;
+    const uint8_t *wg[NMAT], *w8[NMAT];
+    int64_t r0;
+    const Seg &s = a.seg[q4_tile_rows<NMAT>(a, tile, g, r0, wg, w8)];
+    const int nsb = (int)(a.K / 256);
+    const int step = kWarps * S;
+    const int np = step < nsb ? step : nsb;  // the non-empty partials: p = 0 .. np - 1
+    const int xoff = q4_i8_xoff(lane);
+    const float *xb = a.x + (int64_t)tok0 * a.K + xoff;
+    const float *nwb = NORM && a.norm.w ? a.norm.w + xoff : nullptr;
+
+    // pa: this lane's quarter sums of the partial in progress (tile pp's token 2 pp + (t >> 1));
+    // rk / rk1 / tot as gemm_wide_q4k's (after the lane sum: token 4 j + t).
+    float pa[NMAT][NP][2], rk[NMAT][NTL][2];
+    float *tot = sm.tot + (SPLIT ? w * NMAT * NTL * 2 * 32 + lane : 0);
+    float *rk1 = sm.rk1 + (NMAT == 2 ? w * NTL * 2 * 32 + lane : 0);
+#pragma unroll
+    for (int m = 0; m < NMAT; m++)
+#pragma unroll
+        for (int j = 0; j < NTL; j++) rk[m][j][0] = rk[m][j][1] = 0.0f;
+
+    Q4RawI8 cur[NMAT];
+    if (live && nsb > 0) {
+#pragma unroll
+        for (int m = 0; m < NMAT; m++) cur[m] = q4_load_i8(wg[m], w8[m], 0, t);
+    }
+    // Tokens never staged (a ragged block) keep zero columns and 1 / s = 0 (ordered before the
+    // first staging by the loop's barrier).
+    {
+        uint4 *z = reinterpret_cast<uint4 *>(&sm.stage);
+        for (int i = threadIdx.x; i < (int)(sizeof(sm.stage) / sizeof(uint4)); i += kThreads)
+            z[i] = make_uint4(0u, 0u, 0u, 0u);
+    }
+    pdl_wait();
+    if (NORM) block_rms_scales<NT>(a.x + (int64_t)tok0 * a.K, a.K, ntok, a.K, a.norm, sm.npart, sm.nscale);
+    Q4I8WStage<NT> &st = sm.stage;
+
+#pragma unroll 1
+    for (int p = 0; p < np; p++) {
+#pragma unroll
+        for (int m = 0; m < NMAT; m++)
+#pragma unroll
+            for (int j = 0; j < NP; j++) pa[m][j][0] = pa[m][j][1] = 0.0f;
+#pragma unroll 1
+        for (int sb = p; sb < nsb; sb += step) {
+            __syncthreads();  // every warp is done with the previous super-block's stage
+            float4 nwa = make_float4(1.f, 1.f, 1.f, 1.f), nwc = nwa;
+            if (NORM && nwb) {
+                nwa = ld_x4(nwb + (int64_t)sb * 256);
+                nwc = ld_x4(nwb + (int64_t)sb * 256 + kQ4I8Xc);
+            }
+#pragma unroll
+            for (int i0 = 0; i0 < NT; i0 += 4 * kWarps) {
+                float4 xa[4], xc[4];
+#pragma unroll
+                for (int i = 0; i < 4; i++) {
+                    const int tk = i0 + kWarps * i + w;
+                    if (tk < ntok) {
+                        const float *px = xb + (int64_t)tk * a.K + (int64_t)sb * 256;
+                        xa[i] = ld_x4(px);
+                        xc[i] = ld_x4(px + kQ4I8Xc);
+                    }
+                }
+#pragma unroll
+                for (int i = 0; i < 4; i++) {
+                    const int tk = i0 + kWarps * i + w;
+                    if (tk < ntok) {
+                        if (NORM) {
+                            const float sc = sm.nscale[tk];
+                            stage_q4i8w<NT>(st, tk, rms_apply4(xa[i], sc, nwa),
+                                            rms_apply4(xc[i], sc, nwc), lane);
+                        } else {
+                            stage_q4i8w<NT>(st, tk, xa[i], xc[i], lane);
+                        }
+                    }
+                }
+            }
+            __syncthreads();
+            if (live) {
+                const int nx = sb + step < nsb ? sb + step : p + 1;  // the walk's next super-block
+#pragma unroll
+                for (int m = 0; m < NMAT; m++) {
+                    const bool more = sb + step < nsb || p + 1 < np;
+                    Q4I8Dec A;
+                    q4_i8_decode(cur[m], t, A);
+                    if (NMAT == 1 && more) cur[m] = q4_load_i8(wg[m], w8[m], nx, t);
+#pragma unroll
+                    for (int pp = 0; pp < NP; pp++)
+                        if (2 * pp < ntok) q4_i8_wtile<NT>(A, st, pp, lane, pa[m][pp]);
+                    if (NMAT == 2 && more) cur[m] = q4_load_i8(wg[m], w8[m], nx, t);
+                }
+            }
+        }
+        // partial p = 4r + q of the GEMV: its lane sum, rank r's sum ((p0 + p1) + p2) + p3,
+        // then the ranks'
+        const bool first = (p % kWarps) == 0;
+#pragma unroll
+        for (int m = 0; m < NMAT; m++) {
+            float v[NTL * 2];
+            q4_i8_lane_sum<NT, NTL>(pa[m], v, lane);
+#pragma unroll
+            for (int j = 0; j < NTL; j++)
+#pragma unroll
+                for (int k = 0; k < 2; k++) {
+                    float &r = m == 1 ? rk1[(j * 2 + k) * 32] : rk[m][j][k];
+                    r = first ? v[j * 2 + k] : __fadd_rn(r, v[j * 2 + k]);
+                }
+        }
+        if (SPLIT && ((p + 1) % kWarps == 0 || p + 1 == np)) {
+            const bool r0f = p < kWarps;
+#pragma unroll
+            for (int m = 0; m < NMAT; m++)
+#pragma unroll
+                for (int j = 0; j < NTL; j++)
+#pragma unroll
+                    for (int k = 0; k < 2; k++) {
+                        const float r = m == 1 ? rk1[(j * 2 + k) * 32] : rk[m][j][k];
+                        float &o = tot[((m * NTL + j) * 2 + k) * 32];
+                        o = r0f ? r : __fadd_rn(o, r);
+                    }
+        }
+    }
+    if (!live) return;
+    float v[NMAT * NTL * 2];
+#pragma unroll
+    for (int m = 0; m < NMAT; m++)
+#pragma unroll
+        for (int j = 0; j < NTL; j++)
+#pragma unroll
+            for (int k = 0; k < 2; k++)
+                v[(m * NTL + j) * 2 + k] = SPLIT ? tot[((m * NTL + j) * 2 + k) * 32]
+                                           : m == 1 ? rk1[(j * 2 + k) * 32] : rk[m][j][k];
+    q4_store<NTL, NMAT>(a, s, r0, tok0, ntok, lane, v);
+}
+
 template <int NMAT, bool NORM>
-cudaError_t launch_wide_n(const MmaArgs &a, int S, cudaStream_t stream) {
+cudaError_t launch_wide_n(const MmaArgs &a, bool i8, int S, cudaStream_t stream) {
     constexpr int NT1 = kWideTok<NMAT, false>, NTS = kWideTok<NMAT, true>;
-    const int NT = S > 1 ? NTS : NT1;
+    constexpr int NI1 = kWideTokI8<NMAT, false>, NIS = kWideTokI8<NMAT, true>;
+    const int NT = i8 ? (S > 1 ? NIS : NI1) : (S > 1 ? NTS : NT1);
     const dim3 grid((unsigned)((a.n + NT - 1) / NT),
                     (unsigned)((a.tile0[a.nseg] + kWarps - 1) / kWarps), 1);
+    if (i8) {
+        if (S > 1) return launch(gemm_wide_q4k_i8<NIS, NMAT, NORM, true>, grid, kThreads, 0, stream, a, S);
+        return launch(gemm_wide_q4k_i8<NI1, NMAT, NORM, false>, grid, kThreads, 0, stream, a, S);
+    }
     if (S > 1) return launch(gemm_wide_q4k<NTS, NMAT, NORM, true>, grid, kThreads, 0, stream, a, S);
     return launch(gemm_wide_q4k<NT1, NMAT, NORM, false>, grid, kThreads, 0, stream, a, S);
 }
 
 template <int NMAT>
-cudaError_t launch_wide(const MmaArgs &a, bool norm, int S, cudaStream_t stream) {
-    return norm ? launch_wide_n<NMAT, true>(a, S, stream) : launch_wide_n<NMAT, false>(a, S, stream);
+cudaError_t launch_wide(const MmaArgs &a, bool norm, bool i8, int S, cudaStream_t stream) {
+    return norm ? launch_wide_n<NMAT, true>(a, i8, S, stream)
+                : launch_wide_n<NMAT, false>(a, i8, S, stream);
 }
 
 // ---- The Q4_K_M triple in one launch (bench/NOTES.md 2.3) --------------------------------
@@ -832,8 +997,9 @@ loom_status mma_matmul(const Seg *seg, int nseg, int epi, const float *x, int64_
     if (norm) a.norm = *norm;
     const bool nm = norm != nullptr;
     const bool i8 = mma_q4k_variant() == 2;
-    // The wide GEMM (f16 body only): from `wide` tokens on (0: never; the GEMV, n = 1, never).
-    const int wset = i8 ? 0 : gemm_wide_min();
+    // The wide GEMM (either body: gemm_wide_q4k, gemm_wide_q4k_i8): from `wide` tokens on (0:
+    // never; the GEMV, n = 1, never).
+    const int wset = gemm_wide_min();
     const int wide = wset == 1 ? kWideMinQ4 : wset;
     // The SwiGLU pair counts both matrices, so it splits as the pair without epilogue does
     // (the same S: silu(a) * b of the same bits).
@@ -853,7 +1019,7 @@ loom_status mma_matmul(const Seg *seg, int nseg, int epi, const float *x, int64_
         const int64_t groups = nn == 1 ? 1 : (nn + kGemmTok - 1) / kGemmTok;
         cudaError_t e;
         if (wide > 1 && nn >= wide) {
-            e = nmat == 2 ? launch_wide<2>(b, nm, S, stream) : launch_wide<1>(b, nm, S, stream);
+            e = nmat == 2 ? launch_wide<2>(b, nm, i8, S, stream) : launch_wide<1>(b, nm, i8, S, stream);
             g_wide_launches++;
         }
         else if (nn == 1)

@@ -93,17 +93,23 @@ __device__ __forceinline__ void q4_i8_stage_init(Q4I8Stage<NT> &st, int lane) {
 // q4_i8_xoff(L) + 0..3 (xa: k-slots 4t.. of mma m = L >> 2, t = L & 3) and + 4..7 (xc: k-slots
 // 16 + 4t..); their limbs (mma_common.cuh i8_limbs) go to mma lane (4 (tok & 1) + j, t): limb j
 // of xa / xc is its (b0, b1).
+// l (out): [xa / xc][limb j], the 4 values' limb j, one byte each (the wide GEMM's limb sums).
 template <int NT>
 __device__ __forceinline__ void stage_q4i8(Q4I8Stage<NT> &st, int tok, float4 xa, float4 xc,
-                                           int lane) {
+                                           int lane, uint32_t (&l)[2][4]) {
     const float v[8] = {xa.x, xa.y, xa.z, xa.w, xc.x, xc.y, xc.z, xc.w};
-    uint32_t l[2][4];  // [xa / xc][limb j]: the 4 values' limb j, one byte each
     const int e = i8_limbs(v, l);
     const int t = lane & 3, m = lane >> 2;
     uint2 *b = reinterpret_cast<uint2 *>(&st.b[tok >> 1][m >> 1][0]);
 #pragma unroll
     for (int j = 0; j < 4; j++) b[2 * (4 * (4 * (tok & 1) + j) + t) + (m & 1)] = make_uint2(l[0][j], l[1][j]);
     if (lane == 0) st.sinv[tok] = __uint_as_float((uint32_t)(254 - e) << 23);
+}
+template <int NT>
+__device__ __forceinline__ void stage_q4i8(Q4I8Stage<NT> &st, int tok, float4 xa, float4 xc,
+                                           int lane) {
+    uint32_t l[2][4];
+    stage_q4i8<NT>(st, tok, xa, xc, lane, l);
 }
 
 // Scale (or min) byte i (0..3) of word w, zero-extended.
@@ -183,15 +189,20 @@ __device__ __forceinline__ void q4_i8_mma(const Q4I8A &q, uint32_t b0, uint32_t 
 
 // acc (rows g, g+8) += the folded super-block of one token: limbs (0, 1) for even t, (2, 3) for
 // odd t, F = 256 I_a + I_b at weight 2^16 or 1 (/ 16 for I).
-__device__ __forceinline__ void q4_i8_fold(const int (&I)[4], const int (&M)[4], float sinv,
+// M: the min sums, int (the GEMV's IMMA chain) or float (the wide GEMM's HMMA: the same
+// integers exactly, |M| < 2^22).
+__device__ __forceinline__ float q4_i8_f(int v) { return __int2float_rn(v); }
+__device__ __forceinline__ float q4_i8_f(float v) { return v; }
+template <typename MT>
+__device__ __forceinline__ void q4_i8_fold(const int (&I)[4], const MT (&M)[4], float sinv,
                                            float dg, float mg, float d8, float m8, int t,
                                            float (&acc)[2]) {
     const float wt = (t & 1) ? 1.0f : 65536.0f;
     const float sw = __fmul_rn(sinv, wt), sw16 = __fmul_rn(sw, 0.0625f);
     const float Fg = __fmaf_rn(256.0f, __int2float_rn(I[0]), __int2float_rn(I[1]));
     const float F8 = __fmaf_rn(256.0f, __int2float_rn(I[2]), __int2float_rn(I[3]));
-    const float Mg = __fmaf_rn(256.0f, __int2float_rn(M[0]), __int2float_rn(M[1]));
-    const float M8 = __fmaf_rn(256.0f, __int2float_rn(M[2]), __int2float_rn(M[3]));
+    const float Mg = __fmaf_rn(256.0f, q4_i8_f(M[0]), q4_i8_f(M[1]));
+    const float M8 = __fmaf_rn(256.0f, q4_i8_f(M[2]), q4_i8_f(M[3]));
     acc[0] = __fmaf_rn(__fmul_rn(dg, sw16), Fg, acc[0]);
     acc[0] = __fmaf_rn(-__fmul_rn(mg, sw), Mg, acc[0]);
     acc[1] = __fmaf_rn(__fmul_rn(d8, sw16), F8, acc[1]);
@@ -299,6 +310,122 @@ __device__ __forceinline__ void q4_i8_lane_sum(float (&acc)[Q4I8Stage<NT>::kTile
             }
             v[jj * 2 + k] = x;
         }
+}
+
+// ---- The wide GEMM's pieces (gemv_mma.cu gemm_wide_q4k_i8; bench/NOTES.md 2.4, session 9) ----
+// A block stages x once for 4 tiles and decodes each tile's A once for NT tokens. Besides the
+// GEMV's limbs, the stage holds each token's limb sums per sub-block, Sx[m][j] = sum of limb j
+// over sub-block m's 32 values (|Sx| <= 4096), as the B operand of ONE m16n8k16 f16 mma a tile
+// that gives the min term M = sum_m min_m Sx[m][j] for both tokens and all 4 limbs: k = 2 m + u,
+// B[2m][c] = Sx & 63, B[2m + 1][c] = Sx >> 6 (exact in f16), A[r][2m] = min_m, A[r][2m + 1] =
+// 64 min_m. Every product and partial sum is an integer below 2^22, so the FP32 result is the
+// integer M of the GEMV's min IMMA chain exactly (the fold's inputs, hence its bits, are the
+// GEMV's), at one HMMA a tile instead of 8 IMMA.
+template <int NT>
+struct Q4I8WStage {
+    Q4I8Stage<NT> q;                           // the GEMV's limbs (two tokens a tile) and 1 / s
+    uint2 sx[Q4I8Stage<NT>::kTiles][32];       // tile p's min B fragment (b0, b1) of mma lane L
+};
+
+// Stages token tok (whole warp): stage_q4i8, then the limb sums. Lane L holds 8 values of
+// sub-block m = L >> 2; its 4 lanes' byte sums (dp4a) meet by two xor shuffles (limbs packed
+// two a word: |Sx| < 2^15), lane t keeps limb t and writes B[2m..2m+1][4 (tok & 1) + t] as one
+// half2 (Sx & 63, Sx >> 6) into fragment lane 4 c + (m & 3), register m >> 2.
+template <int NT>
+__device__ __forceinline__ void stage_q4i8w(Q4I8WStage<NT> &st, int tok, float4 xa, float4 xc,
+                                            int lane) {
+    uint32_t l[2][4];
+    stage_q4i8<NT>(st.q, tok, xa, xc, lane, l);
+    int s[4];
+#pragma unroll
+    for (int j = 0; j < 4; j++) s[j] = __dp4a((int)l[1][j], 0x01010101, __dp4a((int)l[0][j], 0x01010101, 0));
+    int p01 = s[0] + (int)((uint32_t)s[1] << 16), p23 = s[2] + (int)((uint32_t)s[3] << 16);
+    p01 += __shfl_xor_sync(0xffffffffu, p01, 1);
+    p23 += __shfl_xor_sync(0xffffffffu, p23, 1);
+    p01 += __shfl_xor_sync(0xffffffffu, p01, 2);
+    p23 += __shfl_xor_sync(0xffffffffu, p23, 2);
+    const int t = lane & 3, m = lane >> 2;
+    const int P = t < 2 ? p01 : p23;
+    const int lo = (int)((uint32_t)P << 16) >> 16;
+    const int S = (t & 1) ? (P - lo) >> 16 : lo;
+    const __half2 h = __floats2half2_rn((float)(S & 63), (float)(S >> 6));
+    uint32_t *dst = reinterpret_cast<uint32_t *>(&st.sx[tok >> 1][4 * (4 * (tok & 1) + t) + (m & 3)]);
+    dst[m >> 2] = *reinterpret_cast<const uint32_t *>(&h);
+}
+
+// One super-block of a tile's rows g, g+8 decoded for the wide GEMM: the A registers and scales
+// of the 8 sub-blocks (q4_i8_a's, the GEMV's values), the min HMMA's A (half2 (min, 64 min) of
+// sub-blocks t and t + 4, rows g and g + 8) and the rows' d, dmin.
+struct Q4I8Dec {
+    uint32_t a[8][4];
+    int sg[8], s8[8];
+    uint32_t mq[4];
+    float dg, mg, d8, m8;
+};
+
+__device__ __forceinline__ uint32_t q4_min_h2(uint32_t w, int i) {
+    const float m = (float)q4_byte(w, i);
+    const __half2 h = __floats2half2_rn(m, __fmul_rn(64.0f, m));
+    return *reinterpret_cast<const uint32_t *>(&h);
+}
+
+__device__ __forceinline__ void q4_i8_decode(const Q4RawI8 &r, int t, Q4I8Dec &A) {
+    uint32_t scw[2][2], mnw[2][2];  // as q4_superblock_i8
+#pragma unroll
+    for (int k = 0; k < 2; k++) {
+        const uint4 &hd = k ? r.h8 : r.h0;
+        const uint32_t S0 = hd.y, S1 = hd.z, S2 = hd.w;
+        scw[k][0] = S0 & 0x3F3F3F3Fu;
+        mnw[k][0] = S1 & 0x3F3F3F3Fu;
+        scw[k][1] = (S2 & 0x0F0F0F0Fu) | ((S0 >> 2) & 0x30303030u);
+        mnw[k][1] = ((S2 >> 4) & 0x0F0F0F0Fu) | ((S1 >> 2) & 0x30303030u);
+    }
+    A.dg = f16_bits_to_f32((uint16_t)(r.h0.x & 0xFFFFu));
+    A.mg = f16_bits_to_f32((uint16_t)(r.h0.x >> 16));
+    A.d8 = f16_bits_to_f32((uint16_t)(r.h8.x & 0xFFFFu));
+    A.m8 = f16_bits_to_f32((uint16_t)(r.h8.x >> 16));
+#pragma unroll
+    for (int h = 0; h < 2; h++)
+#pragma unroll
+        for (int i = 0; i < 4; i++) {
+            const Q4I8A q = q4_i8_a(r, scw, mnw, h, i);
+#pragma unroll
+            for (int k = 0; k < 4; k++) A.a[4 * h + i][k] = q.a[k];
+            A.sg[4 * h + i] = q.sg;
+            A.s8[4 * h + i] = q.s8;
+        }
+    A.mq[0] = q4_min_h2(mnw[0][0], t);
+    A.mq[1] = q4_min_h2(mnw[1][0], t);
+    A.mq[2] = q4_min_h2(mnw[0][1], t);
+    A.mq[3] = q4_min_h2(mnw[1][1], t);
+}
+
+// Tile p (tokens 2p, 2p + 1) of one decoded super-block: acc (rows g, g+8) += this lane's fold,
+// the GEMV's per-token integers (I by IMMA + IMAD, M by the HMMA above) and fold.
+template <int NT>
+__device__ __forceinline__ void q4_i8_wtile(const Q4I8Dec &A, const Q4I8WStage<NT> &st, int p,
+                                            int lane, float (&acc)[2]) {
+    const int t = lane & 3;
+    int I[4] = {0, 0, 0, 0};
+#pragma unroll
+    for (int h = 0; h < 2; h++) {
+        uint32_t b0[4], b1[4];
+        q4_i8_b<NT>(st.q, p, h, lane, b0, b1);
+#pragma unroll
+        for (int i = 0; i < 4; i++) {
+            const int m = 4 * h + i;
+            int d[4];
+            mma_u8s8_k32_z(d, A.a[m][0], A.a[m][1], A.a[m][2], A.a[m][3], b0[i], b1[i]);
+            I[0] += A.sg[m] * d[0];
+            I[1] += A.sg[m] * d[1];
+            I[2] += A.s8[m] * d[2];
+            I[3] += A.s8[m] * d[3];
+        }
+    }
+    float M[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+    const uint2 sx = st.sx[p][lane];
+    mma16816(M, A.mq[0], A.mq[1], A.mq[2], A.mq[3], sx.x, sx.y);
+    q4_i8_fold(I, M, st.q.sinv[2 * p + (t >> 1)], A.dg, A.mg, A.d8, A.m8, t, acc);
 }
 
 }  // namespace loom_cuda
