@@ -186,6 +186,10 @@ static int g_ab_mixed = 0; /* bench_mm: LOOM_GEMV_TRIPLE_MIXED=0, 1, 2, 3, twice
 /* bench_mm: LOOM_GEMM_WIDE=0 then forced on from 16 tokens ("16"), twice, same weights (1: plain /
  * add, 2: the _normed launcher) instead of the default row */
 static int g_ab_wide = 0;
+/* bench_mm: the Q4_K GEMM's bodies in turn, twice, same weights (1: plain / add, 2: the _normed
+ * launcher): LOOM_GEMV_MMA_Q4K_V=1 wide (f16), =2 wide (INT8, gemm_wide_q4k_i8), =2 with
+ * LOOM_GEMM_WIDE=0 (the 8-token INT8 GEMM), =2 wide with LOOM_GEMM_WIDE_Q4K_I8=2 */
+static int g_ab_q4v = 0;
 
 static int64_t wbytes(loom_kweight w) { return w.rows * loom_ggml_row_bytes(w.type, w.cols); }
 
@@ -207,7 +211,7 @@ static void bench_mm(const char *name, int op, int64_t n, int nw, const loom_ggm
             m->w[c][j] = w;
         }
     m->x = dev_floats(n * K, -1, 1);
-    m->nw = g_norm_ab || g_ab_wide == 2 ? dev_floats(K, 0.9f, 1.1f) : NULL;
+    m->nw = g_norm_ab || g_ab_wide == 2 || g_ab_q4v == 2 ? dev_floats(K, 0.9f, 1.1f) : NULL;
     m->xn = g_norm_ab ? dev_floats(n * K, -1, 1) : NULL;
     int64_t maxM = 0;
     for (int j = 0; j < nw; j++) if (M[j] > maxM) maxM = M[j];
@@ -227,7 +231,7 @@ static void bench_mm(const char *name, int op, int64_t n, int nw, const loom_ggm
                   loom_ggml_type_get(t[1])->name, loom_ggml_type_get(t[2])->name,
                   (long long)M[0], (long long)M[1], (long long)M[2], (long long)K);
     static const char *nmode[3] = {"", " norm+plain", " normed"};
-    for (int nm = 0; nm < (g_ab_wide ? 0 : g_norm_ab && !g_ab_mixed ? 3 : g_ab_mixed ? 0 : 1); nm++) {
+    for (int nm = 0; nm < (g_ab_wide || g_ab_q4v ? 0 : g_norm_ab && !g_ab_mixed ? 3 : g_ab_mixed ? 0 : 1); nm++) {
         char vn[96];
         m->norm = nm;
         snprintf(vn, sizeof vn, "%s%s", name, nmode[nm]);
@@ -260,6 +264,25 @@ static void bench_mm(const char *name, int op, int64_t n, int nw, const loom_ggm
             row(vn, shape, time_us(mm_fn, m, g_calls ? g_calls : g_quick ? 50 : 200), bytes);
         }
     if (g_ab_wide) {
+        unsetenv("LOOM_GEMM_WIDE");
+        loom_cuda_reload_switches();
+    }
+    for (int rep = 0; rep < (g_ab_q4v ? 2 : 0); rep++)
+        for (int v = 0; v < (n > 1 ? 4 : 2); v++) {
+            static const char *vv[4] = {"1", "2", "2", "2"}, *vw[4] = {"16", "16", "0", "16"};
+            static const char *vl[4] = {"V1 wide", "V2 wide", "V2 gemm8", "V2 wide min=2"};
+            char vn[96];
+            setenv("LOOM_GEMV_MMA_Q4K_V", vv[v], 1);
+            setenv("LOOM_GEMM_WIDE", vw[v], 1);
+            setenv("LOOM_GEMM_WIDE_Q4K_I8", v == 3 ? "2" : "1", 1);
+            loom_cuda_reload_switches();
+            m->norm = g_ab_q4v == 2 ? 2 : 0;
+            snprintf(vn, sizeof vn, "%s%s %s", name, g_ab_q4v == 2 ? " normed" : "", n > 1 ? vl[v] : vv[v][0] == '1' ? "V1" : "V2");
+            row(vn, shape, time_us(mm_fn, m, g_calls ? g_calls : g_quick ? 50 : 200), bytes);
+        }
+    if (g_ab_q4v) {
+        unsetenv("LOOM_GEMM_WIDE_Q4K_I8");
+        unsetenv("LOOM_GEMV_MMA_Q4K_V");
         unsetenv("LOOM_GEMM_WIDE");
         loom_cuda_reload_switches();
     }
@@ -877,6 +900,34 @@ static void bench_q4k_wide(void) {
     g_calls = 0;
 }
 
+/* --q4w: the INT8 Q4_K body's wide GEMM (session 9, q4w) against the f16 wide GEMM and the
+ * 8-token INT8 GEMM (bench_mm's g_ab_q4v), same weights: the 4B GEMV (N = 1, V1 / V2); at
+ * N = 32, 128, 512 the 4B gate-like GEMM 9728 x 2560, attention output + add (2560 x 4096), ffn
+ * down Q4_K + add (2560 x 9728), the gate/up pair + SwiGLU normed and Q+K (5120 x 2560) normed. */
+static int g_q4w = 0;
+static void bench_q4w(void) {
+    const loom_ggml_type q4[2] = {LOOM_GGML_Q4_K, LOOM_GGML_Q4_K};
+    static const int64_t ns[3] = {32, 128, 512};
+    char nm[80];
+    g_ab_q4v = 1;
+    g_calls = 50;
+    bench_mm("4B gemv Q4_K", MM_PLAIN, 1, 1, q4, (const int64_t[]){9728}, 2560);
+    for (int i = 0; i < 3; i++) {
+        const int64_t n = ns[i];
+        g_calls = n >= 128 ? 4 : 20;
+        g_ab_q4v = 1;
+        bench_mm("4B prefill gemm", MM_GEMM, n, 1, q4, (const int64_t[]){9728}, 2560);
+        bench_mm("4B attn out + add", MM_ADD, n, 1, q4, (const int64_t[]){2560}, 4096);
+        bench_mm("4B down Q4_K + add", MM_ADD, n, 1, q4, (const int64_t[]){2560}, 9728);
+        g_ab_q4v = 2;
+        snprintf(nm, sizeof nm, "4B pair SwiGLU N=%lld", (long long)n);
+        bench_mm(nm, MM_PAIR, n, 2, q4, (const int64_t[]){9728, 9728}, 2560);
+        bench_mm("4B Q+K", MM_GEMM, n, 1, q4, (const int64_t[]){5120}, 2560);
+    }
+    g_ab_q4v = 0;
+    g_calls = 0;
+}
+
 /* --norm: the RMSNorm folded into the next matmul (loom_cuda_*_normed). Standalone: each of
  * the 4B triple, SwiGLU pair and lm head plain, after a separate rms_norm launch, and with the
  * norm folded in; then the 4B decode-step graph with its norm launches and folded (the same
@@ -1119,6 +1170,7 @@ int main(int argc, char **argv) {
         if (strcmp(argv[i], "--q6k-down") == 0) g_q6k_down = 1;
         if (strcmp(argv[i], "--q6k-wide") == 0) g_q6k_wide = 1;
         if (strcmp(argv[i], "--q4k-wide") == 0) g_q4k_wide = 1;
+        if (strcmp(argv[i], "--q4w") == 0) g_q4w = 1;
         if (strcmp(argv[i], "--norm") == 0) g_norm_only = 1;
         if (strcmp(argv[i], "--attn-trace") == 0) g_attn_trace = 1;
         if (strcmp(argv[i], "--attn-prof") == 0) g_attn_prof = 1;
@@ -1153,6 +1205,7 @@ int main(int argc, char **argv) {
         {&g_q6k_only, bench_q6k},       {&g_norm_only, bench_norm_fold},
         {&g_q6k_down, bench_q6k_down}, {&g_q6k_wide, bench_q6k_wide},
         {&g_q4k_wide, bench_q4k_wide},
+        {&g_q4w, bench_q4w},
         {&g_attn_prof, attn_prof_all},  {&g_attn_trace, attn_trace_all},
         {&g_attn_step, attn_step_ab},   {&fused_only, fused_ab},
         {&s7_only, attn_s7_ab},         {&pf_only, attn_pf_ab},

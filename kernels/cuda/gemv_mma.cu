@@ -70,6 +70,11 @@
 #include "kernels/cuda/q4k_i8_body.cuh"
 
 namespace loom_cuda {
+
+// LOOM_GEMM_WIDE_Q4K_I8 (runtime.cu): the wide INT8 GEMM's min term, 1 = the HMMA of the limb
+// sums (the default), 2 = the GEMV's IMMA chain.
+int gemm_wide_q4k_i8_min();
+
 namespace {
 
 constexpr int kTileRows = 16;
@@ -714,7 +719,9 @@ static __global__ void __launch_bounds__(kThreads, 2) gemm_wide_q4k(const MmaArg
 template <int NMAT, bool SPLIT>
 constexpr int kWideTokI8 = NMAT == 2 ? 16 : 32;
 
-template <int NT, int NMAT, bool NORM, bool SPLIT>
+// MINH: the min term by the HMMA of the limb sums (LOOM_GEMM_WIDE_Q4K_I8=1, the default), else
+// by the GEMV's IMMA a sub-block (=2; the stage without the sums). The same bits either way.
+template <int NT, int NMAT, bool NORM, bool SPLIT, bool MINH>
 static __global__ void __launch_bounds__(kThreads, 2) gemm_wide_q4k_i8(const MmaArgs a, int S) {
     __shared__ WideSmem<NT, NMAT, NORM, SPLIT, true> sm;
     pdl_launch_dependents();
@@ -794,10 +801,10 @@ static __global__ void __launch_bounds__(kThreads, 2) gemm_wide_q4k_i8(const Mma
                     if (tk < ntok) {
                         if (NORM) {
                             const float sc = sm.nscale[tk];
-                            stage_q4i8w<NT>(st, tk, rms_apply4(xa[i], sc, nwa),
+                            stage_q4i8w<NT, MINH>(st, tk, rms_apply4(xa[i], sc, nwa),
                                             rms_apply4(xc[i], sc, nwc), lane);
                         } else {
-                            stage_q4i8w<NT>(st, tk, xa[i], xc[i], lane);
+                            stage_q4i8w<NT, MINH>(st, tk, xa[i], xc[i], lane);
                         }
                     }
                 }
@@ -813,7 +820,7 @@ static __global__ void __launch_bounds__(kThreads, 2) gemm_wide_q4k_i8(const Mma
                     if (NMAT == 1 && more) cur[m] = q4_load_i8(wg[m], w8[m], nx, t);
 #pragma unroll
                     for (int pp = 0; pp < NP; pp++)
-                        if (2 * pp < ntok) q4_i8_wtile<NT>(A, st, pp, lane, pa[m][pp]);
+                        if (2 * pp < ntok) q4_i8_wtile<NT, MINH>(A, st, pp, lane, pa[m][pp]);
                     if (NMAT == 2 && more) cur[m] = q4_load_i8(wg[m], w8[m], nx, t);
                 }
             }
@@ -867,9 +874,13 @@ cudaError_t launch_wide_n(const MmaArgs &a, bool i8, int S, cudaStream_t stream)
     const int NT = i8 ? (S > 1 ? NIS : NI1) : (S > 1 ? NTS : NT1);
     const dim3 grid((unsigned)((a.n + NT - 1) / NT),
                     (unsigned)((a.tile0[a.nseg] + kWarps - 1) / kWarps), 1);
+    if (i8 && gemm_wide_q4k_i8_min() == 2) {
+        if (S > 1) return launch(gemm_wide_q4k_i8<NIS, NMAT, NORM, true, false>, grid, kThreads, 0, stream, a, S);
+        return launch(gemm_wide_q4k_i8<NI1, NMAT, NORM, false, false>, grid, kThreads, 0, stream, a, S);
+    }
     if (i8) {
-        if (S > 1) return launch(gemm_wide_q4k_i8<NIS, NMAT, NORM, true>, grid, kThreads, 0, stream, a, S);
-        return launch(gemm_wide_q4k_i8<NI1, NMAT, NORM, false>, grid, kThreads, 0, stream, a, S);
+        if (S > 1) return launch(gemm_wide_q4k_i8<NIS, NMAT, NORM, true, true>, grid, kThreads, 0, stream, a, S);
+        return launch(gemm_wide_q4k_i8<NI1, NMAT, NORM, false, true>, grid, kThreads, 0, stream, a, S);
     }
     if (S > 1) return launch(gemm_wide_q4k<NTS, NMAT, NORM, true>, grid, kThreads, 0, stream, a, S);
     return launch(gemm_wide_q4k<NT1, NMAT, NORM, false>, grid, kThreads, 0, stream, a, S);

@@ -56,6 +56,10 @@ static int g_triple_mixed = kDefaultTripleMixed;
 // unchanged, bench/NOTES.md 4), n >= 2 = on from n tokens (measurements). Same bits either way.
 static const int kDefaultGemmWide = 1;
 static int g_gemm_wide = kDefaultGemmWide;
+// The wide GEMM on the INT8 Q4_K body (LOOM_GEMM_WIDE_Q4K_I8; gemv_mma.cu gemm_wide_q4k_i8,
+// session 9): its min term by 1 = one HMMA of the staged limb sums a tile, 2 = the GEMV's IMMA
+// a sub-block. The same bits either way.
+static int g_gemm_wide_q4k_i8 = 1;
 static bool g_pdl = false;
 // Decode attention: blocks per SM the split choice aims at. 1 measured best on the H200
 // (bench/NOTES.md section 3, v4: each split costs ~0.3 us, so fewer and longer splits win).
@@ -114,6 +118,7 @@ static void read_switches_locked() {
     g_q4k_variant = env_int("LOOM_GEMV_MMA_Q4K_V", 1, 2, false, kDefaultQ4kVariant);
     g_triple_mixed = env_int("LOOM_GEMV_TRIPLE_MIXED", 0, 3, false, kDefaultTripleMixed);
     g_gemm_wide = env_int("LOOM_GEMM_WIDE", 0, 1 << 30, false, kDefaultGemmWide);
+    g_gemm_wide_q4k_i8 = env_int("LOOM_GEMM_WIDE_Q4K_I8", 1, 2, false, 1);
     g_attn_bpsm = env_int("LOOM_ATTN_BPSM", 1, 16, false, kDefaultAttnBpsm);
     g_attn_cl_tiles = env_int("LOOM_ATTN_CL_TILES", 0, 1 << 25, false, kDefaultAttnClTiles);
     g_attn_prefetch = env_is("LOOM_ATTN_PREFETCH", "1");
@@ -169,6 +174,12 @@ int mma_q4k_variant() {
 int gemm_wide_min() {
     ensure_switches();
     return g_gemm_wide;
+}
+
+// (declared in gemv_mma.cu, its only user)
+int gemm_wide_q4k_i8_min() {
+    ensure_switches();
+    return g_gemm_wide_q4k_i8;
 }
 
 // (declared in gemv.cu and gemv_mma.cu, its users)

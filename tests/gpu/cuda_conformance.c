@@ -1198,8 +1198,8 @@ static void wide_case(int kind, int normed, int mixed, int64_t M, int64_t Mk, in
  * 4, 8 the GEMV takes on sm_90 (forced), a last 64-row block with 1-3 live tiles; then with
  * the switch at 2 the Q4_K mma shapes, the fused and the normed cases against the CPU twin and
  * GEMM token == GEMV (bits). */
-static void test_wide_section(void) {
-    printf("-- the wide prefill GEMM (LOOM_GEMM_WIDE=2 vs 0)\n");
+static void test_wide_section_v(int v) {
+    printf("-- the wide prefill GEMM (LOOM_GEMM_WIDE=2 vs 0), LOOM_GEMV_MMA_Q4K_V=%d\n", v);
     /* (--quick: two small ragged counts, so racecheck over the whole --quick run stays short) */
     const int64_t ns_full[] = {2, 16, 31, 32, 33, 64, 67, 130, 512}, ns_quick[] = {5, 33};
     const int nn = g_quick ? 2 : 9;
@@ -1235,6 +1235,21 @@ static void test_wide_section(void) {
     report("wide launches", "the CPU-twin cases above", loom_cuda_matmul_wide_launches() > before ? 0 : 1, 0);
     unsetenv("LOOM_GEMM_WIDE");
     loom_cuda_reload_switches();
+}
+
+/* Both Q4_K bodies: the f16 one (V = 1, gemm_wide_q4k) and the INT8 one (V = 2,
+ * gemm_wide_q4k_i8: wide == the 8-token INT8 GEMM bits, GEMM token == the V = 2 GEMV bits). */
+static void test_wide_section(void) {
+    const saved_switch q4v = save_switch("LOOM_GEMV_MMA_Q4K_V");
+    set_switch("LOOM_GEMV_MMA_Q4K_V", "1");
+    test_wide_section_v(1);
+    set_switch("LOOM_GEMV_MMA_Q4K_V", "2");
+    test_wide_section_v(2);
+    printf("   (LOOM_GEMM_WIDE_Q4K_I8=2: the min term by the GEMV's IMMA)\n");
+    set_switch("LOOM_GEMM_WIDE_Q4K_I8", "2");
+    test_wide_section_v(2);
+    reset_switch("LOOM_GEMM_WIDE_Q4K_I8");
+    restore_switch(&q4v);
 }
 
 /* ---- norm, rope, kv --------------------------------------------------------------------- */
