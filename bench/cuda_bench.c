@@ -186,6 +186,10 @@ static int g_ab_mixed = 0; /* bench_mm: LOOM_GEMV_TRIPLE_MIXED=0, 1, 2, 3, twice
 /* bench_mm: LOOM_GEMM_WIDE=0 then forced on from 16 tokens ("16"), twice, same weights (1: plain /
  * add, 2: the _normed launcher) instead of the default row */
 static int g_ab_wide = 0;
+/* with g_ab_wide: the wide rows once for each LOOM_GEMM_WIDE_Q6K value in BENCH_Q6W (digits,
+ * default "1234567": session 8's k32 body, the token-pair body at 16 / 32 tokens, its grid rule,
+ * and those three with the limb pre-pass) */
+static int g_ab_q6w = 0;
 /* bench_mm: the Q4_K GEMM's bodies in turn, twice, same weights (1: plain / add, 2: the _normed
  * launcher): LOOM_GEMV_MMA_Q4K_V=1 wide (f16), =2 wide (INT8, gemm_wide_q4k_i8), =2 with
  * LOOM_GEMM_WIDE=0 (the 8-token INT8 GEMM), =2 wide with LOOM_GEMM_WIDE_Q4K_I8=2 */
@@ -254,16 +258,20 @@ static void bench_mm(const char *name, int op, int64_t n, int nw, const loom_ggm
         unsetenv("LOOM_GEMV_TRIPLE_MIXED");
         loom_cuda_reload_switches();
     }
+    const char *q6list = getenv("BENCH_Q6W") ? getenv("BENCH_Q6W") : "1234567";
     for (int rep = 0; rep < (g_ab_wide ? 2 : 0); rep++)
-        for (int v = 0; v < 2; v++) {
-            char vn[96];
+        for (int v = 0; v < (g_ab_q6w && n > 1 ? 1 + (int)strlen(q6list) : 2); v++) {
+            char vn[96], q6w[2] = {v ? q6list[v - 1] : '1', 0};
             setenv("LOOM_GEMM_WIDE", v ? "16" : "0", 1);
+            setenv("LOOM_GEMM_WIDE_Q6K", g_ab_q6w ? q6w : "1", 1);
             loom_cuda_reload_switches();
             m->norm = g_ab_wide == 2 ? 2 : 0;
-            snprintf(vn, sizeof vn, "%s%s wide=%s", name, g_ab_wide == 2 ? " normed" : "", v ? "16" : "0");
+            snprintf(vn, sizeof vn, "%s%s wide=%s%s%s", name, g_ab_wide == 2 ? " normed" : "",
+                     v ? "16" : "0", g_ab_q6w && v ? " q6w=" : "", g_ab_q6w && v ? q6w : "");
             row(vn, shape, time_us(mm_fn, m, g_calls ? g_calls : g_quick ? 50 : 200), bytes);
         }
     if (g_ab_wide) {
+        unsetenv("LOOM_GEMM_WIDE_Q6K");
         unsetenv("LOOM_GEMM_WIDE");
         loom_cuda_reload_switches();
     }
@@ -847,6 +855,7 @@ static void bench_q6k_wide(void) {
     const loom_ggml_type q6 = LOOM_GGML_Q6_K;
     static const int64_t n4[5] = {1, 32, 64, 128, 512}, n8[4] = {32, 64, 128, 512};
     g_ab_wide = 1;
+    g_ab_q6w = 1;
     for (int i = 0; i < 5; i++) {
         g_calls = n4[i] >= 128 ? 4 : 20;
         bench_mm("4B down Q6_K + add", MM_ADD, n4[i], 1, &q6, (const int64_t[]){2560}, 9728);
@@ -860,6 +869,7 @@ static void bench_q6k_wide(void) {
         g_calls = n8[i] >= 128 ? 4 : 20;
         bench_mm("4B V Q6_K", MM_GEMM, n8[i], 1, &q6, (const int64_t[]){1024}, 2560);
     }
+    g_ab_q6w = 0;
     g_ab_wide = 0;
     g_calls = 0;
 }

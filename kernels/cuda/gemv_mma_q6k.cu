@@ -81,6 +81,10 @@
 #include "kernels/cuda/q6k_mma_body.cuh"
 
 namespace loom_cuda {
+
+// LOOM_GEMM_WIDE_Q6K (runtime.cu): which wide Q6_K kernel launch_wide below runs.
+int gemm_wide_q6k_variant();
+
 namespace {
 
 using namespace q6k;
@@ -121,9 +125,80 @@ static __global__ void __launch_bounds__(kThreads, 2) gemm_wide_q6k(const Q6Args
     q6k_i8_wide<NT, NORM>(a, sm, blockIdx.z, S, (int)blockIdx.y * NT);
 }
 
+// The token-pair body (q6k_i8_wide.cuh q6k_i8_wide2): NT tokens a block, NBUF x stages.
+template <int NT, int NBUF, bool NORM>
+static __global__ void __launch_bounds__(kThreads, 2) gemm_wide2_q6k(const Q6Args a, int S) {
+    __shared__ Q6Wide2Smem<NT, NBUF, NORM> sm;
+    q6k_i8_wide2<NT, NBUF, NORM>(a, sm, blockIdx.z, S, (int)blockIdx.y * NT);
+}
+
+template <int NT, int NBUF>
+cudaError_t launch_wide2(const Q6Args &a, bool norm, int S, int64_t quads, cudaStream_t stream) {
+    const int64_t groups = (a.n + NT - 1) / NT;
+    const dim3 grid(1u, (unsigned)groups, (unsigned)quads);
+    return launch(norm ? gemm_wide2_q6k<NT, NBUF, true> : gemm_wide2_q6k<NT, NBUF, false>, grid,
+                  kThreads, 0, stream, a, S);
+}
+
+// The limb pre-pass (one block a token, npad blocks) and the pair body reading its limbs.
+template <bool NORM>
+static __global__ void __launch_bounds__(kThreads) q6_prepass(const float *x, int64_t K, int n,
+                                                              const PreNorm norm, uint4 *X,
+                                                              float *SI, int npad) {
+    q6_limbs_prepass<NORM>(x, K, n, norm, X, SI, npad);
+}
+
+template <int NT, int NBUF>
+static __global__ void __launch_bounds__(kThreads, 2) gemm_wide2_pre_q6k(const Q6Args a, int S,
+                                                                         const Q6Limbs L) {
+    __shared__ Q6Wide2Smem<NT, NBUF, false> sm;
+    q6k_i8_wide2<NT, NBUF, false, true>(a, sm, blockIdx.z, S, (int)blockIdx.y * NT, L);
+}
+
+// The pre-pass into the kernel scratch (runtime.cu scratch(): grown only outside stream capture;
+// q6_limbs_bytes(n, K) bytes), then the pair body at NT tokens reading it. Returns
+// cudaErrorMemoryAllocation, having launched nothing, when the scratch is short (the caller
+// then runs the pair body that stages x itself).
+template <int NT, int NBUF>
+cudaError_t launch_wide2_pre(const Q6Args &a, bool norm, int S, int64_t quads,
+                             cudaStream_t stream) {
+    void *buf = scratch(q6_limbs_bytes(a.n, a.K), stream);
+    if (!buf) return cudaErrorMemoryAllocation;
+    Q6Limbs L;
+    L.npad = (a.n + 31) / 32 * 32;
+    uint4 *X = static_cast<uint4 *>(buf);
+    float *SI = reinterpret_cast<float *>(X + (a.K / 256) * (int64_t)L.npad * 64);
+    L.X = X;
+    L.SI = SI;
+    cudaError_t e = launch(norm ? q6_prepass<true> : q6_prepass<false>, dim3((unsigned)L.npad),
+                           kThreads, 0, stream, a.x, a.K, a.n, a.norm, X, SI, L.npad);
+    if (e != cudaSuccess) return e;
+    const int64_t groups = (a.n + NT - 1) / NT;
+    const dim3 grid(1u, (unsigned)groups, (unsigned)quads);
+    return launch(gemm_wide2_pre_q6k<NT, NBUF>, grid, kThreads, 0, stream, a, S, L);
+}
+
+// LOOM_GEMM_WIDE_Q6K (runtime.cu) picks the wide kernel: 1 q6k_i8_wide (k32, 16 tokens), 2 the
+// token-pair body at 16 tokens, 3 at 32 tokens, 4 the pair body at 32 tokens where those blocks
+// fill two per SM (ceil(n / 32) x quads >= 2 x SMs), else at 16; 5, 6, 7 as 2, 3, 4 with x
+// converted to limbs once for the matmul by a pre-pass (q6_limbs_prepass, in the kernel scratch;
+// without scratch 2, 3, 4). The same bits in every case.
 cudaError_t launch_wide(const Q6Args &a, bool norm, int S, cudaStream_t stream) {
-    const int64_t groups = (a.n + kWideTok - 1) / kWideTok;
     const int64_t quads = (a.tile0[a.nseg] + kWarps - 1) / kWarps;
+    int v = gemm_wide_q6k_variant();
+    const bool fill32 = (a.n + 31) / 32 * quads >= 2 * (int64_t)sm_count();
+    if (v >= 5) {  // the limb pre-pass: 5 at 16 tokens, 6 at 32, 7 by the grid rule
+        const cudaError_t e = v == 6 || (v == 7 && fill32)
+                                  ? launch_wide2_pre<32, 1>(a, norm, S, quads, stream)
+                                  : launch_wide2_pre<16, 2>(a, norm, S, quads, stream);
+        if (e != cudaErrorMemoryAllocation) return e;
+        (void)cudaGetLastError();
+        v -= 3;  // no scratch (a capture before it was reserved): the same body staging x
+    }
+    if (v == 3 || (v == 4 && fill32))
+        return launch_wide2<32, 1>(a, norm, S, quads, stream);
+    if (v >= 2) return launch_wide2<16, 2>(a, norm, S, quads, stream);
+    const int64_t groups = (a.n + kWideTok - 1) / kWideTok;
     const dim3 grid(1u, (unsigned)groups, (unsigned)quads);
     return launch(norm ? gemm_wide_q6k<kWideTok, true> : gemm_wide_q6k<kWideTok, false>, grid,
                   kThreads, 0, stream, a, S);

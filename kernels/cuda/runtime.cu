@@ -60,6 +60,13 @@ static int g_gemm_wide = kDefaultGemmWide;
 // session 9): its min term by 1 = one HMMA of the staged limb sums a tile, 2 = the GEMV's IMMA
 // a sub-block. The same bits either way.
 static int g_gemm_wide_q4k_i8 = 1;
+// The wide Q6_K GEMM's kernel (LOOM_GEMM_WIDE_Q6K; gemv_mma_q6k.cu launch_wide, q6k_i8_wide.cuh;
+// session 9): 1 = session 8's k32 body at 16 tokens, 2 = the token-pair (k16) body at 16 tokens,
+// 3 = the pair body at 32 tokens, 4 = the pair body at 32 tokens where the grid fills 2 blocks
+// an SM, else 16; 5 / 6 / 7 = 2 / 3 / 4 with x converted to limbs once a matmul by a pre-pass
+// into the kernel scratch (q6_limbs_bytes; without it 2 / 3 / 4). The same bits under every value.
+static const int kDefaultGemmWideQ6k = 1;
+static int g_gemm_wide_q6k = kDefaultGemmWideQ6k;
 static bool g_pdl = false;
 // Decode attention: blocks per SM the split choice aims at. 1 measured best on the H200
 // (bench/NOTES.md section 3, v4: each split costs ~0.3 us, so fewer and longer splits win).
@@ -119,6 +126,7 @@ static void read_switches_locked() {
     g_triple_mixed = env_int("LOOM_GEMV_TRIPLE_MIXED", 0, 3, false, kDefaultTripleMixed);
     g_gemm_wide = env_int("LOOM_GEMM_WIDE", 0, 1 << 30, false, kDefaultGemmWide);
     g_gemm_wide_q4k_i8 = env_int("LOOM_GEMM_WIDE_Q4K_I8", 1, 2, false, 1);
+    g_gemm_wide_q6k = env_int("LOOM_GEMM_WIDE_Q6K", 1, 7, false, kDefaultGemmWideQ6k);
     g_attn_bpsm = env_int("LOOM_ATTN_BPSM", 1, 16, false, kDefaultAttnBpsm);
     g_attn_cl_tiles = env_int("LOOM_ATTN_CL_TILES", 0, 1 << 25, false, kDefaultAttnClTiles);
     g_attn_prefetch = env_is("LOOM_ATTN_PREFETCH", "1");
@@ -189,6 +197,12 @@ int gemv_triple_mixed() {
 }
 
 // (declared in attention.cu, their only user)
+// (declared in gemv_mma_q6k.cu, its only user)
+int gemm_wide_q6k_variant() {
+    ensure_switches();
+    return g_gemm_wide_q6k;
+}
+
 int attn_cluster_tiles() {
     ensure_switches();
     return g_attn_cl_tiles;

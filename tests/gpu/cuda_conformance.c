@@ -742,6 +742,7 @@ static void test_q6k_wide(int64_t M, int64_t K, int64_t n, int kind) {
     snprintf(shape, sizeof shape, "Q6_K M=%lld K=%lld N=%lld%s", (long long)M, (long long)K,
              (long long)n, kn[kind]);
     const saved_switch wide = save_switch("LOOM_GEMM_WIDE");
+    const saved_switch wq6 = save_switch("LOOM_GEMM_WIDE_Q6K");
     loom_error err = {0};
     const int nw = kind == 3 ? 2 : 1;
     const size_t xb = sizeof(float) * (size_t)(n * K), yb = sizeof(float) * (size_t)(n * M);
@@ -763,9 +764,13 @@ static void test_q6k_wide(int64_t M, int64_t K, int64_t n, int kind) {
     }
     float *dx = dup_dev(x, xb), *dres = dup_dev(res, yb), *dg = dup_dev(g, sizeof(float) * (size_t)K);
     const loom_prenorm hn = {g, 1e-6f}, dn = {dg, 1e-6f};
-    float *yc[2], *y0[2], *y1[2], *dy[2], *dy1[2], *yt = xmalloc(sizeof(float) * (size_t)M);
+    /* yv[v - 2][i]: the wide GEMM under LOOM_GEMM_WIDE_Q6K = v (y1: 1, session 8's k32 body; 2 / 3:
+     * the token-pair body at 16 / 32 tokens a block, 4: its choice by the grid; 5 / 6 / 7: the
+     * same with x converted to limbs by the pre-pass) */
+    float *yc[2], *y0[2], *y1[2], *yv[6][2], *dy[2], *dy1[2], *yt = xmalloc(sizeof(float) * (size_t)M);
     for (int i = 0; i < nw; i++) {
         yc[i] = xmalloc(yb); y0[i] = xmalloc(yb); y1[i] = xmalloc(yb);
+        for (int v = 0; v < 6; v++) yv[v][i] = xmalloc(yb);
         dy[i] = dev_poison(yb);
         dy1[i] = dev_poison(sizeof(float) * (size_t)M);
     }
@@ -788,12 +793,15 @@ static void test_q6k_wide(int64_t M, int64_t K, int64_t n, int kind) {
      : kind == 2 ? loom_cuda_matmul_normed(dx + (i0) * K, &dn, (nn), gw[0], (out)[0], &err, 0)     \
                  : loom_cuda_matmul_pair(dx + (i0) * K, (nn), gw[0], gw[1], LOOM_PAIR_NONE, (out)[0], \
                                          (out)[1], &err, 0))
-    for (int sw = 0; sw < 2; sw++) {
+    for (int sw = 0; sw < 8; sw++) { /* wide off, then LOOM_GEMM_WIDE_Q6K = 1 .. 7 */
+        static const char *q6v[8] = {"1", "1", "2", "3", "4", "5", "6", "7"};
         set_switch("LOOM_GEMM_WIDE", sw ? "16" : "0");
+        set_switch("LOOM_GEMM_WIDE_Q6K", q6v[sw]);
         for (int i = 0; i < nw; i++) CK(cudaMemset(dy[i], 0xFF, yb));
         report_status("q6k wide", shape, WIDE_RUN(0, n, dy), &err);
-        for (int i = 0; i < nw; i++) to_host(sw ? y1[i] : y0[i], dy[i], yb);
+        for (int i = 0; i < nw; i++) to_host(sw > 1 ? yv[sw - 2][i] : sw ? y1[i] : y0[i], dy[i], yb);
     }
+    set_switch("LOOM_GEMM_WIDE_Q6K", "1");
     double worst = 0;
     size_t diff = 0;
     for (int i = 0; i < nw; i++) {
@@ -807,6 +815,24 @@ static void test_q6k_wide(int64_t M, int64_t K, int64_t n, int kind) {
     }
     report("q6k wide gemm", shape, worst, 1e-5);
     report("q6k wide==gemm8 bits", shape, (double)diff, 0);
+    for (int v = 0; v < 6; v++) { /* the token-pair body: CPU bound, == the 8-token GEMM bits */
+        char what[48];
+        double wv = 0;
+        size_t dv = 0;
+        for (int i = 0; i < nw; i++) {
+            double *bd = abs_dot_bound(t, w[i], M, K, xn, n);
+            if (kind == 1)
+                for (int64_t j = 0; j < n * M; j++) bd[j] += fabs(res[j]);
+            const double e = rel_to_bound(yv[v][i], yc[i], bd, n * M);
+            if (!(e <= wv)) wv = e;
+            free(bd);
+            dv += memcmp(yv[v][i], y0[i], yb) != 0;
+        }
+        snprintf(what, sizeof what, "q6k wide q6w=%d gemm", v + 2);
+        report(what, shape, wv, 1e-5);
+        snprintf(what, sizeof what, "q6k wide q6w=%d==gemm8 bits", v + 2);
+        report(what, shape, (double)dv, 0);
+    }
     diff = 0;
     for (int64_t tk = 0; tk < n; tk++) { /* the GEMV (n = 1) of each token alone */
         for (int i = 0; i < nw; i++) CK(cudaMemset(dy1[i], 0xFF, sizeof(float) * (size_t)M));
@@ -814,13 +840,17 @@ static void test_q6k_wide(int64_t M, int64_t K, int64_t n, int kind) {
         for (int i = 0; i < nw; i++) {
             to_host(yt, dy1[i], sizeof(float) * (size_t)M);
             diff += memcmp(yt, y1[i] + tk * M, sizeof(float) * (size_t)M) != 0;
+            for (int v = 0; v < 6; v++) /* every LOOM_GEMM_WIDE_Q6K value's token too */
+                diff += memcmp(yt, yv[v][i] + tk * M, sizeof(float) * (size_t)M) != 0;
         }
     }
 #undef WIDE_RUN
-    report("q6k wide==gemv bits", shape, (double)diff, 0);
+    report("q6k wide==gemv bits (q6w=1..7)", shape, (double)diff, 0);
+    restore_switch(&wq6);
     restore_switch(&wide);
     for (int i = 0; i < nw; i++) {
         free(w[i]); free(yc[i]); free(y0[i]); free(y1[i]);
+        for (int v = 0; v < 6; v++) free(yv[v][i]);
         cudaFree(dw[i]); cudaFree(dy[i]); cudaFree(dy1[i]);
     }
     if (xn != x) free(xn);
