@@ -276,13 +276,14 @@ static void bench_mm(const char *name, int op, int64_t n, int nw, const loom_ggm
         loom_cuda_reload_switches();
     }
     for (int rep = 0; rep < (g_ab_q4v ? 2 : 0); rep++)
-        for (int v = 0; v < (n > 1 ? 4 : 2); v++) {
-            static const char *vv[4] = {"1", "2", "2", "2"}, *vw[4] = {"16", "16", "0", "16"};
-            static const char *vl[4] = {"V1 wide", "V2 wide", "V2 gemm8", "V2 wide min=2"};
+        for (int v = 0; v < (n == 1 ? 2 : nw == 2 ? 5 : 4); v++) {
+            static const char *vv[5] = {"1", "2", "2", "2", "2"}, *vw[5] = {"16", "16", "0", "16", "16"};
+            static const char *vl[5] = {"V1 wide", "V2 wide", "V2 gemm8", "V2 wide min=2", "V2 wide pair32"};
+            static const char *vi[5] = {"1", "1", "1", "2", "3"};
             char vn[96];
             setenv("LOOM_GEMV_MMA_Q4K_V", vv[v], 1);
             setenv("LOOM_GEMM_WIDE", vw[v], 1);
-            setenv("LOOM_GEMM_WIDE_Q4K_I8", v == 3 ? "2" : "1", 1);
+            setenv("LOOM_GEMM_WIDE_Q4K_I8", vi[v], 1);
             loom_cuda_reload_switches();
             m->norm = g_ab_q4v == 2 ? 2 : 0;
             snprintf(vn, sizeof vn, "%s%s %s", name, g_ab_q4v == 2 ? " normed" : "", n > 1 ? vl[v] : vv[v][0] == '1' ? "V1" : "V2");

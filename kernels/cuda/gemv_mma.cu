@@ -718,6 +718,9 @@ static __global__ void __launch_bounds__(kThreads, 2) gemm_wide_q4k(const MmaArg
 // V = 2 GEMV bits. Tokens a block: kWideTokI8.
 template <int NMAT, bool SPLIT>
 constexpr int kWideTokI8 = NMAT == 2 ? 16 : 32;
+// LOOM_GEMM_WIDE_Q4K_I8=3: the pair without a split at 32 tokens (pa of both matrices: 255
+// registers, 0 spills sm_90a / sm_87).
+constexpr int kWideTokI8Pair32 = 32;
 
 // MINH: the min term by the HMMA of the limb sums (LOOM_GEMM_WIDE_Q4K_I8=1, the default), else
 // by the GEMV's IMMA a sub-block (=2; the stage without the sums). The same bits either way.
@@ -871,10 +874,14 @@ template <int NMAT, bool NORM>
 cudaError_t launch_wide_n(const MmaArgs &a, bool i8, int S, cudaStream_t stream) {
     constexpr int NT1 = kWideTok<NMAT, false>, NTS = kWideTok<NMAT, true>;
     constexpr int NI1 = kWideTokI8<NMAT, false>, NIS = kWideTokI8<NMAT, true>;
-    const int NT = i8 ? (S > 1 ? NIS : NI1) : (S > 1 ? NTS : NT1);
+    const int isw = i8 ? gemm_wide_q4k_i8_min() : 0;
+    const bool p32 = NMAT == 2 && S == 1 && isw == 3;
+    const int NT = i8 ? (S > 1 ? NIS : p32 ? kWideTokI8Pair32 : NI1) : (S > 1 ? NTS : NT1);
     const dim3 grid((unsigned)((a.n + NT - 1) / NT),
                     (unsigned)((a.tile0[a.nseg] + kWarps - 1) / kWarps), 1);
-    if (i8 && gemm_wide_q4k_i8_min() == 2) {
+    if (NMAT == 2 && p32)
+        return launch(gemm_wide_q4k_i8<kWideTokI8Pair32, NMAT, NORM, false, true>, grid, kThreads, 0, stream, a, S);
+    if (isw == 2) {
         if (S > 1) return launch(gemm_wide_q4k_i8<NIS, NMAT, NORM, true, false>, grid, kThreads, 0, stream, a, S);
         return launch(gemm_wide_q4k_i8<NI1, NMAT, NORM, false, false>, grid, kThreads, 0, stream, a, S);
     }

@@ -1278,6 +1278,9 @@ static void test_wide_section(void) {
     printf("   (LOOM_GEMM_WIDE_Q4K_I8=2: the min term by the GEMV's IMMA)\n");
     set_switch("LOOM_GEMM_WIDE_Q4K_I8", "2");
     test_wide_section_v(2);
+    printf("   (LOOM_GEMM_WIDE_Q4K_I8=3: the pair at 32 tokens a block)\n");
+    set_switch("LOOM_GEMM_WIDE_Q4K_I8", "3");
+    test_wide_section_v(2);
     reset_switch("LOOM_GEMM_WIDE_Q4K_I8");
     restore_switch(&q4v);
 }
