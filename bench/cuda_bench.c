@@ -276,10 +276,11 @@ static void bench_mm(const char *name, int op, int64_t n, int nw, const loom_ggm
         loom_cuda_reload_switches();
     }
     for (int rep = 0; rep < (g_ab_q4v ? 2 : 0); rep++)
-        for (int v = 0; v < (n == 1 ? 2 : nw == 2 ? 5 : 4); v++) {
+        for (int v = 0; v < (n == 1 ? 2 : 5); v++) {
             static const char *vv[5] = {"1", "2", "2", "2", "2"}, *vw[5] = {"16", "16", "0", "16", "16"};
-            static const char *vl[5] = {"V1 wide", "V2 wide", "V2 gemm8", "V2 wide min=2", "V2 wide pair32"};
-            static const char *vi[5] = {"1", "1", "1", "2", "3"};
+            const char *vl[5] = {"V1 wide", "V2 wide", "V2 gemm8", "V2 wide min=2",
+                                 nw == 2 ? "V2 wide pair32" : "V2 wide lean16"};
+            const char *vi[5] = {"1", "1", "1", "2", nw == 2 ? "3" : "4"};
             char vn[96];
             setenv("LOOM_GEMV_MMA_Q4K_V", vv[v], 1);
             setenv("LOOM_GEMM_WIDE", vw[v], 1);

@@ -725,7 +725,10 @@ constexpr int kWideTokI8Pair32 = 32;
 // MINH: the min term by the HMMA of the limb sums (LOOM_GEMM_WIDE_Q4K_I8=1, the default), else
 // by the GEMV's IMMA a sub-block (=2; the stage without the sums). The same bits either way.
 template <int NT, int NMAT, bool NORM, bool SPLIT, bool MINH>
-static __global__ void __launch_bounds__(kThreads, 2) gemm_wide_q4k_i8(const MmaArgs a, int S) {
+static __global__ void __launch_bounds__(kThreads, NT == 16 && NMAT == 1 ? 3 : 2) gemm_wide_q4k_i8(const MmaArgs a, int S) {
+    // LEAN (one matrix, 16 tokens, 3 blocks an SM): the next super-block's weights go to L2
+    // only (prefetch) and into registers at the start of their step.
+    constexpr bool LEAN = NT == 16 && NMAT == 1;
     __shared__ WideSmem<NT, NMAT, NORM, SPLIT, true> sm;
     pdl_launch_dependents();
     constexpr int NTL = NT / 4, NP = NT / 2;  // lane-sum slots, two-token tiles
@@ -757,7 +760,7 @@ static __global__ void __launch_bounds__(kThreads, 2) gemm_wide_q4k_i8(const Mma
         for (int j = 0; j < NTL; j++) rk[m][j][0] = rk[m][j][1] = 0.0f;
 
     Q4RawI8 cur[NMAT];
-    if (live && nsb > 0) {
+    if (live && nsb > 0 && !LEAN) {
 #pragma unroll
         for (int m = 0; m < NMAT; m++) cur[m] = q4_load_i8(wg[m], w8[m], 0, t);
     }
@@ -819,8 +822,14 @@ static __global__ void __launch_bounds__(kThreads, 2) gemm_wide_q4k_i8(const Mma
                 for (int m = 0; m < NMAT; m++) {
                     const bool more = sb + step < nsb || p + 1 < np;
                     Q4I8Dec A;
+                    if (LEAN) cur[m] = q4_load_i8(wg[m], w8[m], sb, t);
                     q4_i8_decode(cur[m], t, A);
-                    if (NMAT == 1 && more) cur[m] = q4_load_i8(wg[m], w8[m], nx, t);
+                    if (LEAN && more) {
+                        prefetch_l2(wg[m] + (int64_t)nx * kQ4KBytes + 64 * t);
+                        prefetch_l2(w8[m] + (int64_t)nx * kQ4KBytes + 64 * t);
+                    } else if (NMAT == 1 && more) {
+                        cur[m] = q4_load_i8(wg[m], w8[m], nx, t);
+                    }
 #pragma unroll
                     for (int pp = 0; pp < NP; pp++)
                         if (2 * pp < ntok) q4_i8_wtile<NT, MINH>(A, st, pp, lane, pa[m][pp]);
@@ -876,9 +885,14 @@ cudaError_t launch_wide_n(const MmaArgs &a, bool i8, int S, cudaStream_t stream)
     constexpr int NI1 = kWideTokI8<NMAT, false>, NIS = kWideTokI8<NMAT, true>;
     const int isw = i8 ? gemm_wide_q4k_i8_min() : 0;
     const bool p32 = NMAT == 2 && S == 1 && isw == 3;
-    const int NT = i8 ? (S > 1 ? NIS : p32 ? kWideTokI8Pair32 : NI1) : (S > 1 ? NTS : NT1);
+    const bool lean = NMAT == 1 && isw == 4;
+    const int NT = i8 ? (lean ? 16 : S > 1 ? NIS : p32 ? kWideTokI8Pair32 : NI1) : (S > 1 ? NTS : NT1);
     const dim3 grid((unsigned)((a.n + NT - 1) / NT),
                     (unsigned)((a.tile0[a.nseg] + kWarps - 1) / kWarps), 1);
+    if (NMAT == 1 && lean) {
+        if (S > 1) return launch(gemm_wide_q4k_i8<16, NMAT, NORM, true, true>, grid, kThreads, 0, stream, a, S);
+        return launch(gemm_wide_q4k_i8<16, NMAT, NORM, false, true>, grid, kThreads, 0, stream, a, S);
+    }
     if (NMAT == 2 && p32)
         return launch(gemm_wide_q4k_i8<kWideTokI8Pair32, NMAT, NORM, false, true>, grid, kThreads, 0, stream, a, S);
     if (isw == 2) {

@@ -58,7 +58,9 @@ static const int kDefaultGemmWide = 1;
 static int g_gemm_wide = kDefaultGemmWide;
 // The wide GEMM on the INT8 Q4_K body (LOOM_GEMM_WIDE_Q4K_I8; gemv_mma.cu gemm_wide_q4k_i8,
 // session 9): its min term by 1 = one HMMA of the staged limb sums a tile, 2 = the GEMV's IMMA
-// a sub-block, 3 = 1 with the pair at 32 tokens a block (16 otherwise). The same bits always.
+// a sub-block, 3 = 1 with the pair at 32 tokens a block (16 otherwise), 4 = 1 with one matrix at
+// 16 tokens, 3 blocks an SM (168 registers: the next weights prefetched into L2 only). The same
+// bits always.
 static int g_gemm_wide_q4k_i8 = 1;
 // The wide Q6_K GEMM's kernel (LOOM_GEMM_WIDE_Q6K; gemv_mma_q6k.cu launch_wide, q6k_i8_wide.cuh;
 // session 9): 1 = session 8's k32 body at 16 tokens, 2 = the token-pair (k16) body at 16 tokens,
@@ -125,7 +127,7 @@ static void read_switches_locked() {
     g_q4k_variant = env_int("LOOM_GEMV_MMA_Q4K_V", 1, 2, false, kDefaultQ4kVariant);
     g_triple_mixed = env_int("LOOM_GEMV_TRIPLE_MIXED", 0, 3, false, kDefaultTripleMixed);
     g_gemm_wide = env_int("LOOM_GEMM_WIDE", 0, 1 << 30, false, kDefaultGemmWide);
-    g_gemm_wide_q4k_i8 = env_int("LOOM_GEMM_WIDE_Q4K_I8", 1, 3, false, 1);
+    g_gemm_wide_q4k_i8 = env_int("LOOM_GEMM_WIDE_Q4K_I8", 1, 4, false, 1);
     g_gemm_wide_q6k = env_int("LOOM_GEMM_WIDE_Q6K", 1, 7, false, kDefaultGemmWideQ6k);
     g_attn_bpsm = env_int("LOOM_ATTN_BPSM", 1, 16, false, kDefaultAttnBpsm);
     g_attn_cl_tiles = env_int("LOOM_ATTN_CL_TILES", 0, 1 << 25, false, kDefaultAttnClTiles);

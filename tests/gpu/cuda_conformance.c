@@ -1281,6 +1281,9 @@ static void test_wide_section(void) {
     printf("   (LOOM_GEMM_WIDE_Q4K_I8=3: the pair at 32 tokens a block)\n");
     set_switch("LOOM_GEMM_WIDE_Q4K_I8", "3");
     test_wide_section_v(2);
+    printf("   (LOOM_GEMM_WIDE_Q4K_I8=4: one matrix at 16 tokens, 3 blocks an SM)\n");
+    set_switch("LOOM_GEMM_WIDE_Q4K_I8", "4");
+    test_wide_section_v(2);
     reset_switch("LOOM_GEMM_WIDE_Q4K_I8");
     restore_switch(&q4v);
 }
