@@ -148,18 +148,21 @@ static __global__ void __launch_bounds__(kThreads) q6_prepass(const float *x, in
     q6_limbs_prepass<NORM>(x, K, n, norm, X, SI, npad);
 }
 
-template <int NT, int NBUF>
-static __global__ void __launch_bounds__(kThreads, 2) gemm_wide2_pre_q6k(const Q6Args a, int S,
-                                                                         const Q6Limbs L) {
+// UO: one k half at a time (q6_wide_au), the running sums in shared memory, 3 blocks an SM
+// (<= 168 registers; one x stage: 38.9 KB).
+template <int NT, int NBUF, bool UO = false>
+static __global__ void __launch_bounds__(kThreads, UO ? 3 : 2) gemm_wide2_pre_q6k(const Q6Args a,
+                                                                                  int S,
+                                                                                  const Q6Limbs L) {
     __shared__ Q6Wide2Smem<NT, NBUF, false> sm;
-    q6k_i8_wide2<NT, NBUF, false, true>(a, sm, blockIdx.z, S, (int)blockIdx.y * NT, L);
+    q6k_i8_wide2<NT, NBUF, false, true, UO>(a, sm, blockIdx.z, S, (int)blockIdx.y * NT, L);
 }
 
 // The pre-pass into the kernel scratch (runtime.cu scratch(): grown only outside stream capture;
 // q6_limbs_bytes(n, K) bytes), then the pair body at NT tokens reading it. Returns
 // cudaErrorMemoryAllocation, having launched nothing, when the scratch is short (the caller
 // then runs the pair body that stages x itself).
-template <int NT, int NBUF>
+template <int NT, int NBUF, bool UO = false>
 cudaError_t launch_wide2_pre(const Q6Args &a, bool norm, int S, int64_t quads,
                              cudaStream_t stream) {
     void *buf = scratch(q6_limbs_bytes(a.n, a.K), stream);
@@ -175,25 +178,30 @@ cudaError_t launch_wide2_pre(const Q6Args &a, bool norm, int S, int64_t quads,
     if (e != cudaSuccess) return e;
     const int64_t groups = (a.n + NT - 1) / NT;
     const dim3 grid(1u, (unsigned)groups, (unsigned)quads);
-    return launch(gemm_wide2_pre_q6k<NT, NBUF>, grid, kThreads, 0, stream, a, S, L);
+    return launch(gemm_wide2_pre_q6k<NT, NBUF, UO>, grid, kThreads, 0, stream, a, S, L);
 }
 
 // LOOM_GEMM_WIDE_Q6K (runtime.cu) picks the wide kernel: 1 q6k_i8_wide (k32, 16 tokens), 2 the
 // token-pair body at 16 tokens, 3 at 32 tokens, 4 the pair body at 32 tokens where those blocks
-// fill two per SM (ceil(n / 32) x quads >= 2 x SMs), else at 16; 5, 6, 7 as 2, 3, 4 with x
+// number >= 1.5 x SMs (ceil(n / 32) x quads), else at 16; 5, 6, 7 as 2, 3, 4 with x
 // converted to limbs once for the matmul by a pre-pass (q6_limbs_prepass, in the kernel scratch;
-// without scratch 2, 3, 4). The same bits in every case.
+// without scratch 2, 3, 4), 8 as 5 one k half at a time at 3 blocks an SM. The same bits.
 cudaError_t launch_wide(const Q6Args &a, bool norm, int S, cudaStream_t stream) {
     const int64_t quads = (a.tile0[a.nseg] + kWarps - 1) / kWarps;
     int v = gemm_wide_q6k_variant();
-    const bool fill32 = (a.n + 31) / 32 * quads >= 2 * (int64_t)sm_count();
-    if (v >= 5) {  // the limb pre-pass: 5 at 16 tokens, 6 at 32, 7 by the grid rule
-        const cudaError_t e = v == 6 || (v == 7 && fill32)
+    // 32-token blocks where they number >= 1.5 x SMs (relay pq6-R2, pre-pass: 32 won the 4B down
+    // at N = 512 (640 blocks), the 8B down at N = 128 (256) and the V at N = 512 (256); 16 won the
+    // 4B down at N = 128 (160) and every shape at N <= 64)
+    const bool fill32 = (a.n + 31) / 32 * quads * 2 >= 3 * (int64_t)sm_count();
+    if (v >= 5) {  // the limb pre-pass: 5 at 16 tokens, 6 at 32, 7 by the grid rule, 8 at 16
+                   // tokens one k half at a time (3 blocks an SM)
+        const cudaError_t e = v == 8 ? launch_wide2_pre<16, 1, true>(a, norm, S, quads, stream)
+                              : v == 6 || (v == 7 && fill32)
                                   ? launch_wide2_pre<32, 1>(a, norm, S, quads, stream)
                                   : launch_wide2_pre<16, 2>(a, norm, S, quads, stream);
         if (e != cudaErrorMemoryAllocation) return e;
         (void)cudaGetLastError();
-        v -= 3;  // no scratch (a capture before it was reserved): the same body staging x
+        v = v == 8 ? 2 : v - 3;  // no scratch (a capture before it was reserved): staging x
     }
     if (v == 3 || (v == 4 && fill32))
         return launch_wide2<32, 1>(a, norm, S, quads, stream);

@@ -64,9 +64,10 @@ static int g_gemm_wide = kDefaultGemmWide;
 static int g_gemm_wide_q4k_i8 = 1;
 // The wide Q6_K GEMM's kernel (LOOM_GEMM_WIDE_Q6K; gemv_mma_q6k.cu launch_wide, q6k_i8_wide.cuh;
 // session 9): 1 = session 8's k32 body at 16 tokens, 2 = the token-pair (k16) body at 16 tokens,
-// 3 = the pair body at 32 tokens, 4 = the pair body at 32 tokens where the grid fills 2 blocks
-// an SM, else 16; 5 / 6 / 7 = 2 / 3 / 4 with x converted to limbs once a matmul by a pre-pass
-// into the kernel scratch (q6_limbs_bytes; without it 2 / 3 / 4). The same bits under every value.
+// 3 = the pair body at 32 tokens, 4 = the pair body at 32 tokens where those blocks number >=
+// 1.5 x SMs, else 16; 5 / 6 / 7 = 2 / 3 / 4 with x converted to limbs once a matmul by a pre-pass
+// into the kernel scratch (q6_limbs_bytes; without it 2 / 3 / 4); 8 = 5 with one k half of A
+// at a time (162 registers: 3 blocks an SM). The same bits under every value.
 static const int kDefaultGemmWideQ6k = 1;
 static int g_gemm_wide_q6k = kDefaultGemmWideQ6k;
 static bool g_pdl = false;
@@ -128,7 +129,7 @@ static void read_switches_locked() {
     g_triple_mixed = env_int("LOOM_GEMV_TRIPLE_MIXED", 0, 3, false, kDefaultTripleMixed);
     g_gemm_wide = env_int("LOOM_GEMM_WIDE", 0, 1 << 30, false, kDefaultGemmWide);
     g_gemm_wide_q4k_i8 = env_int("LOOM_GEMM_WIDE_Q4K_I8", 1, 4, false, 1);
-    g_gemm_wide_q6k = env_int("LOOM_GEMM_WIDE_Q6K", 1, 7, false, kDefaultGemmWideQ6k);
+    g_gemm_wide_q6k = env_int("LOOM_GEMM_WIDE_Q6K", 1, 8, false, kDefaultGemmWideQ6k);
     g_attn_bpsm = env_int("LOOM_ATTN_BPSM", 1, 16, false, kDefaultAttnBpsm);
     g_attn_cl_tiles = env_int("LOOM_ATTN_CL_TILES", 0, 1 << 25, false, kDefaultAttnClTiles);
     g_attn_prefetch = env_is("LOOM_ATTN_PREFETCH", "1");
@@ -192,6 +193,12 @@ int gemm_wide_q4k_i8_min() {
     return g_gemm_wide_q4k_i8;
 }
 
+// (declared in gemv_mma_q6k.cu, its only user)
+int gemm_wide_q6k_variant() {
+    ensure_switches();
+    return g_gemm_wide_q6k;
+}
+
 // (declared in gemv.cu and gemv_mma.cu, its users)
 int gemv_triple_mixed() {
     ensure_switches();
@@ -199,12 +206,6 @@ int gemv_triple_mixed() {
 }
 
 // (declared in attention.cu, their only user)
-// (declared in gemv_mma_q6k.cu, its only user)
-int gemm_wide_q6k_variant() {
-    ensure_switches();
-    return g_gemm_wide_q6k;
-}
-
 int attn_cluster_tiles() {
     ensure_switches();
     return g_attn_cl_tiles;
