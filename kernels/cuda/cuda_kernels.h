@@ -72,7 +72,11 @@
  *                         x staged once for 4 tiles) from 16 tokens on (Q6_K: 64); =n
  *                         (n >= 2): from n tokens on; 0: the GEMM in groups of 8 tokens.
  *                         Default 1. Same bits either way (GEMM token == GEMV); the GEMV
- *                         (n = 1) never changes.
+ *                         (n = 1) never changes. With LOOM_GEMV_MMA_Q4K_V=2 the Q4_K wide
+ *                         kernel is the INT8 one (gemm_wide_q4k_i8: token == the V = 2 GEMV).
+ *   LOOM_GEMM_WIDE_Q4K_I8 that INT8 wide kernel's form (same bits): 4 (default) one matrix at 16
+ *                         tokens, 3 blocks an SM; 1: at 32 tokens; 2: the min term by IMMA; 3:
+ *                         the pair at 32 tokens (bench/NOTES.md 2.4, session 9).
  *   LOOM_CUDA_PDL         =1: programmatic dependent launch (compute capability 9.0+): a kernel
  *                         may start during the previous one's tail and waits for it in-kernel
  *                         (common.cuh); default (off): plain stream order. Same results either

@@ -39,7 +39,8 @@
 // The wide GEMM (LOOM_GEMM_WIDE, gemm_wide_q4k below; f16 body, n >= the switch's threshold):
 // a block of 4 warps = 4 tiles x 32 tokens, each weight tile decoded once for its 32 tokens and
 // x staged once for the 4 tiles, each warp walking the GEMV's split-K partials itself in
-// reduce_partials' order: the same bits per token, ~2.5x faster at N = 512.
+// reduce_partials' order: the same bits per token, ~2.5x faster at N = 512. The INT8 body has its
+// own (gemm_wide_q4k_i8, session 9: 2.9x its 8-token GEMM at N = 512, 1.00-1.21x the f16 one).
 //
 // Memory traffic: each weight byte once from DRAM per token group (a GEMM of n tokens re-reads
 // each 16-row tile for every group of 8, from L2: the groups of a tile are adjacent blocks).

@@ -60,8 +60,11 @@ static int g_gemm_wide = kDefaultGemmWide;
 // session 9): its min term by 1 = one HMMA of the staged limb sums a tile, 2 = the GEMV's IMMA
 // a sub-block, 3 = 1 with the pair at 32 tokens a block (16 otherwise), 4 = 1 with one matrix at
 // 16 tokens, 3 blocks an SM (168 registers: the next weights prefetched into L2 only). The same
-// bits always.
-static int g_gemm_wide_q4k_i8 = 1;
+// bits always. 4 is the default: relay q4w-R3 (bench/NOTES.md 2.4), 4B N = 512 O + add 276 ->
+// 273 us, down + add 634 -> 613, Q+K normed 399 -> 384 (9728 x 2560 556 -> 566), N = 32 / 128
+// 5-27% faster; 2 and 3 measured slower.
+static const int kDefaultGemmWideQ4kI8 = 4;
+static int g_gemm_wide_q4k_i8 = kDefaultGemmWideQ4kI8;
 // The wide Q6_K GEMM's kernel (LOOM_GEMM_WIDE_Q6K; gemv_mma_q6k.cu launch_wide, q6k_i8_wide.cuh;
 // session 9): 1 = session 8's k32 body at 16 tokens, 2 = the token-pair (k16) body at 16 tokens,
 // 3 = the pair body at 32 tokens, 4 = the pair body at 32 tokens where those blocks number >=
@@ -128,7 +131,7 @@ static void read_switches_locked() {
     g_q4k_variant = env_int("LOOM_GEMV_MMA_Q4K_V", 1, 2, false, kDefaultQ4kVariant);
     g_triple_mixed = env_int("LOOM_GEMV_TRIPLE_MIXED", 0, 3, false, kDefaultTripleMixed);
     g_gemm_wide = env_int("LOOM_GEMM_WIDE", 0, 1 << 30, false, kDefaultGemmWide);
-    g_gemm_wide_q4k_i8 = env_int("LOOM_GEMM_WIDE_Q4K_I8", 1, 4, false, 1);
+    g_gemm_wide_q4k_i8 = env_int("LOOM_GEMM_WIDE_Q4K_I8", 1, 4, false, kDefaultGemmWideQ4kI8);
     g_gemm_wide_q6k = env_int("LOOM_GEMM_WIDE_Q6K", 1, 8, false, kDefaultGemmWideQ6k);
     g_attn_bpsm = env_int("LOOM_ATTN_BPSM", 1, 16, false, kDefaultAttnBpsm);
     g_attn_cl_tiles = env_int("LOOM_ATTN_CL_TILES", 0, 1 << 25, false, kDefaultAttnClTiles);
