@@ -187,8 +187,8 @@ static int g_ab_mixed = 0; /* bench_mm: LOOM_GEMV_TRIPLE_MIXED=0, 1, 2, 3, twice
  * add, 2: the _normed launcher) instead of the default row */
 static int g_ab_wide = 0;
 /* with g_ab_wide: the wide rows once for each LOOM_GEMM_WIDE_Q6K value in BENCH_Q6W (digits,
- * default "12345678": session 8's k32 body, the token-pair body at 16 / 32 tokens, its grid rule,
- * those three with the limb pre-pass, and the pre-pass one with one k half at a time) */
+ * default "1234567": session 8's k32 body, the token-pair body at 16 / 32 tokens, its grid rule,
+ * and those three with the limb pre-pass) */
 static int g_ab_q6w = 0;
 /* bench_mm: the Q4_K GEMM's bodies in turn, twice, same weights (1: plain / add, 2: the _normed
  * launcher): LOOM_GEMV_MMA_Q4K_V=1 wide (f16), =2 wide (INT8, gemm_wide_q4k_i8), =2 with
@@ -258,7 +258,7 @@ static void bench_mm(const char *name, int op, int64_t n, int nw, const loom_ggm
         unsetenv("LOOM_GEMV_TRIPLE_MIXED");
         loom_cuda_reload_switches();
     }
-    const char *q6list = getenv("BENCH_Q6W") ? getenv("BENCH_Q6W") : "12345678";
+    const char *q6list = getenv("BENCH_Q6W") ? getenv("BENCH_Q6W") : "1234567";
     for (int rep = 0; rep < (g_ab_wide ? 2 : 0); rep++)
         for (int v = 0; v < (g_ab_q6w && n > 1 ? 1 + (int)strlen(q6list) : 2); v++) {
             char vn[96], q6w[2] = {v ? q6list[v - 1] : '1', 0};

@@ -8,7 +8,10 @@
 // LOOM_GEMM_WIDE (runtime.cu gemm_wide_min: 1, the default, from 64 tokens; 0 off; n from n
 // tokens) sends the INT8 body's GEMM to q6k_i8_wide.cuh's blocks of 4 tiles x 16 tokens (x
 // staged once a block, A decoded once a super-block for 16 tokens; the same bits as the 8-token
-// GEMM and the GEMV).
+// GEMM and the GEMV). LOOM_GEMM_WIDE_Q6K (session 9) picks that wide kernel: 1 session 8's, 2-4
+// the token-pair (m16n8k16) body, 5-7 the pair body reading x limbs that a pre-pass kernel
+// staged once for the whole matmul into the kernel scratch (q6_limbs_bytes(n, K) bytes: K / 256
+// x n rounded up to 32 x 1028), falling back to 2-4 where the scratch cannot grow (a capture).
 //
 // The product. mma.sync m16n8k16 (f16 x f16 -> f32), A = weights, B = x as f16 hi + lo with a
 // power-of-two scale per super-block and token (mma_common.cuh: stage_token). A Q6_K weight is
@@ -148,21 +151,18 @@ static __global__ void __launch_bounds__(kThreads) q6_prepass(const float *x, in
     q6_limbs_prepass<NORM>(x, K, n, norm, X, SI, npad);
 }
 
-// UO: one k half at a time (q6_wide_au), the running sums in shared memory, 3 blocks an SM
-// (<= 168 registers; one x stage: 38.9 KB).
-template <int NT, int NBUF, bool UO = false>
-static __global__ void __launch_bounds__(kThreads, UO ? 3 : 2) gemm_wide2_pre_q6k(const Q6Args a,
-                                                                                  int S,
-                                                                                  const Q6Limbs L) {
+template <int NT, int NBUF>
+static __global__ void __launch_bounds__(kThreads, 2) gemm_wide2_pre_q6k(const Q6Args a, int S,
+                                                                         const Q6Limbs L) {
     __shared__ Q6Wide2Smem<NT, NBUF, false> sm;
-    q6k_i8_wide2<NT, NBUF, false, true, UO>(a, sm, blockIdx.z, S, (int)blockIdx.y * NT, L);
+    q6k_i8_wide2<NT, NBUF, false, true>(a, sm, blockIdx.z, S, (int)blockIdx.y * NT, L);
 }
 
 // The pre-pass into the kernel scratch (runtime.cu scratch(): grown only outside stream capture;
 // q6_limbs_bytes(n, K) bytes), then the pair body at NT tokens reading it. Returns
 // cudaErrorMemoryAllocation, having launched nothing, when the scratch is short (the caller
 // then runs the pair body that stages x itself).
-template <int NT, int NBUF, bool UO = false>
+template <int NT, int NBUF>
 cudaError_t launch_wide2_pre(const Q6Args &a, bool norm, int S, int64_t quads,
                              cudaStream_t stream) {
     void *buf = scratch(q6_limbs_bytes(a.n, a.K), stream);
@@ -178,14 +178,14 @@ cudaError_t launch_wide2_pre(const Q6Args &a, bool norm, int S, int64_t quads,
     if (e != cudaSuccess) return e;
     const int64_t groups = (a.n + NT - 1) / NT;
     const dim3 grid(1u, (unsigned)groups, (unsigned)quads);
-    return launch(gemm_wide2_pre_q6k<NT, NBUF, UO>, grid, kThreads, 0, stream, a, S, L);
+    return launch(gemm_wide2_pre_q6k<NT, NBUF>, grid, kThreads, 0, stream, a, S, L);
 }
 
 // LOOM_GEMM_WIDE_Q6K (runtime.cu) picks the wide kernel: 1 q6k_i8_wide (k32, 16 tokens), 2 the
 // token-pair body at 16 tokens, 3 at 32 tokens, 4 the pair body at 32 tokens where those blocks
 // number >= 1.5 x SMs (ceil(n / 32) x quads), else at 16; 5, 6, 7 as 2, 3, 4 with x
 // converted to limbs once for the matmul by a pre-pass (q6_limbs_prepass, in the kernel scratch;
-// without scratch 2, 3, 4), 8 as 5 one k half at a time at 3 blocks an SM. The same bits.
+// without scratch 2, 3, 4). The same bits in every case.
 cudaError_t launch_wide(const Q6Args &a, bool norm, int S, cudaStream_t stream) {
     const int64_t quads = (a.tile0[a.nseg] + kWarps - 1) / kWarps;
     int v = gemm_wide_q6k_variant();
@@ -193,15 +193,13 @@ cudaError_t launch_wide(const Q6Args &a, bool norm, int S, cudaStream_t stream) 
     // at N = 512 (640 blocks), the 8B down at N = 128 (256) and the V at N = 512 (256); 16 won the
     // 4B down at N = 128 (160) and every shape at N <= 64)
     const bool fill32 = (a.n + 31) / 32 * quads * 2 >= 3 * (int64_t)sm_count();
-    if (v >= 5) {  // the limb pre-pass: 5 at 16 tokens, 6 at 32, 7 by the grid rule, 8 at 16
-                   // tokens one k half at a time (3 blocks an SM)
-        const cudaError_t e = v == 8 ? launch_wide2_pre<16, 1, true>(a, norm, S, quads, stream)
-                              : v == 6 || (v == 7 && fill32)
+    if (v >= 5) {  // the limb pre-pass: 5 at 16 tokens, 6 at 32, 7 by the grid rule
+        const cudaError_t e = v == 6 || (v == 7 && fill32)
                                   ? launch_wide2_pre<32, 1>(a, norm, S, quads, stream)
                                   : launch_wide2_pre<16, 2>(a, norm, S, quads, stream);
         if (e != cudaErrorMemoryAllocation) return e;
         (void)cudaGetLastError();
-        v = v == 8 ? 2 : v - 3;  // no scratch (a capture before it was reserved): staging x
+        v -= 3;  // no scratch (a capture before it was reserved): the same body staging x
     }
     if (v == 3 || (v == 4 && fill32))
         return launch_wide2<32, 1>(a, norm, S, quads, stream);
@@ -282,3 +280,11 @@ loom_status mma_q6k_matmul(const Seg *seg, int nseg, int epi, const float *x, in
 }
 
 }  // namespace loom_cuda
+
+extern "C" size_t loom_cuda_q6k_matmul_scratch_bytes(int64_t n, int64_t K) {
+    using namespace loom_cuda;
+    if (n < 2 || K < 256 || gemm_wide_q6k_variant() < 5 || gemm_wide_min() == 0 ||
+        mma_q6k_variant() != 2)
+        return 0;
+    return q6k::q6_limbs_bytes(n, K);
+}

@@ -26,6 +26,8 @@
 // Shared memory: the warps' weight windows 4 x 3584 + 2 stages x 16 tokens x 1 KB + the norm
 // scales = 47.8 KB (under sm_87's 48 KB static limit); registers: 32 accumulators, 32 A, 16
 // scales, 32 prefetched x values, 16 partial sums (2 blocks an SM).
+// Session 9 (below, LOOM_GEMM_WIDE_Q6K >= 2): the token-pair body q6k_i8_wide2 and the x limb
+// pre-pass q6_limbs_prepass; the same bits as this kernel.
 #pragma once
 
 #include "kernels/cuda/q6k_i8_body.cuh"
@@ -406,88 +408,10 @@ __device__ __forceinline__ void q6_wide_pair(const Q6WideA2 &A, const I8Stage<NT
     }
 }
 
-// UO (u outer): one k half at a time, so that only its A (16 registers) and scales (16) are
-// live: q6_wide_a2's values of sub-blocks u only (Au.ag[h][i] = A.ag[u][h][i], ...).
-struct Q6WideAU {
-    uint32_t ag[2][4], a8[2][4];
-    int sg[2][4], s8[2][4];
-    float dg, d8;
-};
-
-__device__ __forceinline__ void q6_wide_au(const uint32_t *wb, int og, int o8, int lane, int u,
-                                           Q6WideAU &A) {
-    const int t = lane & 3;
-    const uint32_t *pg = wb + ((og + 4 * t) >> 2), *p8 = wb + ((o8 + 4 * t) >> 2);
-    const uint32_t fg = (uint32_t)(og & 2) * 8, f8 = (uint32_t)(o8 & 2) * 8;
-    const uint32_t *rg = wb + (og >> 2), *r8 = wb + (o8 >> 2);
-    A.dg = f16_bits_to_f32((uint16_t)(rg[52] >> fg));
-    A.d8 = f16_bits_to_f32((uint16_t)(r8[52] >> f8));
-    auto hs = [](uint32_t x) { return (x + 0x60606060u) ^ 0x80808080u; };
-#pragma unroll
-    for (int h = 0; h < 2; h++) {
-        uint32_t qlg[2], ql8[2];
-#pragma unroll
-        for (int jj = 0; jj < 2; jj++) {
-            const int n = 4 * h + 2 * jj + u;
-            qlg[jj] = __funnelshift_r(pg[4 * n], pg[4 * n + 1], fg);
-            ql8[jj] = __funnelshift_r(p8[4 * n], p8[4 * n + 1], f8);
-        }
-        const int nq = 8 + 2 * h + u;
-        const uint32_t qhg = __funnelshift_r(pg[4 * nq], pg[4 * nq + 1], fg);
-        const uint32_t qh8 = __funnelshift_r(p8[4 * nq], p8[4 * nq + 1], f8);
-        const uint32_t Mg = qhg & 0x33333333u, Ng = qhg & 0xCCCCCCCCu;
-        const uint32_t M8 = qh8 & 0x33333333u, N8 = qh8 & 0xCCCCCCCCu;
-        A.ag[h][0] = sel_nib(qlg[0], hs(Mg << 4)); A.a8[h][0] = sel_nib(ql8[0], hs(M8 << 4));
-        A.ag[h][1] = sel_nib(qlg[1], hs(Ng << 2)); A.a8[h][1] = sel_nib(ql8[1], hs(N8 << 2));
-        A.ag[h][2] = sel_nib(qlg[0] >> 4, hs(Mg)); A.a8[h][2] = sel_nib(ql8[0] >> 4, hs(M8));
-        A.ag[h][3] = sel_nib(qlg[1] >> 4, hs(Ng >> 2)); A.a8[h][3] = sel_nib(ql8[1] >> 4, hs(N8 >> 2));
-#pragma unroll
-        for (int k = 0; k < 2; k++) {  // scale word 2 h + k: sub-blocks i = 2 k, 2 k + 1
-            const uint32_t wg = __funnelshift_r(rg[48 + 2 * h + k], rg[49 + 2 * h + k], fg);
-            const uint32_t w8 = __funnelshift_r(r8[48 + 2 * h + k], r8[49 + 2 * h + k], f8);
-#pragma unroll
-            for (int e = 0; e < 2; e++) {
-                const uint32_t b = (uint32_t)(2 * e + u), sel = b | (b | 8u) * 0x1110u;
-                A.sg[h][2 * k + e] = sext_byte(wg, sel);
-                A.s8[h][2 * k + e] = sext_byte(w8, sel);
-            }
-        }
-    }
-}
-
-// q6_wide_pair's step for one k half u: acc (row g, row g+8) of the GEMV lane 2 u + (t & 1).
-template <int NT>
-__device__ __forceinline__ void q6_wide_pair_u(const Q6WideAU &A, const I8Stage<NT> &st, int pr,
-                                               int u, int lane, float (&acc)[2]) {
-    const int t = lane & 3;
-    const int tb = 2 * pr + (lane >> 4), td = 2 * pr + (t >> 1);
-    const float sw = __fmul_rn(st.sinv[td], (t & 1) ? 1.0f : 65536.0f);
-    int I[4] = {0, 0, 0, 0};
-#pragma unroll
-    for (int h = 0; h < 2; h++) {
-        const uint4 bw = st.b[tb][h][(16 * u + (lane & 15)) ^ (4 * h)];
-        const uint32_t bv[4] = {bw.x, bw.y, bw.z, bw.w};
-#pragma unroll
-        for (int i = 0; i < 4; i++) {
-            int d[4];
-            mma_s8s8_k16(d, A.ag[h][i], A.a8[h][i], bv[i]);
-            I[0] += A.sg[h][i] * d[0];
-            I[1] += A.sg[h][i] * d[1];
-            I[2] += A.s8[h][i] * d[2];
-            I[3] += A.s8[h][i] * d[3];
-        }
-    }
-    const float Fg = __fmaf_rn(256.0f, __int2float_rn(I[0]), __int2float_rn(I[1]));
-    const float F8 = __fmaf_rn(256.0f, __int2float_rn(I[2]), __int2float_rn(I[3]));
-    acc[0] = __fmaf_rn(__fmul_rn(A.dg, sw), Fg, acc[0]);
-    acc[1] = __fmaf_rn(__fmul_rn(A.d8, sw), F8, acc[1]);
-}
-
 // Ends partial p for every token (q6_wide_partial's order and layout, from the pair layout).
-// rs(i), tot(i): the running sums' places (registers, or shared memory for the UO kernel).
-template <int NT, typename RS, typename TOT>
+template <int NT>
 __device__ __forceinline__ void q6_wide2_partial(float (&acc)[NT / 2][2][2], int p, int lane,
-                                                 RS rs, TOT tot) {
+                                                 float (&rs)[NT / 2], float (&tot)[NT / 2]) {
     const int t = lane & 3;
 #pragma unroll
     for (int jj = 0; jj < NT / 4; jj++)
@@ -508,8 +432,8 @@ __device__ __forceinline__ void q6_wide2_partial(float (&acc)[NT / 2][2][2], int
             const float got = __shfl_xor_sync(0xffffffffu, t == 2 ? r[0] : r[1], 3);
             const float x = t == 0 ? r[0] : t == 3 ? r[1] : got;
             const int i = jj * 2 + k;
-            rs(i) = (p & 3) == 0 ? x : __fadd_rn(rs(i), x);
-            if ((p & 3) == 3) tot(i) = p == 3 ? rs(i) : __fadd_rn(tot(i), rs(i));
+            rs[i] = (p & 3) == 0 ? x : __fadd_rn(rs[i], x);
+            if ((p & 3) == 3) tot[i] = p == 3 ? rs[i] : __fadd_rn(tot[i], rs[i]);
         }
 #pragma unroll
     for (int j = 0; j < NT / 2; j++) acc[j][0][0] = acc[j][0][1] = acc[j][1][0] = acc[j][1][1] = 0.0f;
@@ -581,7 +505,7 @@ __device__ __forceinline__ void q6_limbs_prepass(const float *x, int64_t K, int 
 // q6k_i8_wide's block with the token-pair body (NT tokens, NBUF x stages; see above). PRE: the
 // stages are cp.async copies of the pre-pass's limbs (L) instead of staged from x (NORM is then
 // the pre-pass's business: call with NORM = false).
-template <int NT, int NBUF, bool NORM, bool PRE = false, bool UO = false>
+template <int NT, int NBUF, bool NORM, bool PRE = false>
 __device__ __forceinline__ void q6k_i8_wide2(const Q6Args &a, Q6Wide2Smem<NT, NBUF, NORM> &sm,
                                              int64_t quad, int S, int tok0,
                                              const Q6Limbs &L = Q6Limbs{}) {
@@ -685,18 +609,11 @@ __device__ __forceinline__ void q6k_i8_wide2(const Q6Args &a, Q6Wide2Smem<NT, NB
         __syncthreads();
     }
 
-    // UO: the running sums in shared memory (each thread its own column), not registers.
-    __shared__ float rsh[UO ? NT / 2 : 1][kThreads], tsh[UO ? NT / 2 : 1][kThreads];
-    float acc[NT / 2][2][2], rs[UO ? 1 : NT / 2], tot[NT / 2];
+    float acc[NT / 2][2][2], rs[NT / 2], tot[NT / 2];
 #pragma unroll
     for (int j = 0; j < NT / 2; j++) acc[j][0][0] = acc[j][0][1] = acc[j][1][0] = acc[j][1][1] = 0.0f;
 #pragma unroll
-    for (int i = 0; i < NT / 2; i++) {
-        if (UO) rsh[i][threadIdx.x] = tsh[i][threadIdx.x] = 0.0f;
-        else rs[i] = tot[i] = 0.0f;
-    }
-    auto rsf = [&](int i) -> float & { return UO ? rsh[i][threadIdx.x] : rs[i]; };
-    auto totf = [&](int i) -> float & { return UO ? tsh[i][threadIdx.x] : tot[i]; };
+    for (int i = 0; i < NT / 2; i++) rs[i] = tot[i] = 0.0f;
     int p = 0, c = 0;
     int64_t sb = 0;
     for (;;) {
@@ -711,23 +628,12 @@ __device__ __forceinline__ void q6k_i8_wide2(const Q6Args &a, Q6Wide2Smem<NT, NB
         if (PRE) __syncthreads();  // every thread's stage chunks (and windows) have landed
         else __syncwarp();
         Q6WideA2 A;
-        Q6WideAU A1;
         if (valid) {
             const uint32_t *wb = reinterpret_cast<const uint32_t *>(wbuf);
             const int sh = (int)((uint32_t)sb * 2u);
             const int og = g * kPitch + (int)((win.ag + (uint32_t)sh) & 15u);
             const int o8 = (g + 8) * kPitch + (int)((win.a8 + (uint32_t)sh) & 15u);
-            if (UO) {  // the k half u = 0 of every pair while the window still holds u = 1
-                Q6WideAU A0;
-                q6_wide_au(wb, og, o8, lane, 0, A0);
-                const I8Stage<NT> &st = sm.stage[c];
-#pragma unroll
-                for (int j = 0; j < NT / 2; j++)
-                    if (ntok == NT || 2 * j < ntok) q6_wide_pair_u<NT>(A0, st, j, 0, lane, acc[j][0]);
-                q6_wide_au(wb, og, o8, lane, 1, A1);
-            } else {
-                q6_wide_a2(wb, og, o8, lane, A);
-            }
+            q6_wide_a2(wb, og, o8, lane, A);
         }
         __syncwarp();  // every lane has read the window before it is refilled
         if (sn >= 0) {
@@ -736,12 +642,7 @@ __device__ __forceinline__ void q6k_i8_wide2(const Q6Args &a, Q6Wide2Smem<NT, NB
             cp_async_commit();
             if (kPrefetch) load_x(sn);
         }
-        if (UO && valid) {
-            const I8Stage<NT> &st = sm.stage[c];
-#pragma unroll
-            for (int j = 0; j < NT / 2; j++)
-                if (ntok == NT || 2 * j < ntok) q6_wide_pair_u<NT>(A1, st, j, 1, lane, acc[j][1]);
-        } else if (valid) {
+        if (valid) {
             const I8Stage<NT> &st = sm.stage[c];
             if (ntok == NT) {  // a full group: one basic block, the pairs' chains interleave
 #pragma unroll
@@ -753,9 +654,9 @@ __device__ __forceinline__ void q6k_i8_wide2(const Q6Args &a, Q6Wide2Smem<NT, NB
             }
         }
         if (pn != p) {
-            q6_wide2_partial<NT>(acc, p, lane, rsf, totf);
+            q6_wide2_partial<NT>(acc, p, lane, rs, tot);
             for (int e = p + 1; e < pn || (sn < 0 && e < P); e++)
-                q6_wide2_partial<NT>(acc, e, lane, rsf, totf);
+                q6_wide2_partial<NT>(acc, e, lane, rs, tot);
         }
         if (sn < 0) break;
         if (PRE) {
@@ -780,9 +681,6 @@ __device__ __forceinline__ void q6k_i8_wide2(const Q6Args &a, Q6Wide2Smem<NT, NB
     }
     cp_async_wait<0>();
     if (!valid) return;
-    if (UO)
-#pragma unroll
-        for (int i = 0; i < NT / 2; i++) tot[i] = tsh[i][threadIdx.x];
     q6_store<NT / 4>(a, s, r0, tok0, ntok, lane, tot);
 }
 

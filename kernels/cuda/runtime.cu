@@ -69,8 +69,9 @@ static int g_gemm_wide_q4k_i8 = kDefaultGemmWideQ4kI8;
 // session 9): 1 = session 8's k32 body at 16 tokens, 2 = the token-pair (k16) body at 16 tokens,
 // 3 = the pair body at 32 tokens, 4 = the pair body at 32 tokens where those blocks number >=
 // 1.5 x SMs, else 16; 5 / 6 / 7 = 2 / 3 / 4 with x converted to limbs once a matmul by a pre-pass
-// into the kernel scratch (q6_limbs_bytes; without it 2 / 3 / 4); 8 = 5 with one k half of A
-// at a time (162 registers: 3 blocks an SM). The same bits under every value.
+// into the kernel scratch (q6_limbs_bytes; without it 2 / 3 / 4). The same bits under every value.
+// Relay pq6-R3 (H200): 7 is the fastest in every row (4B down + add N = 512 848 -> 499 us, 8B
+// 2145 -> 1093, V normed 120 -> 65), bench/NOTES.md 2.1; the default stays 1 until end to end.
 static const int kDefaultGemmWideQ6k = 1;
 static int g_gemm_wide_q6k = kDefaultGemmWideQ6k;
 static bool g_pdl = false;
@@ -132,7 +133,7 @@ static void read_switches_locked() {
     g_triple_mixed = env_int("LOOM_GEMV_TRIPLE_MIXED", 0, 3, false, kDefaultTripleMixed);
     g_gemm_wide = env_int("LOOM_GEMM_WIDE", 0, 1 << 30, false, kDefaultGemmWide);
     g_gemm_wide_q4k_i8 = env_int("LOOM_GEMM_WIDE_Q4K_I8", 1, 4, false, kDefaultGemmWideQ4kI8);
-    g_gemm_wide_q6k = env_int("LOOM_GEMM_WIDE_Q6K", 1, 8, false, kDefaultGemmWideQ6k);
+    g_gemm_wide_q6k = env_int("LOOM_GEMM_WIDE_Q6K", 1, 7, false, kDefaultGemmWideQ6k);
     g_attn_bpsm = env_int("LOOM_ATTN_BPSM", 1, 16, false, kDefaultAttnBpsm);
     g_attn_cl_tiles = env_int("LOOM_ATTN_CL_TILES", 0, 1 << 25, false, kDefaultAttnClTiles);
     g_attn_prefetch = env_is("LOOM_ATTN_PREFETCH", "1");

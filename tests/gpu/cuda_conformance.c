@@ -766,11 +766,11 @@ static void test_q6k_wide(int64_t M, int64_t K, int64_t n, int kind) {
     const loom_prenorm hn = {g, 1e-6f}, dn = {dg, 1e-6f};
     /* yv[v - 2][i]: the wide GEMM under LOOM_GEMM_WIDE_Q6K = v (y1: 1, session 8's k32 body; 2 / 3:
      * the token-pair body at 16 / 32 tokens a block, 4: its choice by the grid; 5 / 6 / 7: the
-     * same with x converted to limbs by the pre-pass; 8: the pre-pass, one k half at a time) */
-    float *yc[2], *y0[2], *y1[2], *yv[7][2], *dy[2], *dy1[2], *yt = xmalloc(sizeof(float) * (size_t)M);
+     * same with x converted to limbs by the pre-pass) */
+    float *yc[2], *y0[2], *y1[2], *yv[6][2], *dy[2], *dy1[2], *yt = xmalloc(sizeof(float) * (size_t)M);
     for (int i = 0; i < nw; i++) {
         yc[i] = xmalloc(yb); y0[i] = xmalloc(yb); y1[i] = xmalloc(yb);
-        for (int v = 0; v < 7; v++) yv[v][i] = xmalloc(yb);
+        for (int v = 0; v < 6; v++) yv[v][i] = xmalloc(yb);
         dy[i] = dev_poison(yb);
         dy1[i] = dev_poison(sizeof(float) * (size_t)M);
     }
@@ -793,8 +793,8 @@ static void test_q6k_wide(int64_t M, int64_t K, int64_t n, int kind) {
      : kind == 2 ? loom_cuda_matmul_normed(dx + (i0) * K, &dn, (nn), gw[0], (out)[0], &err, 0)     \
                  : loom_cuda_matmul_pair(dx + (i0) * K, (nn), gw[0], gw[1], LOOM_PAIR_NONE, (out)[0], \
                                          (out)[1], &err, 0))
-    for (int sw = 0; sw < 9; sw++) { /* wide off, then LOOM_GEMM_WIDE_Q6K = 1 .. 8 */
-        static const char *q6v[9] = {"1", "1", "2", "3", "4", "5", "6", "7", "8"};
+    for (int sw = 0; sw < 8; sw++) { /* wide off, then LOOM_GEMM_WIDE_Q6K = 1 .. 7 */
+        static const char *q6v[8] = {"1", "1", "2", "3", "4", "5", "6", "7"};
         set_switch("LOOM_GEMM_WIDE", sw ? "16" : "0");
         set_switch("LOOM_GEMM_WIDE_Q6K", q6v[sw]);
         for (int i = 0; i < nw; i++) CK(cudaMemset(dy[i], 0xFF, yb));
@@ -815,7 +815,7 @@ static void test_q6k_wide(int64_t M, int64_t K, int64_t n, int kind) {
     }
     report("q6k wide gemm", shape, worst, 1e-5);
     report("q6k wide==gemm8 bits", shape, (double)diff, 0);
-    for (int v = 0; v < 7; v++) { /* the token-pair body: CPU bound, == the 8-token GEMM bits */
+    for (int v = 0; v < 6; v++) { /* the token-pair body: CPU bound, == the 8-token GEMM bits */
         char what[48];
         double wv = 0;
         size_t dv = 0;
@@ -840,17 +840,17 @@ static void test_q6k_wide(int64_t M, int64_t K, int64_t n, int kind) {
         for (int i = 0; i < nw; i++) {
             to_host(yt, dy1[i], sizeof(float) * (size_t)M);
             diff += memcmp(yt, y1[i] + tk * M, sizeof(float) * (size_t)M) != 0;
-            for (int v = 0; v < 7; v++) /* every LOOM_GEMM_WIDE_Q6K value's token too */
+            for (int v = 0; v < 6; v++) /* every LOOM_GEMM_WIDE_Q6K value's token too */
                 diff += memcmp(yt, yv[v][i] + tk * M, sizeof(float) * (size_t)M) != 0;
         }
     }
 #undef WIDE_RUN
-    report("q6k wide==gemv bits (q6w=1..8)", shape, (double)diff, 0);
+    report("q6k wide==gemv bits (q6w=1..7)", shape, (double)diff, 0);
     restore_switch(&wq6);
     restore_switch(&wide);
     for (int i = 0; i < nw; i++) {
         free(w[i]); free(yc[i]); free(y0[i]); free(y1[i]);
-        for (int v = 0; v < 7; v++) free(yv[v][i]);
+        for (int v = 0; v < 6; v++) free(yv[v][i]);
         cudaFree(dw[i]); cudaFree(dy[i]); cudaFree(dy1[i]);
     }
     if (xn != x) free(xn);
