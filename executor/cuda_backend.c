@@ -8,9 +8,9 @@
  * start and the join at its end happen on it. Events: one per program index (recorded only where
  * the plan asks), one fork event, one join event per stream. While a capture is open no
  * synchronous call is made (host fallbacks disable capture at create). The kernel library's
- * scratch (split-KV attention, softmax, argmax) is shared, so nodes using it are ordered across
- * streams by scratch_ev. Everything allocated is tracked and freed on destroy, also after
- * errors.
+ * scratch (split-KV attention, softmax, argmax, the Q6_K prefill GEMM's x limbs) is shared, so
+ * nodes using it are ordered across streams by scratch_ev. Everything allocated is tracked and
+ * freed on destroy, also after errors.
  * Matmul-family nodes with a folded RMSNorm (prenorm, ops.def) run the _normed launchers in
  * decode steps (T = 1: no norm launch); in steps of more tokens they run loom_cuda_rms_norm into
  * norm_x and the plain launcher on it (the kernels' contract makes both the same bits), because
@@ -230,8 +230,16 @@ static loom_status grow_need(const loom_ir_graph *g, loom_ir_value_id v, size_t 
     return LOOM_OK;
 }
 
+/* Whether matmul-family node n has a Q6_K weight (operands 1 .. 3 as the op has them). */
+static bool q6k_weight_of(const loom_ir_graph *g, const loom_ir_node *n) {
+    int nw = n->op == LOOM_IR_OP_MATMUL_TRIPLE ? 3 : n->op == LOOM_IR_OP_MATMUL_PAIR ? 2 : 1;
+    for (int i = 1; i <= nw && i < (int)n->n_in; i++)
+        if (loom_ir_value_get(g, n->in[i])->type.dtype == LOOM_IR_Q6_K) return true;
+    return false;
+}
+
 /* reserve_node: sizes, for node n at the graph's largest T, the kernel library's scratch
- * (attention's split-KV partials, softmax/argmax), norm_x (the normalized x of a prenorm node
+ * (attention's split-KV partials, softmax/argmax, the Q6_K prefill GEMM's x limbs), norm_x (the normalized x of a prenorm node
  * run unfolded; also in decode steps when its weight may be unaligned) and q_buf
  * (rope_kv_attention's roped q), and notes an attention the kernels do not take (it runs on
  * the host; no capture then). Allocation happens at the steps' start (cuda_begin_step). */
@@ -241,10 +249,14 @@ static loom_status cuda_reserve_node(loom_exec_backend *b, const loom_ir_graph *
     const loom_ir_value *in0 = loom_ir_value_get(g, n->in[0]);
     switch (n->op) {
     case LOOM_IR_OP_MATMUL: case LOOM_IR_OP_MATMUL_ADD:
-    case LOOM_IR_OP_MATMUL_PAIR: case LOOM_IR_OP_MATMUL_TRIPLE:
+    case LOOM_IR_OP_MATMUL_PAIR: case LOOM_IR_OP_MATMUL_TRIPLE: {
+        int64_t K = last_dim(in0), numel = loom_ir_type_numel(g, &in0->type, NULL);
+        if (K > 0 && numel > 0 && q6k_weight_of(g, n))
+            need_scratch(c, loom_cuda_q6k_matmul_scratch_bytes(numel / K, K));
         if (loom_ir_prenorm_slot(n->op, n->n_in) == LOOM_IR_NO_SLOT) return LOOM_OK;
         if (loom_exec_cuda_prenorm_unaligned(g, n)) c->norm_x_decode = true;
         return grow_need(g, n->in[0], &c->norm_x_need, "the x of a folded norm", err);
+    }
     case LOOM_IR_OP_ATTENTION:
     case LOOM_IR_OP_ROPE_KV_ATTENTION: {
         bool fused = n->op == LOOM_IR_OP_ROPE_KV_ATTENTION;
@@ -1064,6 +1076,17 @@ static loom_status dispatch(loom_exec_backend *b, const loom_ir_node *n,
                            const loom_exec_tensor *in, const loom_exec_tensor *out,
                            loom_error *err);
 
+/* Whether a matmul-family launch of `rows` tokens over K columns uses the kernel scratch: a Q6_K
+ * weight (of the node's nw) whose prefill GEMM stages x's limbs there
+ * (loom_cuda_q6k_matmul_scratch_bytes; 0 for decode steps and with the switches off). Such a
+ * launch is ordered across streams like the other scratch users. */
+static bool matmul_uses_scratch(const loom_exec_tensor *in, int nw, int64_t rows, int64_t K) {
+    if (loom_cuda_q6k_matmul_scratch_bytes(rows, K) == 0) return false;
+    for (int i = 1; i <= nw; i++)
+        if (loom_exec_kweight_of(&in[i]).type == LOOM_GGML_Q6_K) return true;
+    return false;
+}
+
 /* matmul, matmul_pair, matmul_triple: with a prenorm, folded when T = 1 and the norm weight is
  * aligned (loom_exec_cuda_prenorm_folds), else rms_norm into norm_x then the plain launcher
  * (see the top of the file). */
@@ -1077,6 +1100,9 @@ static loom_status run_matmul(cuda_backend *c, const loom_ir_node *n, const loom
     const float *xs = x->data;
     loom_status st;
     bool unfold = norm && !loom_exec_cuda_prenorm_folds(norm->weight, rows, c->prenorm_off);
+    int nw = n->op == LOOM_IR_OP_MATMUL_TRIPLE ? 3 : n->op == LOOM_IR_OP_MATMUL_PAIR ? 2 : 1;
+    bool ordered = unfold || matmul_uses_scratch(in, nw, rows, K);
+    if (ordered && (st = scratch_enter(c, err))) return st;
     if (unfold) {
         if (!c->norm_x || (size_t)x->numel * sizeof(float) > c->norm_x_bytes)
             return loom_error_set(err, LOOM_ERR_LIMIT,
@@ -1085,8 +1111,7 @@ static loom_status run_matmul(cuda_backend *c, const loom_ir_node *n, const loom
                                   "it for the graph's largest T)",
                                   loom_ir_op_info_get(n->op)->name, (long long)rows, (long long)K,
                                   (size_t)x->numel * sizeof(float), c->norm_x_bytes);
-        if ((st = scratch_enter(c, err)) ||
-            (st = loom_cuda_rms_norm(x->data, norm->weight, rows, K, norm->eps, c->norm_x, err, s)))
+        if ((st = loom_cuda_rms_norm(x->data, norm->weight, rows, K, norm->eps, c->norm_x, err, s)))
             return st;
         xs = c->norm_x;
         norm = NULL;
@@ -1109,7 +1134,7 @@ static loom_status run_matmul(cuda_backend *c, const loom_ir_node *n, const loom
         float *ys[3] = {out[0].data, out[1].data, out[2].data};
         st = loom_cuda_matmul_triple_normed(xs, norm, rows, w, has_bias ? bias : NULL, ys, err, s);
     }
-    return st || !unfold ? st : scratch_leave(c, err);
+    return st || !ordered ? st : scratch_leave(c, err);
 }
 
 static loom_status cuda_run_node(loom_exec_backend *b, const loom_ir_graph *g,
@@ -1157,9 +1182,13 @@ static loom_status dispatch(loom_exec_backend *b, const loom_ir_node *n,
     case LOOM_IR_OP_MATMUL_PAIR:
     case LOOM_IR_OP_MATMUL_TRIPLE:
         return run_matmul(c, n, in, out, err);
-    case LOOM_IR_OP_MATMUL_ADD:
-        return loom_cuda_matmul_add(x->data, rows, loom_exec_kweight_of(&in[1]), in[2].data,
-                                    y->data, err, s);
+    case LOOM_IR_OP_MATMUL_ADD: {
+        bool ordered = matmul_uses_scratch(in, 1, rows, last);
+        if (ordered && (st = scratch_enter(c, err))) return st;
+        st = loom_cuda_matmul_add(x->data, rows, loom_exec_kweight_of(&in[1]), in[2].data, y->data,
+                                  err, s);
+        return st || !ordered ? st : scratch_leave(c, err);
+    }
     case LOOM_IR_OP_RESHAPE:
         return copy_d2d(c, y->data, x->data, (size_t)x->numel * loom_exec_elem_bytes(x->dtype),
                         err);
