@@ -2,7 +2,7 @@
  * Qwen3-8B (4096 / 14336) shapes, 32 query heads, 8 KV heads, head_dim 128, vocab 151936.
  *
  *   cuda_bench [--quick] [--attn] [--matmul] [--q6k] [--norm] [--attn-trace] [--attn-prof]
- *              [--attn-step] [--fused] [--mixed] [--attn-s7] [--attn-s9] [--q6k-down] [--q6k-wide] [--q4k-wide] [--q4k] [--attn-pf]
+ *              [--attn-step] [--fused] [--mixed] [--attn-s7] [--q6k-down] [--q6k-wide] [--q4k-wide] [--q4k] [--attn-pf]
  *
  * Method: CUDA events around many launches, the median of several repetitions, per launch.
  * Weights (and KV caches) rotate over copies totalling > 256 MB, far above the H200's L2 (50-60
@@ -563,17 +563,8 @@ static void attn_trace_case(const char *label, loom_kv_type t, int64_t L, int mo
         span[nk] = ((double)end_max - (double)rel_min) / 1000.0;
         nk++;
     }
-    int nsm = 0; /* distinct SMs the blocks of launch 1 ran on (smid in word 12) */
-    {
-        unsigned char seen[1024] = {0};
-        for (int b = 0; b < TR_BLOCKS && copies > 1; b++) {
-            const uint64_t *r = tr + ((size_t)1 * TR_BLOCKS + b) * TR_W;
-            const unsigned sm = (unsigned)(r[12] & 0x3ffu);
-            if (r[0] && !seen[sm]) { seen[sm] = 1; nsm++; }
-        }
-    }
-    printf("trace %-4s L=%-5lld mode %d: graph %6.2f us/launch | boundary %5.2f span %5.2f us | %d blocks on %d SMs, S %d, %d tiles, %d stages | clock %.2f GHz, timer step %.0f ns\n",
-           label, (long long)L, mode, us, med_d(bnd, nk), med_d(span, nk), nblk, nsm, S, nch, nst, ghz, gran);
+    printf("trace %-4s L=%-5lld mode %d: graph %6.2f us/launch | boundary %5.2f span %5.2f us | %d blocks, S %d, %d tiles, %d stages | clock %.2f GHz, timer step %.0f ns\n",
+           label, (long long)L, mode, us, med_d(bnd, nk), med_d(span, nk), nblk, S, nch, nst, ghz, gran);
     printf("   median block (us):");
     for (int i = 0; i < NPH; i++) printf(" %s %.2f", ph[i], med_d(v[i], nv));
     printf("\n   last block   (us):");
@@ -1049,54 +1040,6 @@ static void attn_s7_ab(void) {
     set_env("LOOM_ATTN_TMA", "0");
 }
 
-/* --attn-s9: decode attention v7 (LOOM_ATTN_V7 = C: over caches past 2K positions, a head group's
- * splits as several clusters of C blocks whose partials meet in global memory; C = 1: no cluster,
- * the global combine spread over output slices) and the v6 split
- * minimum (LOOM_ATTN_MINPER=4) against the default in the same run: graph rows of attention_at
- * (F16 640 / 1K / 4K / 8K, INT8 4K) and of the fused prologue + attention (640, 4K F16), each
- * variant where it changes something; then the decode-layer graph (4 layers,
- * rope_kv_attention_at) at 640 (default, MINPER=4) and 4K (default, V7 = 2, 4, 8, 1), twice. */
-static void attn_s9_ab(void) {
-    static const struct { const char *name, *v7, *mp; int lng, shrt; } var[] = {
-        {"default", "0", "1", 1, 1}, {"V7=2", "2", "1", 1, 0}, {"V7=4", "4", "1", 1, 0},
-        {"V7=8", "8", "1", 1, 0},    {"V7=1", "1", "1", 1, 0}, {"MINPER=4", "0", "4", 0, 1}};
-    enum { NV = sizeof var / sizeof var[0] };
-    char nm[80];
-    for (int v = 0; v < NV; v++) {
-        set_env("LOOM_ATTN_V7", var[v].v7);
-        set_env("LOOM_ATTN_MINPER", var[v].mp);
-        if (var[v].shrt) {
-            snprintf(nm, sizeof nm, "fused %s", var[v].name);
-            bench_attn_at(nm, LOOM_KV_F16, 640, 1, 2);
-            snprintf(nm, sizeof nm, "attn_at %s", var[v].name);
-            bench_attn_at(nm, LOOM_KV_F16, 640, 1, 1);
-            bench_attn_at(nm, LOOM_KV_F16, 1024, 1, 1);
-        }
-        if (var[v].lng) {
-            snprintf(nm, sizeof nm, "fused %s", var[v].name);
-            bench_attn_at(nm, LOOM_KV_F16, 4096, 1, 2);
-            snprintf(nm, sizeof nm, "attn_at %s", var[v].name);
-            bench_attn_at(nm, LOOM_KV_F16, 4096, 1, 1);
-            bench_attn_at(nm, LOOM_KV_F16, 8192, 1, 1);
-            bench_attn_at(nm, LOOM_KV_INT8, 4096, 1, 1);
-        }
-    }
-    g_step_rka = 1;
-    for (int rep = 0; rep < 2; rep++)
-        for (int v = 0; v < NV; v++)
-            for (int li = 0; li < 2; li++) {
-                if (!(li ? var[v].lng : var[v].shrt)) continue;
-                set_env("LOOM_ATTN_V7", var[v].v7);
-                set_env("LOOM_ATTN_MINPER", var[v].mp);
-                printf("(fused, %s)\n", var[v].name);
-                bench_step("4B", 2560, 9728, 4, li ? 4096 : 640, LOOM_GGML_Q4_K);
-            }
-    g_step_rka = 0;
-    unsetenv("LOOM_ATTN_V7");
-    unsetenv("LOOM_ATTN_MINPER");
-    loom_cuda_reload_switches();
-}
-
 /* --attn-pf: prefill attention (N > 1 query tokens, 32/8 heads x 128, the 4B shape) by the
  * tensor-core prefill kernel (LOOM_ATTN_PREFILL=1: 4 warps, =2: 8 warps walking each tile's
  * halves apart; attention_prefill.cu) and by today's v5 path (=0), alternating in one process: N = 128 and 512 at pos0 0, N = 512 after 1536
@@ -1225,12 +1168,11 @@ static void bench_q4k_ab(void) {
 }
 
 int main(int argc, char **argv) {
-    int fused_only = 0, mixed_only = 0, s7_only = 0, pf_only = 0, s9_only = 0;
+    int fused_only = 0, mixed_only = 0, s7_only = 0, pf_only = 0;
     for (int i = 1; i < argc; i++) {
         if (strcmp(argv[i], "--fused") == 0) fused_only = 1;
         if (strcmp(argv[i], "--mixed") == 0) mixed_only = 1;
         if (strcmp(argv[i], "--attn-s7") == 0) s7_only = 1;
-        if (strcmp(argv[i], "--attn-s9") == 0) s9_only = 1;
         if (strcmp(argv[i], "--attn-pf") == 0) pf_only = 1;
         if (strcmp(argv[i], "--quick") == 0) g_quick = 1;
         if (strcmp(argv[i], "--attn") == 0) g_attn_only = 1;
@@ -1279,7 +1221,6 @@ int main(int argc, char **argv) {
         {&g_attn_prof, attn_prof_all},  {&g_attn_trace, attn_trace_all},
         {&g_attn_step, attn_step_ab},   {&fused_only, fused_ab},
         {&s7_only, attn_s7_ab},         {&pf_only, attn_pf_ab},
-        {&s9_only, attn_s9_ab},
         {&mixed_only, mixed_ab},        {&g_q4k_ab, bench_q4k_ab},
     };
     for (size_t m = 0; m < sizeof modes / sizeof *modes; m++)

@@ -36,16 +36,6 @@
 // cp.async; rows in the TMA's 128-byte swizzle; the same arithmetic and bits (H200: fused 4K
 // 12.06 -> 11.19 us, decode-layer graph at 4K -2.0 us a layer, 640 equal; bench/NOTES.md
 // section 3).
-// v7 (LOOM_ATTN_V7 = C, session 9, opt-in: slower on the H200, bench/NOTES.md section 3): over
-// caches past 2K positions v6 runs ~one block an SM (16 splits a head group at 8 KV heads), at
-// least 4 tiles a split. C = 2, 4, 8: the splits as clusters of C combined as above, then each
-// rank's outputs meet across the clusters in global memory (a record a cluster, a counter a
-// rank, the last cluster to arrive weighs the records in cluster order). C = 1: no cluster; each
-// split stores its partial and the last split to reach each of 8 output slices combines that
-// slice (split_dist). The tiles stream over twice the SMs (4K: 4.0 -> 2.0 us) but the global
-// step at the end costs 3-7 us (H200, attention_at 4K F16: 10.25 us today, V7 = 1 / 2 / 4 / 8
-// 16.3 / 12.7 / 16.8 / 12.6). LOOM_ATTN_MINPER = k: a v6 split walks at least k tiles (640
-// positions, k = 4: fused 7.77 -> 8.09 us; also opt-in).
 // v6 + the attention prologue (loom_cuda_rope_kv_attention_at, LOOM_ATTN_FUSED; one token):
 // the same partition with rope_kv_write's work for the token folded into the blocks
 // (attention_v5.cu, FP, says how the new K/V row reaches the tiles without a grid-wide order).
@@ -115,11 +105,6 @@ bool attn_prefetch();
 // LOOM_ATTN_TMA=1 (session 7, opt-in: faster at 4K only): v6's F16 head_dim-128 tiles
 // copied by TMA boxes instead of cp.async.
 bool attn_tma();
-// LOOM_ATTN_V7 = C (session 9, opt-in; 2, 4 or 8, else 0 = off): v6 over caches past 2K positions
-// with its splits as several clusters of C blocks a head group whose partials meet in global
-// memory (AttnArgs::ncl); LOOM_ATTN_MINPER: the fewest tiles a v6 split walks (1 = off).
-int attn_v7();
-int attn_minper();
 // LOOM_ATTN_PREFILL=1 (the default) or 2 (session 8): N > 1 query tokens through
 // attention_prefill.cu's tensor-core kernel (blocks of 64 query rows sharing each K/V tile; 2:
 // 8 warps walking each tile's halves apart, sm_90 only); 0: the v5 path.
@@ -827,45 +812,10 @@ static loom_status launch_attn(const float *q, const void *k_cache, const float 
             const int64_t ctx_tiles = (kv->n_ctx + TP - 1) / TP;
             f.cl = N == 1 && cc_major() >= 9 && ctx_tiles <= cl_tiles && S >= kV5Cluster ? kV5Cluster : 0;
             if (f.cl) S = z = f.cl;
-            const bool v6_on = fast(SW_ATTN_V6) && N == 1 && cc_major() >= 9;
-            if (v6_on) f.minper = attn_minper();
-            // v7 (LOOM_ATTN_V7 = C): a cache past 64 tiles (2K positions) splits each head
-            // group over ncl clusters of C blocks, about one block an SM in all (H200, 8 KV
-            // heads: 16 splits = 128 blocks), at least 4 tiles a split (one a warp: positions
-            // up to 4C tiles stay in one cluster); the clusters' partials meet through global
-            // memory (attention_v5.cu). A function of the shape and n_ctx only, as above.
-            const int64_t v7c = v6_on ? attn_v7() : 0;
-            const int64_t bxx = kv->n_kv_head * f.hgroups;
-            if (v7c == 1 && ctx_tiles > 64 && bxx * kV7Slices <= kV7Counters) {
-                // LOOM_ATTN_V7=1: about one block an SM, no cluster; each split stores its
-                // partial and the last split to reach each of kV7Slices output slices combines
-                // that slice (attention_v5.cu, split_dist)
-                int64_t s1 = sm_count() / bxx;
-                if (s1 > kV7DistSplits) s1 = kV7DistSplits;
-                if (s1 >= 2) {
-                    f.cl = 0;
-                    f.dist = 1;
-                    if (f.minper < 4) f.minper = 4;
-                    S = z = s1;
-                }
-            }
-            if (v7c >= 2 && ctx_tiles > 64 && bxx * kV5Cluster <= kV7Counters) {
-                int64_t ncl = sm_count() / (bxx * v7c);
-                if (ncl > kV7MaxClusters) ncl = kV7MaxClusters;
-                float *rec = ncl >= 2 ? (float *)scratch((size_t)(bxx * ncl * kV7Rec((int)D)) * sizeof(float), stream) : nullptr;
-                if (rec) {
-                    f.cl = (int)v7c;
-                    f.ncl = (int)ncl;
-                    f.part = rec;
-                    if (f.minper < 4) f.minper = 4;
-                    S = z = ncl * v7c;
-                }
-            }
             // Stages: the tiles a split may walk (all in flight), within the shared memory a
             // block may take: sm_90 ~200 KB an SM shared by the blocks of one wave, sm_87 40 KB
             // (prefill, 32 tokens: 2 stages and 33 us against 54 with 8 at 1 block an SM).
-            int64_t per = z > 0 ? (ntiles + z - 1) / z : 1;
-            if (per < f.minper) per = f.minper;
+            const int64_t per = z > 0 ? (ntiles + z - 1) / z : 1;
             int64_t waves = (kv->n_kv_head * f.hgroups * N * z + sm_count() - 1) / sm_count();
             if (waves < attn_blocks_per_sm()) waves = attn_blocks_per_sm();
             const int64_t budget = cc_major() >= 9 ? 200 * 1024 / waves : 40 * 1024;
@@ -875,12 +825,8 @@ static loom_status launch_attn(const float *q, const void *k_cache, const float 
             // tiles (at 4K 16 of the 17 splits: one wave); v5 where not even one stage a warp fits.
             const int64_t used = kv->n_kv_head * f.hgroups * N * ((ntiles + per - 1) / per);
             const int64_t wv = (used + sm_count() - 1) / sm_count();
-            // (v7 with clusters of 8: ~96 KB a block, so that two fit an SM: 16 clusters of 8
-            // single-block SMs were not resident at once on the H200, bench/NOTES.md 3)
-            const int64_t wbud = f.ncl > 1 && f.cl >= 8 ? 96 * 1024 : 200 * 1024;
-            const int64_t wcap = wbud / (wv < 1 ? 1 : wv) / v5_stage((int)D, (int)kv->type) / kWarps;
+            const int64_t wcap = 200 * 1024 / (wv < 1 ? 1 : wv) / v5_stage((int)D, (int)kv->type) / kWarps;
             f.wt = fast(SW_ATTN_V6) && N == 1 && cc_major() >= 9 && wcap >= 1;
-            if (!f.wt) f.minper = f.dist = 0;  // v6's only (v7 without v6: run_v5 refuses it)
             f.tma = f.wt && kv->type == LOOM_KV_F16 && D == 128 && attn_tma() && v6_tensor_maps(&f);
             if (f.wt) {
                 if (attn_prefetch()) f.tmode = 16;  // LOOM_ATTN_PREFETCH=1

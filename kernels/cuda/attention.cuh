@@ -41,12 +41,6 @@ struct AttnArgs {
                   // 8 = v6 q after the copies; any v6 launch: 16 = L2 prefetch
     int fp;       // v6 with the decode prologue folded in (pro; q is the raw q): 1
     int tma;      // v6, F16, D = 128, sm_90: 1 = tiles copied by TMA (tmk, tmv), not cp.async
-    int ncl;      // v7 (v6 with a.cl > 1): clusters of a.cl splits a head group; > 1: each
-                  // cluster's combined partial goes to part (kV7Rec floats a cluster) and the
-                  // last of a rank's clusters to arrive combines them in cluster order; 0/1: one
-    int minper;   // v6/v7: the fewest tiles a split walks (v5_range; 0/1 = no minimum)
-    int dist;     // v7 with C = 1 (v6, no cluster, S > 1): the global combine distributed over
-                  // kV7Slices output slices, each combined by the last split to reach it
     AttnPrologue pro;
     CUtensorMap tmk, tmv;  // tma: the K and V caches as f16 tensors, boxes of 2 halves x 32
                            // rows x 64 values, 128-byte swizzle (attention_v5.cu)
@@ -304,10 +298,6 @@ constexpr int kV6MaxStages = 12;  // 3 a warp
 // Cluster size of the sm_90 combine (portable; at 4K+ positions 16 blocks lost to the global
 // combine of 17 splits, bench/NOTES.md section 3).
 constexpr int kV5Cluster = 8;
-// v7: clusters a head group at most, the per-rank counters, and the floats of one cluster's
-// record in part ([rank outputs at their output index] then [rank][head] (max, sum) pairs).
-constexpr int kV7MaxClusters = 8, kV7Counters = 4096, kV7Slices = 8, kV7DistSplits = 16;
-constexpr __host__ __device__ int kV7Rec(int D) { return kMaxG * D + 2 * kMaxG * kV5Cluster; }
 
 // v5 bytes of one stage: K tile, V tile (INT8: then the tile's K and V row scales).
 constexpr __host__ __device__ int v5_stage(int D, int kvt) {

@@ -51,82 +51,12 @@ __device__ __forceinline__ unsigned smid() {
 // (max m in natural-log units, sum ll), the others (-inf, 0); wts[s] = exp(m - M) (M the
 // maximum, 0 for an empty split) and *den = sum of wts[s] ll_s, in one fixed order.
 __device__ __forceinline__ void cluster_weights(float m, float ll, int lane, float *wts,
-                                                float *den, float *mx = nullptr) {
+                                                float *den) {
     const float M = warp_max(m);
     const float w = m == -INFINITY ? 0.0f : expf(m - M);
     const float d = warp_sum(w * ll);
     if (lane < kV5Cluster) wts[lane] = w;
     if (lane == 0) *den = d;
-    if (lane == 0 && mx) *mx = M;  // v7: the cluster's maximum (natural-log units)
-}
-// v7's per-rank (and per-slice) counters (each reset by the block that found it complete: graph
-// replays find them zero), apart from split_epilogue's.
-__device__ int g_attn_v7_counters[kV7Counters];
-
-// v7 with C = 1 (a.dist, S > 1 splits, no cluster): the end of a block's work. red holds the
-// warps' sums [kWarps][GM][D] at the block's maxima m_sh (natural-log units), l_sh the sums.
-// The block stores its partial as split_epilogue does ([SP][D] values, then [SP] maxima and
-// [SP] sums a head), then kV7Slices threads each release it to one output slice's counter (a
-// fence and an atomic apiece: a fence after the barrier covers the block's stores); the last
-// split to reach a slice reads every split's (max, sum, value) of its outputs in one round and
-// weighs them in split order 0 .. S-1 (the same bits whichever split comes last).
-template <int D, int GM>
-__device__ __forceinline__ void split_dist(const AttnArgs &a, const float *red, int G, int h0,
-                                           int t, int S, const float *m_sh, const float *l_sh,
-                                           unsigned long long *tr) {
-    __shared__ int last_sl[kV7Slices];
-    const int tid = threadIdx.x;
-    const int64_t pstride = (int64_t)(D + 2) * a.SP;
-    for (int idx = tid; idx < G * D; idx += kThreads) {
-        const int g = idx / D, d = idx % D;
-        float o = 0.0f;
-#pragma unroll
-        for (int p = 0; p < kWarps; p++) o += red[(p * GM + g) * D + d];
-        float *pp = a.part + ((int64_t)t * a.n_head + h0 + g) * pstride;
-        pp[(int64_t)blockIdx.z * D + d] = o;
-        if (d == 0) {
-            pp[(int64_t)D * a.SP + blockIdx.z] = m_sh[g];
-            pp[(int64_t)(D + 1) * a.SP + blockIdx.z] = l_sh[g];
-        }
-    }
-    __syncthreads();
-    if (tid < kV7Slices) {
-        int *cnt = g_attn_v7_counters + (t * (int)gridDim.x + (int)blockIdx.x) * kV7Slices + tid;
-        __threadfence();
-        const int last = atomicAdd(cnt, 1) == S - 1;
-        if (last) {
-            *cnt = 0;
-            __threadfence();
-        }
-        last_sl[tid] = last;
-    }
-    __syncthreads();
-    if (tr) tr[9] = clock64();
-    const int sz = G * D / kV7Slices;  // outputs a slice (G D is a multiple of 64)
-    for (int idx = tid; idx < G * D; idx += kThreads) {
-        if (!last_sl[idx / sz]) continue;
-        const int g = idx / D, d = idx % D;
-        const float *pp = a.part + ((int64_t)t * a.n_head + h0 + g) * pstride;
-        float ms[kV7DistSplits], ls[kV7DistSplits], vs[kV7DistSplits];
-        float M = -INFINITY;
-#pragma unroll
-        for (int s = 0; s < kV7DistSplits; s++)
-            if (s < S) {
-                ms[s] = __ldcg(pp + (int64_t)D * a.SP + s);
-                ls[s] = __ldcg(pp + (int64_t)(D + 1) * a.SP + s);
-                vs[s] = __ldcg(pp + (int64_t)s * D + d);
-                M = fmaxf(M, ms[s]);
-            }
-        float num = 0.0f, den = 0.0f;
-#pragma unroll
-        for (int s = 0; s < kV7DistSplits; s++)
-            if (s < S) {
-                const float w = ms[s] == -INFINITY ? 0.0f : expf(ms[s] - M);
-                num = fmaf(w, vs[s], num);
-                den = fmaf(w, ls[s], den);
-            }
-        a.out[((int64_t)t * a.n_head + h0 + g) * D + d] = num / den;
-    }
 }
 
 // The partition of a block's split (a function of the position only): S splits of `per`
@@ -137,7 +67,6 @@ __device__ __forceinline__ V5Range v5_range(const AttnArgs &a, int pos0, int t, 
     const int s1 = min(a.S, ntiles);
     V5Range r;
     r.per = (ntiles + s1 - 1) / s1;
-    if (r.per < a.minper) r.per = a.minper;  // v6/v7: LOOM_ATTN_MINPER (a function of n_ctx only)
     r.S = (ntiles + r.per - 1) / r.per;
     r.lo = (int)blockIdx.z * r.per * TP;
     r.hi = min(pos0 + t + 1, r.lo + r.per * TP);
@@ -326,12 +255,6 @@ static __global__ void __launch_bounds__(kThreads, WT ? 1 : 0)
         if (clc) asm volatile("barrier.cluster.arrive.relaxed.aligned;" ::: "memory");
 #endif
     if (TS && tr) tr[12] = smid() | (unsigned long long)(unsigned)S << 32;
-    // v7: a cluster none of whose splits is in use has nothing to combine or push (every block
-    // of it leaves here, so none waits on the others' arrival)
-    if (WT && clc && a.ncl > 1 && (int)blockIdx.z / a.cl >= (S + a.cl - 1) / a.cl) {
-        if (TS && tr) { tr[10] = clock64(); tr[11] = gtimer(); }
-        return;
-    }
     if ((int)blockIdx.z >= S && !clc) {
         if (TS && tr) { tr[10] = clock64(); tr[11] = gtimer(); }
         return;
@@ -866,12 +789,8 @@ static __global__ void __launch_bounds__(kThreads, WT ? 1 : 0)
         __shared__ float rm[kV5Cluster][GM], rl[kV5Cluster][GM], wts[GM][kV5Cluster], dens[GM];
         const int C = a.cl, me = (int)cl.block_rank();
         const int opr = (G * D + C - 1) / C;  // outputs a rank in use: a multiple of 4 (D is)
-        // v7 (a.ncl > 1): this block's cluster cid holds splits cid C .. cid C + C - 1, Sc of
-        // them in use; ncu clusters of the head group are in use. Otherwise one cluster: Sc = S.
-        const int cid = (int)blockIdx.z / C, ncu = (S + C - 1) / C;
-        const int Sc = min(C, S - cid * C);
         asm volatile("barrier.cluster.wait.aligned;" ::: "memory");  // every block has started
-        if (me < Sc) {
+        if (me < S) {
             for (int i4 = tid; i4 < G * D / 4; i4 += kThreads) {
                 float4 x = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
 #pragma unroll
@@ -880,7 +799,7 @@ static __global__ void __launch_bounds__(kThreads, WT ? 1 : 0)
                     x.x += y.x; x.y += y.y; x.z += y.z; x.w += y.w;
                 }
                 const int r = 4 * i4 / opr, off = 4 * i4 - r * opr;
-                *reinterpret_cast<float4 *>(cl.map_shared_rank(recv + me * opr + off, r)) = x;
+                *reinterpret_cast<float4 *>(cl.map_shared_rank(recv + me * OPR + off, r)) = x;
             }
             if (tid < G * C) {
                 const int g = tid / C, r = tid % C;
@@ -891,76 +810,20 @@ static __global__ void __launch_bounds__(kThreads, WT ? 1 : 0)
         cl.sync();
         V5_MARK(9);
         const int i0 = me * opr, i1 = min(G * D, i0 + opr);
-        __shared__ float mxs[GM];  // v7: the cluster's maximum of each head
-        __shared__ int last_sh;
         if (i0 < i1) {
             for (int g = warp; g < G; g += kWarps) {
                 if (g * D >= i1 || (g + 1) * D <= i0) continue;  // no output of head g here
-                cluster_weights(lane < Sc ? rm[lane][g] : -INFINITY, lane < Sc ? rl[lane][g] : 0.0f,
-                                lane, wts[g], &dens[g], &mxs[g]);
+                cluster_weights(lane < S ? rm[lane][g] : -INFINITY, lane < S ? rl[lane][g] : 0.0f,
+                                lane, wts[g], &dens[g]);
             }
             __syncthreads();
-            float *rec = nullptr;  // v7 with clusters in use past this one: this rank's record
-            if (a.ncl > 1 && ncu > 1)
-                rec = a.part + ((int64_t)(t * (int)gridDim.x + (int)blockIdx.x) * a.ncl + cid) * kV7Rec(D);
             for (int idx = i0 + tid; idx < i1; idx += kThreads) {
                 const int g = idx / D;
                 float num = 0.0f;
 #pragma unroll
                 for (int q = 0; q < kV5Cluster; q++)
-                    if (q < Sc) num = fmaf(wts[g][q], recv[q * opr + idx - i0], num);
-                if (rec) rec[idx] = num;
-                else a.out[((int64_t)t * a.n_head + h0 + g) * D + idx % D] = num / dens[g];
-            }
-            if (rec) {
-                // v7: the clusters meet in global memory, rank by rank: rank me of each cluster
-                // stores its outputs' sums and its heads' (max, sum), one release fence and a
-                // counter a rank (the split_epilogue pattern); the last of the ncu to arrive
-                // reads the records of clusters 0 .. ncu-1 (its own included) and weighs them
-                // in that order, so the bits do not depend on which cluster came last.
-                float *ml = rec + kMaxG * D + 2 * me * GM;
-                if (tid < G && !(tid * D >= i1 || (tid + 1) * D <= i0)) {
-                    ml[2 * tid] = mxs[tid];
-                    ml[2 * tid + 1] = dens[tid];
-                }
-                __syncthreads();
-                int *cnt = g_attn_v7_counters + (t * (int)gridDim.x + (int)blockIdx.x) * kV5Cluster + me;
-                if (tid == 0) {
-                    __threadfence();
-                    const int last = atomicAdd(cnt, 1) == ncu - 1;
-                    if (last) {
-                        *cnt = 0;
-                        __threadfence();
-                    }
-                    last_sh = last;
-                }
-                __syncthreads();
-                if (last_sh) {
-                    const float *r0 = a.part + (int64_t)(t * (int)gridDim.x + (int)blockIdx.x) * a.ncl * kV7Rec(D);
-                    for (int idx = i0 + tid; idx < i1; idx += kThreads) {
-                        const int g = idx / D;
-                        float mc[kV7MaxClusters], dc[kV7MaxClusters], nc[kV7MaxClusters];
-                        float M = -INFINITY;
-#pragma unroll
-                        for (int c = 0; c < kV7MaxClusters; c++)
-                            if (c < ncu) {
-                                const float *rc = r0 + (int64_t)c * kV7Rec(D);
-                                mc[c] = __ldcg(rc + kMaxG * D + 2 * (me * GM + g));
-                                dc[c] = __ldcg(rc + kMaxG * D + 2 * (me * GM + g) + 1);
-                                nc[c] = __ldcg(rc + idx);
-                                M = fmaxf(M, mc[c]);
-                            }
-                        float num = 0.0f, den = 0.0f;
-#pragma unroll
-                        for (int c = 0; c < kV7MaxClusters; c++)
-                            if (c < ncu) {
-                                const float w = mc[c] == -INFINITY ? 0.0f : expf(mc[c] - M);
-                                num = fmaf(w, nc[c], num);
-                                den = fmaf(w, dc[c], den);
-                            }
-                        a.out[((int64_t)t * a.n_head + h0 + g) * D + idx % D] = num / den;
-                    }
-                }
+                    if (q < S) num = fmaf(wts[g][q], recv[q * OPR + idx - i0], num);
+                a.out[((int64_t)t * a.n_head + h0 + g) * D + idx % D] = num / dens[g];
             }
         }
         if (TS && tr) { tr[10] = clock64(); tr[11] = gtimer(); }
@@ -1006,11 +869,7 @@ static __global__ void __launch_bounds__(kThreads, WT ? 1 : 0)
         return;
     }
 #endif
-    if (WT && a.dist && S > 1)
-        split_dist<D, GM>(a, reinterpret_cast<const float *>(buf), G, h0, t, S, m_sh, l_sh,
-                          TS ? tr : nullptr);
-    else
-        split_epilogue<D, GM, kWarps>(a, buf, G, h0, t, S, m_sh, l_sh, TS ? tr : nullptr);
+    split_epilogue<D, GM, kWarps>(a, buf, G, h0, t, S, m_sh, l_sh, TS ? tr : nullptr);
     if (TS && tr) { tr[10] = clock64(); tr[11] = gtimer(); }
 #undef V5_MARK
 }
@@ -1129,10 +988,6 @@ loom_status run_v5(const AttnArgs &a0, int kvt, int64_t D, int64_t N, loom_error
         ARG_FAIL(LOOM_ERR_INVALID_ARGUMENT,
                  "attention v5: %d stages (v6: %d), %d heads a block, cluster %d", a.nst, a.wt,
                  a.G, a.cl);
-    if ((a.ncl > 1 && (!a.wt || a.cl < 2 || N != 1 || !a.part || a.ncl > kV7MaxClusters)) ||
-        (a.dist && (a.cl > 1 || a.splits > kV7DistSplits)))
-        ARG_FAIL(LOOM_ERR_INVALID_ARGUMENT,
-                 "attention v7: %d clusters of %d need v6, one token and the records", a.ncl, a.cl);
     if (a.fp && (!a.wt || N != 1 || !a.pos_dev))
         ARG_FAIL(LOOM_ERR_INVALID_ARGUMENT,
                  "attention v6: the folded prologue needs v6, one token and a device position");

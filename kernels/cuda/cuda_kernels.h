@@ -36,12 +36,7 @@
  *                         every tile). Not bit-identical to v5 (within the CPU-twin tolerance).
  *                         LOOM_ATTN_CL_TILES=N: caches of <= N 32-row tiles combine their
  *                         splits in one cluster (128); LOOM_ATTN_PREFETCH=1: an L2 prefetch of
- *                         a block's rows before the PDL wait (off: slower, bench/NOTES.md 3);
- *                         LOOM_ATTN_V7=C (opt-in, slower): caches past 2K positions split
- *                         over ~one block an SM, as clusters of C = 2/4/8 met in global
- *                         memory (1: no cluster, sliced global combine); LOOM_ATTN_MINPER=k
- *                         (opt-in, slower): v6 splits of at least k tiles. Same tolerance,
- *                         other bits than the default; _at == by-value bits under each
+ *                         a block's rows before the PDL wait (off: slower, bench/NOTES.md 3)
  *   LOOM_ATTN_PREFILL     =1: prefill attention (N > 1; F16/INT8, head_dim 64/128, a GQA
  *                         group dividing 64) by attention_prefill.cu's tensor-core kernel:
  *                         blocks of one KV head x 64 query rows copy each K/V tile once, no

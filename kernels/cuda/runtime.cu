@@ -89,13 +89,6 @@ static bool g_attn_prefetch = false;
 // of cp.async (session 7; opt-in: -2.0 us a layer at 4K, but 4B decode at ~576 positions 2.026
 // vs 2.009 ms/token, bench/NOTES.md section 3 and 7.13).
 static bool g_attn_tma = false;
-// Decode attention v7 (session 9, opt-in; every value measured slower, bench/NOTES.md 3):
-// LOOM_ATTN_V7 = C (2, 4 or 8) runs the splits of a head group over caches past 2K positions as
-// several clusters of C blocks (about one block an SM) whose combined partials meet through
-// global memory (attention.cu); 1 = the same splits without clusters, the global combine spread
-// over output slices; 0 = today's rule. LOOM_ATTN_MINPER: the fewest tiles a v6 split walks
-// (1 = today's partition; 4 measured slower at 640 positions).
-static int g_attn_v7 = 0, g_attn_minper = 1;
 // Prefill attention (N > 1): LOOM_ATTN_PREFILL=1 the tensor-core prefill kernel of
 // attention_prefill.cu (session 8; 2: its 8-warp form, KV halves, sm_90), 0 the v5 path (a
 // block a token). 1 is the default: kernel rows (4B shape, F16 N = 512) 124 -> 31.0 us at pos0
@@ -145,8 +138,6 @@ static void read_switches_locked() {
     g_attn_cl_tiles = env_int("LOOM_ATTN_CL_TILES", 0, 1 << 25, false, kDefaultAttnClTiles);
     g_attn_prefetch = env_is("LOOM_ATTN_PREFETCH", "1");
     g_attn_tma = env_is("LOOM_ATTN_TMA", "1");
-    g_attn_v7 = env_int("LOOM_ATTN_V7", 0, 8, true, 0);
-    g_attn_minper = env_int("LOOM_ATTN_MINPER", 1, 64, false, 1);
     g_attn_prefill = env_int("LOOM_ATTN_PREFILL", 0, 2, false, kDefaultAttnPrefill);
     g_switch_read = true;
 }
@@ -232,16 +223,6 @@ bool attn_prefetch() {
 bool attn_tma() {
     ensure_switches();
     return g_attn_tma;
-}
-
-int attn_v7() {
-    ensure_switches();
-    return g_attn_v7;
-}
-
-int attn_minper() {
-    ensure_switches();
-    return g_attn_minper;
 }
 
 int attn_prefill() {

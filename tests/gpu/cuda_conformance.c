@@ -1997,59 +1997,6 @@ static void test_rope_kv_attn(loom_kv_type t, int64_t D, int64_t nh, int64_t nkv
     cudaFree(dq); cudaFree(dkr); cudaFree(dvr); cudaFree(dqw); cudaFree(dkw); cudaFree(dpos);
 }
 
-/* Decode attention v7 (LOOM_ATTN_V7 = C: caches past 2K positions split over several clusters
- * of C blocks a head group, the clusters' partials combined in global memory) and the v6 split
- * minimum (LOOM_ATTN_MINPER): against the CPU twin (F16, INT8; head_dim 64, 128; GQA 1, 2, 4, 8),
- * _at == by value at positions on both sides of the cluster boundaries (4 tiles a split: 128 C
- * positions a cluster), and the fused prologue == its two launches (fused: 1 = this section's
- * fused part only). The switches are back at their defaults afterwards. */
-static void test_attn_v7_section(int fused) {
-    static const char *cs[4] = {"2", "4", "8", "1"};
-    static const int64_t gqa[][2] = {{8, 8}, {8, 4}, {32, 8}, {16, 2}};
-    static const int64_t pat[] = {0, 127, 128, 255, 256, 1023, 1024, 2047, 2048, 4095, 4199};
-    static const int64_t p8k[] = {0, 1, 255, 256, 1024, 2048, 4096, 6143, 8191};
-    static const int64_t p4k[] = {0, 31, 127, 128, 129, 511, 512, 1000, 2047, 2048, 3000, 4095};
-    for (int c = 0; c < 4; c++) {
-        if (g_quick && c != 1 && c != 3) continue;
-        printf("-- decode attention v7 (LOOM_ATTN_V7=%s)\n", cs[c]);
-        set_switch("LOOM_ATTN_V7", cs[c]);
-        if (!fused) {
-            for (int t = LOOM_KV_F16; t <= LOOM_KV_INT8; t++)
-                for (int g = 0; g < 4; g++) {
-                    if (g_quick && g != 2) continue;
-                    const int64_t D = (g & 1) ? 64 : 128;
-                    test_attention((loom_kv_type)t, D, gqa[g][0], gqa[g][1], 1, g_quick ? 2999 : 4095, 0);
-                    if (!g_quick && (t == LOOM_KV_F16 || g == 2))
-                        test_attention((loom_kv_type)t, D, gqa[g][0], gqa[g][1], 1, 8191, 0);
-                    test_attention_at((loom_kv_type)t, D, gqa[g][0], gqa[g][1], 1, 4200, pat,
-                                      g_quick ? 4 : (int)(sizeof pat / sizeof pat[0]));
-                }
-            test_attention(LOOM_KV_F16, 128, 48, 8, 1, 3000, 0); /* G = 6 */
-            test_attention(LOOM_KV_F16, 64, 32, 2, 1, 2500, 0);  /* two head groups a KV head */
-        } else {
-            for (int t = LOOM_KV_F16; t <= LOOM_KV_INT8; t++) {
-                test_rope_kv_attn((loom_kv_type)t, 128, 32, 8, 4096, p4k,
-                                  g_quick ? 5 : (int)(sizeof p4k / sizeof p4k[0]), 1,
-                                  LOOM_ROPE_NEOX, 0, 1);
-                if (!g_quick) {
-                    test_rope_kv_attn((loom_kv_type)t, 64, 16, 2, 8192, p8k, 9, 0, LOOM_ROPE_NORM, 0, 1);
-                    test_rope_kv_attn((loom_kv_type)t, 128, 32, 8, 8192, p8k, 9, 1, LOOM_ROPE_NEOX, 1, 1);
-                }
-            }
-        }
-    }
-    reset_switch("LOOM_ATTN_V7");
-    if (!fused) { /* the split minimum on the cluster path (<= 4K) and the global one (8K) */
-        static const int64_t pm[] = {0, 100, 127, 128, 639, 1000, 1999};
-        printf("-- decode attention v6 with LOOM_ATTN_MINPER=4\n");
-        set_switch("LOOM_ATTN_MINPER", "4");
-        test_attention_at(LOOM_KV_F16, 128, 32, 8, 1, 2000, pm, g_quick ? 3 : 7);
-        test_attention_at(LOOM_KV_INT8, 64, 16, 2, 1, 2000, pm, g_quick ? 3 : 7);
-        test_attention(LOOM_KV_F16, 128, 32, 8, 1, g_quick ? 639 : 8191, 0);
-        reset_switch("LOOM_ATTN_MINPER");
-    }
-}
-
 /* The fused section (--fused runs only it): head_dim 64/128 (+ the fallback shapes 80/96/256),
  * GQA 1/2/4/8 (+ 16: two head groups a KV head), F16/INT8, norms or not, NORM and NEOX, at
  * positions 0, 1, 63, 64 and across tile (32 rows), warp (4 tiles) and split boundaries, in a
@@ -2089,7 +2036,6 @@ static void test_fused_section(int sm90) {
     set_switch("LOOM_ATTN_V6", "0"); /* v5: no fused kernel either */
     test_rope_kv_attn(LOOM_KV_F16, 128, 32, 8, 4096, p4k, g_quick ? 3 : 8, 1, LOOM_ROPE_NEOX, 0, 0);
     set_switch("LOOM_ATTN_V6", "1");
-    if (sm90) test_attn_v7_section(1);
 }
 
 /* ---- elementwise, embed, softmax, argmax, conversions ----------------------------------- */
@@ -2476,7 +2422,6 @@ int main(int argc, char **argv) {
         const int64_t pbig[] = {0, 1000, 4199};
         test_attention_at(LOOM_KV_F16, 128, 32, 8, 1, 4200, pbig, g_quick ? 1 : 3);
         test_attention_at(LOOM_KV_INT8, 64, 16, 2, 1, 4200, pbig, g_quick ? 1 : 3);
-        test_attn_v7_section(0);
     }
 
     /* rope_kv_write: D 64/128, GQA 1..8, T 1..32, F16/INT8 (+ F32), norms or not, both modes */
