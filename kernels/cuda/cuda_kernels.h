@@ -60,9 +60,9 @@
  *                         instructions; bit-identical); =2: the INT8 body (q6k_i8_body.cuh:
  *                         q as u8, x as 4 int8 limbs; other bits, same tolerance; the default;
  *                         a triple's Q6_K segments keep the f16 body, GEMV and GEMM)
- *                         LOOM_GEMV_MMA_Q4K_V: the Q4_K body, 1 (default) the f16 hi + lo
- *                         body, 2 INT8 (q4k_i8_body.cuh: other bits, same tolerance; every Q4_K
- *                         mma matmul, GEMM token == GEMV bits)
+ *                         LOOM_GEMV_MMA_Q4K_V: the Q4_K body, 1 the f16 hi + lo body, 2
+ *                         (default) INT8 (q4k_i8_body.cuh: other bits, same tolerance; every
+ *                         Q4_K mma matmul, GEMM token == GEMV bits)
  *   LOOM_GEMV_TRIPLE_MIXED a GEMV (n = 1) with Q4_K and Q6_K segments (the Q4_K_M QKV
  *                         triple) in one launch (gemv_mma.cu's mixed kernel; the default, 1)
  *                         instead of the Q4_K and the Q6_K launch (=0); bit-identical
@@ -77,6 +77,11 @@
  *   LOOM_GEMM_WIDE_Q4K_I8 that INT8 wide kernel's form (same bits): 4 (default) one matrix at 16
  *                         tokens, 3 blocks an SM; 1: at 32 tokens; 2: the min term by IMMA; 3:
  *                         the pair at 32 tokens (bench/NOTES.md 2.4, session 9).
+ *   LOOM_GEMM_WIDE_Q6K    the wide Q6_K kernel's form (same bits): 7 (default) the token-pair
+ *                         body reading x's int8 limbs staged once a matmul by a pre-pass into
+ *                         the kernel scratch, 32-token blocks where they fill the GPU, else 16;
+ *                         5 / 6: the same at 16 / 32 tokens; 2 / 3 / 4: 5 / 6 / 7 staging x in
+ *                         each block; 1: session 8's kernel (bench/NOTES.md 2.1, session 9).
  *   LOOM_CUDA_PDL         =1: programmatic dependent launch (compute capability 9.0+): a kernel
  *                         may start during the previous one's tail and waits for it in-kernel
  *                         (common.cuh); default (off): plain stream order. Same results either

@@ -40,10 +40,12 @@ static int g_mma_split = 0;  // 0 = by shape (gemv_mma.cu)
 static const int kDefaultQ6kVariant = 2;
 static int g_q6k_variant = kDefaultQ6kVariant;
 // The Q4_K mma matmuls' loop body (gemv_mma.cu, LOOM_GEMV_MMA_Q4K_V): 1 = the f16 hi + lo body
-// (v11), 2 = the INT8 body (q4k_i8_body.cuh; other bits, same tolerance; opt-in: 4B decode
-// 1.960 vs 2.009 ms/token, but its GEMM is 1.27x at N = 512 and prefill 19% slower, bench/NOTES.md
-// 2.4 and 7.13). Every Q4_K mma matmul follows it, the GEMM and the mixed triple too.
-static const int kDefaultQ4kVariant = 1;
+// (v11), 2 = the INT8 body (q4k_i8_body.cuh; other bits, same tolerance). Every Q4_K mma matmul
+// follows it, the GEMM and the mixed triple too. 2 is the default since session 9, when its
+// prefill GEMM became wide (gemm_wide_q4k_i8): `loom bench -p 512 -n 128` on the 4B Q4_K_M model
+// with LOOM_GEMM_WIDE_Q6K=7, V = 1 / 2: 6,731 / 6,327 tokens/s, 2.033 / 1.985 ms/token
+// (bench/NOTES.md 2.4 and 7.16).
+static const int kDefaultQ4kVariant = 2;
 static int g_q4k_variant = kDefaultQ4kVariant;
 // The Q4_K_M triple's GEMV (Q4_K Q/K + Q6_K V) in one launch (gemv_mma.cu's mixed kernel,
 // LOOM_GEMV_TRIPLE_MIXED=1, the default: 4B decode 2.180 vs 2.300 ms/token, bench/NOTES.md
@@ -71,8 +73,9 @@ static int g_gemm_wide_q4k_i8 = kDefaultGemmWideQ4kI8;
 // 1.5 x SMs, else 16; 5 / 6 / 7 = 2 / 3 / 4 with x converted to limbs once a matmul by a pre-pass
 // into the kernel scratch (q6_limbs_bytes; without it 2 / 3 / 4). The same bits under every value.
 // Relay pq6-R3 (H200): 7 is the fastest in every row (4B down + add N = 512 848 -> 499 us, 8B
-// 2145 -> 1093, V normed 120 -> 65), bench/NOTES.md 2.1; the default stays 1 until end to end.
-static const int kDefaultGemmWideQ6k = 1;
+// 2145 -> 1093, V normed 120 -> 65), bench/NOTES.md 2.1; the default since session 9's final
+// call: `loom bench -p 512` 6,189 -> 6,731 tokens/s, decode within noise (bench/NOTES.md 7.16).
+static const int kDefaultGemmWideQ6k = 7;
 static int g_gemm_wide_q6k = kDefaultGemmWideQ6k;
 static bool g_pdl = false;
 // Decode attention: blocks per SM the split choice aims at. 1 measured best on the H200
