@@ -57,8 +57,9 @@
 // Session 5's binaries were built against HEAD's gemv_mma.cu (mma_matmul with its PreNorm
 // argument, NULL here); session 4's used v11 of commit 9115dcf (git archive 9115dcf kernels
 // include | tar -x -C D, copy this file into D, then nvcc ... -ID -ID/include).
-// Run: ./q4k_bulk_proto [--quick] [--tma]   (--quick: the small correctness cases only, for
-// sanitizers; --tma: the bulk-copy sweep by copy size of session 4's R2)
+// Run: ./q4k_bulk_proto [--quick] [--tma] [--no-flow]   (--quick: the small correctness cases
+// only, for sanitizers; --tma: the bulk-copy sweep by copy size of session 4's R2; --no-flow:
+// without session 10's layer_flow)
 #include <math.h>
 #include <stdarg.h>
 #include <stdint.h>
@@ -82,6 +83,12 @@ loom_status cuda_fail(loom_error *err, cudaError_t e, const char *stmt, const ch
 }
 bool pdl_on() { return g_pdl; }
 int gemv_mma_split() { return 0; }
+// runtime.cu's switches at the product defaults of session 9 (the "v11" rows are today's
+// mma_matmul: LOOM_GEMV_MMA_Q4K_V=2, the INT8 Q4_K body)
+int mma_q4k_variant() { return 2; }
+int gemv_triple_mixed() { return 1; }
+int gemm_wide_min() { return 1; }
+int gemm_wide_q4k_i8_min() { return 4; }
 int sm_count() {
     static int n = 0;
     if (!n) cudaDeviceGetAttribute(&n, cudaDevAttrMultiProcessorCount, 0);
@@ -580,7 +587,13 @@ struct LArgs {
     int *cnt;  // [nph]
     int NS, slot_bytes, off_xs, off_red, off_tacc, off_ring;
     int mode;   // 0; diagnostics (wrong results): 1 stream only, 2 math only, 3 neither, 4
-                // neither and no x staging, 5 no grid waits between phases
+                // neither and no x staging, 5 no grid waits between phases; layer_flow: 6 (right
+                // results) a super-block waits for the whole phase before
+    // layer_flow only: chunk counters (phase p's 256-row chunk c at ccnt[coff[p] + c]; the exit
+    // counter at ccnt[coff[nph - 1]]), the odd phases' x buffer, the x barriers
+    int *ccnt;
+    int coff[4];
+    int off_xs1, off_xbar;
 };
 
 // The block's item range of phase P.
@@ -621,6 +634,110 @@ __device__ __forceinline__ int ld_acquire(const int *p) {
     return v;
 }
 
+__device__ __forceinline__ bool mb_test(uint32_t a, uint32_t parity) {  // non-blocking
+    uint32_t ok;
+    asm volatile(
+        "{ .reg .pred p; mbarrier.test_wait.parity.shared::cta.b64 p, [%1], %2; "
+        "selp.u32 %0, 1, 0, p; }"
+        : "=r"(ok)
+        : "r"(a), "r"(parity)
+        : "memory");
+    return ok != 0;
+}
+// Waits at most ~hint ns (the hardware may return earlier); true if the phase completed.
+__device__ __forceinline__ bool mb_try(uint32_t a, uint32_t parity, uint32_t hint) {
+    uint32_t ok;
+    asm volatile(
+        "{ .reg .pred p; mbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2, %3; "
+        "selp.u32 %0, 1, 0, p; }"
+        : "=r"(ok)
+        : "r"(a), "r"(parity), "r"(hint)
+        : "memory");
+    return ok != 0;
+}
+
+// Producer: ring slot u % NS gets the unit (tile, super-blocks [lo, hi)) of P, one bulk copy a
+// row (lanes: row r of matrix m), after the slot's previous unit was released (u >= NS).
+__device__ __forceinline__ void lr_produce(const Phase &P, int mode, int NS, int slot_bytes,
+                                           uint32_t ring, uint32_t bar_full, uint32_t bar_empty,
+                                           int u, int tile, int lo, int hi, int lane) {
+    const int slot = u % NS;
+    if (u >= NS) mb_wait(bar_empty + 8 * slot, (uint32_t)((u / NS) - 1) & 1u);
+    if (mode >= 2 && mode <= 4) {  // math only / neither: the same protocol, no bytes
+        if (lane == 0) mb_arrive(bar_full + 8 * slot);
+        return;
+    }
+    const uint32_t bytes = (uint32_t)(hi - lo) * kQ4KBytes;
+    const int r0 = tile * kTileRows;
+    const int valid = min(P.M - r0, kTileRows);
+    if (lane == 0) mb_arrive_expect_tx(bar_full + 8 * slot, bytes * (uint32_t)(valid * P.nmat));
+    __syncwarp();
+    const int m = lane >> 4, r = lane & 15;
+    if (m < P.nmat && r < valid)
+        bulk_g2s(ring + (uint32_t)(slot * slot_bytes + (m * 16 + r) * P.pitch),
+                 P.w[m] + (int64_t)(r0 + r) * P.nsb * kQ4KBytes + (int64_t)lo * kQ4KBytes, bytes,
+                 bar_full + 8 * slot);
+}
+
+// Finisher: waits for unit u's NC partials (slot u % NS), frees the slot, returns lane (m, r)'s
+// sum in warp order.
+template <int NC>
+__device__ __forceinline__ float lr_gather(const float *red, int NS, uint32_t bar_unit,
+                                           uint32_t bar_empty, int u, int lane) {
+    const int slot = u % NS;
+    mb_wait(bar_unit + 8 * slot, (uint32_t)(u / NS) & 1u);
+    float part[NC];
+    const float *rp = red + (slot * NC * 2 + (lane >> 4)) * 16 + (lane & 15);
+#pragma unroll
+    for (int w = 0; w < NC; w++) part[w] = rp[w * 2 * 16];
+    __syncwarp();
+    if (lane == 0) mb_arrive(bar_empty + 8 * slot);  // slot + partials free
+    float v = part[0];
+#pragma unroll
+    for (int w = 1; w < NC; w++) v = __fadd_rn(v, part[w]);
+    return v;
+}
+
+// Finisher: writes the tile's rows from v (lane (m, r): row r of matrix m): plain, + residual
+// or SwiGLU (gate in lanes 0..15, up in 16..31).
+__device__ __forceinline__ void lr_store(const Phase &P, int tile, float v, int lane) {
+    const float o = __shfl_down_sync(0xffffffffu, v, 16);  // lanes 0..15: up's row
+    const int row = tile * kTileRows + (lane & 15);
+    if (lane < 16 && row < P.M) {
+        float y;
+        if (P.epi == E_SWIGLU) y = __fmul_rn(silu_f(v), o);
+        else if (P.epi == E_ADD) y = __fadd_rn(v, __ldcg(P.resid + row));
+        else y = v;
+        P.y[row] = y;
+    }
+}
+
+// Consumer (INT8 body): the warp's partial of a unit (acc[m][j]: lane's share of row g + 8 j of
+// matrix m) into red, after the warp's reads of the slot; then the arrive on the unit barrier.
+template <int NC>
+__device__ __forceinline__ void lr_partial_i8(float (&acc)[2][2], float *red, int slot, int warp,
+                                              int lane, uint32_t bar_unit) {
+    // this warp's generic reads of the slot are done before the async proxy refills it
+    asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
+#pragma unroll
+    for (int m = 0; m < 2; m++)
+#pragma unroll
+        for (int j = 0; j < 2; j++) {
+            acc[m][j] += __shfl_xor_sync(0xffffffffu, acc[m][j], 1);
+            acc[m][j] += __shfl_xor_sync(0xffffffffu, acc[m][j], 2);
+        }
+    if ((lane & 3) == 0) {
+        const int g = lane >> 2;
+#pragma unroll
+        for (int m = 0; m < 2; m++) {
+            float *rp = red + ((slot * NC + warp) * 2 + m) * 16;
+            rp[g] = acc[m][0];
+            rp[g + 8] = acc[m][1];
+        }
+    }
+    mb_arrive(bar_unit + 8 * slot);
+}
+
 // Warps: 0..NC-1 consumers, NC the finisher, NC+1 the producer (R2: the finisher was consumer
 // warp u % NC, whose next unit then waited for its finishing: a serial chain through all units).
 // UNR = 2 (INT8 body only): a warp's items k and k + NC of a unit in one loop body, so that two
@@ -656,23 +773,7 @@ static __global__ void __launch_bounds__((NC + 2) * 32, 1) layer_ring(const LArg
             int q0, q1;
             lr_range(P, q0, q1);
             lr_units(P, q0, q1, [&](int tile, int lo, int hi, bool, bool, bool) {
-                const int slot = u % NS;
-                if (u >= NS) mb_wait(bar_empty + 8 * slot, (uint32_t)((u / NS) - 1) & 1u);
-                u++;
-                if (a.mode >= 2 && a.mode <= 4) {
-                    if (lane == 0) mb_arrive(bar_full + 8 * slot);
-                    return;
-                }
-                const uint32_t bytes = (uint32_t)(hi - lo) * kQ4KBytes;
-                const int r0 = tile * kTileRows;
-                const int valid = min(P.M - r0, kTileRows);
-                if (lane == 0) mb_arrive_expect_tx(bar_full + 8 * slot, bytes * (uint32_t)(valid * P.nmat));
-                __syncwarp();
-                const int m = lane >> 4, r = lane & 15;
-                if (m < P.nmat && r < valid)
-                    bulk_g2s(ring + (uint32_t)(slot * a.slot_bytes + (m * 16 + r) * P.pitch),
-                             P.w[m] + (int64_t)(r0 + r) * P.nsb * kQ4KBytes + (int64_t)lo * kQ4KBytes, bytes,
-                             bar_full + 8 * slot);
+                lr_produce(P, a.mode, NS, a.slot_bytes, ring, bar_full, bar_empty, u++, tile, lo, hi, lane);
             });
         }
         return;
@@ -685,26 +786,13 @@ static __global__ void __launch_bounds__((NC + 2) * 32, 1) layer_ring(const LArg
         // on the exit counter only after this block's consumers are past every wait (bar 2).
         pdl_wait();
         int u = 0;
-        const int m = lane >> 4, r = lane & 15;  // lane: row r of matrix m
         for (int p = 0; p < a.nph; p++) {
             const Phase &P = a.ph[p];
             int q0, q1;
             lr_range(P, q0, q1);
             float tacc = 0.0f;
             lr_units(P, q0, q1, [&](int tile, int lo, int hi, bool first, bool last, bool full) {
-                const int slot = u % NS;
-                const uint32_t par = (uint32_t)(u / NS) & 1u;
-                u++;
-                mb_wait(bar_unit + 8 * slot, par);
-                float part[NC];
-                const float *rp = red + (slot * NC * 2 + m) * 16 + r;
-#pragma unroll
-                for (int w = 0; w < NC; w++) part[w] = rp[w * 2 * 16];
-                __syncwarp();
-                if (lane == 0) mb_arrive(bar_empty + 8 * slot);  // slot + partials free
-                float v = part[0];
-#pragma unroll
-                for (int w = 1; w < NC; w++) v = __fadd_rn(v, part[w]);
+                float v = lr_gather<NC>(red, NS, bar_unit, bar_empty, u++, lane);
                 if (!first) v = __fadd_rn(tacc, v);
                 tacc = v;
                 if (!last) return;
@@ -727,16 +815,7 @@ static __global__ void __launch_bounds__((NC + 2) * 32, 1) layer_ring(const LArg
                         fin = true;
                     }
                 }
-                if (!fin) return;
-                const float o = __shfl_down_sync(0xffffffffu, v, 16);  // lanes 0..15: up's row
-                const int row = tile * kTileRows + r;
-                if (lane < 16 && row < P.M) {
-                    float y;
-                    if (P.epi == E_SWIGLU) y = __fmul_rn(silu_f(v), o);
-                    else if (P.epi == E_ADD) y = __fadd_rn(v, __ldcg(P.resid + row));
-                    else y = v;
-                    P.y[row] = y;
-                }
+                if (fin) lr_store(P, tile, v, lane);
             });
             // this block's rows of phase p are written: one release arrival (the exits: the last
             // block out resets every counter; every wait of every block has passed by then)
@@ -875,17 +954,12 @@ static __global__ void __launch_bounds__((NC + 2) * 32, 1) layer_ring(const LArg
                     }
                 }
             }
+            if (BODY == 1) {
+                lr_partial_i8<NC>(acc, red, slot, warp, lane, bar_unit);
+                return;
+            }
             // this warp's generic reads of the slot are done before the async proxy refills it
             asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
-            if (BODY == 1) {
-#pragma unroll
-                for (int m = 0; m < 2; m++)
-#pragma unroll
-                    for (int j = 0; j < 2; j++) {
-                        acc[m][j] += __shfl_xor_sync(0xffffffffu, acc[m][j], 1);
-                        acc[m][j] += __shfl_xor_sync(0xffffffffu, acc[m][j], 2);
-                    }
-            }
             if (t == 0) {
 #pragma unroll
                 for (int m = 0; m < 2; m++) {
@@ -897,6 +971,192 @@ static __global__ void __launch_bounds__((NC + 2) * 32, 1) layer_ring(const LArg
             mb_arrive(bar_unit + 8 * slot);
         });
     }
+    asm volatile("bar.arrive 2, %0;" ::"n"((NC + 1) * 32) : "memory");  // past every wait
+}
+
+// ---- session 10 (dfl): layer_flow, per-chunk dataflow between the phases ------------------
+// layer_ring's fused INT8 layer with its three grid barriers replaced by finer dataflow (NOTES
+// 2.2 session 5's "Answer", item 1):
+// - Order: every phase's tiles (whole tiles, no shared tile) are dealt round-robin over the grid
+//   in ONE sequence across the phases: phase p's tile i goes to block (start_p + i) mod G,
+//   start_p = the tiles of the phases before. So a phase's rows are written in row order across
+//   the grid (its first chunks first), and the blocks with one tile less in a phase are the first
+//   to get the next phase's tiles.
+// - Counters: the finisher, after writing a tile of phase p < nph - 1, adds 1 (red.release) to
+//   the counter of its 256-row chunk (= one x super-block of phase p + 1; phase p + 1 reads phase
+//   p's output from row 0). The last block out resets them all (as layer_ring's).
+// - Staging: consumer warp w stages x super-blocks s = w + NC j of every phase, in order, each as
+//   soon as its chunk's counter is complete (every lane ld.acquire) and its buffer is free, and
+//   arrives on the super-block's barrier. x buffers alternate by phase (even / odd phases: the
+//   next phase is staged while the current one is read); buffer b is restaged for phase p + 2
+//   once every consumer warp arrived on its `free` barrier after phase p.
+// - Consumers wait for an item's super-block only (not for the phase), so a unit's items on
+//   early chunks run while later chunks are still being written elsewhere. No deadlock: a
+//   consumer never blocks without pumping its own staging (wait_pump), and it stages in (phase,
+//   super-block) order, which only depends on earlier phases.
+// Same accumulation order as layer_ring with whole tiles (items q % NC == warp, partials in warp
+// order): the same bits. INT8 body only; no folded RMSNorm (its scale needs all of x first).
+// Diagnostics (LArgs::mode): as layer_ring's, 5 = no chunk waits; 6 = a super-block waits for
+// every chunk of the phase before (the grid barrier again, with this order and staging).
+template <int NC>
+static __global__ void __launch_bounds__((NC + 2) * 32, 1) layer_flow(const LArgs a) {
+    extern __shared__ __align__(128) uint8_t sm[];
+    const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+    const int NS = a.NS, G = gridDim.x;
+    const uint32_t bar_full = smaddr(sm), bar_empty = bar_full + 8 * NS, bar_unit = bar_empty + 8 * NS;
+    // x barriers: phase p's super-block s staged at bar_x + 8 (xoff(p) + s), one use a launch
+    // (parity 0); then [2]: every consumer warp is done with buffer b
+    auto xoff = [&](int p) {
+        int o = 0;
+        for (int i = 0; i < p; i++) o += a.ph[i].nsb;
+        return o;
+    };
+    const uint32_t bar_x = smaddr(sm + a.off_xbar), bar_free = bar_x + 8 * xoff(a.nph);
+    float *red = reinterpret_cast<float *>(sm + a.off_red);  // [NS][NC][2][16]
+    uint8_t *ringp = sm + a.off_ring;
+    if (threadIdx.x == 0) {
+        for (int i = 0; i < NS; i++) {
+            mb_init(bar_full + 8 * i, 1);
+            mb_init(bar_empty + 8 * i, 1);
+            mb_init(bar_unit + 8 * i, NC * 32);
+        }
+        for (int i = 0; i < xoff(a.nph); i++) mb_init(bar_x + 8 * i, 32);
+        mb_init(bar_free, NC * 32);
+        mb_init(bar_free + 8, NC * 32);
+        asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
+        asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
+    }
+    __syncthreads();
+    pdl_launch_dependents();
+    // the units of phase p in order (start: tiles of the phases before p)
+    auto units = [&](int p, int start, auto f) {
+        const Phase &P = a.ph[p];
+        const int np = (P.nsb + P.umax - 1) / P.umax;
+        for (int tile = ((int)blockIdx.x - start % G + G) % G; tile < P.tiles; tile += G)
+            for (int k = 0; k < np; k++) f(tile, P.nsb * k / np, P.nsb * (k + 1) / np, k == 0, k == np - 1);
+    };
+
+    if (warp == NC + 1) {  // ---- producer: the same unit sequence, no waits on activations
+        const uint32_t ring = smaddr(ringp);
+        int u = 0;
+        for (int p = 0, start = 0; p < a.nph; start += a.ph[p++].tiles)
+            units(p, start, [&](int tile, int lo, int hi, bool, bool) {
+                lr_produce(a.ph[p], a.mode, NS, a.slot_bytes, ring, bar_full, bar_empty, u++, tile, lo, hi, lane);
+            });
+        return;
+    }
+
+    if (warp == NC) {  // ---- finisher: per unit in order; a chunk arrival after each tile
+        pdl_wait();  // layer_ring R2: no counter arrival before the previous launch's reset
+        int u = 0;
+        for (int p = 0, start = 0; p < a.nph; start += a.ph[p++].tiles) {
+            const Phase &P = a.ph[p];
+            float tacc = 0.0f;
+            units(p, start, [&](int tile, int, int, bool first, bool last) {
+                float v = lr_gather<NC>(red, NS, bar_unit, bar_empty, u++, lane);
+                if (!first) v = __fadd_rn(tacc, v);
+                tacc = v;
+                if (!last) return;
+                lr_store(P, tile, v, lane);
+                __syncwarp();  // the lanes' rows before lane 0's release (cumulative)
+                if (p < a.nph - 1 && lane == 0) red_release(a.ccnt + a.coff[p] + tile / 16);
+            });
+        }
+        // exit: after this block's consumers are past every wait; the last block resets
+        asm volatile("bar.sync 2, %0;" ::"n"((NC + 1) * 32) : "memory");
+        if (lane == 0 && atom_acq_rel(a.ccnt + a.coff[a.nph - 1]) == G - 1)
+            for (int i = 0; i <= a.coff[a.nph - 1]; i++) a.ccnt[i] = 0;
+        return;
+    }
+
+    // ---- consumers
+    const I8Lane L = i8_lane(lane);
+    auto xbuf = [&](int b) { return reinterpret_cast<XI8 *>(sm + (b ? a.off_xs1 : a.off_xs)); };
+    pdl_wait();  // phase 0's x is the previous kernel's output
+    int u = 0;              // the unit
+    int cp = 0, cs = warp;  // the next super-block this warp stages: (phase, super-block)
+    while (cp < a.nph && cs >= a.ph[cp].nsb) cp++;
+    // Stages (cp, cs) if its rows are written and its buffer is free; false if it cannot yet.
+    // Warp-uniform (the waits below are __all_sync'ed: lanes never diverge around the shuffles).
+    auto pump = [&]() -> bool {
+        if (cp >= a.nph) return false;
+        const int b = cp & 1;
+        if (cp >= 2 && !__all_sync(0xffffffffu, mb_test(bar_free + 8 * b, (uint32_t)((cp >> 1) - 1) & 1u)))
+            return false;
+        if (cp > 0 && a.mode == 6) {  // every chunk of the phase before (a grid barrier)
+            const int tiles = a.ph[cp - 1].tiles;
+            bool ok = true;
+            for (int c = lane; 16 * c < tiles; c += 32)
+                ok = ok && ld_acquire(a.ccnt + a.coff[cp - 1] + c) >= min(16, tiles - 16 * c);
+            if (!__all_sync(0xffffffffu, ok)) return false;
+        } else if (cp > 0 && a.mode != 5) {
+            const int need = min(16, a.ph[cp - 1].tiles - 16 * cs);
+            if (!__all_sync(0xffffffffu, ld_acquire(a.ccnt + a.coff[cp - 1] + cs) >= need)) return false;
+        }
+        if (a.mode != 4) {
+            const float *xp = a.ph[cp].x + (int64_t)cs * 256 + 8 * lane;
+            const float4 xa = __ldcg(reinterpret_cast<const float4 *>(xp));
+            const float4 xc = __ldcg(reinterpret_cast<const float4 *>(xp + 4));
+            stage_i8(xbuf(b)[cs], xa, xc, lane);
+        }
+        mb_arrive(bar_x + 8 * (xoff(cp) + cs));
+        cs += NC;
+        while (cp < a.nph && cs >= a.ph[cp].nsb) {
+            cp++;
+            cs = warp;
+        }
+        return true;
+    };
+    // Waits for an mbarrier phase, staging while it waits (nothing to stage: a suspended wait of
+    // up to ~0.2 us, then the pump again). A wait of over ~1 s reports and traps (a hang guard).
+    auto wait_pump = [&](uint32_t bar, uint32_t par) {
+        const long long t0 = clock64();
+        while (!__all_sync(0xffffffffu, mb_test(bar, par))) {
+            if (!pump() && __all_sync(0xffffffffu, mb_try(bar, par, 200))) return;
+            if (clock64() - t0 > 2000000000ll) {
+                if (lane == 0)
+                    printf("layer_flow stuck: block %d warp %d bar +%u parity %u, unit %d, staging (%d, %d)\n",
+                           (int)blockIdx.x, warp, bar - smaddr(sm), par, u, cp, cs);
+                __trap();
+            }
+        }
+    };
+    const bool math = a.mode == 0 || a.mode == 2 || a.mode == 5;
+    for (int p = 0, start = 0; p < a.nph; start += a.ph[p++].tiles) {
+        const Phase &P = a.ph[p];
+        const int b = p & 1;
+        const XI8 *xs = xbuf(b);
+        const uint32_t bx = bar_x + 8 * xoff(p);
+        uint64_t seen = 0;  // super-blocks of this phase known to be staged
+        units(p, start, [&](int tile, int lo, int hi, bool, bool) {
+            const int slot = u % NS;
+            wait_pump(bar_full + 8 * slot, (uint32_t)(u / NS) & 1u);
+            u++;
+            const uint8_t *sp = ringp + slot * a.slot_bytes;
+            float acc[2][2] = {{0.f, 0.f}, {0.f, 0.f}};
+            int k = warp - (tile * P.nsb + lo) % NC;
+            if (k < 0) k += NC;
+#pragma unroll 1
+            for (; k < hi - lo; k += NC) {
+                const int s = lo + k;
+                if (!((seen >> s) & 1)) {
+                    wait_pump(bx + 8 * s, 0);
+                    seen |= 1ull << s;
+                }
+                if (!math) continue;
+#pragma unroll
+                for (int m = 0; m < 2; m++)
+                    if (m < P.nmat) {
+                        const uint8_t *rg = sp + (m * 16 + (lane >> 2)) * P.pitch + k * kQ4KBytes;
+                        q4_sb_i8(rg, rg + 8 * P.pitch, xs[s], L, acc[m]);
+                    }
+            }
+            lr_partial_i8<NC>(acc, red, slot, warp, lane, bar_unit);
+        });
+        if (p + 2 < a.nph) mb_arrive(bar_free + 8 * b);  // this warp's reads of buffer b are done
+    }
+    while (cp < a.nph)  // what this warp still owes the others
+        if (!pump()) __nanosleep(100);
     asm volatile("bar.arrive 2, %0;" ::"n"((NC + 1) * 32) : "memory");  // past every wait
 }
 
@@ -920,12 +1180,14 @@ struct Cfg {
                   // 3 INT8 body with two items a loop body (UNR 2)
     int fused;    // layer_ring only: the layer's four matmuls in one launch (else one a matmul)
     int norm;     // fused only: the two RMSNorms (before QK and gate/up) folded into the staging
+    int flow;     // layer_flow (INT8 body, whole tiles): per-chunk dataflow instead of grid barriers
 };
 
 struct Scratch {
     float *gpart;  // [4 phases][1024 tiles][2][2][16]
     int *gcnt;     // [4 phases][1024 tiles]
     int *cnt;      // layer_ring's grid counters [4]
+    int *ccnt;     // layer_flow's chunk counters + exit counter [256]
 };
 
 static int g_sms = 0;
@@ -950,6 +1212,7 @@ static void set_attrs() {
     CK(cudaFuncSetAttribute(bulk::layer_ring<kLrNC, 0>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)g_smem_max));
     CK(cudaFuncSetAttribute(bulk::layer_ring<kLrNC, 1>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)g_smem_max));
     CK(cudaFuncSetAttribute(bulk::layer_ring<kLrNC, 1, 2>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)g_smem_max));
+    CK(cudaFuncSetAttribute(bulk::layer_flow<kLrNC>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)g_smem_max));
 }
 
 // One matmul of a layer_ring launch: weights, shape, epilogue and activations.
@@ -983,12 +1246,17 @@ static size_t plan_layer(bulk::LArgs &a, const PSpec *ps, int nph, const Cfg &cf
     a.nph = nph;
     a.cnt = sc.cnt;
     a.mode = cfg.mode;
-    int slot = 0, maxnsb = 0;
-    for (int p = 0; p < nph; p++) {  // a unit is at most 20 super-blocks (4B down: 2 units a tile)
+    int slot = 0, maxnsb = 0, nsbsum = 0, nsbpar[2] = {0, 0};  // nsbpar: the largest x of even / odd phases
+    for (int p = 0; p < nph; p++) {  // a unit is at most 20 super-blocks (4B down: 2 units of 19)
         const int nsb = ps[p].K / 256;
         if (ps[p].K % 256 || nsb > 42) return 0;
-        slot = std::max(slot, ps[p].nmat * 16 * lr_pitch(std::min(nsb, 20), body));
+        const int nu = (nsb + 19) / 20;
+        slot = std::max(slot, ps[p].nmat * 16 * lr_pitch((nsb + nu - 1) / nu, body));
         maxnsb = std::max(maxnsb, nsb);
+        nsbpar[p & 1] = std::max(nsbpar[p & 1], nsb);
+        nsbsum += nsb;
+        // layer_flow: phase p's x is phase p - 1's output from row 0; no folded norm
+        if (cfg.flow && (ps[p].nw || (p > 0 && (ps[p].x != ps[p - 1].y || ps[p].K > ps[p - 1].M)))) return 0;
     }
     a.slot_bytes = slot;
     for (int p = 0; p < nph; p++) {
@@ -1014,15 +1282,30 @@ static size_t plan_layer(bulk::LArgs &a, const PSpec *ps, int nph, const Cfg &cf
                 break;
             }
         P.pitch = lr_pitch(P.umax, body);
-        P.whole = cfg.whole || P.items < G * P.nsb;  // an even split shares a tile by two blocks at most
+        P.whole = cfg.whole || cfg.flow || P.items < G * P.nsb;  // an even split shares a tile by two blocks at most
         P.gpart = sc.gpart + (size_t)p * 1024 * 64;
         P.gcnt = sc.gcnt + p * 1024;
     }
+    if (cfg.flow) {
+        a.ccnt = sc.ccnt;
+        for (int p = 0; p + 1 < nph; p++) a.coff[p + 1] = a.coff[p] + (a.ph[p].tiles + 15) / 16;
+        if (a.coff[nph - 1] >= 256) return 0;
+    }
     for (int NS = 8; NS >= 2; NS--) {
         size_t off = (size_t)8 * 3 * NS;
+        if (cfg.flow) {  // the x barriers (one a phase's super-block) + the buffers' free barriers [2]
+            a.off_xbar = (int)off;
+            off += (size_t)8 * (nsbsum + 2);
+        }
         off = (off + 15) & ~(size_t)15;
         a.off_xs = (int)off;
-        off += (size_t)maxnsb * xsize;
+        if (cfg.flow) {  // two x buffers: even and odd phases
+            off += (size_t)nsbpar[0] * xsize;
+            a.off_xs1 = (int)off;
+            off += (size_t)nsbpar[1] * xsize;
+        } else {
+            off += (size_t)maxnsb * xsize;
+        }
         a.off_red = (int)off;
         off += (size_t)NS * kLrNC * 2 * 16 * 4;
         a.off_tacc = (int)off;
@@ -1062,7 +1345,8 @@ static void launch_layer(const PSpec *ps, int nph, const Scratch &sc, const Cfg 
     lc.stream = st;
     lc.attrs = attr;
     lc.numAttrs = cfg.pdl ? 1 : 0;
-    if (cfg.kind == 3) CK(cudaLaunchKernelEx(&lc, bulk::layer_ring<kLrNC, 1, 2>, a));
+    if (cfg.flow) CK(cudaLaunchKernelEx(&lc, bulk::layer_flow<kLrNC>, a));
+    else if (cfg.kind == 3) CK(cudaLaunchKernelEx(&lc, bulk::layer_ring<kLrNC, 1, 2>, a));
     else if (cfg.kind == 2) CK(cudaLaunchKernelEx(&lc, bulk::layer_ring<kLrNC, 1>, a));
     else CK(cudaLaunchKernelEx(&lc, bulk::layer_ring<kLrNC, 0>, a));
 }
@@ -1374,6 +1658,7 @@ static int check_layer(const char *name, int H, int QM, int OK, int F, const Scr
     CK(cudaMalloc(&ff, (size_t)F * 4));
     CK(cudaMalloc(&x2, (size_t)H * 4));
     int fails = 0;
+    std::vector<float> bits;  // "i8 fused" (whole tiles)'s qk, x1, ff, x2: layer_flow's promise
     for (const Cfg &cfg : cfgs) {
         if (cfg.kind < 1) continue;
         const PSpec ps[4] = {{mats[0].d, NULL, QM, H, 1, EPI_PLAIN, x0, qk, NULL, cfg.norm ? n0 : NULL},
@@ -1406,10 +1691,20 @@ static int check_layer(const char *name, int H, int QM, int OK, int F, const Scr
         cpu_dot(mats[4].h.data(), hff.data(), H, F, d0.data(), b0.data());
         w[3] = check_rows(hx2, EPI_ADD, d0.data(), b0.data(), NULL, NULL, hx1.data(), H);
         const double worst = std::max(std::max(w[0], w[1]), std::max(w[2], w[3]));
-        const bool ok = worst <= 1.0;
+        std::vector<float> all = hqk;
+        all.insert(all.end(), hx1.begin(), hx1.end());
+        all.insert(all.end(), hff.begin(), hff.end());
+        all.insert(all.end(), hx2.begin(), hx2.end());
+        if (cfg.kind == 2 && cfg.whole && !cfg.norm && !cfg.flow && cfg.mode == 0) bits = all;
+        const bool same = !bits.empty() && !memcmp(all.data(), bits.data(), all.size() * 4);
+        const bool ok = worst <= 1.0 && (!cfg.flow || same);
         fails += !ok;
-        printf("check %-30s %-16s fused: err/allowed QK %.2e O %.2e pair %.2e down %.2e %s\n", name, cfg.name,
-               w[0], w[1], w[2], w[3], ok ? "ok" : "FAIL");
+        bulk::LArgs la;
+        const int G = lr_grid(ps, 4, cfg);
+        const size_t smem = plan_layer(la, ps, 4, cfg, G, sc);
+        printf("check %-30s %-20s fused (grid %d, NS %d, %zu B): err/allowed QK %.2e O %.2e pair %.2e down %.2e%s %s\n",
+               name, cfg.name, G, la.NS, smem, w[0], w[1], w[2], w[3],
+               cfg.flow ? (same ? " (== i8 fused bits)" : " (bits DIFFER from i8 fused)") : "", ok ? "ok" : "FAIL");
     }
     for (Mat &m : mats) cudaFree(m.d);
     cudaFree(x0);
@@ -1457,10 +1752,11 @@ struct Layer {
 };
 
 int main(int argc, char **argv) {
-    bool quick = false, tma = false;
+    bool quick = false, tma = false, noflow = false;
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--quick")) quick = true;
         if (!strcmp(argv[i], "--tma")) tma = true;  // the bulk-copy sweep by copy size (R2)
+        if (!strcmp(argv[i], "--no-flow")) noflow = true;  // without layer_flow (a hang fallback)
     }
     setvbuf(stdout, NULL, _IOLBF, 0);  // a killed run still shows how far it came
     CK(cudaDeviceGetAttribute(&g_sms, cudaDevAttrMultiProcessorCount, 0));
@@ -1479,6 +1775,8 @@ int main(int argc, char **argv) {
     CK(cudaMemset(sc.gcnt, 0, 4 * 1024 * 4));
     CK(cudaMalloc(&sc.cnt, 4 * 4));
     CK(cudaMemset(sc.cnt, 0, 4 * 4));
+    CK(cudaMalloc(&sc.ccnt, 256 * 4));
+    CK(cudaMemset(sc.ccnt, 0, 256 * 4));
 
     // Configurations (R5): 15 consumer warps in 220 KB (one block an SM), one bulk copy a whole
     // tile, whole tiles a block; diagnostics of the fixed cost (no copies, no math, no x
@@ -1495,6 +1793,8 @@ int main(int argc, char **argv) {
         {15, 0, 1, "i8 fused", 0, 0, 0, 1, 2, 1},
         {15, 0, 1, "i8 fused u2", 0, 0, 0, 1, 3, 1},
         {15, 0, 1, "i8 fused u2 norm", 0, 0, 0, 1, 3, 1, 1},
+        {15, 0, 1, "i8 flow", 0, 0, 0, 1, 2, 1, 0, 1},
+        {15, 0, 1, "i8 flow phasewait", 0, 6, 0, 1, 2, 1, 0, 1},
     };
     std::vector<Cfg> tcfgs = cfgs;  // timing only: where the time goes (the fused INT8 kernel)
     tcfgs.push_back({15, 0, 1, "i8 fused math", 0, 2, 0, 1, 2, 1});
@@ -1502,6 +1802,14 @@ int main(int argc, char **argv) {
     tcfgs.push_back({15, 0, 1, "i8 fused u2 strm", 0, 1, 0, 1, 3, 1});
     tcfgs.push_back({15, 0, 1, "i8 fused neither", 0, 3, 0, 1, 2, 1});
     tcfgs.push_back({15, 0, 1, "i8 lr u2 math", 0, 2, 0, 1, 3, 0});
+    tcfgs.push_back({15, 0, 1, "i8 fused strm", 0, 1, 0, 1, 2, 1});
+    tcfgs.push_back({15, 0, 1, "i8 fused neither-x", 0, 4, 0, 1, 2, 1});
+    tcfgs.push_back({15, 0, 1, "i8 fused nowait", 0, 5, 0, 1, 2, 1});
+    tcfgs.push_back({15, 0, 1, "i8 flow math", 0, 2, 0, 1, 2, 1, 0, 1});
+    tcfgs.push_back({15, 0, 1, "i8 flow strm", 0, 1, 0, 1, 2, 1, 0, 1});
+    tcfgs.push_back({15, 0, 1, "i8 flow neither", 0, 3, 0, 1, 2, 1, 0, 1});
+    tcfgs.push_back({15, 0, 1, "i8 flow neither-x", 0, 4, 0, 1, 2, 1, 0, 1});
+    tcfgs.push_back({15, 0, 1, "i8 flow nowait", 0, 5, 0, 1, 2, 1, 0, 1});
     std::vector<Cfg> ccfgs = {cfgs[0], cfgs[1], cfgs[2]};  // + grid caps: shared tiles, many tiles a block
     ccfgs.push_back({15, 220, 1, "nc15 whole grid3", 3, 0, 1, 1});
     ccfgs.push_back({15, 0, 1, "i8 lr u2 split g2", 2, 0, 0, 0, 3, 0});
@@ -1512,7 +1820,15 @@ int main(int argc, char **argv) {
     lcfgs.push_back({15, 0, 1, "i8 fused u2 split g3", 3, 0, 0, 0, 3, 1});
     lcfgs.push_back({15, 0, 1, "i8 fused u2 whole g4", 4, 0, 0, 1, 3, 1});
     lcfgs.push_back({15, 0, 1, "i8 fused norm g3", 3, 0, 0, 0, 2, 1, 1});
+    lcfgs.push_back(cfgs[7]);  // layer_flow: the full grid, then caps (many tiles and units a block)
+    lcfgs.push_back(cfgs[8]);
+    lcfgs.push_back({15, 0, 1, "i8 flow g3", 3, 0, 0, 1, 2, 1, 0, 1});
+    lcfgs.push_back({15, 0, 1, "i8 flow g4", 4, 0, 0, 1, 2, 1, 0, 1});
+    lcfgs.push_back({15, 0, 1, "i8 flow g13", 13, 0, 0, 1, 2, 1, 0, 1});
     if (quick) ccfgs = {ccfgs[3], ccfgs[4], ccfgs[5], ccfgs[6]};
+    if (noflow)
+        for (std::vector<Cfg> *v : {&cfgs, &tcfgs, &lcfgs})
+            v->erase(std::remove_if(v->begin(), v->end(), [](const Cfg &c) { return c.flow; }), v->end());
     for (const Cfg &c : cfgs)
         for (const Role &r : kRoles) {
             if (c.kind) {
