@@ -628,6 +628,11 @@ __device__ __forceinline__ int atom_acq_rel(int *p) {
     asm volatile("atom.acq_rel.gpu.global.add.s32 %0, [%1], 1;" : "=r"(v) : "l"(p) : "memory");
     return v;
 }
+__device__ __forceinline__ int ld_relaxed(const int *p) {
+    int v;
+    asm volatile("ld.relaxed.gpu.global.s32 %0, [%1];" : "=r"(v) : "l"(p) : "memory");
+    return v;
+}
 __device__ __forceinline__ int ld_acquire(const int *p) {
     int v;
     asm volatile("ld.acquire.gpu.global.s32 %0, [%1];" : "=r"(v) : "l"(p) : "memory");
@@ -986,10 +991,10 @@ static __global__ void __launch_bounds__((NC + 2) * 32, 1) layer_ring(const LArg
 //   the counter of its 256-row chunk (= one x super-block of phase p + 1; phase p + 1 reads phase
 //   p's output from row 0). The last block out resets them all (as layer_ring's).
 // - Staging: consumer warp w stages x super-blocks s = w + NC j of every phase, in order, each as
-//   soon as its chunk's counter is complete (every lane ld.acquire) and its buffer is free, and
-//   arrives on the super-block's barrier. x buffers alternate by phase (even / odd phases: the
-//   next phase is staged while the current one is read); buffer b is restaged for phase p + 2
-//   once every consumer warp arrived on its `free` barrier after phase p.
+//   soon as its chunk's counter is complete (every lane reads it relaxed, then fence.acq_rel) and
+//   its buffer is free, and arrives on the super-block's barrier. x buffers alternate by phase
+//   (even / odd phases: the next phase is staged while the current one is read); buffer b is
+//   restaged for phase p + 2 once every consumer warp arrived on its `free` barrier after p.
 // - Consumers wait for an item's super-block only (not for the phase), so a unit's items on
 //   early chunks run while later chunks are still being written elsewhere. No deadlock: a
 //   consumer never blocks without pumping its own staging (wait_pump), and it stages in (phase,
@@ -1076,28 +1081,35 @@ static __global__ void __launch_bounds__((NC + 2) * 32, 1) layer_flow(const LArg
     int u = 0;              // the unit
     int cp = 0, cs = warp;  // the next super-block this warp stages: (phase, super-block)
     while (cp < a.nph && cs >= a.ph[cp].nsb) cp++;
-    // Stages (cp, cs) if its rows are written and its buffer is free; false if it cannot yet.
-    // Warp-uniform (the waits below are __all_sync'ed: lanes never diverge around the shuffles).
-    auto pump = [&]() -> bool {
-        if (cp >= a.nph) return false;
-        const int b = cp & 1;
-        if (cp >= 2 && !__all_sync(0xffffffffu, mb_test(bar_free + 8 * b, (uint32_t)((cp >> 1) - 1) & 1u)))
-            return false;
-        if (cp > 0 && a.mode == 6) {  // every chunk of the phase before (a grid barrier)
-            const int tiles = a.ph[cp - 1].tiles;
+    // All of the below is warp-uniform (the lanes' views are __all_sync'ed), so the lanes never
+    // diverge around the shuffles. The cursor's buffer is free: phase cp - 2 read by every warp.
+    auto buf_free = [&]() {
+        return cp < a.nph && (cp < 2 || __all_sync(0xffffffffu, mb_test(bar_free + 8 * (cp & 1),
+                                                                         (uint32_t)((cp >> 1) - 1) & 1u)));
+    };
+    // Reads (relaxed) the counter of the cursor's chunk: complete when the value is >= need.
+    auto chunk_read = [&](int &need) -> int {
+        need = 0;
+        if (cp == 0 || a.mode == 5) return 0;
+        const int tiles = a.ph[cp - 1].tiles, *c = a.ccnt + a.coff[cp - 1];
+        if (a.mode == 6) {  // every chunk of the phase before (a grid barrier)
             bool ok = true;
-            for (int c = lane; 16 * c < tiles; c += 32)
-                ok = ok && ld_acquire(a.ccnt + a.coff[cp - 1] + c) >= min(16, tiles - 16 * c);
-            if (!__all_sync(0xffffffffu, ok)) return false;
-        } else if (cp > 0 && a.mode != 5) {
-            const int need = min(16, a.ph[cp - 1].tiles - 16 * cs);
-            if (!__all_sync(0xffffffffu, ld_acquire(a.ccnt + a.coff[cp - 1] + cs) >= need)) return false;
+            for (int i = lane; 16 * i < tiles; i += 32) ok = ok && ld_relaxed(c + i) >= min(16, tiles - 16 * i);
+            need = 1;
+            return ok;
         }
+        need = min(16, tiles - 16 * cs);
+        return ld_relaxed(c + cs);
+    };
+    // Stages the cursor's super-block (its chunk complete, its buffer free) and advances.
+    auto stage = [&]() {
+        // the relaxed read that saw the chunk complete + this fence = an acquire of its rows
+        if (cp > 0 && a.mode != 5) asm volatile("fence.acq_rel.gpu;" ::: "memory");
         if (a.mode != 4) {
             const float *xp = a.ph[cp].x + (int64_t)cs * 256 + 8 * lane;
             const float4 xa = __ldcg(reinterpret_cast<const float4 *>(xp));
             const float4 xc = __ldcg(reinterpret_cast<const float4 *>(xp + 4));
-            stage_i8(xbuf(b)[cs], xa, xc, lane);
+            stage_i8(xbuf(cp & 1)[cs], xa, xc, lane);
         }
         mb_arrive(bar_x + 8 * (xoff(cp) + cs));
         cs += NC;
@@ -1105,14 +1117,18 @@ static __global__ void __launch_bounds__((NC + 2) * 32, 1) layer_flow(const LArg
             cp++;
             cs = warp;
         }
-        return true;
     };
-    // Waits for an mbarrier phase, staging while it waits (nothing to stage: a suspended wait of
-    // up to ~0.2 us, then the pump again). A wait of over ~1 s reports and traps (a hang guard).
+    // Waits for an mbarrier phase, staging while it waits: the counter read is in flight while
+    // the barrier is tried (a suspended wait of up to ~0.2 us), so a completed barrier is seen
+    // within ~0.2 us. A wait of over ~1 s reports and traps (a hang guard).
     auto wait_pump = [&](uint32_t bar, uint32_t par) {
         const long long t0 = clock64();
         while (!__all_sync(0xffffffffu, mb_test(bar, par))) {
-            if (!pump() && __all_sync(0xffffffffu, mb_try(bar, par, 200))) return;
+            int need = 0, v = 0;
+            const bool can = buf_free();
+            if (can) v = chunk_read(need);
+            if (__all_sync(0xffffffffu, mb_try(bar, par, 200))) return;
+            if (can && __all_sync(0xffffffffu, v >= need)) stage();
             if (clock64() - t0 > 2000000000ll) {
                 if (lane == 0)
                     printf("layer_flow stuck: block %d warp %d bar +%u parity %u, unit %d, staging (%d, %d)\n",
@@ -1155,8 +1171,13 @@ static __global__ void __launch_bounds__((NC + 2) * 32, 1) layer_flow(const LArg
         });
         if (p + 2 < a.nph) mb_arrive(bar_free + 8 * b);  // this warp's reads of buffer b are done
     }
-    while (cp < a.nph)  // what this warp still owes the others
-        if (!pump()) __nanosleep(100);
+    while (cp < a.nph) {  // what this warp still owes the others
+        int need = 0, v = 0;
+        const bool can = buf_free();
+        if (can) v = chunk_read(need);
+        if (can && __all_sync(0xffffffffu, v >= need)) stage();
+        else __nanosleep(100);
+    }
     asm volatile("bar.arrive 2, %0;" ::"n"((NC + 1) * 32) : "memory");  // past every wait
 }
 
