@@ -589,11 +589,15 @@ struct LArgs {
     int mode;   // 0; diagnostics (wrong results): 1 stream only, 2 math only, 3 neither, 4
                 // neither and no x staging, 5 no grid waits between phases; layer_flow: 6 (right
                 // results) a super-block waits for the whole phase before
-    // layer_flow only: chunk counters (phase p's 256-row chunk c at ccnt[coff[p] + c]; the exit
-    // counter at ccnt[coff[nph - 1]]), the odd phases' x buffer, the x barriers
+    // layer_flow only: chunk counters, one a 128-byte line (phase p's 256-row chunk c at
+    // ccnt[32 (coff[p] + c)]; the exit counter at ccnt[32 coff[nph - 1]]), the odd phases' x
+    // buffer, the x barriers
     int *ccnt;
     int coff[4];
     int off_xs1, off_xbar;
+    int kmajor;  // units in K-major order: part 0 of every tile of the block, then part 1, ...
+    int wait;    // a consumer's wait when its staging cannot progress: 0 try_wait with a 0.2 us
+                 // hint, 1 try_wait (the system's limit), 2 __nanosleep(200)
 };
 
 // The block's item range of phase P.
@@ -657,6 +661,17 @@ __device__ __forceinline__ bool mb_try(uint32_t a, uint32_t parity, uint32_t hin
         "selp.u32 %0, 1, 0, p; }"
         : "=r"(ok)
         : "r"(a), "r"(parity), "r"(hint)
+        : "memory");
+    return ok != 0;
+}
+
+__device__ __forceinline__ bool mb_try_sys(uint32_t a, uint32_t parity) {  // the system's limit
+    uint32_t ok;
+    asm volatile(
+        "{ .reg .pred p; mbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2; "
+        "selp.u32 %0, 1, 0, p; }"
+        : "=r"(ok)
+        : "r"(a), "r"(parity)
         : "memory");
     return ok != 0;
 }
@@ -1018,6 +1033,7 @@ static __global__ void __launch_bounds__((NC + 2) * 32, 1) layer_flow(const LArg
     };
     const uint32_t bar_x = smaddr(sm + a.off_xbar), bar_free = bar_x + 8 * xoff(a.nph);
     float *red = reinterpret_cast<float *>(sm + a.off_red);  // [NS][NC][2][16]
+    float *tacc = reinterpret_cast<float *>(sm + a.off_tacc);  // finisher: [tiles a block][32] sums
     uint8_t *ringp = sm + a.off_ring;
     if (threadIdx.x == 0) {
         for (int i = 0; i < NS; i++) {
@@ -1033,19 +1049,24 @@ static __global__ void __launch_bounds__((NC + 2) * 32, 1) layer_flow(const LArg
     }
     __syncthreads();
     pdl_launch_dependents();
-    // the units of phase p in order (start: tiles of the phases before p)
+    // The units of phase p in order (start: tiles of the phases before p): f(tile, j, lo, hi,
+    // first, last), j = the tile's index among the block's tiles of the phase; tile-major, or
+    // K-major (the first parts of all the block's tiles need only the first chunks of x).
     auto units = [&](int p, int start, auto f) {
         const Phase &P = a.ph[p];
-        const int np = (P.nsb + P.umax - 1) / P.umax;
-        for (int tile = ((int)blockIdx.x - start % G + G) % G; tile < P.tiles; tile += G)
-            for (int k = 0; k < np; k++) f(tile, P.nsb * k / np, P.nsb * (k + 1) / np, k == 0, k == np - 1);
+        const int np = (P.nsb + P.umax - 1) / P.umax, t0 = ((int)blockIdx.x - start % G + G) % G;
+        const int nt = t0 < P.tiles ? (P.tiles - 1 - t0) / G + 1 : 0;
+        for (int i = 0; i < nt * np; i++) {
+            const int j = a.kmajor ? i % nt : i / np, k = a.kmajor ? i / nt : i % np;
+            f(t0 + j * G, j, P.nsb * k / np, P.nsb * (k + 1) / np, k == 0, k == np - 1);
+        }
     };
 
     if (warp == NC + 1) {  // ---- producer: the same unit sequence, no waits on activations
         const uint32_t ring = smaddr(ringp);
         int u = 0;
         for (int p = 0, start = 0; p < a.nph; start += a.ph[p++].tiles)
-            units(p, start, [&](int tile, int lo, int hi, bool, bool) {
+            units(p, start, [&](int tile, int, int lo, int hi, bool, bool) {
                 lr_produce(a.ph[p], a.mode, NS, a.slot_bytes, ring, bar_full, bar_empty, u++, tile, lo, hi, lane);
             });
         return;
@@ -1056,21 +1077,20 @@ static __global__ void __launch_bounds__((NC + 2) * 32, 1) layer_flow(const LArg
         int u = 0;
         for (int p = 0, start = 0; p < a.nph; start += a.ph[p++].tiles) {
             const Phase &P = a.ph[p];
-            float tacc = 0.0f;
-            units(p, start, [&](int tile, int, int, bool first, bool last) {
+            units(p, start, [&](int tile, int j, int, int, bool first, bool last) {
                 float v = lr_gather<NC>(red, NS, bar_unit, bar_empty, u++, lane);
-                if (!first) v = __fadd_rn(tacc, v);
-                tacc = v;
+                if (!first) v = __fadd_rn(tacc[32 * j + lane], v);
+                tacc[32 * j + lane] = v;  // this lane's own slot: no barrier
                 if (!last) return;
                 lr_store(P, tile, v, lane);
                 __syncwarp();  // the lanes' rows before lane 0's release (cumulative)
-                if (p < a.nph - 1 && lane == 0) red_release(a.ccnt + a.coff[p] + tile / 16);
+                if (p < a.nph - 1 && lane == 0) red_release(a.ccnt + 32 * (a.coff[p] + tile / 16));
             });
         }
         // exit: after this block's consumers are past every wait; the last block resets
         asm volatile("bar.sync 2, %0;" ::"n"((NC + 1) * 32) : "memory");
-        if (lane == 0 && atom_acq_rel(a.ccnt + a.coff[a.nph - 1]) == G - 1)
-            for (int i = 0; i <= a.coff[a.nph - 1]; i++) a.ccnt[i] = 0;
+        if (lane == 0 && atom_acq_rel(a.ccnt + 32 * a.coff[a.nph - 1]) == G - 1)
+            for (int i = 0; i <= a.coff[a.nph - 1]; i++) a.ccnt[32 * i] = 0;
         return;
     }
 
@@ -1091,15 +1111,15 @@ static __global__ void __launch_bounds__((NC + 2) * 32, 1) layer_flow(const LArg
     auto chunk_read = [&](int &need) -> int {
         need = 0;
         if (cp == 0 || a.mode == 5) return 0;
-        const int tiles = a.ph[cp - 1].tiles, *c = a.ccnt + a.coff[cp - 1];
+        const int tiles = a.ph[cp - 1].tiles, *c = a.ccnt + 32 * a.coff[cp - 1];
         if (a.mode == 6) {  // every chunk of the phase before (a grid barrier)
             bool ok = true;
-            for (int i = lane; 16 * i < tiles; i += 32) ok = ok && ld_relaxed(c + i) >= min(16, tiles - 16 * i);
+            for (int i = lane; 16 * i < tiles; i += 32) ok = ok && ld_relaxed(c + 32 * i) >= min(16, tiles - 16 * i);
             need = 1;
             return ok;
         }
         need = min(16, tiles - 16 * cs);
-        return ld_relaxed(c + cs);
+        return ld_relaxed(c + 32 * cs);
     };
     // Stages the cursor's super-block (its chunk complete, its buffer free) and advances.
     auto stage = [&]() {
@@ -1119,15 +1139,16 @@ static __global__ void __launch_bounds__((NC + 2) * 32, 1) layer_flow(const LArg
         }
     };
     // Waits for an mbarrier phase, staging while it waits: the counter read is in flight while
-    // the barrier is tried (a suspended wait of up to ~0.2 us), so a completed barrier is seen
-    // within ~0.2 us. A wait of over ~1 s reports and traps (a hang guard).
+    // the warp waits (LArgs::wait), then the barrier is tested again. A wait of over ~1 s
+    // reports and traps (a hang guard).
     auto wait_pump = [&](uint32_t bar, uint32_t par) {
         const long long t0 = clock64();
         while (!__all_sync(0xffffffffu, mb_test(bar, par))) {
             int need = 0, v = 0;
             const bool can = buf_free();
             if (can) v = chunk_read(need);
-            if (__all_sync(0xffffffffu, mb_try(bar, par, 200))) return;
+            if (a.wait == 2) __nanosleep(200);
+            else if (__all_sync(0xffffffffu, a.wait ? mb_try_sys(bar, par) : mb_try(bar, par, 200))) return;
             if (can && __all_sync(0xffffffffu, v >= need)) stage();
             if (clock64() - t0 > 2000000000ll) {
                 if (lane == 0)
@@ -1137,14 +1158,14 @@ static __global__ void __launch_bounds__((NC + 2) * 32, 1) layer_flow(const LArg
             }
         }
     };
-    const bool math = a.mode == 0 || a.mode == 2 || a.mode == 5;
+    const bool math = a.mode == 0 || a.mode == 2 || a.mode >= 5;
     for (int p = 0, start = 0; p < a.nph; start += a.ph[p++].tiles) {
         const Phase &P = a.ph[p];
         const int b = p & 1;
         const XI8 *xs = xbuf(b);
         const uint32_t bx = bar_x + 8 * xoff(p);
         uint64_t seen = 0;  // super-blocks of this phase known to be staged
-        units(p, start, [&](int tile, int lo, int hi, bool, bool) {
+        units(p, start, [&](int tile, int, int lo, int hi, bool, bool) {
             const int slot = u % NS;
             wait_pump(bar_full + 8 * slot, (uint32_t)(u / NS) & 1u);
             u++;
@@ -1202,13 +1223,15 @@ struct Cfg {
     int fused;    // layer_ring only: the layer's four matmuls in one launch (else one a matmul)
     int norm;     // fused only: the two RMSNorms (before QK and gate/up) folded into the staging
     int flow;     // layer_flow (INT8 body, whole tiles): per-chunk dataflow instead of grid barriers
+    int kparts;   // layer_flow: >= 2: every tile in at least kparts K parts, units in K-major order
+    int wait;     // layer_flow: LArgs::wait
 };
 
 struct Scratch {
     float *gpart;  // [4 phases][1024 tiles][2][2][16]
     int *gcnt;     // [4 phases][1024 tiles]
     int *cnt;      // layer_ring's grid counters [4]
-    int *ccnt;     // layer_flow's chunk counters + exit counter [256]
+    int *ccnt;     // layer_flow's chunk counters + exit counter [256][32] (one a 128-byte line)
 };
 
 static int g_sms = 0;
@@ -1302,13 +1325,18 @@ static size_t plan_layer(bulk::LArgs &a, const PSpec *ps, int nph, const Cfg &cf
                 P.umax = u;
                 break;
             }
+        if (cfg.kparts > 1) P.umax = std::min(P.umax, (P.nsb + cfg.kparts - 1) / cfg.kparts);
         P.pitch = lr_pitch(P.umax, body);
         P.whole = cfg.whole || cfg.flow || P.items < G * P.nsb;  // an even split shares a tile by two blocks at most
         P.gpart = sc.gpart + (size_t)p * 1024 * 64;
         P.gcnt = sc.gcnt + p * 1024;
     }
+    int jmax = 0;  // layer_flow: the most tiles a block has in one phase
     if (cfg.flow) {
         a.ccnt = sc.ccnt;
+        a.kmajor = cfg.kparts > 1;
+        a.wait = cfg.wait;
+        for (int p = 0; p < nph; p++) jmax = std::max(jmax, (a.ph[p].tiles + G - 1) / G);
         for (int p = 0; p + 1 < nph; p++) a.coff[p + 1] = a.coff[p] + (a.ph[p].tiles + 15) / 16;
         if (a.coff[nph - 1] >= 256) return 0;
     }
@@ -1330,7 +1358,8 @@ static size_t plan_layer(bulk::LArgs &a, const PSpec *ps, int nph, const Cfg &cf
         a.off_red = (int)off;
         off += (size_t)NS * kLrNC * 2 * 16 * 4;
         a.off_tacc = (int)off;
-        off += (2 * 16 + 32) * 4;  // tacc [2][16] + the norm's per-warp sums [NC]
+        // layer_ring: tacc [2][16] + the norm's per-warp sums [NC]; layer_flow: tacc [jmax][32]
+        off += std::max(2 * 16 + 32, 32 * jmax) * 4;
         off = (off + 127) & ~(size_t)127;
         a.off_ring = (int)off;
         off += (size_t)NS * slot;
@@ -1718,7 +1747,7 @@ static int check_layer(const char *name, int H, int QM, int OK, int F, const Scr
         all.insert(all.end(), hx2.begin(), hx2.end());
         if (cfg.kind == 2 && cfg.whole && !cfg.norm && !cfg.flow && cfg.mode == 0) bits = all;
         const bool same = !bits.empty() && !memcmp(all.data(), bits.data(), all.size() * 4);
-        const bool ok = worst <= 1.0 && (!cfg.flow || same);
+        const bool ok = worst <= 1.0 && (!cfg.flow || cfg.kparts > 1 || same);  // K parts: other sums
         fails += !ok;
         bulk::LArgs la;
         const int G = lr_grid(ps, 4, cfg);
@@ -1796,8 +1825,8 @@ int main(int argc, char **argv) {
     CK(cudaMemset(sc.gcnt, 0, 4 * 1024 * 4));
     CK(cudaMalloc(&sc.cnt, 4 * 4));
     CK(cudaMemset(sc.cnt, 0, 4 * 4));
-    CK(cudaMalloc(&sc.ccnt, 256 * 4));
-    CK(cudaMemset(sc.ccnt, 0, 256 * 4));
+    CK(cudaMalloc(&sc.ccnt, 256 * 32 * 4));
+    CK(cudaMemset(sc.ccnt, 0, 256 * 32 * 4));
 
     // Configurations (R5): 15 consumer warps in 220 KB (one block an SM), one bulk copy a whole
     // tile, whole tiles a block; diagnostics of the fixed cost (no copies, no math, no x
@@ -1814,23 +1843,32 @@ int main(int argc, char **argv) {
         {15, 0, 1, "i8 fused", 0, 0, 0, 1, 2, 1},
         {15, 0, 1, "i8 fused u2", 0, 0, 0, 1, 3, 1},
         {15, 0, 1, "i8 fused u2 norm", 0, 0, 0, 1, 3, 1, 1},
-        {15, 0, 1, "i8 flow", 0, 0, 0, 1, 2, 1, 0, 1},
-        {15, 0, 1, "i8 flow phasewait", 0, 6, 0, 1, 2, 1, 0, 1},
+        // session 10: layer_flow (Cfg fields ..., norm, flow, kparts, wait)
+        {15, 0, 1, "i8 flow w0", 0, 0, 0, 1, 2, 1, 0, 1, 0, 0},
+        {15, 0, 1, "i8 flow w1", 0, 0, 0, 1, 2, 1, 0, 1, 0, 1},
+        {15, 0, 1, "i8 flow w2", 0, 0, 0, 1, 2, 1, 0, 1, 0, 2},
+        {15, 0, 1, "i8 flow phasewait w2", 0, 6, 0, 1, 2, 1, 0, 1, 0, 2},
+        {15, 0, 1, "i8 flow k2 w1", 0, 0, 0, 1, 2, 1, 0, 1, 2, 1},
+        {15, 0, 1, "i8 flow k2 w2", 0, 0, 0, 1, 2, 1, 0, 1, 2, 2},
     };
     std::vector<Cfg> tcfgs = cfgs;  // timing only: where the time goes (the fused INT8 kernel)
     tcfgs.push_back({15, 0, 1, "i8 fused math", 0, 2, 0, 1, 2, 1});
-    tcfgs.push_back({15, 0, 1, "i8 fused u2 math", 0, 2, 0, 1, 3, 1});
-    tcfgs.push_back({15, 0, 1, "i8 fused u2 strm", 0, 1, 0, 1, 3, 1});
-    tcfgs.push_back({15, 0, 1, "i8 fused neither", 0, 3, 0, 1, 2, 1});
-    tcfgs.push_back({15, 0, 1, "i8 lr u2 math", 0, 2, 0, 1, 3, 0});
     tcfgs.push_back({15, 0, 1, "i8 fused strm", 0, 1, 0, 1, 2, 1});
+    tcfgs.push_back({15, 0, 1, "i8 fused neither", 0, 3, 0, 1, 2, 1});
     tcfgs.push_back({15, 0, 1, "i8 fused neither-x", 0, 4, 0, 1, 2, 1});
     tcfgs.push_back({15, 0, 1, "i8 fused nowait", 0, 5, 0, 1, 2, 1});
-    tcfgs.push_back({15, 0, 1, "i8 flow math", 0, 2, 0, 1, 2, 1, 0, 1});
-    tcfgs.push_back({15, 0, 1, "i8 flow strm", 0, 1, 0, 1, 2, 1, 0, 1});
-    tcfgs.push_back({15, 0, 1, "i8 flow neither", 0, 3, 0, 1, 2, 1, 0, 1});
-    tcfgs.push_back({15, 0, 1, "i8 flow neither-x", 0, 4, 0, 1, 2, 1, 0, 1});
-    tcfgs.push_back({15, 0, 1, "i8 flow nowait", 0, 5, 0, 1, 2, 1, 0, 1});
+    for (int w = 1; w <= 2; w++) {
+        static const char *names[2][6] = {
+            {"i8 flow w1 math", "i8 flow w1 strm", "i8 flow w1 neither", "i8 flow w1 neither-x", "i8 flow w1 nowait",
+             "i8 flow phasewait w1"},
+            {"i8 flow w2 math", "i8 flow w2 strm", "i8 flow w2 neither", "i8 flow w2 neither-x", "i8 flow w2 nowait",
+             "i8 flow k2 w2 nowait"}};
+        static const int modes[6] = {2, 1, 3, 4, 5, 6};
+        for (int d = 0; d < 6; d++) {
+            const bool k2 = w == 2 && d == 5;
+            tcfgs.push_back({15, 0, 1, names[w - 1][d], 0, k2 ? 5 : modes[d], 0, 1, 2, 1, 0, 1, k2 ? 2 : 0, w});
+        }
+    }
     std::vector<Cfg> ccfgs = {cfgs[0], cfgs[1], cfgs[2]};  // + grid caps: shared tiles, many tiles a block
     ccfgs.push_back({15, 220, 1, "nc15 whole grid3", 3, 0, 1, 1});
     ccfgs.push_back({15, 0, 1, "i8 lr u2 split g2", 2, 0, 0, 0, 3, 0});
@@ -1841,11 +1879,13 @@ int main(int argc, char **argv) {
     lcfgs.push_back({15, 0, 1, "i8 fused u2 split g3", 3, 0, 0, 0, 3, 1});
     lcfgs.push_back({15, 0, 1, "i8 fused u2 whole g4", 4, 0, 0, 1, 3, 1});
     lcfgs.push_back({15, 0, 1, "i8 fused norm g3", 3, 0, 0, 0, 2, 1, 1});
-    lcfgs.push_back(cfgs[7]);  // layer_flow: the full grid, then caps (many tiles and units a block)
-    lcfgs.push_back(cfgs[8]);
-    lcfgs.push_back({15, 0, 1, "i8 flow g3", 3, 0, 0, 1, 2, 1, 0, 1});
-    lcfgs.push_back({15, 0, 1, "i8 flow g4", 4, 0, 0, 1, 2, 1, 0, 1});
-    lcfgs.push_back({15, 0, 1, "i8 flow g13", 13, 0, 0, 1, 2, 1, 0, 1});
+    // layer_flow: the full grid, then caps (many tiles and units a block)
+    lcfgs.insert(lcfgs.end(), cfgs.begin() + 7, cfgs.end());
+    lcfgs.push_back({15, 0, 1, "i8 flow w0 g3", 3, 0, 0, 1, 2, 1, 0, 1, 0, 0});
+    lcfgs.push_back({15, 0, 1, "i8 flow w1 g4", 4, 0, 0, 1, 2, 1, 0, 1, 0, 1});
+    lcfgs.push_back({15, 0, 1, "i8 flow w2 g13", 13, 0, 0, 1, 2, 1, 0, 1, 0, 2});
+    lcfgs.push_back({15, 0, 1, "i8 flow k2 w1 g3", 3, 0, 0, 1, 2, 1, 0, 1, 2, 1});
+    lcfgs.push_back({15, 0, 1, "i8 flow k4 w2 g4", 4, 0, 0, 1, 2, 1, 0, 1, 4, 2});
     if (quick) ccfgs = {ccfgs[3], ccfgs[4], ccfgs[5], ccfgs[6]};
     if (noflow)
         for (std::vector<Cfg> *v : {&cfgs, &tcfgs, &lcfgs})
