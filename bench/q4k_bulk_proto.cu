@@ -588,7 +588,7 @@ struct LArgs {
     int NS, slot_bytes, off_xs, off_red, off_tacc, off_ring;
     int mode;   // 0; diagnostics (wrong results): 1 stream only, 2 math only, 3 neither, 4
                 // neither and no x staging, 5 no grid waits between phases; layer_flow: 6 (right
-                // results) a super-block waits for the whole phase before
+                // results) a super-block waits for the whole phase before, 7 as 5 without arrivals
     // layer_flow only: chunk counters, one a 128-byte line (phase p's 256-row chunk c at
     // ccnt[32 (coff[p] + c)]; the exit counter at ccnt[32 coff[nph - 1]]), the odd phases' x
     // buffer, the x barriers
@@ -1017,7 +1017,8 @@ static __global__ void __launch_bounds__((NC + 2) * 32, 1) layer_ring(const LArg
 // Same accumulation order as layer_ring with whole tiles (items q % NC == warp, partials in warp
 // order): the same bits. INT8 body only; no folded RMSNorm (its scale needs all of x first).
 // Diagnostics (LArgs::mode): as layer_ring's, 5 = no chunk waits; 6 = a super-block waits for
-// every chunk of the phase before (the grid barrier again, with this order and staging).
+// every chunk of the phase before (the grid barrier again, with this order and staging); 7 = no
+// chunk waits and no chunk arrivals (the finisher's release per tile out too).
 template <int NC>
 static __global__ void __launch_bounds__((NC + 2) * 32, 1) layer_flow(const LArgs a) {
     extern __shared__ __align__(128) uint8_t sm[];
@@ -1084,7 +1085,7 @@ static __global__ void __launch_bounds__((NC + 2) * 32, 1) layer_flow(const LArg
                 if (!last) return;
                 lr_store(P, tile, v, lane);
                 __syncwarp();  // the lanes' rows before lane 0's release (cumulative)
-                if (p < a.nph - 1 && lane == 0) red_release(a.ccnt + 32 * (a.coff[p] + tile / 16));
+                if (p < a.nph - 1 && lane == 0 && a.mode != 7) red_release(a.ccnt + 32 * (a.coff[p] + tile / 16));
             });
         }
         // exit: after this block's consumers are past every wait; the last block resets
@@ -1110,7 +1111,7 @@ static __global__ void __launch_bounds__((NC + 2) * 32, 1) layer_flow(const LArg
     // Reads (relaxed) the counter of the cursor's chunk: complete when the value is >= need.
     auto chunk_read = [&](int &need) -> int {
         need = 0;
-        if (cp == 0 || a.mode == 5) return 0;
+        if (cp == 0 || a.mode == 5 || a.mode == 7) return 0;
         const int tiles = a.ph[cp - 1].tiles, *c = a.ccnt + 32 * a.coff[cp - 1];
         if (a.mode == 6) {  // every chunk of the phase before (a grid barrier)
             bool ok = true;
@@ -1124,7 +1125,7 @@ static __global__ void __launch_bounds__((NC + 2) * 32, 1) layer_flow(const LArg
     // Stages the cursor's super-block (its chunk complete, its buffer free) and advances.
     auto stage = [&]() {
         // the relaxed read that saw the chunk complete + this fence = an acquire of its rows
-        if (cp > 0 && a.mode != 5) asm volatile("fence.acq_rel.gpu;" ::: "memory");
+        if (cp > 0 && a.mode != 5 && a.mode != 7) asm volatile("fence.acq_rel.gpu;" ::: "memory");
         if (a.mode != 4) {
             const float *xp = a.ph[cp].x + (int64_t)cs * 256 + 8 * lane;
             const float4 xa = __ldcg(reinterpret_cast<const float4 *>(xp));
@@ -1863,6 +1864,11 @@ int main(int argc, char **argv) {
              "i8 flow phasewait w1"},
             {"i8 flow w2 math", "i8 flow w2 strm", "i8 flow w2 neither", "i8 flow w2 neither-x", "i8 flow w2 nowait",
              "i8 flow k2 w2 nowait"}};
+        if (w == 2) {  // the finisher's release per tile: no chunk waits, with and without arrivals
+            tcfgs.push_back({15, 0, 1, "i8 flow w0 nowait", 0, 5, 0, 1, 2, 1, 0, 1, 0, 0});
+            tcfgs.push_back({15, 0, 1, "i8 flow w0 noarrive", 0, 7, 0, 1, 2, 1, 0, 1, 0, 0});
+            tcfgs.push_back({15, 0, 1, "i8 flow w2 noarrive", 0, 7, 0, 1, 2, 1, 0, 1, 0, 2});
+        }
         static const int modes[6] = {2, 1, 3, 4, 5, 6};
         for (int d = 0; d < 6; d++) {
             const bool k2 = w == 2 && d == 5;
