@@ -595,9 +595,6 @@ struct LArgs {
     int *ccnt;
     int coff[4];
     int off_xs1, off_xbar;
-    int kmajor;  // units in K-major order: part 0 of every tile of the block, then part 1, ...
-    int wait;    // a consumer's wait when its staging cannot progress: 0 try_wait with a 0.2 us
-                 // hint, 1 try_wait (the system's limit), 2 __nanosleep(200)
 };
 
 // The block's item range of phase P.
@@ -653,29 +650,6 @@ __device__ __forceinline__ bool mb_test(uint32_t a, uint32_t parity) {  // non-b
         : "memory");
     return ok != 0;
 }
-// Waits at most ~hint ns (the hardware may return earlier); true if the phase completed.
-__device__ __forceinline__ bool mb_try(uint32_t a, uint32_t parity, uint32_t hint) {
-    uint32_t ok;
-    asm volatile(
-        "{ .reg .pred p; mbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2, %3; "
-        "selp.u32 %0, 1, 0, p; }"
-        : "=r"(ok)
-        : "r"(a), "r"(parity), "r"(hint)
-        : "memory");
-    return ok != 0;
-}
-
-__device__ __forceinline__ bool mb_try_sys(uint32_t a, uint32_t parity) {  // the system's limit
-    uint32_t ok;
-    asm volatile(
-        "{ .reg .pred p; mbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2; "
-        "selp.u32 %0, 1, 0, p; }"
-        : "=r"(ok)
-        : "r"(a), "r"(parity)
-        : "memory");
-    return ok != 0;
-}
-
 // Producer: ring slot u % NS gets the unit (tile, super-blocks [lo, hi)) of P, one bulk copy a
 // row (lanes: row r of matrix m), after the slot's previous unit was released (u >= NS).
 __device__ __forceinline__ void lr_produce(const Phase &P, int mode, int NS, int slot_bytes,
@@ -1004,23 +978,27 @@ static __global__ void __launch_bounds__((NC + 2) * 32, 1) layer_ring(const LArg
 //   to get the next phase's tiles.
 // - Counters: the finisher, after writing a tile of phase p < nph - 1, adds 1 (red.release) to
 //   the counter of its 256-row chunk (= one x super-block of phase p + 1; phase p + 1 reads phase
-//   p's output from row 0). The last block out resets them all (as layer_ring's).
-// - Staging: consumer warp w stages x super-blocks s = w + NC j of every phase, in order, each as
-//   soon as its chunk's counter is complete (every lane reads it relaxed, then fence.acq_rel) and
-//   its buffer is free, and arrives on the super-block's barrier. x buffers alternate by phase
-//   (even / odd phases: the next phase is staged while the current one is read); buffer b is
-//   restaged for phase p + 2 once every consumer warp arrived on its `free` barrier after p.
-// - Consumers wait for an item's super-block only (not for the phase), so a unit's items on
-//   early chunks run while later chunks are still being written elsewhere. No deadlock: a
-//   consumer never blocks without pumping its own staging (wait_pump), and it stages in (phase,
-//   super-block) order, which only depends on earlier phases.
+//   p's output from row 0); one counter a 128-byte line. The last block out resets them all.
+// - Staging: phase 0's x is staged by the consumers after griddepcontrol.wait (warp w: super-
+//   blocks w, w + NC, ...). Phases >= 1 are staged by the PRODUCER warp, in order, while it waits
+//   for ring slots: its lanes read the counters of the next 32 super-blocks (relaxed), it stages
+//   the complete ones in front (up to kBatch at once: loads first; fence.acq_rel after the
+//   relaxed reads = an acquire) and arrives on each super-block's mbarrier. x buffers alternate
+//   by phase (even / odd phases); buffer b is restaged for phase p + 2 after every consumer warp
+//   arrived on its `free` barrier after phase p.
+// - Consumers wait (quietly, as layer_ring's: try_wait) for an item's super-block only, not for
+//   the phase, so a unit's items on early chunks run while later chunks are still being written
+//   elsewhere. R1/R2 had each consumer warp poll and stage its own super-blocks: 14 warps an SM
+//   spinning between a test_wait, a try_wait and the counter read cost 20-65 us a layer.
+// - No deadlock: the producer never blocks without staging (its waits pump), and it stages in
+//   (phase, super-block) order, which only depends on earlier phases.
 // Same accumulation order as layer_ring with whole tiles (items q % NC == warp, partials in warp
 // order): the same bits. INT8 body only; no folded RMSNorm (its scale needs all of x first).
 // Diagnostics (LArgs::mode): as layer_ring's, 5 = no chunk waits; 6 = a super-block waits for
-// every chunk of the phase before (the grid barrier again, with this order and staging); 7 = no
-// chunk waits and no chunk arrivals (the finisher's release per tile out too).
+// every chunk of the phase before (the grid barrier again, with this order and staging).
 template <int NC>
 static __global__ void __launch_bounds__((NC + 2) * 32, 1) layer_flow(const LArgs a) {
+    constexpr int kBatch = 4;  // super-blocks the producer stages at once
     extern __shared__ __align__(128) uint8_t sm[];
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
     const int NS = a.NS, G = gridDim.x;
@@ -1033,8 +1011,8 @@ static __global__ void __launch_bounds__((NC + 2) * 32, 1) layer_flow(const LArg
         return o;
     };
     const uint32_t bar_x = smaddr(sm + a.off_xbar), bar_free = bar_x + 8 * xoff(a.nph);
+    auto xbuf = [&](int b) { return reinterpret_cast<XI8 *>(sm + (b ? a.off_xs1 : a.off_xs)); };
     float *red = reinterpret_cast<float *>(sm + a.off_red);  // [NS][NC][2][16]
-    float *tacc = reinterpret_cast<float *>(sm + a.off_tacc);  // finisher: [tiles a block][32] sums
     uint8_t *ringp = sm + a.off_ring;
     if (threadIdx.x == 0) {
         for (int i = 0; i < NS; i++) {
@@ -1050,26 +1028,85 @@ static __global__ void __launch_bounds__((NC + 2) * 32, 1) layer_flow(const LArg
     }
     __syncthreads();
     pdl_launch_dependents();
-    // The units of phase p in order (start: tiles of the phases before p): f(tile, j, lo, hi,
-    // first, last), j = the tile's index among the block's tiles of the phase; tile-major, or
-    // K-major (the first parts of all the block's tiles need only the first chunks of x).
+    // the units of phase p in order (start: tiles of the phases before p)
     auto units = [&](int p, int start, auto f) {
         const Phase &P = a.ph[p];
-        const int np = (P.nsb + P.umax - 1) / P.umax, t0 = ((int)blockIdx.x - start % G + G) % G;
-        const int nt = t0 < P.tiles ? (P.tiles - 1 - t0) / G + 1 : 0;
-        for (int i = 0; i < nt * np; i++) {
-            const int j = a.kmajor ? i % nt : i / np, k = a.kmajor ? i / nt : i % np;
-            f(t0 + j * G, j, P.nsb * k / np, P.nsb * (k + 1) / np, k == 0, k == np - 1);
-        }
+        const int np = (P.nsb + P.umax - 1) / P.umax;
+        for (int tile = ((int)blockIdx.x - start % G + G) % G; tile < P.tiles; tile += G)
+            for (int k = 0; k < np; k++) f(tile, P.nsb * k / np, P.nsb * (k + 1) / np, k == 0, k == np - 1);
     };
 
-    if (warp == NC + 1) {  // ---- producer: the same unit sequence, no waits on activations
+    if (warp == NC + 1) {  // ---- producer: the ring, and the x of phases >= 1
+        int cp = 1, cs = 0;  // the next super-block to stage: (phase, super-block)
+        // Stages the next complete super-blocks (up to kBatch); false if none is complete.
+        auto pump = [&]() -> bool {
+            if (cp >= a.nph) return false;
+            if (cp >= 2 && !__all_sync(0xffffffffu, mb_test(bar_free + 8 * (cp & 1), (uint32_t)((cp >> 1) - 1) & 1u)))
+                return false;
+            const Phase &P = a.ph[cp];
+            const int tiles = a.ph[cp - 1].tiles, *c = a.ccnt + 32 * a.coff[cp - 1], s = cs + lane;
+            bool ok = true;
+            if (a.mode == 6) {  // every chunk of the phase before (a grid barrier)
+                for (int i = lane; 16 * i < tiles; i += 32) ok = ok && ld_relaxed(c + 32 * i) >= min(16, tiles - 16 * i);
+                ok = __all_sync(0xffffffffu, ok);
+            } else if (a.mode != 5 && s < P.nsb) {
+                ok = ld_relaxed(c + 32 * s) >= min(16, tiles - 16 * s);
+            }
+            const uint32_t ready = __ballot_sync(0xffffffffu, ok && s < P.nsb);
+            const int n = min(ready == 0xffffffffu ? 32 : __ffs(~ready) - 1, kBatch);
+            if (n == 0) return false;
+            // the relaxed reads that saw the chunks complete + this fence = an acquire of their rows
+            if (a.mode != 5) asm volatile("fence.acq_rel.gpu;" ::: "memory");
+            float4 xa[kBatch], xc[kBatch];
+#pragma unroll
+            for (int j = 0; j < kBatch; j++)
+                if (j < n && a.mode != 4) {
+                    const float *xp = P.x + (int64_t)(cs + j) * 256 + 8 * lane;
+                    xa[j] = __ldcg(reinterpret_cast<const float4 *>(xp));
+                    xc[j] = __ldcg(reinterpret_cast<const float4 *>(xp + 4));
+                }
+#pragma unroll
+            for (int j = 0; j < kBatch; j++)
+                if (j < n) {
+                    if (a.mode != 4) stage_i8(xbuf(cp & 1)[cs + j], xa[j], xc[j], lane);
+                    mb_arrive(bar_x + 8 * (xoff(cp) + cs + j));
+                }
+            cs += n;
+            if (cs == P.nsb) {
+                cp++;
+                cs = 0;
+            }
+            return true;
+        };
+        // Waits for an mbarrier phase, staging while it waits. Over ~1 s: reports and traps.
+        auto wait_pump = [&](uint32_t bar, uint32_t par) {
+            const long long t0 = clock64();
+            while (!__all_sync(0xffffffffu, mb_test(bar, par))) {
+                if (!pump()) __nanosleep(100);
+                if (clock64() - t0 > 2000000000ll) {
+                    if (lane == 0)
+                        printf("layer_flow stuck: block %d producer bar +%u parity %u, staging (%d, %d)\n",
+                               (int)blockIdx.x, bar - smaddr(sm), par, cp, cs);
+                    __trap();
+                }
+            }
+        };
         const uint32_t ring = smaddr(ringp);
+        bool waited = false;  // griddepcontrol.wait: before the first counter read (the previous
+                              // launch resets them) and the first x read
         int u = 0;
         for (int p = 0, start = 0; p < a.nph; start += a.ph[p++].tiles)
-            units(p, start, [&](int tile, int, int lo, int hi, bool, bool) {
+            units(p, start, [&](int tile, int lo, int hi, bool, bool) {
+                if (u >= NS) {
+                    if (!waited) pdl_wait();
+                    waited = true;
+                    wait_pump(bar_empty + 8 * (u % NS), (uint32_t)((u / NS) - 1) & 1u);
+                }
                 lr_produce(a.ph[p], a.mode, NS, a.slot_bytes, ring, bar_full, bar_empty, u++, tile, lo, hi, lane);
             });
+        if (!waited) pdl_wait();
+        while (cp < a.nph)  // the rest of the x this block's consumers need
+            if (!pump()) __nanosleep(100);
         return;
     }
 
@@ -1078,14 +1115,15 @@ static __global__ void __launch_bounds__((NC + 2) * 32, 1) layer_flow(const LArg
         int u = 0;
         for (int p = 0, start = 0; p < a.nph; start += a.ph[p++].tiles) {
             const Phase &P = a.ph[p];
-            units(p, start, [&](int tile, int j, int, int, bool first, bool last) {
+            float tacc = 0.0f;
+            units(p, start, [&](int tile, int, int, bool first, bool last) {
                 float v = lr_gather<NC>(red, NS, bar_unit, bar_empty, u++, lane);
-                if (!first) v = __fadd_rn(tacc[32 * j + lane], v);
-                tacc[32 * j + lane] = v;  // this lane's own slot: no barrier
+                if (!first) v = __fadd_rn(tacc, v);
+                tacc = v;
                 if (!last) return;
                 lr_store(P, tile, v, lane);
                 __syncwarp();  // the lanes' rows before lane 0's release (cumulative)
-                if (p < a.nph - 1 && lane == 0 && a.mode != 7) red_release(a.ccnt + 32 * (a.coff[p] + tile / 16));
+                if (p < a.nph - 1 && lane == 0) red_release(a.ccnt + 32 * (a.coff[p] + tile / 16));
             });
         }
         // exit: after this block's consumers are past every wait; the last block resets
@@ -1097,78 +1135,38 @@ static __global__ void __launch_bounds__((NC + 2) * 32, 1) layer_flow(const LArg
 
     // ---- consumers
     const I8Lane L = i8_lane(lane);
-    auto xbuf = [&](int b) { return reinterpret_cast<XI8 *>(sm + (b ? a.off_xs1 : a.off_xs)); };
     pdl_wait();  // phase 0's x is the previous kernel's output
-    int u = 0;              // the unit
-    int cp = 0, cs = warp;  // the next super-block this warp stages: (phase, super-block)
-    while (cp < a.nph && cs >= a.ph[cp].nsb) cp++;
-    // All of the below is warp-uniform (the lanes' views are __all_sync'ed), so the lanes never
-    // diverge around the shuffles. The cursor's buffer is free: phase cp - 2 read by every warp.
-    auto buf_free = [&]() {
-        return cp < a.nph && (cp < 2 || __all_sync(0xffffffffu, mb_test(bar_free + 8 * (cp & 1),
-                                                                         (uint32_t)((cp >> 1) - 1) & 1u)));
-    };
-    // Reads (relaxed) the counter of the cursor's chunk: complete when the value is >= need.
-    auto chunk_read = [&](int &need) -> int {
-        need = 0;
-        if (cp == 0 || a.mode == 5 || a.mode == 7) return 0;
-        const int tiles = a.ph[cp - 1].tiles, *c = a.ccnt + 32 * a.coff[cp - 1];
-        if (a.mode == 6) {  // every chunk of the phase before (a grid barrier)
-            bool ok = true;
-            for (int i = lane; 16 * i < tiles; i += 32) ok = ok && ld_relaxed(c + 32 * i) >= min(16, tiles - 16 * i);
-            need = 1;
-            return ok;
-        }
-        need = min(16, tiles - 16 * cs);
-        return ld_relaxed(c + 32 * cs);
-    };
-    // Stages the cursor's super-block (its chunk complete, its buffer free) and advances.
-    auto stage = [&]() {
-        // the relaxed read that saw the chunk complete + this fence = an acquire of its rows
-        if (cp > 0 && a.mode != 5 && a.mode != 7) asm volatile("fence.acq_rel.gpu;" ::: "memory");
-        if (a.mode != 4) {
-            const float *xp = a.ph[cp].x + (int64_t)cs * 256 + 8 * lane;
-            const float4 xa = __ldcg(reinterpret_cast<const float4 *>(xp));
-            const float4 xc = __ldcg(reinterpret_cast<const float4 *>(xp + 4));
-            stage_i8(xbuf(cp & 1)[cs], xa, xc, lane);
-        }
-        mb_arrive(bar_x + 8 * (xoff(cp) + cs));
-        cs += NC;
-        while (cp < a.nph && cs >= a.ph[cp].nsb) {
-            cp++;
-            cs = warp;
-        }
-    };
-    // Waits for an mbarrier phase, staging while it waits: the counter read is in flight while
-    // the warp waits (LArgs::wait), then the barrier is tested again. A wait of over ~1 s
-    // reports and traps (a hang guard).
-    auto wait_pump = [&](uint32_t bar, uint32_t par) {
-        const long long t0 = clock64();
-        while (!__all_sync(0xffffffffu, mb_test(bar, par))) {
-            int need = 0, v = 0;
-            const bool can = buf_free();
-            if (can) v = chunk_read(need);
-            if (a.wait == 2) __nanosleep(200);
-            else if (__all_sync(0xffffffffu, a.wait ? mb_try_sys(bar, par) : mb_try(bar, par, 200))) return;
-            if (can && __all_sync(0xffffffffu, v >= need)) stage();
-            if (clock64() - t0 > 2000000000ll) {
-                if (lane == 0)
-                    printf("layer_flow stuck: block %d warp %d bar +%u parity %u, unit %d, staging (%d, %d)\n",
-                           (int)blockIdx.x, warp, bar - smaddr(sm), par, u, cp, cs);
-                __trap();
+    {  // phase 0's x: this warp's super-blocks, the loads first
+        constexpr int kXMax = (42 + NC - 1) / NC;
+        float4 xa[kXMax], xc[kXMax];
+#pragma unroll
+        for (int q = 0; q < kXMax; q++) {
+            const int sb = warp + q * NC;
+            if (sb < a.ph[0].nsb && a.mode != 4) {
+                xa[q] = __ldcg(reinterpret_cast<const float4 *>(a.ph[0].x + (int64_t)sb * 256 + 8 * lane));
+                xc[q] = __ldcg(reinterpret_cast<const float4 *>(a.ph[0].x + (int64_t)sb * 256 + 8 * lane + 4));
             }
         }
-    };
+#pragma unroll
+        for (int q = 0; q < kXMax; q++) {
+            const int sb = warp + q * NC;
+            if (sb < a.ph[0].nsb) {
+                if (a.mode != 4) stage_i8(xbuf(0)[sb], xa[q], xc[q], lane);
+                mb_arrive(bar_x + 8 * sb);
+            }
+        }
+    }
     const bool math = a.mode == 0 || a.mode == 2 || a.mode >= 5;
+    int u = 0;
     for (int p = 0, start = 0; p < a.nph; start += a.ph[p++].tiles) {
         const Phase &P = a.ph[p];
         const int b = p & 1;
         const XI8 *xs = xbuf(b);
         const uint32_t bx = bar_x + 8 * xoff(p);
         uint64_t seen = 0;  // super-blocks of this phase known to be staged
-        units(p, start, [&](int tile, int, int lo, int hi, bool, bool) {
+        units(p, start, [&](int tile, int lo, int hi, bool, bool) {
             const int slot = u % NS;
-            wait_pump(bar_full + 8 * slot, (uint32_t)(u / NS) & 1u);
+            mb_wait(bar_full + 8 * slot, (uint32_t)(u / NS) & 1u);
             u++;
             const uint8_t *sp = ringp + slot * a.slot_bytes;
             float acc[2][2] = {{0.f, 0.f}, {0.f, 0.f}};
@@ -1178,7 +1176,7 @@ static __global__ void __launch_bounds__((NC + 2) * 32, 1) layer_flow(const LArg
             for (; k < hi - lo; k += NC) {
                 const int s = lo + k;
                 if (!((seen >> s) & 1)) {
-                    wait_pump(bx + 8 * s, 0);
+                    mb_wait(bx + 8 * s, 0);
                     seen |= 1ull << s;
                 }
                 if (!math) continue;
@@ -1192,13 +1190,6 @@ static __global__ void __launch_bounds__((NC + 2) * 32, 1) layer_flow(const LArg
             lr_partial_i8<NC>(acc, red, slot, warp, lane, bar_unit);
         });
         if (p + 2 < a.nph) mb_arrive(bar_free + 8 * b);  // this warp's reads of buffer b are done
-    }
-    while (cp < a.nph) {  // what this warp still owes the others
-        int need = 0, v = 0;
-        const bool can = buf_free();
-        if (can) v = chunk_read(need);
-        if (can && __all_sync(0xffffffffu, v >= need)) stage();
-        else __nanosleep(100);
     }
     asm volatile("bar.arrive 2, %0;" ::"n"((NC + 1) * 32) : "memory");  // past every wait
 }
@@ -1224,8 +1215,6 @@ struct Cfg {
     int fused;    // layer_ring only: the layer's four matmuls in one launch (else one a matmul)
     int norm;     // fused only: the two RMSNorms (before QK and gate/up) folded into the staging
     int flow;     // layer_flow (INT8 body, whole tiles): per-chunk dataflow instead of grid barriers
-    int kparts;   // layer_flow: >= 2: every tile in at least kparts K parts, units in K-major order
-    int wait;     // layer_flow: LArgs::wait
 };
 
 struct Scratch {
@@ -1326,18 +1315,13 @@ static size_t plan_layer(bulk::LArgs &a, const PSpec *ps, int nph, const Cfg &cf
                 P.umax = u;
                 break;
             }
-        if (cfg.kparts > 1) P.umax = std::min(P.umax, (P.nsb + cfg.kparts - 1) / cfg.kparts);
         P.pitch = lr_pitch(P.umax, body);
         P.whole = cfg.whole || cfg.flow || P.items < G * P.nsb;  // an even split shares a tile by two blocks at most
         P.gpart = sc.gpart + (size_t)p * 1024 * 64;
         P.gcnt = sc.gcnt + p * 1024;
     }
-    int jmax = 0;  // layer_flow: the most tiles a block has in one phase
     if (cfg.flow) {
         a.ccnt = sc.ccnt;
-        a.kmajor = cfg.kparts > 1;
-        a.wait = cfg.wait;
-        for (int p = 0; p < nph; p++) jmax = std::max(jmax, (a.ph[p].tiles + G - 1) / G);
         for (int p = 0; p + 1 < nph; p++) a.coff[p + 1] = a.coff[p] + (a.ph[p].tiles + 15) / 16;
         if (a.coff[nph - 1] >= 256) return 0;
     }
@@ -1359,8 +1343,7 @@ static size_t plan_layer(bulk::LArgs &a, const PSpec *ps, int nph, const Cfg &cf
         a.off_red = (int)off;
         off += (size_t)NS * kLrNC * 2 * 16 * 4;
         a.off_tacc = (int)off;
-        // layer_ring: tacc [2][16] + the norm's per-warp sums [NC]; layer_flow: tacc [jmax][32]
-        off += std::max(2 * 16 + 32, 32 * jmax) * 4;
+        off += (2 * 16 + 32) * 4;  // tacc [2][16] + the norm's per-warp sums [NC]
         off = (off + 127) & ~(size_t)127;
         a.off_ring = (int)off;
         off += (size_t)NS * slot;
@@ -1748,7 +1731,7 @@ static int check_layer(const char *name, int H, int QM, int OK, int F, const Scr
         all.insert(all.end(), hx2.begin(), hx2.end());
         if (cfg.kind == 2 && cfg.whole && !cfg.norm && !cfg.flow && cfg.mode == 0) bits = all;
         const bool same = !bits.empty() && !memcmp(all.data(), bits.data(), all.size() * 4);
-        const bool ok = worst <= 1.0 && (!cfg.flow || cfg.kparts > 1 || same);  // K parts: other sums
+        const bool ok = worst <= 1.0 && (!cfg.flow || same);
         fails += !ok;
         bulk::LArgs la;
         const int G = lr_grid(ps, 4, cfg);
@@ -1844,37 +1827,20 @@ int main(int argc, char **argv) {
         {15, 0, 1, "i8 fused", 0, 0, 0, 1, 2, 1},
         {15, 0, 1, "i8 fused u2", 0, 0, 0, 1, 3, 1},
         {15, 0, 1, "i8 fused u2 norm", 0, 0, 0, 1, 3, 1, 1},
-        // session 10: layer_flow (Cfg fields ..., norm, flow, kparts, wait)
-        {15, 0, 1, "i8 flow w0", 0, 0, 0, 1, 2, 1, 0, 1, 0, 0},
-        {15, 0, 1, "i8 flow w1", 0, 0, 0, 1, 2, 1, 0, 1, 0, 1},
-        {15, 0, 1, "i8 flow w2", 0, 0, 0, 1, 2, 1, 0, 1, 0, 2},
-        {15, 0, 1, "i8 flow phasewait w2", 0, 6, 0, 1, 2, 1, 0, 1, 0, 2},
-        {15, 0, 1, "i8 flow k2 w1", 0, 0, 0, 1, 2, 1, 0, 1, 2, 1},
-        {15, 0, 1, "i8 flow k2 w2", 0, 0, 0, 1, 2, 1, 0, 1, 2, 2},
+        {15, 0, 1, "i8 flow", 0, 0, 0, 1, 2, 1, 0, 1},
+        {15, 0, 1, "i8 flow phasewait", 0, 6, 0, 1, 2, 1, 0, 1},
     };
-    std::vector<Cfg> tcfgs = cfgs;  // timing only: where the time goes (the fused INT8 kernel)
+    std::vector<Cfg> tcfgs = cfgs;  // timing only: where the time goes (the fused INT8 kernels)
     tcfgs.push_back({15, 0, 1, "i8 fused math", 0, 2, 0, 1, 2, 1});
     tcfgs.push_back({15, 0, 1, "i8 fused strm", 0, 1, 0, 1, 2, 1});
     tcfgs.push_back({15, 0, 1, "i8 fused neither", 0, 3, 0, 1, 2, 1});
     tcfgs.push_back({15, 0, 1, "i8 fused neither-x", 0, 4, 0, 1, 2, 1});
     tcfgs.push_back({15, 0, 1, "i8 fused nowait", 0, 5, 0, 1, 2, 1});
-    for (int w = 1; w <= 2; w++) {
-        static const char *names[2][6] = {
-            {"i8 flow w1 math", "i8 flow w1 strm", "i8 flow w1 neither", "i8 flow w1 neither-x", "i8 flow w1 nowait",
-             "i8 flow phasewait w1"},
-            {"i8 flow w2 math", "i8 flow w2 strm", "i8 flow w2 neither", "i8 flow w2 neither-x", "i8 flow w2 nowait",
-             "i8 flow k2 w2 nowait"}};
-        if (w == 2) {  // the finisher's release per tile: no chunk waits, with and without arrivals
-            tcfgs.push_back({15, 0, 1, "i8 flow w0 nowait", 0, 5, 0, 1, 2, 1, 0, 1, 0, 0});
-            tcfgs.push_back({15, 0, 1, "i8 flow w0 noarrive", 0, 7, 0, 1, 2, 1, 0, 1, 0, 0});
-            tcfgs.push_back({15, 0, 1, "i8 flow w2 noarrive", 0, 7, 0, 1, 2, 1, 0, 1, 0, 2});
-        }
-        static const int modes[6] = {2, 1, 3, 4, 5, 6};
-        for (int d = 0; d < 6; d++) {
-            const bool k2 = w == 2 && d == 5;
-            tcfgs.push_back({15, 0, 1, names[w - 1][d], 0, k2 ? 5 : modes[d], 0, 1, 2, 1, 0, 1, k2 ? 2 : 0, w});
-        }
-    }
+    tcfgs.push_back({15, 0, 1, "i8 flow math", 0, 2, 0, 1, 2, 1, 0, 1});
+    tcfgs.push_back({15, 0, 1, "i8 flow strm", 0, 1, 0, 1, 2, 1, 0, 1});
+    tcfgs.push_back({15, 0, 1, "i8 flow neither", 0, 3, 0, 1, 2, 1, 0, 1});
+    tcfgs.push_back({15, 0, 1, "i8 flow neither-x", 0, 4, 0, 1, 2, 1, 0, 1});
+    tcfgs.push_back({15, 0, 1, "i8 flow nowait", 0, 5, 0, 1, 2, 1, 0, 1});
     std::vector<Cfg> ccfgs = {cfgs[0], cfgs[1], cfgs[2]};  // + grid caps: shared tiles, many tiles a block
     ccfgs.push_back({15, 220, 1, "nc15 whole grid3", 3, 0, 1, 1});
     ccfgs.push_back({15, 0, 1, "i8 lr u2 split g2", 2, 0, 0, 0, 3, 0});
@@ -1887,11 +1853,9 @@ int main(int argc, char **argv) {
     lcfgs.push_back({15, 0, 1, "i8 fused norm g3", 3, 0, 0, 0, 2, 1, 1});
     // layer_flow: the full grid, then caps (many tiles and units a block)
     lcfgs.insert(lcfgs.end(), cfgs.begin() + 7, cfgs.end());
-    lcfgs.push_back({15, 0, 1, "i8 flow w0 g3", 3, 0, 0, 1, 2, 1, 0, 1, 0, 0});
-    lcfgs.push_back({15, 0, 1, "i8 flow w1 g4", 4, 0, 0, 1, 2, 1, 0, 1, 0, 1});
-    lcfgs.push_back({15, 0, 1, "i8 flow w2 g13", 13, 0, 0, 1, 2, 1, 0, 1, 0, 2});
-    lcfgs.push_back({15, 0, 1, "i8 flow k2 w1 g3", 3, 0, 0, 1, 2, 1, 0, 1, 2, 1});
-    lcfgs.push_back({15, 0, 1, "i8 flow k4 w2 g4", 4, 0, 0, 1, 2, 1, 0, 1, 4, 2});
+    lcfgs.push_back({15, 0, 1, "i8 flow g3", 3, 0, 0, 1, 2, 1, 0, 1});
+    lcfgs.push_back({15, 0, 1, "i8 flow g4", 4, 0, 0, 1, 2, 1, 0, 1});
+    lcfgs.push_back({15, 0, 1, "i8 flow g13", 13, 0, 0, 1, 2, 1, 0, 1});
     if (quick) ccfgs = {ccfgs[3], ccfgs[4], ccfgs[5], ccfgs[6]};
     if (noflow)
         for (std::vector<Cfg> *v : {&cfgs, &tcfgs, &lcfgs})
