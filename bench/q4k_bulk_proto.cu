@@ -47,6 +47,12 @@
 // Measured (H200, NOTES 2.2 session 5, RESULTS): correct; INT8 fused 34.7 us/layer (37.5% of
 // copy) vs v11 40.1; bound by the consumers' math (~10.6 us) plus ~21 us of fixed cost (launch,
 // 3 grid barriers, the x staging after each), not by the bytes.
+// Session 10 (NOTES 2.2 "Session 10 (dfl)"): layer_flow replaced the grid barriers by a counter
+// per 256 output rows (round-robin tiles across the phases, x staged per super-block as its rows
+// are written): correct and bit-identical, but slower in all three forms built (51.6-101
+// us/layer vs i8 fused 34.3: the polling of the counters costs more than the ~4.6 us the
+// barriers cost here, i8 fused nowait 29.7); not kept, see branch dfl's commits da725ab,
+// 6af7ba3, 6024a32.
 //
 // Numeric contract: v11's (|y - y_cpu| <= 1e-5 * sum_k |W x| per dot), checked against a CPU
 // double reference; v11 itself (gemv_mma.cu, included below) runs in the same process on the
@@ -54,12 +60,12 @@
 //
 // Build (from the repository root; the include of gemv_mma.cu needs -I.):
 //   nvcc -O3 -std=c++17 -arch=sm_90a -I. -Iinclude -o q4k_bulk_proto bench/q4k_bulk_proto.cu
-// Session 5's binaries were built against HEAD's gemv_mma.cu (mma_matmul with its PreNorm
-// argument, NULL here); session 4's used v11 of commit 9115dcf (git archive 9115dcf kernels
+// Session 10's binaries were built against that day's gemv_mma.cu (stubs below for runtime.cu's
+// switches); session 5's against its HEAD's (mma_matmul with its PreNorm argument, NULL here);
+// session 4's used v11 of commit 9115dcf (git archive 9115dcf kernels
 // include | tar -x -C D, copy this file into D, then nvcc ... -ID -ID/include).
-// Run: ./q4k_bulk_proto [--quick] [--tma] [--no-flow]   (--quick: the small correctness cases
-// only, for sanitizers; --tma: the bulk-copy sweep by copy size of session 4's R2; --no-flow:
-// without session 10's layer_flow)
+// Run: ./q4k_bulk_proto [--quick] [--tma]   (--quick: the small correctness cases only, for
+// sanitizers; --tma: the bulk-copy sweep by copy size of session 4's R2)
 #include <math.h>
 #include <stdarg.h>
 #include <stdint.h>
@@ -83,7 +89,7 @@ loom_status cuda_fail(loom_error *err, cudaError_t e, const char *stmt, const ch
 }
 bool pdl_on() { return g_pdl; }
 int gemv_mma_split() { return 0; }
-// runtime.cu's switches at the product defaults of session 9 (the "v11" rows are today's
+// runtime.cu's switches at the product defaults of session 9 (so the "v11" rows are today's
 // mma_matmul: LOOM_GEMV_MMA_Q4K_V=2, the INT8 Q4_K body)
 int mma_q4k_variant() { return 2; }
 int gemv_triple_mixed() { return 1; }
@@ -587,14 +593,7 @@ struct LArgs {
     int *cnt;  // [nph]
     int NS, slot_bytes, off_xs, off_red, off_tacc, off_ring;
     int mode;   // 0; diagnostics (wrong results): 1 stream only, 2 math only, 3 neither, 4
-                // neither and no x staging, 5 no grid waits between phases; layer_flow: 6 (right
-                // results) a super-block waits for the whole phase before, 7 as 5 without arrivals
-    // layer_flow only: chunk counters, one a 128-byte line (phase p's 256-row chunk c at
-    // ccnt[32 (coff[p] + c)]; the exit counter at ccnt[32 coff[nph - 1]]), the odd phases' x
-    // buffer, the x barriers
-    int *ccnt;
-    int coff[4];
-    int off_xs1, off_xbar;
+                // neither and no x staging, 5 no grid waits between phases
 };
 
 // The block's item range of phase P.
@@ -629,107 +628,10 @@ __device__ __forceinline__ int atom_acq_rel(int *p) {
     asm volatile("atom.acq_rel.gpu.global.add.s32 %0, [%1], 1;" : "=r"(v) : "l"(p) : "memory");
     return v;
 }
-__device__ __forceinline__ int ld_relaxed(const int *p) {
-    int v;
-    asm volatile("ld.relaxed.gpu.global.s32 %0, [%1];" : "=r"(v) : "l"(p) : "memory");
-    return v;
-}
 __device__ __forceinline__ int ld_acquire(const int *p) {
     int v;
     asm volatile("ld.acquire.gpu.global.s32 %0, [%1];" : "=r"(v) : "l"(p) : "memory");
     return v;
-}
-
-__device__ __forceinline__ bool mb_test(uint32_t a, uint32_t parity) {  // non-blocking
-    uint32_t ok;
-    asm volatile(
-        "{ .reg .pred p; mbarrier.test_wait.parity.shared::cta.b64 p, [%1], %2; "
-        "selp.u32 %0, 1, 0, p; }"
-        : "=r"(ok)
-        : "r"(a), "r"(parity)
-        : "memory");
-    return ok != 0;
-}
-// Producer: ring slot u % NS gets the unit (tile, super-blocks [lo, hi)) of P, one bulk copy a
-// row (lanes: row r of matrix m), after the slot's previous unit was released (u >= NS).
-__device__ __forceinline__ void lr_produce(const Phase &P, int mode, int NS, int slot_bytes,
-                                           uint32_t ring, uint32_t bar_full, uint32_t bar_empty,
-                                           int u, int tile, int lo, int hi, int lane) {
-    const int slot = u % NS;
-    if (u >= NS) mb_wait(bar_empty + 8 * slot, (uint32_t)((u / NS) - 1) & 1u);
-    if (mode >= 2 && mode <= 4) {  // math only / neither: the same protocol, no bytes
-        if (lane == 0) mb_arrive(bar_full + 8 * slot);
-        return;
-    }
-    const uint32_t bytes = (uint32_t)(hi - lo) * kQ4KBytes;
-    const int r0 = tile * kTileRows;
-    const int valid = min(P.M - r0, kTileRows);
-    if (lane == 0) mb_arrive_expect_tx(bar_full + 8 * slot, bytes * (uint32_t)(valid * P.nmat));
-    __syncwarp();
-    const int m = lane >> 4, r = lane & 15;
-    if (m < P.nmat && r < valid)
-        bulk_g2s(ring + (uint32_t)(slot * slot_bytes + (m * 16 + r) * P.pitch),
-                 P.w[m] + (int64_t)(r0 + r) * P.nsb * kQ4KBytes + (int64_t)lo * kQ4KBytes, bytes,
-                 bar_full + 8 * slot);
-}
-
-// Finisher: waits for unit u's NC partials (slot u % NS), frees the slot, returns lane (m, r)'s
-// sum in warp order.
-template <int NC>
-__device__ __forceinline__ float lr_gather(const float *red, int NS, uint32_t bar_unit,
-                                           uint32_t bar_empty, int u, int lane) {
-    const int slot = u % NS;
-    mb_wait(bar_unit + 8 * slot, (uint32_t)(u / NS) & 1u);
-    float part[NC];
-    const float *rp = red + (slot * NC * 2 + (lane >> 4)) * 16 + (lane & 15);
-#pragma unroll
-    for (int w = 0; w < NC; w++) part[w] = rp[w * 2 * 16];
-    __syncwarp();
-    if (lane == 0) mb_arrive(bar_empty + 8 * slot);  // slot + partials free
-    float v = part[0];
-#pragma unroll
-    for (int w = 1; w < NC; w++) v = __fadd_rn(v, part[w]);
-    return v;
-}
-
-// Finisher: writes the tile's rows from v (lane (m, r): row r of matrix m): plain, + residual
-// or SwiGLU (gate in lanes 0..15, up in 16..31).
-__device__ __forceinline__ void lr_store(const Phase &P, int tile, float v, int lane) {
-    const float o = __shfl_down_sync(0xffffffffu, v, 16);  // lanes 0..15: up's row
-    const int row = tile * kTileRows + (lane & 15);
-    if (lane < 16 && row < P.M) {
-        float y;
-        if (P.epi == E_SWIGLU) y = __fmul_rn(silu_f(v), o);
-        else if (P.epi == E_ADD) y = __fadd_rn(v, __ldcg(P.resid + row));
-        else y = v;
-        P.y[row] = y;
-    }
-}
-
-// Consumer (INT8 body): the warp's partial of a unit (acc[m][j]: lane's share of row g + 8 j of
-// matrix m) into red, after the warp's reads of the slot; then the arrive on the unit barrier.
-template <int NC>
-__device__ __forceinline__ void lr_partial_i8(float (&acc)[2][2], float *red, int slot, int warp,
-                                              int lane, uint32_t bar_unit) {
-    // this warp's generic reads of the slot are done before the async proxy refills it
-    asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
-#pragma unroll
-    for (int m = 0; m < 2; m++)
-#pragma unroll
-        for (int j = 0; j < 2; j++) {
-            acc[m][j] += __shfl_xor_sync(0xffffffffu, acc[m][j], 1);
-            acc[m][j] += __shfl_xor_sync(0xffffffffu, acc[m][j], 2);
-        }
-    if ((lane & 3) == 0) {
-        const int g = lane >> 2;
-#pragma unroll
-        for (int m = 0; m < 2; m++) {
-            float *rp = red + ((slot * NC + warp) * 2 + m) * 16;
-            rp[g] = acc[m][0];
-            rp[g + 8] = acc[m][1];
-        }
-    }
-    mb_arrive(bar_unit + 8 * slot);
 }
 
 // Warps: 0..NC-1 consumers, NC the finisher, NC+1 the producer (R2: the finisher was consumer
@@ -767,7 +669,23 @@ static __global__ void __launch_bounds__((NC + 2) * 32, 1) layer_ring(const LArg
             int q0, q1;
             lr_range(P, q0, q1);
             lr_units(P, q0, q1, [&](int tile, int lo, int hi, bool, bool, bool) {
-                lr_produce(P, a.mode, NS, a.slot_bytes, ring, bar_full, bar_empty, u++, tile, lo, hi, lane);
+                const int slot = u % NS;
+                if (u >= NS) mb_wait(bar_empty + 8 * slot, (uint32_t)((u / NS) - 1) & 1u);
+                u++;
+                if (a.mode >= 2 && a.mode <= 4) {
+                    if (lane == 0) mb_arrive(bar_full + 8 * slot);
+                    return;
+                }
+                const uint32_t bytes = (uint32_t)(hi - lo) * kQ4KBytes;
+                const int r0 = tile * kTileRows;
+                const int valid = min(P.M - r0, kTileRows);
+                if (lane == 0) mb_arrive_expect_tx(bar_full + 8 * slot, bytes * (uint32_t)(valid * P.nmat));
+                __syncwarp();
+                const int m = lane >> 4, r = lane & 15;
+                if (m < P.nmat && r < valid)
+                    bulk_g2s(ring + (uint32_t)(slot * a.slot_bytes + (m * 16 + r) * P.pitch),
+                             P.w[m] + (int64_t)(r0 + r) * P.nsb * kQ4KBytes + (int64_t)lo * kQ4KBytes, bytes,
+                             bar_full + 8 * slot);
             });
         }
         return;
@@ -780,13 +698,26 @@ static __global__ void __launch_bounds__((NC + 2) * 32, 1) layer_ring(const LArg
         // on the exit counter only after this block's consumers are past every wait (bar 2).
         pdl_wait();
         int u = 0;
+        const int m = lane >> 4, r = lane & 15;  // lane: row r of matrix m
         for (int p = 0; p < a.nph; p++) {
             const Phase &P = a.ph[p];
             int q0, q1;
             lr_range(P, q0, q1);
             float tacc = 0.0f;
             lr_units(P, q0, q1, [&](int tile, int lo, int hi, bool first, bool last, bool full) {
-                float v = lr_gather<NC>(red, NS, bar_unit, bar_empty, u++, lane);
+                const int slot = u % NS;
+                const uint32_t par = (uint32_t)(u / NS) & 1u;
+                u++;
+                mb_wait(bar_unit + 8 * slot, par);
+                float part[NC];
+                const float *rp = red + (slot * NC * 2 + m) * 16 + r;
+#pragma unroll
+                for (int w = 0; w < NC; w++) part[w] = rp[w * 2 * 16];
+                __syncwarp();
+                if (lane == 0) mb_arrive(bar_empty + 8 * slot);  // slot + partials free
+                float v = part[0];
+#pragma unroll
+                for (int w = 1; w < NC; w++) v = __fadd_rn(v, part[w]);
                 if (!first) v = __fadd_rn(tacc, v);
                 tacc = v;
                 if (!last) return;
@@ -809,7 +740,16 @@ static __global__ void __launch_bounds__((NC + 2) * 32, 1) layer_ring(const LArg
                         fin = true;
                     }
                 }
-                if (fin) lr_store(P, tile, v, lane);
+                if (!fin) return;
+                const float o = __shfl_down_sync(0xffffffffu, v, 16);  // lanes 0..15: up's row
+                const int row = tile * kTileRows + r;
+                if (lane < 16 && row < P.M) {
+                    float y;
+                    if (P.epi == E_SWIGLU) y = __fmul_rn(silu_f(v), o);
+                    else if (P.epi == E_ADD) y = __fadd_rn(v, __ldcg(P.resid + row));
+                    else y = v;
+                    P.y[row] = y;
+                }
             });
             // this block's rows of phase p are written: one release arrival (the exits: the last
             // block out resets every counter; every wait of every block has passed by then)
@@ -948,12 +888,17 @@ static __global__ void __launch_bounds__((NC + 2) * 32, 1) layer_ring(const LArg
                     }
                 }
             }
-            if (BODY == 1) {
-                lr_partial_i8<NC>(acc, red, slot, warp, lane, bar_unit);
-                return;
-            }
             // this warp's generic reads of the slot are done before the async proxy refills it
             asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
+            if (BODY == 1) {
+#pragma unroll
+                for (int m = 0; m < 2; m++)
+#pragma unroll
+                    for (int j = 0; j < 2; j++) {
+                        acc[m][j] += __shfl_xor_sync(0xffffffffu, acc[m][j], 1);
+                        acc[m][j] += __shfl_xor_sync(0xffffffffu, acc[m][j], 2);
+                    }
+            }
             if (t == 0) {
 #pragma unroll
                 for (int m = 0; m < 2; m++) {
@@ -964,232 +909,6 @@ static __global__ void __launch_bounds__((NC + 2) * 32, 1) layer_ring(const LArg
             }
             mb_arrive(bar_unit + 8 * slot);
         });
-    }
-    asm volatile("bar.arrive 2, %0;" ::"n"((NC + 1) * 32) : "memory");  // past every wait
-}
-
-// ---- session 10 (dfl): layer_flow, per-chunk dataflow between the phases ------------------
-// layer_ring's fused INT8 layer with its three grid barriers replaced by finer dataflow (NOTES
-// 2.2 session 5's "Answer", item 1):
-// - Order: every phase's tiles (whole tiles, no shared tile) are dealt round-robin over the grid
-//   in ONE sequence across the phases: phase p's tile i goes to block (start_p + i) mod G,
-//   start_p = the tiles of the phases before. So a phase's rows are written in row order across
-//   the grid (its first chunks first), and the blocks with one tile less in a phase are the first
-//   to get the next phase's tiles.
-// - Counters: the finisher, after writing a tile of phase p < nph - 1, adds 1 (red.release) to
-//   the counter of its 256-row chunk (= one x super-block of phase p + 1; phase p + 1 reads phase
-//   p's output from row 0); one counter a 128-byte line. The last block out resets them all.
-// - Staging: phase 0's x is staged by the consumers after griddepcontrol.wait (warp w: super-
-//   blocks w, w + NC, ...). Phases >= 1 are staged by the PRODUCER warp, in order, while it waits
-//   for ring slots: its lanes read the counters of the next 32 super-blocks (relaxed), it stages
-//   the complete ones in front (up to kBatch at once: loads first; fence.acq_rel after the
-//   relaxed reads = an acquire) and arrives on each super-block's mbarrier. x buffers alternate
-//   by phase (even / odd phases); buffer b is restaged for phase p + 2 after every consumer warp
-//   arrived on its `free` barrier after phase p.
-// - Consumers wait (quietly, as layer_ring's: try_wait) for an item's super-block only, not for
-//   the phase, so a unit's items on early chunks run while later chunks are still being written
-//   elsewhere. R1/R2 had each consumer warp poll and stage its own super-blocks: 14 warps an SM
-//   spinning between a test_wait, a try_wait and the counter read cost 20-65 us a layer.
-// - No deadlock: the producer never blocks without staging (its waits pump), and it stages in
-//   (phase, super-block) order, which only depends on earlier phases.
-// Same accumulation order as layer_ring with whole tiles (items q % NC == warp, partials in warp
-// order): the same bits. INT8 body only; no folded RMSNorm (its scale needs all of x first).
-// Diagnostics (LArgs::mode): as layer_ring's, 5 = no chunk waits; 6 = a super-block waits for
-// every chunk of the phase before (the grid barrier again, with this order and staging).
-template <int NC>
-static __global__ void __launch_bounds__((NC + 2) * 32, 1) layer_flow(const LArgs a) {
-    constexpr int kBatch = 4;  // super-blocks the producer stages at once
-    extern __shared__ __align__(128) uint8_t sm[];
-    const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
-    const int NS = a.NS, G = gridDim.x;
-    const uint32_t bar_full = smaddr(sm), bar_empty = bar_full + 8 * NS, bar_unit = bar_empty + 8 * NS;
-    // x barriers: phase p's super-block s staged at bar_x + 8 (xoff(p) + s), one use a launch
-    // (parity 0); then [2]: every consumer warp is done with buffer b
-    auto xoff = [&](int p) {
-        int o = 0;
-        for (int i = 0; i < p; i++) o += a.ph[i].nsb;
-        return o;
-    };
-    const uint32_t bar_x = smaddr(sm + a.off_xbar), bar_free = bar_x + 8 * xoff(a.nph);
-    auto xbuf = [&](int b) { return reinterpret_cast<XI8 *>(sm + (b ? a.off_xs1 : a.off_xs)); };
-    float *red = reinterpret_cast<float *>(sm + a.off_red);  // [NS][NC][2][16]
-    uint8_t *ringp = sm + a.off_ring;
-    if (threadIdx.x == 0) {
-        for (int i = 0; i < NS; i++) {
-            mb_init(bar_full + 8 * i, 1);
-            mb_init(bar_empty + 8 * i, 1);
-            mb_init(bar_unit + 8 * i, NC * 32);
-        }
-        for (int i = 0; i < xoff(a.nph); i++) mb_init(bar_x + 8 * i, 32);
-        mb_init(bar_free, NC * 32);
-        mb_init(bar_free + 8, NC * 32);
-        asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
-        asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
-    }
-    __syncthreads();
-    pdl_launch_dependents();
-    // the units of phase p in order (start: tiles of the phases before p)
-    auto units = [&](int p, int start, auto f) {
-        const Phase &P = a.ph[p];
-        const int np = (P.nsb + P.umax - 1) / P.umax;
-        for (int tile = ((int)blockIdx.x - start % G + G) % G; tile < P.tiles; tile += G)
-            for (int k = 0; k < np; k++) f(tile, P.nsb * k / np, P.nsb * (k + 1) / np, k == 0, k == np - 1);
-    };
-
-    if (warp == NC + 1) {  // ---- producer: the ring, and the x of phases >= 1
-        int cp = 1, cs = 0;  // the next super-block to stage: (phase, super-block)
-        // Stages the next complete super-blocks (up to kBatch); false if none is complete.
-        auto pump = [&]() -> bool {
-            if (cp >= a.nph) return false;
-            if (cp >= 2 && !__all_sync(0xffffffffu, mb_test(bar_free + 8 * (cp & 1), (uint32_t)((cp >> 1) - 1) & 1u)))
-                return false;
-            const Phase &P = a.ph[cp];
-            const int tiles = a.ph[cp - 1].tiles, *c = a.ccnt + 32 * a.coff[cp - 1], s = cs + lane;
-            bool ok = true;
-            if (a.mode == 6) {  // every chunk of the phase before (a grid barrier)
-                for (int i = lane; 16 * i < tiles; i += 32) ok = ok && ld_relaxed(c + 32 * i) >= min(16, tiles - 16 * i);
-                ok = __all_sync(0xffffffffu, ok);
-            } else if (a.mode != 5 && s < P.nsb) {
-                ok = ld_relaxed(c + 32 * s) >= min(16, tiles - 16 * s);
-            }
-            const uint32_t ready = __ballot_sync(0xffffffffu, ok && s < P.nsb);
-            const int n = min(ready == 0xffffffffu ? 32 : __ffs(~ready) - 1, kBatch);
-            if (n == 0) return false;
-            // the relaxed reads that saw the chunks complete + this fence = an acquire of their rows
-            if (a.mode != 5) asm volatile("fence.acq_rel.gpu;" ::: "memory");
-            float4 xa[kBatch], xc[kBatch];
-#pragma unroll
-            for (int j = 0; j < kBatch; j++)
-                if (j < n && a.mode != 4) {
-                    const float *xp = P.x + (int64_t)(cs + j) * 256 + 8 * lane;
-                    xa[j] = __ldcg(reinterpret_cast<const float4 *>(xp));
-                    xc[j] = __ldcg(reinterpret_cast<const float4 *>(xp + 4));
-                }
-#pragma unroll
-            for (int j = 0; j < kBatch; j++)
-                if (j < n) {
-                    if (a.mode != 4) stage_i8(xbuf(cp & 1)[cs + j], xa[j], xc[j], lane);
-                    mb_arrive(bar_x + 8 * (xoff(cp) + cs + j));
-                }
-            cs += n;
-            if (cs == P.nsb) {
-                cp++;
-                cs = 0;
-            }
-            return true;
-        };
-        // Waits for an mbarrier phase, staging while it waits. Over ~1 s: reports and traps.
-        auto wait_pump = [&](uint32_t bar, uint32_t par) {
-            const long long t0 = clock64();
-            while (!__all_sync(0xffffffffu, mb_test(bar, par))) {
-                if (!pump()) __nanosleep(100);
-                if (clock64() - t0 > 2000000000ll) {
-                    if (lane == 0)
-                        printf("layer_flow stuck: block %d producer bar +%u parity %u, staging (%d, %d)\n",
-                               (int)blockIdx.x, bar - smaddr(sm), par, cp, cs);
-                    __trap();
-                }
-            }
-        };
-        const uint32_t ring = smaddr(ringp);
-        bool waited = false;  // griddepcontrol.wait: before the first counter read (the previous
-                              // launch resets them) and the first x read
-        int u = 0;
-        for (int p = 0, start = 0; p < a.nph; start += a.ph[p++].tiles)
-            units(p, start, [&](int tile, int lo, int hi, bool, bool) {
-                if (u >= NS) {
-                    if (!waited) pdl_wait();
-                    waited = true;
-                    wait_pump(bar_empty + 8 * (u % NS), (uint32_t)((u / NS) - 1) & 1u);
-                }
-                lr_produce(a.ph[p], a.mode, NS, a.slot_bytes, ring, bar_full, bar_empty, u++, tile, lo, hi, lane);
-            });
-        if (!waited) pdl_wait();
-        while (cp < a.nph)  // the rest of the x this block's consumers need
-            if (!pump()) __nanosleep(100);
-        return;
-    }
-
-    if (warp == NC) {  // ---- finisher: per unit in order; a chunk arrival after each tile
-        pdl_wait();  // layer_ring R2: no counter arrival before the previous launch's reset
-        int u = 0;
-        for (int p = 0, start = 0; p < a.nph; start += a.ph[p++].tiles) {
-            const Phase &P = a.ph[p];
-            float tacc = 0.0f;
-            units(p, start, [&](int tile, int, int, bool first, bool last) {
-                float v = lr_gather<NC>(red, NS, bar_unit, bar_empty, u++, lane);
-                if (!first) v = __fadd_rn(tacc, v);
-                tacc = v;
-                if (!last) return;
-                lr_store(P, tile, v, lane);
-                __syncwarp();  // the lanes' rows before lane 0's release (cumulative)
-                if (p < a.nph - 1 && lane == 0) red_release(a.ccnt + 32 * (a.coff[p] + tile / 16));
-            });
-        }
-        // exit: after this block's consumers are past every wait; the last block resets
-        asm volatile("bar.sync 2, %0;" ::"n"((NC + 1) * 32) : "memory");
-        if (lane == 0 && atom_acq_rel(a.ccnt + 32 * a.coff[a.nph - 1]) == G - 1)
-            for (int i = 0; i <= a.coff[a.nph - 1]; i++) a.ccnt[32 * i] = 0;
-        return;
-    }
-
-    // ---- consumers
-    const I8Lane L = i8_lane(lane);
-    pdl_wait();  // phase 0's x is the previous kernel's output
-    {  // phase 0's x: this warp's super-blocks, the loads first
-        constexpr int kXMax = (42 + NC - 1) / NC;
-        float4 xa[kXMax], xc[kXMax];
-#pragma unroll
-        for (int q = 0; q < kXMax; q++) {
-            const int sb = warp + q * NC;
-            if (sb < a.ph[0].nsb && a.mode != 4) {
-                xa[q] = __ldcg(reinterpret_cast<const float4 *>(a.ph[0].x + (int64_t)sb * 256 + 8 * lane));
-                xc[q] = __ldcg(reinterpret_cast<const float4 *>(a.ph[0].x + (int64_t)sb * 256 + 8 * lane + 4));
-            }
-        }
-#pragma unroll
-        for (int q = 0; q < kXMax; q++) {
-            const int sb = warp + q * NC;
-            if (sb < a.ph[0].nsb) {
-                if (a.mode != 4) stage_i8(xbuf(0)[sb], xa[q], xc[q], lane);
-                mb_arrive(bar_x + 8 * sb);
-            }
-        }
-    }
-    const bool math = a.mode == 0 || a.mode == 2 || a.mode >= 5;
-    int u = 0;
-    for (int p = 0, start = 0; p < a.nph; start += a.ph[p++].tiles) {
-        const Phase &P = a.ph[p];
-        const int b = p & 1;
-        const XI8 *xs = xbuf(b);
-        const uint32_t bx = bar_x + 8 * xoff(p);
-        uint64_t seen = 0;  // super-blocks of this phase known to be staged
-        units(p, start, [&](int tile, int lo, int hi, bool, bool) {
-            const int slot = u % NS;
-            mb_wait(bar_full + 8 * slot, (uint32_t)(u / NS) & 1u);
-            u++;
-            const uint8_t *sp = ringp + slot * a.slot_bytes;
-            float acc[2][2] = {{0.f, 0.f}, {0.f, 0.f}};
-            int k = warp - (tile * P.nsb + lo) % NC;
-            if (k < 0) k += NC;
-#pragma unroll 1
-            for (; k < hi - lo; k += NC) {
-                const int s = lo + k;
-                if (!((seen >> s) & 1)) {
-                    mb_wait(bx + 8 * s, 0);
-                    seen |= 1ull << s;
-                }
-                if (!math) continue;
-#pragma unroll
-                for (int m = 0; m < 2; m++)
-                    if (m < P.nmat) {
-                        const uint8_t *rg = sp + (m * 16 + (lane >> 2)) * P.pitch + k * kQ4KBytes;
-                        q4_sb_i8(rg, rg + 8 * P.pitch, xs[s], L, acc[m]);
-                    }
-            }
-            lr_partial_i8<NC>(acc, red, slot, warp, lane, bar_unit);
-        });
-        if (p + 2 < a.nph) mb_arrive(bar_free + 8 * b);  // this warp's reads of buffer b are done
     }
     asm volatile("bar.arrive 2, %0;" ::"n"((NC + 1) * 32) : "memory");  // past every wait
 }
@@ -1214,14 +933,12 @@ struct Cfg {
                   // 3 INT8 body with two items a loop body (UNR 2)
     int fused;    // layer_ring only: the layer's four matmuls in one launch (else one a matmul)
     int norm;     // fused only: the two RMSNorms (before QK and gate/up) folded into the staging
-    int flow;     // layer_flow (INT8 body, whole tiles): per-chunk dataflow instead of grid barriers
 };
 
 struct Scratch {
     float *gpart;  // [4 phases][1024 tiles][2][2][16]
     int *gcnt;     // [4 phases][1024 tiles]
     int *cnt;      // layer_ring's grid counters [4]
-    int *ccnt;     // layer_flow's chunk counters + exit counter [256][32] (one a 128-byte line)
 };
 
 static int g_sms = 0;
@@ -1246,7 +963,6 @@ static void set_attrs() {
     CK(cudaFuncSetAttribute(bulk::layer_ring<kLrNC, 0>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)g_smem_max));
     CK(cudaFuncSetAttribute(bulk::layer_ring<kLrNC, 1>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)g_smem_max));
     CK(cudaFuncSetAttribute(bulk::layer_ring<kLrNC, 1, 2>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)g_smem_max));
-    CK(cudaFuncSetAttribute(bulk::layer_flow<kLrNC>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)g_smem_max));
 }
 
 // One matmul of a layer_ring launch: weights, shape, epilogue and activations.
@@ -1280,17 +996,12 @@ static size_t plan_layer(bulk::LArgs &a, const PSpec *ps, int nph, const Cfg &cf
     a.nph = nph;
     a.cnt = sc.cnt;
     a.mode = cfg.mode;
-    int slot = 0, maxnsb = 0, nsbsum = 0, nsbpar[2] = {0, 0};  // nsbpar: the largest x of even / odd phases
-    for (int p = 0; p < nph; p++) {  // a unit is at most 20 super-blocks (4B down: 2 units of 19)
+    int slot = 0, maxnsb = 0;
+    for (int p = 0; p < nph; p++) {  // a unit is at most 20 super-blocks (4B down: 2 units a tile)
         const int nsb = ps[p].K / 256;
         if (ps[p].K % 256 || nsb > 42) return 0;
-        const int nu = (nsb + 19) / 20;
-        slot = std::max(slot, ps[p].nmat * 16 * lr_pitch((nsb + nu - 1) / nu, body));
+        slot = std::max(slot, ps[p].nmat * 16 * lr_pitch(std::min(nsb, 20), body));
         maxnsb = std::max(maxnsb, nsb);
-        nsbpar[p & 1] = std::max(nsbpar[p & 1], nsb);
-        nsbsum += nsb;
-        // layer_flow: phase p's x is phase p - 1's output from row 0; no folded norm
-        if (cfg.flow && (ps[p].nw || (p > 0 && (ps[p].x != ps[p - 1].y || ps[p].K > ps[p - 1].M)))) return 0;
     }
     a.slot_bytes = slot;
     for (int p = 0; p < nph; p++) {
@@ -1316,30 +1027,15 @@ static size_t plan_layer(bulk::LArgs &a, const PSpec *ps, int nph, const Cfg &cf
                 break;
             }
         P.pitch = lr_pitch(P.umax, body);
-        P.whole = cfg.whole || cfg.flow || P.items < G * P.nsb;  // an even split shares a tile by two blocks at most
+        P.whole = cfg.whole || P.items < G * P.nsb;  // an even split shares a tile by two blocks at most
         P.gpart = sc.gpart + (size_t)p * 1024 * 64;
         P.gcnt = sc.gcnt + p * 1024;
     }
-    if (cfg.flow) {
-        a.ccnt = sc.ccnt;
-        for (int p = 0; p + 1 < nph; p++) a.coff[p + 1] = a.coff[p] + (a.ph[p].tiles + 15) / 16;
-        if (a.coff[nph - 1] >= 256) return 0;
-    }
     for (int NS = 8; NS >= 2; NS--) {
         size_t off = (size_t)8 * 3 * NS;
-        if (cfg.flow) {  // the x barriers (one a phase's super-block) + the buffers' free barriers [2]
-            a.off_xbar = (int)off;
-            off += (size_t)8 * (nsbsum + 2);
-        }
         off = (off + 15) & ~(size_t)15;
         a.off_xs = (int)off;
-        if (cfg.flow) {  // two x buffers: even and odd phases
-            off += (size_t)nsbpar[0] * xsize;
-            a.off_xs1 = (int)off;
-            off += (size_t)nsbpar[1] * xsize;
-        } else {
-            off += (size_t)maxnsb * xsize;
-        }
+        off += (size_t)maxnsb * xsize;
         a.off_red = (int)off;
         off += (size_t)NS * kLrNC * 2 * 16 * 4;
         a.off_tacc = (int)off;
@@ -1379,8 +1075,7 @@ static void launch_layer(const PSpec *ps, int nph, const Scratch &sc, const Cfg 
     lc.stream = st;
     lc.attrs = attr;
     lc.numAttrs = cfg.pdl ? 1 : 0;
-    if (cfg.flow) CK(cudaLaunchKernelEx(&lc, bulk::layer_flow<kLrNC>, a));
-    else if (cfg.kind == 3) CK(cudaLaunchKernelEx(&lc, bulk::layer_ring<kLrNC, 1, 2>, a));
+    if (cfg.kind == 3) CK(cudaLaunchKernelEx(&lc, bulk::layer_ring<kLrNC, 1, 2>, a));
     else if (cfg.kind == 2) CK(cudaLaunchKernelEx(&lc, bulk::layer_ring<kLrNC, 1>, a));
     else CK(cudaLaunchKernelEx(&lc, bulk::layer_ring<kLrNC, 0>, a));
 }
@@ -1692,7 +1387,6 @@ static int check_layer(const char *name, int H, int QM, int OK, int F, const Scr
     CK(cudaMalloc(&ff, (size_t)F * 4));
     CK(cudaMalloc(&x2, (size_t)H * 4));
     int fails = 0;
-    std::vector<float> bits;  // "i8 fused" (whole tiles)'s qk, x1, ff, x2: layer_flow's promise
     for (const Cfg &cfg : cfgs) {
         if (cfg.kind < 1) continue;
         const PSpec ps[4] = {{mats[0].d, NULL, QM, H, 1, EPI_PLAIN, x0, qk, NULL, cfg.norm ? n0 : NULL},
@@ -1725,20 +1419,10 @@ static int check_layer(const char *name, int H, int QM, int OK, int F, const Scr
         cpu_dot(mats[4].h.data(), hff.data(), H, F, d0.data(), b0.data());
         w[3] = check_rows(hx2, EPI_ADD, d0.data(), b0.data(), NULL, NULL, hx1.data(), H);
         const double worst = std::max(std::max(w[0], w[1]), std::max(w[2], w[3]));
-        std::vector<float> all = hqk;
-        all.insert(all.end(), hx1.begin(), hx1.end());
-        all.insert(all.end(), hff.begin(), hff.end());
-        all.insert(all.end(), hx2.begin(), hx2.end());
-        if (cfg.kind == 2 && cfg.whole && !cfg.norm && !cfg.flow && cfg.mode == 0) bits = all;
-        const bool same = !bits.empty() && !memcmp(all.data(), bits.data(), all.size() * 4);
-        const bool ok = worst <= 1.0 && (!cfg.flow || same);
+        const bool ok = worst <= 1.0;
         fails += !ok;
-        bulk::LArgs la;
-        const int G = lr_grid(ps, 4, cfg);
-        const size_t smem = plan_layer(la, ps, 4, cfg, G, sc);
-        printf("check %-30s %-20s fused (grid %d, NS %d, %zu B): err/allowed QK %.2e O %.2e pair %.2e down %.2e%s %s\n",
-               name, cfg.name, G, la.NS, smem, w[0], w[1], w[2], w[3],
-               cfg.flow ? (same ? " (== i8 fused bits)" : " (bits DIFFER from i8 fused)") : "", ok ? "ok" : "FAIL");
+        printf("check %-30s %-16s fused: err/allowed QK %.2e O %.2e pair %.2e down %.2e %s\n", name, cfg.name,
+               w[0], w[1], w[2], w[3], ok ? "ok" : "FAIL");
     }
     for (Mat &m : mats) cudaFree(m.d);
     cudaFree(x0);
@@ -1786,11 +1470,10 @@ struct Layer {
 };
 
 int main(int argc, char **argv) {
-    bool quick = false, tma = false, noflow = false;
+    bool quick = false, tma = false;
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--quick")) quick = true;
         if (!strcmp(argv[i], "--tma")) tma = true;  // the bulk-copy sweep by copy size (R2)
-        if (!strcmp(argv[i], "--no-flow")) noflow = true;  // without layer_flow (a hang fallback)
     }
     setvbuf(stdout, NULL, _IOLBF, 0);  // a killed run still shows how far it came
     CK(cudaDeviceGetAttribute(&g_sms, cudaDevAttrMultiProcessorCount, 0));
@@ -1809,8 +1492,6 @@ int main(int argc, char **argv) {
     CK(cudaMemset(sc.gcnt, 0, 4 * 1024 * 4));
     CK(cudaMalloc(&sc.cnt, 4 * 4));
     CK(cudaMemset(sc.cnt, 0, 4 * 4));
-    CK(cudaMalloc(&sc.ccnt, 256 * 32 * 4));
-    CK(cudaMemset(sc.ccnt, 0, 256 * 32 * 4));
 
     // Configurations (R5): 15 consumer warps in 220 KB (one block an SM), one bulk copy a whole
     // tile, whole tiles a block; diagnostics of the fixed cost (no copies, no math, no x
@@ -1827,20 +1508,17 @@ int main(int argc, char **argv) {
         {15, 0, 1, "i8 fused", 0, 0, 0, 1, 2, 1},
         {15, 0, 1, "i8 fused u2", 0, 0, 0, 1, 3, 1},
         {15, 0, 1, "i8 fused u2 norm", 0, 0, 0, 1, 3, 1, 1},
-        {15, 0, 1, "i8 flow", 0, 0, 0, 1, 2, 1, 0, 1},
-        {15, 0, 1, "i8 flow phasewait", 0, 6, 0, 1, 2, 1, 0, 1},
     };
-    std::vector<Cfg> tcfgs = cfgs;  // timing only: where the time goes (the fused INT8 kernels)
+    std::vector<Cfg> tcfgs = cfgs;  // timing only: where the time goes (the fused INT8 kernel)
     tcfgs.push_back({15, 0, 1, "i8 fused math", 0, 2, 0, 1, 2, 1});
-    tcfgs.push_back({15, 0, 1, "i8 fused strm", 0, 1, 0, 1, 2, 1});
+    tcfgs.push_back({15, 0, 1, "i8 fused u2 math", 0, 2, 0, 1, 3, 1});
+    tcfgs.push_back({15, 0, 1, "i8 fused u2 strm", 0, 1, 0, 1, 3, 1});
     tcfgs.push_back({15, 0, 1, "i8 fused neither", 0, 3, 0, 1, 2, 1});
+    tcfgs.push_back({15, 0, 1, "i8 lr u2 math", 0, 2, 0, 1, 3, 0});
+    // session 10: the barriers' and the staging's share (NOTES 2.2 session 10, item 1)
+    tcfgs.push_back({15, 0, 1, "i8 fused strm", 0, 1, 0, 1, 2, 1});
     tcfgs.push_back({15, 0, 1, "i8 fused neither-x", 0, 4, 0, 1, 2, 1});
     tcfgs.push_back({15, 0, 1, "i8 fused nowait", 0, 5, 0, 1, 2, 1});
-    tcfgs.push_back({15, 0, 1, "i8 flow math", 0, 2, 0, 1, 2, 1, 0, 1});
-    tcfgs.push_back({15, 0, 1, "i8 flow strm", 0, 1, 0, 1, 2, 1, 0, 1});
-    tcfgs.push_back({15, 0, 1, "i8 flow neither", 0, 3, 0, 1, 2, 1, 0, 1});
-    tcfgs.push_back({15, 0, 1, "i8 flow neither-x", 0, 4, 0, 1, 2, 1, 0, 1});
-    tcfgs.push_back({15, 0, 1, "i8 flow nowait", 0, 5, 0, 1, 2, 1, 0, 1});
     std::vector<Cfg> ccfgs = {cfgs[0], cfgs[1], cfgs[2]};  // + grid caps: shared tiles, many tiles a block
     ccfgs.push_back({15, 220, 1, "nc15 whole grid3", 3, 0, 1, 1});
     ccfgs.push_back({15, 0, 1, "i8 lr u2 split g2", 2, 0, 0, 0, 3, 0});
@@ -1851,15 +1529,7 @@ int main(int argc, char **argv) {
     lcfgs.push_back({15, 0, 1, "i8 fused u2 split g3", 3, 0, 0, 0, 3, 1});
     lcfgs.push_back({15, 0, 1, "i8 fused u2 whole g4", 4, 0, 0, 1, 3, 1});
     lcfgs.push_back({15, 0, 1, "i8 fused norm g3", 3, 0, 0, 0, 2, 1, 1});
-    // layer_flow: the full grid, then caps (many tiles and units a block)
-    lcfgs.insert(lcfgs.end(), cfgs.begin() + 7, cfgs.end());
-    lcfgs.push_back({15, 0, 1, "i8 flow g3", 3, 0, 0, 1, 2, 1, 0, 1});
-    lcfgs.push_back({15, 0, 1, "i8 flow g4", 4, 0, 0, 1, 2, 1, 0, 1});
-    lcfgs.push_back({15, 0, 1, "i8 flow g13", 13, 0, 0, 1, 2, 1, 0, 1});
     if (quick) ccfgs = {ccfgs[3], ccfgs[4], ccfgs[5], ccfgs[6]};
-    if (noflow)
-        for (std::vector<Cfg> *v : {&cfgs, &tcfgs, &lcfgs})
-            v->erase(std::remove_if(v->begin(), v->end(), [](const Cfg &c) { return c.flow; }), v->end());
     for (const Cfg &c : cfgs)
         for (const Role &r : kRoles) {
             if (c.kind) {
