@@ -47,6 +47,12 @@
 // Measured (H200, NOTES 2.2 session 5, RESULTS): correct; INT8 fused 34.7 us/layer (37.5% of
 // copy) vs v11 40.1; bound by the consumers' math (~10.6 us) plus ~21 us of fixed cost (launch,
 // 3 grid barriers, the x staging after each), not by the bytes.
+// Session 10 (NOTES 2.2 "Session 10 (dfl)"): layer_flow replaced the grid barriers by a counter
+// per 256 output rows (round-robin tiles across the phases, x staged per super-block as its rows
+// are written): correct and bit-identical, but slower in all three forms built (51.6-101
+// us/layer vs i8 fused 34.3: the polling of the counters costs more than the ~4.6 us the
+// barriers cost here, i8 fused nowait 29.7); not kept, see branch dfl's commits da725ab,
+// 6af7ba3, 6024a32.
 //
 // Numeric contract: v11's (|y - y_cpu| <= 1e-5 * sum_k |W x| per dot), checked against a CPU
 // double reference; v11 itself (gemv_mma.cu, included below) runs in the same process on the
@@ -54,8 +60,9 @@
 //
 // Build (from the repository root; the include of gemv_mma.cu needs -I.):
 //   nvcc -O3 -std=c++17 -arch=sm_90a -I. -Iinclude -o q4k_bulk_proto bench/q4k_bulk_proto.cu
-// Session 5's binaries were built against HEAD's gemv_mma.cu (mma_matmul with its PreNorm
-// argument, NULL here); session 4's used v11 of commit 9115dcf (git archive 9115dcf kernels
+// Session 10's binaries were built against that day's gemv_mma.cu (stubs below for runtime.cu's
+// switches); session 5's against its HEAD's (mma_matmul with its PreNorm argument, NULL here);
+// session 4's used v11 of commit 9115dcf (git archive 9115dcf kernels
 // include | tar -x -C D, copy this file into D, then nvcc ... -ID -ID/include).
 // Run: ./q4k_bulk_proto [--quick] [--tma]   (--quick: the small correctness cases only, for
 // sanitizers; --tma: the bulk-copy sweep by copy size of session 4's R2)
@@ -82,6 +89,12 @@ loom_status cuda_fail(loom_error *err, cudaError_t e, const char *stmt, const ch
 }
 bool pdl_on() { return g_pdl; }
 int gemv_mma_split() { return 0; }
+// runtime.cu's switches at the product defaults of session 9 (so the "v11" rows are today's
+// mma_matmul: LOOM_GEMV_MMA_Q4K_V=2, the INT8 Q4_K body)
+int mma_q4k_variant() { return 2; }
+int gemv_triple_mixed() { return 1; }
+int gemm_wide_min() { return 1; }
+int gemm_wide_q4k_i8_min() { return 4; }
 int sm_count() {
     static int n = 0;
     if (!n) cudaDeviceGetAttribute(&n, cudaDevAttrMultiProcessorCount, 0);
@@ -1502,6 +1515,10 @@ int main(int argc, char **argv) {
     tcfgs.push_back({15, 0, 1, "i8 fused u2 strm", 0, 1, 0, 1, 3, 1});
     tcfgs.push_back({15, 0, 1, "i8 fused neither", 0, 3, 0, 1, 2, 1});
     tcfgs.push_back({15, 0, 1, "i8 lr u2 math", 0, 2, 0, 1, 3, 0});
+    // session 10: the barriers' and the staging's share (NOTES 2.2 session 10, item 1)
+    tcfgs.push_back({15, 0, 1, "i8 fused strm", 0, 1, 0, 1, 2, 1});
+    tcfgs.push_back({15, 0, 1, "i8 fused neither-x", 0, 4, 0, 1, 2, 1});
+    tcfgs.push_back({15, 0, 1, "i8 fused nowait", 0, 5, 0, 1, 2, 1});
     std::vector<Cfg> ccfgs = {cfgs[0], cfgs[1], cfgs[2]};  // + grid caps: shared tiles, many tiles a block
     ccfgs.push_back({15, 220, 1, "nc15 whole grid3", 3, 0, 1, 1});
     ccfgs.push_back({15, 0, 1, "i8 lr u2 split g2", 2, 0, 0, 0, 3, 0});
