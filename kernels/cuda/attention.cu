@@ -105,6 +105,8 @@ bool attn_prefetch();
 // LOOM_ATTN_TMA=1 (session 7, opt-in: faster at 4K only): v6's F16 head_dim-128 tiles
 // copied by TMA boxes instead of cp.async.
 bool attn_tma();
+// LOOM_ATTN_CL16=1 (session 10, opt-in): v6 over caches past 2K positions in clusters of 16.
+bool attn_cl16();
 // LOOM_ATTN_PREFILL=1 (the default) or 2 (session 8): N > 1 query tokens through
 // attention_prefill.cu's tensor-core kernel (blocks of 64 query rows sharing each K/V tile; 2:
 // 8 warps walking each tile's halves apart, sm_90 only); 0: the v5 path.
@@ -811,6 +813,15 @@ static loom_status launch_attn(const float *q, const void *k_cache, const float 
             const int64_t cl_tiles = fast(SW_ATTN_V6) ? attn_cluster_tiles() : 64;
             const int64_t ctx_tiles = (kv->n_ctx + TP - 1) / TP;
             f.cl = N == 1 && cc_major() >= 9 && ctx_tiles <= cl_tiles && S >= kV5Cluster ? kV5Cluster : 0;
+            // LOOM_ATTN_CL16=1 (v6): a cache past 64 tiles (2K positions) runs each head group's
+            // splits as one cluster of 16 blocks, two an SM allowed (~100 KB each), if the
+            // occupancy query holds all the clusters at once (else the rule above); n_ctx
+            // decides, as above, so _at and by-value launches split alike.
+            const int64_t bxc = kv->n_kv_head * f.hgroups;
+            const bool c16 = fast(SW_ATTN_V6) && N == 1 && cc_major() >= 9 && attn_cl16() &&
+                             ctx_tiles > 64 && S >= kV6Cluster16 &&
+                             v6_cl16_resident((int)kv->type, D, f.G, bxc);
+            if (c16) f.cl = kV6Cluster16;
             if (f.cl) S = z = f.cl;
             // Stages: the tiles a split may walk (all in flight), within the shared memory a
             // block may take: sm_90 ~200 KB an SM shared by the blocks of one wave, sm_87 40 KB
@@ -833,6 +844,10 @@ static loom_status launch_attn(const float *q, const void *k_cache, const float 
                 const int64_t ws = (per + kWarps - 1) / kWarps;
                 const int64_t w = ws > wcap ? wcap : ws;
                 f.nst = (int)(kWarps * (w > kV6MaxStages / kWarps ? kV6MaxStages / kWarps : w));
+                if (c16) {  // 3 half-tile slots a warp, cp.async (attention_v5.cu, C16)
+                    f.nst = kV6Cl16Stages;
+                    f.tma = 0;
+                }
             } else {
                 cap = cap < 2 ? 2 : (cap > kV5MaxStages ? kV5MaxStages : cap);
                 f.nst = (int)(per < 2 ? 2 : (per > cap ? cap : per));
