@@ -1050,17 +1050,24 @@ static void attn_s7_ab(void) {
 }
 
 /* --attn-s10: decode attention v6 in clusters of 16 over caches past 2K positions
- * (LOOM_ATTN_CL16=1: two blocks an SM, 3 half-tile slots a warp) against the default in the same
- * run: graph rows of attention_at (F16 4K, 8K; INT8 4K, 8K; F16 640, where nothing changes) and
- * of the fused prologue + attention (F16 640, 4K; INT8 4K), then the decode-layer graph (4
- * layers, rope_kv_attention_at) at 4K and 640 positions, the variants in turn, twice; then the
- * trace of attention_at F16 4K under each (the SMs its blocks ran on). The occupancy answer
- * (clusters of 16 resident at once) is printed by the library on stderr. */
+ * (LOOM_ATTN_CL16=1: two blocks an SM, 3 half-tile slots a warp, the spread cluster scheduling
+ * policy; =2: the default policy) against the default in the same run: first the trace of
+ * attention_at F16 and INT8 4K under each (phases, the SMs its blocks ran on), then graph rows of
+ * attention_at (F16 4K, 8K; INT8 4K, 8K) and of the fused prologue + attention (F16 4K, INT8 4K;
+ * F16 640 for the default, where nothing changes), then the decode-layer graph (4 layers,
+ * rope_kv_attention_at) at 4K (each variant) and 640 (default, CL16=1), in turn, twice. The
+ * occupancy answer (clusters of 16 resident at once) is printed by the library on stderr. */
 static void attn_s10_ab(void) {
-    static const struct { const char *name, *cl16; } var[2] = {{"default", "0"}, {"CL16=1", "1"}};
+    static const struct { const char *name, *cl16; } var[3] = {
+        {"default", "0"}, {"CL16=1", "1"}, {"CL16=2", "2"}};
     enum { NV = sizeof var / sizeof var[0] };
-    static const int64_t Ls[2] = {4096, 640};
     char nm[80];
+    for (int v = 0; v < NV; v++) {
+        set_env("LOOM_ATTN_CL16", var[v].cl16);
+        printf("(trace, %s)\n", var[v].name);
+        attn_trace_case("F16", LOOM_KV_F16, 4096, 0);
+        attn_trace_case("INT8", LOOM_KV_INT8, 4096, 0);
+    }
     for (int v = 0; v < NV; v++) {
         set_env("LOOM_ATTN_CL16", var[v].cl16);
         snprintf(nm, sizeof nm, "attn_at %s", var[v].name);
@@ -1068,27 +1075,21 @@ static void attn_s10_ab(void) {
         bench_attn_at(nm, LOOM_KV_F16, 8192, 1, 1);
         bench_attn_at(nm, LOOM_KV_INT8, 4096, 1, 1);
         bench_attn_at(nm, LOOM_KV_INT8, 8192, 1, 1);
-        bench_attn_at(nm, LOOM_KV_F16, 640, 1, 1);
         snprintf(nm, sizeof nm, "fused %s", var[v].name);
         bench_attn_at(nm, LOOM_KV_F16, 4096, 1, 2);
         bench_attn_at(nm, LOOM_KV_INT8, 4096, 1, 2);
-        bench_attn_at(nm, LOOM_KV_F16, 640, 1, 2);
+        if (v == 0) bench_attn_at(nm, LOOM_KV_F16, 640, 1, 2);
     }
     g_step_rka = 1;
-    for (int li = 0; li < 2; li++)
-        for (int rep = 0; rep < 2; rep++)
-            for (int v = 0; v < NV; v++) {
+    for (int rep = 0; rep < 2; rep++)
+        for (int v = 0; v < NV; v++)
+            for (int li = 0; li < 2; li++) {
+                if (li == 1 && v == 2) continue; /* 640: CL16 never applies; 2 = 1 there */
                 set_env("LOOM_ATTN_CL16", var[v].cl16);
                 printf("(fused, %s)\n", var[v].name);
-                bench_step("4B", 2560, 9728, 4, Ls[li], LOOM_GGML_Q4_K);
+                bench_step("4B", 2560, 9728, 4, li ? 640 : 4096, LOOM_GGML_Q4_K);
             }
     g_step_rka = 0;
-    for (int v = 0; v < NV; v++) {
-        set_env("LOOM_ATTN_CL16", var[v].cl16);
-        printf("(trace, %s)\n", var[v].name);
-        attn_trace_case("F16", LOOM_KV_F16, 4096, 0);
-        attn_trace_case("INT8", LOOM_KV_INT8, 4096, 0);
-    }
     set_env("LOOM_ATTN_CL16", "0");
 }
 

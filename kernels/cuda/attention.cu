@@ -36,6 +36,11 @@
 // cp.async; rows in the TMA's 128-byte swizzle; the same arithmetic and bits (H200: fused 4K
 // 12.06 -> 11.19 us, decode-layer graph at 4K -2.0 us a layer, 640 equal; bench/NOTES.md
 // section 3).
+// LOOM_ATTN_CL16=1 (session 10, opt-in; sm_90): over caches past 2K positions v6 runs each
+// head group's 16 splits as one non-portable cluster of 16 blocks, two an SM allowed (~100 KB
+// each: a warp streams its tiles' K and V halves through 3 half-tile cp.async slots), combined
+// in distributed shared memory as the clusters of 8 (no global step); only where the occupancy
+// query holds all the clusters at once, else the rule below.
 // v6 + the attention prologue (loom_cuda_rope_kv_attention_at, LOOM_ATTN_FUSED; one token):
 // the same partition with rope_kv_write's work for the token folded into the blocks
 // (attention_v5.cu, FP, says how the new K/V row reaches the tiles without a grid-wide order).
@@ -105,8 +110,6 @@ bool attn_prefetch();
 // LOOM_ATTN_TMA=1 (session 7, opt-in: faster at 4K only): v6's F16 head_dim-128 tiles
 // copied by TMA boxes instead of cp.async.
 bool attn_tma();
-// LOOM_ATTN_CL16=1 (session 10, opt-in): v6 over caches past 2K positions in clusters of 16.
-bool attn_cl16();
 // LOOM_ATTN_PREFILL=1 (the default) or 2 (session 8): N > 1 query tokens through
 // attention_prefill.cu's tensor-core kernel (blocks of 64 query rows sharing each K/V tile; 2:
 // 8 warps walking each tile's halves apart, sm_90 only); 0: the v5 path.
@@ -818,7 +821,7 @@ static loom_status launch_attn(const float *q, const void *k_cache, const float 
             // occupancy query holds all the clusters at once (else the rule above); n_ctx
             // decides, as above, so _at and by-value launches split alike.
             const int64_t bxc = kv->n_kv_head * f.hgroups;
-            const bool c16 = fast(SW_ATTN_V6) && N == 1 && cc_major() >= 9 && attn_cl16() &&
+            const bool c16 = fast(SW_ATTN_V6) && N == 1 && cc_major() >= 9 && attn_cl16() > 0 &&
                              ctx_tiles > 64 && S >= kV6Cluster16 &&
                              v6_cl16_resident((int)kv->type, D, f.G, bxc);
             if (c16) f.cl = kV6Cluster16;

@@ -276,7 +276,7 @@ __device__ __forceinline__ void copy_tile(unsigned char *st, int j0, int hi, int
         if (PART & 2) cp_async16(Vs + sh, vb + off, ok);
     }
     if (I8) {
-        float *sc = reinterpret_cast<float *>(Vs + TILE);
+        float *sc = reinterpret_cast<float *>(st + (PART == 3 ? 2 : 1) * TILE);
         constexpr int NSC = PART == 3 ? 2 * TP : TP;
         for (int i = ti; i < NSC; i += NT) {  // K row scales, then V row scales
             const int r = i % TP;
@@ -337,8 +337,11 @@ loom_status run_prefill(AttnArgs a, int kvt, int64_t D, int64_t N, int kh, loom_
 bool v6_tensor_maps(AttnArgs *a);
 // LOOM_ATTN_CL16: whether `clusters` clusters of 16 v6 blocks (head_dim D, cache type kvt, G
 // heads a block, the ring's shared memory) are resident at once by cudaOccupancyMaxActiveClusters
-// (asked once a shape; the answer printed once to stderr). The fused kernel is asked (it holds
+// (asked once a shape and policy; the answer printed once to stderr). The fused kernel is asked (it holds
 // the most static shared memory), so the fused and the two-launch forms choose alike.
 bool v6_cl16_resident(int kvt, int64_t D, int G, int64_t clusters);
+// LOOM_ATTN_CL16 (runtime.cu): 0 off (default); 1 clusters of 16 with the spread scheduling
+// policy (a cluster's blocks over distinct SMs first); 2 the same with the default policy.
+int attn_cl16();
 
 }  // namespace loom_cuda

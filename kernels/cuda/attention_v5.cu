@@ -947,6 +947,12 @@ cudaError_t launch_v5_fn(Kern kern, std::atomic<int> &max_set, const AttnArgs &a
         if (e != cudaSuccess) return e;
         max_set.store(smem, std::memory_order_relaxed);
     }
+    if (a.cl > kV5Cluster) {  // LOOM_ATTN_CL16: 1 spreads a cluster's blocks over the SMs first
+        cudaError_t e = cudaFuncSetAttribute(kern, cudaFuncAttributeClusterSchedulingPolicyPreference,
+                                             attn_cl16() == 1 ? cudaClusterSchedulingPolicySpread
+                                                              : cudaClusterSchedulingPolicyDefault);
+        if (e != cudaSuccess) return e;
+    }
     const unsigned cl = a.cl > 1 ? (unsigned)a.cl : 1;
     // In order (no PDL attribute): attention's blocks must not wait on the SMs while the
     // matmuls before it run (common.cuh, bench/NOTES.md 7.9).
@@ -1052,7 +1058,10 @@ int cl16_max_clusters(int64_t bx, int *smem_out) {
     const int smem = v5_smem(D, KVT, GM, kV6Cl16Stages);
     *smem_out = smem;
     if (cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, smem) != cudaSuccess ||
-        cudaFuncSetAttribute(kern, cudaFuncAttributeNonPortableClusterSizeAllowed, 1) != cudaSuccess) {
+        cudaFuncSetAttribute(kern, cudaFuncAttributeNonPortableClusterSizeAllowed, 1) != cudaSuccess ||
+        cudaFuncSetAttribute(kern, cudaFuncAttributeClusterSchedulingPolicyPreference,
+                             attn_cl16() == 1 ? cudaClusterSchedulingPolicySpread
+                                              : cudaClusterSchedulingPolicyDefault) != cudaSuccess) {
         (void)cudaGetLastError();
         return 0;
     }
@@ -1087,10 +1096,10 @@ bool v6_cl16_resident(int kvt, int64_t D, int G, int64_t clusters) {
     if ((D != 64 && D != 128) || (kvt != LOOM_KV_F16 && kvt != LOOM_KV_INT8) || G < 1 || G > kMaxG)
         return false;
     if (clusters < 1 || clusters > kMaxSplits) return false;
-    // the answer + 1 for each (D, cache type, GM, clusters) asked; 0 = not asked yet
-    static std::atomic<int> said[2][2][4][kMaxSplits + 1];
+    // the answer + 1 for each (policy, D, cache type, GM, clusters) asked; 0 = not asked yet
+    static std::atomic<int> said[2][2][2][4][kMaxSplits + 1];
     const int gi = G <= 1 ? 0 : (G <= 2 ? 1 : (G <= 4 ? 2 : 3));
-    std::atomic<int> &slot = said[D == 128][kvt == LOOM_KV_INT8][gi][clusters];
+    std::atomic<int> &slot = said[attn_cl16() == 1][D == 128][kvt == LOOM_KV_INT8][gi][clusters];
     int n = slot.load() - 1;
     if (n < 0) {
         int smem = 0;
@@ -1099,9 +1108,9 @@ bool v6_cl16_resident(int kvt, int64_t D, int G, int64_t clusters) {
         else n = i8 ? cl16_max_clusters_g<128, LOOM_KV_INT8>(G, clusters, &smem) : cl16_max_clusters_g<128, LOOM_KV_F16>(G, clusters, &smem);
         if (slot.exchange(n + 1) == 0)
             fprintf(stderr,
-                    "loom: attention LOOM_ATTN_CL16 (head_dim %lld, %s, G %d, %d B dynamic shared "
-                    "a block): %d clusters of 16 resident at once, %lld needed: %s\n",
-                    (long long)D, i8 ? "INT8" : "F16", G, smem, n, (long long)clusters,
+                    "loom: attention LOOM_ATTN_CL16=%d (head_dim %lld, %s, G %d, %d B dynamic "
+                    "shared a block): %d clusters of 16 resident at once, %lld needed: %s\n",
+                    attn_cl16(), (long long)D, i8 ? "INT8" : "F16", G, smem, n, (long long)clusters,
                     n >= clusters ? "clusters of 16" : "not chosen (today's rule)");
     }
     return n >= clusters;
