@@ -2,7 +2,7 @@
  * Qwen3-8B (4096 / 14336) shapes, 32 query heads, 8 KV heads, head_dim 128, vocab 151936.
  *
  *   cuda_bench [--quick] [--attn] [--matmul] [--q6k] [--norm] [--attn-trace] [--attn-prof]
- *              [--attn-step] [--fused] [--mixed] [--attn-s7] [--attn-s10] [--q6k-down] [--q6k-wide] [--q4k-wide] [--q4k] [--attn-pf]
+ *              [--attn-step] [--fused] [--mixed] [--attn-s7] [--q6k-down] [--q6k-wide] [--q4k-wide] [--q4k] [--attn-pf]
  *
  * Method: CUDA events around many launches, the median of several repetitions, per launch.
  * Weights (and KV caches) rotate over copies totalling > 256 MB, far above the H200's L2 (50-60
@@ -1049,50 +1049,6 @@ static void attn_s7_ab(void) {
     set_env("LOOM_ATTN_TMA", "0");
 }
 
-/* --attn-s10: decode attention v6 in clusters of 16 over caches past 2K positions
- * (LOOM_ATTN_CL16=1: two blocks an SM, 3 half-tile slots a warp, the spread cluster scheduling
- * policy; =2: the default policy) against the default in the same run: first the trace of
- * attention_at F16 and INT8 4K under each (phases, the SMs its blocks ran on), then graph rows of
- * attention_at (F16 4K, 8K; INT8 4K, 8K) and of the fused prologue + attention (F16 4K, INT8 4K;
- * F16 640 for the default, where nothing changes), then the decode-layer graph (4 layers,
- * rope_kv_attention_at) at 4K (each variant) and 640 (default, CL16=1), in turn, twice. The
- * occupancy answer (clusters of 16 resident at once) is printed by the library on stderr. */
-static void attn_s10_ab(void) {
-    static const struct { const char *name, *cl16; } var[3] = {
-        {"default", "0"}, {"CL16=1", "1"}, {"CL16=2", "2"}};
-    enum { NV = sizeof var / sizeof var[0] };
-    char nm[80];
-    for (int v = 0; v < NV; v++) {
-        set_env("LOOM_ATTN_CL16", var[v].cl16);
-        printf("(trace, %s)\n", var[v].name);
-        attn_trace_case("F16", LOOM_KV_F16, 4096, 0);
-        attn_trace_case("INT8", LOOM_KV_INT8, 4096, 0);
-    }
-    for (int v = 0; v < NV; v++) {
-        set_env("LOOM_ATTN_CL16", var[v].cl16);
-        snprintf(nm, sizeof nm, "attn_at %s", var[v].name);
-        bench_attn_at(nm, LOOM_KV_F16, 4096, 1, 1);
-        bench_attn_at(nm, LOOM_KV_F16, 8192, 1, 1);
-        bench_attn_at(nm, LOOM_KV_INT8, 4096, 1, 1);
-        bench_attn_at(nm, LOOM_KV_INT8, 8192, 1, 1);
-        snprintf(nm, sizeof nm, "fused %s", var[v].name);
-        bench_attn_at(nm, LOOM_KV_F16, 4096, 1, 2);
-        bench_attn_at(nm, LOOM_KV_INT8, 4096, 1, 2);
-        if (v == 0) bench_attn_at(nm, LOOM_KV_F16, 640, 1, 2);
-    }
-    g_step_rka = 1;
-    for (int rep = 0; rep < 2; rep++)
-        for (int v = 0; v < NV; v++)
-            for (int li = 0; li < 2; li++) {
-                if (li == 1 && v == 2) continue; /* 640: CL16 never applies; 2 = 1 there */
-                set_env("LOOM_ATTN_CL16", var[v].cl16);
-                printf("(fused, %s)\n", var[v].name);
-                bench_step("4B", 2560, 9728, 4, li ? 640 : 4096, LOOM_GGML_Q4_K);
-            }
-    g_step_rka = 0;
-    set_env("LOOM_ATTN_CL16", "0");
-}
-
 /* --attn-pf: prefill attention (N > 1 query tokens, 32/8 heads x 128, the 4B shape) by the
  * tensor-core prefill kernel (LOOM_ATTN_PREFILL=1: 4 warps, =2: 8 warps walking each tile's
  * halves apart; attention_prefill.cu) and by today's v5 path (=0), alternating in one process: N = 128 and 512 at pos0 0, N = 512 after 1536
@@ -1221,12 +1177,11 @@ static void bench_q4k_ab(void) {
 }
 
 int main(int argc, char **argv) {
-    int fused_only = 0, mixed_only = 0, s7_only = 0, pf_only = 0, s10_only = 0;
+    int fused_only = 0, mixed_only = 0, s7_only = 0, pf_only = 0;
     for (int i = 1; i < argc; i++) {
         if (strcmp(argv[i], "--fused") == 0) fused_only = 1;
         if (strcmp(argv[i], "--mixed") == 0) mixed_only = 1;
         if (strcmp(argv[i], "--attn-s7") == 0) s7_only = 1;
-        if (strcmp(argv[i], "--attn-s10") == 0) s10_only = 1;
         if (strcmp(argv[i], "--attn-pf") == 0) pf_only = 1;
         if (strcmp(argv[i], "--quick") == 0) g_quick = 1;
         if (strcmp(argv[i], "--attn") == 0) g_attn_only = 1;
@@ -1275,7 +1230,6 @@ int main(int argc, char **argv) {
         {&g_attn_prof, attn_prof_all},  {&g_attn_trace, attn_trace_all},
         {&g_attn_step, attn_step_ab},   {&fused_only, fused_ab},
         {&s7_only, attn_s7_ab},         {&pf_only, attn_pf_ab},
-        {&s10_only, attn_s10_ab},
         {&mixed_only, mixed_ab},        {&g_q4k_ab, bench_q4k_ab},
     };
     for (size_t m = 0; m < sizeof modes / sizeof *modes; m++)

@@ -36,11 +36,6 @@
 // cp.async; rows in the TMA's 128-byte swizzle; the same arithmetic and bits (H200: fused 4K
 // 12.06 -> 11.19 us, decode-layer graph at 4K -2.0 us a layer, 640 equal; bench/NOTES.md
 // section 3).
-// LOOM_ATTN_CL16=1 (session 10, opt-in; sm_90): over caches past 2K positions v6 runs each
-// head group's 16 splits as one non-portable cluster of 16 blocks, two an SM allowed (~100 KB
-// each: a warp streams its tiles' K and V halves through 3 half-tile cp.async slots), combined
-// in distributed shared memory as the clusters of 8 (no global step); only where the occupancy
-// query holds all the clusters at once, else the rule below.
 // v6 + the attention prologue (loom_cuda_rope_kv_attention_at, LOOM_ATTN_FUSED; one token):
 // the same partition with rope_kv_write's work for the token folded into the blocks
 // (attention_v5.cu, FP, says how the new K/V row reaches the tiles without a grid-wide order).
@@ -816,15 +811,6 @@ static loom_status launch_attn(const float *q, const void *k_cache, const float 
             const int64_t cl_tiles = fast(SW_ATTN_V6) ? attn_cluster_tiles() : 64;
             const int64_t ctx_tiles = (kv->n_ctx + TP - 1) / TP;
             f.cl = N == 1 && cc_major() >= 9 && ctx_tiles <= cl_tiles && S >= kV5Cluster ? kV5Cluster : 0;
-            // LOOM_ATTN_CL16=1 (v6): a cache past 64 tiles (2K positions) runs each head group's
-            // splits as one cluster of 16 blocks, two an SM allowed (~100 KB each), if the
-            // occupancy query holds all the clusters at once (else the rule above); n_ctx
-            // decides, as above, so _at and by-value launches split alike.
-            const int64_t bxc = kv->n_kv_head * f.hgroups;
-            const bool c16 = fast(SW_ATTN_V6) && N == 1 && cc_major() >= 9 && attn_cl16() > 0 &&
-                             ctx_tiles > 64 && S >= kV6Cluster16 &&
-                             v6_cl16_resident((int)kv->type, D, f.G, bxc);
-            if (c16) f.cl = kV6Cluster16;
             if (f.cl) S = z = f.cl;
             // Stages: the tiles a split may walk (all in flight), within the shared memory a
             // block may take: sm_90 ~200 KB an SM shared by the blocks of one wave, sm_87 40 KB
@@ -847,10 +833,6 @@ static loom_status launch_attn(const float *q, const void *k_cache, const float 
                 const int64_t ws = (per + kWarps - 1) / kWarps;
                 const int64_t w = ws > wcap ? wcap : ws;
                 f.nst = (int)(kWarps * (w > kV6MaxStages / kWarps ? kV6MaxStages / kWarps : w));
-                if (c16) {  // 3 half-tile slots a warp, cp.async (attention_v5.cu, C16)
-                    f.nst = kV6Cl16Stages;
-                    f.tma = 0;
-                }
             } else {
                 cap = cap < 2 ? 2 : (cap > kV5MaxStages ? kV5MaxStages : cap);
                 f.nst = (int)(per < 2 ? 2 : (per > cap ? cap : per));

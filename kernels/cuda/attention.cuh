@@ -33,8 +33,7 @@ struct AttnArgs {
     int S;        // v4/v5: splits for this shape (a position uses min(S, its tiles) or fewer)
     int SP;       // v4/v5 global combine: split stride of the partials (gridDim.z rounded up to 4)
     int nst;      // v5: cp.async stages (2 .. kV5MaxStages); v6: 4 x a warp's (4 .. 12)
-    int cl;       // v5 on sm_90: cluster size over the splits (their combine in shared memory),
-                  // 0 = off; kV6Cluster16 (v6, LOOM_ATTN_CL16): 16, nst = kV6Cl16Stages
+    int cl;       // v5 on sm_90: cluster size over the splits (their combine in shared memory), 0 = off
     int wt;       // v6 (the v5 kernel with warps walking whole tiles): 1; nst is then 4 x
                   // the stages a warp, at most kV6MaxStages
     int trace;    // v5 timestamps (loom_cuda_attention_trace): 1 + the trace slot, 0 = off
@@ -255,16 +254,14 @@ __device__ __forceinline__ int v5_swz(int r, int c) {
 // at st, the V tile after it (rows at or past hi are zero-filled), 16-byte chunk c of row r at
 // chunk v5_swz(r, c); INT8: then the TP K row scales and the TP V row scales. Thread ti of the
 // NT that share the copy (a block in v5, a warp in v6) issues chunks ti, ti + NT, ...
-// PART = 1 (K) or 2 (V): that half alone at st, its TP row scales after it (INT8; v6's
-// half-tile slots under LOOM_ATTN_CL16).
-template <int TP, int RB, bool I8, int NT, int PART = 3>
+template <int TP, int RB, bool I8, int NT>
 __device__ __forceinline__ void copy_tile(unsigned char *st, int j0, int hi, int64_t rs,
                                           const unsigned char *kb, const unsigned char *vb,
                                           const float *ks, const float *vs, int64_t n_kv_head,
                                           int kvh, int ti) {
     constexpr int CPR = RB / 16, TILE = TP * RB;
-    static_assert(TP * CPR % NT == 0 && PART >= 1 && PART <= 3, "copy_tile");
-    unsigned char *Ks = st, *Vs = PART == 2 ? st : st + TILE;
+    static_assert(TP * CPR % NT == 0, "copy_tile");
+    unsigned char *Ks = st, *Vs = st + TILE;
 #pragma unroll
     for (int i = 0; i < TP * CPR / NT; i++) {
         const int idx = ti + i * NT;
@@ -272,17 +269,16 @@ __device__ __forceinline__ void copy_tile(unsigned char *st, int j0, int hi, int
         const bool ok = j0 + r < hi;
         const int64_t off = ok ? (int64_t)(j0 + r) * rs + c * 16 : 0;
         const int sh = r * RB + v5_swz<CPR>(r, c) * 16;
-        if (PART & 1) cp_async16(Ks + sh, kb + off, ok);
-        if (PART & 2) cp_async16(Vs + sh, vb + off, ok);
+        cp_async16(Ks + sh, kb + off, ok);
+        cp_async16(Vs + sh, vb + off, ok);
     }
     if (I8) {
-        float *sc = reinterpret_cast<float *>(st + (PART == 3 ? 2 : 1) * TILE);
-        constexpr int NSC = PART == 3 ? 2 * TP : TP;
-        for (int i = ti; i < NSC; i += NT) {  // K row scales, then V row scales
+        float *sc = reinterpret_cast<float *>(Vs + TILE);
+        for (int i = ti; i < 2 * TP; i += NT) {  // K row scales, then V row scales
             const int r = i % TP;
             const bool ok = j0 + r < hi;
             const int64_t e = ok ? (int64_t)(j0 + r) * n_kv_head + kvh : 0;
-            cp_async4(sc + i, (PART == 3 ? (i < TP ? ks : vs) : (PART == 1 ? ks : vs)) + e, ok);
+            cp_async4(sc + i, (i < TP ? ks : vs) + e, ok);
         }
     }
 }
@@ -302,10 +298,6 @@ constexpr int kV6MaxStages = 12;  // 3 a warp
 // Cluster size of the sm_90 combine (portable; at 4K+ positions 16 blocks lost to the global
 // combine of 17 splits, bench/NOTES.md section 3).
 constexpr int kV5Cluster = 8;
-// LOOM_ATTN_CL16 (v6, sm_90, caches past 2K positions): a head group's 16 splits as one
-// non-portable cluster of 16 blocks, two an SM: each warp streams its tiles through 3 half-tile
-// slots (K or V of a tile, INT8 with its row scales), i.e. kV6Cl16Stages stages' bytes a block.
-constexpr int kV6Cluster16 = 16, kV6Cl16Stages = 6;
 
 // v5 bytes of one stage: K tile, V tile (INT8: then the tile's K and V row scales).
 constexpr __host__ __device__ int v5_stage(int D, int kvt) {
@@ -318,8 +310,8 @@ constexpr __host__ __device__ int v5_stage(int D, int kvt) {
 // or 128 with a's partition (a.cl > 1: one cluster over the splits, sm_90 only). Returns
 // LOOM_ERR_UNSUPPORTED for any other head_dim or cache type, LOOM_ERR_INVALID_ARGUMENT for
 // stages outside 2 .. kV5MaxStages (v6, a.wt: 4 .. kV6MaxStages, a multiple of 4), G outside
-// 1 .. kMaxG or a cluster past kV5Cluster (except kV6Cluster16: v6 with cp.async and
-// kV6Cl16Stages), and LOOM_ERR_CUDA with the launch error in err.
+// 1 .. kMaxG or a cluster past kV5Cluster, and
+// LOOM_ERR_CUDA with the launch error in err.
 loom_status run_v5(const AttnArgs &a, int kvt, int64_t D, int64_t N, loom_error *err,
                    cudaStream_t stream);
 // Prefill (attention_prefill.cu, LOOM_ATTN_PREFILL=1 or 2, N > 1): whether the tensor-core
@@ -335,13 +327,5 @@ loom_status run_prefill(AttnArgs a, int kvt, int64_t D, int64_t N, int kh, loom_
 // n_kv_head, n_ctx). false when the driver's encoder is missing or refuses the layout (the
 // caller then keeps cp.async); never fails the launch.
 bool v6_tensor_maps(AttnArgs *a);
-// LOOM_ATTN_CL16: whether `clusters` clusters of 16 v6 blocks (head_dim D, cache type kvt, G
-// heads a block, the ring's shared memory) are resident at once by cudaOccupancyMaxActiveClusters
-// (asked once a shape and policy; the answer printed once to stderr). The fused kernel is asked (it holds
-// the most static shared memory), so the fused and the two-launch forms choose alike.
-bool v6_cl16_resident(int kvt, int64_t D, int G, int64_t clusters);
-// LOOM_ATTN_CL16 (runtime.cu): 0 off (default); 1 clusters of 16 with the spread scheduling
-// policy (a cluster's blocks over distinct SMs first); 2 the same with the default policy.
-int attn_cl16();
 
 }  // namespace loom_cuda

@@ -47,17 +47,15 @@ __device__ __forceinline__ unsigned smid() {
     return r;
 }
 
-// The cluster combines' weights of one head (one warp; v5 and v6, clusters of up to CM): lane
-// s < S gives split s's (max m in natural-log units, sum ll), the others (-inf, 0); wts[s] =
-// exp(m - M) (M the maximum, 0 for an empty split) and *den = sum of wts[s] ll_s, in one fixed
-// order.
-template <int CM>
+// The cluster combines' weights of one head (one warp; v5 and v6): lane s < S gives split s's
+// (max m in natural-log units, sum ll), the others (-inf, 0); wts[s] = exp(m - M) (M the
+// maximum, 0 for an empty split) and *den = sum of wts[s] ll_s, in one fixed order.
 __device__ __forceinline__ void cluster_weights(float m, float ll, int lane, float *wts,
                                                 float *den) {
     const float M = warp_max(m);
     const float w = m == -INFINITY ? 0.0f : expf(m - M);
     const float d = warp_sum(w * ll);
-    if (lane < CM) wts[lane] = w;
+    if (lane < kV5Cluster) wts[lane] = w;
     if (lane == 0) *den = d;
 }
 
@@ -152,23 +150,11 @@ __device__ __forceinline__ void tma_load_4d(uint32_t dst, const CUtensorMap *map
 // completing on the stage's mbarrier, rows in the TMA's 128-byte swizzle instead of v5_swz; rows at or past hi in a tile (stale cache
 // rows: the TMA zero-fills only past n_ctx) are zeroed in V after the wait, as cp.async's
 // zero-fill did (their scores are -inf, so K needs nothing). The same arithmetic, same bits.
-// C16 (v6 on sm_90, LOOM_ATTN_CL16; a.cl = 16, a.nst = kV6Cl16Stages): the cluster is 16 blocks
-// (non-portable), two an SM, so a block has ~100 KB: warp w streams its tiles' halves K0 V0 K1
-// V1 ... through 3 half-tile slots (half h in slot h % 3; INT8: the half's row scales after
-// it), issuing half h + 3 as soon as half h is read (after the scores for a K, after P x V for
-// a V): two halves in flight while one is computed. The pushed combine covers 16 ranks; the
-// same arithmetic as the clusters of 8, over 16 splits.
-template <int D, int KVT, int GM, bool TS = false, bool WT = false, bool FP = false, bool BK = false,
-          bool C16 = false>
+template <int D, int KVT, int GM, bool TS = false, bool WT = false, bool FP = false, bool BK = false>
 static __global__ void __launch_bounds__(kThreads, WT ? 1 : 0)
     attn_v5_kernel(const __grid_constant__ AttnArgs a) {
     static_assert(!FP || WT, "the folded prologue is v6's");
     static_assert(!BK || (WT && KVT == LOOM_KV_F16 && D == 128), "TMA tiles: v6, F16, D 128");
-    static_assert(!C16 || (WT && !BK), "clusters of 16: v6 with cp.async");
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ < 900
-    if constexpr (C16) return;  // sm_90 only (the launcher never asks for it on sm_87)
-#endif
-    constexpr int CM = C16 ? kV6Cluster16 : kV5Cluster;  // the largest cluster
     unsigned long long *tr = nullptr;  // TS: this block's trace record
     if (TS && threadIdx.x == 0) {
         const int b = blockIdx.x + gridDim.x * (blockIdx.y + gridDim.y * blockIdx.z);
@@ -303,17 +289,6 @@ static __global__ void __launch_bounds__(kThreads, WT ? 1 : 0)
                                       a.n_kv_head, kvh, lane);
         }
     };
-    // C16: half h (K, V of this warp's tile h / 2) into the warp's slot h % 3.
-    constexpr int HS = STG / 2;  // a half-tile slot: K or V tile (+ its TP row scales)
-    auto issue_h = [&](int h) {
-        if (TS && (a.tmode & 2)) return;  // trace experiment: no loads
-        unsigned char *sl = buf + (warp * 3 + h % 3) * HS;
-        const int j0 = lo + (warp + kWarps * (h >> 1)) * TP;
-        if (h & 1)
-            copy_tile<TP, RB, I8, 32, 2>(sl, j0, hi, rs, kb, vb, a.ks, a.vs, a.n_kv_head, kvh, lane);
-        else
-            copy_tile<TP, RB, I8, 32, 1>(sl, j0, hi, rs, kb, vb, a.ks, a.vs, a.n_kv_head, kvh, lane);
-    };
     // q of this lane's A rows (raw floats): v6 loads them before its tiles' copies (behind
     // 100+ KB of cp.async they arrived last: R1), v5 after.
     float2 qx[KS][2];
@@ -358,16 +333,9 @@ static __global__ void __launch_bounds__(kThreads, WT ? 1 : 0)
             fence_async_smem();
             __syncwarp();
         }
-        if constexpr (C16) {
-            for (int h = 0; h < 3; h++) {  // K0, V0, K1
-                if ((h >> 1) < njw) issue_h(h);
-                cp_async_commit();
-            }
-        } else {
-            for (int j = 0; j < WS; j++) {
-                if (j < njw) issue_w(warp + kWarps * j, warp + kWarps * j);
-                cp_async_commit();
-            }
+        for (int j = 0; j < WS; j++) {
+            if (j < njw) issue_w(warp + kWarps * j, warp + kWarps * j);
+            cp_async_commit();
         }
     } else {
         for (int st = 0; st < nst; st++) {
@@ -465,13 +433,9 @@ static __global__ void __launch_bounds__(kThreads, WT ? 1 : 0)
         for (int j = 0; j < njw; j++) {
             const int st = warp + kWarps * (j % WS);
             const int ci = warp + kWarps * j;
-            // C16: K and V of this tile are halves 2j and 2j + 1 of the warp's slot ring
-            unsigned char *Ks = C16 ? buf + (warp * 3 + (2 * j) % 3) * HS : buf + st * STG;
-            unsigned char *Vs = C16 ? buf + (warp * 3 + (2 * j + 1) % 3) * HS : Ks + TILE;
+            const unsigned char *Ks = buf + st * STG, *Vs = Ks + TILE;
             const int j0 = lo + ci * TP;
-            if constexpr (C16) {
-                cp_async_wait<2>();  // 2j + 3 halves issued: K_j (half 2j) has arrived
-            } else if constexpr (BK) {
+            if constexpr (BK) {
                 if (!(TS && (a.tmode & 2))) mb_wait(smaddr(&mbar[st]), (uint32_t)(j / WS) & 1u);
                 if (j0 + TP > hi) {  // rows hi - j0 .. TP-1 of V: zeros (p = 0 must not meet NaN)
                     const int r0 = hi - j0;
@@ -484,46 +448,32 @@ static __global__ void __launch_bounds__(kThreads, WT ? 1 : 0)
             }
             __syncwarp();
             if (j == 0 && warp == 0) V5_MARK(6);
-            // FP: the converted row at pos replaces the copied one in the K tile (pk) and in
-            // the V tile (pv), each after its copy has arrived (C16: K and V arrive apart).
-            auto put_row = [&](bool pk, bool pv) {
-                const int r = pos0 - j0;
-                if constexpr (I8) {
-                    float *ksw = reinterpret_cast<float *>(C16 ? Ks + TILE : Vs + TILE);
-                    float *vsw = reinterpret_cast<float *>(Vs + TILE) + (C16 ? 0 : TP);
-                    float dk = 0.0f, idk = 0.0f, dv = 0.0f, idv = 0.0f;
-                    if (pk) kv_i8_scale(ksh, D, lane, dk, idk);
-                    if (pv) kv_i8_scale(vsh, D, lane, dv, idv);
-                    for (int i = lane; i < D; i += 32) {
-                        const int off = r * RB + v5_swz<CPR>(r, i / 16) * 16 + i % 16;
-                        if (pk) Ks[off] = (unsigned char)kv_i8(ksh[i], idk);
-                        if (pv) Vs[off] = (unsigned char)kv_i8(vsh[i], idv);
+            if constexpr (FP) {
+                if (kw && j == njw - 1) {  // the converted row at pos replaces the copied one
+                    const int r = pos0 - j0;
+                    unsigned char *kr = buf + st * STG + r * RB, *vr = kr + TILE;
+                    if constexpr (I8) {
+                        float *sc = reinterpret_cast<float *>(buf + st * STG + 2 * TILE);
+                        float dk, idk, dv, idv;
+                        kv_i8_scale(ksh, D, lane, dk, idk);
+                        kv_i8_scale(vsh, D, lane, dv, idv);
+                        for (int i = lane; i < D; i += 32) {
+                            const int off = v5_swz<CPR>(r, i / 16) * 16 + i % 16;
+                            kr[off] = (unsigned char)kv_i8(ksh[i], idk);
+                            vr[off] = (unsigned char)kv_i8(vsh[i], idv);
+                        }
+                        if (lane == 0) { sc[r] = dk; sc[TP + r] = dv; }
+                    } else {
+                        unsigned char *kt = buf + st * STG;
+                        for (int i = lane; i < D; i += 32) {
+                            const int off = soff(r, i / 8) + (i % 8) * 2;
+                            *reinterpret_cast<uint16_t *>(kt + off) = kv_f16_bits(ksh[i]);
+                            *reinterpret_cast<uint16_t *>(kt + TILE + off) = kv_f16_bits(vsh[i]);
+                        }
                     }
-                    if (lane == 0) {
-                        if (pk) ksw[r] = dk;
-                        if (pv) vsw[r] = dv;
-                    }
-                } else {
-                    for (int i = lane; i < D; i += 32) {
-                        const int off = soff(r, i / 8) + (i % 8) * 2;
-                        if (pk) *reinterpret_cast<uint16_t *>(Ks + off) = kv_f16_bits(ksh[i]);
-                        if (pv) *reinterpret_cast<uint16_t *>(Vs + off) = kv_f16_bits(vsh[i]);
-                    }
+                    __syncwarp();
                 }
-                __syncwarp();
-            };
-            if constexpr (FP)
-                if (kw && j == njw - 1) put_row(true, !C16);
-            // C16, once K_j is read: its slot takes V_{j+1} (half 2j + 3), then V_j is waited for
-            auto next_v = [&]() {
-                __syncwarp();
-                if (j + 1 < njw) issue_h(2 * j + 3);
-                cp_async_commit();
-                cp_async_wait<2>();  // 2j + 4 halves issued: V_j (half 2j + 1) has arrived
-                __syncwarp();
-                if constexpr (FP)
-                    if (kw && j == njw - 1) put_row(false, true);
-            };
+            }
             if (!(TS && (a.tmode & 1))) {
             float ca[4][4], cb[4][4];
 #pragma unroll
@@ -559,9 +509,7 @@ static __global__ void __launch_bounds__(kThreads, WT ? 1 : 0)
                                  qa[2 * kk + 1][3], b[2], b[3]);
                     }
             }
-            // INT8 row scales: K's (ksc) and V's (vsc)
-            const float *ksc = reinterpret_cast<const float *>(C16 ? Ks + TILE : Vs + TILE);
-            const float *vsc = C16 ? reinterpret_cast<const float *>(Vs + TILE) : ksc + TP;
+            const float *ksc = reinterpret_cast<const float *>(Vs + TILE);  // INT8 row scales
             float sv[4][2];
             float mt = -INFINITY;
 #pragma unroll
@@ -605,7 +553,6 @@ static __global__ void __launch_bounds__(kThreads, WT ? 1 : 0)
 #pragma unroll
                     for (int k = 0; k < 4; k++) o[nb][k] *= corr;
             }
-            if constexpr (C16) next_v();
 #pragma unroll
             for (int kk = 0; kk < 2; kk++) {  // positions 16 kk .. 16 kk + 15
                 uint32_t pa[4];
@@ -614,7 +561,7 @@ static __global__ void __launch_bounds__(kThreads, WT ? 1 : 0)
                     const int nb = 2 * kk + h;
                     uint32_t ph, pl;
                     if (I8) {
-                        const float2 v2 = *reinterpret_cast<const float2 *>(vsc + 8 * nb + 2 * t4);
+                        const float2 v2 = *reinterpret_cast<const float2 *>(ksc + TP + 8 * nb + 2 * t4);
                         split_h2(sv[nb][0] * (v2.x * kP8), sv[nb][1] * (v2.y * kP8), ph, pl);
                     } else {
                         split_h2(sv[nb][0], sv[nb][1], ph, pl);
@@ -653,19 +600,12 @@ static __global__ void __launch_bounds__(kThreads, WT ? 1 : 0)
                     }
                 }
             }
-            } else if constexpr (C16) {
-                next_v();  // trace experiment without math: the same copies
             }
             // the stage is read: it may be refilled (BK: the generic reads and writes of the
-            // stage are ordered before the TMA's async-proxy writes into it; C16: V_j's slot
-            // takes K_{j+2}, half 2j + 4)
+            // stage are ordered before the TMA's async-proxy writes into it)
             if constexpr (BK) fence_async_smem();
             __syncwarp();
-            if constexpr (C16) {
-                if (j + 2 < njw) issue_h(2 * j + 4);
-            } else if (j + WS < njw) {
-                issue_w(ci + kWarps * WS, st);
-            }
+            if (j + WS < njw) issue_w(ci + kWarps * WS, st);
             cp_async_commit();
         }
     } else
@@ -844,9 +784,9 @@ static __global__ void __launch_bounds__(kThreads, WT ? 1 : 0)
         // and may leave at once (nobody reads its shared memory).
         namespace cg = cooperative_groups;
         cg::cluster_group cl = cg::this_cluster();
-        constexpr int OPR = GM * D / CM;  // outputs a rank (>= 4, a multiple of 4)
-        __shared__ __align__(16) float recv[CM * OPR];
-        __shared__ float rm[CM][GM], rl[CM][GM], wts[GM][CM], dens[GM];
+        constexpr int OPR = GM * D / kV5Cluster;  // outputs a rank (>= 8, a multiple of 4)
+        __shared__ __align__(16) float recv[kV5Cluster * OPR];
+        __shared__ float rm[kV5Cluster][GM], rl[kV5Cluster][GM], wts[GM][kV5Cluster], dens[GM];
         const int C = a.cl, me = (int)cl.block_rank();
         const int opr = (G * D + C - 1) / C;  // outputs a rank in use: a multiple of 4 (D is)
         asm volatile("barrier.cluster.wait.aligned;" ::: "memory");  // every block has started
@@ -873,15 +813,15 @@ static __global__ void __launch_bounds__(kThreads, WT ? 1 : 0)
         if (i0 < i1) {
             for (int g = warp; g < G; g += kWarps) {
                 if (g * D >= i1 || (g + 1) * D <= i0) continue;  // no output of head g here
-                cluster_weights<CM>(lane < S ? rm[lane][g] : -INFINITY,
-                                    lane < S ? rl[lane][g] : 0.0f, lane, wts[g], &dens[g]);
+                cluster_weights(lane < S ? rm[lane][g] : -INFINITY, lane < S ? rl[lane][g] : 0.0f,
+                                lane, wts[g], &dens[g]);
             }
             __syncthreads();
             for (int idx = i0 + tid; idx < i1; idx += kThreads) {
                 const int g = idx / D;
                 float num = 0.0f;
 #pragma unroll
-                for (int q = 0; q < CM; q++)
+                for (int q = 0; q < kV5Cluster; q++)
                     if (q < S) num = fmaf(wts[g][q], recv[q * OPR + idx - i0], num);
                 a.out[((int64_t)t * a.n_head + h0 + g) * D + idx % D] = num / dens[g];
             }
@@ -906,7 +846,7 @@ static __global__ void __launch_bounds__(kThreads, WT ? 1 : 0)
         cl.sync();
         V5_MARK(9);
         for (int g = warp; g < G; g += kWarps) {
-            cluster_weights<kV5Cluster>(lane < S ? *cl.map_shared_rank(&m_sh[g], lane) : -INFINITY,
+            cluster_weights(lane < S ? *cl.map_shared_rank(&m_sh[g], lane) : -INFINITY,
                             lane < S ? *cl.map_shared_rank(&l_sh[g], lane) : 0.0f, lane, wts[g],
                             &dens[g]);
         }
@@ -942,16 +882,8 @@ cudaError_t launch_v5_fn(Kern kern, std::atomic<int> &max_set, const AttnArgs &a
                          int smem, cudaStream_t stream) {
     if (smem > max_set.load(std::memory_order_relaxed)) {
         cudaError_t e = cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
-        if (e == cudaSuccess && a.cl > kV5Cluster)  // clusters of 16: a non-portable size
-            e = cudaFuncSetAttribute(kern, cudaFuncAttributeNonPortableClusterSizeAllowed, 1);
         if (e != cudaSuccess) return e;
         max_set.store(smem, std::memory_order_relaxed);
-    }
-    if (a.cl > kV5Cluster) {  // LOOM_ATTN_CL16: 1 spreads a cluster's blocks over the SMs first
-        cudaError_t e = cudaFuncSetAttribute(kern, cudaFuncAttributeClusterSchedulingPolicyPreference,
-                                             attn_cl16() == 1 ? cudaClusterSchedulingPolicySpread
-                                                              : cudaClusterSchedulingPolicyDefault);
-        if (e != cudaSuccess) return e;
     }
     const unsigned cl = a.cl > 1 ? (unsigned)a.cl : 1;
     // In order (no PDL attribute): attention's blocks must not wait on the SMs while the
@@ -962,15 +894,6 @@ cudaError_t launch_v5_fn(Kern kern, std::atomic<int> &max_set, const AttnArgs &a
 template <int D, int KVT, int GM>
 cudaError_t launch_v5_k(const AttnArgs &a, dim3 grid, cudaStream_t stream) {
     const int smem = v5_smem(D, KVT, GM, a.nst) + (a.tma ? 1024 : 0);
-    if (a.cl > kV5Cluster) {  // LOOM_ATTN_CL16: v6 in clusters of 16 (cp.async)
-        static std::atomic<int> mc[4];  // v6, v6 + prologue, and both traced (D = 128, GM = 4)
-        if constexpr (D == 128 && GM == 4)
-            if (a.trace > 0)
-                return a.fp ? launch_v5_fn(attn_v5_kernel<D, KVT, GM, true, true, true, false, true>, mc[3], a, grid, smem, stream)
-                            : launch_v5_fn(attn_v5_kernel<D, KVT, GM, true, true, false, false, true>, mc[2], a, grid, smem, stream);
-        return a.fp ? launch_v5_fn(attn_v5_kernel<D, KVT, GM, false, true, true, false, true>, mc[1], a, grid, smem, stream)
-                    : launch_v5_fn(attn_v5_kernel<D, KVT, GM, false, true, false, false, true>, mc[0], a, grid, smem, stream);
-    }
     if constexpr (D == 128 && KVT == LOOM_KV_F16) {
         if (a.tma && a.wt) {
             static std::atomic<int> mt[4];  // v6, v6 + prologue, and both traced (GM = 4)
@@ -1049,73 +972,6 @@ bool v6_tensor_maps(AttnArgs *a) {
     return true;
 }
 
-namespace {
-// Clusters of 16 of the fused v6 kernel (D, KVT, GM) resident at once with the ring's shared
-// memory, for a grid of `bx` head-group blocks (0 when the query fails).
-template <int D, int KVT, int GM>
-int cl16_max_clusters(int64_t bx, int *smem_out) {
-    auto kern = attn_v5_kernel<D, KVT, GM, false, true, true, false, true>;
-    const int smem = v5_smem(D, KVT, GM, kV6Cl16Stages);
-    *smem_out = smem;
-    if (cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, smem) != cudaSuccess ||
-        cudaFuncSetAttribute(kern, cudaFuncAttributeNonPortableClusterSizeAllowed, 1) != cudaSuccess ||
-        cudaFuncSetAttribute(kern, cudaFuncAttributeClusterSchedulingPolicyPreference,
-                             attn_cl16() == 1 ? cudaClusterSchedulingPolicySpread
-                                              : cudaClusterSchedulingPolicyDefault) != cudaSuccess) {
-        (void)cudaGetLastError();
-        return 0;
-    }
-    cudaLaunchConfig_t cfg = {};
-    cfg.gridDim = dim3((unsigned)bx, 1, kV6Cluster16);
-    cfg.blockDim = dim3(kThreads, 1, 1);
-    cfg.dynamicSmemBytes = (size_t)smem;
-    cudaLaunchAttribute at[1];
-    at[0].id = cudaLaunchAttributeClusterDimension;
-    at[0].val.clusterDim.x = 1;
-    at[0].val.clusterDim.y = 1;
-    at[0].val.clusterDim.z = kV6Cluster16;
-    cfg.attrs = at;
-    cfg.numAttrs = 1;
-    int n = 0;
-    if (cudaOccupancyMaxActiveClusters(&n, kern, &cfg) != cudaSuccess) {
-        (void)cudaGetLastError();
-        n = 0;
-    }
-    return n;
-}
-template <int D, int KVT>
-int cl16_max_clusters_g(int G, int64_t bx, int *smem) {
-    if (G <= 1) return cl16_max_clusters<D, KVT, 1>(bx, smem);
-    if (G <= 2) return cl16_max_clusters<D, KVT, 2>(bx, smem);
-    if (G <= 4) return cl16_max_clusters<D, KVT, 4>(bx, smem);
-    return cl16_max_clusters<D, KVT, 8>(bx, smem);
-}
-}  // namespace
-
-bool v6_cl16_resident(int kvt, int64_t D, int G, int64_t clusters) {
-    if ((D != 64 && D != 128) || (kvt != LOOM_KV_F16 && kvt != LOOM_KV_INT8) || G < 1 || G > kMaxG)
-        return false;
-    if (clusters < 1 || clusters > kMaxSplits) return false;
-    // the answer + 1 for each (policy, D, cache type, GM, clusters) asked; 0 = not asked yet
-    static std::atomic<int> said[2][2][2][4][kMaxSplits + 1];
-    const int gi = G <= 1 ? 0 : (G <= 2 ? 1 : (G <= 4 ? 2 : 3));
-    std::atomic<int> &slot = said[attn_cl16() == 1][D == 128][kvt == LOOM_KV_INT8][gi][clusters];
-    int n = slot.load() - 1;
-    if (n < 0) {
-        int smem = 0;
-        const bool i8 = kvt == LOOM_KV_INT8;
-        if (D == 64) n = i8 ? cl16_max_clusters_g<64, LOOM_KV_INT8>(G, clusters, &smem) : cl16_max_clusters_g<64, LOOM_KV_F16>(G, clusters, &smem);
-        else n = i8 ? cl16_max_clusters_g<128, LOOM_KV_INT8>(G, clusters, &smem) : cl16_max_clusters_g<128, LOOM_KV_F16>(G, clusters, &smem);
-        if (slot.exchange(n + 1) == 0)
-            fprintf(stderr,
-                    "loom: attention LOOM_ATTN_CL16=%d (head_dim %lld, %s, G %d, %d B dynamic "
-                    "shared a block): %d clusters of 16 resident at once, %lld needed: %s\n",
-                    attn_cl16(), (long long)D, i8 ? "INT8" : "F16", G, smem, n, (long long)clusters,
-                    n >= clusters ? "clusters of 16" : "not chosen (today's rule)");
-    }
-    return n >= clusters;
-}
-
 loom_status run_v5(const AttnArgs &a0, int kvt, int64_t D, int64_t N, loom_error *err,
                    cudaStream_t stream) {
     AttnArgs a = a0;
@@ -1127,13 +983,10 @@ loom_status run_v5(const AttnArgs &a0, int kvt, int64_t D, int64_t N, loom_error
         ARG_FAIL(LOOM_ERR_UNSUPPORTED,
                  "attention v5: head_dim %lld, cache type %d (F16/INT8 of 64 or 128 only)",
                  (long long)D, kvt);
-    const bool c16 = a.cl == kV6Cluster16 && a.wt && !a.tma && a.nst == kV6Cl16Stages;
-    if (!c16 && (a.nst < 2 || a.nst > (a.wt ? kV6MaxStages : kV5MaxStages) ||
-                 (a.wt && a.nst % kWarps) || a.cl > kV5Cluster) ||
-        a.G < 1 || a.G > kMaxG)
+    if (a.nst < 2 || a.nst > (a.wt ? kV6MaxStages : kV5MaxStages) || (a.wt && a.nst % kWarps) ||
+        a.G < 1 || a.G > kMaxG || a.cl > kV5Cluster)
         ARG_FAIL(LOOM_ERR_INVALID_ARGUMENT,
-                 "attention v5: %d stages (v6: %d, TMA %d), %d heads a block, cluster %d", a.nst,
-                 a.wt, a.tma,
+                 "attention v5: %d stages (v6: %d), %d heads a block, cluster %d", a.nst, a.wt,
                  a.G, a.cl);
     if (a.fp && (!a.wt || N != 1 || !a.pos_dev))
         ARG_FAIL(LOOM_ERR_INVALID_ARGUMENT,

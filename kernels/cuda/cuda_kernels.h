@@ -36,14 +36,7 @@
  *                         every tile). Not bit-identical to v5 (within the CPU-twin tolerance).
  *                         LOOM_ATTN_CL_TILES=N: caches of <= N 32-row tiles combine their
  *                         splits in one cluster (128); LOOM_ATTN_PREFETCH=1: an L2 prefetch of
- *                         a block's rows before the PDL wait (off: slower, bench/NOTES.md 3);
- *                         LOOM_ATTN_CL16=1 (sm_90, opt-in): caches past 2K positions run a
- *                         head group's 16 splits as one cluster of 16 blocks (two an SM,
- *                         3 half-tile cp.async slots a warp), combined in shared memory as
- *                         the clusters of 8 are; only where the occupancy query holds all
- *                         the clusters at once (else the rule above). Same tolerance, other
- *                         bits than the default; _at == by-value and fused == two launches
- *                         under it
+ *                         a block's rows before the PDL wait (off: slower, bench/NOTES.md 3)
  *   LOOM_ATTN_PREFILL     =1: prefill attention (N > 1; F16/INT8, head_dim 64/128, a GQA
  *                         group dividing 64) by attention_prefill.cu's tensor-core kernel:
  *                         blocks of one KV head x 64 query rows copy each K/V tile once, no

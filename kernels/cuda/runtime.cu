@@ -92,10 +92,6 @@ static bool g_attn_prefetch = false;
 // of cp.async (session 7; opt-in: -2.0 us a layer at 4K, but 4B decode at ~576 positions 2.026
 // vs 2.009 ms/token, bench/NOTES.md section 3 and 7.13).
 static bool g_attn_tma = false;
-// Decode attention v6: LOOM_ATTN_CL16=1 (session 10, opt-in) runs the splits of a head group over
-// caches past 2K positions as one cluster of 16 blocks (two an SM, ~100 KB each; attention.cu)
-// with the spread scheduling policy; 2: the same with the default policy.
-static int g_attn_cl16 = 0;
 // Prefill attention (N > 1): LOOM_ATTN_PREFILL=1 the tensor-core prefill kernel of
 // attention_prefill.cu (session 8; 2: its 8-warp form, KV halves, sm_90), 0 the v5 path (a
 // block a token). 1 is the default: kernel rows (4B shape, F16 N = 512) 124 -> 31.0 us at pos0
@@ -145,7 +141,6 @@ static void read_switches_locked() {
     g_attn_cl_tiles = env_int("LOOM_ATTN_CL_TILES", 0, 1 << 25, false, kDefaultAttnClTiles);
     g_attn_prefetch = env_is("LOOM_ATTN_PREFETCH", "1");
     g_attn_tma = env_is("LOOM_ATTN_TMA", "1");
-    g_attn_cl16 = env_int("LOOM_ATTN_CL16", 0, 2, false, 0);
     g_attn_prefill = env_int("LOOM_ATTN_PREFILL", 0, 2, false, kDefaultAttnPrefill);
     g_switch_read = true;
 }
@@ -231,11 +226,6 @@ bool attn_prefetch() {
 bool attn_tma() {
     ensure_switches();
     return g_attn_tma;
-}
-
-int attn_cl16() {
-    ensure_switches();
-    return g_attn_cl16;
 }
 
 int attn_prefill() {

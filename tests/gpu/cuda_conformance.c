@@ -4,7 +4,7 @@
  * exits non-zero when any case fails or any CUDA call fails.
  *
  *   cuda_conformance [--quick] [--attn] [--matmul] [--normed] [--fused] [--mixed] [--q6k]
- *                    [--q4k] [--prefill] [--wide] [--cl16] [--seed N]
+ *                    [--q4k] [--prefill] [--wide] [--seed N]
  *
  * --quick keeps a reduced shape set (for compute-sanitizer, which is 10-100x slower); --attn
  * runs only the kv_write and attention cases (and the refusals; with LOOM_ATTN_BPSM=... to
@@ -17,8 +17,7 @@
  * run include them, --mixed its one-launch triple); --prefill only the prefill attention cases
  * (both LOOM_ATTN_PREFILL values; --attn and the full run include them); --wide only the wide
  * prefill GEMM (LOOM_GEMM_WIDE: == the old GEMM's bits, CPU twin, GEMM token == GEMV; --matmul
- * and the full run include it); --cl16 only decode attention in clusters of 16 (LOOM_ATTN_CL16,
- * sm_90; --attn, --fused and the full run include it).
+ * and the full run include it).
  * Outputs are poisoned (all bytes 0xFF, a NaN pattern) before every GPU run, so an unwritten
  * element fails. Tolerances are those of the kernels' contracts (cpu_kernels.h, the .cu files):
  *   matmul family: per element |d| <= 1e-5 * sum_k |W x| (+1e-30); GEMM token == GEMV (bits);
@@ -56,7 +55,6 @@
 
 /* ---- harness ------------------------------------------------------------------------------ */
 static int g_only_pf = 0; /* --prefill: the prefill attention section only */
-static int g_only_cl16 = 0; /* --cl16: the LOOM_ATTN_CL16 cases only (sm_90) */
 static int g_quick = 0, g_fail = 0, g_cases = 0, g_only_attn = 0, g_only_mm = 0, g_only_normed = 0;
 static int g_only_q6w = 0; /* --q6k-wide */
 static int g_only_fused = 0, g_only_mixed = 0, g_only_q6k = 0, g_only_q4k = 0, g_only_wide = 0;
@@ -1999,47 +1997,6 @@ static void test_rope_kv_attn(loom_kv_type t, int64_t D, int64_t nh, int64_t nkv
     cudaFree(dq); cudaFree(dkr); cudaFree(dvr); cudaFree(dqw); cudaFree(dkw); cudaFree(dpos);
 }
 
-/* Decode attention v6 in clusters of 16 (LOOM_ATTN_CL16=1: caches past 2K positions, a head
- * group's 16 splits as one cluster of 16 blocks, two an SM; sm_90): against the CPU twin at
- * 3K-8K (F16, INT8; head_dim 64, 128; GQA 1, 2, 4, 8; G = 6; two head groups a KV head), _at ==
- * by value at positions on both sides of the split boundaries of a 4200 cache (16 splits of
- * one tile up to 512 positions, then of 2, 3, ...), and (fused) the fused prologue == its two
- * launches at 4K and 8K, graph replay included. The library prints on stderr whether the
- * clusters are resident at once (else the default rule runs, and the cases test that). */
-static void test_attn_cl16_section(int fused) {
-    static const int64_t gqa[][2] = {{8, 8}, {8, 4}, {32, 8}, {16, 2}};
-    static const int64_t pat[] = {0, 31, 32, 511, 512, 513, 1023, 1024, 2047, 2048, 3000, 4095, 4199};
-    static const int64_t p8k[] = {0, 1, 255, 511, 512, 1024, 2048, 4096, 6143, 8191};
-    static const int64_t p4k[] = {0, 31, 127, 128, 511, 512, 1000, 2047, 2048, 3000, 4064, 4095};
-    printf("-- decode attention v6 in clusters of 16 (LOOM_ATTN_CL16=1)%s\n", fused ? ", fused" : "");
-    set_switch("LOOM_ATTN_CL16", "1");
-    if (!fused) {
-        for (int t = LOOM_KV_F16; t <= LOOM_KV_INT8; t++)
-            for (int g = 0; g < 4; g++) {
-                if (g_quick && g != 2) continue;
-                const int64_t D = (g & 1) ? 64 : 128;
-                test_attention((loom_kv_type)t, D, gqa[g][0], gqa[g][1], 1, g_quick ? 2999 : 4095, 0);
-                if (!g_quick && (t == LOOM_KV_F16 || g == 2))
-                    test_attention((loom_kv_type)t, D, gqa[g][0], gqa[g][1], 1, 8191, 0);
-                test_attention_at((loom_kv_type)t, D, gqa[g][0], gqa[g][1], 1, 4200, pat,
-                                  g_quick ? 4 : (int)(sizeof pat / sizeof pat[0]));
-            }
-        test_attention(LOOM_KV_F16, 128, 48, 8, 1, 3000, 0); /* G = 6 */
-        test_attention(LOOM_KV_F16, 64, 32, 2, 1, 2500, 0);  /* two head groups a KV head */
-    } else {
-        for (int t = LOOM_KV_F16; t <= LOOM_KV_INT8; t++) {
-            test_rope_kv_attn((loom_kv_type)t, 128, 32, 8, 4096, p4k,
-                              g_quick ? 5 : (int)(sizeof p4k / sizeof p4k[0]), 1, LOOM_ROPE_NEOX, 0, 1);
-            if (!g_quick) {
-                test_rope_kv_attn((loom_kv_type)t, 64, 16, 2, 8192, p8k, 10, 0, LOOM_ROPE_NORM, 0, 1);
-                test_rope_kv_attn((loom_kv_type)t, 128, 32, 8, 8192, p8k, 10, 1, LOOM_ROPE_NEOX, 1, 1);
-                test_rope_kv_attn((loom_kv_type)t, 64, 8, 8, 4096, p4k, 12, 1, LOOM_ROPE_NEOX, 1, 1);
-            }
-        }
-    }
-    reset_switch("LOOM_ATTN_CL16");
-}
-
 /* The fused section (--fused runs only it): head_dim 64/128 (+ the fallback shapes 80/96/256),
  * GQA 1/2/4/8 (+ 16: two head groups a KV head), F16/INT8, norms or not, NORM and NEOX, at
  * positions 0, 1, 63, 64 and across tile (32 rows), warp (4 tiles) and split boundaries, in a
@@ -2079,7 +2036,6 @@ static void test_fused_section(int sm90) {
     set_switch("LOOM_ATTN_V6", "0"); /* v5: no fused kernel either */
     test_rope_kv_attn(LOOM_KV_F16, 128, 32, 8, 4096, p4k, g_quick ? 3 : 8, 1, LOOM_ROPE_NEOX, 0, 0);
     set_switch("LOOM_ATTN_V6", "1");
-    if (sm90) test_attn_cl16_section(1);
 }
 
 /* ---- elementwise, embed, softmax, argmax, conversions ----------------------------------- */
@@ -2290,7 +2246,6 @@ int main(int argc, char **argv) {
         else if (strcmp(argv[i], "--matmul") == 0) g_only_mm = 1; /* the matmul family only */
         else if (strcmp(argv[i], "--normed") == 0) g_only_normed = 1; /* the _normed launchers only */
         else if (strcmp(argv[i], "--fused") == 0) g_only_fused = 1; /* rope_kv_attention_at only */
-        else if (strcmp(argv[i], "--cl16") == 0) g_only_cl16 = 1; /* LOOM_ATTN_CL16 only */
         else if (strcmp(argv[i], "--mixed") == 0) g_only_mixed = 1; /* the triple in one launch only */
         else if (strcmp(argv[i], "--q6k") == 0) g_only_q6k = 1; /* the Q6_K matmuls only */
         else if (strcmp(argv[i], "--q6k-wide") == 0) g_only_q6w = 1; /* the wide Q6_K GEMM only */
@@ -2316,13 +2271,6 @@ int main(int argc, char **argv) {
     }
     if (g_only_fused) {
         test_fused_section(major >= 9);
-        goto done;
-    }
-    if (g_only_cl16) {
-        if (major >= 9) {
-            test_attn_cl16_section(0);
-            test_attn_cl16_section(1);
-        }
         goto done;
     }
     if (g_only_mixed) {
@@ -2474,7 +2422,6 @@ int main(int argc, char **argv) {
         const int64_t pbig[] = {0, 1000, 4199};
         test_attention_at(LOOM_KV_F16, 128, 32, 8, 1, 4200, pbig, g_quick ? 1 : 3);
         test_attention_at(LOOM_KV_INT8, 64, 16, 2, 1, 4200, pbig, g_quick ? 1 : 3);
-        if (major >= 9) test_attn_cl16_section(0);
     }
 
     /* rope_kv_write: D 64/128, GQA 1..8, T 1..32, F16/INT8 (+ F32), norms or not, both modes */
