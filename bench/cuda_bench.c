@@ -563,8 +563,17 @@ static void attn_trace_case(const char *label, loom_kv_type t, int64_t L, int mo
         span[nk] = ((double)end_max - (double)rel_min) / 1000.0;
         nk++;
     }
-    printf("trace %-4s L=%-5lld mode %d: graph %6.2f us/launch | boundary %5.2f span %5.2f us | %d blocks, S %d, %d tiles, %d stages | clock %.2f GHz, timer step %.0f ns\n",
-           label, (long long)L, mode, us, med_d(bnd, nk), med_d(span, nk), nblk, S, nch, nst, ghz, gran);
+    int nsm = 0; /* distinct SMs the blocks of launch 1 ran on (smid in word 12) */
+    {
+        unsigned char seen[1024] = {0};
+        for (int b = 0; b < TR_BLOCKS && copies > 1; b++) {
+            const uint64_t *r = tr + ((size_t)1 * TR_BLOCKS + b) * TR_W;
+            const unsigned sm = (unsigned)(r[12] & 0x3ffu);
+            if (r[0] && !seen[sm]) { seen[sm] = 1; nsm++; }
+        }
+    }
+    printf("trace %-4s L=%-5lld mode %d: graph %6.2f us/launch | boundary %5.2f span %5.2f us | %d blocks on %d SMs, S %d, %d tiles, %d stages | clock %.2f GHz, timer step %.0f ns\n",
+           label, (long long)L, mode, us, med_d(bnd, nk), med_d(span, nk), nblk, nsm, S, nch, nst, ghz, gran);
     printf("   median block (us):");
     for (int i = 0; i < NPH; i++) printf(" %s %.2f", ph[i], med_d(v[i], nv));
     printf("\n   last block   (us):");
