@@ -331,13 +331,11 @@ struct Q4I8WStage {
 // sub-block m = L >> 2; its 4 lanes' byte sums (dp4a) meet by two xor shuffles (limbs packed
 // two a word: |Sx| < 2^15), lane t keeps limb t and writes B[2m..2m+1][4 (tok & 1) + t] as one
 // half2 (Sx & 63, Sx >> 6) into fragment lane 4 c + (m & 3), register m >> 2.
-// SUMS = false (LOOM_GEMM_WIDE_Q4K_I8=2: the min by the GEMV's IMMA chain): the limbs only.
-template <int NT, bool SUMS>
+template <int NT>
 __device__ __forceinline__ void stage_q4i8w(Q4I8WStage<NT> &st, int tok, float4 xa, float4 xc,
                                             int lane) {
     uint32_t l[2][4];
     stage_q4i8<NT>(st.q, tok, xa, xc, lane, l);
-    if constexpr (SUMS) {
     int s[4];
 #pragma unroll
     for (int j = 0; j < 4; j++) s[j] = __dp4a((int)l[1][j], 0x01010101, __dp4a((int)l[0][j], 0x01010101, 0));
@@ -353,7 +351,6 @@ __device__ __forceinline__ void stage_q4i8w(Q4I8WStage<NT> &st, int tok, float4 
     const __half2 h = __floats2half2_rn((float)(S & 63), (float)(S >> 6));
     uint32_t *dst = reinterpret_cast<uint32_t *>(&st.sx[tok >> 1][4 * (4 * (tok & 1) + t) + (m & 3)]);
     dst[m >> 2] = *reinterpret_cast<const uint32_t *>(&h);
-    }
 }
 
 // One super-block of a tile's rows g, g+8 decoded for the wide GEMM: the A registers and scales
@@ -363,8 +360,6 @@ struct Q4I8Dec {
     uint32_t a[8][4];
     int sg[8], s8[8];
     uint32_t mq[4];
-    uint32_t mnw[2][2];  // (LOOM_GEMM_WIDE_Q4K_I8=2) the min words, for q4_i8_a's am
-
     float dg, mg, d8, m8;
 };
 
@@ -399,11 +394,6 @@ __device__ __forceinline__ void q4_i8_decode(const Q4RawI8 &r, int t, Q4I8Dec &A
             A.sg[4 * h + i] = q.sg;
             A.s8[4 * h + i] = q.s8;
         }
-#pragma unroll
-    for (int k = 0; k < 2; k++) {
-        A.mnw[k][0] = mnw[k][0];
-        A.mnw[k][1] = mnw[k][1];
-    }
     A.mq[0] = q4_min_h2(mnw[0][0], t);
     A.mq[1] = q4_min_h2(mnw[1][0], t);
     A.mq[2] = q4_min_h2(mnw[0][1], t);
@@ -412,12 +402,11 @@ __device__ __forceinline__ void q4_i8_decode(const Q4RawI8 &r, int t, Q4I8Dec &A
 
 // Tile p (tokens 2p, 2p + 1) of one decoded super-block: acc (rows g, g+8) += this lane's fold,
 // the GEMV's per-token integers (I by IMMA + IMAD, M by the HMMA above) and fold.
-// MINH = false: M by the GEMV's min IMMA a sub-block instead of the HMMA.
-template <int NT, bool MINH>
+template <int NT>
 __device__ __forceinline__ void q4_i8_wtile(const Q4I8Dec &A, const Q4I8WStage<NT> &st, int p,
                                             int lane, float (&acc)[2]) {
     const int t = lane & 3;
-    int I[4] = {0, 0, 0, 0}, Mi[4] = {0, 0, 0, 0};
+    int I[4] = {0, 0, 0, 0};
 #pragma unroll
     for (int h = 0; h < 2; h++) {
         uint32_t b0[4], b1[4];
@@ -431,20 +420,12 @@ __device__ __forceinline__ void q4_i8_wtile(const Q4I8Dec &A, const Q4I8WStage<N
             I[1] += A.sg[m] * d[1];
             I[2] += A.s8[m] * d[2];
             I[3] += A.s8[m] * d[3];
-            if (!MINH) {
-                const uint32_t amg = q4_bcast(A.mnw[0][h], i), am8 = q4_bcast(A.mnw[1][h], i);
-                q6k::mma_u8s8_k32(Mi, amg, am8, amg, am8, b0[i], b1[i], Mi);
-            }
         }
     }
-    if (MINH) {
-        float M[4] = {0.0f, 0.0f, 0.0f, 0.0f};
-        const uint2 sx = st.sx[p][lane];
-        mma16816(M, A.mq[0], A.mq[1], A.mq[2], A.mq[3], sx.x, sx.y);
-        q4_i8_fold(I, M, st.q.sinv[2 * p + (t >> 1)], A.dg, A.mg, A.d8, A.m8, t, acc);
-    } else {
-        q4_i8_fold(I, Mi, st.q.sinv[2 * p + (t >> 1)], A.dg, A.mg, A.d8, A.m8, t, acc);
-    }
+    float M[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+    const uint2 sx = st.sx[p][lane];
+    mma16816(M, A.mq[0], A.mq[1], A.mq[2], A.mq[3], sx.x, sx.y);
+    q4_i8_fold(I, M, st.q.sinv[2 * p + (t >> 1)], A.dg, A.mg, A.d8, A.m8, t, acc);
 }
 
 }  // namespace loom_cuda
