@@ -787,6 +787,12 @@ static void test_q6k_wide(int64_t M, int64_t K, int64_t n, int kind) {
     else if (kind == 2) sc = loom_cpu_matmul_normed(x, &hn, n, hw[0], yc[0], &err);
     else sc = loom_cpu_matmul_pair(x, n, hw[0], hw[1], LOOM_PAIR_NONE, yc[0], yc[1], &err);
     report_status("cpu matmul", shape, sc, &err);
+    double *bd[2]; /* each output's bound, built once for every form */
+    for (int i = 0; i < nw; i++) {
+        bd[i] = abs_dot_bound(t, w[i], M, K, xn, n);
+        if (kind == 1)
+            for (int64_t j = 0; j < n * M; j++) bd[i][j] += fabs(res[j]);
+    }
     /* one call of the case's launcher over tokens i0 .. i0 + nn - 1 into out */
 #define WIDE_RUN(i0, nn, out)                                                                      \
     (kind == 0   ? loom_cuda_matmul(dx + (i0) * K, (nn), gw[0], (out)[0], &err, 0)                 \
@@ -807,12 +813,8 @@ static void test_q6k_wide(int64_t M, int64_t K, int64_t n, int kind) {
         double wv = 0;
         size_t dv = 0;
         for (int i = 0; i < nw; i++) {
-            double *bd = abs_dot_bound(t, w[i], M, K, xn, n);
-            if (kind == 1)
-                for (int64_t j = 0; j < n * M; j++) bd[j] += fabs(res[j]);
-            const double e = rel_to_bound(yv[v][i], yc[i], bd, n * M);
+            const double e = rel_to_bound(yv[v][i], yc[i], bd[i], n * M);
             if (!(e <= wv)) wv = e;
-            free(bd);
             dv += memcmp(yv[v][i], y0[i], yb) != 0;
         }
         snprintf(what, sizeof what, "q6k wide q6w=%d gemm", v + 2);
@@ -835,7 +837,7 @@ static void test_q6k_wide(int64_t M, int64_t K, int64_t n, int kind) {
     restore_switch(&wq6);
     restore_switch(&wide);
     for (int i = 0; i < nw; i++) {
-        free(w[i]); free(yc[i]); free(y0[i]);
+        free(w[i]); free(yc[i]); free(y0[i]); free(bd[i]);
         for (int v = 0; v < 6; v++) free(yv[v][i]);
         cudaFree(dw[i]); cudaFree(dy[i]); cudaFree(dy1[i]);
     }
