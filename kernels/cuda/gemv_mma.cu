@@ -561,6 +561,61 @@ struct WideSmem {
     float rk1[NMAT == 2 ? kWarps * NT / 2 * 32 : 1];
 };
 
+// The end of partial p = 4 r + q (of np) in a wide warp's walk, both bodies: each matrix m's
+// partial (part(m, v) writes this lane's values v[j * 2 + k]: token 4 j + t, row g + 8 k) is added
+// to rank r's sum ((p0 + p1) + p2) + p3 (rk; the pair's matrix 1 in rk1, element e at rk1[e *
+// 32]), and once p closes rank r (SPLIT) the rank's sum to the ranks' (tot, likewise: ((R0 + R1)
+// + ...)): reduce_partials' order. Each element is written and read by its own lane only.
+template <int NTL, int NMAT, bool SPLIT, typename Part>
+__device__ __forceinline__ void wide_end_partial(int p, int np, Part part,
+                                                 float (&rk)[NMAT][NTL][2], float *rk1,
+                                                 float *tot) {
+    const bool first = (p % kWarps) == 0;
+#pragma unroll
+    for (int m = 0; m < NMAT; m++) {
+        float v[NTL * 2];
+        part(m, v);
+#pragma unroll
+        for (int j = 0; j < NTL; j++)
+#pragma unroll
+            for (int k = 0; k < 2; k++) {
+                float &r = m == 1 ? rk1[(j * 2 + k) * 32] : rk[m][j][k];
+                r = first ? v[j * 2 + k] : __fadd_rn(r, v[j * 2 + k]);
+            }
+    }
+    if (SPLIT && ((p + 1) % kWarps == 0 || p + 1 == np)) {
+        const bool r0f = p < kWarps;
+#pragma unroll
+        for (int m = 0; m < NMAT; m++)
+#pragma unroll
+            for (int j = 0; j < NTL; j++)
+#pragma unroll
+                for (int k = 0; k < 2; k++) {
+                    const float r = m == 1 ? rk1[(j * 2 + k) * 32] : rk[m][j][k];
+                    float &o = tot[((m * NTL + j) * 2 + k) * 32];
+                    o = r0f ? r : __fadd_rn(o, r);
+                }
+    }
+}
+
+// After the walk: the tile's outputs, the ranks' sum (SPLIT: tot) or rank 0's (rk, rk1), through
+// q4_store (the GEMV's epilogue).
+template <int NTL, int NMAT, bool SPLIT>
+__device__ __forceinline__ void wide_store(const MmaArgs &a, const Seg &s, int64_t r0, int tok0,
+                                           int ntok, int lane, const float (&rk)[NMAT][NTL][2],
+                                           const float *rk1, const float *tot) {
+    float v[NMAT * NTL * 2];
+#pragma unroll
+    for (int m = 0; m < NMAT; m++)
+#pragma unroll
+        for (int j = 0; j < NTL; j++)
+#pragma unroll
+            for (int k = 0; k < 2; k++)
+                v[(m * NTL + j) * 2 + k] = SPLIT ? tot[((m * NTL + j) * 2 + k) * 32]
+                                           : m == 1 ? rk1[(j * 2 + k) * 32] : rk[m][j][k];
+    q4_store<NTL, NMAT>(a, s, r0, tok0, ntok, lane, v);
+}
+
 template <int NT, int NMAT, bool NORM, bool SPLIT>
 static __global__ void __launch_bounds__(kThreads, 2) gemm_wide_q4k(const MmaArgs a, int S) {
     __shared__ WideSmem<NT, NMAT, NORM, SPLIT> sm;
@@ -670,42 +725,16 @@ static __global__ void __launch_bounds__(kThreads, 2) gemm_wide_q4k(const MmaArg
                 }
             }
         }
-        // partial p = 4r + q of the GEMV: rank r's sum ((p0 + p1) + p2) + p3, then the ranks'
-        const bool first = (p % kWarps) == 0;
+        wide_end_partial<NTL, NMAT, SPLIT>(p, np, [&](int m, float *v) {
 #pragma unroll
-        for (int m = 0; m < NMAT; m++)
-#pragma unroll
-            for (int j = 0; j < NTL; j++)
-#pragma unroll
-                for (int k = 0; k < 2; k++) {
-                    float &r = m == 1 ? rk1[(j * 2 + k) * 32] : rk[m][j][k];
-                    r = first ? pt[m][j][k] : __fadd_rn(r, pt[m][j][k]);
-                }
-        if (SPLIT && ((p + 1) % kWarps == 0 || p + 1 == np)) {
-            const bool r0f = p < kWarps;
-#pragma unroll
-            for (int m = 0; m < NMAT; m++)
-#pragma unroll
-                for (int j = 0; j < NTL; j++)
-#pragma unroll
-                    for (int k = 0; k < 2; k++) {
-                        const float r = m == 1 ? rk1[(j * 2 + k) * 32] : rk[m][j][k];
-                        float &o = tot[((m * NTL + j) * 2 + k) * 32];
-                        o = r0f ? r : __fadd_rn(o, r);
-                    }
-        }
+            for (int j = 0; j < NTL; j++) {
+                v[j * 2] = pt[m][j][0];
+                v[j * 2 + 1] = pt[m][j][1];
+            }
+        }, rk, rk1, tot);
     }
     if (!live) return;
-    float v[NMAT * NTL * 2];
-#pragma unroll
-    for (int m = 0; m < NMAT; m++)
-#pragma unroll
-        for (int j = 0; j < NTL; j++)
-#pragma unroll
-            for (int k = 0; k < 2; k++)
-                v[(m * NTL + j) * 2 + k] = SPLIT ? tot[((m * NTL + j) * 2 + k) * 32]
-                                           : m == 1 ? rk1[(j * 2 + k) * 32] : rk[m][j][k];
-    q4_store<NTL, NMAT>(a, s, r0, tok0, ntok, lane, v);
+    wide_store<NTL, NMAT, SPLIT>(a, s, r0, tok0, ntok, lane, rk, rk1, tot);
 }
 
 // ---- The wide GEMM on the INT8 body (LOOM_GEMV_MMA_Q4K_V=2; bench/NOTES.md 2.4, session 9) ----
@@ -836,46 +865,13 @@ static __global__ void __launch_bounds__(kThreads, NT == 16 && NMAT == 1 ? 3 : 2
                 }
             }
         }
-        // partial p = 4r + q of the GEMV: its lane sum, rank r's sum ((p0 + p1) + p2) + p3,
-        // then the ranks'
-        const bool first = (p % kWarps) == 0;
-#pragma unroll
-        for (int m = 0; m < NMAT; m++) {
-            float v[NTL * 2];
+        // (the partial's lane sum first: the GEMV's)
+        wide_end_partial<NTL, NMAT, SPLIT>(p, np, [&](int m, float *v) {
             q4_i8_lane_sum<NT, NTL>(pa[m], v, lane);
-#pragma unroll
-            for (int j = 0; j < NTL; j++)
-#pragma unroll
-                for (int k = 0; k < 2; k++) {
-                    float &r = m == 1 ? rk1[(j * 2 + k) * 32] : rk[m][j][k];
-                    r = first ? v[j * 2 + k] : __fadd_rn(r, v[j * 2 + k]);
-                }
-        }
-        if (SPLIT && ((p + 1) % kWarps == 0 || p + 1 == np)) {
-            const bool r0f = p < kWarps;
-#pragma unroll
-            for (int m = 0; m < NMAT; m++)
-#pragma unroll
-                for (int j = 0; j < NTL; j++)
-#pragma unroll
-                    for (int k = 0; k < 2; k++) {
-                        const float r = m == 1 ? rk1[(j * 2 + k) * 32] : rk[m][j][k];
-                        float &o = tot[((m * NTL + j) * 2 + k) * 32];
-                        o = r0f ? r : __fadd_rn(o, r);
-                    }
-        }
+        }, rk, rk1, tot);
     }
     if (!live) return;
-    float v[NMAT * NTL * 2];
-#pragma unroll
-    for (int m = 0; m < NMAT; m++)
-#pragma unroll
-        for (int j = 0; j < NTL; j++)
-#pragma unroll
-            for (int k = 0; k < 2; k++)
-                v[(m * NTL + j) * 2 + k] = SPLIT ? tot[((m * NTL + j) * 2 + k) * 32]
-                                           : m == 1 ? rk1[(j * 2 + k) * 32] : rk[m][j][k];
-    q4_store<NTL, NMAT>(a, s, r0, tok0, ntok, lane, v);
+    wide_store<NTL, NMAT, SPLIT>(a, s, r0, tok0, ntok, lane, rk, rk1, tot);
 }
 
 template <int NMAT, bool NORM>
