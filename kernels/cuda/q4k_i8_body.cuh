@@ -160,31 +160,24 @@ __device__ __forceinline__ void q4_i8_b(const Q4I8Stage<NT> &st, int p, int h, i
     b0[2] = o.x; b1[2] = o.y; b0[3] = o.z; b1[3] = o.w;
 }
 
-// I += s * d as a volatile asm: kept in program order with the mma (the GEMM's compiler
-// otherwise issued many tokens' mma ahead of their IMADs and spilled the products).
-__device__ __forceinline__ void imad_v(int &I, int s, int d) {
-    asm volatile("mad.lo.s32 %0, %1, %2, %0;" : "+r"(I) : "r"(s), "r"(d));
+// One sub-block's scaled product for one token (the GEMV's and the wide GEMM's step): D = A x B
+// by one IMMA from zero, then I += sc * D (rows g: I[0..1] with sg, g+8: I[2..3] with s8).
+__device__ __forceinline__ void q4_i8_scaled(const uint32_t (&a)[4], int sg, int s8, uint32_t b0,
+                                             uint32_t b1, int (&I)[4]) {
+    int d[4];
+    mma_u8s8_k32_z(d, a[0], a[1], a[2], a[3], b0, b1);
+    I[0] += sg * d[0];
+    I[1] += sg * d[1];
+    I[2] += s8 * d[2];
+    I[3] += s8 * d[3];
 }
 
-// The two mma of one sub-block for one token: I += sc * D (rows g: I[0..1], g+8: I[2..3]),
-// M += min * (limb sums) in the mma's accumulator. ORD: the IMADs in program order (GEMM).
-template <bool ORD>
+// The two mma of one sub-block for one token (the GEMV and the 8-token GEMM): q4_i8_scaled,
+// then M += min * (limb sums) in the min mma's accumulator.
 __device__ __forceinline__ void q4_i8_mma(const Q4I8A &q, uint32_t b0, uint32_t b1, int (&I)[4],
                                           int (&M)[4]) {
-    int d[4];
-    mma_u8s8_k32_z(d, q.a[0], q.a[1], q.a[2], q.a[3], b0, b1);
+    q4_i8_scaled(q.a, q.sg, q.s8, b0, b1, I);
     q6k::mma_u8s8_k32(M, q.am[0], q.am[1], q.am[0], q.am[1], b0, b1, M);
-    if (ORD) {
-        imad_v(I[0], q.sg, d[0]);
-        imad_v(I[1], q.sg, d[1]);
-        imad_v(I[2], q.s8, d[2]);
-        imad_v(I[3], q.s8, d[3]);
-    } else {
-        I[0] += q.sg * d[0];
-        I[1] += q.sg * d[1];
-        I[2] += q.s8 * d[2];
-        I[3] += q.s8 * d[3];
-    }
 }
 
 // acc (rows g, g+8) += the folded super-block of one token: limbs (0, 1) for even t, (2, 3) for
@@ -245,7 +238,7 @@ __device__ __forceinline__ void q4_superblock_i8(const Q4RawI8 &r, const Q4I8Sta
             uint32_t b0[4], b1[4];
             q4_i8_b<NT>(st, 0, h, lane, b0, b1);
 #pragma unroll
-            for (int i = 0; i < 4; i++) q4_i8_mma<false>(q[i], b0[i], b1[i], I, M[i & 1]);
+            for (int i = 0; i < 4; i++) q4_i8_mma(q[i], b0[i], b1[i], I, M[i & 1]);
         }
         int Ms[4];
 #pragma unroll
@@ -274,7 +267,7 @@ __device__ __forceinline__ void q4_superblock_i8(const Q4RawI8 &r, const Q4I8Sta
                 uint32_t b0[4], b1[4];
                 q4_i8_b<NT>(st, p, h, lane, b0, b1);
 #pragma unroll
-                for (int i = 0; i < 4; i++) q4_i8_mma<false>(q[i], b0[i], b1[i], I[p], M[p]);
+                for (int i = 0; i < 4; i++) q4_i8_mma(q[i], b0[i], b1[i], I[p], M[p]);
             }
         }
 #pragma unroll
@@ -412,15 +405,8 @@ __device__ __forceinline__ void q4_i8_wtile(const Q4I8Dec &A, const Q4I8WStage<N
         uint32_t b0[4], b1[4];
         q4_i8_b<NT>(st.q, p, h, lane, b0, b1);
 #pragma unroll
-        for (int i = 0; i < 4; i++) {
-            const int m = 4 * h + i;
-            int d[4];
-            mma_u8s8_k32_z(d, A.a[m][0], A.a[m][1], A.a[m][2], A.a[m][3], b0[i], b1[i]);
-            I[0] += A.sg[m] * d[0];
-            I[1] += A.sg[m] * d[1];
-            I[2] += A.s8[m] * d[2];
-            I[3] += A.s8[m] * d[3];
-        }
+        for (int i = 0; i < 4; i++)
+            q4_i8_scaled(A.a[4 * h + i], A.sg[4 * h + i], A.s8[4 * h + i], b0[i], b1[i], I);
     }
     float M[4] = {0.0f, 0.0f, 0.0f, 0.0f};
     const uint2 sx = st.sx[p][lane];
