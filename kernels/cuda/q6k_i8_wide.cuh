@@ -228,18 +228,12 @@ __device__ __forceinline__ void q6_limbs_prepass(const float *x, int64_t K, int 
     const float *xr = x + (int64_t)tok * K;
     if (NORM) block_rms_scales<1>(xr, K, 1, K, norm, npart, nscale);
     const int xoff = 32 * (lane >> 2) + 4 * (lane & 3);
+    const float *nwb = NORM && norm.w ? norm.w + xoff : nullptr;
     for (int64_t sb = w; sb < nsb; sb += kWarps) {
-        float4 va = ld_x4(xr + sb * 256 + xoff), vc = ld_x4(xr + sb * 256 + xoff + 16);
-        if (NORM) {
-            float4 nwa = make_float4(1.f, 1.f, 1.f, 1.f), nwc = nwa;
-            if (norm.w) {
-                nwa = ld_x4(norm.w + sb * 256 + xoff);
-                nwc = ld_x4(norm.w + sb * 256 + xoff + 16);
-            }
-            va = rms_apply4(va, nscale[0], nwa);
-            vc = rms_apply4(vc, nscale[0], nwc);
-        }
-        stage_i8<kWarps>(st, w, va, vc, lane);
+        float4 nwa, nwc;
+        q6_norm_w(nwb, sb, nwa, nwc);
+        stage_i8_x<kWarps, NORM>(st, w, ld_x4(xr + sb * 256 + xoff), ld_x4(xr + sb * 256 + xoff + 16),
+                                 NORM ? nscale[0] : 1.0f, nwa, nwc, lane);
         __syncwarp();
         uint4 *d = X + (sb * npad + tok) * 64;
         const uint4 *s = &st.b[w][0][0];
@@ -323,6 +317,8 @@ __device__ __forceinline__ void q6k_i8_wide(const Q6Args &a, Q6WideSmem<NT, NBUF
         }
     };
     auto stage_x = [&](int64_t b, I8Stage<NT> &st) {
+        // (q6_norm_w's lines in place: through the helper the 32-token normed kernel, at 255
+        // registers, spilled 4-8 bytes, sm_90a and sm_87)
         float4 nwa = make_float4(1.f, 1.f, 1.f, 1.f), nwc = nwa;
         if (NORM && nwb) {
             nwa = ld_x4(nwb + b * 256);
@@ -341,12 +337,7 @@ __device__ __forceinline__ void q6k_i8_wide(const Q6Args &a, Q6WideSmem<NT, NBUF
                     va = ld_x4(p);
                     vc = ld_x4(p + 16);
                 }
-                if (NORM) {
-                    const float sc = sm.nscale[j];
-                    stage_i8<NT>(st, j, rms_apply4(va, sc, nwa), rms_apply4(vc, sc, nwc), lane);
-                } else {
-                    stage_i8<NT>(st, j, va, vc, lane);
-                }
+                stage_i8_x<NT, NORM>(st, j, va, vc, NORM ? sm.nscale[j] : 1.0f, nwa, nwc, lane);
             }
         }
     };
