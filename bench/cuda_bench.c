@@ -2,7 +2,7 @@
  * Qwen3-8B (4096 / 14336) shapes, 32 query heads, 8 KV heads, head_dim 128, vocab 151936.
  *
  *   cuda_bench [--quick] [--attn] [--matmul] [--q6k] [--norm] [--attn-trace] [--attn-prof]
- *              [--attn-step] [--fused] [--mixed] [--attn-s7] [--q6k-down] [--q6k-wide] [--q4k-wide] [--q4k] [--attn-pf]
+ *              [--attn-step] [--fused] [--mixed] [--attn-s7] [--q6k-down] [--q6k-wide] [--q4k-wide] [--q4w] [--q4k] [--attn-pf]
  *
  * Method: CUDA events around many launches, the median of several repetitions, per launch.
  * Weights (and KV caches) rotate over copies totalling > 256 MB, far above the H200's L2 (50-60
@@ -186,13 +186,15 @@ static int g_ab_mixed = 0; /* bench_mm: LOOM_GEMV_TRIPLE_MIXED=0, 1, 2, 3, twice
 /* bench_mm: LOOM_GEMM_WIDE=0 then forced on from 16 tokens ("16"), twice, same weights (1: plain /
  * add, 2: the _normed launcher) instead of the default row */
 static int g_ab_wide = 0;
-/* with g_ab_wide: the wide rows once for each LOOM_GEMM_WIDE_Q6K value in BENCH_Q6W (digits,
- * default "1234567": session 8's k32 body, the token-pair body at 16 / 32 tokens, its grid rule,
- * and those three with the limb pre-pass) */
+/* with g_ab_wide: the wide rows once for each LOOM_GEMM_WIDE_Q6K form in BENCH_Q6W (digits,
+ * default "234567": 16 / 32 tokens a block, the grid rule, and those three with the limb
+ * pre-pass) */
 static int g_ab_q6w = 0;
 /* bench_mm: the Q4_K GEMM's bodies in turn, twice, same weights (1: plain / add, 2: the _normed
- * launcher): LOOM_GEMV_MMA_Q4K_V=1 wide (f16), =2 wide (INT8, gemm_wide_q4k_i8), =2 with
- * LOOM_GEMM_WIDE=0 (the 8-token INT8 GEMM), =2 wide with LOOM_GEMM_WIDE_Q4K_I8=2 */
+ * launcher): LOOM_GEMV_MMA_Q4K_V=1 wide (f16), =2 wide (INT8, gemm_wide_q4k_i8, form 1), =2 with
+ * LOOM_GEMM_WIDE=0 (the 8-token INT8 GEMM), and for one matrix =2 wide with
+ * LOOM_GEMM_WIDE_Q4K_I8=4 (16 tokens, 3 blocks an SM: the default; the pair runs form 1 under
+ * both) */
 static int g_ab_q4v = 0;
 
 static int64_t wbytes(loom_kweight w) { return w.rows * loom_ggml_row_bytes(w.type, w.cols); }
@@ -258,12 +260,12 @@ static void bench_mm(const char *name, int op, int64_t n, int nw, const loom_ggm
         unsetenv("LOOM_GEMV_TRIPLE_MIXED");
         loom_cuda_reload_switches();
     }
-    const char *q6list = getenv("BENCH_Q6W") ? getenv("BENCH_Q6W") : "1234567";
+    const char *q6list = getenv("BENCH_Q6W") ? getenv("BENCH_Q6W") : "234567";
     for (int rep = 0; rep < (g_ab_wide ? 2 : 0); rep++)
         for (int v = 0; v < (g_ab_q6w && n > 1 ? 1 + (int)strlen(q6list) : 2); v++) {
-            char vn[96], q6w[2] = {v ? q6list[v - 1] : '1', 0};
+            char vn[96], q6w[2] = {v ? q6list[v - 1] : '7', 0};
             setenv("LOOM_GEMM_WIDE", v ? "16" : "0", 1);
-            setenv("LOOM_GEMM_WIDE_Q6K", g_ab_q6w ? q6w : "1", 1);
+            if (g_ab_q6w) setenv("LOOM_GEMM_WIDE_Q6K", q6w, 1);
             loom_cuda_reload_switches();
             m->norm = g_ab_wide == 2 ? 2 : 0;
             snprintf(vn, sizeof vn, "%s%s wide=%s%s%s", name, g_ab_wide == 2 ? " normed" : "",
@@ -276,11 +278,10 @@ static void bench_mm(const char *name, int op, int64_t n, int nw, const loom_ggm
         loom_cuda_reload_switches();
     }
     for (int rep = 0; rep < (g_ab_q4v ? 2 : 0); rep++)
-        for (int v = 0; v < (n == 1 ? 2 : 5); v++) {
-            static const char *vv[5] = {"1", "2", "2", "2", "2"}, *vw[5] = {"16", "16", "0", "16", "16"};
-            const char *vl[5] = {"V1 wide", "V2 wide", "V2 gemm8", "V2 wide min=2",
-                                 nw == 2 ? "V2 wide pair32" : "V2 wide lean16"};
-            const char *vi[5] = {"1", "1", "1", "2", nw == 2 ? "3" : "4"};
+        for (int v = 0; v < (n == 1 ? 2 : nw == 2 ? 3 : 4); v++) {
+            static const char *vv[4] = {"1", "2", "2", "2"}, *vw[4] = {"16", "16", "0", "16"};
+            static const char *vl[4] = {"V1 wide", "V2 wide", "V2 gemm8", "V2 wide lean16"};
+            static const char *vi[4] = {"1", "1", "1", "4"};
             char vn[96];
             setenv("LOOM_GEMV_MMA_Q4K_V", vv[v], 1);
             setenv("LOOM_GEMM_WIDE", vw[v], 1);

@@ -75,13 +75,16 @@
  *                         (n = 1) never changes. With LOOM_GEMV_MMA_Q4K_V=2 the Q4_K wide
  *                         kernel is the INT8 one (gemm_wide_q4k_i8: token == the V = 2 GEMV).
  *   LOOM_GEMM_WIDE_Q4K_I8 that INT8 wide kernel's form (same bits): 4 (default) one matrix at 16
- *                         tokens, 3 blocks an SM; 1: at 32 tokens; 2: the min term by IMMA; 3:
- *                         the pair at 32 tokens (bench/NOTES.md 2.4, session 9).
+ *                         tokens, 3 blocks an SM; 1: at 32 tokens (bench/NOTES.md 2.4, session
+ *                         9). 2 and 3 (measured slower) were removed in session 10: they, like
+ *                         any value but 1 and 4, select the default.
  *   LOOM_GEMM_WIDE_Q6K    the wide Q6_K kernel's form (same bits): 7 (default) the token-pair
  *                         body reading x's int8 limbs staged once a matmul by a pre-pass into
  *                         the kernel scratch, 32-token blocks where they fill the GPU, else 16;
  *                         5 / 6: the same at 16 / 32 tokens; 2 / 3 / 4: 5 / 6 / 7 staging x in
- *                         each block; 1: session 8's kernel (bench/NOTES.md 2.1, session 9).
+ *                         each block (bench/NOTES.md 2.1, session 9). 1 (session 8's kernel,
+ *                         measured slower) was removed in session 10: it, like any value
+ *                         outside 2..7, selects the default.
  *   LOOM_CUDA_PDL         =1: programmatic dependent launch (compute capability 9.0+): a kernel
  *                         may start during the previous one's tail and waits for it in-kernel
  *                         (common.cuh); default (off): plain stream order. Same results either

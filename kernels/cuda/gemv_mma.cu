@@ -72,9 +72,9 @@
 
 namespace loom_cuda {
 
-// LOOM_GEMM_WIDE_Q4K_I8 (runtime.cu): the wide INT8 GEMM's min term, 1 = the HMMA of the limb
-// sums (the default), 2 = the GEMV's IMMA chain.
-int gemm_wide_q4k_i8_min();
+// LOOM_GEMM_WIDE_Q4K_I8 (runtime.cu): the wide INT8 GEMM's form, 1 = one matrix at 32 tokens a
+// block, 4 (the default) = at 16 tokens, 3 blocks an SM (the pair: 16 tokens under both).
+int gemm_wide_q4k_i8_form();
 
 namespace {
 
@@ -561,6 +561,61 @@ struct WideSmem {
     float rk1[NMAT == 2 ? kWarps * NT / 2 * 32 : 1];
 };
 
+// The end of partial p = 4 r + q (of np) in a wide warp's walk, both bodies: each matrix m's
+// partial (part(m, v) writes this lane's values v[j * 2 + k]: token 4 j + t, row g + 8 k) is added
+// to rank r's sum ((p0 + p1) + p2) + p3 (rk; the pair's matrix 1 in rk1, element e at rk1[e *
+// 32]), and once p closes rank r (SPLIT) the rank's sum to the ranks' (tot, likewise: ((R0 + R1)
+// + ...)): reduce_partials' order. Each element is written and read by its own lane only.
+template <int NTL, int NMAT, bool SPLIT, typename Part>
+__device__ __forceinline__ void wide_end_partial(int p, int np, Part part,
+                                                 float (&rk)[NMAT][NTL][2], float *rk1,
+                                                 float *tot) {
+    const bool first = (p % kWarps) == 0;
+#pragma unroll
+    for (int m = 0; m < NMAT; m++) {
+        float v[NTL * 2];
+        part(m, v);
+#pragma unroll
+        for (int j = 0; j < NTL; j++)
+#pragma unroll
+            for (int k = 0; k < 2; k++) {
+                float &r = m == 1 ? rk1[(j * 2 + k) * 32] : rk[m][j][k];
+                r = first ? v[j * 2 + k] : __fadd_rn(r, v[j * 2 + k]);
+            }
+    }
+    if (SPLIT && ((p + 1) % kWarps == 0 || p + 1 == np)) {
+        const bool r0f = p < kWarps;
+#pragma unroll
+        for (int m = 0; m < NMAT; m++)
+#pragma unroll
+            for (int j = 0; j < NTL; j++)
+#pragma unroll
+                for (int k = 0; k < 2; k++) {
+                    const float r = m == 1 ? rk1[(j * 2 + k) * 32] : rk[m][j][k];
+                    float &o = tot[((m * NTL + j) * 2 + k) * 32];
+                    o = r0f ? r : __fadd_rn(o, r);
+                }
+    }
+}
+
+// After the walk: the tile's outputs, the ranks' sum (SPLIT: tot) or rank 0's (rk, rk1), through
+// q4_store (the GEMV's epilogue).
+template <int NTL, int NMAT, bool SPLIT>
+__device__ __forceinline__ void wide_store(const MmaArgs &a, const Seg &s, int64_t r0, int tok0,
+                                           int ntok, int lane, const float (&rk)[NMAT][NTL][2],
+                                           const float *rk1, const float *tot) {
+    float v[NMAT * NTL * 2];
+#pragma unroll
+    for (int m = 0; m < NMAT; m++)
+#pragma unroll
+        for (int j = 0; j < NTL; j++)
+#pragma unroll
+            for (int k = 0; k < 2; k++)
+                v[(m * NTL + j) * 2 + k] = SPLIT ? tot[((m * NTL + j) * 2 + k) * 32]
+                                           : m == 1 ? rk1[(j * 2 + k) * 32] : rk[m][j][k];
+    q4_store<NTL, NMAT>(a, s, r0, tok0, ntok, lane, v);
+}
+
 template <int NT, int NMAT, bool NORM, bool SPLIT>
 static __global__ void __launch_bounds__(kThreads, 2) gemm_wide_q4k(const MmaArgs a, int S) {
     __shared__ WideSmem<NT, NMAT, NORM, SPLIT> sm;
@@ -670,42 +725,16 @@ static __global__ void __launch_bounds__(kThreads, 2) gemm_wide_q4k(const MmaArg
                 }
             }
         }
-        // partial p = 4r + q of the GEMV: rank r's sum ((p0 + p1) + p2) + p3, then the ranks'
-        const bool first = (p % kWarps) == 0;
+        wide_end_partial<NTL, NMAT, SPLIT>(p, np, [&](int m, float *v) {
 #pragma unroll
-        for (int m = 0; m < NMAT; m++)
-#pragma unroll
-            for (int j = 0; j < NTL; j++)
-#pragma unroll
-                for (int k = 0; k < 2; k++) {
-                    float &r = m == 1 ? rk1[(j * 2 + k) * 32] : rk[m][j][k];
-                    r = first ? pt[m][j][k] : __fadd_rn(r, pt[m][j][k]);
-                }
-        if (SPLIT && ((p + 1) % kWarps == 0 || p + 1 == np)) {
-            const bool r0f = p < kWarps;
-#pragma unroll
-            for (int m = 0; m < NMAT; m++)
-#pragma unroll
-                for (int j = 0; j < NTL; j++)
-#pragma unroll
-                    for (int k = 0; k < 2; k++) {
-                        const float r = m == 1 ? rk1[(j * 2 + k) * 32] : rk[m][j][k];
-                        float &o = tot[((m * NTL + j) * 2 + k) * 32];
-                        o = r0f ? r : __fadd_rn(o, r);
-                    }
-        }
+            for (int j = 0; j < NTL; j++) {
+                v[j * 2] = pt[m][j][0];
+                v[j * 2 + 1] = pt[m][j][1];
+            }
+        }, rk, rk1, tot);
     }
     if (!live) return;
-    float v[NMAT * NTL * 2];
-#pragma unroll
-    for (int m = 0; m < NMAT; m++)
-#pragma unroll
-        for (int j = 0; j < NTL; j++)
-#pragma unroll
-            for (int k = 0; k < 2; k++)
-                v[(m * NTL + j) * 2 + k] = SPLIT ? tot[((m * NTL + j) * 2 + k) * 32]
-                                           : m == 1 ? rk1[(j * 2 + k) * 32] : rk[m][j][k];
-    q4_store<NTL, NMAT>(a, s, r0, tok0, ntok, lane, v);
+    wide_store<NTL, NMAT, SPLIT>(a, s, r0, tok0, ntok, lane, rk, rk1, tot);
 }
 
 // ---- The wide GEMM on the INT8 body (LOOM_GEMV_MMA_Q4K_V=2; bench/NOTES.md 2.4, session 9) ----
@@ -716,16 +745,14 @@ static __global__ void __launch_bounds__(kThreads, 2) gemm_wide_q4k(const MmaArg
 // IMAD for I, one HMMA of the limb sums for the min term M, the same integers as the GEMV's min
 // IMMA chain, then the GEMV's fold). A partial ends with the GEMV's lane sum (q4_i8_lane_sum),
 // then the partials combine in reduce_partials' order as in gemm_wide_q4k: every token == its
-// V = 2 GEMV bits. Tokens a block: kWideTokI8.
-template <int NMAT, bool SPLIT>
+// V = 2 GEMV bits. Tokens a block: kWideTokI8 (LOOM_GEMM_WIDE_Q4K_I8=1), or 16 for one matrix
+// (=4, the default: LEAN below). (Relays q4w-R1/R2 measured two other forms slower, removed in
+// session 10: the min term by the GEMV's IMMA chain a sub-block, 11-19% slower, and the pair at
+// 32 tokens, no gain; bench/NOTES.md 2.4.)
+template <int NMAT>
 constexpr int kWideTokI8 = NMAT == 2 ? 16 : 32;
-// LOOM_GEMM_WIDE_Q4K_I8=3: the pair without a split at 32 tokens (pa of both matrices: 255
-// registers, 0 spills sm_90a / sm_87).
-constexpr int kWideTokI8Pair32 = 32;
 
-// MINH: the min term by the HMMA of the limb sums (LOOM_GEMM_WIDE_Q4K_I8=1, the default), else
-// by the GEMV's IMMA a sub-block (=2; the stage without the sums). The same bits either way.
-template <int NT, int NMAT, bool NORM, bool SPLIT, bool MINH>
+template <int NT, int NMAT, bool NORM, bool SPLIT>
 static __global__ void __launch_bounds__(kThreads, NT == 16 && NMAT == 1 ? 3 : 2) gemm_wide_q4k_i8(const MmaArgs a, int S) {
     // LEAN (one matrix, 16 tokens, 3 blocks an SM): the next super-block's weights go to L2
     // only (prefetch) and into registers at the start of their step.
@@ -808,10 +835,10 @@ static __global__ void __launch_bounds__(kThreads, NT == 16 && NMAT == 1 ? 3 : 2
                     if (tk < ntok) {
                         if (NORM) {
                             const float sc = sm.nscale[tk];
-                            stage_q4i8w<NT, MINH>(st, tk, rms_apply4(xa[i], sc, nwa),
+                            stage_q4i8w<NT>(st, tk, rms_apply4(xa[i], sc, nwa),
                                             rms_apply4(xc[i], sc, nwc), lane);
                         } else {
-                            stage_q4i8w<NT, MINH>(st, tk, xa[i], xc[i], lane);
+                            stage_q4i8w<NT>(st, tk, xa[i], xc[i], lane);
                         }
                     }
                 }
@@ -833,76 +860,35 @@ static __global__ void __launch_bounds__(kThreads, NT == 16 && NMAT == 1 ? 3 : 2
                     }
 #pragma unroll
                     for (int pp = 0; pp < NP; pp++)
-                        if (2 * pp < ntok) q4_i8_wtile<NT, MINH>(A, st, pp, lane, pa[m][pp]);
+                        if (2 * pp < ntok) q4_i8_wtile<NT>(A, st, pp, lane, pa[m][pp]);
                     if (NMAT == 2 && more) cur[m] = q4_load_i8(wg[m], w8[m], nx, t);
                 }
             }
         }
-        // partial p = 4r + q of the GEMV: its lane sum, rank r's sum ((p0 + p1) + p2) + p3,
-        // then the ranks'
-        const bool first = (p % kWarps) == 0;
-#pragma unroll
-        for (int m = 0; m < NMAT; m++) {
-            float v[NTL * 2];
+        // (the partial's lane sum first: the GEMV's)
+        wide_end_partial<NTL, NMAT, SPLIT>(p, np, [&](int m, float *v) {
             q4_i8_lane_sum<NT, NTL>(pa[m], v, lane);
-#pragma unroll
-            for (int j = 0; j < NTL; j++)
-#pragma unroll
-                for (int k = 0; k < 2; k++) {
-                    float &r = m == 1 ? rk1[(j * 2 + k) * 32] : rk[m][j][k];
-                    r = first ? v[j * 2 + k] : __fadd_rn(r, v[j * 2 + k]);
-                }
-        }
-        if (SPLIT && ((p + 1) % kWarps == 0 || p + 1 == np)) {
-            const bool r0f = p < kWarps;
-#pragma unroll
-            for (int m = 0; m < NMAT; m++)
-#pragma unroll
-                for (int j = 0; j < NTL; j++)
-#pragma unroll
-                    for (int k = 0; k < 2; k++) {
-                        const float r = m == 1 ? rk1[(j * 2 + k) * 32] : rk[m][j][k];
-                        float &o = tot[((m * NTL + j) * 2 + k) * 32];
-                        o = r0f ? r : __fadd_rn(o, r);
-                    }
-        }
+        }, rk, rk1, tot);
     }
     if (!live) return;
-    float v[NMAT * NTL * 2];
-#pragma unroll
-    for (int m = 0; m < NMAT; m++)
-#pragma unroll
-        for (int j = 0; j < NTL; j++)
-#pragma unroll
-            for (int k = 0; k < 2; k++)
-                v[(m * NTL + j) * 2 + k] = SPLIT ? tot[((m * NTL + j) * 2 + k) * 32]
-                                           : m == 1 ? rk1[(j * 2 + k) * 32] : rk[m][j][k];
-    q4_store<NTL, NMAT>(a, s, r0, tok0, ntok, lane, v);
+    wide_store<NTL, NMAT, SPLIT>(a, s, r0, tok0, ntok, lane, rk, rk1, tot);
 }
 
 template <int NMAT, bool NORM>
 cudaError_t launch_wide_n(const MmaArgs &a, bool i8, int S, cudaStream_t stream) {
     constexpr int NT1 = kWideTok<NMAT, false>, NTS = kWideTok<NMAT, true>;
-    constexpr int NI1 = kWideTokI8<NMAT, false>, NIS = kWideTokI8<NMAT, true>;
-    const int isw = i8 ? gemm_wide_q4k_i8_min() : 0;
-    const bool p32 = NMAT == 2 && S == 1 && isw == 3;
-    const bool lean = NMAT == 1 && isw == 4;
-    const int NT = i8 ? (lean ? 16 : S > 1 ? NIS : p32 ? kWideTokI8Pair32 : NI1) : (S > 1 ? NTS : NT1);
+    constexpr int NI = kWideTokI8<NMAT>;
+    const bool lean = NMAT == 1 && i8 && gemm_wide_q4k_i8_form() == 4;
+    const int NT = i8 ? (lean ? 16 : NI) : (S > 1 ? NTS : NT1);
     const dim3 grid((unsigned)((a.n + NT - 1) / NT),
                     (unsigned)((a.tile0[a.nseg] + kWarps - 1) / kWarps), 1);
     if (NMAT == 1 && lean) {
-        if (S > 1) return launch(gemm_wide_q4k_i8<16, NMAT, NORM, true, true>, grid, kThreads, 0, stream, a, S);
-        return launch(gemm_wide_q4k_i8<16, NMAT, NORM, false, true>, grid, kThreads, 0, stream, a, S);
-    }
-    if (NMAT == 2 && p32)
-        return launch(gemm_wide_q4k_i8<kWideTokI8Pair32, NMAT, NORM, false, true>, grid, kThreads, 0, stream, a, S);
-    if (isw == 2) {
-        if (S > 1) return launch(gemm_wide_q4k_i8<NIS, NMAT, NORM, true, false>, grid, kThreads, 0, stream, a, S);
-        return launch(gemm_wide_q4k_i8<NI1, NMAT, NORM, false, false>, grid, kThreads, 0, stream, a, S);
+        if (S > 1) return launch(gemm_wide_q4k_i8<16, NMAT, NORM, true>, grid, kThreads, 0, stream, a, S);
+        return launch(gemm_wide_q4k_i8<16, NMAT, NORM, false>, grid, kThreads, 0, stream, a, S);
     }
     if (i8) {
-        if (S > 1) return launch(gemm_wide_q4k_i8<NIS, NMAT, NORM, true, true>, grid, kThreads, 0, stream, a, S);
-        return launch(gemm_wide_q4k_i8<NI1, NMAT, NORM, false, true>, grid, kThreads, 0, stream, a, S);
+        if (S > 1) return launch(gemm_wide_q4k_i8<NI, NMAT, NORM, true>, grid, kThreads, 0, stream, a, S);
+        return launch(gemm_wide_q4k_i8<NI, NMAT, NORM, false>, grid, kThreads, 0, stream, a, S);
     }
     if (S > 1) return launch(gemm_wide_q4k<NTS, NMAT, NORM, true>, grid, kThreads, 0, stream, a, S);
     return launch(gemm_wide_q4k<NT1, NMAT, NORM, false>, grid, kThreads, 0, stream, a, S);

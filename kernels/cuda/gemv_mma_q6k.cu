@@ -6,12 +6,12 @@
 // 0 the f16 product described below (q6k_mma_body.cuh), 2 the INT8 one (q6k_i8_body.cuh: q as
 // u8, x as 4 exact int8 limbs; its own opening comment has the design, contract and costs).
 // LOOM_GEMM_WIDE (runtime.cu gemm_wide_min: 1, the default, from 64 tokens; 0 off; n from n
-// tokens) sends the INT8 body's GEMM to q6k_i8_wide.cuh's blocks of 4 tiles x 16 tokens (x
-// staged once a block, A decoded once a super-block for 16 tokens; the same bits as the 8-token
-// GEMM and the GEMV). LOOM_GEMM_WIDE_Q6K (session 9) picks that wide kernel: 1 session 8's, 2-4
-// the token-pair (m16n8k16) body, 5-7 the pair body reading x limbs that a pre-pass kernel
-// staged once for the whole matmul into the kernel scratch (q6_limbs_bytes(n, K) bytes: K / 256
-// x n rounded up to 32 x 1028), falling back to 2-4 where the scratch cannot grow (a capture).
+// tokens) sends the INT8 body's GEMM to q6k_i8_wide.cuh's blocks of 4 tiles x 16 or 32 tokens
+// (x staged once a block, A decoded once a super-block for all its tokens; the same bits as the
+// 8-token GEMM and the GEMV). LOOM_GEMM_WIDE_Q6K (session 9) picks its form: 5-7 (7 the
+// default) read x limbs that a pre-pass kernel staged once for the whole matmul into the kernel
+// scratch (q6_limbs_bytes(n, K) bytes: K / 256 x n rounded up to 32 x 1028), 2-4 stage x in the
+// block, the fallback where the scratch cannot grow (a capture).
 //
 // The product. mma.sync m16n8k16 (f16 x f16 -> f32), A = weights, B = x as f16 hi + lo with a
 // power-of-two scale per super-block and token (mma_common.cuh: stage_token). A Q6_K weight is
@@ -120,30 +120,24 @@ cudaError_t launch_q6k(const Q6Args &a, bool norm, int S, int64_t groups, cudaSt
                           grid, dim3((unsigned)S, 1, 1), kThreads, 0, stream, a);
 }
 
-// The wide prefill GEMM (q6k_i8_wide.cuh): one block = 4 tiles (blockIdx.z) x kWideTok tokens
-// (blockIdx.y), no cluster; S = the GEMV's split of the shape (the partials it walks).
-template <int NT, bool NORM>
-static __global__ void __launch_bounds__(kThreads, 2) gemm_wide_q6k(const Q6Args a, int S) {
-    __shared__ Q6WideSmem<NT, NORM> sm;
-    q6k_i8_wide<NT, NORM>(a, sm, blockIdx.z, S, (int)blockIdx.y * NT);
-}
-
-// The token-pair body (q6k_i8_wide.cuh q6k_i8_wide2): NT tokens a block, NBUF x stages.
+// The wide prefill GEMM (q6k_i8_wide.cuh): one block = 4 tiles (blockIdx.z) x NT tokens
+// (blockIdx.y), NBUF x stages, no cluster; S = the GEMV's split of the shape (the partials it
+// walks).
 template <int NT, int NBUF, bool NORM>
-static __global__ void __launch_bounds__(kThreads, 2) gemm_wide2_q6k(const Q6Args a, int S) {
-    __shared__ Q6Wide2Smem<NT, NBUF, NORM> sm;
-    q6k_i8_wide2<NT, NBUF, NORM>(a, sm, blockIdx.z, S, (int)blockIdx.y * NT);
+static __global__ void __launch_bounds__(kThreads, 2) gemm_wide_q6k(const Q6Args a, int S) {
+    __shared__ Q6WideSmem<NT, NBUF, NORM> sm;
+    q6k_i8_wide<NT, NBUF, NORM>(a, sm, blockIdx.z, S, (int)blockIdx.y * NT);
 }
 
 template <int NT, int NBUF>
-cudaError_t launch_wide2(const Q6Args &a, bool norm, int S, int64_t quads, cudaStream_t stream) {
+cudaError_t launch_wide_x(const Q6Args &a, bool norm, int S, int64_t quads, cudaStream_t stream) {
     const int64_t groups = (a.n + NT - 1) / NT;
     const dim3 grid(1u, (unsigned)groups, (unsigned)quads);
-    return launch(norm ? gemm_wide2_q6k<NT, NBUF, true> : gemm_wide2_q6k<NT, NBUF, false>, grid,
+    return launch(norm ? gemm_wide_q6k<NT, NBUF, true> : gemm_wide_q6k<NT, NBUF, false>, grid,
                   kThreads, 0, stream, a, S);
 }
 
-// The limb pre-pass (one block a token, npad blocks) and the pair body reading its limbs.
+// The limb pre-pass (one block a token, npad blocks) and the wide GEMM reading its limbs.
 template <bool NORM>
 static __global__ void __launch_bounds__(kThreads) q6_prepass(const float *x, int64_t K, int n,
                                                               const PreNorm norm, uint4 *X,
@@ -152,18 +146,18 @@ static __global__ void __launch_bounds__(kThreads) q6_prepass(const float *x, in
 }
 
 template <int NT, int NBUF>
-static __global__ void __launch_bounds__(kThreads, 2) gemm_wide2_pre_q6k(const Q6Args a, int S,
-                                                                         const Q6Limbs L) {
-    __shared__ Q6Wide2Smem<NT, NBUF, false> sm;
-    q6k_i8_wide2<NT, NBUF, false, true>(a, sm, blockIdx.z, S, (int)blockIdx.y * NT, L);
+static __global__ void __launch_bounds__(kThreads, 2) gemm_wide_pre_q6k(const Q6Args a, int S,
+                                                                        const Q6Limbs L) {
+    __shared__ Q6WideSmem<NT, NBUF, false> sm;
+    q6k_i8_wide<NT, NBUF, false, true>(a, sm, blockIdx.z, S, (int)blockIdx.y * NT, L);
 }
 
 // The pre-pass into the kernel scratch (runtime.cu scratch(): grown only outside stream capture;
-// q6_limbs_bytes(n, K) bytes), then the pair body at NT tokens reading it. Returns
+// q6_limbs_bytes(n, K) bytes), then the wide GEMM at NT tokens reading it. Returns
 // cudaErrorMemoryAllocation, having launched nothing, when the scratch is short (the caller
-// then runs the pair body that stages x itself).
+// then runs the wide GEMM that stages x itself).
 template <int NT, int NBUF>
-cudaError_t launch_wide2_pre(const Q6Args &a, bool norm, int S, int64_t quads,
+cudaError_t launch_wide_pre(const Q6Args &a, bool norm, int S, int64_t quads,
                              cudaStream_t stream) {
     void *buf = scratch(q6_limbs_bytes(a.n, a.K), stream);
     if (!buf) return cudaErrorMemoryAllocation;
@@ -178,14 +172,14 @@ cudaError_t launch_wide2_pre(const Q6Args &a, bool norm, int S, int64_t quads,
     if (e != cudaSuccess) return e;
     const int64_t groups = (a.n + NT - 1) / NT;
     const dim3 grid(1u, (unsigned)groups, (unsigned)quads);
-    return launch(gemm_wide2_pre_q6k<NT, NBUF>, grid, kThreads, 0, stream, a, S, L);
+    return launch(gemm_wide_pre_q6k<NT, NBUF>, grid, kThreads, 0, stream, a, S, L);
 }
 
-// LOOM_GEMM_WIDE_Q6K (runtime.cu) picks the wide kernel: 1 q6k_i8_wide (k32, 16 tokens), 2 the
-// token-pair body at 16 tokens, 3 at 32 tokens, 4 the pair body at 32 tokens where those blocks
-// number >= 1.5 x SMs (ceil(n / 32) x quads), else at 16; 5, 6, 7 as 2, 3, 4 with x
-// converted to limbs once for the matmul by a pre-pass (q6_limbs_prepass, in the kernel scratch;
-// without scratch 2, 3, 4). The same bits in every case.
+// LOOM_GEMM_WIDE_Q6K (runtime.cu) picks the wide GEMM's form: 2 at 16 tokens a block, 3 at 32,
+// 4 at 32 tokens where those blocks number >= 1.5 x SMs (ceil(n / 32) x quads), else at 16;
+// 5, 6, 7 (the default) as 2, 3, 4 with x converted to limbs once for the matmul by a pre-pass
+// (q6_limbs_prepass, in the kernel scratch; without scratch 2, 3, 4). The same bits in every
+// case. (1, session 8's k32 kernel, was removed in session 10: slower in every row.)
 cudaError_t launch_wide(const Q6Args &a, bool norm, int S, cudaStream_t stream) {
     const int64_t quads = (a.tile0[a.nseg] + kWarps - 1) / kWarps;
     int v = gemm_wide_q6k_variant();
@@ -195,19 +189,14 @@ cudaError_t launch_wide(const Q6Args &a, bool norm, int S, cudaStream_t stream) 
     const bool fill32 = (a.n + 31) / 32 * quads * 2 >= 3 * (int64_t)sm_count();
     if (v >= 5) {  // the limb pre-pass: 5 at 16 tokens, 6 at 32, 7 by the grid rule
         const cudaError_t e = v == 6 || (v == 7 && fill32)
-                                  ? launch_wide2_pre<32, 1>(a, norm, S, quads, stream)
-                                  : launch_wide2_pre<16, 2>(a, norm, S, quads, stream);
+                                  ? launch_wide_pre<32, 1>(a, norm, S, quads, stream)
+                                  : launch_wide_pre<16, 2>(a, norm, S, quads, stream);
         if (e != cudaErrorMemoryAllocation) return e;
         (void)cudaGetLastError();
         v -= 3;  // no scratch (a capture before it was reserved): the same body staging x
     }
-    if (v == 3 || (v == 4 && fill32))
-        return launch_wide2<32, 1>(a, norm, S, quads, stream);
-    if (v >= 2) return launch_wide2<16, 2>(a, norm, S, quads, stream);
-    const int64_t groups = (a.n + kWideTok - 1) / kWideTok;
-    const dim3 grid(1u, (unsigned)groups, (unsigned)quads);
-    return launch(norm ? gemm_wide_q6k<kWideTok, true> : gemm_wide_q6k<kWideTok, false>, grid,
-                  kThreads, 0, stream, a, S);
+    if (v == 3 || (v == 4 && fill32)) return launch_wide_x<32, 1>(a, norm, S, quads, stream);
+    return launch_wide_x<16, 2>(a, norm, S, quads, stream);
 }
 
 }  // namespace
@@ -251,7 +240,7 @@ loom_status mma_q6k_matmul(const Seg *seg, int nseg, int epi, const float *x, in
     const int var = f16 && mma_q6k_variant() == 2 ? 1 : mma_q6k_variant();
     const int64_t per_launch = 65535 * (int64_t)kGemmTok;
     // LOOM_GEMM_WIDE (runtime.cu, mma_common.cuh gemm_wide_min): the INT8 body's GEMM from that
-    // many tokens on runs q6k_i8_wide.cuh's 64-row, 16-token blocks (the same bits); "on" (1)
+    // many tokens on runs q6k_i8_wide.cuh's 64-row blocks (the same bits); "on" (1)
     // means from kWideMinN tokens, where it measured faster (bench/NOTES.md 2.1, session 8).
     const int wset = var == 2 ? gemm_wide_min() : 0;
     const int wide = wset == 1 ? kWideMinN : wset;

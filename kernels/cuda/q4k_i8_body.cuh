@@ -160,31 +160,24 @@ __device__ __forceinline__ void q4_i8_b(const Q4I8Stage<NT> &st, int p, int h, i
     b0[2] = o.x; b1[2] = o.y; b0[3] = o.z; b1[3] = o.w;
 }
 
-// I += s * d as a volatile asm: kept in program order with the mma (the GEMM's compiler
-// otherwise issued many tokens' mma ahead of their IMADs and spilled the products).
-__device__ __forceinline__ void imad_v(int &I, int s, int d) {
-    asm volatile("mad.lo.s32 %0, %1, %2, %0;" : "+r"(I) : "r"(s), "r"(d));
+// One sub-block's scaled product for one token (the GEMV's and the wide GEMM's step): D = A x B
+// by one IMMA from zero, then I += sc * D (rows g: I[0..1] with sg, g+8: I[2..3] with s8).
+__device__ __forceinline__ void q4_i8_scaled(const uint32_t (&a)[4], int sg, int s8, uint32_t b0,
+                                             uint32_t b1, int (&I)[4]) {
+    int d[4];
+    mma_u8s8_k32_z(d, a[0], a[1], a[2], a[3], b0, b1);
+    I[0] += sg * d[0];
+    I[1] += sg * d[1];
+    I[2] += s8 * d[2];
+    I[3] += s8 * d[3];
 }
 
-// The two mma of one sub-block for one token: I += sc * D (rows g: I[0..1], g+8: I[2..3]),
-// M += min * (limb sums) in the mma's accumulator. ORD: the IMADs in program order (GEMM).
-template <bool ORD>
+// The two mma of one sub-block for one token (the GEMV and the 8-token GEMM): q4_i8_scaled,
+// then M += min * (limb sums) in the min mma's accumulator.
 __device__ __forceinline__ void q4_i8_mma(const Q4I8A &q, uint32_t b0, uint32_t b1, int (&I)[4],
                                           int (&M)[4]) {
-    int d[4];
-    mma_u8s8_k32_z(d, q.a[0], q.a[1], q.a[2], q.a[3], b0, b1);
+    q4_i8_scaled(q.a, q.sg, q.s8, b0, b1, I);
     q6k::mma_u8s8_k32(M, q.am[0], q.am[1], q.am[0], q.am[1], b0, b1, M);
-    if (ORD) {
-        imad_v(I[0], q.sg, d[0]);
-        imad_v(I[1], q.sg, d[1]);
-        imad_v(I[2], q.s8, d[2]);
-        imad_v(I[3], q.s8, d[3]);
-    } else {
-        I[0] += q.sg * d[0];
-        I[1] += q.sg * d[1];
-        I[2] += q.s8 * d[2];
-        I[3] += q.s8 * d[3];
-    }
 }
 
 // acc (rows g, g+8) += the folded super-block of one token: limbs (0, 1) for even t, (2, 3) for
@@ -245,7 +238,7 @@ __device__ __forceinline__ void q4_superblock_i8(const Q4RawI8 &r, const Q4I8Sta
             uint32_t b0[4], b1[4];
             q4_i8_b<NT>(st, 0, h, lane, b0, b1);
 #pragma unroll
-            for (int i = 0; i < 4; i++) q4_i8_mma<false>(q[i], b0[i], b1[i], I, M[i & 1]);
+            for (int i = 0; i < 4; i++) q4_i8_mma(q[i], b0[i], b1[i], I, M[i & 1]);
         }
         int Ms[4];
 #pragma unroll
@@ -274,7 +267,7 @@ __device__ __forceinline__ void q4_superblock_i8(const Q4RawI8 &r, const Q4I8Sta
                 uint32_t b0[4], b1[4];
                 q4_i8_b<NT>(st, p, h, lane, b0, b1);
 #pragma unroll
-                for (int i = 0; i < 4; i++) q4_i8_mma<false>(q[i], b0[i], b1[i], I[p], M[p]);
+                for (int i = 0; i < 4; i++) q4_i8_mma(q[i], b0[i], b1[i], I[p], M[p]);
             }
         }
 #pragma unroll
@@ -331,13 +324,11 @@ struct Q4I8WStage {
 // sub-block m = L >> 2; its 4 lanes' byte sums (dp4a) meet by two xor shuffles (limbs packed
 // two a word: |Sx| < 2^15), lane t keeps limb t and writes B[2m..2m+1][4 (tok & 1) + t] as one
 // half2 (Sx & 63, Sx >> 6) into fragment lane 4 c + (m & 3), register m >> 2.
-// SUMS = false (LOOM_GEMM_WIDE_Q4K_I8=2: the min by the GEMV's IMMA chain): the limbs only.
-template <int NT, bool SUMS>
+template <int NT>
 __device__ __forceinline__ void stage_q4i8w(Q4I8WStage<NT> &st, int tok, float4 xa, float4 xc,
                                             int lane) {
     uint32_t l[2][4];
     stage_q4i8<NT>(st.q, tok, xa, xc, lane, l);
-    if constexpr (SUMS) {
     int s[4];
 #pragma unroll
     for (int j = 0; j < 4; j++) s[j] = __dp4a((int)l[1][j], 0x01010101, __dp4a((int)l[0][j], 0x01010101, 0));
@@ -353,7 +344,6 @@ __device__ __forceinline__ void stage_q4i8w(Q4I8WStage<NT> &st, int tok, float4 
     const __half2 h = __floats2half2_rn((float)(S & 63), (float)(S >> 6));
     uint32_t *dst = reinterpret_cast<uint32_t *>(&st.sx[tok >> 1][4 * (4 * (tok & 1) + t) + (m & 3)]);
     dst[m >> 2] = *reinterpret_cast<const uint32_t *>(&h);
-    }
 }
 
 // One super-block of a tile's rows g, g+8 decoded for the wide GEMM: the A registers and scales
@@ -363,8 +353,6 @@ struct Q4I8Dec {
     uint32_t a[8][4];
     int sg[8], s8[8];
     uint32_t mq[4];
-    uint32_t mnw[2][2];  // (LOOM_GEMM_WIDE_Q4K_I8=2) the min words, for q4_i8_a's am
-
     float dg, mg, d8, m8;
 };
 
@@ -399,11 +387,6 @@ __device__ __forceinline__ void q4_i8_decode(const Q4RawI8 &r, int t, Q4I8Dec &A
             A.sg[4 * h + i] = q.sg;
             A.s8[4 * h + i] = q.s8;
         }
-#pragma unroll
-    for (int k = 0; k < 2; k++) {
-        A.mnw[k][0] = mnw[k][0];
-        A.mnw[k][1] = mnw[k][1];
-    }
     A.mq[0] = q4_min_h2(mnw[0][0], t);
     A.mq[1] = q4_min_h2(mnw[1][0], t);
     A.mq[2] = q4_min_h2(mnw[0][1], t);
@@ -412,39 +395,23 @@ __device__ __forceinline__ void q4_i8_decode(const Q4RawI8 &r, int t, Q4I8Dec &A
 
 // Tile p (tokens 2p, 2p + 1) of one decoded super-block: acc (rows g, g+8) += this lane's fold,
 // the GEMV's per-token integers (I by IMMA + IMAD, M by the HMMA above) and fold.
-// MINH = false: M by the GEMV's min IMMA a sub-block instead of the HMMA.
-template <int NT, bool MINH>
+template <int NT>
 __device__ __forceinline__ void q4_i8_wtile(const Q4I8Dec &A, const Q4I8WStage<NT> &st, int p,
                                             int lane, float (&acc)[2]) {
     const int t = lane & 3;
-    int I[4] = {0, 0, 0, 0}, Mi[4] = {0, 0, 0, 0};
+    int I[4] = {0, 0, 0, 0};
 #pragma unroll
     for (int h = 0; h < 2; h++) {
         uint32_t b0[4], b1[4];
         q4_i8_b<NT>(st.q, p, h, lane, b0, b1);
 #pragma unroll
-        for (int i = 0; i < 4; i++) {
-            const int m = 4 * h + i;
-            int d[4];
-            mma_u8s8_k32_z(d, A.a[m][0], A.a[m][1], A.a[m][2], A.a[m][3], b0[i], b1[i]);
-            I[0] += A.sg[m] * d[0];
-            I[1] += A.sg[m] * d[1];
-            I[2] += A.s8[m] * d[2];
-            I[3] += A.s8[m] * d[3];
-            if (!MINH) {
-                const uint32_t amg = q4_bcast(A.mnw[0][h], i), am8 = q4_bcast(A.mnw[1][h], i);
-                q6k::mma_u8s8_k32(Mi, amg, am8, amg, am8, b0[i], b1[i], Mi);
-            }
-        }
+        for (int i = 0; i < 4; i++)
+            q4_i8_scaled(A.a[4 * h + i], A.sg[4 * h + i], A.s8[4 * h + i], b0[i], b1[i], I);
     }
-    if (MINH) {
-        float M[4] = {0.0f, 0.0f, 0.0f, 0.0f};
-        const uint2 sx = st.sx[p][lane];
-        mma16816(M, A.mq[0], A.mq[1], A.mq[2], A.mq[3], sx.x, sx.y);
-        q4_i8_fold(I, M, st.q.sinv[2 * p + (t >> 1)], A.dg, A.mg, A.d8, A.m8, t, acc);
-    } else {
-        q4_i8_fold(I, Mi, st.q.sinv[2 * p + (t >> 1)], A.dg, A.mg, A.d8, A.m8, t, acc);
-    }
+    float M[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+    const uint2 sx = st.sx[p][lane];
+    mma16816(M, A.mq[0], A.mq[1], A.mq[2], A.mq[3], sx.x, sx.y);
+    q4_i8_fold(I, M, st.q.sinv[2 * p + (t >> 1)], A.dg, A.mg, A.d8, A.m8, t, acc);
 }
 
 }  // namespace loom_cuda

@@ -145,6 +145,27 @@ __device__ __forceinline__ void stage_i8(I8Stage<NT> &st, int tok, float4 xa, fl
     if (lane == 0) st.sinv[tok] = __uint_as_float((uint32_t)(254 - e) << 23);
 }
 
+// The norm weight at this lane's staged x positions of super-block b (stage_i8's xa, xc): nwb =
+// the weight + the lane's offset; without one (nwb NULL) 1.0, the same bits as no multiply.
+__device__ __forceinline__ void q6_norm_w(const float *nwb, int64_t b, float4 &nwa, float4 &nwc) {
+    nwa = make_float4(1.f, 1.f, 1.f, 1.f);
+    nwc = nwa;
+    if (nwb) {
+        nwa = ld_x4(nwb + b * 256);
+        nwc = ld_x4(nwb + b * 256 + 16);
+    }
+}
+
+// stage_i8 of x as loaded (every Q6_K INT8 staging: the GEMV and GEMM, the wide GEMM, the
+// pre-pass). NORM: x RMS-normalized first, (x * sc) * w (rms_apply4; sc the token's scale, nwa /
+// nwc from q6_norm_w): bit for bit loom_cuda_rms_norm followed by the plain kernel.
+template <int NT, bool NORM>
+__device__ __forceinline__ void stage_i8_x(I8Stage<NT> &st, int tok, float4 xa, float4 xc,
+                                           float sc, float4 nwa, float4 nwc, int lane) {
+    if (NORM) stage_i8<NT>(st, tok, rms_apply4(xa, sc, nwa), rms_apply4(xc, sc, nwc), lane);
+    else stage_i8<NT>(st, tok, xa, xc, lane);
+}
+
 // This lane's quant words of half h of a super-block (the INT8 bodies' A operands): ql of runs
 // n = 4h + 2jj + u, qh of runs 8 + 2h + u, of rows g (words from pg, funnel shift fg) and g + 8
 // (p8, f8).
@@ -345,27 +366,17 @@ __device__ __forceinline__ void q6k_i8_tile(const Q6Args &a, Q6I8Smem<NT, ST, NO
         float4 nxa[XB], nxc[XB];
         const bool more = sb + step < nsb;
         if (kPrefetchX && more) load_x(sb + step, 0, nxa, nxc);
-        float4 nwa = make_float4(1.f, 1.f, 1.f, 1.f), nwc = nwa;
-        if (NORM && nwb) {
-            nwa = ld_x4(nwb + sb * 256);
-            nwc = ld_x4(nwb + sb * 256 + 16);
-        }
+        float4 nwa, nwc;
+        q6_norm_w(nwb, sb, nwa, nwc);
         __syncwarp();
 #pragma unroll
         for (int i0 = 0; i0 < NT; i0 += XB) {
             if (!kPrefetchX) load_x(sb, i0, xa, xc);
 #pragma unroll
-            for (int i = 0; i < XB; i++) {
-                if (i0 + i == 0 || i0 + i < ntok) {
-                    if (NORM) {
-                        const float sc = sm.nscale[i0 + i];
-                        stage_i8<NT>(st, i0 + i, rms_apply4(xa[i], sc, nwa), rms_apply4(xc[i], sc, nwc),
-                                     lane);
-                    } else {
-                        stage_i8<NT>(st, i0 + i, xa[i], xc[i], lane);
-                    }
-                }
-            }
+            for (int i = 0; i < XB; i++)
+                if (i0 + i == 0 || i0 + i < ntok)
+                    stage_i8_x<NT, NORM>(st, i0 + i, xa[i], xc[i], NORM ? sm.nscale[i0 + i] : 1.0f,
+                                         nwa, nwc, lane);
         }
         cp_async_wait<ST - 1>();
         __syncwarp();

@@ -1,18 +1,18 @@
 // q6k_i8_wide.cuh: the wide prefill GEMM of the INT8 Q6_K body (LOOM_GEMM_WIDE=1 with
 // LOOM_GEMV_MMA_Q6K_V=2; gemv_mma_q6k.cu launches it for n >= kWideMinN tokens). Same
-// arithmetic as q6k_i8_body.cuh's GEMM, so every token's outputs are its GEMV's bits; what
-// changes is who does which part of the work.
+// integers and folds as q6k_i8_body.cuh's GEMM, so every token's outputs are its GEMV's bits;
+// what changes is who does which part of the work.
 //
 // Geometry. A block = 4 warps on 4 adjacent 16-row tiles (64 rows; warp w owns tile 4 z + w,
-// z = blockIdx.z) and kWideTok = 16 tokens (blockIdx.y); no cluster. All four warps walk the
+// z = blockIdx.z) and NT = 16 or 32 tokens (blockIdx.y); no cluster. All four warps walk the
 // same super-blocks in the same order, so the x of one super-block is converted to limbs once
-// a block (each warp stages 4 of the 16 tokens with q6k_i8_body.cuh's stage_i8, the same
-// digits and warp scale) into a shared stage that serves the 64 rows; the stage is double
-// buffered, one __syncthreads a super-block. A warp decodes its tile's A (q - 32 as s8, both
-// halves, 32 registers) and the 16 sub-block scales once a super-block and runs the 16 tokens
-// over them: per token 8 IMMA, 32 IMAD, one FP32 fold, exactly the GEMM's per-token sequence.
-// Its weight window for the next super-block is requested (cp.async, one stage) as soon as
-// the A registers are built, and the next x is loaded while the tokens run.
+// a block (each warp stages NT / 4 of the tokens with q6k_i8_body.cuh's stage_i8, the same
+// digits and warp scale) into a shared stage that serves the 64 rows -- or, with the pre-pass
+// (PRE, LOOM_GEMM_WIDE_Q6K 5-7, the default 7), copied by cp.async from the limbs that
+// q6_limbs_prepass staged once for the whole matmul. A warp decodes its tile's A (q - 32 as s8)
+// and the sub-block scales once a super-block and runs the tokens over them, two a mma. Its
+// weight window for the next super-block is requested (cp.async, one stage) as soon as the A
+// registers are built.
 //
 // Bit identity with the GEMV (and the 8-token GEMM). The GEMV of a tile adds up 4 S partials
 // (cluster rank r, warp w: super-blocks p = 4 r + w, p + 4 S, ... with S = mma_pick_split of the
@@ -23,282 +23,11 @@
 // and combines the results in reduce_partials' order (partials with no super-block add the
 // same zeros). Integer sums are exact, so the order of the IMAD inside a super-block is free.
 //
-// Shared memory: the warps' weight windows 4 x 3584 + 2 stages x 16 tokens x 1 KB + the norm
-// scales = 47.8 KB (under sm_87's 48 KB static limit); registers: 32 accumulators, 32 A, 16
-// scales, 32 prefetched x values, 16 partial sums (2 blocks an SM).
-// Session 9 (below, LOOM_GEMM_WIDE_Q6K >= 2): the token-pair body q6k_i8_wide2 and the x limb
-// pre-pass q6_limbs_prepass; the same bits as this kernel.
-#pragma once
-
-#include "kernels/cuda/q6k_i8_body.cuh"
-
-namespace loom_cuda {
-namespace q6k {
-
-constexpr int kWideTok = 16;  // tokens a wide block
-// LOOM_GEMM_WIDE=1: the wide GEMM from this many tokens on (gemv_mma_q6k.cu), below it the
-// 8-token GEMM. Relay pg6-R1 (H200): wide / 8-token at N = 32 1.70x slower (4B down + add 183 vs
-// 108 us: 80 blocks for 132 SMs), at N = 64 0.89x (188 vs 210), N = 128 0.83x, N = 512 0.58x.
-constexpr int kWideMinN = 64;
-
-template <int NT, bool NORM>
-struct Q6WideSmem {
-    __align__(16) uint8_t wbuf[kWarps][kTileBytes];  // warp w: its tile's super-block
-    I8Stage<NT> stage[2];                            // x limbs of a super-block, 2 buffers
-    double npart[NORM ? NT * kWarps : 1];
-    float nscale[NT];
-};
-
-// The A registers (q - 32 as s8) of both halves of one super-block of rows g, g+8 (row
-// windows at og, o8 of the warp buffer wb) and the lane's 16 sign-extended sub-block scales
-// and the rows' d: q6_superblock_i8's GEMM build (SA), the same instructions and values.
-struct Q6WideA {
-    uint32_t ag[2][4][2], a8[2][4][2];
-    int sg[2][4], s8[2][4];
-    float dg, d8;
-};
-
-__device__ __forceinline__ void q6_wide_a(const uint32_t *wb, int og, int o8, int lane,
-                                          Q6WideA &A) {
-    const int t = lane & 3;
-    const uint32_t *pg = wb + ((og + 4 * t) >> 2), *p8 = wb + ((o8 + 4 * t) >> 2);
-    const uint32_t fg = (uint32_t)(og & 2) * 8, f8 = (uint32_t)(o8 & 2) * 8;
-    const uint32_t *rg = wb + (og >> 2), *r8 = wb + (o8 >> 2);
-    uint32_t scg[4], sc8[4];
-#pragma unroll
-    for (int k = 0; k < 4; k++) {
-        scg[k] = __funnelshift_r(rg[48 + k], rg[49 + k], fg);
-        sc8[k] = __funnelshift_r(r8[48 + k], r8[49 + k], f8);
-    }
-    A.dg = f16_bits_to_f32((uint16_t)(rg[52] >> fg));
-    A.d8 = f16_bits_to_f32((uint16_t)(r8[52] >> f8));
-    const uint32_t b0s = (uint32_t)(t >> 1), b1s = b0s + 2;
-    const uint32_t sel0 = b0s | (b0s | 8u) * 0x1110u, sel1 = b1s | (b1s | 8u) * 0x1110u;
-    auto hs = [](uint32_t x) { return (x + 0x60606060u) ^ 0x80808080u; };
-#pragma unroll
-    for (int h = 0; h < 2; h++) {
-        uint32_t qlg[2][2], ql8[2][2], qhg[2], qh8[2];
-        q6_words(pg, p8, fg, f8, h, qlg, ql8, qhg, qh8);
-#pragma unroll
-        for (int u = 0; u < 2; u++) {
-            const uint32_t Mg = qhg[u] & 0x33333333u, Ng = qhg[u] & 0xCCCCCCCCu;
-            const uint32_t M8 = qh8[u] & 0x33333333u, N8 = qh8[u] & 0xCCCCCCCCu;
-            A.ag[h][0][u] = sel_nib(qlg[0][u], hs(Mg << 4)); A.a8[h][0][u] = sel_nib(ql8[0][u], hs(M8 << 4));
-            A.ag[h][1][u] = sel_nib(qlg[1][u], hs(Ng << 2)); A.a8[h][1][u] = sel_nib(ql8[1][u], hs(N8 << 2));
-            A.ag[h][2][u] = sel_nib(qlg[0][u] >> 4, hs(Mg)); A.a8[h][2][u] = sel_nib(ql8[0][u] >> 4, hs(M8));
-            A.ag[h][3][u] = sel_nib(qlg[1][u] >> 4, hs(Ng >> 2)); A.a8[h][3][u] = sel_nib(ql8[1][u] >> 4, hs(N8 >> 2));
-        }
-#pragma unroll
-        for (int i = 0; i < 4; i++) {
-            const uint32_t sel = (i & 1) ? sel1 : sel0;
-            A.sg[h][i] = sext_byte(scg[2 * h + (i >> 1)], sel);
-            A.s8[h][i] = sext_byte(sc8[2 * h + (i >> 1)], sel);
-        }
-    }
-}
-
-// Token j's share of one super-block (the GEMM's per-token sequence of q6_superblock_i8):
-// acc[0] (row g), acc[1] (row g+8) += the lane's fold of its limbs (2 (t & 1), +1).
-template <int NT>
-__device__ __forceinline__ void q6_wide_token(const Q6WideA &A, const I8Stage<NT> &st, int j,
-                                              int lane, float (&acc)[2]) {
-    const int t = lane & 3;
-    const bool lo = (lane >> 2) < 4;
-    int I[4] = {0, 0, 0, 0};
-#pragma unroll
-    for (int h = 0; h < 2; h++) {
-        const uint4 bw = st.b[j][h][lane ^ (4 * h)];
-        const uint32_t bv[4] = {bw.x, bw.y, bw.z, bw.w};
-#pragma unroll
-        for (int i = 0; i < 4; i++) {
-            const uint32_t b0 = lo ? bv[i] : 0u, b1 = lo ? 0u : bv[i];
-            int d[4];
-            mma_s8s8_k32(d, A.ag[h][i][0], A.a8[h][i][0], A.ag[h][i][1], A.a8[h][i][1], b0, b1);
-            I[0] += A.sg[h][i] * d[0];
-            I[1] += A.sg[h][i] * d[1];
-            I[2] += A.s8[h][i] * d[2];
-            I[3] += A.s8[h][i] * d[3];
-        }
-    }
-    const float wt = (t & 1) ? 1.0f : 65536.0f;
-    const float sw = __fmul_rn(st.sinv[j], wt);
-    const float Fg = __fmaf_rn(256.0f, __int2float_rn(I[0]), __int2float_rn(I[1]));
-    const float F8 = __fmaf_rn(256.0f, __int2float_rn(I[2]), __int2float_rn(I[3]));
-    acc[0] = __fmaf_rn(__fmul_rn(A.dg, sw), Fg, acc[0]);
-    acc[1] = __fmaf_rn(__fmul_rn(A.d8, sw), F8, acc[1]);
-}
-
-// Ends partial p (of 4 S) of every token: the 4 lanes of a row summed (xor 1, xor 2: the GEMV's
-// bits in every lane), lane t keeping tokens t + 4 jj (the reduce_partials layout), then
-// combined in reduce_partials' order: rs = P(r, 0) + P(r, 1) + ..., tot = rs(0) + rs(1) + ...
-// acc is zeroed for the next partial.
-template <int NT>
-__device__ __forceinline__ void q6_wide_partial(float (&acc)[NT][2], int p, int lane,
-                                                float (&rs)[NT / 2], float (&tot)[NT / 2]) {
-    const int t = lane & 3;
-#pragma unroll
-    for (int jj = 0; jj < NT / 4; jj++)
-#pragma unroll
-        for (int k = 0; k < 2; k++) {
-            float x = 0.0f;
-#pragma unroll
-            for (int tt = 0; tt < 4; tt++) {
-                float a = acc[4 * jj + tt][k];
-                a = __fadd_rn(a, __shfl_xor_sync(0xffffffffu, a, 1));
-                a = __fadd_rn(a, __shfl_xor_sync(0xffffffffu, a, 2));
-                if (t == tt) x = a;
-            }
-            const int i = jj * 2 + k;
-            rs[i] = (p & 3) == 0 ? x : __fadd_rn(rs[i], x);
-            if ((p & 3) == 3) tot[i] = p == 3 ? rs[i] : __fadd_rn(tot[i], rs[i]);
-        }
-#pragma unroll
-    for (int j = 0; j < NT; j++) acc[j][0] = acc[j][1] = 0.0f;
-}
-
-// The block's work: tiles 4 quad .. 4 quad + 3 (warp w: tile 4 quad + w, if it exists) for
-// tokens tok0 .. tok0 + NT - 1 (of a.n), S the GEMV's split of the shape. q6k_i8_tile's
-// contract otherwise (epilogues, the folded norm, the weight windows and their tail).
-template <int NT, bool NORM>
-__device__ __forceinline__ void q6k_i8_wide(const Q6Args &a, Q6WideSmem<NT, NORM> &sm,
-                                            int64_t quad, int S, int tok0) {
-    static_assert(NT % kWarps == 0, "each warp stages NT / 4 tokens");
-    constexpr int TW = NT / kWarps;  // tokens a warp stages
-    pdl_launch_dependents();
-    const int lane = threadIdx.x & 31, w = threadIdx.x >> 5;
-    const int g = lane >> 2;
-    const int ntok = a.n - tok0 < NT ? a.n - tok0 : NT;
-    const int64_t tile = quad * kWarps + w;
-    const bool valid = tile < a.tile0[a.nseg];
-    int si = 0;
-    if (a.nseg > 1 && tile >= a.tile0[1]) si = 1;
-    if (a.nseg > 2 && tile >= a.tile0[2]) si = 2;
-    const Seg &s = a.seg[si];
-    const int64_t r0 = valid ? (tile - a.tile0[si]) * kTileRows : 0;
-    const Q6Win win = q6_win(s, r0, lane);
-    const int64_t nsb = a.K / 256;
-    const int P = kWarps * S;  // partials, and the step of each
-    uint8_t *wbuf = sm.wbuf[w];
-    auto issue = [&](int64_t sq) {
-        if (valid) {
-            q6_issue_sb(wbuf, win, sq, nsb, lane);
-        }
-        cp_async_commit();
-    };
-    // The walk: partial p = 0 .. P - 1, its super-blocks p, p + P, ... (nsb >= 1: p = 0 has one).
-    issue(0);
-    pdl_wait();
-    const int xoff = 32 * (lane >> 2) + 4 * (lane & 3);
-    const int kx = (int)a.K;
-    const float *xb = a.x + (int64_t)tok0 * a.K + xoff;
-    const float *nwb = NORM && a.norm.w ? a.norm.w + xoff : nullptr;
-    if (NORM) block_rms_scales<NT>(a.x + (int64_t)tok0 * a.K, a.K, ntok, a.K, a.norm, sm.npart, sm.nscale);
-    float4 xa[TW], xc[TW];
-    auto load_x = [&](int64_t b) {
-#pragma unroll
-        for (int i = 0; i < TW; i++) {
-            const int j = w + kWarps * i;
-            if (j < ntok) {
-                const float *p = xb + b * 256 + j * kx;
-                xa[i] = ld_x4(p);
-                xc[i] = ld_x4(p + 16);
-            }
-        }
-    };
-    auto stage_x = [&](int64_t b, I8Stage<NT> &st) {
-        float4 nwa = make_float4(1.f, 1.f, 1.f, 1.f), nwc = nwa;
-        if (NORM && nwb) {
-            nwa = ld_x4(nwb + b * 256);
-            nwc = ld_x4(nwb + b * 256 + 16);
-        }
-#pragma unroll
-        for (int i = 0; i < TW; i++) {
-            const int j = w + kWarps * i;
-            if (j < ntok) {
-                if (NORM) {
-                    const float sc = sm.nscale[j];
-                    stage_i8<NT>(st, j, rms_apply4(xa[i], sc, nwa), rms_apply4(xc[i], sc, nwc), lane);
-                } else {
-                    stage_i8<NT>(st, j, xa[i], xc[i], lane);
-                }
-            }
-        }
-    };
-    load_x(0);
-    stage_x(0, sm.stage[0]);
-    __syncthreads();
-
-    float acc[NT][2], rs[NT / 2], tot[NT / 2];
-#pragma unroll
-    for (int j = 0; j < NT; j++) acc[j][0] = acc[j][1] = 0.0f;
-#pragma unroll
-    for (int i = 0; i < NT / 2; i++) rs[i] = tot[i] = 0.0f;
-    int p = 0, c = 0;
-    int64_t sb = 0;
-    for (;;) {
-        // the next super-block of the walk (and the partials it closes, some possibly empty)
-        int64_t sn = sb + P;
-        int pn = p;
-        if (sn >= nsb) {
-            pn = p + 1;
-            while (pn < P && pn >= nsb) pn++;  // empty partials (nsb < P)
-            sn = pn < P ? pn : -1;
-        }
-        cp_async_wait<0>();
-        __syncwarp();
-        Q6WideA A;
-        if (valid) {
-            const uint32_t *wb = reinterpret_cast<const uint32_t *>(wbuf);
-            const int sh = (int)((uint32_t)sb * 2u);  // 210 sb mod 16 = 2 sb mod 16
-            const int og = g * kPitch + (int)((win.ag + (uint32_t)sh) & 15u);
-            const int o8 = (g + 8) * kPitch + (int)((win.a8 + (uint32_t)sh) & 15u);
-            q6_wide_a(wb, og, o8, lane, A);
-        }
-        __syncwarp();  // every lane has read the window before it is refilled
-        if (sn >= 0) {
-            issue(sn);
-            load_x(sn);
-        }
-        if (valid) {
-            const I8Stage<NT> &st = sm.stage[c];
-            // A full group without a branch between tokens (one basic block: the scheduler
-            // interleaves the tokens' chains; relay pg6-R2: 4B down N = 512 914 -> 858 us);
-            // a ragged last group, and the normed kernel, token by token.
-            if (ntok == NT && !NORM) {
-#pragma unroll
-                for (int j = 0; j < NT; j++) q6_wide_token<NT>(A, st, j, lane, acc[j]);
-            } else {  // (normed: 16 tokens in one block spilled; pairs measured 4% slower)
-#pragma unroll
-                for (int j = 0; j < NT; j++)
-                    if (j < ntok) q6_wide_token<NT>(A, st, j, lane, acc[j]);
-            }
-        }
-        if (pn != p) {
-            q6_wide_partial<NT>(acc, p, lane, rs, tot);
-            for (int e = p + 1; e < pn || (sn < 0 && e < P); e++)  // empty partials: zeros
-                q6_wide_partial<NT>(acc, e, lane, rs, tot);
-        }
-        if (sn < 0) break;
-        stage_x(sn, sm.stage[c ^ 1]);
-        __syncthreads();
-        sb = sn;
-        p = pn;
-        c ^= 1;
-    }
-    cp_async_wait<0>();
-    if (!valid) return;
-    q6_store<NT / 4>(a, s, r0, tok0, ntok, lane, tot);
-}
-
-// ---------------------------------------------------------------------------------------------
-// The token-pair body (LOOM_GEMM_WIDE_Q6K=2 / 3; session 9, pq6). The same limbs, A bytes,
-// integers I, folds and walk as q6k_i8_wide above, with another mma shape: m16n8k16 s8.s8 (one
-// sub-block a mma) whose 8 B columns are TWO tokens x 4 limbs (column g: token 2 pr + (g >> 2),
-// limb g & 3). The k32 body's B has a zero half in every lane (a column is one sub-block's limb
-// inside a 32-slot k: 16 SEL a token and super-block, and half of each IMMA multiplies zeros);
-// here every B byte is data and the lane's word is read straight from the k32 stage (I8Stage,
-// unchanged: sub-block u's word of limb j sits at k32 lane 16 u + 4 j + t, so k16 lane L reads
-// slot (16 u + (L & 15)) ^ 4 h of its own token): 2 LDS.128, 8 IMMA k16, 32 IMAD a token and
+// The token-pair body (session 9, pq6). The product is m16n8k16 s8.s8 (one sub-block a mma)
+// whose 8 B columns are TWO tokens x 4 limbs (column g: token 2 pr + (g >> 2), limb g & 3):
+// every B byte is data, and the lane's word is read straight from the GEMM's k32 stage (I8Stage:
+// sub-block u's word of limb j sits at k32 lane 16 u + 4 j + t, so k16 lane L reads slot
+// (16 u + (L & 15)) ^ 4 h of its own token): 2 LDS.128, 8 IMMA k16, 32 IMAD a token and
 // super-block, no select. The D lane's columns 2t, 2t+1 are token 2 pr + (t >> 1), limbs
 // 2 (t & 1), +1, and a mma covers ONE sub-block u, so the lane keeps u = 0 and u = 1 apart: its
 // I[u] over the 8 sub-blocks (h, i, u) is exactly the GEMV lane 2 u + (t & 1)'s I, folded the
@@ -308,12 +37,27 @@ __device__ __forceinline__ void q6k_i8_wide(const Q6Args &a, Q6WideSmem<NT, NORM
 // puts token 4 jj + t in lane t (q6_store's layout). Registers: A 32 + scales 32 (both halves
 // of k, all 16 sub-blocks a row) + 4 accumulators a pair.
 // NBUF = 2: the x stage double buffered, the next super-block's x loaded into registers while the
-// tokens run (as above; 16 tokens: 46.3 KB). NBUF = 1 (32 tokens: 32 KB of stage + 14.3 KB of
-// windows under 48 KB): one stage, x loaded when staged, two __syncthreads a super-block (the
-// other block of the SM covers the staging; pg4 measured two stages slower at 66 KB).
+// tokens run (16 tokens: 46.3 KB). NBUF = 1 (32 tokens: 32 KB of stage + 14.3 KB of windows
+// under 48 KB): one stage, x loaded when staged, two __syncthreads a super-block (the other
+// block of the SM covers the staging; pg4 measured two stages slower at 66 KB).
+// (Session 8's kernel, one k32 mma a token with a zero half in every B and 16 SEL a token and
+// super-block, measured slower than this body in every row of relays pq6-R1..R3 and was removed
+// in session 10 with its switch value LOOM_GEMM_WIDE_Q6K=1; bench/NOTES.md 2.1.)
+#pragma once
+
+#include "kernels/cuda/q6k_i8_body.cuh"
+
+namespace loom_cuda {
+namespace q6k {
+
+// LOOM_GEMM_WIDE=1: the wide GEMM from this many tokens on (gemv_mma_q6k.cu), below it the
+// 8-token GEMM. Relay pg6-R1 (H200, session 8's wide kernel): wide / 8-token at N = 32 1.70x
+// slower (4B down + add 183 vs 108 us: 80 blocks for 132 SMs), at N = 64 0.89x (188 vs 210),
+// N = 128 0.83x, N = 512 0.58x.
+constexpr int kWideMinN = 64;
 
 template <int NT, int NBUF, bool NORM>
-struct Q6Wide2Smem {
+struct Q6WideSmem {
     __align__(16) uint8_t wbuf[kWarps][kTileBytes];
     I8Stage<NT> stage[NBUF];
     double npart[NORM ? NT * kWarps : 1];
@@ -328,17 +72,19 @@ __device__ __forceinline__ void mma_s8s8_k16(int (&d)[4], uint32_t a0, uint32_t 
         : "r"(a0), "r"(a1), "r"(b0), "r"(0));
 }
 
-// The token-pair body's A of one super-block: q6_wide_a's values (A[u][h][i] = its ag[h][i][u],
-// likewise a8) and the scales of all 16 sub-blocks a row (sg[u][h][i]: byte 2 (i & 1) + u of
-// scale word 2 h + (i >> 1), sign-extended), as each lane's D rows need them.
-struct Q6WideA2 {
+// The A of one super-block of rows g, g+8 (row windows at og, o8 of the warp buffer wb): q - 32
+// as s8, q6_superblock_i8's GEMM build (SA: the same instructions and values), in ag[u][h][i]
+// (row g; a8: row g+8) for mma (h, i) of sub-blocks u, the scales of all 16 sub-blocks a row
+// (sg[u][h][i]: byte 2 (i & 1) + u of scale word 2 h + (i >> 1), sign-extended), as each lane's
+// D rows need them, and the rows' d.
+struct Q6WideA {
     uint32_t ag[2][2][4], a8[2][2][4];
     int sg[2][2][4], s8[2][2][4];
     float dg, d8;
 };
 
-__device__ __forceinline__ void q6_wide_a2(const uint32_t *wb, int og, int o8, int lane,
-                                           Q6WideA2 &A) {
+__device__ __forceinline__ void q6_wide_a(const uint32_t *wb, int og, int o8, int lane,
+                                          Q6WideA &A) {
     const int t = lane & 3;
     const uint32_t *pg = wb + ((og + 4 * t) >> 2), *p8 = wb + ((o8 + 4 * t) >> 2);
     const uint32_t fg = (uint32_t)(og & 2) * 8, f8 = (uint32_t)(o8 & 2) * 8;
@@ -377,7 +123,7 @@ __device__ __forceinline__ void q6_wide_a2(const uint32_t *wb, int og, int o8, i
 // Token pair pr's share of one super-block: acc[u][0] (row g), acc[u][1] (row g+8) of token
 // 2 pr + (t >> 1) += the fold of the GEMV lane 2 u + (t & 1) (limbs 2 (t & 1), +1 of sub-blocks u).
 template <int NT>
-__device__ __forceinline__ void q6_wide_pair(const Q6WideA2 &A, const I8Stage<NT> &st, int pr,
+__device__ __forceinline__ void q6_wide_pair(const Q6WideA &A, const I8Stage<NT> &st, int pr,
                                              int lane, float (&acc)[2][2]) {
     const int t = lane & 3;
     const int tb = 2 * pr + (lane >> 4);  // the token of this lane's B column (g >> 2)
@@ -408,10 +154,12 @@ __device__ __forceinline__ void q6_wide_pair(const Q6WideA2 &A, const I8Stage<NT
     }
 }
 
-// Ends partial p for every token (q6_wide_partial's order and layout, from the pair layout).
+// Ends partial p (of 4 S) of every token: the GEMV's lane sums of a row (above), lane t keeping
+// tokens 4 jj + t (the reduce_partials layout), then combined in reduce_partials' order:
+// rs = P(r, 0) + P(r, 1) + ..., tot = rs(0) + rs(1) + ... acc is zeroed for the next partial.
 template <int NT>
-__device__ __forceinline__ void q6_wide2_partial(float (&acc)[NT / 2][2][2], int p, int lane,
-                                                 float (&rs)[NT / 2], float (&tot)[NT / 2]) {
+__device__ __forceinline__ void q6_wide_partial(float (&acc)[NT / 2][2][2], int p, int lane,
+                                                float (&rs)[NT / 2], float (&tot)[NT / 2]) {
     const int t = lane & 3;
 #pragma unroll
     for (int jj = 0; jj < NT / 4; jj++)
@@ -480,18 +228,12 @@ __device__ __forceinline__ void q6_limbs_prepass(const float *x, int64_t K, int 
     const float *xr = x + (int64_t)tok * K;
     if (NORM) block_rms_scales<1>(xr, K, 1, K, norm, npart, nscale);
     const int xoff = 32 * (lane >> 2) + 4 * (lane & 3);
+    const float *nwb = NORM && norm.w ? norm.w + xoff : nullptr;
     for (int64_t sb = w; sb < nsb; sb += kWarps) {
-        float4 va = ld_x4(xr + sb * 256 + xoff), vc = ld_x4(xr + sb * 256 + xoff + 16);
-        if (NORM) {
-            float4 nwa = make_float4(1.f, 1.f, 1.f, 1.f), nwc = nwa;
-            if (norm.w) {
-                nwa = ld_x4(norm.w + sb * 256 + xoff);
-                nwc = ld_x4(norm.w + sb * 256 + xoff + 16);
-            }
-            va = rms_apply4(va, nscale[0], nwa);
-            vc = rms_apply4(vc, nscale[0], nwc);
-        }
-        stage_i8<kWarps>(st, w, va, vc, lane);
+        float4 nwa, nwc;
+        q6_norm_w(nwb, sb, nwa, nwc);
+        stage_i8_x<kWarps, NORM>(st, w, ld_x4(xr + sb * 256 + xoff), ld_x4(xr + sb * 256 + xoff + 16),
+                                 NORM ? nscale[0] : 1.0f, nwa, nwc, lane);
         __syncwarp();
         uint4 *d = X + (sb * npad + tok) * 64;
         const uint4 *s = &st.b[w][0][0];
@@ -502,13 +244,15 @@ __device__ __forceinline__ void q6_limbs_prepass(const float *x, int64_t K, int 
     }
 }
 
-// q6k_i8_wide's block with the token-pair body (NT tokens, NBUF x stages; see above). PRE: the
-// stages are cp.async copies of the pre-pass's limbs (L) instead of staged from x (NORM is then
-// the pre-pass's business: call with NORM = false).
+// The block's work: tiles 4 quad .. 4 quad + 3 (warp w: tile 4 quad + w, if it exists) for
+// tokens tok0 .. tok0 + NT - 1 (of a.n), S the GEMV's split of the shape, NBUF x stages (see
+// above); q6k_i8_tile's contract otherwise (epilogues, the folded norm, the weight windows and
+// their tail). PRE: the stages are cp.async copies of the pre-pass's limbs (L) instead of staged
+// from x (NORM is then the pre-pass's business: call with NORM = false).
 template <int NT, int NBUF, bool NORM, bool PRE = false>
-__device__ __forceinline__ void q6k_i8_wide2(const Q6Args &a, Q6Wide2Smem<NT, NBUF, NORM> &sm,
-                                             int64_t quad, int S, int tok0,
-                                             const Q6Limbs &L = Q6Limbs{}) {
+__device__ __forceinline__ void q6k_i8_wide(const Q6Args &a, Q6WideSmem<NT, NBUF, NORM> &sm,
+                                            int64_t quad, int S, int tok0,
+                                            const Q6Limbs &L = Q6Limbs{}) {
     static_assert(NT % (2 * kWarps) == 0, "pairs; each warp stages NT / 4 tokens");
     static_assert(!(PRE && NORM), "the pre-pass applies the norm");
     constexpr int TW = NT / kWarps;      // tokens a warp stages
@@ -573,6 +317,8 @@ __device__ __forceinline__ void q6k_i8_wide2(const Q6Args &a, Q6Wide2Smem<NT, NB
         }
     };
     auto stage_x = [&](int64_t b, I8Stage<NT> &st) {
+        // (q6_norm_w's lines in place: through the helper the 32-token normed kernel, at 255
+        // registers, spilled 4-8 bytes, sm_90a and sm_87)
         float4 nwa = make_float4(1.f, 1.f, 1.f, 1.f), nwc = nwa;
         if (NORM && nwb) {
             nwa = ld_x4(nwb + b * 256);
@@ -591,12 +337,7 @@ __device__ __forceinline__ void q6k_i8_wide2(const Q6Args &a, Q6Wide2Smem<NT, NB
                     va = ld_x4(p);
                     vc = ld_x4(p + 16);
                 }
-                if (NORM) {
-                    const float sc = sm.nscale[j];
-                    stage_i8<NT>(st, j, rms_apply4(va, sc, nwa), rms_apply4(vc, sc, nwc), lane);
-                } else {
-                    stage_i8<NT>(st, j, va, vc, lane);
-                }
+                stage_i8_x<NT, NORM>(st, j, va, vc, NORM ? sm.nscale[j] : 1.0f, nwa, nwc, lane);
             }
         }
     };
@@ -627,13 +368,13 @@ __device__ __forceinline__ void q6k_i8_wide2(const Q6Args &a, Q6Wide2Smem<NT, NB
         cp_async_wait<0>();
         if (PRE) __syncthreads();  // every thread's stage chunks (and windows) have landed
         else __syncwarp();
-        Q6WideA2 A;
+        Q6WideA A;
         if (valid) {
             const uint32_t *wb = reinterpret_cast<const uint32_t *>(wbuf);
             const int sh = (int)((uint32_t)sb * 2u);
             const int og = g * kPitch + (int)((win.ag + (uint32_t)sh) & 15u);
             const int o8 = (g + 8) * kPitch + (int)((win.a8 + (uint32_t)sh) & 15u);
-            q6_wide_a2(wb, og, o8, lane, A);
+            q6_wide_a(wb, og, o8, lane, A);
         }
         __syncwarp();  // every lane has read the window before it is refilled
         if (sn >= 0) {
@@ -654,9 +395,9 @@ __device__ __forceinline__ void q6k_i8_wide2(const Q6Args &a, Q6Wide2Smem<NT, NB
             }
         }
         if (pn != p) {
-            q6_wide2_partial<NT>(acc, p, lane, rs, tot);
+            q6_wide_partial<NT>(acc, p, lane, rs, tot);
             for (int e = p + 1; e < pn || (sn < 0 && e < P); e++)
-                q6_wide2_partial<NT>(acc, e, lane, rs, tot);
+                q6_wide_partial<NT>(acc, e, lane, rs, tot);
         }
         if (sn < 0) break;
         if (PRE) {

@@ -59,22 +59,23 @@ static int g_triple_mixed = kDefaultTripleMixed;
 static const int kDefaultGemmWide = 1;
 static int g_gemm_wide = kDefaultGemmWide;
 // The wide GEMM on the INT8 Q4_K body (LOOM_GEMM_WIDE_Q4K_I8; gemv_mma.cu gemm_wide_q4k_i8,
-// session 9): its min term by 1 = one HMMA of the staged limb sums a tile, 2 = the GEMV's IMMA
-// a sub-block, 3 = 1 with the pair at 32 tokens a block (16 otherwise), 4 = 1 with one matrix at
-// 16 tokens, 3 blocks an SM (168 registers: the next weights prefetched into L2 only). The same
-// bits always. 4 is the default: relay q4w-R3 (bench/NOTES.md 2.4), 4B N = 512 O + add 276 ->
-// 273 us, down + add 634 -> 613, Q+K normed 399 -> 384 (9728 x 2560 556 -> 566), N = 32 / 128
-// 5-27% faster; 2 and 3 measured slower.
+// session 9): 1 = one matrix at 32 tokens a block, 4 = one matrix at 16 tokens, 3 blocks an SM
+// (168 registers: the next weights prefetched into L2 only); the pair at 16 tokens under both.
+// The same bits always. 4 is the default: relay q4w-R3 (bench/NOTES.md 2.4), 4B N = 512 O + add
+// 276 -> 273 us, down + add 634 -> 613, Q+K normed 399 -> 384 (9728 x 2560 556 -> 566), N = 32 /
+// 128 5-27% faster. 2 (the min term by the GEMV's IMMA) and 3 (the pair at 32 tokens) measured
+// slower and were removed in session 10: those values (and any other) select the default.
 static const int kDefaultGemmWideQ4kI8 = 4;
 static int g_gemm_wide_q4k_i8 = kDefaultGemmWideQ4kI8;
-// The wide Q6_K GEMM's kernel (LOOM_GEMM_WIDE_Q6K; gemv_mma_q6k.cu launch_wide, q6k_i8_wide.cuh;
-// session 9): 1 = session 8's k32 body at 16 tokens, 2 = the token-pair (k16) body at 16 tokens,
-// 3 = the pair body at 32 tokens, 4 = the pair body at 32 tokens where those blocks number >=
+// The wide Q6_K GEMM's form (LOOM_GEMM_WIDE_Q6K; gemv_mma_q6k.cu launch_wide, q6k_i8_wide.cuh;
+// session 9): 2 = 16 tokens a block, 3 = 32 tokens, 4 = 32 tokens where those blocks number >=
 // 1.5 x SMs, else 16; 5 / 6 / 7 = 2 / 3 / 4 with x converted to limbs once a matmul by a pre-pass
 // into the kernel scratch (q6_limbs_bytes; without it 2 / 3 / 4). The same bits under every value.
 // Relay pq6-R3 (H200): 7 is the fastest in every row (4B down + add N = 512 848 -> 499 us, 8B
 // 2145 -> 1093, V normed 120 -> 65), bench/NOTES.md 2.1; the default since session 9's final
 // call: `loom bench -p 512` 6,189 -> 6,731 tokens/s, decode within noise (bench/NOTES.md 7.16).
+// 1 (session 8's k32 kernel, slower in every row) was removed in session 10: 1 selects the
+// default, like any value outside 2..7.
 static const int kDefaultGemmWideQ6k = 7;
 static int g_gemm_wide_q6k = kDefaultGemmWideQ6k;
 static bool g_pdl = false;
@@ -135,8 +136,9 @@ static void read_switches_locked() {
     g_q4k_variant = env_int("LOOM_GEMV_MMA_Q4K_V", 1, 2, false, kDefaultQ4kVariant);
     g_triple_mixed = env_int("LOOM_GEMV_TRIPLE_MIXED", 0, 3, false, kDefaultTripleMixed);
     g_gemm_wide = env_int("LOOM_GEMM_WIDE", 0, 1 << 30, false, kDefaultGemmWide);
-    g_gemm_wide_q4k_i8 = env_int("LOOM_GEMM_WIDE_Q4K_I8", 1, 4, false, kDefaultGemmWideQ4kI8);
-    g_gemm_wide_q6k = env_int("LOOM_GEMM_WIDE_Q6K", 1, 7, false, kDefaultGemmWideQ6k);
+    const int q4i8 = env_int("LOOM_GEMM_WIDE_Q4K_I8", 1, 4, false, kDefaultGemmWideQ4kI8);
+    g_gemm_wide_q4k_i8 = q4i8 == 1 ? 1 : kDefaultGemmWideQ4kI8;  // 1 or 4 (2, 3: removed)
+    g_gemm_wide_q6k = env_int("LOOM_GEMM_WIDE_Q6K", 2, 7, false, kDefaultGemmWideQ6k);
     g_attn_bpsm = env_int("LOOM_ATTN_BPSM", 1, 16, false, kDefaultAttnBpsm);
     g_attn_cl_tiles = env_int("LOOM_ATTN_CL_TILES", 0, 1 << 25, false, kDefaultAttnClTiles);
     g_attn_prefetch = env_is("LOOM_ATTN_PREFETCH", "1");
@@ -195,7 +197,7 @@ int gemm_wide_min() {
 }
 
 // (declared in gemv_mma.cu, its only user)
-int gemm_wide_q4k_i8_min() {
+int gemm_wide_q4k_i8_form() {
     ensure_switches();
     return g_gemm_wide_q4k_i8;
 }
