@@ -202,6 +202,28 @@ __device__ __forceinline__ void q4_i8_fold(const int (&I)[4], const MT (&M)[4], 
     acc[1] = __fmaf_rn(-__fmul_rn(m8, sw), M8, acc[1]);
 }
 
+// The 6-bit scale and min words of a super-block's rows g, g+8 (scw, mnw [row g / g+8][sub-blocks
+// 0-3 / 4-7], a byte a sub-block: 0-3 sc = S0 & 63, m = S1 & 63; 4-7 the low 4 bits from S2's
+// nibbles, the top 2 from bits 6-7 of S0 / S1: the f16 body's q4_scales, all 8 of both rows) and
+// the rows' d and dmin.
+__device__ __forceinline__ void q4_i8_scales(const Q4RawI8 &r, uint32_t (&scw)[2][2],
+                                             uint32_t (&mnw)[2][2], float &dg, float &mg,
+                                             float &d8, float &m8) {
+#pragma unroll
+    for (int k = 0; k < 2; k++) {
+        const uint4 &hd = k ? r.h8 : r.h0;
+        const uint32_t S0 = hd.y, S1 = hd.z, S2 = hd.w;
+        scw[k][0] = S0 & 0x3F3F3F3Fu;
+        mnw[k][0] = S1 & 0x3F3F3F3Fu;
+        scw[k][1] = (S2 & 0x0F0F0F0Fu) | ((S0 >> 2) & 0x30303030u);
+        mnw[k][1] = ((S2 >> 4) & 0x0F0F0F0Fu) | ((S1 >> 2) & 0x30303030u);
+    }
+    dg = f16_bits_to_f32((uint16_t)(r.h0.x & 0xFFFFu));
+    mg = f16_bits_to_f32((uint16_t)(r.h0.x >> 16));
+    d8 = f16_bits_to_f32((uint16_t)(r.h8.x & 0xFFFFu));
+    m8 = f16_bits_to_f32((uint16_t)(r.h8.x >> 16));
+}
+
 // One super-block of rows g, g+8 against the staged limbs of NT tokens: acc[p][0] (row g),
 // acc[p][1] (row g+8) += this lane's share of token 2p + (t >> 1) (its limbs 2 (t & 1), +1).
 // The GEMV builds A half a super-block at a time and keeps two min chains (even / odd m); the
@@ -212,22 +234,9 @@ __device__ __forceinline__ void q4_superblock_i8(const Q4RawI8 &r, const Q4I8Sta
                                                  int lane, float (&acc)[Q4I8Stage<NT>::kTiles][2]) {
     constexpr int T = Q4I8Stage<NT>::kTiles;
     const int t = lane & 3;
-    // sub-blocks 0-3: sc = S0 & 63, m = S1 & 63; 4-7: low 4 bits from S2's nibbles, top 2 bits
-    // from bits 6-7 of S0 / S1 (the f16 body's q4_scales, all 8 of both rows here)
-    uint32_t scw[2][2], mnw[2][2];  // [row g / g+8][sub-blocks 0-3 / 4-7]
-#pragma unroll
-    for (int k = 0; k < 2; k++) {
-        const uint4 &hd = k ? r.h8 : r.h0;
-        const uint32_t S0 = hd.y, S1 = hd.z, S2 = hd.w;
-        scw[k][0] = S0 & 0x3F3F3F3Fu;
-        mnw[k][0] = S1 & 0x3F3F3F3Fu;
-        scw[k][1] = (S2 & 0x0F0F0F0Fu) | ((S0 >> 2) & 0x30303030u);
-        mnw[k][1] = ((S2 >> 4) & 0x0F0F0F0Fu) | ((S1 >> 2) & 0x30303030u);
-    }
-    const float dg = f16_bits_to_f32((uint16_t)(r.h0.x & 0xFFFFu));
-    const float mg = f16_bits_to_f32((uint16_t)(r.h0.x >> 16));
-    const float d8 = f16_bits_to_f32((uint16_t)(r.h8.x & 0xFFFFu));
-    const float m8 = f16_bits_to_f32((uint16_t)(r.h8.x >> 16));
+    uint32_t scw[2][2], mnw[2][2];
+    float dg, mg, d8, m8;
+    q4_i8_scales(r, scw, mnw, dg, mg, d8, m8);
     if constexpr (NT == 1) {
         int I[4] = {0, 0, 0, 0}, M[2][4] = {};
 #pragma unroll
@@ -363,20 +372,8 @@ __device__ __forceinline__ uint32_t q4_min_h2(uint32_t w, int i) {
 }
 
 __device__ __forceinline__ void q4_i8_decode(const Q4RawI8 &r, int t, Q4I8Dec &A) {
-    uint32_t scw[2][2], mnw[2][2];  // as q4_superblock_i8
-#pragma unroll
-    for (int k = 0; k < 2; k++) {
-        const uint4 &hd = k ? r.h8 : r.h0;
-        const uint32_t S0 = hd.y, S1 = hd.z, S2 = hd.w;
-        scw[k][0] = S0 & 0x3F3F3F3Fu;
-        mnw[k][0] = S1 & 0x3F3F3F3Fu;
-        scw[k][1] = (S2 & 0x0F0F0F0Fu) | ((S0 >> 2) & 0x30303030u);
-        mnw[k][1] = ((S2 >> 4) & 0x0F0F0F0Fu) | ((S1 >> 2) & 0x30303030u);
-    }
-    A.dg = f16_bits_to_f32((uint16_t)(r.h0.x & 0xFFFFu));
-    A.mg = f16_bits_to_f32((uint16_t)(r.h0.x >> 16));
-    A.d8 = f16_bits_to_f32((uint16_t)(r.h8.x & 0xFFFFu));
-    A.m8 = f16_bits_to_f32((uint16_t)(r.h8.x >> 16));
+    uint32_t scw[2][2], mnw[2][2];
+    q4_i8_scales(r, scw, mnw, A.dg, A.mg, A.d8, A.m8);
 #pragma unroll
     for (int h = 0; h < 2; h++)
 #pragma unroll
