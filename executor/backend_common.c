@@ -16,8 +16,12 @@ bool loom_exec_is_weight_type(loom_ir_dtype t) {
     }
 }
 
+int loom_exec_matmul_weights(loom_ir_op op) {
+    return op == LOOM_IR_OP_MATMUL_TRIPLE ? 3 : op == LOOM_IR_OP_MATMUL_PAIR ? 2 : 1;
+}
+
 bool loom_exec_matmul_operands_ok(const loom_ir_graph *g, const loom_ir_node *n) {
-    int n_weights = n->op == LOOM_IR_OP_MATMUL_TRIPLE ? 3 : n->op == LOOM_IR_OP_MATMUL_PAIR ? 2 : 1;
+    int n_weights = loom_exec_matmul_weights(n->op);
     for (int i = 1; i <= n_weights; i++)
         if (!loom_exec_is_weight_type(loom_ir_value_get(g, n->in[i])->type.dtype)) return false;
     for (uint32_t i = 4; n->op == LOOM_IR_OP_MATMUL_TRIPLE && n->n_in >= 7 && i < 7; i++)

@@ -23,6 +23,10 @@
  * Q4_K, Q5_K, Q6_K. */
 bool loom_exec_is_weight_type(loom_ir_dtype t);
 
+/* The number of weight operands (in[1] ..) of a matmul-family op: 3 for matmul_triple, 2 for
+ * matmul_pair, 1 for matmul and matmul_add. */
+int loom_exec_matmul_weights(loom_ir_op op);
+
 /* For a matmul-family node (matmul, matmul_add, matmul_pair, matmul_triple): true when every
  * weight operand has a weight dtype and every bias of a triple and the prenorm weight are F32.
  * The kernels of both backends take the same weight types, so this part of supports_op is

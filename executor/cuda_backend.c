@@ -232,7 +232,7 @@ static loom_status grow_need(const loom_ir_graph *g, loom_ir_value_id v, size_t 
 
 /* Whether matmul-family node n has a Q6_K weight (operands 1 .. 3 as the op has them). */
 static bool q6k_weight_of(const loom_ir_graph *g, const loom_ir_node *n) {
-    int nw = n->op == LOOM_IR_OP_MATMUL_TRIPLE ? 3 : n->op == LOOM_IR_OP_MATMUL_PAIR ? 2 : 1;
+    int nw = loom_exec_matmul_weights(n->op);
     for (int i = 1; i <= nw && i < (int)n->n_in; i++)
         if (loom_ir_value_get(g, n->in[i])->type.dtype == LOOM_IR_Q6_K) return true;
     return false;
@@ -1100,8 +1100,7 @@ static loom_status run_matmul(cuda_backend *c, const loom_ir_node *n, const loom
     const float *xs = x->data;
     loom_status st;
     bool unfold = norm && !loom_exec_cuda_prenorm_folds(norm->weight, rows, c->prenorm_off);
-    int nw = n->op == LOOM_IR_OP_MATMUL_TRIPLE ? 3 : n->op == LOOM_IR_OP_MATMUL_PAIR ? 2 : 1;
-    bool ordered = unfold || matmul_uses_scratch(in, nw, rows, K);
+    bool ordered = unfold || matmul_uses_scratch(in, loom_exec_matmul_weights(n->op), rows, K);
     if (ordered && (st = scratch_enter(c, err))) return st;
     if (unfold) {
         if (!c->norm_x || (size_t)x->numel * sizeof(float) > c->norm_x_bytes)
