@@ -280,8 +280,9 @@ size_t loom_cuda_scratch_bytes_for(int64_t n_head, int64_t head_dim, int64_t row
 
 /* Scratch bytes a Q6_K matmul of n tokens over K columns needs for its x-limb pre-pass
  * (LOOM_GEMM_WIDE_Q6K = 5..7: K / 256 x n rounded up to 32 x 1028 bytes; 0 when the current
- * switches do not take that path or n < 2). Without it the launcher grows the scratch itself
- * (outside a capture) or runs the same kernel staging x in place (the same bits). */
+ * switches do not take that path or n is below the wide GEMM's LOOM_GEMM_WIDE threshold).
+ * Without it the launcher grows the scratch itself (outside a capture) or runs the same kernel
+ * staging x in place (the same bits). */
 size_t loom_cuda_q6k_matmul_scratch_bytes(int64_t n, int64_t K);
 
 /* The current device scratch base (NULL: none yet). It changes whenever the scratch is

@@ -199,6 +199,14 @@ cudaError_t launch_wide(const Q6Args &a, bool norm, int S, cudaStream_t stream) 
     return launch_wide_x<16, 2>(a, norm, S, quads, stream);
 }
 
+// LOOM_GEMM_WIDE (runtime.cu, mma_common.cuh gemm_wide_min): the INT8 body's GEMM from that many
+// tokens on runs q6k_i8_wide.cuh's 64-row blocks (the same bits); "on" (1) means from kWideMinN
+// tokens, where it measured faster (bench/NOTES.md 2.1, session 8). 0: never.
+int wide_from() {
+    const int w = gemm_wide_min();
+    return w == 1 ? kWideMinN : w;
+}
+
 }  // namespace
 
 // LOOM_GEMV_MMA_Q6K_V (runtime.cu): which loop body the launcher below picks.
@@ -239,11 +247,7 @@ loom_status mma_q6k_matmul(const Seg *seg, int nseg, int epi, const float *x, in
     // f16: a triple's Q6_K segments keep the f16 body (matmul.cuh).
     const int var = f16 && mma_q6k_variant() == 2 ? 1 : mma_q6k_variant();
     const int64_t per_launch = 65535 * (int64_t)kGemmTok;
-    // LOOM_GEMM_WIDE (runtime.cu, mma_common.cuh gemm_wide_min): the INT8 body's GEMM from that
-    // many tokens on runs q6k_i8_wide.cuh's 64-row blocks (the same bits); "on" (1)
-    // means from kWideMinN tokens, where it measured faster (bench/NOTES.md 2.1, session 8).
-    const int wset = var == 2 ? gemm_wide_min() : 0;
-    const int wide = wset == 1 ? kWideMinN : wset;
+    const int wide = var == 2 ? wide_from() : 0;  // the INT8 body's wide GEMM from this n on
     for (int64_t t0 = 0; t0 < n; t0 += per_launch) {
         const int64_t nn = n - t0 < per_launch ? n - t0 : per_launch;
         Q6Args b = a;
@@ -272,8 +276,8 @@ loom_status mma_q6k_matmul(const Seg *seg, int nseg, int epi, const float *x, in
 
 extern "C" size_t loom_cuda_q6k_matmul_scratch_bytes(int64_t n, int64_t K) {
     using namespace loom_cuda;
-    if (n < 2 || K < 256 || gemm_wide_q6k_variant() < 5 || gemm_wide_min() == 0 ||
-        mma_q6k_variant() != 2)
+    const int wide = wide_from();  // 0 or >= 2
+    if (wide == 0 || n < wide || K < 256 || gemm_wide_q6k_variant() < 5 || mma_q6k_variant() != 2)
         return 0;
     return q6k::q6_limbs_bytes(n, K);
 }
