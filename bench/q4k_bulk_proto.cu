@@ -94,7 +94,7 @@ int gemv_mma_split() { return 0; }
 int mma_q4k_variant() { return 2; }
 int gemv_triple_mixed() { return 1; }
 int gemm_wide_min() { return 1; }
-int gemm_wide_q4k_i8_min() { return 4; }
+int gemm_wide_q4k_i8_form() { return 4; }
 int sm_count() {
     static int n = 0;
     if (!n) cudaDeviceGetAttribute(&n, cudaDevAttrMultiProcessorCount, 0);
