@@ -25,7 +25,7 @@
 // dependencies; the next phase's first batch is loaded before the barrier). copy_kernel<U>:
 // read + write. Launches with PDL use cudaLaunchAttributeProgrammaticStreamSerialization.
 //
-// Timing: a graph of L launches (one matrix) or of 36 layers, replayed 15 times, median of the
+// Timing: a graph of L = 64 launches (one matrix) or of 36 layers, replayed 11 times, median of the
 // CUDA-event times, per launch or layer. Copy bandwidth as bench/cuda_bench.c defines it (1 GiB
 // cudaMemcpy D2D, read + write counted, median of 7 x 10 calls); every "% copy" is against it.
 //
@@ -193,7 +193,7 @@ enum Mat { QKV, O, GU, DN, KV, DN6, NMAT };
 static const char *kMatName[NMAT] = {"QKV", "O", "gate+up", "down Q4_K", "KV 4K F16", "down Q6_K"};
 static u64 g_mat[NMAT];
 
-static int g_sms, g_quick, g_fail, g_reps = 15, g_L = 64, g_layers = 36;
+static int g_sms, g_quick, g_fail, g_reps = 11, g_L = 64, g_layers = 36;
 static cudaStream_t g_s;
 static unsigned char *g_pool;
 static u64 g_pool_bytes;
@@ -261,6 +261,17 @@ static int cmp_f(const void *a, const void *b) {
     return x < y ? -1 : x > y;
 }
 
+// Checks that every launch of b wrote blocks' words that add up to its regions' sum.
+static void verify(const Build &b) {
+    std::vector<unsigned> h(b.slot);
+    CK(cudaMemcpy(h.data(), g_out, (size_t)b.slot * 4, cudaMemcpyDeviceToHost));
+    for (const Build::Check &c : b.checks) {
+        unsigned s = 0;
+        for (unsigned i = 0; i < c.grid; i++) s += h[c.slot + i];
+        if (s != c.expect && g_fail++ < 5) fprintf(stderr, "CHECK FAILED: slot %u sum %08x != %08x\n", c.slot, s, c.expect);
+    }
+}
+
 // Captures enqueue(b) into a graph, replays it, checks every launch's sum; median us / units.
 template <typename F>
 static double graph_us(F enqueue, int units) {
@@ -276,7 +287,7 @@ static double graph_us(F enqueue, int units) {
     cudaEvent_t e0, e1;
     CK(cudaEventCreate(&e0));
     CK(cudaEventCreate(&e1));
-    for (int i = 0; i < (g_quick ? 1 : 2); i++) CK(cudaGraphLaunch(ge, g_s));
+    CK(cudaGraphLaunch(ge, g_s));  // warm-up
     std::vector<float> ms(g_reps);
     for (int r = 0; r < g_reps; r++) {
         CK(cudaEventRecord(e0, g_s));
@@ -286,13 +297,7 @@ static double graph_us(F enqueue, int units) {
         CK(cudaEventElapsedTime(&ms[r], e0, e1));
     }
     CK(cudaGetLastError());
-    std::vector<unsigned> h(b.slot);
-    CK(cudaMemcpy(h.data(), g_out, (size_t)b.slot * 4, cudaMemcpyDeviceToHost));
-    for (const Build::Check &c : b.checks) {
-        unsigned s = 0;
-        for (unsigned i = 0; i < c.grid; i++) s += h[c.slot + i];
-        if (s != c.expect && g_fail++ < 5) fprintf(stderr, "CHECK FAILED: slot %u sum %08x != %08x\n", c.slot, s, c.expect);
-    }
+    verify(b);
     qsort(ms.data(), g_reps, sizeof(float), cmp_f);
     CK(cudaEventDestroy(e0));
     CK(cudaEventDestroy(e1));
@@ -437,41 +442,21 @@ int main(int argc, char **argv) {
         g_copy = 2.0 * n / (us * 1e3);
         g_read = g_copy;  // until measured below
         row("(a) device copy cudaMemcpy D2D (read+write)", "1 GiB", us, 2.0 * n);
-        double best = 1e30;
-        Cfg bc = g_cfgs[0];
-        for (Cfg c : g_cfgs) {
-            if (c.U == 1) continue;
+        std::vector<Cfg> cc;
+        for (Cfg c : g_cfgs)
+            if (c.U > 1) cc.push_back(c);
+        const Sweep sc = sweep("a:copy", cc, 2.0 * n, [&](Cfg c) {
             void (*fn)(const uint4 *, uint4 *, u64) = c.U == 2 ? copy_kernel<2> : c.U == 4 ? copy_kernel<4> : copy_kernel<8>;
-            const double t = stream_us([&] { fn<<<c.grid, c.T, 0, g_s>>>((const uint4 *)g_pool, (uint4 *)dst, n / 16); }, 4);
-            if (t < best) { best = t; bc = c; }
-        }
-        row("(a) copy kernel (read+write)", cfg_str(bc), best, 2.0 * n);
+            return stream_us([&] { fn<<<c.grid, c.T, 0, g_s>>>((const uint4 *)g_pool, (uint4 *)dst, n / 16); }, 4);
+        });
+        sweep_row("(a) copy kernel (read+write)", sc, 2.0 * n);
         CK(cudaFree(dst));
-        Sweep s = {g_cfgs[0], 1e30, 0, 0};
-        std::vector<double> all;
-        for (Cfg c : g_cfgs) {
-            Build b;
-            Rd a;
-            unsigned sum = 0;
-            a.p = b.region(n, sum);
-            a.n16 = n / 16;
-            a.x = g_x;
-            a.xn16 = 0;
-            a.pre = 1;
-            a.out = b.out(c.grid, sum);
-            const double t = stream_us([&] { launch(rd_fn(c.U), c.grid, c.T, false, a); }, 4);
-            std::vector<unsigned> h(b.slot);
-            CK(cudaMemcpy(h.data(), g_out, (size_t)b.slot * 4, cudaMemcpyDeviceToHost));
-            unsigned got = 0;
-            for (unsigned v : h) got += v;
-            if (got != sum && g_fail++ < 5) fprintf(stderr, "CHECK FAILED: read 1 GiB %08x != %08x\n", got, sum);
-            all.push_back(t);
-            printf("sweep,read1G,%d,%d,%d,%.3f,%.1f\n", c.grid, c.T, c.U, t, pct(n, t));
-            if (t < s.best_us) { s.best_us = t; s.best = c; }
-        }
-        std::sort(all.begin(), all.end());
-        s.med_us = all[all.size() / 2];
-        s.worst_us = all.back();
+        const Sweep s = sweep("a:read1G", g_cfgs, n, [&](Cfg c) {
+            Build b;  // every call its own out slot: the 1 GiB region is the whole pool
+            const double t = stream_us([&] { launch_rd(b, n, c, false, true, 0); }, 4);
+            verify(b);
+            return t;
+        });
         g_read = n / (s.best_us * 1e3);
         sweep_row("(a) read kernel (read only, best of the sweep)", s, n);
     }
