@@ -65,18 +65,44 @@ __device__ __forceinline__ void load_batch(uint4 (&v)[U], const uint4 *q, u64 i,
     }
 }
 
-// Sums the batch v (words threadIdx.x + j T of q, loaded) and the rest of the chunk.
-template <int U>
+// Synthetic math (--math): K FFMA a 16-byte word on the loaded values. SER = 0: four chains a
+// word (one a 32-bit component, K/4 dependent FFMA each, folded into m[j]), so a thread has 4U
+// independent chains; SER = 1: one chain a thread through all its words (K dependent FFMA a word).
+template <int U, int K, int SER>
+__device__ __forceinline__ void work(const uint4 (&v)[U], float (&m)[4]) {
+#pragma unroll
+    for (int u = 0; u < U; u++) {
+        float a[4] = {__uint_as_float(v[u].x), __uint_as_float(v[u].y), __uint_as_float(v[u].z),
+                      __uint_as_float(v[u].w)};
+        if (SER) {
+#pragma unroll
+            for (int k = 0; k < K; k++) m[0] = fmaf(m[0], a[k & 3], 0.25f);
+        } else {
+#pragma unroll
+            for (int j = 0; j < 4; j++) {
+#pragma unroll
+                for (int k = 1; k < K / 4; k++) a[j] = fmaf(a[j], a[j], 0.25f);
+                if (K) m[j] = fmaf(a[j], a[j], m[j]);
+            }
+        }
+    }
+}
+
+// Sums the batch v (words threadIdx.x + j T of q, loaded) and the rest of the chunk (+ the math;
+// its result changes the sum only if it is exactly 1234.5, which the check would report).
+template <int U, int K = 0, int SER = 0>
 __device__ __forceinline__ unsigned stream_rest(const uint4 *q, u64 len, uint4 (&v)[U]) {
     unsigned acc = 0;
+    float m[4] = {0.f, 0.f, 0.f, 0.f};
     for (u64 i = threadIdx.x;;) {
+        work<U, K, SER>(v, m);
 #pragma unroll
         for (int u = 0; u < U; u++) acc += (v[u].x + v[u].y) + (v[u].z + v[u].w);
         i += (u64)U * blockDim.x;
         if (i >= len) break;
         load_batch(v, q, i, len);
     }
-    return acc;
+    return K ? acc + ((m[0] + m[1]) + (m[2] + m[3]) == 1234.5f) : acc;
 }
 
 __device__ __forceinline__ void block_out(unsigned acc, unsigned *out) {
@@ -99,7 +125,7 @@ struct Rd {
     unsigned *out;   // gridDim.x words
 };
 
-template <int U>
+template <int U, int K, int SER>
 __global__ void __launch_bounds__(1024) rd_kernel(Rd a) {
     dep_go();
     u64 beg, len;
@@ -114,7 +140,7 @@ __global__ void __launch_bounds__(1024) rd_kernel(Rd a) {
         const uint4 t = a.x[k];
         acc += (t.x + t.y) + (t.z + t.w);
     }
-    block_out(acc + stream_rest(q, len, v), a.out);
+    block_out(acc + stream_rest<U, K, SER>(q, len, v), a.out);
 }
 
 // Sense-free grid barrier for co-resident blocks: count[0] arrivals, gen[32] (another line) the
@@ -185,10 +211,28 @@ __global__ void fill_kernel(unsigned *p, u64 n) {
 // ---- host ------------------------------------------------------------------------------------
 typedef void (*RdFn)(Rd);
 typedef void (*LayFn)(Lay);
-static RdFn rd_fn(int U) { return U == 1 ? rd_kernel<1> : U == 2 ? rd_kernel<2> : U == 4 ? rd_kernel<4> : rd_kernel<8>; }
+static constexpr int kMathK[] = {16, 32, 48, 64, 96, 128, 192};  // --math's K values
+template <int U, int SER>
+static RdFn rd_fn_k(int K) {
+    switch (K) {
+    case 16: return rd_kernel<U, 16, SER>;
+    case 32: return rd_kernel<U, 32, SER>;
+    case 48: return rd_kernel<U, 48, SER>;
+    case 64: return rd_kernel<U, 64, SER>;
+    case 96: return rd_kernel<U, 96, SER>;
+    case 128: return rd_kernel<U, 128, SER>;
+    case 192: return rd_kernel<U, 192, SER>;
+    default: return rd_kernel<U, 0, 0>;
+    }
+}
+template <int U>
+static RdFn rd_fn_u(int K, int ser) { return ser ? rd_fn_k<U, 1>(K) : rd_fn_k<U, 0>(K); }
+static RdFn rd_fn(int U, int K, int ser) {
+    return U == 1 ? rd_fn_u<1>(K, ser) : U == 2 ? rd_fn_u<2>(K, ser) : U == 4 ? rd_fn_u<4>(K, ser) : rd_fn_u<8>(K, ser);
+}
 static LayFn lay_fn(int U) { return U == 1 ? layer_kernel<1> : U == 2 ? layer_kernel<2> : U == 4 ? layer_kernel<4> : layer_kernel<8>; }
 
-struct Cfg { int T, grid, U; };  // threads a block, blocks, loads in flight a thread
+struct Cfg { int T, grid, U, K = 0, ser = 0; };  // threads a block, blocks, loads in flight a thread; math
 enum Mat { QKV, O, GU, DN, KV, DN6, NMAT };
 static const char *kMatName[NMAT] = {"QKV", "O", "gate+up", "down Q4_K", "KV 4K F16", "down Q6_K"};
 static u64 g_mat[NMAT];
@@ -253,7 +297,7 @@ static void launch_rd(Build &b, u64 bytes, Cfg c, bool pdl, bool pre, int xn16) 
     a.xn16 = xn16;
     a.pre = pre;
     a.out = b.out(c.grid, sum);
-    launch(rd_fn(c.U), c.grid, c.T, pdl, a);
+    launch(rd_fn(c.U, c.K, c.ser), c.grid, c.T, pdl, a);
 }
 
 static int cmp_f(const void *a, const void *b) {
@@ -394,8 +438,67 @@ static void persistent_graph(Build &b, Cfg c, bool pdl, bool bar) {
     }
 }
 
+// One launch a layer over ONE contiguous region of the layer's bytes (36 a graph, PDL, first
+// batch before the wait): (d) without the phase split.
+static void one_region(double layer_bytes) {
+    const Sweep s = sweep("d:one region:pdl", g_cfgs, layer_bytes, [&](Cfg c) {
+        return graph_us([&](Build &b) { for (int l = 0; l < g_layers; l++) launch_rd(b, (u64)layer_bytes, c, true, true, 0); }, g_layers);
+    });
+    sweep_row("(d) one launch a layer, one contiguous region, PDL", s, layer_bytes);
+}
+
+// --math: the 4-launch layer graph (PDL, first batch before the wait, one shape for the four
+// launches) with K FFMA a 16-byte word, by threads an SM (512: 4 warps a scheduler, loom's
+// matmuls' occupancy today; 1024; 2048), ILP chains and one serial chain a thread. Prints the
+// best shape of each, and for each (chains, threads an SM) the K at which the layer reaches the
+// 75% target's time t75.
+static int run_math(double layer_bytes, double t75) {
+    std::vector<int> ks = {0};
+    for (int k : kMathK) ks.push_back(k);
+    for (int ser = 0; ser <= 1; ser++)
+        for (int tps : {512, 1024, 2048}) {
+            std::vector<Cfg> cs;
+            for (int T = 128; T <= 1024; T *= 2)
+                for (int U = 2; U <= 8; U *= 2)
+                    if (tps / T >= 1 && tps / T <= 8) cs.push_back({T, tps / T * g_sms, U});
+            if (g_quick) cs.resize(1);
+            double prev_us = 0;
+            int prev_k = -1;
+            for (int k : ks) {
+                if (g_quick && k > 32) break;
+                for (Cfg &c : cs) {
+                    c.K = k;
+                    c.ser = ser;
+                }
+                char tag[64], what[128];
+                snprintf(tag, sizeof tag, "m:%s:%d:K%d", ser ? "serial" : "ilp", tps, k);
+                const Sweep sw = sweep(tag, cs, layer_bytes, [&](Cfg c) {
+                    Cfg cm[NMAT];
+                    for (int m = 0; m < NMAT; m++) cm[m] = c;
+                    return graph_us([&](Build &b) { layer_graph(b, cm, false, false, true, true, 0); }, g_layers);
+                });
+                snprintf(what, sizeof what, "(m) layer, 4 launches PDL, %d thr/SM, K %d FFMA/16 B, %s", tps, k,
+                         ser ? "1 chain" : "4U chains");
+                row(what, cfg_str(sw.best), sw.best_us, layer_bytes);
+                if (prev_k >= 0 && prev_us < t75 && sw.best_us >= t75)
+                    printf("  -> %s, %d thr/SM: t75 %.2f us reached between K %d (%.2f us) and K %d (%.2f us), ~K %.0f\n",
+                           ser ? "1 chain" : "4U chains", tps, t75, prev_k, prev_us, k, sw.best_us,
+                           prev_k + (k - prev_k) * (t75 - prev_us) / (sw.best_us - prev_us));
+                prev_us = sw.best_us;
+                prev_k = k;
+            }
+        }
+    one_region(layer_bytes);
+    printf("checks: %s (%d failed)\n", g_fail ? "FAILED" : "all sums ok", g_fail);
+    return g_fail ? 1 : 0;
+}
+
 int main(int argc, char **argv) {
-    for (int i = 1; i < argc; i++) g_quick |= !strcmp(argv[i], "--quick");
+    int math = 0;
+    for (int i = 1; i < argc; i++) {
+        g_quick |= !strcmp(argv[i], "--quick");
+        math |= !strcmp(argv[i], "--math");
+    }
     setvbuf(stdout, NULL, _IOLBF, 0);  // lines survive a timeout
     CK(cudaStreamCreateWithFlags(&g_s, cudaStreamNonBlocking));
     cudaDeviceProp prop;
@@ -444,14 +547,17 @@ int main(int argc, char **argv) {
         row("(a) device copy cudaMemcpy D2D (read+write)", "1 GiB", us, 2.0 * n);
         std::vector<Cfg> cc;
         for (Cfg c : g_cfgs)
-            if (c.U > 1) cc.push_back(c);
+            if (c.U > 1 && !math) cc.push_back(c);
+        if (math) cc.push_back(g_cfgs[0]);
         const Sweep sc = sweep("a:copy", cc, 2.0 * n, [&](Cfg c) {
             void (*fn)(const uint4 *, uint4 *, u64) = c.U == 2 ? copy_kernel<2> : c.U == 4 ? copy_kernel<4> : copy_kernel<8>;
             return stream_us([&] { fn<<<c.grid, c.T, 0, g_s>>>((const uint4 *)g_pool, (uint4 *)dst, n / 16); }, 4);
         });
         sweep_row("(a) copy kernel (read+write)", sc, 2.0 * n);
         CK(cudaFree(dst));
-        const Sweep s = sweep("a:read1G", g_cfgs, n, [&](Cfg c) {
+        // --math: R1's best read shape only (528 x 512, U4)
+        const std::vector<Cfg> rc = math && !g_quick ? std::vector<Cfg>{{512, 4 * g_sms, 4}} : g_cfgs;
+        const Sweep s = sweep("a:read1G", rc, n, [&](Cfg c) {
             Build b;  // every call its own out slot: the 1 GiB region is the whole pool
             const double t = stream_us([&] { launch_rd(b, n, c, false, true, 0); }, 4);
             verify(b);
@@ -460,6 +566,9 @@ int main(int argc, char **argv) {
         g_read = n / (s.best_us * 1e3);
         sweep_row("(a) read kernel (read only, best of the sweep)", s, n);
     }
+
+    const double t75 = layer_bytes / (0.75 * g_copy * 1e3), t70 = g_mat[KV] / (0.70 * g_copy * 1e3);
+    if (math) return run_math(layer_bytes, t75);
 
     // (b) each matrix alone: a graph of g_L launches of it; PDL + first batch before the wait
     // (loom's matmuls), and plain stream order.
@@ -538,6 +647,7 @@ int main(int argc, char **argv) {
             sweep_row(what, s, layer_bytes);
             if (!bar) floor_one = std::min(floor_one, s.best_us);
         }
+    one_region(layer_bytes);
 
     // (e) the KV at 4K alone, at attention's grids (64 = 8 KV heads x 8 splits, 128, 132 blocks).
     double floor_kv[2] = {1e30, 1e30};  // no PDL (loom launches attention in order), PDL
@@ -558,7 +668,6 @@ int main(int argc, char **argv) {
         }
 
     // What the floors leave of issue 6's targets (75% of copy for the Q4_K layer, 70% for KV).
-    const double t75 = layer_bytes / (0.75 * g_copy * 1e3), t70 = g_mat[KV] / (0.70 * g_copy * 1e3);
     printf("\ncopy %.0f GB/s, read %.0f GB/s (%.1f%% of copy)\n", g_copy, g_read, 100.0 * g_read / g_copy);
     printf("Q4_K layer %.0f B: 75%% target %.2f us; floor as 4 launches %.2f us (%s) = %.0f%% of the "
            "target's time, leaves %.2f us; one launch %.2f us; today's 39.89 us is %.2f us above the floor\n",
