@@ -412,12 +412,13 @@ static double stream_us(F fn, int calls) {
     return ms[reps / 2] * 1000.0 / calls;
 }
 
-// A layer's launches (4 matmuls, or with the KV read between QKV and O) for 36 layers.
-static void layer_graph(Build &b, const Cfg *cm, bool attn, bool alt, bool pdl, bool pre, int xn16) {
+// A layer's launches (4 matmuls, or with the KV read between QKV and O) for 36 layers; q6: the
+// down projection Q6_K in no layer (0), every other layer (1), every layer (2).
+static void layer_graph(Build &b, const Cfg *cm, bool attn, int q6, bool pdl, bool pre, int xn16) {
     for (int l = 0; l < g_layers; l++)
         for (int m : {QKV, KV, O, GU, DN}) {
             if (m == KV && !attn) continue;
-            const int mm = (m == DN && alt && (l & 1)) ? DN6 : m;
+            const int mm = (m == DN && (q6 == 2 || (q6 == 1 && (l & 1)))) ? DN6 : m;
             launch_rd(b, g_mat[mm], cm[m], pdl, pre, xn16);
         }
 }
@@ -436,6 +437,18 @@ static void persistent_graph(Build &b, Cfg c, bool pdl, bool bar) {
         a.out = b.out(c.grid, sum);
         launch(lay_fn(c.U), c.grid, c.T, pdl, a);
     }
+}
+
+// The layer with the Q6_K down in every layer (the bytes of cuda_bench's decode-graph row, 39.89
+// us in session 10), 4 launches, PDL, first batch before the wait, one shape (swept).
+static void q6_layer(double layer_bytes) {
+    const double bytes = layer_bytes + (double)(g_mat[DN6] - g_mat[DN]);
+    const Sweep s = sweep("c:q6 down:pdl", g_cfgs, bytes, [&](Cfg c) {
+        Cfg cm[NMAT];
+        for (int m = 0; m < NMAT; m++) cm[m] = c;
+        return graph_us([&](Build &b) { layer_graph(b, cm, false, 2, true, true, 0); }, g_layers);
+    });
+    sweep_row("(c) layer, PDL, pre, down Q6_K in every layer", s, bytes);
 }
 
 // One launch a layer over ONE contiguous region of the layer's bytes (36 a graph, PDL, first
@@ -475,7 +488,7 @@ static int run_math(double layer_bytes, double t75) {
                 const Sweep sw = sweep(tag, cs, layer_bytes, [&](Cfg c) {
                     Cfg cm[NMAT];
                     for (int m = 0; m < NMAT; m++) cm[m] = c;
-                    return graph_us([&](Build &b) { layer_graph(b, cm, false, false, true, true, 0); }, g_layers);
+                    return graph_us([&](Build &b) { layer_graph(b, cm, false, 0, true, true, 0); }, g_layers);
                 });
                 snprintf(what, sizeof what, "(m) layer, 4 launches PDL, %d thr/SM, K %d FFMA/16 B, %s", tps, k,
                          ser ? "1 chain" : "4U chains");
@@ -488,6 +501,7 @@ static int run_math(double layer_bytes, double t75) {
                 prev_k = k;
             }
         }
+    q6_layer(layer_bytes);
     one_region(layer_bytes);
     printf("checks: %s (%d failed)\n", g_fail ? "FAILED" : "all sums ok", g_fail);
     return g_fail ? 1 : 0;
@@ -605,12 +619,12 @@ int main(int argc, char **argv) {
         Sweep s = sweep(tag, g_cfgs, bytes, [&](Cfg c) {
             Cfg cm[NMAT];
             for (int m = 0; m < NMAT; m++) cm[m] = c;
-            return graph_us([&](Build &b) { layer_graph(b, cm, md.attn, false, md.pdl, md.pre, md.xn16); }, g_layers);
+            return graph_us([&](Build &b) { layer_graph(b, cm, md.attn, 0, md.pdl, md.pre, md.xn16); }, g_layers);
         });
         snprintf(what, sizeof what, "(c) layer: %s, one config", md.name);
         sweep_row(what, s, bytes);
         const double t = graph_us([&](Build &b) {
-            layer_graph(b, md.pdl ? best_pdl : best_plain, md.attn, false, md.pdl, md.pre, md.xn16);
+            layer_graph(b, md.pdl ? best_pdl : best_plain, md.attn, 0, md.pdl, md.pre, md.xn16);
         }, g_layers);
         snprintf(what, sizeof what, "(c) layer: %s, each its (b) best", md.name);
         row(what, "per matrix", t, bytes);
@@ -621,8 +635,9 @@ int main(int argc, char **argv) {
         if (!md.attn && md.pdl && md.pre && !md.xn16) {
             Cfg cm[NMAT];
             for (int m = 0; m < NMAT; m++) cm[m] = s.best;
-            const double ta = graph_us([&](Build &b) { layer_graph(b, cm, false, true, true, true, 0); }, g_layers);
+            const double ta = graph_us([&](Build &b) { layer_graph(b, cm, false, 1, true, true, 0); }, g_layers);
             row("(c) layer, PDL, pre, down Q4_K / Q6_K alternating", cfg_str(s.best), ta, layer_alt);
+            q6_layer(layer_bytes);
         }
     }
 
