@@ -12,7 +12,7 @@
 // The four matmuls of a Q4_K layer: 57,446,400 B. Every launch reads a fresh region of a 1 GiB
 // pool (bump allocation, wrapping), so a region is re-read only ~1 GB later: DRAM figures.
 //
-// Kernels: rd_kernel<U> reads a region once with 16-byte loads (ld.global.nc), block b a
+// Kernels: rd_kernel<U, K, SER> reads a region once with 16-byte loads (ld.global.nc), block b a
 // contiguous chunk (128-byte aligned), thread t words t, t + T, ..., U loads in flight a thread,
 // summed as uint32 (so no load is dead); each block writes one word, the host checks that the
 // blocks' words of every launch add up to the region's sum (the pool holds word i = i * K + C,
@@ -24,13 +24,20 @@
 // phase in turn), optionally with a grid barrier between phases (the QKV -> O -> GU -> DN
 // dependencies; the next phase's first batch is loaded before the barrier). copy_kernel<U>:
 // read + write. Launches with PDL use cudaLaunchAttributeProgrammaticStreamSerialization.
+// --math: K FFMA a loaded 16-byte word (work(); a thread computes on a batch after it arrived and
+// loads the next batch after the math, so its own loads do not overlap its math), to measure how
+// much work a byte the floor absorbs. sm_90a only (griddepcontrol).
 //
 // Timing: a graph of L = 64 launches (one matrix) or of 36 layers, replayed 11 times, median of the
 // CUDA-event times, per launch or layer. Copy bandwidth as bench/cuda_bench.c defines it (1 GiB
 // cudaMemcpy D2D, read + write counted, median of 7 x 10 calls); every "% copy" is against it.
 //
 // Build: nvcc -O3 -std=c++17 -arch=sm_90a -Xptxas -v -o stream_floor bench/stream_floor.cu
-// Run:   ./stream_floor [--quick]   (--quick: small sizes, one replay, for compute-sanitizer)
+// Run:   ./stream_floor [--quick] [--math]   (--quick: small sizes, one replay, for
+//        compute-sanitizer; --math: the copy, one read shape, the K sweep and two layer rows)
+// Measured (H200, relays flr-R1/R2, bench/NOTES.md 7 "Session 11, flr", RESULTS): the 4B Q4_K
+// layer as 4 launches with PDL 14.55 us (93% of copy), without PDL 20.4; the 75% target's time
+// is reached at K ~ 43-51 (~56-64 lane-instructions a 16-byte word in all).
 #include <cuda_runtime.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -559,15 +566,16 @@ int main(int argc, char **argv) {
         g_copy = 2.0 * n / (us * 1e3);
         g_read = g_copy;  // until measured below
         row("(a) device copy cudaMemcpy D2D (read+write)", "1 GiB", us, 2.0 * n);
-        std::vector<Cfg> cc;
+        std::vector<Cfg> cc;  // --math: no copy kernel
         for (Cfg c : g_cfgs)
             if (c.U > 1 && !math) cc.push_back(c);
-        if (math) cc.push_back(g_cfgs[0]);
-        const Sweep sc = sweep("a:copy", cc, 2.0 * n, [&](Cfg c) {
-            void (*fn)(const uint4 *, uint4 *, u64) = c.U == 2 ? copy_kernel<2> : c.U == 4 ? copy_kernel<4> : copy_kernel<8>;
-            return stream_us([&] { fn<<<c.grid, c.T, 0, g_s>>>((const uint4 *)g_pool, (uint4 *)dst, n / 16); }, 4);
-        });
-        sweep_row("(a) copy kernel (read+write)", sc, 2.0 * n);
+        if (!cc.empty()) {
+            const Sweep sc = sweep("a:copy", cc, 2.0 * n, [&](Cfg c) {
+                void (*fn)(const uint4 *, uint4 *, u64) = c.U == 2 ? copy_kernel<2> : c.U == 4 ? copy_kernel<4> : copy_kernel<8>;
+                return stream_us([&] { fn<<<c.grid, c.T, 0, g_s>>>((const uint4 *)g_pool, (uint4 *)dst, n / 16); }, 4);
+            });
+            sweep_row("(a) copy kernel (read+write)", sc, 2.0 * n);
+        }
         CK(cudaFree(dst));
         // --math: R1's best read shape only (528 x 512, U4)
         const std::vector<Cfg> rc = math && !g_quick ? std::vector<Cfg>{{512, 4 * g_sms, 4}} : g_cfgs;
