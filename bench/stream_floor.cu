@@ -460,7 +460,7 @@ static double q6_layer(double layer_bytes) {
 }
 
 // One launch a layer over ONE contiguous region of the layer's bytes (36 a graph, PDL, first
-// batch before the wait): (d) without the phase split.
+// batch before the wait): (d) without the phase split and without its co-resident shapes only.
 static void one_region(double layer_bytes) {
     const Sweep s = sweep("d:one region:pdl", g_cfgs, layer_bytes, [&](Cfg c) {
         return graph_us([&](Build &b) { for (int l = 0; l < g_layers; l++) launch_rd(b, (u64)layer_bytes, c, true, true, 0); }, g_layers);
