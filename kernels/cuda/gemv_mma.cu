@@ -551,10 +551,10 @@ __device__ __forceinline__ void q4_ntile(const Q4Dec &A, const Stage<NT> &st, in
 // tot (SPLIT): each lane's sum of the ranks done so far; rk1 (the pair): matrix 1's sum of
 // the current rank's partials (both in registers spilled the pair); each element written and
 // read by its own lane only.
-// (I8: the INT8 body's stage, gemm_wide_q4k_i8.)
-template <int NT, int NMAT, bool NORM, bool SPLIT, bool I8 = false>
+// (I8: the INT8 body's stage, gemm_wide_q4k_i8; NBUF: its stages, 2 with the pre-pass.)
+template <int NT, int NMAT, bool NORM, bool SPLIT, bool I8 = false, int NBUF = 1>
 struct WideSmem {
-    std::conditional_t<I8, Q4I8WStage<NT>, Stage<NT>> stage;
+    std::conditional_t<I8, Q4I8WStage<NT>, Stage<NT>> stage[NBUF];
     double npart[NORM ? NT * kWarps : 1];
     float nscale[NT];
     float tot[SPLIT ? kWarps * NMAT * NT / 2 * 32 : 1];
@@ -659,7 +659,7 @@ static __global__ void __launch_bounds__(kThreads, 2) gemm_wide_q4k(const MmaArg
     }
     pdl_wait();
     if (NORM) block_rms_scales<NT>(a.x + (int64_t)tok0 * a.K, a.K, ntok, a.K, a.norm, sm.npart, sm.nscale);
-    Stage<NT> &st = sm.stage;
+    Stage<NT> &st = sm.stage[0];
 
 #pragma unroll 1
     for (int p = 0; p < np; p++) {
@@ -752,12 +752,19 @@ static __global__ void __launch_bounds__(kThreads, 2) gemm_wide_q4k(const MmaArg
 template <int NMAT>
 constexpr int kWideTokI8 = NMAT == 2 ? 16 : 32;
 
-template <int NT, int NMAT, bool NORM, bool SPLIT>
-static __global__ void __launch_bounds__(kThreads, NT == 16 && NMAT == 1 ? 3 : 2) gemm_wide_q4k_i8(const MmaArgs a, int S) {
+// PRE (LOOM_GEMM_WIDE_Q4K_I8=5, session 11): the stages are cp.async copies of what the limb
+// pre-pass (q4_limbs_prepass) staged once for the whole matmul into the kernel scratch (L), two
+// stages (one for the pair with SPLIT: 48 KB), the next super-block's copy in flight during this
+// one's tiles, one barrier a super-block; NORM is then the pre-pass's business (NORM = false).
+template <int NT, int NMAT, bool NORM, bool SPLIT, bool PRE = false>
+static __global__ void __launch_bounds__(kThreads, NT == 16 && NMAT == 1 ? 3 : 2)
+    gemm_wide_q4k_i8(const MmaArgs a, int S, const Q4Limbs L) {
+    static_assert(!(PRE && NORM), "the pre-pass applies the norm");
     // LEAN (one matrix, 16 tokens, 3 blocks an SM): the next super-block's weights go to L2
     // only (prefetch) and into registers at the start of their step.
     constexpr bool LEAN = NT == 16 && NMAT == 1;
-    __shared__ WideSmem<NT, NMAT, NORM, SPLIT, true> sm;
+    constexpr int NBUF = PRE && !(NMAT == 2 && SPLIT) ? 2 : 1;
+    __shared__ WideSmem<NT, NMAT, NORM, SPLIT, true, NBUF> sm;
     pdl_launch_dependents();
     constexpr int NTL = NT / 4, NP = NT / 2;  // lane-sum slots, two-token tiles
     const int lane = threadIdx.x & 31, w = threadIdx.x >> 5;
@@ -793,15 +800,19 @@ static __global__ void __launch_bounds__(kThreads, NT == 16 && NMAT == 1 ? 3 : 2
         for (int m = 0; m < NMAT; m++) cur[m] = q4_load_i8(wg[m], w8[m], 0, t);
     }
     // Tokens never staged (a ragged block) keep zero columns and 1 / s = 0 (ordered before the
-    // first staging by the loop's barrier).
-    {
+    // first staging by the loop's barrier; PRE copies the pre-pass's zeros).
+    if (!PRE) {
         uint4 *z = reinterpret_cast<uint4 *>(&sm.stage);
         for (int i = threadIdx.x; i < (int)(sizeof(sm.stage) / sizeof(uint4)); i += kThreads)
             z[i] = make_uint4(0u, 0u, 0u, 0u);
     }
     pdl_wait();
     if (NORM) block_rms_scales<NT>(a.x + (int64_t)tok0 * a.K, a.K, ntok, a.K, a.norm, sm.npart, sm.nscale);
-    Q4I8WStage<NT> &st = sm.stage;
+    if (PRE && nsb > 0) {  // the walk's first super-block, 0
+        q4_limbs_copy<NT>(L, 0, tok0, sm.stage[0]);
+        cp_async_commit();
+    }
+    int c = 0;  // the stage of the current super-block (PRE with two stages alternates)
 
 #pragma unroll 1
     for (int p = 0; p < np; p++) {
@@ -811,41 +822,58 @@ static __global__ void __launch_bounds__(kThreads, NT == 16 && NMAT == 1 ? 3 : 2
             for (int j = 0; j < NP; j++) pa[m][j][0] = pa[m][j][1] = 0.0f;
 #pragma unroll 1
         for (int sb = p; sb < nsb; sb += step) {
-            __syncthreads();  // every warp is done with the previous super-block's stage
-            float4 nwa = make_float4(1.f, 1.f, 1.f, 1.f), nwc = nwa;
-            if (NORM && nwb) {
-                nwa = ld_x4(nwb + (int64_t)sb * 256);
-                nwc = ld_x4(nwb + (int64_t)sb * 256 + kQ4I8Xc);
-            }
-#pragma unroll
-            for (int i0 = 0; i0 < NT; i0 += 4 * kWarps) {
-                float4 xa[4], xc[4];
-#pragma unroll
-                for (int i = 0; i < 4; i++) {
-                    const int tk = i0 + kWarps * i + w;
-                    if (tk < ntok) {
-                        const float *px = xb + (int64_t)tk * a.K + (int64_t)sb * 256;
-                        xa[i] = ld_x4(px);
-                        xc[i] = ld_x4(px + kQ4I8Xc);
-                    }
+            // the walk's next super-block, if any (computed where used: live across the staging
+            // they cost the normed kernel a spill on sm_87)
+            auto next_sb = [&]() { return sb + step < nsb ? sb + step : p + 1; };
+            auto has_next = [&]() { return sb + step < nsb || p + 1 < np; };
+            if (PRE) {
+                cp_async_wait<0>();
+                // every thread's chunks of stage c have landed, and every warp is done with the
+                // other stage (the previous super-block's), which now takes the next one
+                __syncthreads();
+                if (NBUF == 2 && has_next()) {
+                    q4_limbs_copy<NT>(L, next_sb(), tok0, sm.stage[c ^ 1]);
+                    cp_async_commit();
+                }
+            } else {
+                Q4I8WStage<NT> &st = sm.stage[0];
+                __syncthreads();  // every warp is done with the previous super-block's stage
+                float4 nwa = make_float4(1.f, 1.f, 1.f, 1.f), nwc = nwa;
+                if (NORM && nwb) {
+                    nwa = ld_x4(nwb + (int64_t)sb * 256);
+                    nwc = ld_x4(nwb + (int64_t)sb * 256 + kQ4I8Xc);
                 }
 #pragma unroll
-                for (int i = 0; i < 4; i++) {
-                    const int tk = i0 + kWarps * i + w;
-                    if (tk < ntok) {
-                        if (NORM) {
-                            const float sc = sm.nscale[tk];
-                            stage_q4i8w<NT>(st, tk, rms_apply4(xa[i], sc, nwa),
-                                            rms_apply4(xc[i], sc, nwc), lane);
-                        } else {
-                            stage_q4i8w<NT>(st, tk, xa[i], xc[i], lane);
+                for (int i0 = 0; i0 < NT; i0 += 4 * kWarps) {
+                    float4 xa[4], xc[4];
+#pragma unroll
+                    for (int i = 0; i < 4; i++) {
+                        const int tk = i0 + kWarps * i + w;
+                        if (tk < ntok) {
+                            const float *px = xb + (int64_t)tk * a.K + (int64_t)sb * 256;
+                            xa[i] = ld_x4(px);
+                            xc[i] = ld_x4(px + kQ4I8Xc);
+                        }
+                    }
+#pragma unroll
+                    for (int i = 0; i < 4; i++) {
+                        const int tk = i0 + kWarps * i + w;
+                        if (tk < ntok) {
+                            if (NORM) {
+                                const float sc = sm.nscale[tk];
+                                stage_q4i8w<NT>(st, tk, rms_apply4(xa[i], sc, nwa),
+                                                rms_apply4(xc[i], sc, nwc), lane);
+                            } else {
+                                stage_q4i8w<NT>(st, tk, xa[i], xc[i], lane);
+                            }
                         }
                     }
                 }
+                __syncthreads();
             }
-            __syncthreads();
             if (live) {
-                const int nx = sb + step < nsb ? sb + step : p + 1;  // the walk's next super-block
+                const Q4I8WStage<NT> &st = sm.stage[c];
+                const int nx = next_sb();
 #pragma unroll
                 for (int m = 0; m < NMAT; m++) {
                     const bool more = sb + step < nsb || p + 1 < np;
@@ -864,6 +892,12 @@ static __global__ void __launch_bounds__(kThreads, NT == 16 && NMAT == 1 ? 3 : 2
                     if (NMAT == 2 && more) cur[m] = q4_load_i8(wg[m], w8[m], nx, t);
                 }
             }
+            if (PRE && NBUF == 1 && has_next()) {
+                __syncthreads();  // every warp is done with the one stage
+                q4_limbs_copy<NT>(L, next_sb(), tok0, sm.stage[0]);
+                cp_async_commit();
+            }
+            if (NBUF == 2) c ^= 1;
         }
         // (the partial's lane sum first: the GEMV's)
         wide_end_partial<NTL, NMAT, SPLIT>(p, np, [&](int m, float *v) {
@@ -874,30 +908,71 @@ static __global__ void __launch_bounds__(kThreads, NT == 16 && NMAT == 1 ? 3 : 2
     wide_store<NTL, NMAT, SPLIT>(a, s, r0, tok0, ntok, lane, rk, rk1, tot);
 }
 
+// The limb pre-pass (one block a token, npad blocks; q4k_i8_body.cuh).
+template <bool NORM>
+static __global__ void __launch_bounds__(kThreads) q4_prepass(const float *x, int64_t K, int n,
+                                                              const PreNorm norm, uint4 *X,
+                                                              uint2 *SX, float *SI, int npad) {
+    q4_limbs_prepass<NORM>(x, K, n, norm, X, SX, SI, npad);
+}
+
+// The pre-pass into the kernel scratch (runtime.cu scratch(): grown only outside stream capture;
+// q4_limbs_bytes(n, K) bytes), then the wide INT8 GEMM at 16 tokens reading it. Returns
+// cudaErrorMemoryAllocation, having launched nothing, when the scratch is short (the caller
+// then runs the kernel that stages x itself: the same bits).
+template <int NMAT>
+cudaError_t launch_wide_pre(const MmaArgs &a, bool norm, int S, dim3 grid, cudaStream_t stream) {
+    void *buf = scratch(q4_limbs_bytes(a.n, a.K), stream);
+    if (!buf) return cudaErrorMemoryAllocation;
+    Q4Limbs L;
+    L.npad = (a.n + 31) / 32 * 32;
+    const int64_t pairs = (a.K / 256) * (int64_t)(L.npad / 2);
+    uint4 *X = static_cast<uint4 *>(buf);
+    uint2 *SX = reinterpret_cast<uint2 *>(X + pairs * 128);
+    float *SI = reinterpret_cast<float *>(SX + pairs * 32);
+    L.X = X;
+    L.SX = SX;
+    L.SI = SI;
+    cudaError_t e = launch(norm ? q4_prepass<true> : q4_prepass<false>, dim3((unsigned)L.npad),
+                           kThreads, 0, stream, a.x, a.K, a.n, a.norm, X, SX, SI, L.npad);
+    if (e != cudaSuccess) return e;
+    if (S > 1) return launch(gemm_wide_q4k_i8<16, NMAT, false, true, true>, grid, kThreads, 0, stream, a, S, L);
+    return launch(gemm_wide_q4k_i8<16, NMAT, false, false, true>, grid, kThreads, 0, stream, a, S, L);
+}
+
+// pre: the INT8 kernels on the limb pre-pass (q4_plan's rule), else the forms that stage x.
 template <int NMAT, bool NORM>
-cudaError_t launch_wide_n(const MmaArgs &a, bool i8, int S, cudaStream_t stream) {
+cudaError_t launch_wide_n(const MmaArgs &a, bool i8, bool pre, int S, cudaStream_t stream) {
     constexpr int NT1 = kWideTok<NMAT, false>, NTS = kWideTok<NMAT, true>;
     constexpr int NI = kWideTokI8<NMAT>;
-    const bool lean = NMAT == 1 && i8 && gemm_wide_q4k_i8_form() == 4;
+    const int form = i8 ? gemm_wide_q4k_i8_form() : 0;
+    const bool lean = NMAT == 1 && (form == 4 || form == 5);
     const int NT = i8 ? (lean ? 16 : NI) : (S > 1 ? NTS : NT1);
     const dim3 grid((unsigned)((a.n + NT - 1) / NT),
                     (unsigned)((a.tile0[a.nseg] + kWarps - 1) / kWarps), 1);
+    if (pre) {  // without scratch (a capture) form 4's kernels, the same bits
+        static_assert(kWideTokI8<2> == 16, "the pre-pass kernels run 16 tokens");
+        const cudaError_t e = launch_wide_pre<NMAT>(a, NORM, S, grid, stream);
+        if (e != cudaErrorMemoryAllocation) return e;
+        (void)cudaGetLastError();
+    }
+    const Q4Limbs none = {};
     if (NMAT == 1 && lean) {
-        if (S > 1) return launch(gemm_wide_q4k_i8<16, NMAT, NORM, true>, grid, kThreads, 0, stream, a, S);
-        return launch(gemm_wide_q4k_i8<16, NMAT, NORM, false>, grid, kThreads, 0, stream, a, S);
+        if (S > 1) return launch(gemm_wide_q4k_i8<16, NMAT, NORM, true>, grid, kThreads, 0, stream, a, S, none);
+        return launch(gemm_wide_q4k_i8<16, NMAT, NORM, false>, grid, kThreads, 0, stream, a, S, none);
     }
     if (i8) {
-        if (S > 1) return launch(gemm_wide_q4k_i8<NI, NMAT, NORM, true>, grid, kThreads, 0, stream, a, S);
-        return launch(gemm_wide_q4k_i8<NI, NMAT, NORM, false>, grid, kThreads, 0, stream, a, S);
+        if (S > 1) return launch(gemm_wide_q4k_i8<NI, NMAT, NORM, true>, grid, kThreads, 0, stream, a, S, none);
+        return launch(gemm_wide_q4k_i8<NI, NMAT, NORM, false>, grid, kThreads, 0, stream, a, S, none);
     }
     if (S > 1) return launch(gemm_wide_q4k<NTS, NMAT, NORM, true>, grid, kThreads, 0, stream, a, S);
     return launch(gemm_wide_q4k<NT1, NMAT, NORM, false>, grid, kThreads, 0, stream, a, S);
 }
 
 template <int NMAT>
-cudaError_t launch_wide(const MmaArgs &a, bool norm, bool i8, int S, cudaStream_t stream) {
-    return norm ? launch_wide_n<NMAT, true>(a, i8, S, stream)
-                : launch_wide_n<NMAT, false>(a, i8, S, stream);
+cudaError_t launch_wide(const MmaArgs &a, bool norm, bool i8, bool pre, int S, cudaStream_t stream) {
+    return norm ? launch_wide_n<NMAT, true>(a, i8, pre, S, stream)
+                : launch_wide_n<NMAT, false>(a, i8, pre, S, stream);
 }
 
 // ---- The Q4_K_M triple in one launch (bench/NOTES.md 2.3) --------------------------------
@@ -987,25 +1062,50 @@ bool mma_seg_ok(const Seg &s) {
 // Launches of the wide GEMM so far (loom_cuda_matmul_wide_launches: tests check the path ran).
 static int64_t g_wide_launches = 0;
 
+// Tokens a launch of mma_matmul at most (token groups of kGemmTok: 65535 a launch).
+static constexpr int64_t kPerLaunch = 65535 * (int64_t)kGemmTok;
+
+// What mma_matmul runs for one launch of n tokens over segments seg (written once, for it and
+// for the scratch query mma_scratch_bytes): nmat (2: two matrices of one shape from the same x,
+// the pair with or without SwiGLU, share the block: one staging of x for both, and the same dots
+// bit for bit in both epilogues), the row tiles (of one matrix for the pair), whether the wide
+// GEMM runs (either body: gemm_wide_q4k, gemm_wide_q4k_i8; from the switch's tokens on, 0:
+// never, the GEMV, n = 1, never) and whether on the limb pre-pass.
+struct Q4Plan {
+    int nmat;
+    int64_t tiles;
+    bool i8, wide, pre;
+};
+
+static Q4Plan q4_plan(const Seg *seg, int nseg, int epi, int64_t n) {
+    Q4Plan p;
+    p.nmat = epi == EPI_SWIGLU || (epi == EPI_PLAIN && nseg == 2 && seg[0].rows == seg[1].rows) ? 2 : 1;
+    p.tiles = 0;
+    for (int i = 0; i < (p.nmat == 2 ? 1 : nseg); i++) p.tiles += (seg[i].rows + kTileRows - 1) / kTileRows;
+    p.i8 = mma_q4k_variant() == 2;
+    const int wset = gemm_wide_min();
+    const int wide = wset == 1 ? kWideMinQ4 : wset;
+    p.wide = wide > 1 && n >= wide;
+    p.pre = p.wide && p.i8 && gemm_wide_q4k_i8_form() == 5;
+    return p;
+}
+
 loom_status mma_matmul(const Seg *seg, int nseg, int epi, const float *x, int64_t K, int64_t n,
                        const PreNorm *norm, loom_error *err, cudaStream_t stream) {
     if (n <= 0) return LOOM_OK;
     MmaArgs a = {};
-    // Two matrices of one shape from the same x (the pair, with or without SwiGLU) share the
-    // block: one staging of x for both, and the same dots bit for bit in both epilogues.
-    const int nmat = epi == EPI_SWIGLU ||
-                     (epi == EPI_PLAIN && nseg == 2 && seg[0].rows == seg[1].rows) ? 2 : 1;
-    int64_t tiles = 0;
+    const Q4Plan plan = q4_plan(seg, nseg, epi, n);
+    const int nmat = plan.nmat;
+    const int64_t tiles = plan.tiles;
     if (nmat == 2) {
         a.seg[0] = seg[0];
         a.seg[1] = seg[1];
         a.nseg = 1;  // one tile range, both matrices per tile
         a.tile0[0] = 0;
-        tiles = (seg[0].rows + kTileRows - 1) / kTileRows;
         a.tile0[1] = tiles;
     } else {
         a.nseg = nseg;
-        tiles = fill_tiles(a.seg, a.tile0, seg, nseg);
+        fill_tiles(a.seg, a.tile0, seg, nseg);
     }
     if (tiles == 0) return LOOM_OK;
     if (tiles > 65535)
@@ -1015,18 +1115,12 @@ loom_status mma_matmul(const Seg *seg, int nseg, int epi, const float *x, int64_
     a.K = K;
     if (norm) a.norm = *norm;
     const bool nm = norm != nullptr;
-    const bool i8 = mma_q4k_variant() == 2;
-    // The wide GEMM (either body: gemm_wide_q4k, gemm_wide_q4k_i8): from `wide` tokens on (0:
-    // never; the GEMV, n = 1, never).
-    const int wset = gemm_wide_min();
-    const int wide = wset == 1 ? kWideMinQ4 : wset;
+    const bool i8 = plan.i8;
     // The SwiGLU pair counts both matrices, so it splits as the pair without epilogue does
     // (the same S: silu(a) * b of the same bits).
     const int S = mma_pick_split(tiles * nmat, K / 256);
-    // Token groups of kGemmTok (1 for the GEMV): at most 65535 a launch.
-    const int64_t per_launch = 65535 * (int64_t)kGemmTok;
-    for (int64_t t0 = 0; t0 < n; t0 += per_launch) {
-        const int64_t nn = n - t0 < per_launch ? n - t0 : per_launch;
+    for (int64_t t0 = 0; t0 < n; t0 += kPerLaunch) {
+        const int64_t nn = n - t0 < kPerLaunch ? n - t0 : kPerLaunch;
         MmaArgs b = a;
         b.x = x + t0 * K;
         b.n = (int)nn;
@@ -1036,9 +1130,11 @@ loom_status mma_matmul(const Seg *seg, int nseg, int epi, const float *x, int64_
             if (b.seg[i].resid) b.seg[i].resid += t0 * rows;
         }
         const int64_t groups = nn == 1 ? 1 : (nn + kGemmTok - 1) / kGemmTok;
+        const Q4Plan pl = nn == n ? plan : q4_plan(seg, nseg, epi, nn);
         cudaError_t e;
-        if (wide > 1 && nn >= wide) {
-            e = nmat == 2 ? launch_wide<2>(b, nm, i8, S, stream) : launch_wide<1>(b, nm, i8, S, stream);
+        if (pl.wide) {
+            e = nmat == 2 ? launch_wide<2>(b, nm, i8, pl.pre, S, stream)
+                          : launch_wide<1>(b, nm, i8, pl.pre, S, stream);
             g_wide_launches++;
         }
         else if (nn == 1)

@@ -65,6 +65,8 @@ static int g_gemm_wide = kDefaultGemmWide;
 // 276 -> 273 us, down + add 634 -> 613, Q+K normed 399 -> 384 (9728 x 2560 556 -> 566), N = 32 /
 // 128 5-27% faster. 2 (the min term by the GEMV's IMMA) and 3 (the pair at 32 tokens) measured
 // slower and were removed in session 10: those values (and any other) select the default.
+// 5 (session 11) = 4 with x converted to limbs once a matmul by a pre-pass into the kernel
+// scratch (gemv_mma.cu launch_wide_pre; the pair too; without scratch 4's kernels).
 static const int kDefaultGemmWideQ4kI8 = 4;
 static int g_gemm_wide_q4k_i8 = kDefaultGemmWideQ4kI8;
 // The wide Q6_K GEMM's form (LOOM_GEMM_WIDE_Q6K; gemv_mma_q6k.cu launch_wide, q6k_i8_wide.cuh;
@@ -136,8 +138,8 @@ static void read_switches_locked() {
     g_q4k_variant = env_int("LOOM_GEMV_MMA_Q4K_V", 1, 2, false, kDefaultQ4kVariant);
     g_triple_mixed = env_int("LOOM_GEMV_TRIPLE_MIXED", 0, 3, false, kDefaultTripleMixed);
     g_gemm_wide = env_int("LOOM_GEMM_WIDE", 0, 1 << 30, false, kDefaultGemmWide);
-    const int q4i8 = env_int("LOOM_GEMM_WIDE_Q4K_I8", 1, 4, false, kDefaultGemmWideQ4kI8);
-    g_gemm_wide_q4k_i8 = q4i8 == 1 ? 1 : kDefaultGemmWideQ4kI8;  // 1 or 4 (2, 3: removed)
+    const int q4i8 = env_int("LOOM_GEMM_WIDE_Q4K_I8", 1, 5, false, kDefaultGemmWideQ4kI8);
+    g_gemm_wide_q4k_i8 = q4i8 == 2 || q4i8 == 3 ? kDefaultGemmWideQ4kI8 : q4i8;  // 1, 4, 5 (2, 3: removed)
     g_gemm_wide_q6k = env_int("LOOM_GEMM_WIDE_Q6K", 2, 7, false, kDefaultGemmWideQ6k);
     g_attn_bpsm = env_int("LOOM_ATTN_BPSM", 1, 16, false, kDefaultAttnBpsm);
     g_attn_cl_tiles = env_int("LOOM_ATTN_CL_TILES", 0, 1 << 25, false, kDefaultAttnClTiles);

@@ -1271,6 +1271,10 @@ static void test_wide_section(void) {
         set_switch("LOOM_GEMM_WIDE_Q4K_I8", "1");
         test_wide_section_v(2);
     }
+    /* 5: x converted to limbs once a matmul by the pre-pass (the scratch grows: no capture here) */
+    printf("   (LOOM_GEMM_WIDE_Q4K_I8=5)\n");
+    set_switch("LOOM_GEMM_WIDE_Q4K_I8", "5");
+    test_wide_section_v(2);
     reset_switch("LOOM_GEMM_WIDE_Q4K_I8");
     restore_switch(&q4v);
 }
