@@ -1148,6 +1148,11 @@ loom_status mma_matmul(const Seg *seg, int nseg, int epi, const float *x, int64_
     return LOOM_OK;
 }
 
+size_t mma_scratch_bytes(const Seg *seg, int nseg, int epi, int64_t K, int64_t n) {
+    const int64_t nn = n < kPerLaunch ? n : kPerLaunch;  // the largest launch
+    return q4_plan(seg, nseg, epi, nn).pre ? q4_limbs_bytes(nn, K) : 0;
+}
+
 int64_t g_mixed_launches = 0;
 
 loom_status mma_triple_mixed(const Seg *s4, int n4, const Seg *s6, int n6, const float *x,
@@ -1210,3 +1215,33 @@ loom_status mma_triple_mixed(const Seg *s4, int n4, const Seg *s6, int n6, const
 }  // namespace loom_cuda
 
 extern "C" int64_t loom_cuda_matmul_wide_launches(void) { return loom_cuda::g_wide_launches; }
+
+// The scratch of one matmul-family call: gemv.cu run_matmul's routing of its segments (mma Q4_K,
+// mma Q6_K with a triple's V on the f16 body, or the warp-per-row kernels, which use none), each
+// family's share from its launcher's own rule, the largest (the launches run one after the other
+// on the call's stream). A weight without data is taken as aligned (the reservation's bound).
+extern "C" size_t loom_cuda_matmul_scratch_bytes(loom_matmul_role role, const loom_kweight *w,
+                                                 int64_t n) {
+    using namespace loom_cuda;
+    if (!w || n < 2 || !fast(SW_FAST_GEMV) || !fast(SW_GEMV_MMA)) return 0;
+    const int nw = role == LOOM_MATMUL_ROLE_TRIPLE ? 3 : role >= LOOM_MATMUL_ROLE_PAIR ? 2 : 1;
+    const int64_t K = w[0].cols;
+    if (K < 256) return 0;
+    Seg seg[3] = {}, mm[3], m6[3];
+    for (int i = 0; i < nw; i++) {
+        seg[i].w = static_cast<const uint8_t *>(w[i].data);
+        seg[i].rows = w[i].rows;
+        seg[i].row_bytes = loom_ggml_row_bytes((uint32_t)w[i].type, K);
+        seg[i].type = (int)w[i].type;
+    }
+    if (role == LOOM_MATMUL_ROLE_SWIGLU)
+        return mma_seg_ok(seg[0]) && mma_seg_ok(seg[1]) ? mma_scratch_bytes(seg, 2, EPI_SWIGLU, K, n) : 0;
+    int nm = 0, n6 = 0;
+    for (int i = 0; i < nw; i++) {
+        if (mma_seg_ok(seg[i])) mm[nm++] = seg[i];
+        else if (fast(SW_GEMV_MMA_Q6K) && mma_q6k_seg_ok(seg[i])) m6[n6++] = seg[i];
+    }
+    const size_t b4 = nm ? mma_scratch_bytes(mm, nm, role == LOOM_MATMUL_ROLE_ADD ? EPI_ADD : EPI_PLAIN, K, n) : 0;
+    const size_t b6 = n6 ? mma_q6k_scratch_bytes(n, K, nw == 3) : 0;
+    return b4 > b6 ? b4 : b6;
+}
