@@ -193,7 +193,8 @@ static int g_ab_q6w = 0;
 /* bench_mm: the INT8 Q4_K GEMM's forms in turn, twice, same weights (1: plain / add, 2: the
  * _normed launcher): the 8-token GEMM (LOOM_GEMM_WIDE=0; only at N <= 64), the wide GEMM forced
  * on (LOOM_GEMM_WIDE=2) staging x in the block (LOOM_GEMM_WIDE_Q4K_I8=4) and reading the limb
- * pre-pass (=5) */
+ * pre-pass (=5, the default), then the defaults (LOOM_GEMM_WIDE=1: the wide GEMM where its rule
+ * takes it, gemv_mma.cu q4_plan) */
 static int g_ab_q4v = 0;
 
 static int64_t wbytes(loom_kweight w) { return w.rows * loom_ggml_row_bytes(w.type, w.cols); }
@@ -277,9 +278,9 @@ static void bench_mm(const char *name, int op, int64_t n, int nw, const loom_ggm
         loom_cuda_reload_switches();
     }
     for (int rep = 0; rep < (g_ab_q4v ? 2 : 0); rep++)
-        for (int v = n <= 64 ? 0 : 1; v < 3; v++) {
-            static const char *vw[3] = {"0", "2", "2"}, *vi[3] = {"4", "4", "5"};
-            static const char *vl[3] = {"gemm8", "wide f4", "wide pre"};
+        for (int v = n <= 64 ? 0 : 1; v < 4; v++) {
+            static const char *vw[4] = {"0", "2", "2", "1"}, *vi[4] = {"4", "4", "5", "5"};
+            static const char *vl[4] = {"gemm8", "wide f4", "wide pre", "default"};
             char vn[96];
             setenv("LOOM_GEMV_MMA_Q4K_V", "2", 1);
             setenv("LOOM_GEMM_WIDE", vw[v], 1);
@@ -921,10 +922,10 @@ static void bench_q4k_wide(void) {
 }
 
 /* --q4w: the INT8 Q4_K body's GEMMs (bench_mm's g_ab_q4v: the 8-token GEMM at N <= 64, the
- * wide GEMM staging x in the block and reading the limb pre-pass), same weights, for the 4B
- * layer's Q4_K shapes at N = 16, 32, 48, 64, 128, 512: Q+K (5120 x 2560, the triple's Q4_K
- * part) normed, attention output + add (2560 x 4096), the gate/up pair + SwiGLU normed, ffn
- * down Q4_K + add (2560 x 9728). */
+ * wide GEMM staging x in the block and reading the limb pre-pass, the default rule), same
+ * weights, for the 4B layer's Q4_K shapes at N = 16, 32, 48, 64, 128, 512: Q+K (5120 x 2560,
+ * the triple's Q4_K part) normed, attention output + add (2560 x 4096), the gate/up pair +
+ * SwiGLU normed, ffn down Q4_K + add (2560 x 9728). */
 static int g_q4w = 0;
 static void bench_q4w(void) {
     const loom_ggml_type q4[2] = {LOOM_GGML_Q4_K, LOOM_GGML_Q4_K};

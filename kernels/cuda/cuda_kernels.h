@@ -69,15 +69,18 @@
  *                         (bench/NOTES.md 2.3). =2 / =3: its Q6_K tiles forced last / first
  *   LOOM_GEMM_WIDE        the prefill GEMMs (Q4_K f16 body: gemv_mma.cu; Q6_K INT8: q6k_i8_wide.cuh):
  *                         =1: the wide kernel (each weight tile decoded once for 32 tokens,
- *                         x staged once for 4 tiles) from 16 tokens on (Q6_K: 64); =n
+ *                         x staged once for 4 tiles) from 16 tokens on (Q6_K: 64; the INT8
+ *                         Q4_K one where its blocks number at least half the SMs); =n
  *                         (n >= 2): from n tokens on; 0: the GEMM in groups of 8 tokens.
  *                         Default 1. Same bits either way (GEMM token == GEMV); the GEMV
  *                         (n = 1) never changes. With LOOM_GEMV_MMA_Q4K_V=2 the Q4_K wide
  *                         kernel is the INT8 one (gemm_wide_q4k_i8: token == the V = 2 GEMV).
- *   LOOM_GEMM_WIDE_Q4K_I8 that INT8 wide kernel's form (same bits): 4 (default) one matrix at 16
- *                         tokens, 3 blocks an SM; 1: at 32 tokens (bench/NOTES.md 2.4, session
- *                         9). 2 and 3 (measured slower) were removed in session 10: they, like
- *                         any value but 1 and 4, select the default.
+ *   LOOM_GEMM_WIDE_Q4K_I8 that INT8 wide kernel's form (same bits): 5 (default) reading x's
+ *                         int8 limbs and limb sums staged once a matmul by a pre-pass into the
+ *                         kernel scratch (bench/NOTES.md 2.4, session 11); 4: each block stages
+ *                         x itself, as 5 does where the scratch cannot grow. 1, 2 and 3
+ *                         (measured slower) were removed in sessions 10-11: they, like any
+ *                         value but 4 and 5, select the default.
  *   LOOM_GEMM_WIDE_Q6K    the wide Q6_K kernel's form (same bits): 7 (default) the token-pair
  *                         body reading x's int8 limbs staged once a matmul by a pre-pass into
  *                         the kernel scratch, 32-token blocks where they fill the GPU, else 16;

@@ -40,7 +40,8 @@
 // a block of 4 warps = 4 tiles x 32 tokens, each weight tile decoded once for its 32 tokens and
 // x staged once for the 4 tiles, each warp walking the GEMV's split-K partials itself in
 // reduce_partials' order: the same bits per token, ~2.5x faster at N = 512. The INT8 body has its
-// own (gemm_wide_q4k_i8, session 9: 2.9x its 8-token GEMM at N = 512, 1.00-1.21x the f16 one).
+// own (gemm_wide_q4k_i8, session 9: 2.9x its 8-token GEMM at N = 512; session 11: x converted to
+// limbs once a matmul by a pre-pass into the kernel scratch, 0.56-0.76x the f16 one at N = 512).
 //
 // Memory traffic: each weight byte once from DRAM per token group (a GEMM of n tokens re-reads
 // each 16-row tile for every group of 8, from L2: the groups of a tile are adjacent blocks).
@@ -72,8 +73,8 @@
 
 namespace loom_cuda {
 
-// LOOM_GEMM_WIDE_Q4K_I8 (runtime.cu): the wide INT8 GEMM's form, 1 = one matrix at 32 tokens a
-// block, 4 (the default) = at 16 tokens, 3 blocks an SM (the pair: 16 tokens under both).
+// LOOM_GEMM_WIDE_Q4K_I8 (runtime.cu): the wide INT8 GEMM's form, 5 (the default) = on the limb
+// pre-pass, 4 = staging x in the block (the form without scratch, forced).
 int gemm_wide_q4k_i8_form();
 
 namespace {
@@ -745,24 +746,26 @@ static __global__ void __launch_bounds__(kThreads, 2) gemm_wide_q4k(const MmaArg
 // IMAD for I, one HMMA of the limb sums for the min term M, the same integers as the GEMV's min
 // IMMA chain, then the GEMV's fold). A partial ends with the GEMV's lane sum (q4_i8_lane_sum),
 // then the partials combine in reduce_partials' order as in gemm_wide_q4k: every token == its
-// V = 2 GEMV bits. Tokens a block: kWideTokI8 (LOOM_GEMM_WIDE_Q4K_I8=1), or 16 for one matrix
-// (=4, the default: LEAN below). (Relays q4w-R1/R2 measured two other forms slower, removed in
-// session 10: the min term by the GEMV's IMMA chain a sub-block, 11-19% slower, and the pair at
-// 32 tokens, no gain; bench/NOTES.md 2.4.)
-template <int NMAT>
-constexpr int kWideTokI8 = NMAT == 2 ? 16 : 32;
+// V = 2 GEMV bits. Tokens a block: kWideTokI8 = 16 (one matrix: 3 blocks an SM, LEAN below).
+// (Measured slower and removed: in session 10 the min term by the GEMV's IMMA chain a sub-block,
+// 11-19% slower, and the pair at 32 tokens, no gain; in session 11 one matrix at 32 tokens,
+// slower than 16 on every Qwen3 shape (relay q4w-R3); bench/NOTES.md 2.4.)
+constexpr int kWideTokI8 = 16;
 
-// PRE (LOOM_GEMM_WIDE_Q4K_I8=5, session 11): the stages are cp.async copies of what the limb
-// pre-pass (q4_limbs_prepass) staged once for the whole matmul into the kernel scratch (L), two
-// stages (one for the pair with SPLIT: 48 KB), the next super-block's copy in flight during this
-// one's tiles, one barrier a super-block; NORM is then the pre-pass's business (NORM = false).
-template <int NT, int NMAT, bool NORM, bool SPLIT, bool PRE = false>
-static __global__ void __launch_bounds__(kThreads, NT == 16 && NMAT == 1 ? 3 : 2)
+// PRE (LOOM_GEMM_WIDE_Q4K_I8=5, the default since session 11): the stages are cp.async copies of
+// what the limb pre-pass (q4_limbs_prepass) staged once for the whole matmul into the kernel
+// scratch (L), two stages (one for the pair with SPLIT: 48 KB), the next super-block's copy in
+// flight during this one's tiles, one barrier a super-block; NORM is then the pre-pass's
+// business (NORM = false). Relay pre-R1 (H200): 4B N = 512 O + add 272 -> 171 us, ffn down + add
+// 608 -> 375, Q+K normed 385 -> 197, the pair normed 1,098 -> 633 (bench/NOTES.md 2.4).
+template <int NMAT, bool NORM, bool SPLIT, bool PRE = false>
+static __global__ void __launch_bounds__(kThreads, NMAT == 1 ? 3 : 2)
     gemm_wide_q4k_i8(const MmaArgs a, int S, const Q4Limbs L) {
     static_assert(!(PRE && NORM), "the pre-pass applies the norm");
-    // LEAN (one matrix, 16 tokens, 3 blocks an SM): the next super-block's weights go to L2
-    // only (prefetch) and into registers at the start of their step.
-    constexpr bool LEAN = NT == 16 && NMAT == 1;
+    constexpr int NT = kWideTokI8;
+    // LEAN (one matrix, 3 blocks an SM): the next super-block's weights go to L2 only
+    // (prefetch) and into registers at the start of their step.
+    constexpr bool LEAN = NMAT == 1;
     constexpr int NBUF = PRE && !(NMAT == 2 && SPLIT) ? 2 : 1;
     __shared__ WideSmem<NT, NMAT, NORM, SPLIT, true, NBUF> sm;
     pdl_launch_dependents();
@@ -917,7 +920,7 @@ static __global__ void __launch_bounds__(kThreads) q4_prepass(const float *x, in
 }
 
 // The pre-pass into the kernel scratch (runtime.cu scratch(): grown only outside stream capture;
-// q4_limbs_bytes(n, K) bytes), then the wide INT8 GEMM at 16 tokens reading it. Returns
+// q4_limbs_bytes(n, K) bytes), then the wide INT8 GEMM reading it. Returns
 // cudaErrorMemoryAllocation, having launched nothing, when the scratch is short (the caller
 // then runs the kernel that stages x itself: the same bits).
 template <int NMAT>
@@ -936,34 +939,27 @@ cudaError_t launch_wide_pre(const MmaArgs &a, bool norm, int S, dim3 grid, cudaS
     cudaError_t e = launch(norm ? q4_prepass<true> : q4_prepass<false>, dim3((unsigned)L.npad),
                            kThreads, 0, stream, a.x, a.K, a.n, a.norm, X, SX, SI, L.npad);
     if (e != cudaSuccess) return e;
-    if (S > 1) return launch(gemm_wide_q4k_i8<16, NMAT, false, true, true>, grid, kThreads, 0, stream, a, S, L);
-    return launch(gemm_wide_q4k_i8<16, NMAT, false, false, true>, grid, kThreads, 0, stream, a, S, L);
+    if (S > 1) return launch(gemm_wide_q4k_i8<NMAT, false, true, true>, grid, kThreads, 0, stream, a, S, L);
+    return launch(gemm_wide_q4k_i8<NMAT, false, false, true>, grid, kThreads, 0, stream, a, S, L);
 }
 
-// pre: the INT8 kernels on the limb pre-pass (q4_plan's rule), else the forms that stage x.
+// i8: the INT8 kernels, on the limb pre-pass where pre (q4_plan's rule) and the scratch is there,
+// else staging x in the block; else the f16 body's.
 template <int NMAT, bool NORM>
 cudaError_t launch_wide_n(const MmaArgs &a, bool i8, bool pre, int S, cudaStream_t stream) {
     constexpr int NT1 = kWideTok<NMAT, false>, NTS = kWideTok<NMAT, true>;
-    constexpr int NI = kWideTokI8<NMAT>;
-    const int form = i8 ? gemm_wide_q4k_i8_form() : 0;
-    const bool lean = NMAT == 1 && (form == 4 || form == 5);
-    const int NT = i8 ? (lean ? 16 : NI) : (S > 1 ? NTS : NT1);
+    const int NT = i8 ? kWideTokI8 : (S > 1 ? NTS : NT1);
     const dim3 grid((unsigned)((a.n + NT - 1) / NT),
                     (unsigned)((a.tile0[a.nseg] + kWarps - 1) / kWarps), 1);
-    if (pre) {  // without scratch (a capture) form 4's kernels, the same bits
-        static_assert(kWideTokI8<2> == 16, "the pre-pass kernels run 16 tokens");
+    if (i8 && pre) {  // without scratch (a capture) the kernels below, the same bits
         const cudaError_t e = launch_wide_pre<NMAT>(a, NORM, S, grid, stream);
         if (e != cudaErrorMemoryAllocation) return e;
         (void)cudaGetLastError();
     }
-    const Q4Limbs none = {};
-    if (NMAT == 1 && lean) {
-        if (S > 1) return launch(gemm_wide_q4k_i8<16, NMAT, NORM, true>, grid, kThreads, 0, stream, a, S, none);
-        return launch(gemm_wide_q4k_i8<16, NMAT, NORM, false>, grid, kThreads, 0, stream, a, S, none);
-    }
     if (i8) {
-        if (S > 1) return launch(gemm_wide_q4k_i8<NI, NMAT, NORM, true>, grid, kThreads, 0, stream, a, S, none);
-        return launch(gemm_wide_q4k_i8<NI, NMAT, NORM, false>, grid, kThreads, 0, stream, a, S, none);
+        const Q4Limbs none = {};
+        if (S > 1) return launch(gemm_wide_q4k_i8<NMAT, NORM, true>, grid, kThreads, 0, stream, a, S, none);
+        return launch(gemm_wide_q4k_i8<NMAT, NORM, false>, grid, kThreads, 0, stream, a, S, none);
     }
     if (S > 1) return launch(gemm_wide_q4k<NTS, NMAT, NORM, true>, grid, kThreads, 0, stream, a, S);
     return launch(gemm_wide_q4k<NT1, NMAT, NORM, false>, grid, kThreads, 0, stream, a, S);
@@ -1069,8 +1065,14 @@ static constexpr int64_t kPerLaunch = 65535 * (int64_t)kGemmTok;
 // for the scratch query mma_scratch_bytes): nmat (2: two matrices of one shape from the same x,
 // the pair with or without SwiGLU, share the block: one staging of x for both, and the same dots
 // bit for bit in both epilogues), the row tiles (of one matrix for the pair), whether the wide
-// GEMM runs (either body: gemm_wide_q4k, gemm_wide_q4k_i8; from the switch's tokens on, 0:
-// never, the GEMV, n = 1, never) and whether on the limb pre-pass.
+// GEMM runs (either body: gemm_wide_q4k, gemm_wide_q4k_i8; the GEMV, n = 1, never) and whether
+// on the limb pre-pass. LOOM_GEMM_WIDE = n >= 2: wide from n tokens on; 0: never; 1 (the
+// default): from kWideMinQ4 tokens on, and on the INT8 body only where its blocks (16 tokens x
+// 4 tiles) number at least half the SMs: below that the 8-token GEMM (S x ceil(n / 8) x tiles
+// blocks) fills the GPU better. Relay pre-R1 (H200, 132 SMs, N = 16, 8-token vs wide on the
+// pre-pass): attention output + add 2560 x 4096 30.2 vs 36.2 us (40 blocks), ffn down + add
+// 2560 x 9728 60.8 vs 75.9 (40); Q+K 5120 x 2560 normed 51.6 vs 24.1 (80), the pair 2 x 9728
+// 106.7 vs 41.2 (152); at N = 32 the wide kernel won every shape (O 51.0 vs 36.4: 80 blocks).
 struct Q4Plan {
     int nmat;
     int64_t tiles;
@@ -1084,8 +1086,12 @@ static Q4Plan q4_plan(const Seg *seg, int nseg, int epi, int64_t n) {
     for (int i = 0; i < (p.nmat == 2 ? 1 : nseg); i++) p.tiles += (seg[i].rows + kTileRows - 1) / kTileRows;
     p.i8 = mma_q4k_variant() == 2;
     const int wset = gemm_wide_min();
-    const int wide = wset == 1 ? kWideMinQ4 : wset;
-    p.wide = wide > 1 && n >= wide;
+    if (wset == 1) {
+        const int64_t blocks = (n + kWideTokI8 - 1) / kWideTokI8 * ((p.tiles + kWarps - 1) / kWarps);
+        p.wide = n >= kWideMinQ4 && (!p.i8 || 2 * blocks >= sm_count());
+    } else {
+        p.wide = wset > 1 && n >= wset;
+    }
     p.pre = p.wide && p.i8 && gemm_wide_q4k_i8_form() == 5;
     return p;
 }
