@@ -217,6 +217,8 @@ int mma_q6k_variant();
 static int q6k_body(bool f16) {
     return f16 && mma_q6k_variant() == 2 ? 1 : mma_q6k_variant();
 }
+// Tokens a launch of mma_q6k_matmul at most (token groups of kGemmTok: 65535 a launch).
+static constexpr int64_t kPerLaunch = 65535 * (int64_t)kGemmTok;
 bool mma_q6k_seg_ok(const Seg &s) {
     return s.type == LOOM_GGML_Q6_K && ((uintptr_t)s.w % 16) == 0 && s.row_bytes % 2 == 0 &&
            s.row_bytes <= (int64_t)1 << 26;
@@ -252,10 +254,9 @@ loom_status mma_q6k_matmul(const Seg *seg, int nseg, int epi, const float *x, in
     // other bits, GEMM token == GEMV still).
     // f16: a triple's Q6_K segments keep the f16 body (matmul.cuh).
     const int var = q6k_body(f16);
-    const int64_t per_launch = 65535 * (int64_t)kGemmTok;
     const int wide = var == 2 ? wide_from() : 0;  // the INT8 body's wide GEMM from this n on
-    for (int64_t t0 = 0; t0 < n; t0 += per_launch) {
-        const int64_t nn = n - t0 < per_launch ? n - t0 : per_launch;
+    for (int64_t t0 = 0; t0 < n; t0 += kPerLaunch) {
+        const int64_t nn = n - t0 < kPerLaunch ? n - t0 : kPerLaunch;
         Q6Args b = a;
         b.x = x + t0 * K;
         b.n = (int)nn;
@@ -285,8 +286,7 @@ size_t mma_q6k_scratch_bytes(int64_t n, int64_t K, bool f16) {
     const int var = q6k_body(f16);
     const int wide = wide_from();  // 0 or >= 2
     if (var != 2 || wide == 0 || n < wide || K < 256 || gemm_wide_q6k_variant() < 5) return 0;
-    const int64_t per_launch = 65535 * (int64_t)kGemmTok;  // tokens a launch (mma_q6k_matmul)
-    return q6k::q6_limbs_bytes(n < per_launch ? n : per_launch, K);
+    return q6k::q6_limbs_bytes(n < kPerLaunch ? n : kPerLaunch, K);  // the largest launch
 }
 
 }  // namespace loom_cuda
