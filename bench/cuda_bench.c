@@ -190,11 +190,11 @@ static int g_ab_wide = 0;
  * default "234567": 16 / 32 tokens a block, the grid rule, and those three with the limb
  * pre-pass) */
 static int g_ab_q6w = 0;
-/* bench_mm: the Q4_K GEMM's bodies in turn, twice, same weights (1: plain / add, 2: the _normed
- * launcher): LOOM_GEMV_MMA_Q4K_V=1 wide (f16), =2 wide (INT8, gemm_wide_q4k_i8, form 1), =2 with
- * LOOM_GEMM_WIDE=0 (the 8-token INT8 GEMM), and for one matrix =2 wide with
- * LOOM_GEMM_WIDE_Q4K_I8=4 (16 tokens, 3 blocks an SM: the default; the pair runs form 1 under
- * both) */
+/* bench_mm: the INT8 Q4_K GEMM's forms in turn, twice, same weights (1: plain / add, 2: the
+ * _normed launcher): the 8-token GEMM (LOOM_GEMM_WIDE=0; only at N <= 64), the wide GEMM forced
+ * on (LOOM_GEMM_WIDE=2) staging x in the block (LOOM_GEMM_WIDE_Q4K_I8=4) and reading the limb
+ * pre-pass (=5, the default), then the defaults (LOOM_GEMM_WIDE=1: the wide GEMM where its rule
+ * takes it, gemv_mma.cu q4_plan) */
 static int g_ab_q4v = 0;
 
 static int64_t wbytes(loom_kweight w) { return w.rows * loom_ggml_row_bytes(w.type, w.cols); }
@@ -278,17 +278,16 @@ static void bench_mm(const char *name, int op, int64_t n, int nw, const loom_ggm
         loom_cuda_reload_switches();
     }
     for (int rep = 0; rep < (g_ab_q4v ? 2 : 0); rep++)
-        for (int v = 0; v < (n == 1 ? 2 : nw == 2 ? 3 : 4); v++) {
-            static const char *vv[4] = {"1", "2", "2", "2"}, *vw[4] = {"16", "16", "0", "16"};
-            static const char *vl[4] = {"V1 wide", "V2 wide", "V2 gemm8", "V2 wide lean16"};
-            static const char *vi[4] = {"1", "1", "1", "4"};
+        for (int v = n <= 64 ? 0 : 1; v < 4; v++) {
+            static const char *vw[4] = {"0", "2", "2", "1"}, *vi[4] = {"4", "4", "5", "5"};
+            static const char *vl[4] = {"gemm8", "wide f4", "wide pre", "default"};
             char vn[96];
-            setenv("LOOM_GEMV_MMA_Q4K_V", vv[v], 1);
+            setenv("LOOM_GEMV_MMA_Q4K_V", "2", 1);
             setenv("LOOM_GEMM_WIDE", vw[v], 1);
             setenv("LOOM_GEMM_WIDE_Q4K_I8", vi[v], 1);
             loom_cuda_reload_switches();
             m->norm = g_ab_q4v == 2 ? 2 : 0;
-            snprintf(vn, sizeof vn, "%s%s %s", name, g_ab_q4v == 2 ? " normed" : "", n > 1 ? vl[v] : vv[v][0] == '1' ? "V1" : "V2");
+            snprintf(vn, sizeof vn, "%s%s %s", name, g_ab_q4v == 2 ? " normed" : "", vl[v]);
             row(vn, shape, time_us(mm_fn, m, g_calls ? g_calls : g_quick ? 50 : 200), bytes);
         }
     if (g_ab_q4v) {
@@ -922,29 +921,28 @@ static void bench_q4k_wide(void) {
     g_calls = 0;
 }
 
-/* --q4w: the INT8 Q4_K body's wide GEMM (session 9, q4w) against the f16 wide GEMM and the
- * 8-token INT8 GEMM (bench_mm's g_ab_q4v), same weights: the 4B GEMV (N = 1, V1 / V2); at
- * N = 32, 128, 512 the 4B gate-like GEMM 9728 x 2560, attention output + add (2560 x 4096), ffn
- * down Q4_K + add (2560 x 9728), the gate/up pair + SwiGLU normed and Q+K (5120 x 2560) normed. */
+/* --q4w: the INT8 Q4_K body's GEMMs (bench_mm's g_ab_q4v: the 8-token GEMM at N <= 64, the
+ * wide GEMM staging x in the block and reading the limb pre-pass, the default rule), same
+ * weights, for the 4B layer's Q4_K shapes at N = 16, 32, 48, 64, 128, 512: Q+K (5120 x 2560,
+ * the triple's Q4_K part) normed, attention output + add (2560 x 4096), the gate/up pair +
+ * SwiGLU normed, ffn down Q4_K + add (2560 x 9728). */
 static int g_q4w = 0;
 static void bench_q4w(void) {
     const loom_ggml_type q4[2] = {LOOM_GGML_Q4_K, LOOM_GGML_Q4_K};
-    static const int64_t ns[3] = {32, 128, 512};
+    static const int64_t ns[6] = {16, 32, 48, 64, 128, 512};
     char nm[80];
-    g_ab_q4v = 1;
-    g_calls = 50;
-    bench_mm("4B gemv Q4_K", MM_PLAIN, 1, 1, q4, (const int64_t[]){9728}, 2560);
-    for (int i = 0; i < 3; i++) {
+    for (int i = 0; i < 6; i++) {
         const int64_t n = ns[i];
         g_calls = n >= 128 ? 4 : 20;
+        g_ab_q4v = 2;
+        bench_mm("4B Q+K", MM_GEMM, n, 1, q4, (const int64_t[]){5120}, 2560);
         g_ab_q4v = 1;
-        bench_mm("4B prefill gemm", MM_GEMM, n, 1, q4, (const int64_t[]){9728}, 2560);
         bench_mm("4B attn out + add", MM_ADD, n, 1, q4, (const int64_t[]){2560}, 4096);
-        bench_mm("4B down Q4_K + add", MM_ADD, n, 1, q4, (const int64_t[]){2560}, 9728);
         g_ab_q4v = 2;
         snprintf(nm, sizeof nm, "4B pair SwiGLU N=%lld", (long long)n);
         bench_mm(nm, MM_PAIR, n, 2, q4, (const int64_t[]){9728, 9728}, 2560);
-        bench_mm("4B Q+K", MM_GEMM, n, 1, q4, (const int64_t[]){5120}, 2560);
+        g_ab_q4v = 1;
+        bench_mm("4B down Q4_K + add", MM_ADD, n, 1, q4, (const int64_t[]){2560}, 9728);
     }
     g_ab_q4v = 0;
     g_calls = 0;

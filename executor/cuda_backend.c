@@ -8,7 +8,7 @@
  * start and the join at its end happen on it. Events: one per program index (recorded only where
  * the plan asks), one fork event, one join event per stream. While a capture is open no
  * synchronous call is made (host fallbacks disable capture at create). The kernel library's
- * scratch (split-KV attention, softmax, argmax, the Q6_K prefill GEMM's x limbs) is shared, so
+ * scratch (split-KV attention, softmax, argmax, the wide prefill GEMMs' x limbs) is shared, so
  * nodes using it are ordered across streams by scratch_ev. Everything allocated is tracked and
  * freed on destroy, also after errors.
  * Matmul-family nodes with a folded RMSNorm (prenorm, ops.def) run the _normed launchers in
@@ -230,16 +230,20 @@ static loom_status grow_need(const loom_ir_graph *g, loom_ir_value_id v, size_t 
     return LOOM_OK;
 }
 
-/* Whether matmul-family node n has a Q6_K weight (operands 1 .. 3 as the op has them). */
-static bool q6k_weight_of(const loom_ir_graph *g, const loom_ir_node *n) {
-    int nw = loom_exec_matmul_weights(n->op);
-    for (int i = 1; i <= nw && i < (int)n->n_in; i++)
-        if (loom_ir_value_get(g, n->in[i])->type.dtype == LOOM_IR_Q6_K) return true;
-    return false;
+/* The launcher of matmul-family node n, for loom_cuda_matmul_scratch_bytes. */
+static loom_matmul_role matmul_role(const loom_ir_node *n) {
+    switch (n->op) {
+    case LOOM_IR_OP_MATMUL_ADD: return LOOM_MATMUL_ROLE_ADD;
+    case LOOM_IR_OP_MATMUL_PAIR:
+        return loom_ir_node_attr_int(n, LOOM_IR_ATTR_SWIGLU, 0) ? LOOM_MATMUL_ROLE_SWIGLU
+                                                                 : LOOM_MATMUL_ROLE_PAIR;
+    case LOOM_IR_OP_MATMUL_TRIPLE: return LOOM_MATMUL_ROLE_TRIPLE;
+    default: return LOOM_MATMUL_ROLE_PLAIN;
+    }
 }
 
 /* reserve_node: sizes, for node n at the graph's largest T, the kernel library's scratch
- * (attention's split-KV partials, softmax/argmax, the Q6_K prefill GEMM's x limbs), norm_x (the normalized x of a prenorm node
+ * (attention's split-KV partials, softmax/argmax, the wide prefill GEMMs' x limbs), norm_x (the normalized x of a prenorm node
  * run unfolded; also in decode steps when its weight may be unaligned) and q_buf
  * (rope_kv_attention's roped q), and notes an attention the kernels do not take (it runs on
  * the host; no capture then). Allocation happens at the steps' start (cuda_begin_step). */
@@ -251,8 +255,16 @@ static loom_status cuda_reserve_node(loom_exec_backend *b, const loom_ir_graph *
     case LOOM_IR_OP_MATMUL: case LOOM_IR_OP_MATMUL_ADD:
     case LOOM_IR_OP_MATMUL_PAIR: case LOOM_IR_OP_MATMUL_TRIPLE: {
         int64_t K = last_dim(in0), numel = loom_ir_type_numel(g, &in0->type, NULL);
-        if (K > 0 && numel > 0 && q6k_weight_of(g, n))
-            need_scratch(c, loom_cuda_q6k_matmul_scratch_bytes(numel / K, K));
+        if (K > 0 && numel > 0) { /* the weights as the launcher will see them, not yet placed */
+            loom_kweight w[3] = {{0}};
+            int nw = loom_exec_matmul_weights(n->op);
+            for (int i = 0; i < nw && i + 1 < (int)n->n_in; i++) {
+                const loom_ir_value *v = loom_ir_value_get(g, n->in[i + 1]);
+                int64_t cols = last_dim(v), wn = loom_ir_type_numel(g, &v->type, NULL);
+                w[i] = (loom_kweight){NULL, (loom_ggml_type)v->type.dtype, cols ? wn / cols : 0, cols};
+            }
+            need_scratch(c, loom_cuda_matmul_scratch_bytes(matmul_role(n), w, numel / K));
+        }
         if (loom_ir_prenorm_slot(n->op, n->n_in) == LOOM_IR_NO_SLOT) return LOOM_OK;
         if (loom_exec_cuda_prenorm_unaligned(g, n)) c->norm_x_decode = true;
         return grow_need(g, n->in[0], &c->norm_x_need, "the x of a folded norm", err);
@@ -1076,15 +1088,15 @@ static loom_status dispatch(loom_exec_backend *b, const loom_ir_node *n,
                            const loom_exec_tensor *in, const loom_exec_tensor *out,
                            loom_error *err);
 
-/* Whether a matmul-family launch of `rows` tokens over K columns uses the kernel scratch: a Q6_K
- * weight (of the node's nw) whose prefill GEMM stages x's limbs there
- * (loom_cuda_q6k_matmul_scratch_bytes; 0 for decode steps and with the switches off). Such a
- * launch is ordered across streams like the other scratch users. */
-static bool matmul_uses_scratch(const loom_exec_tensor *in, int nw, int64_t rows, int64_t K) {
-    if (loom_cuda_q6k_matmul_scratch_bytes(rows, K) == 0) return false;
-    for (int i = 1; i <= nw; i++)
-        if (loom_exec_kweight_of(&in[i]).type == LOOM_GGML_Q6_K) return true;
-    return false;
+/* Whether matmul-family node n's launch over `rows` tokens uses the kernel scratch (the wide
+ * prefill GEMMs' x-limb pre-passes), as its launcher answers (loom_cuda_matmul_scratch_bytes; 0
+ * for decode steps, a Q4_K_M triple's Q6_K V, the switches off). Such a launch is ordered across
+ * streams like the other scratch users. */
+static bool matmul_uses_scratch(const loom_ir_node *n, const loom_exec_tensor *in, int64_t rows) {
+    loom_kweight w[3] = {{0}};
+    int nw = loom_exec_matmul_weights(n->op);
+    for (int i = 0; i < nw; i++) w[i] = loom_exec_kweight_of(&in[1 + i]);
+    return loom_cuda_matmul_scratch_bytes(matmul_role(n), w, rows) > 0;
 }
 
 /* matmul, matmul_pair, matmul_triple: with a prenorm, folded when T = 1 and the norm weight is
@@ -1100,7 +1112,7 @@ static loom_status run_matmul(cuda_backend *c, const loom_ir_node *n, const loom
     const float *xs = x->data;
     loom_status st;
     bool unfold = norm && !loom_exec_cuda_prenorm_folds(norm->weight, rows, c->prenorm_off);
-    bool ordered = unfold || matmul_uses_scratch(in, loom_exec_matmul_weights(n->op), rows, K);
+    bool ordered = unfold || matmul_uses_scratch(n, in, rows);
     if (ordered && (st = scratch_enter(c, err))) return st;
     if (unfold) {
         if (!c->norm_x || (size_t)x->numel * sizeof(float) > c->norm_x_bytes)
@@ -1182,7 +1194,7 @@ static loom_status dispatch(loom_exec_backend *b, const loom_ir_node *n,
     case LOOM_IR_OP_MATMUL_TRIPLE:
         return run_matmul(c, n, in, out, err);
     case LOOM_IR_OP_MATMUL_ADD: {
-        bool ordered = matmul_uses_scratch(in, 1, rows, last);
+        bool ordered = matmul_uses_scratch(n, in, rows);
         if (ordered && (st = scratch_enter(c, err))) return st;
         st = loom_cuda_matmul_add(x->data, rows, loom_exec_kweight_of(&in[1]), in[2].data, y->data,
                                   err, s);

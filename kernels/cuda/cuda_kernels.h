@@ -69,15 +69,18 @@
  *                         (bench/NOTES.md 2.3). =2 / =3: its Q6_K tiles forced last / first
  *   LOOM_GEMM_WIDE        the prefill GEMMs (Q4_K f16 body: gemv_mma.cu; Q6_K INT8: q6k_i8_wide.cuh):
  *                         =1: the wide kernel (each weight tile decoded once for 32 tokens,
- *                         x staged once for 4 tiles) from 16 tokens on (Q6_K: 64); =n
+ *                         x staged once for 4 tiles) from 16 tokens on (Q6_K: 64; the INT8
+ *                         Q4_K one where its blocks number at least half the SMs); =n
  *                         (n >= 2): from n tokens on; 0: the GEMM in groups of 8 tokens.
  *                         Default 1. Same bits either way (GEMM token == GEMV); the GEMV
  *                         (n = 1) never changes. With LOOM_GEMV_MMA_Q4K_V=2 the Q4_K wide
  *                         kernel is the INT8 one (gemm_wide_q4k_i8: token == the V = 2 GEMV).
- *   LOOM_GEMM_WIDE_Q4K_I8 that INT8 wide kernel's form (same bits): 4 (default) one matrix at 16
- *                         tokens, 3 blocks an SM; 1: at 32 tokens (bench/NOTES.md 2.4, session
- *                         9). 2 and 3 (measured slower) were removed in session 10: they, like
- *                         any value but 1 and 4, select the default.
+ *   LOOM_GEMM_WIDE_Q4K_I8 that INT8 wide kernel's form (same bits): 5 (default) reading x's
+ *                         int8 limbs and limb sums staged once a matmul by a pre-pass into the
+ *                         kernel scratch (bench/NOTES.md 2.4, session 11); 4: each block stages
+ *                         x itself, as 5 does where the scratch cannot grow. 1, 2 and 3
+ *                         (measured slower) were removed in sessions 10-11: they, like any
+ *                         value but 4 and 5, select the default.
  *   LOOM_GEMM_WIDE_Q6K    the wide Q6_K kernel's form (same bits): 7 (default) the token-pair
  *                         body reading x's int8 limbs staged once a matmul by a pre-pass into
  *                         the kernel scratch, 32-token blocks where they fill the GPU, else 16;
@@ -278,12 +281,27 @@ loom_status loom_cuda_reserve_scratch(size_t bytes, loom_error *err);
  * inside the capture takes its no-scratch path. */
 size_t loom_cuda_scratch_bytes_for(int64_t n_head, int64_t head_dim, int64_t rows, int64_t n);
 
-/* Scratch bytes a Q6_K matmul of n tokens over K columns needs for its x-limb pre-pass
- * (LOOM_GEMM_WIDE_Q6K = 5..7: K / 256 x n rounded up to 32 x 1028 bytes; 0 when the current
- * switches do not take that path or n is below the wide GEMM's LOOM_GEMM_WIDE threshold).
- * Without it the launcher grows the scratch itself (outside a capture) or runs the same kernel
+/* Which matmul-family launcher a scratch query is about (the routing of its weights differs):
+ * loom_cuda_matmul(_normed) (w[0]), loom_cuda_matmul_add (w[0]), loom_cuda_matmul_pair(_normed)
+ * with LOOM_PAIR_NONE / LOOM_PAIR_SWIGLU (w[0], w[1]), loom_cuda_matmul_triple(_normed) (w[0..2]). */
+typedef enum {
+    LOOM_MATMUL_ROLE_PLAIN,
+    LOOM_MATMUL_ROLE_ADD,
+    LOOM_MATMUL_ROLE_PAIR,
+    LOOM_MATMUL_ROLE_SWIGLU,
+    LOOM_MATMUL_ROLE_TRIPLE,
+} loom_matmul_role;
+
+/* Scratch bytes that launcher `role` over weights w (K = w[0].cols) needs for n tokens under the
+ * current switches: the wide prefill GEMMs' x-limb pre-passes (Q4_K, LOOM_GEMM_WIDE_Q4K_I8=5:
+ * K / 256 x n rounded up to 32 x 1156 bytes; Q6_K, LOOM_GEMM_WIDE_Q6K = 5..7: x 1028), each by
+ * its launcher's own rule (the wide threshold, the form, a triple's Q6_K V on the f16 body, the
+ * weights' alignment; a weight whose data is NULL counts as aligned, for a reservation before the
+ * weights are placed); 0: the call uses no scratch (decode steps, the switches off), so a caller
+ * need not order it with the other scratch users. With the folded RMSNorm or without, the same.
+ * Without the scratch the launcher grows it itself (outside a capture) or runs the same kernels
  * staging x in place (the same bits). */
-size_t loom_cuda_q6k_matmul_scratch_bytes(int64_t n, int64_t K);
+size_t loom_cuda_matmul_scratch_bytes(loom_matmul_role role, const loom_kweight *w, int64_t n);
 
 /* The current device scratch base (NULL: none yet). It changes whenever the scratch is
  * reallocated (growth frees the old one), so a captured CUDA graph whose kernels use the scratch

@@ -40,7 +40,8 @@
 // a block of 4 warps = 4 tiles x 32 tokens, each weight tile decoded once for its 32 tokens and
 // x staged once for the 4 tiles, each warp walking the GEMV's split-K partials itself in
 // reduce_partials' order: the same bits per token, ~2.5x faster at N = 512. The INT8 body has its
-// own (gemm_wide_q4k_i8, session 9: 2.9x its 8-token GEMM at N = 512, 1.00-1.21x the f16 one).
+// own (gemm_wide_q4k_i8, session 9: 2.9x its 8-token GEMM at N = 512; session 11: x converted to
+// limbs once a matmul by a pre-pass into the kernel scratch, 0.56-0.76x the f16 one at N = 512).
 //
 // Memory traffic: each weight byte once from DRAM per token group (a GEMM of n tokens re-reads
 // each 16-row tile for every group of 8, from L2: the groups of a tile are adjacent blocks).
@@ -72,8 +73,8 @@
 
 namespace loom_cuda {
 
-// LOOM_GEMM_WIDE_Q4K_I8 (runtime.cu): the wide INT8 GEMM's form, 1 = one matrix at 32 tokens a
-// block, 4 (the default) = at 16 tokens, 3 blocks an SM (the pair: 16 tokens under both).
+// LOOM_GEMM_WIDE_Q4K_I8 (runtime.cu): the wide INT8 GEMM's form, 5 (the default) = on the limb
+// pre-pass, 4 = staging x in the block (the form without scratch, forced).
 int gemm_wide_q4k_i8_form();
 
 namespace {
@@ -551,10 +552,10 @@ __device__ __forceinline__ void q4_ntile(const Q4Dec &A, const Stage<NT> &st, in
 // tot (SPLIT): each lane's sum of the ranks done so far; rk1 (the pair): matrix 1's sum of
 // the current rank's partials (both in registers spilled the pair); each element written and
 // read by its own lane only.
-// (I8: the INT8 body's stage, gemm_wide_q4k_i8.)
-template <int NT, int NMAT, bool NORM, bool SPLIT, bool I8 = false>
+// (I8: the INT8 body's stage, gemm_wide_q4k_i8; NBUF: its stages, 2 with the pre-pass.)
+template <int NT, int NMAT, bool NORM, bool SPLIT, bool I8 = false, int NBUF = 1>
 struct WideSmem {
-    std::conditional_t<I8, Q4I8WStage<NT>, Stage<NT>> stage;
+    std::conditional_t<I8, Q4I8WStage<NT>, Stage<NT>> stage[NBUF];
     double npart[NORM ? NT * kWarps : 1];
     float nscale[NT];
     float tot[SPLIT ? kWarps * NMAT * NT / 2 * 32 : 1];
@@ -659,7 +660,7 @@ static __global__ void __launch_bounds__(kThreads, 2) gemm_wide_q4k(const MmaArg
     }
     pdl_wait();
     if (NORM) block_rms_scales<NT>(a.x + (int64_t)tok0 * a.K, a.K, ntok, a.K, a.norm, sm.npart, sm.nscale);
-    Stage<NT> &st = sm.stage;
+    Stage<NT> &st = sm.stage[0];
 
 #pragma unroll 1
     for (int p = 0; p < np; p++) {
@@ -745,19 +746,28 @@ static __global__ void __launch_bounds__(kThreads, 2) gemm_wide_q4k(const MmaArg
 // IMAD for I, one HMMA of the limb sums for the min term M, the same integers as the GEMV's min
 // IMMA chain, then the GEMV's fold). A partial ends with the GEMV's lane sum (q4_i8_lane_sum),
 // then the partials combine in reduce_partials' order as in gemm_wide_q4k: every token == its
-// V = 2 GEMV bits. Tokens a block: kWideTokI8 (LOOM_GEMM_WIDE_Q4K_I8=1), or 16 for one matrix
-// (=4, the default: LEAN below). (Relays q4w-R1/R2 measured two other forms slower, removed in
-// session 10: the min term by the GEMV's IMMA chain a sub-block, 11-19% slower, and the pair at
-// 32 tokens, no gain; bench/NOTES.md 2.4.)
-template <int NMAT>
-constexpr int kWideTokI8 = NMAT == 2 ? 16 : 32;
+// V = 2 GEMV bits. Tokens a block: kWideTokI8 = 16 (one matrix: 3 blocks an SM, LEAN below).
+// (Measured slower and removed: in session 10 the min term by the GEMV's IMMA chain a sub-block,
+// 11-19% slower, and the pair at 32 tokens, no gain; in session 11 one matrix at 32 tokens,
+// slower than 16 on every Qwen3 shape (relay q4w-R3); bench/NOTES.md 2.4.)
+constexpr int kWideTokI8 = 16;
 
-template <int NT, int NMAT, bool NORM, bool SPLIT>
-static __global__ void __launch_bounds__(kThreads, NT == 16 && NMAT == 1 ? 3 : 2) gemm_wide_q4k_i8(const MmaArgs a, int S) {
-    // LEAN (one matrix, 16 tokens, 3 blocks an SM): the next super-block's weights go to L2
-    // only (prefetch) and into registers at the start of their step.
-    constexpr bool LEAN = NT == 16 && NMAT == 1;
-    __shared__ WideSmem<NT, NMAT, NORM, SPLIT, true> sm;
+// PRE (LOOM_GEMM_WIDE_Q4K_I8=5, the default since session 11): the stages are cp.async copies of
+// what the limb pre-pass (q4_limbs_prepass) staged once for the whole matmul into the kernel
+// scratch (L), two stages (one for the pair with SPLIT: 48 KB), the next super-block's copy in
+// flight during this one's tiles, one barrier a super-block; NORM is then the pre-pass's
+// business (NORM = false). Relay pre-R1 (H200): 4B N = 512 O + add 272 -> 171 us, ffn down + add
+// 608 -> 375, Q+K normed 385 -> 197, the pair normed 1,098 -> 633 (bench/NOTES.md 2.4).
+template <int NMAT, bool NORM, bool SPLIT, bool PRE = false>
+static __global__ void __launch_bounds__(kThreads, NMAT == 1 ? 3 : 2)
+    gemm_wide_q4k_i8(const MmaArgs a, int S, const Q4Limbs L) {
+    static_assert(!(PRE && NORM), "the pre-pass applies the norm");
+    constexpr int NT = kWideTokI8;
+    // LEAN (one matrix, 3 blocks an SM): the next super-block's weights go to L2 only
+    // (prefetch) and into registers at the start of their step.
+    constexpr bool LEAN = NMAT == 1;
+    constexpr int NBUF = PRE && !(NMAT == 2 && SPLIT) ? 2 : 1;
+    __shared__ WideSmem<NT, NMAT, NORM, SPLIT, true, NBUF> sm;
     pdl_launch_dependents();
     constexpr int NTL = NT / 4, NP = NT / 2;  // lane-sum slots, two-token tiles
     const int lane = threadIdx.x & 31, w = threadIdx.x >> 5;
@@ -793,15 +803,19 @@ static __global__ void __launch_bounds__(kThreads, NT == 16 && NMAT == 1 ? 3 : 2
         for (int m = 0; m < NMAT; m++) cur[m] = q4_load_i8(wg[m], w8[m], 0, t);
     }
     // Tokens never staged (a ragged block) keep zero columns and 1 / s = 0 (ordered before the
-    // first staging by the loop's barrier).
-    {
+    // first staging by the loop's barrier; PRE copies the pre-pass's zeros).
+    if (!PRE) {
         uint4 *z = reinterpret_cast<uint4 *>(&sm.stage);
         for (int i = threadIdx.x; i < (int)(sizeof(sm.stage) / sizeof(uint4)); i += kThreads)
             z[i] = make_uint4(0u, 0u, 0u, 0u);
     }
     pdl_wait();
     if (NORM) block_rms_scales<NT>(a.x + (int64_t)tok0 * a.K, a.K, ntok, a.K, a.norm, sm.npart, sm.nscale);
-    Q4I8WStage<NT> &st = sm.stage;
+    if (PRE && nsb > 0) {  // the walk's first super-block, 0
+        q4_limbs_copy<NT>(L, 0, tok0, sm.stage[0]);
+        cp_async_commit();
+    }
+    int c = 0;  // the stage of the current super-block (PRE with two stages alternates)
 
 #pragma unroll 1
     for (int p = 0; p < np; p++) {
@@ -811,41 +825,58 @@ static __global__ void __launch_bounds__(kThreads, NT == 16 && NMAT == 1 ? 3 : 2
             for (int j = 0; j < NP; j++) pa[m][j][0] = pa[m][j][1] = 0.0f;
 #pragma unroll 1
         for (int sb = p; sb < nsb; sb += step) {
-            __syncthreads();  // every warp is done with the previous super-block's stage
-            float4 nwa = make_float4(1.f, 1.f, 1.f, 1.f), nwc = nwa;
-            if (NORM && nwb) {
-                nwa = ld_x4(nwb + (int64_t)sb * 256);
-                nwc = ld_x4(nwb + (int64_t)sb * 256 + kQ4I8Xc);
-            }
-#pragma unroll
-            for (int i0 = 0; i0 < NT; i0 += 4 * kWarps) {
-                float4 xa[4], xc[4];
-#pragma unroll
-                for (int i = 0; i < 4; i++) {
-                    const int tk = i0 + kWarps * i + w;
-                    if (tk < ntok) {
-                        const float *px = xb + (int64_t)tk * a.K + (int64_t)sb * 256;
-                        xa[i] = ld_x4(px);
-                        xc[i] = ld_x4(px + kQ4I8Xc);
-                    }
+            // the walk's next super-block, if any (computed where used: live across the staging
+            // they cost the normed kernel a spill on sm_87)
+            auto next_sb = [&]() { return sb + step < nsb ? sb + step : p + 1; };
+            auto has_next = [&]() { return sb + step < nsb || p + 1 < np; };
+            if (PRE) {
+                cp_async_wait<0>();
+                // every thread's chunks of stage c have landed, and every warp is done with the
+                // other stage (the previous super-block's), which now takes the next one
+                __syncthreads();
+                if (NBUF == 2 && has_next()) {
+                    q4_limbs_copy<NT>(L, next_sb(), tok0, sm.stage[c ^ 1]);
+                    cp_async_commit();
+                }
+            } else {
+                Q4I8WStage<NT> &st = sm.stage[0];
+                __syncthreads();  // every warp is done with the previous super-block's stage
+                float4 nwa = make_float4(1.f, 1.f, 1.f, 1.f), nwc = nwa;
+                if (NORM && nwb) {
+                    nwa = ld_x4(nwb + (int64_t)sb * 256);
+                    nwc = ld_x4(nwb + (int64_t)sb * 256 + kQ4I8Xc);
                 }
 #pragma unroll
-                for (int i = 0; i < 4; i++) {
-                    const int tk = i0 + kWarps * i + w;
-                    if (tk < ntok) {
-                        if (NORM) {
-                            const float sc = sm.nscale[tk];
-                            stage_q4i8w<NT>(st, tk, rms_apply4(xa[i], sc, nwa),
-                                            rms_apply4(xc[i], sc, nwc), lane);
-                        } else {
-                            stage_q4i8w<NT>(st, tk, xa[i], xc[i], lane);
+                for (int i0 = 0; i0 < NT; i0 += 4 * kWarps) {
+                    float4 xa[4], xc[4];
+#pragma unroll
+                    for (int i = 0; i < 4; i++) {
+                        const int tk = i0 + kWarps * i + w;
+                        if (tk < ntok) {
+                            const float *px = xb + (int64_t)tk * a.K + (int64_t)sb * 256;
+                            xa[i] = ld_x4(px);
+                            xc[i] = ld_x4(px + kQ4I8Xc);
+                        }
+                    }
+#pragma unroll
+                    for (int i = 0; i < 4; i++) {
+                        const int tk = i0 + kWarps * i + w;
+                        if (tk < ntok) {
+                            if (NORM) {
+                                const float sc = sm.nscale[tk];
+                                stage_q4i8w<NT>(st, tk, rms_apply4(xa[i], sc, nwa),
+                                                rms_apply4(xc[i], sc, nwc), lane);
+                            } else {
+                                stage_q4i8w<NT>(st, tk, xa[i], xc[i], lane);
+                            }
                         }
                     }
                 }
+                __syncthreads();
             }
-            __syncthreads();
             if (live) {
-                const int nx = sb + step < nsb ? sb + step : p + 1;  // the walk's next super-block
+                const Q4I8WStage<NT> &st = sm.stage[c];
+                const int nx = next_sb();
 #pragma unroll
                 for (int m = 0; m < NMAT; m++) {
                     const bool more = sb + step < nsb || p + 1 < np;
@@ -864,6 +895,12 @@ static __global__ void __launch_bounds__(kThreads, NT == 16 && NMAT == 1 ? 3 : 2
                     if (NMAT == 2 && more) cur[m] = q4_load_i8(wg[m], w8[m], nx, t);
                 }
             }
+            if (PRE && NBUF == 1 && has_next()) {
+                __syncthreads();  // every warp is done with the one stage
+                q4_limbs_copy<NT>(L, next_sb(), tok0, sm.stage[0]);
+                cp_async_commit();
+            }
+            if (NBUF == 2) c ^= 1;
         }
         // (the partial's lane sum first: the GEMV's)
         wide_end_partial<NTL, NMAT, SPLIT>(p, np, [&](int m, float *v) {
@@ -874,30 +911,64 @@ static __global__ void __launch_bounds__(kThreads, NT == 16 && NMAT == 1 ? 3 : 2
     wide_store<NTL, NMAT, SPLIT>(a, s, r0, tok0, ntok, lane, rk, rk1, tot);
 }
 
+// The limb pre-pass (one block a token, npad blocks; q4k_i8_body.cuh).
+template <bool NORM>
+static __global__ void __launch_bounds__(kThreads) q4_prepass(const float *x, int64_t K, int n,
+                                                              const PreNorm norm, uint4 *X,
+                                                              uint2 *SX, float *SI, int npad) {
+    q4_limbs_prepass<NORM>(x, K, n, norm, X, SX, SI, npad);
+}
+
+// The pre-pass into the kernel scratch (runtime.cu scratch(): grown only outside stream capture;
+// q4_limbs_bytes(n, K) bytes), then the wide INT8 GEMM reading it. Returns
+// cudaErrorMemoryAllocation, having launched nothing, when the scratch is short (the caller
+// then runs the kernel that stages x itself: the same bits).
+template <int NMAT>
+cudaError_t launch_wide_pre(const MmaArgs &a, bool norm, int S, dim3 grid, cudaStream_t stream) {
+    void *buf = scratch(q4_limbs_bytes(a.n, a.K), stream);
+    if (!buf) return cudaErrorMemoryAllocation;
+    Q4Limbs L;
+    L.npad = (a.n + 31) / 32 * 32;
+    const int64_t pairs = (a.K / 256) * (int64_t)(L.npad / 2);
+    uint4 *X = static_cast<uint4 *>(buf);
+    uint2 *SX = reinterpret_cast<uint2 *>(X + pairs * 128);
+    float *SI = reinterpret_cast<float *>(SX + pairs * 32);
+    L.X = X;
+    L.SX = SX;
+    L.SI = SI;
+    cudaError_t e = launch(norm ? q4_prepass<true> : q4_prepass<false>, dim3((unsigned)L.npad),
+                           kThreads, 0, stream, a.x, a.K, a.n, a.norm, X, SX, SI, L.npad);
+    if (e != cudaSuccess) return e;
+    if (S > 1) return launch(gemm_wide_q4k_i8<NMAT, false, true, true>, grid, kThreads, 0, stream, a, S, L);
+    return launch(gemm_wide_q4k_i8<NMAT, false, false, true>, grid, kThreads, 0, stream, a, S, L);
+}
+
+// i8: the INT8 kernels, on the limb pre-pass where pre (q4_plan's rule) and the scratch is there,
+// else staging x in the block; else the f16 body's.
 template <int NMAT, bool NORM>
-cudaError_t launch_wide_n(const MmaArgs &a, bool i8, int S, cudaStream_t stream) {
+cudaError_t launch_wide_n(const MmaArgs &a, bool i8, bool pre, int S, cudaStream_t stream) {
     constexpr int NT1 = kWideTok<NMAT, false>, NTS = kWideTok<NMAT, true>;
-    constexpr int NI = kWideTokI8<NMAT>;
-    const bool lean = NMAT == 1 && i8 && gemm_wide_q4k_i8_form() == 4;
-    const int NT = i8 ? (lean ? 16 : NI) : (S > 1 ? NTS : NT1);
+    const int NT = i8 ? kWideTokI8 : (S > 1 ? NTS : NT1);
     const dim3 grid((unsigned)((a.n + NT - 1) / NT),
                     (unsigned)((a.tile0[a.nseg] + kWarps - 1) / kWarps), 1);
-    if (NMAT == 1 && lean) {
-        if (S > 1) return launch(gemm_wide_q4k_i8<16, NMAT, NORM, true>, grid, kThreads, 0, stream, a, S);
-        return launch(gemm_wide_q4k_i8<16, NMAT, NORM, false>, grid, kThreads, 0, stream, a, S);
+    if (i8 && pre) {  // without scratch (a capture) the kernels below, the same bits
+        const cudaError_t e = launch_wide_pre<NMAT>(a, NORM, S, grid, stream);
+        if (e != cudaErrorMemoryAllocation) return e;
+        (void)cudaGetLastError();
     }
     if (i8) {
-        if (S > 1) return launch(gemm_wide_q4k_i8<NI, NMAT, NORM, true>, grid, kThreads, 0, stream, a, S);
-        return launch(gemm_wide_q4k_i8<NI, NMAT, NORM, false>, grid, kThreads, 0, stream, a, S);
+        const Q4Limbs none = {};
+        if (S > 1) return launch(gemm_wide_q4k_i8<NMAT, NORM, true>, grid, kThreads, 0, stream, a, S, none);
+        return launch(gemm_wide_q4k_i8<NMAT, NORM, false>, grid, kThreads, 0, stream, a, S, none);
     }
     if (S > 1) return launch(gemm_wide_q4k<NTS, NMAT, NORM, true>, grid, kThreads, 0, stream, a, S);
     return launch(gemm_wide_q4k<NT1, NMAT, NORM, false>, grid, kThreads, 0, stream, a, S);
 }
 
 template <int NMAT>
-cudaError_t launch_wide(const MmaArgs &a, bool norm, bool i8, int S, cudaStream_t stream) {
-    return norm ? launch_wide_n<NMAT, true>(a, i8, S, stream)
-                : launch_wide_n<NMAT, false>(a, i8, S, stream);
+cudaError_t launch_wide(const MmaArgs &a, bool norm, bool i8, bool pre, int S, cudaStream_t stream) {
+    return norm ? launch_wide_n<NMAT, true>(a, i8, pre, S, stream)
+                : launch_wide_n<NMAT, false>(a, i8, pre, S, stream);
 }
 
 // ---- The Q4_K_M triple in one launch (bench/NOTES.md 2.3) --------------------------------
@@ -987,25 +1058,60 @@ bool mma_seg_ok(const Seg &s) {
 // Launches of the wide GEMM so far (loom_cuda_matmul_wide_launches: tests check the path ran).
 static int64_t g_wide_launches = 0;
 
+// Tokens a launch of mma_matmul at most (token groups of kGemmTok: 65535 a launch).
+static constexpr int64_t kPerLaunch = 65535 * (int64_t)kGemmTok;
+
+// What mma_matmul runs for one launch of n tokens over segments seg (written once, for it and
+// for the scratch query mma_scratch_bytes): nmat (2: two matrices of one shape from the same x,
+// the pair with or without SwiGLU, share the block: one staging of x for both, and the same dots
+// bit for bit in both epilogues), the row tiles (of one matrix for the pair), whether the wide
+// GEMM runs (either body: gemm_wide_q4k, gemm_wide_q4k_i8; the GEMV, n = 1, never) and whether
+// on the limb pre-pass. LOOM_GEMM_WIDE = n >= 2: wide from n tokens on; 0: never; 1 (the
+// default): from kWideMinQ4 tokens on, and on the INT8 body only where its blocks (16 tokens x
+// 4 tiles) number at least half the SMs: below that the 8-token GEMM (S x ceil(n / 8) x tiles
+// blocks) fills the GPU better. Relay pre-R1 (H200, 132 SMs, N = 16, 8-token vs wide on the
+// pre-pass): attention output + add 2560 x 4096 30.2 vs 36.2 us (40 blocks), ffn down + add
+// 2560 x 9728 60.8 vs 75.9 (40); Q+K 5120 x 2560 normed 51.6 vs 24.1 (80), the pair 2 x 9728
+// 106.7 vs 41.2 (152); at N = 32 the wide kernel won every shape (O 51.0 vs 36.4: 80 blocks).
+struct Q4Plan {
+    int nmat;
+    int64_t tiles;
+    bool i8, wide, pre;
+};
+
+static Q4Plan q4_plan(const Seg *seg, int nseg, int epi, int64_t n) {
+    Q4Plan p;
+    p.nmat = epi == EPI_SWIGLU || (epi == EPI_PLAIN && nseg == 2 && seg[0].rows == seg[1].rows) ? 2 : 1;
+    p.tiles = 0;
+    for (int i = 0; i < (p.nmat == 2 ? 1 : nseg); i++) p.tiles += (seg[i].rows + kTileRows - 1) / kTileRows;
+    p.i8 = mma_q4k_variant() == 2;
+    const int wset = gemm_wide_min();
+    if (wset == 1) {
+        const int64_t blocks = (n + kWideTokI8 - 1) / kWideTokI8 * ((p.tiles + kWarps - 1) / kWarps);
+        p.wide = n >= kWideMinQ4 && (!p.i8 || 2 * blocks >= sm_count());
+    } else {
+        p.wide = wset > 1 && n >= wset;
+    }
+    p.pre = p.wide && p.i8 && gemm_wide_q4k_i8_form() == 5;
+    return p;
+}
+
 loom_status mma_matmul(const Seg *seg, int nseg, int epi, const float *x, int64_t K, int64_t n,
                        const PreNorm *norm, loom_error *err, cudaStream_t stream) {
     if (n <= 0) return LOOM_OK;
     MmaArgs a = {};
-    // Two matrices of one shape from the same x (the pair, with or without SwiGLU) share the
-    // block: one staging of x for both, and the same dots bit for bit in both epilogues.
-    const int nmat = epi == EPI_SWIGLU ||
-                     (epi == EPI_PLAIN && nseg == 2 && seg[0].rows == seg[1].rows) ? 2 : 1;
-    int64_t tiles = 0;
+    const Q4Plan plan = q4_plan(seg, nseg, epi, n);
+    const int nmat = plan.nmat;
+    const int64_t tiles = plan.tiles;
     if (nmat == 2) {
         a.seg[0] = seg[0];
         a.seg[1] = seg[1];
         a.nseg = 1;  // one tile range, both matrices per tile
         a.tile0[0] = 0;
-        tiles = (seg[0].rows + kTileRows - 1) / kTileRows;
         a.tile0[1] = tiles;
     } else {
         a.nseg = nseg;
-        tiles = fill_tiles(a.seg, a.tile0, seg, nseg);
+        fill_tiles(a.seg, a.tile0, seg, nseg);
     }
     if (tiles == 0) return LOOM_OK;
     if (tiles > 65535)
@@ -1015,18 +1121,12 @@ loom_status mma_matmul(const Seg *seg, int nseg, int epi, const float *x, int64_
     a.K = K;
     if (norm) a.norm = *norm;
     const bool nm = norm != nullptr;
-    const bool i8 = mma_q4k_variant() == 2;
-    // The wide GEMM (either body: gemm_wide_q4k, gemm_wide_q4k_i8): from `wide` tokens on (0:
-    // never; the GEMV, n = 1, never).
-    const int wset = gemm_wide_min();
-    const int wide = wset == 1 ? kWideMinQ4 : wset;
+    const bool i8 = plan.i8;
     // The SwiGLU pair counts both matrices, so it splits as the pair without epilogue does
     // (the same S: silu(a) * b of the same bits).
     const int S = mma_pick_split(tiles * nmat, K / 256);
-    // Token groups of kGemmTok (1 for the GEMV): at most 65535 a launch.
-    const int64_t per_launch = 65535 * (int64_t)kGemmTok;
-    for (int64_t t0 = 0; t0 < n; t0 += per_launch) {
-        const int64_t nn = n - t0 < per_launch ? n - t0 : per_launch;
+    for (int64_t t0 = 0; t0 < n; t0 += kPerLaunch) {
+        const int64_t nn = n - t0 < kPerLaunch ? n - t0 : kPerLaunch;
         MmaArgs b = a;
         b.x = x + t0 * K;
         b.n = (int)nn;
@@ -1036,9 +1136,11 @@ loom_status mma_matmul(const Seg *seg, int nseg, int epi, const float *x, int64_
             if (b.seg[i].resid) b.seg[i].resid += t0 * rows;
         }
         const int64_t groups = nn == 1 ? 1 : (nn + kGemmTok - 1) / kGemmTok;
+        const Q4Plan pl = nn == n ? plan : q4_plan(seg, nseg, epi, nn);
         cudaError_t e;
-        if (wide > 1 && nn >= wide) {
-            e = nmat == 2 ? launch_wide<2>(b, nm, i8, S, stream) : launch_wide<1>(b, nm, i8, S, stream);
+        if (pl.wide) {
+            e = nmat == 2 ? launch_wide<2>(b, nm, i8, pl.pre, S, stream)
+                          : launch_wide<1>(b, nm, i8, pl.pre, S, stream);
             g_wide_launches++;
         }
         else if (nn == 1)
@@ -1050,6 +1152,11 @@ loom_status mma_matmul(const Seg *seg, int nseg, int epi, const float *x, int64_
         CUDA_CHECK(e);
     }
     return LOOM_OK;
+}
+
+size_t mma_scratch_bytes(const Seg *seg, int nseg, int epi, int64_t K, int64_t n) {
+    const int64_t nn = n < kPerLaunch ? n : kPerLaunch;  // the largest launch
+    return q4_plan(seg, nseg, epi, nn).pre ? q4_limbs_bytes(nn, K) : 0;
 }
 
 int64_t g_mixed_launches = 0;
@@ -1114,3 +1221,33 @@ loom_status mma_triple_mixed(const Seg *s4, int n4, const Seg *s6, int n6, const
 }  // namespace loom_cuda
 
 extern "C" int64_t loom_cuda_matmul_wide_launches(void) { return loom_cuda::g_wide_launches; }
+
+// The scratch of one matmul-family call: gemv.cu run_matmul's routing of its segments (mma Q4_K,
+// mma Q6_K with a triple's V on the f16 body, or the warp-per-row kernels, which use none), each
+// family's share from its launcher's own rule, the largest (the launches run one after the other
+// on the call's stream). A weight without data is taken as aligned (the reservation's bound).
+extern "C" size_t loom_cuda_matmul_scratch_bytes(loom_matmul_role role, const loom_kweight *w,
+                                                 int64_t n) {
+    using namespace loom_cuda;
+    if (!w || n < 2 || !fast(SW_FAST_GEMV) || !fast(SW_GEMV_MMA)) return 0;
+    const int nw = role == LOOM_MATMUL_ROLE_TRIPLE ? 3 : role >= LOOM_MATMUL_ROLE_PAIR ? 2 : 1;
+    const int64_t K = w[0].cols;
+    if (K < 256) return 0;
+    Seg seg[3] = {}, mm[3], m6[3];
+    for (int i = 0; i < nw; i++) {
+        seg[i].w = static_cast<const uint8_t *>(w[i].data);
+        seg[i].rows = w[i].rows;
+        seg[i].row_bytes = loom_ggml_row_bytes((uint32_t)w[i].type, K);
+        seg[i].type = (int)w[i].type;
+    }
+    if (role == LOOM_MATMUL_ROLE_SWIGLU)
+        return mma_seg_ok(seg[0]) && mma_seg_ok(seg[1]) ? mma_scratch_bytes(seg, 2, EPI_SWIGLU, K, n) : 0;
+    int nm = 0, n6 = 0;
+    for (int i = 0; i < nw; i++) {
+        if (mma_seg_ok(seg[i])) mm[nm++] = seg[i];
+        else if (fast(SW_GEMV_MMA_Q6K) && mma_q6k_seg_ok(seg[i])) m6[n6++] = seg[i];
+    }
+    const size_t b4 = nm ? mma_scratch_bytes(mm, nm, role == LOOM_MATMUL_ROLE_ADD ? EPI_ADD : EPI_PLAIN, K, n) : 0;
+    const size_t b6 = n6 ? mma_q6k_scratch_bytes(n, K, nw == 3) : 0;
+    return b4 > b6 ? b4 : b6;
+}

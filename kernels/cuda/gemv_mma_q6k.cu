@@ -211,6 +211,14 @@ int wide_from() {
 
 // LOOM_GEMV_MMA_Q6K_V (runtime.cu): which loop body the launcher below picks.
 int mma_q6k_variant();
+
+// The loop body mma_q6k_matmul runs: the switch's, but a triple's Q6_K segments (f16) keep the
+// f16 body where it selects the INT8 one (matmul.cuh). (Also the scratch rule's, below.)
+static int q6k_body(bool f16) {
+    return f16 && mma_q6k_variant() == 2 ? 1 : mma_q6k_variant();
+}
+// Tokens a launch of mma_q6k_matmul at most (token groups of kGemmTok: 65535 a launch).
+static constexpr int64_t kPerLaunch = 65535 * (int64_t)kGemmTok;
 bool mma_q6k_seg_ok(const Seg &s) {
     return s.type == LOOM_GGML_Q6_K && ((uintptr_t)s.w % 16) == 0 && s.row_bytes % 2 == 0 &&
            s.row_bytes <= (int64_t)1 << 26;
@@ -245,11 +253,10 @@ loom_status mma_q6k_matmul(const Seg *seg, int nseg, int epi, const float *x, in
     // session-3 body; the same bits, GEMV and GEMM alike. 2 = the INT8 body (q6k_i8_body.cuh:
     // other bits, GEMM token == GEMV still).
     // f16: a triple's Q6_K segments keep the f16 body (matmul.cuh).
-    const int var = f16 && mma_q6k_variant() == 2 ? 1 : mma_q6k_variant();
-    const int64_t per_launch = 65535 * (int64_t)kGemmTok;
+    const int var = q6k_body(f16);
     const int wide = var == 2 ? wide_from() : 0;  // the INT8 body's wide GEMM from this n on
-    for (int64_t t0 = 0; t0 < n; t0 += per_launch) {
-        const int64_t nn = n - t0 < per_launch ? n - t0 : per_launch;
+    for (int64_t t0 = 0; t0 < n; t0 += kPerLaunch) {
+        const int64_t nn = n - t0 < kPerLaunch ? n - t0 : kPerLaunch;
         Q6Args b = a;
         b.x = x + t0 * K;
         b.n = (int)nn;
@@ -272,12 +279,14 @@ loom_status mma_q6k_matmul(const Seg *seg, int nseg, int epi, const float *x, in
     return LOOM_OK;
 }
 
-}  // namespace loom_cuda
-
-extern "C" size_t loom_cuda_q6k_matmul_scratch_bytes(int64_t n, int64_t K) {
-    using namespace loom_cuda;
+// The scratch a Q6_K mma matmul of n tokens over K columns takes (the limb pre-pass of the wide
+// GEMM), by mma_q6k_matmul's own rule: the INT8 body (not a triple's V, f16), n at or above the
+// wide threshold, a pre-pass form of LOOM_GEMM_WIDE_Q6K.
+size_t mma_q6k_scratch_bytes(int64_t n, int64_t K, bool f16) {
+    const int var = q6k_body(f16);
     const int wide = wide_from();  // 0 or >= 2
-    if (wide == 0 || n < wide || K < 256 || gemm_wide_q6k_variant() < 5 || mma_q6k_variant() != 2)
-        return 0;
-    return q6k::q6_limbs_bytes(n, K);
+    if (var != 2 || wide == 0 || n < wide || K < 256 || gemm_wide_q6k_variant() < 5) return 0;
+    return q6k::q6_limbs_bytes(n < kPerLaunch ? n : kPerLaunch, K);  // the largest launch
 }
+
+}  // namespace loom_cuda

@@ -46,6 +46,10 @@ bool mma_seg_ok(const Seg &s);
 loom_status mma_matmul(const Seg *seg, int nseg, int epi, const float *x, int64_t K, int64_t n,
                        const PreNorm *norm, loom_error *err, cudaStream_t stream);
 
+// The kernel scratch mma_matmul takes for n tokens (the wide INT8 GEMM's limb pre-pass), by its
+// own rule; 0: none.
+size_t mma_scratch_bytes(const Seg *seg, int nseg, int epi, int64_t K, int64_t n);
+
 // gemv_mma_q6k.cu (tensor cores, Q6_K): true when the segment is Q6_K with 16-byte aligned
 // weights (the kernel copies 16-byte-aligned windows around each 210-byte block, whose offset
 // in the window must be even) and rows of at most 2^26 bytes (a tile's row offsets are ints).
@@ -60,6 +64,10 @@ bool mma_q6k_seg_ok(const Seg &s);
 loom_status mma_q6k_matmul(const Seg *seg, int nseg, int epi, const float *x, int64_t K,
                            int64_t n, const PreNorm *norm, bool f16, loom_error *err,
                            cudaStream_t stream);
+
+// The kernel scratch mma_q6k_matmul takes for n tokens over K columns (f16 as there; the wide
+// GEMM's limb pre-pass), by its own rule; 0: none.
+size_t mma_q6k_scratch_bytes(int64_t n, int64_t K, bool f16);
 
 // gemv_mma.cu: the GEMV (n == 1, EPI_PLAIN) of Q4_K segments s4 (1 or 2; not two of equal
 // rows, which run as the pair) and Q6_K segments s6 (1..3) in ONE launch, bit for bit the two

@@ -411,4 +411,102 @@ __device__ __forceinline__ void q4_i8_wtile(const Q4I8Dec &A, const Q4I8WStage<N
     q4_i8_fold(I, M, st.q.sinv[2 * p + (t >> 1)], A.dg, A.mg, A.d8, A.m8, t, acc);
 }
 
+// ---- The limb pre-pass (LOOM_GEMM_WIDE_Q4K_I8=5, session 11) ----------------------------------
+// The wide GEMM's stage of a super-block (Q4I8WStage: the limbs, 1 / s and the limb sums of its
+// tokens) converted ONCE for the whole matmul into the kernel scratch, so that every block copies
+// it (cp.async) instead of staging x itself: super-block sb, token pair P (tokens 2P, 2P + 1):
+// the tile's limbs Q4I8Stage::b[P] at X + (sb * npairs + P) * 128 (2 KB), its limb-sum fragment
+// Q4I8WStage::sx[P] at SX + (sb * npairs + P) * 32 (256 B), token j's 1 / s at SI[sb * npad + j];
+// npad = n rounded up to 32 (npairs = npad / 2), tokens n .. npad - 1 all zeros (a ragged block's
+// missing tokens, as the in-block stage's zeroing). The values are stage_q4i8w's, so the GEMM's
+// bits do not change.
+struct Q4Limbs {
+    const uint4 *X;
+    const uint2 *SX;
+    const float *SI;
+    int npad;
+};
+
+// Bytes of the Q4Limbs of n tokens of K values (the scratch the pre-pass launches need).
+inline size_t q4_limbs_bytes(int64_t n, int64_t K) {
+    const int64_t npad = (n + 31) / 32 * 32;
+    return (size_t)(K / 256) * (size_t)npad * (1024 + 128 + sizeof(float));
+}
+
+// The pre-pass: block x = token, its 4 warps stage super-blocks w, w + 4, ... with stage_q4i8w
+// (NORM: the token's RMS scale from block_rms_scales first, then rms_apply4 per value, as the
+// wide GEMM's staging) into a warp's one-pair stage, then copy the token's half of it (limb
+// words 16 e .. 16 e + 15 of each of the 4 registers' rows, sum words 16 e .. 16 e + 15, 1 / s;
+// e = token & 1) to L. Tokens past n: zeros.
+template <bool NORM>
+__device__ __forceinline__ void q4_limbs_prepass(const float *x, int64_t K, int n,
+                                                 const PreNorm &norm, uint4 *X, uint2 *SX,
+                                                 float *SI, int npad) {
+    __shared__ Q4I8WStage<2> st[kWarps];
+    __shared__ double npart[NORM ? kWarps : 1];
+    __shared__ float nscale[1];
+    pdl_launch_dependents();
+    const int lane = threadIdx.x & 31, w = threadIdx.x >> 5, tok = (int)blockIdx.x, e = tok & 1;
+    const int64_t nsb = K / 256, npairs = npad / 2;
+    pdl_wait();
+    if (tok >= n) {
+        for (int64_t sb = w; sb < nsb; sb += kWarps) {
+            uint4 *d = X + (sb * npairs + tok / 2) * 128 + 16 * e;
+            for (int i = lane; i < 64; i += 32) d[32 * (i >> 4) + (i & 15)] = make_uint4(0u, 0u, 0u, 0u);
+            if (lane < 16) SX[(sb * npairs + tok / 2) * 32 + 16 * e + lane] = make_uint2(0u, 0u);
+            if (lane == 0) SI[sb * npad + tok] = 0.0f;
+        }
+        return;
+    }
+    const float *xr = x + (int64_t)tok * K;
+    if (NORM) block_rms_scales<1>(xr, K, 1, K, norm, npart, nscale);
+    const int xoff = q4_i8_xoff(lane);
+    const float *nwb = NORM && norm.w ? norm.w + xoff : nullptr;
+    Q4I8WStage<2> &s = st[w];
+    for (int64_t sb = w; sb < nsb; sb += kWarps) {
+        float4 xa = ld_x4(xr + sb * 256 + xoff), xc = ld_x4(xr + sb * 256 + xoff + kQ4I8Xc);
+        if (NORM) {
+            float4 nwa = make_float4(1.f, 1.f, 1.f, 1.f), nwc = nwa;
+            if (nwb) {
+                nwa = ld_x4(nwb + sb * 256);
+                nwc = ld_x4(nwb + sb * 256 + kQ4I8Xc);
+            }
+            xa = rms_apply4(xa, nscale[0], nwa);
+            xc = rms_apply4(xc, nscale[0], nwc);
+        }
+        stage_q4i8w<2>(s, e, xa, xc, lane);
+        __syncwarp();
+        uint4 *d = X + (sb * npairs + tok / 2) * 128 + 16 * e;
+#pragma unroll
+        for (int r = 0; r < 2; r++) {
+            const int i = lane + 32 * r;  // register row i >> 4, word 16 e + (i & 15)
+            d[32 * (i >> 4) + (i & 15)] = s.q.b[0][i >> 4][16 * e + (i & 15)];
+        }
+        if (lane < 16) SX[(sb * npairs + tok / 2) * 32 + 16 * e + lane] = s.sx[0][16 * e + lane];
+        if (lane == 0) SI[sb * npad + tok] = s.q.sinv[e];
+        __syncwarp();  // the slot is read before the next super-block overwrites it
+    }
+}
+
+// The block's NT tokens (from tok0, even) of super-block b copied from L into stage st with
+// cp.async (whole block; the caller commits and waits): NT / 2 limb chunks of 16 bytes a thread,
+// NT / 16 sum chunks, the 1 / s of NT tokens in the first NT / 4 threads.
+template <int NT>
+__device__ __forceinline__ void q4_limbs_copy(const Q4Limbs &L, int64_t b, int tok0,
+                                              Q4I8WStage<NT> &st) {
+    static_assert(NT % 16 == 0 && kThreads == 128, "whole chunks a thread");
+    constexpr int kThr = kThreads;
+    const int tid = threadIdx.x;
+    const int64_t P0 = b * (L.npad / 2) + tok0 / 2;
+    const uint4 *xs = L.X + P0 * 128;
+    uint4 *xd = &st.q.b[0][0][0];
+#pragma unroll
+    for (int i = 0; i < NT / 2; i++) cp_async16(xd + tid + kThr * i, xs + tid + kThr * i, true);
+    const uint4 *ss = reinterpret_cast<const uint4 *>(L.SX + P0 * 32);
+    uint4 *sd = reinterpret_cast<uint4 *>(&st.sx[0][0]);
+#pragma unroll
+    for (int i = 0; i < NT / 16; i++) cp_async16(sd + tid + kThr * i, ss + tid + kThr * i, true);
+    if (tid < NT / 4) cp_async16(&st.q.sinv[4 * tid], L.SI + b * L.npad + tok0 + 4 * tid, true);
+}
+
 }  // namespace loom_cuda

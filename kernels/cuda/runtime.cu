@@ -53,19 +53,23 @@ static int g_q4k_variant = kDefaultQ4kVariant;
 static const int kDefaultTripleMixed = 1;
 static int g_triple_mixed = kDefaultTripleMixed;
 // The wide prefill GEMMs (LOOM_GEMM_WIDE; gemv_mma.cu, q6k_i8_wide.cuh; session 8): 0 = off (the
-// GEMM in groups of 8 tokens), 1 = on from each family's measured threshold (Q4_K 16, Q6_K 64
-// tokens; the default: `loom bench -p 512` on the 4B Q4_K_M model 3,042 -> 5,960 tokens/s, decode
-// unchanged, bench/NOTES.md 4), n >= 2 = on from n tokens (measurements). Same bits either way.
+// GEMM in groups of 8 tokens), 1 = on from each family's measured threshold (Q4_K from 16
+// tokens, on the INT8 body where the wide blocks number at least half the SMs: gemv_mma.cu
+// q4_plan, session 11; Q6_K from 64 tokens; the default: `loom bench -p 512` on the 4B Q4_K_M
+// model 3,042 -> 5,960 tokens/s, decode unchanged, bench/NOTES.md 4), n >= 2 = on from n tokens
+// (measurements). Same bits either way.
 static const int kDefaultGemmWide = 1;
 static int g_gemm_wide = kDefaultGemmWide;
-// The wide GEMM on the INT8 Q4_K body (LOOM_GEMM_WIDE_Q4K_I8; gemv_mma.cu gemm_wide_q4k_i8,
-// session 9): 1 = one matrix at 32 tokens a block, 4 = one matrix at 16 tokens, 3 blocks an SM
-// (168 registers: the next weights prefetched into L2 only); the pair at 16 tokens under both.
-// The same bits always. 4 is the default: relay q4w-R3 (bench/NOTES.md 2.4), 4B N = 512 O + add
-// 276 -> 273 us, down + add 634 -> 613, Q+K normed 399 -> 384 (9728 x 2560 556 -> 566), N = 32 /
-// 128 5-27% faster. 2 (the min term by the GEMV's IMMA) and 3 (the pair at 32 tokens) measured
-// slower and were removed in session 10: those values (and any other) select the default.
-static const int kDefaultGemmWideQ4kI8 = 4;
+// The wide GEMM on the INT8 Q4_K body (LOOM_GEMM_WIDE_Q4K_I8; gemv_mma.cu gemm_wide_q4k_i8):
+// 5 = x converted to limbs once a matmul by a pre-pass into the kernel scratch, which the blocks
+// copy (launch_wide_pre; session 11), 4 = each block stages x itself (session 9: 16 tokens, 3
+// blocks an SM for one matrix; the pair at 16), what 5 runs where the scratch cannot grow (a
+// capture). The same bits always. 5 is the default: relay pre-R1 (bench/NOTES.md 2.4), 4B N =
+// 512 O + add 272 -> 171 us, ffn down + add 608 -> 375, Q+K normed 385 -> 197, the pair normed
+// 1,098 -> 633; 31-52% faster at every N of 16..512. Removed, measured slower: 2 (the min term by the
+// GEMV's IMMA) and 3 (the pair at 32 tokens) in session 10, 1 (one matrix at 32 tokens) in
+// session 11: those values (and any other) select the default.
+static const int kDefaultGemmWideQ4kI8 = 5;
 static int g_gemm_wide_q4k_i8 = kDefaultGemmWideQ4kI8;
 // The wide Q6_K GEMM's form (LOOM_GEMM_WIDE_Q6K; gemv_mma_q6k.cu launch_wide, q6k_i8_wide.cuh;
 // session 9): 2 = 16 tokens a block, 3 = 32 tokens, 4 = 32 tokens where those blocks number >=
@@ -136,8 +140,8 @@ static void read_switches_locked() {
     g_q4k_variant = env_int("LOOM_GEMV_MMA_Q4K_V", 1, 2, false, kDefaultQ4kVariant);
     g_triple_mixed = env_int("LOOM_GEMV_TRIPLE_MIXED", 0, 3, false, kDefaultTripleMixed);
     g_gemm_wide = env_int("LOOM_GEMM_WIDE", 0, 1 << 30, false, kDefaultGemmWide);
-    const int q4i8 = env_int("LOOM_GEMM_WIDE_Q4K_I8", 1, 4, false, kDefaultGemmWideQ4kI8);
-    g_gemm_wide_q4k_i8 = q4i8 == 1 ? 1 : kDefaultGemmWideQ4kI8;  // 1 or 4 (2, 3: removed)
+    const int q4i8 = env_int("LOOM_GEMM_WIDE_Q4K_I8", 4, 5, false, kDefaultGemmWideQ4kI8);
+    g_gemm_wide_q4k_i8 = q4i8;  // 4 or 5 (1, 2, 3: removed)
     g_gemm_wide_q6k = env_int("LOOM_GEMM_WIDE_Q6K", 2, 7, false, kDefaultGemmWideQ6k);
     g_attn_bpsm = env_int("LOOM_ATTN_BPSM", 1, 16, false, kDefaultAttnBpsm);
     g_attn_cl_tiles = env_int("LOOM_ATTN_CL_TILES", 0, 1 << 25, false, kDefaultAttnClTiles);
