@@ -55,11 +55,13 @@
  *                         (default: by shape; results depend on it, deterministically)
  *   LOOM_GEMV_MMA_Q6K     Q6_K matmuls (plain, add, a triple's Q6_K segment; GEMV and GEMM)
  *                         on tensor cores (gemv_mma_q6k.cu); =0: warp-per-row (LOOM_GEMV_MMA=0
- *                         turns both mma paths off). LOOM_GEMV_MMA_Q6K_V=0: the session-3 loop
- *                         body (=1: x staged as adjacent B register pairs, ~10% fewer
- *                         instructions; bit-identical); =2: the INT8 body (q6k_i8_body.cuh:
- *                         q as u8, x as 4 int8 limbs; other bits, same tolerance; the default;
- *                         a triple's Q6_K segments keep the f16 body, GEMV and GEMM)
+ *                         turns both mma paths off). LOOM_GEMV_MMA_Q6K_V=1: the f16 loop
+ *                         body (x staged as adjacent B register pairs); =2: the INT8 body
+ *                         (q6k_i8_body.cuh: q as u8, x as 4 int8 limbs; other bits, same
+ *                         tolerance; the default; a triple's Q6_K segments keep the f16 body,
+ *                         GEMV and GEMM). 0 (session 3's f16 loop order, measured slower) was
+ *                         removed in session 11: it, like any value but 1 and 2, selects the
+ *                         default.
  *                         LOOM_GEMV_MMA_Q4K_V: the Q4_K body, 1 the f16 hi + lo body, 2
  *                         (default) INT8 (q4k_i8_body.cuh: other bits, same tolerance; every
  *                         Q4_K mma matmul, GEMM token == GEMV bits)

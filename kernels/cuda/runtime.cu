@@ -30,13 +30,15 @@ static bool g_switch[SW_COUNT];
 static const int kDefaultUnroll = 0;
 static int g_unroll = kDefaultUnroll;
 static int g_mma_split = 0;  // 0 = by shape (gemv_mma.cu)
-// The Q6_K mma matmul's loop body (gemv_mma_q6k.cu, LOOM_GEMV_MMA_Q6K_V): 1 = x staged so each
-// mma step's B registers are a pair and the rows' loads share one base (~10% fewer
-// instructions), 0 = the session-3 body; the same bits either way. 2 = the INT8 body
-// (q6k_i8_body.cuh; other bits, same tolerance), the default: relay mix-R3, 4B decode 2.144 /
-// 2.160 / 2.146 ms/token with every Q6_K matmul on it against 2.183 / 2.180 / 2.182 with 1. A
-// triple's Q6_K segments keep the f16 body whatever this says (gemv.cu: inside the mixed Q4_K_M
-// triple kernel the f16 V measured faster, 7.2 vs 9.2 us the 4B triple; bench/NOTES.md 2.3).
+// The Q6_K mma matmul's loop body (gemv_mma_q6k.cu, LOOM_GEMV_MMA_Q6K_V): 1 = the f16 body (x
+// staged so each mma step's B registers are a pair, the rows' loads sharing one base), 2 = the
+// INT8 body (q6k_i8_body.cuh; other bits, same tolerance), the default: relay mix-R3, 4B decode
+// 2.144 / 2.160 / 2.146 ms/token with every Q6_K matmul on it against 2.183 / 2.180 / 2.182 with
+// 1. A triple's Q6_K segments keep the f16 body whatever this says (gemv.cu: inside the mixed
+// Q4_K_M triple kernel the f16 V measured faster, 7.2 vs 9.2 us the 4B triple; bench/NOTES.md
+// 2.3). 0 (session 3's f16 loop order, the same bits as 1, slower in every row of relay q6i-R4,
+// bench/NOTES.md 2.1) was removed in session 11: 0, like any value but 1 and 2, selects the
+// default.
 static const int kDefaultQ6kVariant = 2;
 static int g_q6k_variant = kDefaultQ6kVariant;
 // The Q4_K mma matmuls' loop body (gemv_mma.cu, LOOM_GEMV_MMA_Q4K_V): 1 = the f16 hi + lo body
@@ -132,7 +134,7 @@ static void read_switches_locked() {
     // 4B decode step (bench/NOTES.md 7.9).
     g_pdl = !env_is("LOOM_CUDA_PDL", "0") && cc_major() >= 9;
     g_mma_split = env_int("LOOM_GEMV_MMA_SPLIT", 1, 8, true, 0);
-    g_q6k_variant = env_int("LOOM_GEMV_MMA_Q6K_V", 0, 2, false, kDefaultQ6kVariant);
+    g_q6k_variant = env_int("LOOM_GEMV_MMA_Q6K_V", 1, 2, false, kDefaultQ6kVariant);
     g_q4k_variant = env_int("LOOM_GEMV_MMA_Q4K_V", 1, 2, false, kDefaultQ4kVariant);
     g_triple_mixed = env_int("LOOM_GEMV_TRIPLE_MIXED", 0, 3, false, kDefaultTripleMixed);
     g_gemm_wide = env_int("LOOM_GEMM_WIDE", 0, 1 << 30, false, kDefaultGemmWide);
