@@ -44,8 +44,9 @@
  *                         second half of each 64-row stage, the halves met at the end; =0:
  *                         the v5 path (a block a token). Default 1. Other bits than 0, the same
  *                         CPU-twin tolerance; decode (N = 1) is the same whatever the value
- *   LOOM_GEMV_V8          GEMV v8: cheaper Q4_K/Q5_K scale decode, 5 blocks/SM (=0: v7;
- *                         bit-identical results; bench/NOTES.md)
+ *   LOOM_GEMV_V8          removed in session 11 (=0 was v7's Q4_K/Q5_K scale decode in the
+ *                         warp-per-row kernels: the same bits, slower; bench/NOTES.md 2 v8):
+ *                         no longer read, every value gets the default (v8's decode)
  *   LOOM_GEMV_UNROLL      warp-per-row GEMV passes in flight: 1, 2 or 4 (default by type)
  *   LOOM_GEMV_MMA         matmul family on tensor cores for Q4_K weights (gemv_mma.cu; GEMV
  *                         and GEMM, all epilogues); =0: the warp-per-row kernels above. NOT
