@@ -92,8 +92,9 @@
  *                         may start during the previous one's tail and waits for it in-kernel
  *                         (common.cuh); default (off): plain stream order. Same results either
  *                         way.
- *   LOOM_ROPE_KV_REG      rope_kv_write for head_dim <= 256 with each lane's loads issued at
- *                         once into registers (rope_kv.cu); =0: strided loops. Same results.
+ *   LOOM_ROPE_KV_REG      removed in session 11 (=0 forced rope_kv_write's strided loops for
+ *                         head_dim <= 256 too: the same results, no measured difference): no
+ *                         longer read; head_dim <= 256 always takes the register path.
  *   LOOM_ATTN_FUSED       loom_cuda_rope_kv_attention_at as one launch (the prologue folded
  *                         into decode attention v6, sm_90; faster in the 4B decode step,
  *                         bench/NOTES.md 7.10); =0: rope_kv_write + attention_at. Same results
