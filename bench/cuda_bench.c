@@ -970,18 +970,13 @@ static void bench_norm_fold(void) {
 }
 
 /* --attn-step: the decode-layer graph (bench_step: attention among its real neighbours) with
- * decode attention v6, v6 with its L2 prefetch (LOOM_ATTN_PREFETCH=1) and v5 (LOOM_ATTN_V6=0),
- * at 4K and at 640 positions, same run. */
+ * decode attention v6 and v5 (LOOM_ATTN_V6=0), at 4K and at 640 positions, same run. */
 static void attn_step_ab(void) {
     static const int64_t ctx[2] = {4096, 640};
     for (int c = 0; c < 2; c++) {
         set_env("LOOM_ATTN_V6", "1");
         printf("(attention v6)\n");
         bench_step("4B", 2560, 9728, 4, ctx[c], LOOM_GGML_Q4_K);
-        set_env("LOOM_ATTN_PREFETCH", "1");
-        printf("(attention v6, LOOM_ATTN_PREFETCH=1)\n");
-        bench_step("4B", 2560, 9728, 4, ctx[c], LOOM_GGML_Q4_K);
-        set_env("LOOM_ATTN_PREFETCH", "0");
         set_env("LOOM_ATTN_V6", "0");
         printf("(attention v5)\n");
         bench_step("4B", 2560, 9728, 4, ctx[c], LOOM_GGML_Q4_K);
@@ -1343,10 +1338,6 @@ int main(int argc, char **argv) {
         bench_attn("decode attention cl<=2K", LOOM_KV_F16, 4096, 1);
         bench_attn("decode attention cl<=2K", LOOM_KV_INT8, 4096, 1);
         unsetenv("LOOM_ATTN_CL_TILES");
-        set_env("LOOM_ATTN_PREFETCH", "1");
-        bench_attn("decode attention L2 prefetch", LOOM_KV_F16, 512, 1);
-        bench_attn("decode attention L2 prefetch", LOOM_KV_F16, 4096, 1);
-        set_env("LOOM_ATTN_PREFETCH", "0");
         static const char *bp[6] = {"1", "2", "3", "4", "6", "8"};
         for (int i = 0; i < (g_quick ? 0 : 6); i++) { /* blocks per SM the splits aim at */
             char nm[64];

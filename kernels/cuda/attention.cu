@@ -28,12 +28,12 @@
 // before all had arrived); the cluster combine covers caches up to 4K positions
 // (LOOM_ATTN_CL_TILES) and pushes the partials into the owning blocks' shared memory (one
 // cluster barrier, no remote loads); both combines keep v5's arithmetic and split order.
-// LOOM_ATTN_PREFETCH=1 (off by default: it measured slower, bench/NOTES.md section 3) has each
-// block ask L2 for its rows before the PDL wait (prefetch.global.L2, a hint: correct whatever
-// the previous kernel writes). LOOM_ATTN_TMA=1 (F16, head_dim 128; session 7, opt-in: faster
-// at 4K only, bench/NOTES.md 7.13): a warp's stages are filled by TMA box copies completing on
-// mbarriers (K and V one box each a tile; tensor maps encoded here per launch) instead of
-// cp.async; rows in the TMA's 128-byte swizzle; the same arithmetic and bits (H200: fused 4K
+// (An L2 prefetch of each block's rows before the PDL wait, LOOM_ATTN_PREFETCH=1, opt-in since
+// it measured slower, bench/NOTES.md section 3, was removed in session 11.)
+// LOOM_ATTN_TMA=1 (F16, head_dim 128; session 7, opt-in: faster at 4K only, bench/NOTES.md
+// 7.13): a warp's stages are filled by TMA box copies completing on mbarriers (K and V one box
+// each a tile; tensor maps encoded here per launch) instead of cp.async; rows in the TMA's
+// 128-byte swizzle; the same arithmetic and bits (H200: fused 4K
 // 12.06 -> 11.19 us, decode-layer graph at 4K -2.0 us a layer, 640 equal; bench/NOTES.md
 // section 3).
 // v6 + the attention prologue (loom_cuda_rope_kv_attention_at, LOOM_ATTN_FUSED; one token):
@@ -98,10 +98,8 @@
 namespace loom_cuda {
 
 // Decode attention switches read with the others (runtime.cu): LOOM_ATTN_CL_TILES (the largest
-// cache in 32-row tiles whose splits form one cluster, v6) and LOOM_ATTN_PREFETCH (v6's L2
-// prefetch before the PDL wait; off unless 1).
+// cache in 32-row tiles whose splits form one cluster, v6).
 int attn_cluster_tiles();
-bool attn_prefetch();
 // LOOM_ATTN_TMA=1 (session 7, opt-in: faster at 4K only): v6's F16 head_dim-128 tiles
 // copied by TMA boxes instead of cp.async.
 bool attn_tma();
@@ -829,7 +827,6 @@ static loom_status launch_attn(const float *q, const void *k_cache, const float 
             f.wt = fast(SW_ATTN_V6) && N == 1 && cc_major() >= 9 && wcap >= 1;
             f.tma = f.wt && kv->type == LOOM_KV_F16 && D == 128 && attn_tma() && v6_tensor_maps(&f);
             if (f.wt) {
-                if (attn_prefetch()) f.tmode = 16;  // LOOM_ATTN_PREFETCH=1
                 const int64_t ws = (per + kWarps - 1) / kWarps;
                 const int64_t w = ws > wcap ? wcap : ws;
                 f.nst = (int)(kWarps * (w > kV6MaxStages / kWarps ? kV6MaxStages / kWarps : w));

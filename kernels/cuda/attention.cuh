@@ -38,7 +38,7 @@ struct AttnArgs {
                   // the stages a warp, at most kV6MaxStages
     int trace;    // v5 timestamps (loom_cuda_attention_trace): 1 + the trace slot, 0 = off
     int tmode;    // traced launches only: 1 = no math, 2 = no loads, 4 = no split combine,
-                  // 8 = v6 q after the copies; any v6 launch: 16 = L2 prefetch
+                  // 8 = v6 q after the copies
     int fp;       // v6 with the decode prologue folded in (pro; q is the raw q): 1
     int tma;      // v6, F16, D = 128, sm_90: 1 = tiles copied by TMA (tmk, tmv), not cp.async
     AttnPrologue pro;

@@ -35,8 +35,10 @@
  *                         stages (no block barrier a tile); =0: v5's loop (all four warps on
  *                         every tile). Not bit-identical to v5 (within the CPU-twin tolerance).
  *                         LOOM_ATTN_CL_TILES=N: caches of <= N 32-row tiles combine their
- *                         splits in one cluster (128); LOOM_ATTN_PREFETCH=1: an L2 prefetch of
- *                         a block's rows before the PDL wait (off: slower, bench/NOTES.md 3)
+ *                         splits in one cluster (128). LOOM_ATTN_PREFETCH=1 (an L2 prefetch
+ *                         of a block's rows before the PDL wait, opt-in, slower in the
+ *                         decode-layer graph, bench/NOTES.md 3) was removed in session 11: it
+ *                         is no longer read, so every value gets the default (no prefetch)
  *   LOOM_ATTN_PREFILL     =1: prefill attention (N > 1; F16/INT8, head_dim 64/128, a GQA
  *                         group dividing 64) by attention_prefill.cu's tensor-core kernel:
  *                         blocks of one KV head x 64 query rows copy each K/V tile once, no

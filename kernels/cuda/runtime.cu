@@ -86,11 +86,11 @@ static bool g_pdl = false;
 static const int kDefaultAttnBpsm = 1;
 static int g_attn_bpsm = kDefaultAttnBpsm;
 // Decode attention on sm_90: the largest cache (in 32-row tiles) whose splits run as one
-// cluster (v6: 128 = 4K positions, bench/NOTES.md section 3), and the L2 prefetch before the
-// PDL wait (LOOM_ATTN_PREFETCH=1: on; it measured slower in the decode-layer graph).
+// cluster (v6: 128 = 4K positions, bench/NOTES.md section 3). (LOOM_ATTN_PREFETCH=1, v6's L2
+// prefetch before the PDL wait, opt-in and slower in the decode-layer graph, was removed in
+// session 11: the variable is no longer read.)
 static const int kDefaultAttnClTiles = 128;
 static int g_attn_cl_tiles = kDefaultAttnClTiles;
-static bool g_attn_prefetch = false;
 // Decode attention v6: LOOM_ATTN_TMA=1, its F16 head_dim-128 tiles copied by TMA boxes instead
 // of cp.async (session 7; opt-in: -2.0 us a layer at 4K, but 4B decode at ~576 positions 2.026
 // vs 2.009 ms/token, bench/NOTES.md section 3 and 7.13).
@@ -145,7 +145,6 @@ static void read_switches_locked() {
     g_gemm_wide_q6k = env_int("LOOM_GEMM_WIDE_Q6K", 2, 7, false, kDefaultGemmWideQ6k);
     g_attn_bpsm = env_int("LOOM_ATTN_BPSM", 1, 16, false, kDefaultAttnBpsm);
     g_attn_cl_tiles = env_int("LOOM_ATTN_CL_TILES", 0, 1 << 25, false, kDefaultAttnClTiles);
-    g_attn_prefetch = env_is("LOOM_ATTN_PREFETCH", "1");
     g_attn_tma = env_is("LOOM_ATTN_TMA", "1");
     g_attn_prefill = env_int("LOOM_ATTN_PREFILL", 0, 2, false, kDefaultAttnPrefill);
     g_switch_read = true;
@@ -222,11 +221,6 @@ int gemv_triple_mixed() {
 int attn_cluster_tiles() {
     ensure_switches();
     return g_attn_cl_tiles;
-}
-
-bool attn_prefetch() {
-    ensure_switches();
-    return g_attn_prefetch;
 }
 
 bool attn_tma() {
