@@ -1318,8 +1318,8 @@ int main(int argc, char **argv) {
         goto done;
     }
     if (!g_quick && !g_attn_only) bench_q6k();
-    /* decode attention: v3 (LOOM_ATTN_V4=0), v5 (LOOM_ATTN_V6=0) and the default fast path (v6;
-     * v4 under LOOM_ATTN_V5=0) side by side, same run */
+    /* decode attention: v3 (LOOM_ATTN_V4=0), v5 (LOOM_ATTN_V6=0) and the default fast path (v6)
+     * side by side, same run */
     {
         static const int64_t Ls[5] = {512, 640, 1024, 4096, 8192}; /* 512/640: a decode step after a 512 prompt */
         for (int ti = 0; ti < 2; ti++)

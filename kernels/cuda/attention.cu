@@ -2,8 +2,8 @@
 // and batched causal prefill (N query tokens in one launch), in three kernels (v5's code in
 // attention_v5.cu; attention.cuh holds what they share):
 //
-// v5 (the fast path for F16 and INT8 caches of head_dim 64 and 128: LOOM_FAST_ATTN,
-// LOOM_ATTN_V4 and LOOM_ATTN_V5 on): v4's blocks and splits (below) with the arithmetic on the
+// v5 (the fast path for F16 and INT8 caches of head_dim 64 and 128: LOOM_FAST_ATTN and
+// LOOM_ATTN_V4 on): v4's blocks and splits (below) with the arithmetic on the
 // tensor cores. A block (128 threads) owns the G <= 8 query heads of one KV head, one token and
 // one split, walked in 32-row tiles; warp w owns rows 8w .. 8w+7 of every tile with its own
 // online softmax in registers, and the four warps meet once, at the end:
@@ -49,9 +49,11 @@
 // KV head and 64 query rows that copy every K/V tile once, no split, one write); decode never
 // goes there.
 //
-// v4 (LOOM_ATTN_V5=0, and every cache the v5 kernel does not take: F32, head_dim 80, 96, 256;
-// also for head_dim 80, 96, 256 whatever the switches say, as G = 1 without a split when they
-// are off, since v3 has no kernels for those).
+// v4 (every cache the v5 kernel does not take: F32 of head_dim 64/128, F16/INT8 of head_dim 80,
+// 96, 256; for the latter also whatever the switches say, as G = 1 without a split when they
+// are off, since v3 has no kernels for those). (LOOM_ATTN_V5=0, v4 instead of v5 for F16/INT8
+// of head_dim 64/128, slower in every row of bench/RESULTS.md "Decode attention v5", was
+// removed in session 11.)
 // Launch geometry: 128-thread blocks, grid (n_kv_head * head_groups, N, splits). A block owns
 // up to G = 8 query heads that share one KV head (kv_head = head / (n_head / n_kv_head)), one
 // query token t (sees positions 0 .. pos0 + t) and one split: `per` consecutive tiles of TP
@@ -697,11 +699,13 @@ void launch_v4_g(const AttnArgs &a, dim3 grid, cudaStream_t stream) {
     else (void)launch_in_order(attn_v4_kernel<D, KVT, 8>, grid, kThreads, 0, stream, a);
 }
 
+// The caches v4 serves: F32 of head_dim 64/128 (F16/INT8 of those go to v5, or on the simple
+// path to v3), F16/INT8 of head_dim 80/96/256 (F32 of those is unsupported).
 template <int D>
 void launch_v4_t(const AttnArgs &a, int kvt, dim3 grid, cudaStream_t stream) {
-    if (kvt == LOOM_KV_F16) launch_v4_g<D, LOOM_KV_F16>(a, grid, stream);
-    else if (kvt == LOOM_KV_INT8) launch_v4_g<D, LOOM_KV_INT8>(a, grid, stream);
-    else if constexpr (D == 64 || D == 128) launch_v4_g<D, LOOM_KV_F32>(a, grid, stream);
+    if constexpr (D == 64 || D == 128) launch_v4_g<D, LOOM_KV_F32>(a, grid, stream);
+    else if (kvt == LOOM_KV_F16) launch_v4_g<D, LOOM_KV_F16>(a, grid, stream);
+    else launch_v4_g<D, LOOM_KV_INT8>(a, grid, stream);
 }
 
 loom_status run_v4(AttnArgs a, int kvt, int64_t D, int64_t N, loom_error *err,
@@ -788,8 +792,7 @@ static loom_status launch_attn(const float *q, const void *k_cache, const float 
         const int64_t cap = (kMaxSplits / N) / 4 * 4;
         if (S > cap) S = cap;
         if (N * bx > kMaxCounters || S < 1) S = 1;
-        const bool v5 = fast(SW_ATTN_V5) && (D == 64 || D == 128) &&
-                        (kv->type == LOOM_KV_F16 || kv->type == LOOM_KV_INT8);
+        const bool v5 = (D == 64 || D == 128) && (kv->type == LOOM_KV_F16 || kv->type == LOOM_KV_INT8);
         const int64_t TP = v5 ? kV5Rows : tile_rows((int)D, (int)kv->type);
         const int64_t ntiles = (L_grid + TP - 1) / TP;
         int64_t z = S < ntiles ? S : ntiles;

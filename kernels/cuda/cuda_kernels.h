@@ -25,11 +25,12 @@
  *   LOOM_ATTN_V4          attention v4 (cp.async double buffering, combine folded into the
  *                         last block, head_dim 64/80/96/128/256); =0: v3 (64 and 128 only).
  *                         LOOM_ATTN_BPSM=1..16: blocks per SM the split choice of v4 and v5
- *                         aims at (1)
- *   LOOM_ATTN_V5          attention v5 for F16/INT8 caches of head_dim 64/128: the v4 blocks
- *                         on tensor cores (f16 hi + lo operands), on sm_90 the decode splits
- *                         combined over a cluster's shared memory; =0: v4. Not bit-identical
- *                         to v4 (both within the CPU-twin tolerance)
+ *                         aims at (1).
+ *                         The fast path runs v5 for F16/INT8 caches of head_dim 64/128 (the
+ *                         v4 blocks on tensor cores, f16 hi + lo operands, on sm_90 the decode
+ *                         splits combined over a cluster's shared memory). LOOM_ATTN_V5=0 (v4
+ *                         there instead, slower in every row) was removed in session 11: it is
+ *                         no longer read
  *   LOOM_ATTN_V6          decode attention on sm_90 (F16/INT8, head_dim 64/128): the v5
  *                         kernel with each warp walking whole 32-row tiles in its own cp.async
  *                         stages (no block barrier a tile); =0: v5's loop (all four warps on

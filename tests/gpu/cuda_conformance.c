@@ -2369,12 +2369,6 @@ int main(int argc, char **argv) {
         test_attention(LOOM_KV_INT8, 64, 16, 2, 1, 1000, 0);
         test_attention(LOOM_KV_F16, 128, 32, 8, 17, 100, 0);
         set_switch("LOOM_ATTN_V4", "1");
-        printf("-- v4 for head_dim 64/128 F16/INT8 (LOOM_ATTN_V5=0)\n");
-        set_switch("LOOM_ATTN_V5", "0");
-        test_attention(LOOM_KV_F16, 128, 32, 8, 1, g_quick ? 299 : 4095, 0);
-        test_attention(LOOM_KV_INT8, 64, 16, 2, 1, 1000, 0);
-        test_attention(LOOM_KV_F16, 128, 32, 8, 17, 100, 0);
-        set_switch("LOOM_ATTN_V5", "1");
         printf("-- v5 for decode on sm_90 (LOOM_ATTN_V6=0)\n");
         set_switch("LOOM_ATTN_V6", "0");
         test_attention(LOOM_KV_F16, 128, 32, 8, 1, g_quick ? 299 : 4095, 0);
