@@ -1318,16 +1318,13 @@ int main(int argc, char **argv) {
         goto done;
     }
     if (!g_quick && !g_attn_only) bench_q6k();
-    /* decode attention: v3 (LOOM_ATTN_V4=0), v5 (LOOM_ATTN_V6=0) and the default fast path (v6)
-     * side by side, same run */
+    /* decode attention: v5 (LOOM_ATTN_V6=0) and the default fast path (v6) side by side, same
+     * run */
     {
         static const int64_t Ls[5] = {512, 640, 1024, 4096, 8192}; /* 512/640: a decode step after a 512 prompt */
         for (int ti = 0; ti < 2; ti++)
             for (int li = 0; li < 5; li++) {
                 const loom_kv_type kt = ti ? LOOM_KV_INT8 : LOOM_KV_F16;
-                set_env("LOOM_ATTN_V4", "0");
-                bench_attn("decode attention v3", kt, Ls[li], 1);
-                set_env("LOOM_ATTN_V4", "1");
                 set_env("LOOM_ATTN_V6", "0");
                 bench_attn("decode attention v5", kt, Ls[li], 1);
                 set_env("LOOM_ATTN_V6", "1");
@@ -1356,9 +1353,6 @@ int main(int argc, char **argv) {
     bench_attn("decode attention simple path", LOOM_KV_F16, 4096, 1);
     set_env("LOOM_FAST_ATTN", "1");
     bench_attn("prefill attention", LOOM_KV_F16, 1056, 32);
-    set_env("LOOM_ATTN_V4", "0");
-    bench_attn("prefill attention v3", LOOM_KV_F16, 1056, 32);
-    set_env("LOOM_ATTN_V4", "1");
     if (g_attn_only) goto done;
     bench_small("rms_norm 4B", 0, 1, 2560, 2560 * 12.0);
     bench_small("softmax vocab", 1, 151936, 1, 151936 * 12.0);

@@ -22,7 +22,7 @@ struct AttnArgs {
     const void *kc, *vc;
     const float *ks, *vs;
     float *out;
-    float *part;  // splits > 1: v3 [N][n_head][splits][D + 2]; v4/v5 [N][n_head][(D + 2) SP]
+    float *part;  // splits > 1: v4/v5 [N][n_head][(D + 2) SP]
     const int32_t *pos_dev;  // device position of query 0 (the _at launcher), else NULL
     int64_t n_kv_head, n_head, pos0, n_tokens, n_ctx;
     float scale;

@@ -21,15 +21,15 @@
  *                         bit-identical results)
  *   LOOM_FAST_EMBD        embedding: one warp per 256-value block (simple: a thread per value)
  *   LOOM_FAST_NORM        RMSNorm: float4 loads (simple: scalar)
- *   LOOM_FAST_ATTN        attention: GQA groups per block + split-KV (simple: a block per head)
- *   LOOM_ATTN_V4          attention v4 (cp.async double buffering, combine folded into the
- *                         last block, head_dim 64/80/96/128/256); =0: v3 (64 and 128 only).
- *                         LOOM_ATTN_BPSM=1..16: blocks per SM the split choice of v4 and v5
- *                         aims at (1).
- *                         The fast path runs v5 for F16/INT8 caches of head_dim 64/128 (the
- *                         v4 blocks on tensor cores, f16 hi + lo operands, on sm_90 the decode
- *                         splits combined over a cluster's shared memory). LOOM_ATTN_V5=0 (v4
- *                         there instead, slower in every row) was removed in session 11: it is
+ *   LOOM_FAST_ATTN        attention: GQA groups per block + split-KV (simple: a block per head,
+ *                         v3's kernel; v4's for head_dim 80/96/256). The fast path: v5 for
+ *                         F16/INT8 caches of head_dim 64/128 (the v4 blocks on tensor cores,
+ *                         f16 hi + lo operands, on sm_90 the decode splits combined over a
+ *                         cluster's shared memory), v4 for the others (cp.async double
+ *                         buffering, combine folded into the last block). LOOM_ATTN_BPSM=1..16:
+ *                         blocks per SM the split choice of v4 and v5 aims at (1).
+ *                         LOOM_ATTN_V4=0 (v3 as a fast path) and LOOM_ATTN_V5=0 (v4 instead of
+ *                         v5), both slower in every row, were removed in session 11: they are
  *                         no longer read
  *   LOOM_ATTN_V6          decode attention on sm_90 (F16/INT8, head_dim 64/128): the v5
  *                         kernel with each warp walking whole 32-row tiles in its own cp.async

@@ -121,12 +121,13 @@ static int env_int(const char *name, int lo, int hi, bool pow2, int dflt) {
 static void read_switches_locked() {
     static const char *names[SW_COUNT] = {"LOOM_FAST_GEMV", "LOOM_Q4K_UINT32_LOADS",
                                           "LOOM_FAST_EMBD", "LOOM_FAST_NORM", "LOOM_FAST_ATTN",
-                                          "LOOM_GEMV_MMA", "LOOM_ATTN_V4", "LOOM_GEMV_MMA_Q6K",
-                                          "LOOM_ATTN_V6", "LOOM_ATTN_FUSED"};
+                                          "LOOM_GEMV_MMA", "LOOM_GEMV_MMA_Q6K", "LOOM_ATTN_V6",
+                                          "LOOM_ATTN_FUSED"};
     // (Removed in session 11, each slower in every row, so these variables are no longer read
     // and 0 gets the default: LOOM_GEMV_V8=0, v7's Q4_K/Q5_K scale decode in the warp-per-row
-    // kernels, bench/NOTES.md 2 v8; LOOM_ATTN_V5=0, v4 on F16/INT8 caches of head_dim 64/128,
-    // bench/RESULTS.md "Decode attention v5".)
+    // kernels, bench/NOTES.md 2 v8; LOOM_ATTN_V4=0, decode attention v3's fast form, and
+    // LOOM_ATTN_V5=0, v4 on F16/INT8 caches of head_dim 64/128, bench/RESULTS.md "Decode
+    // attention v5" and "v6".)
     for (int i = 0; i < SW_COUNT; i++) g_switch[i] = !env_is(names[i], "0");
     // LOOM_ATTN_FUSED (the attention prologue folded into decode attention v6) is on like the
     // others: with its RoPE angles once a lane, the 4B decode step measured 2.119 / 2.116
