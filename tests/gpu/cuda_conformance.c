@@ -2348,8 +2348,8 @@ int main(int argc, char **argv) {
         }
     test_attention(LOOM_KV_F16, 128, 16, 4, 9, 50, 1);
     /* head sizes beyond 64/128 (the v4 kernel; simple path = v4 with one head, no split), GQA
-     * groups that are not powers of two, more than 8 heads a KV head, an F32 cache on the
-     * simple path (v3's F32 kernel) */
+     * groups that are not powers of two, more than 8 heads a KV head; the simple path on the
+     * v3 kernels the cases above leave out (F32 64 and 128, F16 64, INT8 128) */
     {
         static const int64_t dx[3] = {80, 96, 256};
         for (int t = LOOM_KV_F16; t <= LOOM_KV_INT8; t++)
@@ -2365,6 +2365,9 @@ int main(int argc, char **argv) {
         test_attention(LOOM_KV_F16, 64, 32, 2, 1, 500, 0);  /* 16 heads a KV head */
         test_attention(LOOM_KV_F32, 128, 32, 8, 1, 3000, 0);
         test_attention(LOOM_KV_F32, 64, 16, 2, 1, 700, 1);
+        test_attention(LOOM_KV_F32, 128, 8, 8, 3, 200, 1);
+        test_attention(LOOM_KV_F16, 64, 16, 2, 1, 300, 1);
+        test_attention(LOOM_KV_INT8, 128, 32, 8, 1, 500, 1);
         printf("-- v5 for decode on sm_90 (LOOM_ATTN_V6=0)\n");
         set_switch("LOOM_ATTN_V6", "0");
         test_attention(LOOM_KV_F16, 128, 32, 8, 1, g_quick ? 299 : 4095, 0);
