@@ -968,18 +968,13 @@ static void bench_norm_fold(void) {
 }
 
 /* --attn-step: the decode-layer graph (bench_step: attention among its real neighbours) with
- * decode attention v6, v6 with its L2 prefetch (LOOM_ATTN_PREFETCH=1) and v5 (LOOM_ATTN_V6=0),
- * at 4K and at 640 positions, same run. */
+ * decode attention v6 and v5 (LOOM_ATTN_V6=0), at 4K and at 640 positions, same run. */
 static void attn_step_ab(void) {
     static const int64_t ctx[2] = {4096, 640};
     for (int c = 0; c < 2; c++) {
         set_env("LOOM_ATTN_V6", "1");
         printf("(attention v6)\n");
         bench_step("4B", 2560, 9728, 4, ctx[c], LOOM_GGML_Q4_K);
-        set_env("LOOM_ATTN_PREFETCH", "1");
-        printf("(attention v6, LOOM_ATTN_PREFETCH=1)\n");
-        bench_step("4B", 2560, 9728, 4, ctx[c], LOOM_GGML_Q4_K);
-        set_env("LOOM_ATTN_PREFETCH", "0");
         set_env("LOOM_ATTN_V6", "0");
         printf("(attention v5)\n");
         bench_step("4B", 2560, 9728, 4, ctx[c], LOOM_GGML_Q4_K);
@@ -1321,16 +1316,13 @@ int main(int argc, char **argv) {
         goto done;
     }
     if (!g_quick && !g_attn_only) bench_q6k();
-    /* decode attention: v3 (LOOM_ATTN_V4=0), v5 (LOOM_ATTN_V6=0) and the default fast path (v6;
-     * v4 under LOOM_ATTN_V5=0) side by side, same run */
+    /* decode attention: v5 (LOOM_ATTN_V6=0) and the default fast path (v6) side by side, same
+     * run */
     {
         static const int64_t Ls[5] = {512, 640, 1024, 4096, 8192}; /* 512/640: a decode step after a 512 prompt */
         for (int ti = 0; ti < 2; ti++)
             for (int li = 0; li < 5; li++) {
                 const loom_kv_type kt = ti ? LOOM_KV_INT8 : LOOM_KV_F16;
-                set_env("LOOM_ATTN_V4", "0");
-                bench_attn("decode attention v3", kt, Ls[li], 1);
-                set_env("LOOM_ATTN_V4", "1");
                 set_env("LOOM_ATTN_V6", "0");
                 bench_attn("decode attention v5", kt, Ls[li], 1);
                 set_env("LOOM_ATTN_V6", "1");
@@ -1341,10 +1333,6 @@ int main(int argc, char **argv) {
         bench_attn("decode attention cl<=2K", LOOM_KV_F16, 4096, 1);
         bench_attn("decode attention cl<=2K", LOOM_KV_INT8, 4096, 1);
         unsetenv("LOOM_ATTN_CL_TILES");
-        set_env("LOOM_ATTN_PREFETCH", "1");
-        bench_attn("decode attention L2 prefetch", LOOM_KV_F16, 512, 1);
-        bench_attn("decode attention L2 prefetch", LOOM_KV_F16, 4096, 1);
-        set_env("LOOM_ATTN_PREFETCH", "0");
         static const char *bp[6] = {"1", "2", "3", "4", "6", "8"};
         for (int i = 0; i < (g_quick ? 0 : 6); i++) { /* blocks per SM the splits aim at */
             char nm[64];
@@ -1363,9 +1351,6 @@ int main(int argc, char **argv) {
     bench_attn("decode attention simple path", LOOM_KV_F16, 4096, 1);
     set_env("LOOM_FAST_ATTN", "1");
     bench_attn("prefill attention", LOOM_KV_F16, 1056, 32);
-    set_env("LOOM_ATTN_V4", "0");
-    bench_attn("prefill attention v3", LOOM_KV_F16, 1056, 32);
-    set_env("LOOM_ATTN_V4", "1");
     if (g_attn_only) goto done;
     bench_small("rms_norm 4B", 0, 1, 2560, 2560 * 12.0);
     bench_small("softmax vocab", 1, 151936, 1, 151936 * 12.0);

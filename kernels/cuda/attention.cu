@@ -2,11 +2,11 @@
 // and batched causal prefill (N query tokens in one launch), in three kernels (v5's code in
 // attention_v5.cu; attention.cuh holds what they share):
 //
-// v5 (the fast path for F16 and INT8 caches of head_dim 64 and 128: LOOM_FAST_ATTN,
-// LOOM_ATTN_V4 and LOOM_ATTN_V5 on): v4's blocks and splits (below) with the arithmetic on the
-// tensor cores. A block (128 threads) owns the G <= 8 query heads of one KV head, one token and
-// one split, walked in 32-row tiles; warp w owns rows 8w .. 8w+7 of every tile with its own
-// online softmax in registers, and the four warps meet once, at the end:
+// v5 (the fast path for F16 and INT8 caches of head_dim 64 and 128, LOOM_FAST_ATTN on): v4's
+// blocks and splits (below) with the arithmetic on the tensor cores. A block (128 threads) owns
+// the G <= 8 query heads of one KV head, one token and one split, walked in 32-row tiles; warp
+// w owns rows 8w .. 8w+7 of every tile with its own online softmax in registers, and the four
+// warps meet once, at the end:
 //   scores (heads x 8 rows) = Q x K^T by mma m16n8k16, Q's 16 rows being the heads' q (x scale
 //   x log2 e) rounded to f16 ("hi") and the f16 of the remainder ("lo"), so the f16 products
 //   carry ~22 bits (K is exact in f16: F16 as stored, INT8 through the 1024 + q byte trick);
@@ -28,12 +28,12 @@
 // before all had arrived); the cluster combine covers caches up to 4K positions
 // (LOOM_ATTN_CL_TILES) and pushes the partials into the owning blocks' shared memory (one
 // cluster barrier, no remote loads); both combines keep v5's arithmetic and split order.
-// LOOM_ATTN_PREFETCH=1 (off by default: it measured slower, bench/NOTES.md section 3) has each
-// block ask L2 for its rows before the PDL wait (prefetch.global.L2, a hint: correct whatever
-// the previous kernel writes). LOOM_ATTN_TMA=1 (F16, head_dim 128; session 7, opt-in: faster
-// at 4K only, bench/NOTES.md 7.13): a warp's stages are filled by TMA box copies completing on
-// mbarriers (K and V one box each a tile; tensor maps encoded here per launch) instead of
-// cp.async; rows in the TMA's 128-byte swizzle; the same arithmetic and bits (H200: fused 4K
+// (An L2 prefetch of each block's rows before the PDL wait, LOOM_ATTN_PREFETCH=1, opt-in since
+// it measured slower, bench/NOTES.md section 3, was removed in session 11.)
+// LOOM_ATTN_TMA=1 (F16, head_dim 128; session 7, opt-in: faster at 4K only, bench/NOTES.md
+// 7.13): a warp's stages are filled by TMA box copies completing on mbarriers (K and V one box
+// each a tile; tensor maps encoded here per launch) instead of cp.async; rows in the TMA's
+// 128-byte swizzle; the same arithmetic and bits (H200: fused 4K
 // 12.06 -> 11.19 us, decode-layer graph at 4K -2.0 us a layer, 640 equal; bench/NOTES.md
 // section 3).
 // v6 + the attention prologue (loom_cuda_rope_kv_attention_at, LOOM_ATTN_FUSED; one token):
@@ -49,9 +49,10 @@
 // KV head and 64 query rows that copy every K/V tile once, no split, one write); decode never
 // goes there.
 //
-// v4 (LOOM_ATTN_V5=0, and every cache the v5 kernel does not take: F32, head_dim 80, 96, 256;
-// also for head_dim 80, 96, 256 whatever the switches say, as G = 1 without a split when they
-// are off, since v3 has no kernels for those).
+// v4 (every cache the v5 kernel does not take: F32 of head_dim 64/128, F16/INT8 of head_dim 80,
+// 96, 256; for the latter also the simple path, as G = 1 without a split, since v3 has no
+// kernels for those). (LOOM_ATTN_V5=0, v4 instead of v5 for F16/INT8 of head_dim 64/128, slower
+// in every row of bench/RESULTS.md "Decode attention v5", was removed in session 11.)
 // Launch geometry: 128-thread blocks, grid (n_kv_head * head_groups, N, splits). A block owns
 // up to G = 8 query heads that share one KV head (kv_head = head / (n_head / n_kv_head)), one
 // query token t (sees positions 0 .. pos0 + t) and one split: `per` consecutive tiles of TP
@@ -79,11 +80,12 @@
 // Memory traffic: every K and V byte of the visible range read once per KV head (decode), q
 // once, partials (D + 2) floats per (head, split), written and read once from L2.
 //
-// v3 (LOOM_ATTN_V4=0; and the simple path LOOM_FAST_ATTN=0, one head a block, no split; head_dim
-// 64 and 128): a block walks 64-position tiles with loads straight into registers: thread
-// (j = tid/2, half) dots half of K row j; online softmax; V rows as 16-byte loads, position
-// groups summed at the end; split partials combined by a second kernel. Kept as the fallback
-// and for comparison (bench/NOTES.md section 3).
+// v3 (the simple path LOOM_FAST_ATTN=0 for head_dim 64 and 128, and the fallback of a failed
+// fast launch: one head a block, no split): a block walks 64-position tiles with loads straight
+// into registers: thread (j = tid/2, half) dots half of K row j; online softmax; V rows as
+// 16-byte loads, position groups summed at the end. (Its fast form, LOOM_ATTN_V4=0: up to 8
+// heads a block and splits combined by a second kernel, slower than v4-v6 in every row of
+// bench/RESULTS.md "Decode attention v5" and "v6", was removed in session 11.)
 //
 // Numeric contract (all): float32 online softmax (v5: exp2 of log2-scaled scores; its products
 // of f16 hi + lo operands carry ~22 bits); K and V decoded as the CPU does (f16 -> f32, int8 ->
@@ -98,10 +100,8 @@
 namespace loom_cuda {
 
 // Decode attention switches read with the others (runtime.cu): LOOM_ATTN_CL_TILES (the largest
-// cache in 32-row tiles whose splits form one cluster, v6) and LOOM_ATTN_PREFETCH (v6's L2
-// prefetch before the PDL wait; off unless 1).
+// cache in 32-row tiles whose splits form one cluster, v6).
 int attn_cluster_tiles();
-bool attn_prefetch();
 // LOOM_ATTN_TMA=1 (session 7, opt-in: faster at 4K only): v6's F16 head_dim-128 tiles
 // copied by TMA boxes instead of cp.async.
 bool attn_tma();
@@ -114,13 +114,6 @@ namespace {
 
 constexpr int kTile = 64;  // v3's tile
 
-// Splits in use for this position: the same function of (pos0 + N, a.splits) in both
-// launchers, so a grid sized from n_ctx partitions the positions exactly as a grid sized from
-// the position does (the _at results are bit-identical to the by-value ones).
-__device__ __forceinline__ int splits_used(const AttnArgs &a, int64_t pos0) {
-    const int64_t ntiles = (pos0 + a.n_tokens + kTile - 1) / kTile;
-    return (int)min((int64_t)a.splits, ntiles);
-}
 template <int KVT>
 __device__ __forceinline__ void load16(const void *base, int64_t elem, float *v, int &n) {
     // Loads 16 bytes at element `elem` and decodes them into v (n values).
@@ -170,53 +163,39 @@ __device__ __forceinline__ void load8(const void *base, int64_t elem, float *v) 
     }
 }
 
-template <int D, int KVT, int GM>
+// v3: one query head a block (grid x = n_kv_head x group, y = the N tokens), no split.
+template <int D, int KVT>
 static __global__ void __launch_bounds__(kThreads, 1) attn_kernel(const AttnArgs a) {
     pdl_wait();
     pdl_launch_dependents();
     constexpr int kPer = KVT == LOOM_KV_F32 ? 4 : (KVT == LOOM_KV_F16 ? 8 : 16);
     constexpr int TPR = D / 8;         // threads per V row (8 dims each)
     constexpr int NG = kThreads / TPR; // position groups in phase 3
-    __shared__ __align__(16) float qs[GM][kMaxD];
-    __shared__ float red[NG][GM][D];  // 8 GM KB: final sum over position groups
-    __shared__ float ps[GM][kTile];
-    __shared__ float m_sh[GM], l_sh[GM], corr_sh[GM];
+    __shared__ __align__(16) float qs[kMaxD];
+    __shared__ float red[NG][D];  // final sum over position groups
+    __shared__ float ps[kTile];
+    __shared__ float m_sh, l_sh, corr_sh;
 
     const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
-    const int kvh = blockIdx.x / a.hgroups, hg = blockIdx.x % a.hgroups;
-    const int h0 = kvh * a.group + hg * a.G;
-    const int G = min(a.G, a.group - hg * a.G);
+    const int kvh = blockIdx.x / a.group;
+    const int64_t h = (int64_t)kvh * a.group + blockIdx.x % a.group;  // the block's query head
     const int64_t t = blockIdx.y;
-    const int64_t pos0 = query_pos0(a);
-    const int splits = splits_used(a, pos0);
-    if ((int)blockIdx.z >= splits) return;  // a split beyond this position's range
-    const int64_t L = pos0 + t + 1;  // visible positions 0 .. L-1
-    const int64_t ntiles = (L + kTile - 1) / kTile;
-    const int64_t tiles_per = (ntiles + splits - 1) / splits;
-    const int64_t lo = (int64_t)blockIdx.z * tiles_per * kTile;
-    const int64_t hi = min(L, lo + tiles_per * kTile);
+    const int64_t hi = query_pos0(a) + t + 1;  // visible positions 0 .. hi-1
     const int64_t row_stride = a.n_kv_head * D;  // elements between positions
 
-    for (int i = tid; i < GM * D; i += kThreads) {
-        const int g = i / D, d = i % D;
-        qs[g][d] = g < G ? a.q[(t * a.n_head + h0 + g) * D + d] : 0.0f;
-    }
-    if (tid < GM) { m_sh[tid] = -INFINITY; l_sh[tid] = 0.0f; }
-    float acc[GM][8];
+    for (int d = tid; d < D; d += kThreads) qs[d] = a.q[(t * a.n_head + h) * D + d];
+    if (tid == 0) { m_sh = -INFINITY; l_sh = 0.0f; }
+    float acc[8];
 #pragma unroll
-    for (int g = 0; g < GM; g++)
-#pragma unroll
-        for (int e = 0; e < 8; e++) acc[g][e] = 0.0f;
+    for (int e = 0; e < 8; e++) acc[e] = 0.0f;
     __syncthreads();
 
-    for (int64_t j0 = lo; j0 < hi; j0 += kTile) {
+    for (int64_t j0 = 0; j0 < hi; j0 += kTile) {
         // 1. scores
         {
             const int j = tid >> 1, half = tid & 1;
             const int64_t pos = j0 + j;
-            float dot[GM];
-#pragma unroll
-            for (int g = 0; g < GM; g++) dot[g] = 0.0f;
+            float dot = 0.0f;
             if (pos < hi) {
                 const int64_t e0 = pos * row_stride + (int64_t)kvh * D + half * (D / 2);
 #pragma unroll
@@ -225,41 +204,32 @@ static __global__ void __launch_bounds__(kThreads, 1) attn_kernel(const AttnArgs
                     int n;
                     load16<KVT>(a.kc, e0 + c * kPer, v, n);
 #pragma unroll
-                    for (int g = 0; g < GM; g++) {
-                        if (g < G) {
-#pragma unroll
-                            for (int e = 0; e < kPer; e++)
-                                dot[g] = fmaf(qs[g][half * (D / 2) + c * kPer + e], v[e], dot[g]);
-                        }
-                    }
+                    for (int e = 0; e < kPer; e++)
+                        dot = fmaf(qs[half * (D / 2) + c * kPer + e], v[e], dot);
                 }
             }
             const float ksc = (KVT == LOOM_KV_INT8 && pos < hi)
                                   ? a.ks[pos * a.n_kv_head + kvh] : 1.0f;
-#pragma unroll
-            for (int g = 0; g < GM; g++) {
-                float s = dot[g] + __shfl_xor_sync(0xffffffffu, dot[g], 1);
-                if (half == 0 && g < G)
-                    ps[g][j] = pos < hi ? s * ksc * a.scale : -INFINITY;
-            }
+            const float s = dot + __shfl_xor_sync(0xffffffffu, dot, 1);
+            if (half == 0) ps[j] = pos < hi ? s * ksc * a.scale : -INFINITY;
         }
         __syncthreads();
-        // 2. online softmax, warp w owns heads w and w + 4
-        for (int g = warp; g < G; g += kWarps) {
-            float s0 = ps[g][lane], s1 = ps[g][lane + 32];
+        // 2. online softmax (warp 0)
+        if (warp == 0) {
+            float s0 = ps[lane], s1 = ps[lane + 32];
             float mt = warp_max(fmaxf(s0, s1));
-            float mo = m_sh[g], mn = fmaxf(mo, mt);
+            float mo = m_sh, mn = fmaxf(mo, mt);
             float p0 = mn == -INFINITY ? 0.0f : expf(s0 - mn);
             float p1 = mn == -INFINITY ? 0.0f : expf(s1 - mn);
-            ps[g][lane] = p0;
-            ps[g][lane + 32] = p1;
+            ps[lane] = p0;
+            ps[lane + 32] = p1;
             float sum = warp_sum(p0 + p1);
-            __syncwarp();  // every lane has read m_sh[g] before lane 0 rewrites it
+            __syncwarp();  // every lane has read m_sh before lane 0 rewrites it
             if (lane == 0) {
                 float corr = mo == -INFINITY ? 0.0f : expf(mo - mn);
-                corr_sh[g] = corr;
-                l_sh[g] = l_sh[g] * corr + sum;
-                m_sh[g] = mn;
+                corr_sh = corr;
+                l_sh = l_sh * corr + sum;
+                m_sh = mn;
             }
         }
         __syncthreads();
@@ -267,14 +237,9 @@ static __global__ void __launch_bounds__(kThreads, 1) attn_kernel(const AttnArgs
         //    j = grp, grp + NG, ... (one 16-, 8- or 32-byte load per position)
         {
             const int c = tid % TPR, grp = tid / TPR;
+            const float cr = corr_sh;
 #pragma unroll
-            for (int g = 0; g < GM; g++) {
-                if (g < G) {
-                    const float cr = corr_sh[g];
-#pragma unroll
-                    for (int e = 0; e < 8; e++) acc[g][e] *= cr;
-                }
-            }
+            for (int e = 0; e < 8; e++) acc[e] *= cr;
             const int jn = (int)min((int64_t)kTile, hi - j0);
 #pragma unroll 2
             for (int j = grp; j < jn; j += NG) {
@@ -286,14 +251,9 @@ static __global__ void __launch_bounds__(kThreads, 1) attn_kernel(const AttnArgs
 #pragma unroll
                     for (int e = 0; e < 8; e++) v[e] *= vsc;
                 }
+                const float pg = ps[j];
 #pragma unroll
-                for (int g = 0; g < GM; g++) {
-                    if (g < G) {
-                        const float pg = ps[g][j];
-#pragma unroll
-                        for (int e = 0; e < 8; e++) acc[g][e] = fmaf(pg, v[e], acc[g][e]);
-                    }
-                }
+                for (int e = 0; e < 8; e++) acc[e] = fmaf(pg, v[e], acc[e]);
             }
         }
         __syncthreads();
@@ -303,86 +263,31 @@ static __global__ void __launch_bounds__(kThreads, 1) attn_kernel(const AttnArgs
     {
         const int c = tid % TPR, grp = tid / TPR;
 #pragma unroll
-        for (int g = 0; g < GM; g++) {
-            if (g < G) {
-#pragma unroll
-                for (int e = 0; e < 8; e++) red[grp][g][8 * c + e] = acc[g][e];
-            }
-        }
+        for (int e = 0; e < 8; e++) red[grp][8 * c + e] = acc[e];
     }
     __syncthreads();
     if (tid >= D) return;
-#pragma unroll
-    for (int g = 0; g < GM; g++) {
-        if (g >= G) break;
-        float o = 0.0f;
-        for (int grp = 0; grp < NG; grp++) o += red[grp][g][tid];
-        const int64_t h = h0 + g;
-        if (splits == 1) {
-            a.out[(t * a.n_head + h) * D + tid] = o / l_sh[g];
-        } else {
-            float *pp = a.part + ((t * a.n_head + h) * a.splits + blockIdx.z) * (D + 2);
-            pp[tid] = o;
-            if (tid == 0) { pp[D] = m_sh[g]; pp[D + 1] = l_sh[g]; }
-        }
-    }
-}
-
-// Combines the split partials: grid (n_head, N), thread per dim. Nothing to do when this
-// position used one split (the main kernel wrote out itself).
-static __global__ void __launch_bounds__(kThreads)
-attn_combine_kernel(const AttnArgs a, int D) {
-    pdl_wait();
-    pdl_launch_dependents();
-    const int splits = splits_used(a, query_pos0(a));
-    if (splits == 1) return;
-    const int64_t n_head = a.n_head, h = blockIdx.x, t = blockIdx.y;
-    const float *pp = a.part + (t * n_head + h) * a.splits * (D + 2);
-    float *out = a.out;
-    float M = -INFINITY;
-    for (int s = 0; s < splits; s++) M = fmaxf(M, pp[s * (D + 2) + D]);
-    for (int d = threadIdx.x; d < D; d += kThreads) {
-        float num = 0.0f, den = 0.0f;
-        for (int s = 0; s < splits; s++) {
-            const float m = pp[s * (D + 2) + D];
-            if (m == -INFINITY) continue;
-            const float w = expf(m - M);
-            num = fmaf(w, pp[s * (D + 2) + d], num);
-            den = fmaf(w, pp[s * (D + 2) + D + 1], den);
-        }
-        out[(t * n_head + h) * D + d] = num / den;
-    }
+    float o = 0.0f;
+    for (int grp = 0; grp < NG; grp++) o += red[grp][tid];
+    a.out[(t * a.n_head + h) * D + tid] = o / l_sh;
 }
 
 // Decode/prefill attention launches go in order (no PDL attribute: common.cuh, bench/NOTES.md
-// 7.9); the combine kernel keeps the default.
-template <int D, int GM>
-void launch_g(const AttnArgs &a, int kvt, dim3 grid, cudaStream_t stream) {
-    if (kvt == LOOM_KV_F32) (void)launch_in_order(attn_kernel<D, LOOM_KV_F32, GM>, grid, kThreads, 0, stream, a);
-    else if (kvt == LOOM_KV_F16) (void)launch_in_order(attn_kernel<D, LOOM_KV_F16, GM>, grid, kThreads, 0, stream, a);
-    else (void)launch_in_order(attn_kernel<D, LOOM_KV_INT8, GM>, grid, kThreads, 0, stream, a);
-}
-
-// Heads a block: the compile-time bound GM (1, 2, 4 or 8) is the smallest >= a.G, so the
-// accumulators and shared arrays are sized for the GQA group at hand.
+// 7.9).
 template <int D>
-void launch_d(const AttnArgs &a, int kvt, dim3 grid, cudaStream_t stream) {
-    if (a.G <= 1) launch_g<D, 1>(a, kvt, grid, stream);
-    else if (a.G <= 2) launch_g<D, 2>(a, kvt, grid, stream);
-    else if (a.G <= 4) launch_g<D, 4>(a, kvt, grid, stream);
-    else launch_g<D, 8>(a, kvt, grid, stream);
+void launch_v3(const AttnArgs &a, int kvt, dim3 grid, cudaStream_t stream) {
+    if (kvt == LOOM_KV_F32) (void)launch_in_order(attn_kernel<D, LOOM_KV_F32>, grid, kThreads, 0, stream, a);
+    else if (kvt == LOOM_KV_F16) (void)launch_in_order(attn_kernel<D, LOOM_KV_F16>, grid, kThreads, 0, stream, a);
+    else (void)launch_in_order(attn_kernel<D, LOOM_KV_INT8>, grid, kThreads, 0, stream, a);
 }
 
-loom_status run(AttnArgs a, int kvt, int64_t D, int64_t N, loom_error *err,
+// v3 (head_dim 64 or 128): one head a block, no split.
+loom_status run(const AttnArgs &a, int kvt, int64_t D, int64_t N, loom_error *err,
                 cudaStream_t stream) {
-    dim3 grid((unsigned)(a.n_kv_head * a.hgroups), (unsigned)N, (unsigned)a.splits);
-    if (D == 64) launch_d<64>(a, kvt, grid, stream);
-    else launch_d<128>(a, kvt, grid, stream);
+    dim3 grid((unsigned)(a.n_kv_head * a.group), (unsigned)N);
+    if (D == 64) launch_v3<64>(a, kvt, grid, stream);
+    else launch_v3<128>(a, kvt, grid, stream);
     LAUNCH_CHECK();
-    if (a.splits > 1) {
-        CUDA_CHECK(launch(attn_combine_kernel, dim3((unsigned)a.n_head, (unsigned)N), kThreads, 0,
-                          stream, a, (int)D));
-    }
     return LOOM_OK;
 }
 
@@ -699,11 +604,13 @@ void launch_v4_g(const AttnArgs &a, dim3 grid, cudaStream_t stream) {
     else (void)launch_in_order(attn_v4_kernel<D, KVT, 8>, grid, kThreads, 0, stream, a);
 }
 
+// The caches v4 serves: F32 of head_dim 64/128 (F16/INT8 of those go to v5, or on the simple
+// path to v3), F16/INT8 of head_dim 80/96/256 (F32 of those is unsupported).
 template <int D>
 void launch_v4_t(const AttnArgs &a, int kvt, dim3 grid, cudaStream_t stream) {
-    if (kvt == LOOM_KV_F16) launch_v4_g<D, LOOM_KV_F16>(a, grid, stream);
-    else if (kvt == LOOM_KV_INT8) launch_v4_g<D, LOOM_KV_INT8>(a, grid, stream);
-    else if constexpr (D == 64 || D == 128) launch_v4_g<D, LOOM_KV_F32>(a, grid, stream);
+    if constexpr (D == 64 || D == 128) launch_v4_g<D, LOOM_KV_F32>(a, grid, stream);
+    else if (kvt == LOOM_KV_F16) launch_v4_g<D, LOOM_KV_F16>(a, grid, stream);
+    else launch_v4_g<D, LOOM_KV_INT8>(a, grid, stream);
 }
 
 loom_status run_v4(AttnArgs a, int kvt, int64_t D, int64_t N, loom_error *err,
@@ -767,9 +674,8 @@ static loom_status launch_attn(const float *q, const void *k_cache, const float 
     a.n_kv_head = kv->n_kv_head; a.n_head = p->n_head; a.pos0 = pos0; a.scale = p->scale;
     a.n_tokens = N; a.n_ctx = kv->n_ctx;
     a.group = (int)(p->n_head / kv->n_kv_head);
-    const bool v3_shape = (D == 64 || D == 128);
     const bool fast_path = fast(SW_FAST_ATTN);
-    if (pro && !(fast_path && fast(SW_ATTN_V4)))
+    if (pro && !fast_path)
         ARG_FAIL(LOOM_ERR_UNSUPPORTED, "rope_kv_attention: no fused kernel on the simple paths");
     const int pfv = attn_prefill();
     if (N > 1 && !pro && fast_path && pfv > 0 && prefill_supported(D, kv->type, a.group)) {
@@ -778,7 +684,7 @@ static loom_status launch_attn(const float *q, const void *k_cache, const float 
         if (st == LOOM_OK) return st;
         log_fallback_once(&g_attn_fallback_logged, "attention", err);
     }
-    if (fast_path && (fast(SW_ATTN_V4) || !v3_shape)) {
+    if (fast_path) {
         // v4: G heads a block, S splits for this shape (~attn_blocks_per_sm() blocks per SM),
         // never depending on the position; N * SP <= kMaxSplits keeps the partials inside
         // loom_cuda_scratch_bytes_for, and N x blocks must fit the combine's counters.
@@ -790,8 +696,7 @@ static loom_status launch_attn(const float *q, const void *k_cache, const float 
         const int64_t cap = (kMaxSplits / N) / 4 * 4;
         if (S > cap) S = cap;
         if (N * bx > kMaxCounters || S < 1) S = 1;
-        const bool v5 = fast(SW_ATTN_V5) && (D == 64 || D == 128) &&
-                        (kv->type == LOOM_KV_F16 || kv->type == LOOM_KV_INT8);
+        const bool v5 = (D == 64 || D == 128) && (kv->type == LOOM_KV_F16 || kv->type == LOOM_KV_INT8);
         const int64_t TP = v5 ? kV5Rows : tile_rows((int)D, (int)kv->type);
         const int64_t ntiles = (L_grid + TP - 1) / TP;
         int64_t z = S < ntiles ? S : ntiles;
@@ -829,7 +734,6 @@ static loom_status launch_attn(const float *q, const void *k_cache, const float 
             f.wt = fast(SW_ATTN_V6) && N == 1 && cc_major() >= 9 && wcap >= 1;
             f.tma = f.wt && kv->type == LOOM_KV_F16 && D == 128 && attn_tma() && v6_tensor_maps(&f);
             if (f.wt) {
-                if (attn_prefetch()) f.tmode = 16;  // LOOM_ATTN_PREFETCH=1
                 const int64_t ws = (per + kWarps - 1) / kWarps;
                 const int64_t w = ws > wcap ? wcap : ws;
                 f.nst = (int)(kWarps * (w > kV6MaxStages / kWarps ? kV6MaxStages / kWarps : w));
@@ -856,27 +760,6 @@ static loom_status launch_attn(const float *q, const void *k_cache, const float 
         loom_status st = v5 ? run_v5(f, kv->type, D, N, err, stream) : run_v4(f, kv->type, D, N, err, stream);
         if (st == LOOM_OK) return st;
         log_fallback_once(&g_attn_fallback_logged, "attention", err);
-    } else if (fast_path) {
-        AttnArgs f = a;
-        f.G = a.group < kMaxG ? a.group : kMaxG;
-        f.hgroups = (f.group + f.G - 1) / f.G;
-        const int64_t blocks = kv->n_kv_head * f.hgroups * N;
-        const int64_t ntiles = (L_grid + kTile - 1) / kTile;
-        // The split count depends on the shape only (never on the position): ~8 blocks per SM,
-        // and N * splits <= kMaxSplits so that the partials fit loom_cuda_scratch_bytes_for.
-        int64_t smax = (8 * sm_count() + blocks - 1) / blocks;
-        if (smax > kMaxSplits / N) smax = kMaxSplits / N;
-        int64_t splits = smax < ntiles ? smax : ntiles;
-        if (splits < 1) splits = 1;
-        if (splits > 1) {
-            size_t bytes = (size_t)(N * p->n_head * splits * (D + 2)) * sizeof(float);
-            f.part = (float *)scratch(bytes, stream);
-            if (!f.part) splits = 1;
-        }
-        f.splits = (int)splits;
-        loom_status st = run(f, kv->type, D, N, err, stream);
-        if (st == LOOM_OK) return st;
-        log_fallback_once(&g_attn_fallback_logged, "attention", err);
     }
     // simple path: one head a block, no split (v3; v4's kernel for head sizes v3 lacks)
     a.G = 1;
@@ -884,7 +767,7 @@ static loom_status launch_attn(const float *q, const void *k_cache, const float 
     a.splits = 1;
     a.S = 1;
     a.SP = 4;
-    if (!v3_shape) return run_v4(a, kv->type, D, N, err, stream);
+    if (D != 64 && D != 128) return run_v4(a, kv->type, D, N, err, stream);
     return run(a, kv->type, D, N, err, stream);
 }
 

@@ -22,7 +22,7 @@ struct AttnArgs {
     const void *kc, *vc;
     const float *ks, *vs;
     float *out;
-    float *part;  // splits > 1: v3 [N][n_head][splits][D + 2]; v4/v5 [N][n_head][(D + 2) SP]
+    float *part;  // splits > 1: v4/v5 [N][n_head][(D + 2) SP]
     const int32_t *pos_dev;  // device position of query 0 (the _at launcher), else NULL
     int64_t n_kv_head, n_head, pos0, n_tokens, n_ctx;
     float scale;
@@ -38,7 +38,7 @@ struct AttnArgs {
                   // the stages a warp, at most kV6MaxStages
     int trace;    // v5 timestamps (loom_cuda_attention_trace): 1 + the trace slot, 0 = off
     int tmode;    // traced launches only: 1 = no math, 2 = no loads, 4 = no split combine,
-                  // 8 = v6 q after the copies; any v6 launch: 16 = L2 prefetch
+                  // 8 = v6 q after the copies
     int fp;       // v6 with the decode prologue folded in (pro; q is the raw q): 1
     int tma;      // v6, F16, D = 128, sm_90: 1 = tiles copied by TMA (tmk, tmv), not cp.async
     AttnPrologue pro;

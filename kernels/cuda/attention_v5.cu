@@ -162,26 +162,6 @@ static __global__ void __launch_bounds__(kThreads, WT ? 1 : 0)
         if (tr) { tr[0] = gtimer(); tr[2] = clock64(); }
     }
 #define V5_MARK(i) do { if (TS && tr) tr[i] = clock64(); } while (0)
-    if constexpr (WT) {
-        // Before the PDL wait (while the previous kernel runs): an L2 prefetch of this block's
-        // K and V rows at the position then visible (a hint: a stale position or a row the
-        // previous kernel still writes costs nothing but the wasted lines; common.cuh).
-        if (a.tmode & 16) {  // LOOM_ATTN_PREFETCH=1 (off by default: bench/NOTES.md 3)
-            int64_t p = a.pos_dev ? (int64_t)*(volatile const int32_t *)a.pos_dev : a.pos0;
-            p = p < 0 ? 0 : (p > a.n_ctx - a.n_tokens ? a.n_ctx - a.n_tokens : p);
-            const V5Range rg = v5_range(a, (int)p, (int)blockIdx.y, kV5Rows);
-            constexpr int RB = D * kv_elem_bytes(KVT), LPR = RB >= 128 ? RB / 128 : 1;
-            const int64_t rs = a.n_kv_head * RB;
-            const unsigned char *kb = (const unsigned char *)a.kc + (int64_t)(blockIdx.x / a.hgroups) * RB;
-            const unsigned char *vb = (const unsigned char *)a.vc + (int64_t)(blockIdx.x / a.hgroups) * RB;
-            if ((int)blockIdx.z < rg.S)
-                for (int i = threadIdx.x; i < (rg.hi - rg.lo) * LPR; i += kThreads) {
-                    const int64_t off = (int64_t)(rg.lo + i / LPR) * rs + (i % LPR) * 128;
-                    prefetch_l2(kb + off);
-                    prefetch_l2(vb + off);
-                }
-        }
-    }
     // FP: the head norm weights (constant) are requested before the PDL wait.
     constexpr int VPL = D / 32;  // values of a head row a lane holds
     float wq[FP ? VPL : 1], wk[FP ? VPL : 1];

@@ -21,22 +21,25 @@
  *                         bit-identical results)
  *   LOOM_FAST_EMBD        embedding: one warp per 256-value block (simple: a thread per value)
  *   LOOM_FAST_NORM        RMSNorm: float4 loads (simple: scalar)
- *   LOOM_FAST_ATTN        attention: GQA groups per block + split-KV (simple: a block per head)
- *   LOOM_ATTN_V4          attention v4 (cp.async double buffering, combine folded into the
- *                         last block, head_dim 64/80/96/128/256); =0: v3 (64 and 128 only).
- *                         LOOM_ATTN_BPSM=1..16: blocks per SM the split choice of v4 and v5
- *                         aims at (1)
- *   LOOM_ATTN_V5          attention v5 for F16/INT8 caches of head_dim 64/128: the v4 blocks
- *                         on tensor cores (f16 hi + lo operands), on sm_90 the decode splits
- *                         combined over a cluster's shared memory; =0: v4. Not bit-identical
- *                         to v4 (both within the CPU-twin tolerance)
+ *   LOOM_FAST_ATTN        attention: GQA groups per block + split-KV (simple: a block per head,
+ *                         v3's kernel; v4's for head_dim 80/96/256). The fast path: v5 for
+ *                         F16/INT8 caches of head_dim 64/128 (the v4 blocks on tensor cores,
+ *                         f16 hi + lo operands, on sm_90 the decode splits combined over a
+ *                         cluster's shared memory), v4 for the others (cp.async double
+ *                         buffering, combine folded into the last block). LOOM_ATTN_BPSM=1..16:
+ *                         blocks per SM the split choice of v4 and v5 aims at (1).
+ *                         LOOM_ATTN_V4=0 (v3 as a fast path) and LOOM_ATTN_V5=0 (v4 instead of
+ *                         v5), both slower in every row, were removed in session 11: they are
+ *                         no longer read
  *   LOOM_ATTN_V6          decode attention on sm_90 (F16/INT8, head_dim 64/128): the v5
  *                         kernel with each warp walking whole 32-row tiles in its own cp.async
  *                         stages (no block barrier a tile); =0: v5's loop (all four warps on
  *                         every tile). Not bit-identical to v5 (within the CPU-twin tolerance).
  *                         LOOM_ATTN_CL_TILES=N: caches of <= N 32-row tiles combine their
- *                         splits in one cluster (128); LOOM_ATTN_PREFETCH=1: an L2 prefetch of
- *                         a block's rows before the PDL wait (off: slower, bench/NOTES.md 3)
+ *                         splits in one cluster (128). LOOM_ATTN_PREFETCH=1 (an L2 prefetch
+ *                         of a block's rows before the PDL wait, opt-in, slower in the
+ *                         decode-layer graph, bench/NOTES.md 3) was removed in session 11: it
+ *                         is no longer read, so every value gets the default (no prefetch)
  *   LOOM_ATTN_PREFILL     =1: prefill attention (N > 1; F16/INT8, head_dim 64/128, a GQA
  *                         group dividing 64) by attention_prefill.cu's tensor-core kernel:
  *                         blocks of one KV head x 64 query rows copy each K/V tile once, no
@@ -44,8 +47,9 @@
  *                         second half of each 64-row stage, the halves met at the end; =0:
  *                         the v5 path (a block a token). Default 1. Other bits than 0, the same
  *                         CPU-twin tolerance; decode (N = 1) is the same whatever the value
- *   LOOM_GEMV_V8          GEMV v8: cheaper Q4_K/Q5_K scale decode, 5 blocks/SM (=0: v7;
- *                         bit-identical results; bench/NOTES.md)
+ *   LOOM_GEMV_V8          removed in session 11 (=0 was v7's Q4_K/Q5_K scale decode in the
+ *                         warp-per-row kernels: the same bits, slower; bench/NOTES.md 2 v8):
+ *                         no longer read, every value gets the default (v8's decode)
  *   LOOM_GEMV_UNROLL      warp-per-row GEMV passes in flight: 1, 2 or 4 (default by type)
  *   LOOM_GEMV_MMA         matmul family on tensor cores for Q4_K weights (gemv_mma.cu; GEMV
  *                         and GEMM, all epilogues); =0: the warp-per-row kernels above. NOT
@@ -55,11 +59,13 @@
  *                         (default: by shape; results depend on it, deterministically)
  *   LOOM_GEMV_MMA_Q6K     Q6_K matmuls (plain, add, a triple's Q6_K segment; GEMV and GEMM)
  *                         on tensor cores (gemv_mma_q6k.cu); =0: warp-per-row (LOOM_GEMV_MMA=0
- *                         turns both mma paths off). LOOM_GEMV_MMA_Q6K_V=0: the session-3 loop
- *                         body (=1: x staged as adjacent B register pairs, ~10% fewer
- *                         instructions; bit-identical); =2: the INT8 body (q6k_i8_body.cuh:
- *                         q as u8, x as 4 int8 limbs; other bits, same tolerance; the default;
- *                         a triple's Q6_K segments keep the f16 body, GEMV and GEMM)
+ *                         turns both mma paths off). LOOM_GEMV_MMA_Q6K_V=1: the f16 loop
+ *                         body (x staged as adjacent B register pairs); =2: the INT8 body
+ *                         (q6k_i8_body.cuh: q as u8, x as 4 int8 limbs; other bits, same
+ *                         tolerance; the default; a triple's Q6_K segments keep the f16 body,
+ *                         GEMV and GEMM). 0 (session 3's f16 loop order, measured slower) was
+ *                         removed in session 11: it, like any value but 1 and 2, selects the
+ *                         default.
  *                         LOOM_GEMV_MMA_Q4K_V: the Q4_K body, 1 the f16 hi + lo body, 2
  *                         (default) INT8 (q4k_i8_body.cuh: other bits, same tolerance; every
  *                         Q4_K mma matmul, GEMM token == GEMV bits)
@@ -92,8 +98,9 @@
  *                         may start during the previous one's tail and waits for it in-kernel
  *                         (common.cuh); default (off): plain stream order. Same results either
  *                         way.
- *   LOOM_ROPE_KV_REG      rope_kv_write for head_dim <= 256 with each lane's loads issued at
- *                         once into registers (rope_kv.cu); =0: strided loops. Same results.
+ *   LOOM_ROPE_KV_REG      removed in session 11 (=0 forced rope_kv_write's strided loops for
+ *                         head_dim <= 256 too: the same results, no measured difference): no
+ *                         longer read; head_dim <= 256 always takes the register path.
  *   LOOM_ATTN_FUSED       loom_cuda_rope_kv_attention_at as one launch (the prologue folded
  *                         into decode attention v6, sm_90; faster in the 4B decode step,
  *                         bench/NOTES.md 7.10); =0: rope_kv_write + attention_at. Same results

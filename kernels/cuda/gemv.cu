@@ -46,7 +46,7 @@ namespace {
 #ifndef LOOM_GEMV_MINB
 #define LOOM_GEMV_MINB 5
 #endif
-constexpr int kMinBlocksV8 = LOOM_GEMV_MINB;  // blocks an SM the V8 kernels are built for
+constexpr int kMinBlocks = LOOM_GEMV_MINB;  // blocks an SM the Q4_K/Q5_K kernels are built for
 
 struct GemvArgs {
     Seg seg[3];
@@ -59,7 +59,7 @@ struct GemvArgs {
 };
 
 // XS: the x source (quant_blocks.cuh: XPlain, or XNormed for a folded RMSNorm).
-template <int T, bool WIDE, int UNROLL, bool V8, class XS>
+template <int T, bool WIDE, int UNROLL, class XS>
 __device__ __forceinline__ float row_dot(const uint8_t *row, const XS &x, int64_t K,
                                          int lane) {
     using L = Lane<T>;
@@ -74,7 +74,7 @@ __device__ __forceinline__ float row_dot(const uint8_t *row, const XS &x, int64_
         for (int u = 0; u < UNROLL; u++) {
             if (p0 + u < np) {
                 const typename L::X xv = L::template loadx<WIDE>(x, p0 + u, lane, K);
-                const typename L::W w = L::template prep<WIDE, V8>(raw[u], row, p0 + u, lane, K);
+                const typename L::W w = L::template prep<WIDE>(raw[u], row, p0 + u, lane, K);
                 acc = __fadd_rn(acc, L::dotw(w, xv));
             }
         }
@@ -82,64 +82,64 @@ __device__ __forceinline__ float row_dot(const uint8_t *row, const XS &x, int64_
     return acc;
 }
 
-template <int UNROLL, bool V8, class XS>
+template <int UNROLL, class XS>
 __device__ __forceinline__ float row_dot_any(const Seg &s, int64_t r, const XS &x, int64_t K, int lane) {
     const uint8_t *row = s.w + r * s.row_bytes;
     const bool w = s.wide != 0;
     switch (s.type) {
     case LOOM_GGML_Q4_K:
-        return w ? row_dot<LOOM_GGML_Q4_K, true, UNROLL, V8>(row, x, K, lane)
-                 : row_dot<LOOM_GGML_Q4_K, false, UNROLL, V8>(row, x, K, lane);
+        return w ? row_dot<LOOM_GGML_Q4_K, true, UNROLL>(row, x, K, lane)
+                 : row_dot<LOOM_GGML_Q4_K, false, UNROLL>(row, x, K, lane);
     case LOOM_GGML_Q5_K:
-        return w ? row_dot<LOOM_GGML_Q5_K, true, UNROLL, V8>(row, x, K, lane)
-                 : row_dot<LOOM_GGML_Q5_K, false, UNROLL, V8>(row, x, K, lane);
-    case LOOM_GGML_Q6_K: return row_dot<LOOM_GGML_Q6_K, true, UNROLL, V8>(row, x, K, lane);
-    case LOOM_GGML_Q8_0: return row_dot<LOOM_GGML_Q8_0, true, UNROLL, V8>(row, x, K, lane);
+        return w ? row_dot<LOOM_GGML_Q5_K, true, UNROLL>(row, x, K, lane)
+                 : row_dot<LOOM_GGML_Q5_K, false, UNROLL>(row, x, K, lane);
+    case LOOM_GGML_Q6_K: return row_dot<LOOM_GGML_Q6_K, true, UNROLL>(row, x, K, lane);
+    case LOOM_GGML_Q8_0: return row_dot<LOOM_GGML_Q8_0, true, UNROLL>(row, x, K, lane);
     case LOOM_GGML_F16:
-        return w ? row_dot<LOOM_GGML_F16, true, UNROLL, V8>(row, x, K, lane)
-                 : row_dot<LOOM_GGML_F16, false, UNROLL, V8>(row, x, K, lane);
+        return w ? row_dot<LOOM_GGML_F16, true, UNROLL>(row, x, K, lane)
+                 : row_dot<LOOM_GGML_F16, false, UNROLL>(row, x, K, lane);
     case LOOM_GGML_BF16:
-        return w ? row_dot<LOOM_GGML_BF16, true, UNROLL, V8>(row, x, K, lane)
-                 : row_dot<LOOM_GGML_BF16, false, UNROLL, V8>(row, x, K, lane);
+        return w ? row_dot<LOOM_GGML_BF16, true, UNROLL>(row, x, K, lane)
+                 : row_dot<LOOM_GGML_BF16, false, UNROLL>(row, x, K, lane);
     case LOOM_GGML_F32:
-        return w ? row_dot<LOOM_GGML_F32, true, UNROLL, V8>(row, x, K, lane)
-                 : row_dot<LOOM_GGML_F32, false, UNROLL, V8>(row, x, K, lane);
+        return w ? row_dot<LOOM_GGML_F32, true, UNROLL>(row, x, K, lane)
+                 : row_dot<LOOM_GGML_F32, false, UNROLL>(row, x, K, lane);
     default: return 0.0f;
     }
 }
 
 // The dot of segment row r: specialized on the segment's type T (its registers only), or
 // T < 0: a run-time switch over every type (the generic kernel, for rare type mixes).
-template <int UNROLL, int T, bool V8, class XS>
+template <int UNROLL, int T, class XS>
 __device__ __forceinline__ float seg_dot(const Seg &s, int64_t r, const XS &x, int64_t K,
                                          int lane) {
     if constexpr (T < 0) {
-        return row_dot_any<UNROLL, V8>(s, r, x, K, lane);
+        return row_dot_any<UNROLL>(s, r, x, K, lane);
     } else if constexpr (T == LOOM_GGML_Q6_K || T == LOOM_GGML_Q8_0) {
-        return row_dot<T, true, UNROLL, V8>(s.w + r * s.row_bytes, x, K, lane);
+        return row_dot<T, true, UNROLL>(s.w + r * s.row_bytes, x, K, lane);
     } else {
         const uint8_t *row = s.w + r * s.row_bytes;
-        return s.wide ? row_dot<T, true, UNROLL, V8>(row, x, K, lane)
-                      : row_dot<T, false, UNROLL, V8>(row, x, K, lane);
+        return s.wide ? row_dot<T, true, UNROLL>(row, x, K, lane)
+                      : row_dot<T, false, UNROLL>(row, x, K, lane);
     }
 }
 
 // Segment i's rows have type Ti (or any type when Ti < 0).
-// V8 (LOOM_GEMV_V8, default on; bench/NOTES.md v8): the cheaper Q4_K/Q5_K scale decode
-// (bit-identical) and __launch_bounds__(kThreads, kMinBlocksV8) for occupancy; V8 = false is
-// v7 as it was (minimum 1 block: ~128 registers, 4 blocks an SM), kept for comparison.
-// Occupancy the kernel is built for: kMinBlocksV8 for the V8 Q4_K/Q5_K kernels at the
-// default prefetch depth (more would spill), else 1 (the compiler's choice, ~128 registers).
-template <int UNROLL, int T0, bool V8>
+// Occupancy the kernel is built for (v8, bench/NOTES.md 2: with the cheaper Q4_K/Q5_K scale
+// decode of quant_blocks.cuh, 128 -> 96 registers, 4 -> 5 blocks an SM): kMinBlocks for the
+// Q4_K/Q5_K kernels at the default prefetch depth (more would spill), else 1 (the compiler's
+// choice, ~128 registers). (v7's scale decode at 1 block, LOOM_GEMV_V8=0, the same bits and
+// slower in every row, was removed in session 11.)
+template <int UNROLL, int T0>
 constexpr int gemv_min_blocks() {
-    return V8 && UNROLL == 2 && (T0 == LOOM_GGML_Q4_K || T0 == LOOM_GGML_Q5_K) ? kMinBlocksV8 : 1;
+    return UNROLL == 2 && (T0 == LOOM_GGML_Q4_K || T0 == LOOM_GGML_Q5_K) ? kMinBlocks : 1;
 }
 
 // NORM: x is RMS-normalized as it is read (XNormed, norm.cuh): the block computes the token's
 // scale after pdl_wait (every warp takes part, rows or not), then the passes read
 // (x * scale) * w[k]; bit for bit loom_cuda_rms_norm followed by the plain kernel.
-template <int UNROLL, int T0, int T1, int T2, bool V8, bool NORM>
-static __global__ void __launch_bounds__(kThreads, (gemv_min_blocks<UNROLL, T0, V8>()))
+template <int UNROLL, int T0, int T1, int T2, bool NORM>
+static __global__ void __launch_bounds__(kThreads, (gemv_min_blocks<UNROLL, T0>()))
     gemv_kernel(const GemvArgs a) {
     pdl_launch_dependents();
     __shared__ double npart[NORM ? kWarps : 1];
@@ -183,18 +183,18 @@ static __global__ void __launch_bounds__(kThreads, (gemv_min_blocks<UNROLL, T0, 
         const int nm = a.epi == EPI_SWIGLU ? 2 : 1;
 #pragma unroll 1
         for (int m = 0; m < nm; m++) {
-            const float t = warp_sum(seg_dot<UNROLL, T0, V8>(m ? a.seg[1] : s, r, xs, a.K, lane));
+            const float t = warp_sum(seg_dot<UNROLL, T0>(m ? a.seg[1] : s, r, xs, a.K, lane));
             if (m == 0) d0 = t;
             else d1 = t;
         }
         v = a.epi == EPI_SWIGLU ? __fmul_rn(silu_f(d0), d1) : d0;
     } else {
-        if (si == 0) v = seg_dot<UNROLL, T0, V8>(s, r, xs, a.K, lane);
-        else if (si == 1) v = seg_dot<UNROLL, T1, V8>(s, r, xs, a.K, lane);
-        else v = seg_dot<UNROLL, T2, V8>(s, r, xs, a.K, lane);
+        if (si == 0) v = seg_dot<UNROLL, T0>(s, r, xs, a.K, lane);
+        else if (si == 1) v = seg_dot<UNROLL, T1>(s, r, xs, a.K, lane);
+        else v = seg_dot<UNROLL, T2>(s, r, xs, a.K, lane);
         v = warp_sum(v);
         if (a.epi == EPI_SWIGLU) {
-            float u = warp_sum(seg_dot<UNROLL, T1, V8>(a.seg[1], r, xs, a.K, lane));
+            float u = warp_sum(seg_dot<UNROLL, T1>(a.seg[1], r, xs, a.K, lane));
             v = __fmul_rn(silu_f(v), u);
         }
     }
@@ -203,26 +203,26 @@ static __global__ void __launch_bounds__(kThreads, (gemv_min_blocks<UNROLL, T0, 
     if (lane == 0) s.y[r] = v;
 }
 
-template <int U, bool V8, bool NORM>
+template <int U, bool NORM>
 void launch_types(const GemvArgs &a, dim3 grid, cudaStream_t stream) {
     const int t0 = a.seg[0].type;
     const int t1 = a.nseg > 1 ? a.seg[1].type : t0;
     const int t2 = a.nseg > 2 ? a.seg[2].type : t1;
     const bool same = t0 == t1 && t1 == t2;
     if (same && t0 == LOOM_GGML_Q4_K)
-        (void)launch(gemv_kernel<U, LOOM_GGML_Q4_K, LOOM_GGML_Q4_K, LOOM_GGML_Q4_K, V8, NORM>, grid, kThreads, 0, stream, a);
+        (void)launch(gemv_kernel<U, LOOM_GGML_Q4_K, LOOM_GGML_Q4_K, LOOM_GGML_Q4_K, NORM>, grid, kThreads, 0, stream, a);
     else if (same && t0 == LOOM_GGML_Q5_K)
-        (void)launch(gemv_kernel<U, LOOM_GGML_Q5_K, LOOM_GGML_Q5_K, LOOM_GGML_Q5_K, V8, NORM>, grid, kThreads, 0, stream, a);
+        (void)launch(gemv_kernel<U, LOOM_GGML_Q5_K, LOOM_GGML_Q5_K, LOOM_GGML_Q5_K, NORM>, grid, kThreads, 0, stream, a);
     else if (same && t0 == LOOM_GGML_Q6_K)
-        (void)launch(gemv_kernel<U, LOOM_GGML_Q6_K, LOOM_GGML_Q6_K, LOOM_GGML_Q6_K, V8, NORM>, grid, kThreads, 0, stream, a);
+        (void)launch(gemv_kernel<U, LOOM_GGML_Q6_K, LOOM_GGML_Q6_K, LOOM_GGML_Q6_K, NORM>, grid, kThreads, 0, stream, a);
     else if (same && t0 == LOOM_GGML_Q8_0)
-        (void)launch(gemv_kernel<U, LOOM_GGML_Q8_0, LOOM_GGML_Q8_0, LOOM_GGML_Q8_0, V8, NORM>, grid, kThreads, 0, stream, a);
+        (void)launch(gemv_kernel<U, LOOM_GGML_Q8_0, LOOM_GGML_Q8_0, LOOM_GGML_Q8_0, NORM>, grid, kThreads, 0, stream, a);
     else if (same && t0 == LOOM_GGML_F16)
-        (void)launch(gemv_kernel<U, LOOM_GGML_F16, LOOM_GGML_F16, LOOM_GGML_F16, V8, NORM>, grid, kThreads, 0, stream, a);
+        (void)launch(gemv_kernel<U, LOOM_GGML_F16, LOOM_GGML_F16, LOOM_GGML_F16, NORM>, grid, kThreads, 0, stream, a);
     else if (t0 == LOOM_GGML_Q4_K && t1 == LOOM_GGML_Q4_K && t2 == LOOM_GGML_Q6_K)
-        (void)launch(gemv_kernel<U, LOOM_GGML_Q4_K, LOOM_GGML_Q4_K, LOOM_GGML_Q6_K, V8, NORM>, grid, kThreads, 0, stream, a);
+        (void)launch(gemv_kernel<U, LOOM_GGML_Q4_K, LOOM_GGML_Q4_K, LOOM_GGML_Q6_K, NORM>, grid, kThreads, 0, stream, a);
     else
-        (void)launch(gemv_kernel<U, -1, -1, -1, V8, NORM>, grid, kThreads, 0, stream, a);
+        (void)launch(gemv_kernel<U, -1, -1, -1, NORM>, grid, kThreads, 0, stream, a);
 }
 
 loom_status gemv_launch_unroll(const GemvArgs &a, int unroll, loom_error *err,
@@ -232,23 +232,17 @@ loom_status gemv_launch_unroll(const GemvArgs &a, int unroll, loom_error *err,
         for (int i = 1; i < a.nseg; i++) rows += a.seg[i].rows;
     if (rows == 0) return LOOM_OK;
     dim3 grid((unsigned)((rows + kWarps - 1) / kWarps));
-    // The NORM kernels exist as V8 only (V8 = 0 is bit-identical to it: bench/NOTES.md v8).
-    const bool v8 = fast(SW_GEMV_V8) || a.normed;
     if (unroll == 0) {  // by type: a Q4_K/Q5_K pass is 4 blocks, others 1 block or less
         const int t = a.seg[0].type;
         unroll = (t == LOOM_GGML_Q4_K || t == LOOM_GGML_Q5_K) ? 2 : 4;
     }
-    if (unroll == 1) {  // the simple path: one pass at a time, the generic kernel
-        if (a.normed) (void)launch(gemv_kernel<1, -1, -1, -1, true, true>, grid, kThreads, 0, stream, a);
-        else if (v8) (void)launch(gemv_kernel<1, -1, -1, -1, true, false>, grid, kThreads, 0, stream, a);
-        else (void)launch(gemv_kernel<1, -1, -1, -1, false, false>, grid, kThreads, 0, stream, a);
-    } else if (a.normed) {
-        unroll >= 4 ? launch_types<4, true, true>(a, grid, stream)
-                    : launch_types<2, true, true>(a, grid, stream);
-    } else if (unroll >= 4)
-        v8 ? launch_types<4, true, false>(a, grid, stream) : launch_types<4, false, false>(a, grid, stream);
+    if (unroll == 1)  // the simple path: one pass at a time, the generic kernel
+        (void)launch(a.normed ? gemv_kernel<1, -1, -1, -1, true> : gemv_kernel<1, -1, -1, -1, false>,
+                     grid, kThreads, 0, stream, a);
+    else if (unroll >= 4)
+        a.normed ? launch_types<4, true>(a, grid, stream) : launch_types<4, false>(a, grid, stream);
     else
-        v8 ? launch_types<2, true, false>(a, grid, stream) : launch_types<2, false, false>(a, grid, stream);
+        a.normed ? launch_types<2, true>(a, grid, stream) : launch_types<2, false>(a, grid, stream);
     LAUNCH_CHECK();
     return LOOM_OK;
 }

@@ -1008,7 +1008,7 @@ static __global__ void __launch_bounds__(kThreads, NT == 1 ? 4 : 2)
     if (s6 >= 0 && s6 < m.slots6) {  // block-uniform branch
         const int64_t tile = s6 * (C / m.s6) + c / m.s6;
         if (tile >= m.q6.tile0[m.q6.nseg]) return;  // only where s6 == 1: no cluster barrier
-        q6k::q6k_tile<NT, ST, NORM, 1>(m.q6, sm.q6, tile, c % m.s6, m.s6, tok0);
+        q6k::q6k_tile<NT, ST, NORM>(m.q6, sm.q6, tile, c % m.s6, m.s6, tok0);
     } else {
         const int64_t tile = (m.first6 ? slot : slot - m.slots6) * (C / m.s4) + c / m.s4;
         if (tile >= m.q4.tile0[m.q4.nseg]) return;
@@ -1167,8 +1167,8 @@ loom_status mma_triple_mixed(const Seg *s4, int n4, const Seg *s6, int n6, const
     *ran = false;
     // The GEMV only (the GEMM keeps its two launches: the same bits a token either way); the
     // Q6_K tiles on the f16 body, as the triple's two-launch path always runs them whatever
-    // LOOM_GEMV_MMA_Q6K_V says (gemv.cu; V = 0 and 1 give the same bits, q6k_tile<.., 1>
-    // serves both; the INT8 body inside this kernel measured slower, bench/NOTES.md 2.3 R3);
+    // LOOM_GEMV_MMA_Q6K_V says (gemv.cu; q6k_tile; the INT8 body inside this kernel measured
+    // slower, bench/NOTES.md 2.3 R3);
     // the Q4_K part one matrix a tile (two Q4_K segments of equal rows run as the pair kernel).
     if (n != 1 || n4 < 1 || n4 > 2 || n6 < 1 || n6 > 3) return LOOM_OK;
     if (n4 == 2 && s4[0].rows == s4[1].rows) return LOOM_OK;

@@ -2,9 +2,10 @@
 // N) with the plain (+bias) and add epilogues, for up to three segments of one x (the Q6_K V of
 // a Q4_K_M triple, the Q6_K ffn_down + residual, the lm head). Default path; LOOM_GEMV_MMA_Q6K=0
 // (or LOOM_GEMV_MMA=0) keeps Q6_K on the warp-per-row kernels of gemv.cu / gemm.cu, which are
-// also the fallback when a launch fails. LOOM_GEMV_MMA_Q6K_V picks the loop body: 1 (default) and
-// 0 the f16 product described below (q6k_mma_body.cuh), 2 the INT8 one (q6k_i8_body.cuh: q as
-// u8, x as 4 exact int8 limbs; its own opening comment has the design, contract and costs).
+// also the fallback when a launch fails. LOOM_GEMV_MMA_Q6K_V picks the loop body: 1 the f16
+// product described below (q6k_mma_body.cuh; a Q4_K_M triple's V always), 2 (the default) the
+// INT8 one (q6k_i8_body.cuh: q as u8, x as 4 exact int8 limbs; its own opening comment has the
+// design, contract and costs).
 // LOOM_GEMM_WIDE (runtime.cu gemm_wide_min: 1, the default, from 64 tokens; 0 off; n from n
 // tokens) sends the INT8 body's GEMM to q6k_i8_wide.cuh's blocks of 4 tiles x 16 or 32 tokens
 // (x staged once a block, A decoded once a super-block for all its tokens; the same bits as the
@@ -28,9 +29,10 @@
 // (i = 1, 3), qh bytes 32h + 16u + l, so sub-blocks 8h + 2i + u: 4 scales a row instead of 16.
 // Step (i, k) (16 a super-block) takes l = 4k .. 4k+3: bytes 0, 2 of ql word k in k-slots 2t,
 // 2t+1, bytes 1, 3 in slots 2t+8, 2t+9 (x staged in that order: stage_token with xa, xc the 8
-// values of steps (i, k), (i, k+1); loop body V = 1, the default, permutes them first so that
-// each step's two B registers are adjacent in the LDS.128 that reads them: no moves before the
-// mma; LOOM_GEMV_MMA_Q6K_V=0 keeps the session-3 order. Same values, same bits).
+// values of steps (i, k), (i, k+1), permuted first so that each step's two B registers are
+// adjacent in the LDS.128 that reads them: no moves before the mma. Session 3's unpermuted
+// order (LOOM_GEMV_MMA_Q6K_V=0: the same bits, 80 register moves a super-block against 22,
+// slower in every row of relay q6i-R4) was removed in session 11).
 //
 // Weights through shared memory. Q6_K blocks are 210 bytes, so a block is only 2-byte aligned:
 // each warp copies its 16 rows' 210-byte blocks with cp.async as the 16-byte-aligned windows
@@ -66,8 +68,8 @@
 // bytes (mma_q6k_seg_ok), x 16-byte aligned (gemv.cu's check_x).
 //
 // Cost (bench/NOTES.md 2.1; session 5: ncu on the H200 put the lm head at 72% of issue slots
-// busy and 7.7 lane-instructions a weight, so instructions are what it waits on; the V = 1
-// loop has 706 SASS a warp and super-block, V = 0 789 of which 80 register moves). Counted
+// busy and 7.7 lane-instructions a weight, so instructions are what it waits on; the loop has
+// 706 SASS a warp and super-block, session 3's 789 of which 80 register moves). Counted
 // before measuring (session 3): ~590 instructions per warp and super-block of 16 rows (4096
 // weights: 4.6 lane-instructions a weight): ~304 for A (per row and step 1.5 SHF, 4 LOP3, 4
 // HFMA2), 32 HMMA, 48 scale constants, ~95 weight staging, ~57 x staging, ~50 folds, zeroing
@@ -92,13 +94,13 @@ namespace {
 
 using namespace q6k;
 
-// The block's shared memory for loop body V (2: the INT8 body's, else the f16 bodies').
+// The block's shared memory for loop body V (2: the INT8 body's, 1: the f16 body's).
 template <int NT, int ST, bool NORM, int V>
 using Q6KSmem = typename std::conditional<V == 2, Q6I8Smem<NT, ST, NORM>, Q6Smem<NT, ST, NORM>>::type;
 
 // One block = one tile (blockIdx.z), one K share (blockIdx.x of S = gridDim.x: the cluster),
-// one token group (blockIdx.y); V picks the loop body: q6k_tile's V = 0 / 1, or (V = 2) the
-// INT8 body's q6k_i8_tile. Occupancy: 4 blocks an SM for the GEMV (<= 128 registers), 2 for the
+// one token group (blockIdx.y); V picks the loop body: 1 the f16 body's q6k_tile, 2 the INT8
+// body's q6k_i8_tile. Occupancy: 4 blocks an SM for the GEMV (<= 128 registers), 2 for the
 // GEMM.
 template <int NT, int ST, bool NORM, int V>
 static __global__ void __launch_bounds__(kThreads, NT == 1 ? 4 : 2) gemv_mma_q6k(const Q6Args a) {
@@ -107,8 +109,8 @@ static __global__ void __launch_bounds__(kThreads, NT == 1 ? 4 : 2) gemv_mma_q6k
         q6k_i8_tile<NT, ST, NORM>(a, sm, blockIdx.z, (int)blockIdx.x, (int)gridDim.x,
                                   (int)blockIdx.y * NT);
     else
-        q6k_tile<NT, ST, NORM, V>(a, sm, blockIdx.z, (int)blockIdx.x, (int)gridDim.x,
-                                  (int)blockIdx.y * NT);
+        q6k_tile<NT, ST, NORM>(a, sm, blockIdx.z, (int)blockIdx.x, (int)gridDim.x,
+                               (int)blockIdx.y * NT);
 }
 
 // The launch of one instantiation over `groups` token groups and a.tile0[a.nseg] tiles in
@@ -212,11 +214,9 @@ int wide_from() {
 // LOOM_GEMV_MMA_Q6K_V (runtime.cu): which loop body the launcher below picks.
 int mma_q6k_variant();
 
-// The loop body mma_q6k_matmul runs: the switch's, but a triple's Q6_K segments (f16) keep the
-// f16 body where it selects the INT8 one (matmul.cuh). (Also the scratch rule's, below.)
-static int q6k_body(bool f16) {
-    return f16 && mma_q6k_variant() == 2 ? 1 : mma_q6k_variant();
-}
+// The loop body mma_q6k_matmul runs: the switch's (1 f16, 2 INT8), but a triple's Q6_K segments
+// (f16) keep the f16 body (matmul.cuh). (Also the scratch rule's, below.)
+static int q6k_body(bool f16) { return f16 ? 1 : mma_q6k_variant(); }
 // Tokens a launch of mma_q6k_matmul at most (token groups of kGemmTok: 65535 a launch).
 static constexpr int64_t kPerLaunch = 65535 * (int64_t)kGemmTok;
 bool mma_q6k_seg_ok(const Seg &s) {
@@ -249,9 +249,8 @@ loom_status mma_q6k_matmul(const Seg *seg, int nseg, int epi, const float *x, in
     if (norm) a.norm = *norm;
     const bool nm = norm != nullptr;
     const int S = mma_pick_split(tiles, K / 256);  // gemv_mma.cu's rule
-    // LOOM_GEMV_MMA_Q6K_V (runtime.cu): 1 = the loop body of V = 1 (q6_superblock), 0 = the
-    // session-3 body; the same bits, GEMV and GEMM alike. 2 = the INT8 body (q6k_i8_body.cuh:
-    // other bits, GEMM token == GEMV still).
+    // LOOM_GEMV_MMA_Q6K_V (runtime.cu): 1 = the f16 body (q6k_tile), 2 = the INT8 body
+    // (q6k_i8_body.cuh: other bits, GEMM token == GEMV still).
     // f16: a triple's Q6_K segments keep the f16 body (matmul.cuh).
     const int var = q6k_body(f16);
     const int wide = var == 2 ? wide_from() : 0;  // the INT8 body's wide GEMM from this n on
@@ -270,10 +269,8 @@ loom_status mma_q6k_matmul(const Seg *seg, int nseg, int epi, const float *x, in
         if (var == 2 && wide > 0 && nn >= wide) e = launch_wide(b, nm, S, stream);
         else if (var == 2) e = nn > 1 ? launch_q6k<kGemmTok, 1, 2>(b, nm, S, groups, stream)
                                  : launch_q6k<1, 2, 2>(b, nm, S, groups, stream);
-        else if (var == 1) e = nn > 1 ? launch_q6k<kGemmTok, 1, 1>(b, nm, S, groups, stream)
-                                      : launch_q6k<1, 2, 1>(b, nm, S, groups, stream);
-        else e = nn > 1 ? launch_q6k<kGemmTok, 1, 0>(b, nm, S, groups, stream)
-                        : launch_q6k<1, 2, 0>(b, nm, S, groups, stream);
+        else e = nn > 1 ? launch_q6k<kGemmTok, 1, 1>(b, nm, S, groups, stream)
+                        : launch_q6k<1, 2, 1>(b, nm, S, groups, stream);
         CUDA_CHECK(e);
     }
     return LOOM_OK;

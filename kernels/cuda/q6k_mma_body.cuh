@@ -116,19 +116,9 @@ __device__ __forceinline__ void q6_issue_sb(uint8_t *buf, const Q6Win &v, int64_
     else q6_issue<false>(buf, v.w, v.roff, sb, lane, v.end);
 }
 
-// 16 bytes at byte offset o (even) of the warp buffer, as 4 words: 5 aligned loads, funnel shifts.
-__device__ __forceinline__ void lds16(const uint32_t *wb, int o, uint32_t (&w)[4]) {
-    const uint32_t *p = wb + (o >> 2);
-    const uint32_t sh = (uint32_t)(o & 2) * 8;
-    const uint32_t a0 = p[0], a1 = p[1], a2 = p[2], a3 = p[3], a4 = p[4];
-    w[0] = __funnelshift_r(a0, a1, sh);
-    w[1] = __funnelshift_r(a1, a2, sh);
-    w[2] = __funnelshift_r(a2, a3, sh);
-    w[3] = __funnelshift_r(a3, a4, sh);
-}
-
-// lds16 with the word address and the funnel shift given: a row's loads share one base
-// (the window offset o: (o + 4k) >> 2 = (o >> 2) + k, (o + 4k) & 2 = o & 2).
+// 16 bytes at an even byte offset o of the warp buffer, as 4 words (5 aligned loads, funnel
+// shifts), from the word address p = wb + (o >> 2) and the shift sh = (o & 2) * 8: a row's
+// loads share one base ((o + 4k) >> 2 = (o >> 2) + k, (o + 4k) & 2 = o & 2).
 __device__ __forceinline__ void lds16w(const uint32_t *p, uint32_t sh, uint32_t (&w)[4]) {
     const uint32_t a0 = p[0], a1 = p[1], a2 = p[2], a3 = p[3], a4 = p[4];
     w[0] = __funnelshift_r(a0, a1, sh);
@@ -137,14 +127,15 @@ __device__ __forceinline__ void lds16w(const uint32_t *p, uint32_t sh, uint32_t 
     w[3] = __funnelshift_r(a3, a4, sh);
 }
 
-// The four scale bytes of a lane's sub-blocks (8h + 2i + u, i = 0..3) of the row at byte
-// offset o0 (window offset included) as (sl bytes, sh + 8 bytes), and d.
+// The four scale bytes of a lane's sub-blocks (8h + 2i + u, i = 0..3) of a row as (sl bytes,
+// sh + 8 bytes), and d.
 struct Q6Sc {
     uint32_t sl, shb;
     float d;
 };
 
-// q6_scales from the row's word base r = wb + (o0 >> 2) and shift sh = (o0 & 2) * 8.
+// Q6Sc of the row at window offset o0 (even) of the warp buffer wb, from the row's word base
+// r = wb + (o0 >> 2) and shift sh = (o0 & 2) * 8.
 __device__ __forceinline__ Q6Sc q6_scales_w(const uint32_t *r, uint32_t sh, int h, int u) {
     const uint32_t *p = r + 48 + 2 * h;  // byte 192 + 8h
     const uint32_t a0 = p[0], a1 = p[1], a2 = p[2];
@@ -156,11 +147,6 @@ __device__ __forceinline__ Q6Sc q6_scales_w(const uint32_t *r, uint32_t sh, int 
     // d: bytes 208, 209 of the block, one half of the word at r + 52 (sh is 0 or 16)
     q.d = f16_bits_to_f32((uint16_t)(r[52] >> sh));
     return q;
-}
-
-// The same from the window offset o0 (even) of the row in the warp buffer wb.
-__device__ __forceinline__ Q6Sc q6_scales(const uint32_t *wb, int o0, int h, int u) {
-    return q6_scales_w(wb + (o0 >> 2), (uint32_t)(o0 & 2) * 8, h, u);
 }
 
 // HFMA2 constants of sub-block i of a row: A_h = e * H + NH, A_l = e * L + NL with e =
@@ -200,10 +186,9 @@ __device__ __forceinline__ uint32_t q6_e(uint32_t q, uint32_t hs) {
 }
 
 // The A registers of step (I, k) of rows g, g+8 for both chains (e: bytes 0, 2; o: bytes 1, 3)
-// and its two mma per n-tile; b[j]: the staged x of the step pair (V = 0: k even .x .z, odd
-// .y .w; V = 1, x staged permuted: k even .x .y, odd .z .w, register pairs the mma takes as
-// they are, without the moves V = 0 costs).
-template <int NTL, int V>
+// and its two mma per n-tile; b[j]: the staged x of the step pair, staged permuted (q6k_tile):
+// k even .x .y, odd .z .w, register pairs the mma takes as they are (no moves).
+template <int NTL>
 __device__ __forceinline__ void q6_step(bool odd, uint32_t eg, uint32_t og, uint32_t e8,
                                         uint32_t o8, const Q6K2 &kg, const Q6K2 &k8,
                                         const uint4 (&b)[NTL], float (&ch)[NTL][4],
@@ -214,8 +199,8 @@ __device__ __forceinline__ void q6_step(bool odd, uint32_t eg, uint32_t og, uint
     const uint32_t al2 = hfma2(og, kg.L, kg.NL), al3 = hfma2(o8, k8.L, k8.NL);
 #pragma unroll
     for (int j = 0; j < NTL; j++) {
-        const uint32_t b0 = V ? (odd ? b[j].z : b[j].x) : (odd ? b[j].y : b[j].x);
-        const uint32_t b1 = V ? (odd ? b[j].w : b[j].y) : (odd ? b[j].w : b[j].z);
+        const uint32_t b0 = odd ? b[j].z : b[j].x;
+        const uint32_t b1 = odd ? b[j].w : b[j].y;
         mma16816(ch[j], ah0, ah1, ah2, ah3, b0, b1);
         mma16816(cl[j], al0, al1, al2, al3, b0, b1);
     }
@@ -224,7 +209,7 @@ __device__ __forceinline__ void q6_step(bool odd, uint32_t eg, uint32_t og, uint
 // Steps (P, k) and (P + 2, k), k = 0..3, for rows g, g+8 (ql words qg, q8 of region P, qh words
 // hg, h8): sub-blocks P and P + 2 share their ql words (low / high nibbles) and qh shifts.
 // bcol: this lane's B column in n-tile 0 (g, or g % 2 for the GEMV).
-template <int NS, int NTL, int P, int V>
+template <int NS, int NTL, int P>
 __device__ __forceinline__ void q6_steps(const uint32_t (&qg)[4], const uint32_t (&q8)[4],
                                          const uint32_t (&hg)[4], const uint32_t (&h8)[4],
                                          const Q6Sc &sg, const Q6Sc &s8, const Stage<NS> &st,
@@ -244,9 +229,9 @@ __device__ __forceinline__ void q6_steps(const uint32_t (&qg)[4], const uint32_t
         for (int k = kk; k < kk + 2; k++) {
             const uint32_t gq = qg[k] >> 8, gh = hg[k] << (4 - 2 * P), gho = hg[k] >> (4 + 2 * P);
             const uint32_t eq = q8[k] >> 8, eh = h8[k] << (4 - 2 * P), eho = h8[k] >> (4 + 2 * P);
-            q6_step<NTL, V>(k & 1, q6_e<P>(qg[k], gh), q6_e<P>(gq, gho), q6_e<P>(q8[k], eh),
+            q6_step<NTL>(k & 1, q6_e<P>(qg[k], gh), q6_e<P>(gq, gho), q6_e<P>(q8[k], eh),
                          q6_e<P>(eq, eho), kg, k8, b, ch[k & 1], cl[k & 1]);
-            q6_step<NTL, V>(k & 1, q6_e<P + 2>(qg[k], gh), q6_e<P + 2>(gq, gho),
+            q6_step<NTL>(k & 1, q6_e<P + 2>(qg[k], gh), q6_e<P + 2>(gq, gho),
                          q6_e<P + 2>(q8[k], eh), q6_e<P + 2>(eq, eho), kg2, k82, b2, ch[k & 1],
                          cl[k & 1]);
         }
@@ -255,10 +240,8 @@ __device__ __forceinline__ void q6_steps(const uint32_t (&qg)[4], const uint32_t
 
 // One super-block of rows g, g+8 from the warp's buffer (row windows at og, o8 bytes, window
 // offsets included) against the staged x: acc[j][0] (row g), acc[j][1] (row g+8) of the token
-// in this lane's slot t of n-tile j.
-// V = 1: the rows' loads from one word base each (lds16w) and x read as staged permuted
-// (q6_step); the same values and operations otherwise, so the same bits as V = 0.
-template <int NS, int NTL, int V>
+// in this lane's slot t of n-tile j. Each row's loads come from one word base (lds16w).
+template <int NS, int NTL>
 __device__ __forceinline__ void q6_superblock(const uint32_t *wb, int og, int o8,
                                               const Stage<NS> &st, int lane, int bcol,
                                               float (&acc)[NTL][2]) {
@@ -266,28 +249,18 @@ __device__ __forceinline__ void q6_superblock(const uint32_t *wb, int og, int o8
     const uint32_t *rg = wb + (og >> 2), *r8 = wb + (o8 >> 2);
     const uint32_t fg = (uint32_t)(og & 2) * 8, f8 = (uint32_t)(o8 & 2) * 8;
     uint32_t hg[4], h8[4];
-    if (V) {
-        lds16w(rg + 32 + 8 * h + 4 * u, fg, hg);  // byte 128 + 32h + 16u
-        lds16w(r8 + 32 + 8 * h + 4 * u, f8, h8);
-    } else {
-        lds16(wb, og + 128 + 32 * h + 16 * u, hg);
-        lds16(wb, o8 + 128 + 32 * h + 16 * u, h8);
-    }
-    const Q6Sc sg = V ? q6_scales_w(rg, fg, h, u) : q6_scales(wb, og, h, u);
-    const Q6Sc s8 = V ? q6_scales_w(r8, f8, h, u) : q6_scales(wb, o8, h, u);
+    lds16w(rg + 32 + 8 * h + 4 * u, fg, hg);  // byte 128 + 32h + 16u
+    lds16w(r8 + 32 + 8 * h + 4 * u, f8, h8);
+    const Q6Sc sg = q6_scales_w(rg, fg, h, u);
+    const Q6Sc s8 = q6_scales_w(r8, f8, h, u);
     float ch[2][NTL][4] = {}, cl[2][NTL][4] = {};
 #pragma unroll
     for (int p = 0; p < 2; p++) {
         uint32_t qg[4], q8[4];
-        if (V) {
-            lds16w(rg + 16 * h + 8 * p + 4 * u, fg, qg);  // byte 64h + 32p + 16u
-            lds16w(r8 + 16 * h + 8 * p + 4 * u, f8, q8);
-        } else {
-            lds16(wb, og + 64 * h + 32 * p + 16 * u, qg);
-            lds16(wb, o8 + 64 * h + 32 * p + 16 * u, q8);
-        }
-        if (p == 0) q6_steps<NS, NTL, 0, V>(qg, q8, hg, h8, sg, s8, st, bcol, t, ch, cl);
-        else q6_steps<NS, NTL, 1, V>(qg, q8, hg, h8, sg, s8, st, bcol, t, ch, cl);
+        lds16w(rg + 16 * h + 8 * p + 4 * u, fg, qg);  // byte 64h + 32p + 16u
+        lds16w(r8 + 16 * h + 8 * p + 4 * u, f8, q8);
+        if (p == 0) q6_steps<NS, NTL, 0>(qg, q8, hg, h8, sg, s8, st, bcol, t, ch, cl);
+        else q6_steps<NS, NTL, 1>(qg, q8, hg, h8, sg, s8, st, bcol, t, ch, cl);
     }
 #pragma unroll
     for (int j = 0; j < NTL; j++) {
@@ -355,7 +328,7 @@ struct Q6Smem {
     float nscale[NT];
 };
 
-template <int NT, int ST, bool NORM, int V>
+template <int NT, int ST, bool NORM>
 __device__ __forceinline__ void q6k_tile(const Q6Args &a, Q6Smem<NT, ST, NORM> &sm,
                                          int64_t tile, int rank, int S, int tok0) {
     pdl_launch_dependents();
@@ -443,19 +416,16 @@ __device__ __forceinline__ void q6k_tile(const Q6Args &a, Q6Smem<NT, ST, NORM> &
 #pragma unroll
         for (int i0 = 0; i0 < NT; i0 += XB) {
             if (!kPrefetchX) load_x(sb, i0, xa, xc);
-            if (V == 0) {
-                stage_tokens<NT, XB, NORM>(st, i0, xa, xc, ntok, nscale, nwa, nwc, lane);
-            } else {  // the same values, each step's two B registers side by side (q6_step)
-                float4 pa[XB], pc[XB];
+            // permuted: each step's two B registers side by side (q6_step)
+            float4 pa[XB], pc[XB];
 #pragma unroll
-                for (int i = 0; i < XB; i++) {
-                    pa[i] = make_float4(xa[i].x, xc[i].x, xa[i].z, xc[i].z);
-                    pc[i] = make_float4(xa[i].y, xc[i].y, xa[i].w, xc[i].w);
-                }
-                stage_tokens<NT, XB, NORM>(st, i0, pa, pc, ntok, nscale,
-                                           make_float4(nwa.x, nwc.x, nwa.z, nwc.z),
-                                           make_float4(nwa.y, nwc.y, nwa.w, nwc.w), lane);
+            for (int i = 0; i < XB; i++) {
+                pa[i] = make_float4(xa[i].x, xc[i].x, xa[i].z, xc[i].z);
+                pc[i] = make_float4(xa[i].y, xc[i].y, xa[i].w, xc[i].w);
             }
+            stage_tokens<NT, XB, NORM>(st, i0, pa, pc, ntok, nscale,
+                                       make_float4(nwa.x, nwc.x, nwa.z, nwc.z),
+                                       make_float4(nwa.y, nwc.y, nwa.w, nwc.w), lane);
         }
         cp_async_wait<ST - 1>();
         __syncwarp();
@@ -463,7 +433,7 @@ __device__ __forceinline__ void q6k_tile(const Q6Args &a, Q6Smem<NT, ST, NORM> &
         const int sh = (int)((uint32_t)sb * 2u);  // 210 sb mod 16 = 2 sb mod 16
         const int og = g * kPitch + (int)((win.ag + (uint32_t)sh) & 15u);
         const int o8 = (g + 8) * kPitch + (int)((win.a8 + (uint32_t)sh) & 15u);
-        q6_superblock<NT, NTL, V>(wb, og, o8, st, lane, bcol, acc);
+        q6_superblock<NT, NTL>(wb, og, o8, st, lane, bcol, acc);
         __syncwarp();  // every lane has read buffer q (and the x stage) before they are refilled
         const int64_t sn = sb + ST * step;
         if (sn < nsb) {

@@ -189,13 +189,14 @@ struct Lane<LOOM_GGML_Q4_K> {
     }
     // Sub-block scale (and min) of sub-block k from the packed 6-bit fields, 4 per word:
     // sub-blocks 0-3: scales s0 & 63, mins s1 & 63; 4-7: s2's nibbles + the top bits of s0/s1.
-    // v8 (bench/NOTES.md): the same a, b bits in 5 instead of 8 instructions. With
+    // a = 256 (d sc) and b = -(128 (d sc) + dmin m), each product rounded once, in 5
+    // instructions (v8, bench/NOTES.md 2; v7's 8, the same bits, went in session 11): with
     // S = 2^23 + sc (byte_perm, exact), d256 = 256 d and nd = -2^23 d256 (both exact: powers
     // of two), fma(d256, S, nd) is d256 * sc rounded once = 256 * (d * sc rounded) (a power-of-
     // two scale commutes with rounding; no overflow or underflow at f16 scales), and
     // 128 dl = 0.5 a exactly, so b = -fma(0.5, a, ml).
     template <int K4>
-    static __device__ __forceinline__ void scale_k8(const uint4 &hd, float d256, float nd,
+    static __device__ __forceinline__ void scale_k(const uint4 &hd, float d256, float nd,
                                                     float dmin, float ndmin, float *a, float *b) {
         const uint32_t sc = K4 < 4 ? (hd.y & 0x3F3F3F3Fu)
                                    : ((hd.w & 0x0F0F0F0Fu) | ((hd.y >> 2) & 0x30303030u));
@@ -206,19 +207,6 @@ struct Lane<LOOM_GGML_Q4_K> {
         *a = fmaf(d256, __uint_as_float(__byte_perm(sc, 0x4B000000u, sel)), nd);
         *b = -fmaf(0.5f, *a, ml);
     }
-    template <int K4>
-    static __device__ __forceinline__ void scale_k(const uint4 &hd, float d, float dmin,
-                                                   float *a, float *b) {
-        const uint32_t sc = K4 < 4 ? (hd.y & 0x3F3F3F3Fu)
-                                   : ((hd.w & 0x0F0F0F0Fu) | ((hd.y >> 2) & 0x30303030u));
-        const uint32_t m = K4 < 4 ? (hd.z & 0x3F3F3F3Fu)
-                                  : (((hd.w >> 4) & 0x0F0F0F0Fu) | ((hd.z >> 2) & 0x30303030u));
-        const float dl = __fmul_rn(d, byte_f<K4 & 3>(sc));
-        const float ml = __fmul_rn(dmin, byte_f<K4 & 3>(m));
-        *a = __fmul_rn(256.0f, dl);
-        *b = -fmaf(128.0f, dl, ml);
-    }
-    template <bool V8>
     static __device__ __forceinline__ W decode(const uint4 &hd, const uint32_t *lo,
                                                const uint32_t *hi) {
         const float d = f16_bits_to_f32((uint16_t)(hd.x & 0xFFFF));
@@ -226,26 +214,19 @@ struct Lane<LOOM_GGML_Q4_K> {
         W w;
 #pragma unroll
         for (int j = 0; j < 4; j++) { w.lo[j] = lo[j]; w.hi[j] = hi[j]; }
-        if (V8) {
-            const float d256 = __fmul_rn(256.0f, d), nd = __fmul_rn(-8388608.0f, d256);
-            const float ndmin = __fmul_rn(-8388608.0f, dmin);
-            scale_k8<0>(hd, d256, nd, dmin, ndmin, &w.a[0], &w.b[0]);
-            scale_k8<1>(hd, d256, nd, dmin, ndmin, &w.a[1], &w.b[1]);
-            scale_k8<2>(hd, d256, nd, dmin, ndmin, &w.a[2], &w.b[2]);
-            scale_k8<3>(hd, d256, nd, dmin, ndmin, &w.a[3], &w.b[3]);
-            scale_k8<4>(hd, d256, nd, dmin, ndmin, &w.a[4], &w.b[4]);
-            scale_k8<5>(hd, d256, nd, dmin, ndmin, &w.a[5], &w.b[5]);
-            scale_k8<6>(hd, d256, nd, dmin, ndmin, &w.a[6], &w.b[6]);
-            scale_k8<7>(hd, d256, nd, dmin, ndmin, &w.a[7], &w.b[7]);
-            return w;
-        }
-        scale_k<0>(hd, d, dmin, &w.a[0], &w.b[0]); scale_k<1>(hd, d, dmin, &w.a[1], &w.b[1]);
-        scale_k<2>(hd, d, dmin, &w.a[2], &w.b[2]); scale_k<3>(hd, d, dmin, &w.a[3], &w.b[3]);
-        scale_k<4>(hd, d, dmin, &w.a[4], &w.b[4]); scale_k<5>(hd, d, dmin, &w.a[5], &w.b[5]);
-        scale_k<6>(hd, d, dmin, &w.a[6], &w.b[6]); scale_k<7>(hd, d, dmin, &w.a[7], &w.b[7]);
+        const float d256 = __fmul_rn(256.0f, d), nd = __fmul_rn(-8388608.0f, d256);
+        const float ndmin = __fmul_rn(-8388608.0f, dmin);
+        scale_k<0>(hd, d256, nd, dmin, ndmin, &w.a[0], &w.b[0]);
+        scale_k<1>(hd, d256, nd, dmin, ndmin, &w.a[1], &w.b[1]);
+        scale_k<2>(hd, d256, nd, dmin, ndmin, &w.a[2], &w.b[2]);
+        scale_k<3>(hd, d256, nd, dmin, ndmin, &w.a[3], &w.b[3]);
+        scale_k<4>(hd, d256, nd, dmin, ndmin, &w.a[4], &w.b[4]);
+        scale_k<5>(hd, d256, nd, dmin, ndmin, &w.a[5], &w.b[5]);
+        scale_k<6>(hd, d256, nd, dmin, ndmin, &w.a[6], &w.b[6]);
+        scale_k<7>(hd, d256, nd, dmin, ndmin, &w.a[7], &w.b[7]);
         return w;
     }
-    template <bool U32, bool V8 = true>
+    template <bool U32>
     static __device__ __forceinline__ W prep(const Raw &r, const uint8_t *row, int64_t p,
                                              int lane, int64_t K) {
         const int64_t blk = block_of(p, lane);
@@ -253,7 +234,7 @@ struct Lane<LOOM_GGML_Q4_K> {
         uint32_t lo[4], hi[4];
 #pragma unroll
         for (int j = 0; j < 4; j++) { lo[j] = r.q[j] & 0x0F0F0F0Fu; hi[j] = (r.q[j] >> 4) & 0x0F0F0F0Fu; }
-        return decode<V8>(hd, lo, hi);
+        return decode(hd, lo, hi);
     }
     static __device__ __forceinline__ float dot4w(float a, float b, uint32_t q, float4 x,
                                                   float acc) {
@@ -299,7 +280,7 @@ struct Lane<LOOM_GGML_Q5_K> {
     static __device__ __forceinline__ X loadx(const XS &xs, int64_t p, int lane, int64_t K) {
         return Lane<LOOM_GGML_Q4_K>::loadx<U32>(xs, p, lane, K);
     }
-    template <bool U32, bool V8 = true>
+    template <bool U32>
     static __device__ __forceinline__ W prep(const Raw &r, const uint8_t *row, int64_t p,
                                              int lane, int64_t K) {
         const int64_t blk = Lane<LOOM_GGML_Q4_K>::block_of(p, lane);
@@ -311,7 +292,7 @@ struct Lane<LOOM_GGML_Q5_K> {
             lo[j] = (r.q[j] & 0x0F0F0F0Fu) | (((r.h >> (2 * j)) & 0x01010101u) << 4);
             hi[j] = ((r.q[j] >> 4) & 0x0F0F0F0Fu) | (((r.h >> (2 * j + 1)) & 0x01010101u) << 4);
         }
-        return Lane<LOOM_GGML_Q4_K>::template decode<V8>(hd, lo, hi);
+        return Lane<LOOM_GGML_Q4_K>::decode(hd, lo, hi);
     }
     static __device__ __forceinline__ float dotw(const W &w, const X &x) {
         return Lane<LOOM_GGML_Q4_K>::dotw(w, x);
@@ -345,7 +326,7 @@ struct Lane<LOOM_GGML_Q6_K> {
         const int64_t kb = p * 256 + 128 * (lane >> 4) + 2 * (lane & 15);
         return X{xs.ld2(kb), xs.ld2(kb + 32), xs.ld2(kb + 64), xs.ld2(kb + 96)};
     }
-    template <bool U32, bool V8 = true>
+    template <bool U32>
     static __device__ __forceinline__ W prep(const Raw &r, const uint8_t *, int64_t, int,
                                              int64_t) {
         // bytes: a = ql[l0], ql[l0+1]; b = ql[l0+32], ql[l0+33]; h = qh[l0], qh[l0+1]
@@ -407,7 +388,7 @@ struct Lane<LOOM_GGML_Q8_0> {
         if (blk * 32 >= K) return X{make_float4(0.f, 0.f, 0.f, 0.f)};
         return X{xs.ld4(blk * 32 + 4 * (lane & 7))};
     }
-    template <bool U32, bool V8 = true>
+    template <bool U32>
     static __device__ __forceinline__ W prep(const Raw &r, const uint8_t *, int64_t, int,
                                              int64_t) {
         const uint32_t q = r.q ^ 0x80808080u;
@@ -476,7 +457,7 @@ struct LanePlain {
         }
         return xv;
     }
-    template <bool VEC, bool V8 = true>
+    template <bool VEC>
     static __device__ __forceinline__ W prep(const Raw &r, const uint8_t *, int64_t, int,
                                              int64_t) {
         W w;

@@ -14,8 +14,9 @@
 // registers (the norm weight before pdl_wait: constant; q or k, v and the position after it),
 // so a row costs one round trip instead of one per 32 values and per pass; the V row goes to
 // the cache from shared memory too. Larger head_dim take the same steps in strided loops. Both
-// paths do the same operations in the same order (same bits); LOOM_ROPE_KV_REG=0 forces the
-// loop path (the A/B of bench/NOTES.md 7.8).
+// paths do the same operations in the same order (same bits). (LOOM_ROPE_KV_REG=0, which forced
+// the loop path for the A/B of bench/NOTES.md 7.8, measured no different end to end and was
+// removed in session 11: the variable is no longer read.)
 // Memory traffic: q, k, v read once (K/V rows of INT8 a second time from shared memory / L1),
 // q_out and the two cache rows written once, the norm weights read per row (L1/L2 hits).
 // Numeric contract (CPU twin loom_cpu_rope_kv_write): the norm as norm.cu (sum of squares in
@@ -34,8 +35,6 @@
 // else this
 // file's launch followed by attention_at.
 #include <math.h>
-#include <stdlib.h>
-#include <string.h>
 
 #include "kernels/cuda/kv_store.cuh"
 #include "kernels/cuda/rope.cuh"
@@ -161,15 +160,6 @@ static loom_status check_prologue(const loom_rope_params *p, const loom_kv_layou
     return LOOM_OK;
 }
 
-// The register path unless LOOM_ROPE_KV_REG=0 (read once).
-static bool reg_path_on() {
-    static const bool on = [] {
-        const char *v = getenv("LOOM_ROPE_KV_REG");
-        return !(v && !strcmp(v, "0"));
-    }();
-    return on;
-}
-
 }  // namespace
 }  // namespace loom_cuda
 
@@ -201,7 +191,7 @@ extern "C" loom_status loom_cuda_rope_kv_write(const float *q, const float *k, c
     a.q_out = q_out;
     const unsigned grid = (unsigned)((rows + kWarps - 1) / kWarps);
     const size_t shmem = (size_t)kWarps * (size_t)p->head_dim * sizeof(float);
-    if (p->head_dim <= 32 * kVpl && reg_path_on())
+    if (p->head_dim <= 32 * kVpl)
         CUDA_CHECK(launch(prologue_kernel<true>, grid, kThreads, shmem, stream, a));
     else
         CUDA_CHECK(launch(prologue_kernel<false>, grid, kThreads, shmem, stream, a));

@@ -30,13 +30,15 @@ static bool g_switch[SW_COUNT];
 static const int kDefaultUnroll = 0;
 static int g_unroll = kDefaultUnroll;
 static int g_mma_split = 0;  // 0 = by shape (gemv_mma.cu)
-// The Q6_K mma matmul's loop body (gemv_mma_q6k.cu, LOOM_GEMV_MMA_Q6K_V): 1 = x staged so each
-// mma step's B registers are a pair and the rows' loads share one base (~10% fewer
-// instructions), 0 = the session-3 body; the same bits either way. 2 = the INT8 body
-// (q6k_i8_body.cuh; other bits, same tolerance), the default: relay mix-R3, 4B decode 2.144 /
-// 2.160 / 2.146 ms/token with every Q6_K matmul on it against 2.183 / 2.180 / 2.182 with 1. A
-// triple's Q6_K segments keep the f16 body whatever this says (gemv.cu: inside the mixed Q4_K_M
-// triple kernel the f16 V measured faster, 7.2 vs 9.2 us the 4B triple; bench/NOTES.md 2.3).
+// The Q6_K mma matmul's loop body (gemv_mma_q6k.cu, LOOM_GEMV_MMA_Q6K_V): 1 = the f16 body (x
+// staged so each mma step's B registers are a pair, the rows' loads sharing one base), 2 = the
+// INT8 body (q6k_i8_body.cuh; other bits, same tolerance), the default: relay mix-R3, 4B decode
+// 2.144 / 2.160 / 2.146 ms/token with every Q6_K matmul on it against 2.183 / 2.180 / 2.182 with
+// 1. A triple's Q6_K segments keep the f16 body whatever this says (gemv.cu: inside the mixed
+// Q4_K_M triple kernel the f16 V measured faster, 7.2 vs 9.2 us the 4B triple; bench/NOTES.md
+// 2.3). 0 (session 3's f16 loop order, the same bits as 1, slower in every row of relay q6i-R4,
+// bench/NOTES.md 2.1) was removed in session 11: 0, like any value but 1 and 2, selects the
+// default.
 static const int kDefaultQ6kVariant = 2;
 static int g_q6k_variant = kDefaultQ6kVariant;
 // The Q4_K mma matmuls' loop body (gemv_mma.cu, LOOM_GEMV_MMA_Q4K_V): 1 = the f16 hi + lo body
@@ -88,11 +90,11 @@ static bool g_pdl = false;
 static const int kDefaultAttnBpsm = 1;
 static int g_attn_bpsm = kDefaultAttnBpsm;
 // Decode attention on sm_90: the largest cache (in 32-row tiles) whose splits run as one
-// cluster (v6: 128 = 4K positions, bench/NOTES.md section 3), and the L2 prefetch before the
-// PDL wait (LOOM_ATTN_PREFETCH=1: on; it measured slower in the decode-layer graph).
+// cluster (v6: 128 = 4K positions, bench/NOTES.md section 3). (LOOM_ATTN_PREFETCH=1, v6's L2
+// prefetch before the PDL wait, opt-in and slower in the decode-layer graph, was removed in
+// session 11: the variable is no longer read.)
 static const int kDefaultAttnClTiles = 128;
 static int g_attn_cl_tiles = kDefaultAttnClTiles;
-static bool g_attn_prefetch = false;
 // Decode attention v6: LOOM_ATTN_TMA=1, its F16 head_dim-128 tiles copied by TMA boxes instead
 // of cp.async (session 7; opt-in: -2.0 us a layer at 4K, but 4B decode at ~576 positions 2.026
 // vs 2.009 ms/token, bench/NOTES.md section 3 and 7.13).
@@ -123,9 +125,13 @@ static int env_int(const char *name, int lo, int hi, bool pow2, int dflt) {
 static void read_switches_locked() {
     static const char *names[SW_COUNT] = {"LOOM_FAST_GEMV", "LOOM_Q4K_UINT32_LOADS",
                                           "LOOM_FAST_EMBD", "LOOM_FAST_NORM", "LOOM_FAST_ATTN",
-                                          "LOOM_GEMV_V8", "LOOM_GEMV_MMA", "LOOM_ATTN_V4",
-                                          "LOOM_GEMV_MMA_Q6K", "LOOM_ATTN_V5", "LOOM_ATTN_V6",
+                                          "LOOM_GEMV_MMA", "LOOM_GEMV_MMA_Q6K", "LOOM_ATTN_V6",
                                           "LOOM_ATTN_FUSED"};
+    // (Removed in session 11, each slower in every row, so these variables are no longer read
+    // and 0 gets the default: LOOM_GEMV_V8=0, v7's Q4_K/Q5_K scale decode in the warp-per-row
+    // kernels, bench/NOTES.md 2 v8; LOOM_ATTN_V4=0, decode attention v3's fast form, and
+    // LOOM_ATTN_V5=0, v4 on F16/INT8 caches of head_dim 64/128, bench/RESULTS.md "Decode
+    // attention v5" and "v6".)
     for (int i = 0; i < SW_COUNT; i++) g_switch[i] = !env_is(names[i], "0");
     // LOOM_ATTN_FUSED (the attention prologue folded into decode attention v6) is on like the
     // others: with its RoPE angles once a lane, the 4B decode step measured 2.119 / 2.116
@@ -136,7 +142,7 @@ static void read_switches_locked() {
     // 4B decode step (bench/NOTES.md 7.9).
     g_pdl = !env_is("LOOM_CUDA_PDL", "0") && cc_major() >= 9;
     g_mma_split = env_int("LOOM_GEMV_MMA_SPLIT", 1, 8, true, 0);
-    g_q6k_variant = env_int("LOOM_GEMV_MMA_Q6K_V", 0, 2, false, kDefaultQ6kVariant);
+    g_q6k_variant = env_int("LOOM_GEMV_MMA_Q6K_V", 1, 2, false, kDefaultQ6kVariant);
     g_q4k_variant = env_int("LOOM_GEMV_MMA_Q4K_V", 1, 2, false, kDefaultQ4kVariant);
     g_triple_mixed = env_int("LOOM_GEMV_TRIPLE_MIXED", 0, 3, false, kDefaultTripleMixed);
     g_gemm_wide = env_int("LOOM_GEMM_WIDE", 0, 1 << 30, false, kDefaultGemmWide);
@@ -145,7 +151,6 @@ static void read_switches_locked() {
     g_gemm_wide_q6k = env_int("LOOM_GEMM_WIDE_Q6K", 2, 7, false, kDefaultGemmWideQ6k);
     g_attn_bpsm = env_int("LOOM_ATTN_BPSM", 1, 16, false, kDefaultAttnBpsm);
     g_attn_cl_tiles = env_int("LOOM_ATTN_CL_TILES", 0, 1 << 25, false, kDefaultAttnClTiles);
-    g_attn_prefetch = env_is("LOOM_ATTN_PREFETCH", "1");
     g_attn_tma = env_is("LOOM_ATTN_TMA", "1");
     g_attn_prefill = env_int("LOOM_ATTN_PREFILL", 0, 2, false, kDefaultAttnPrefill);
     g_switch_read = true;
@@ -222,11 +227,6 @@ int gemv_triple_mixed() {
 int attn_cluster_tiles() {
     ensure_switches();
     return g_attn_cl_tiles;
-}
-
-bool attn_prefetch() {
-    ensure_switches();
-    return g_attn_prefetch;
 }
 
 bool attn_tma() {
