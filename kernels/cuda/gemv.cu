@@ -330,14 +330,8 @@ loom_status run_matmul(GemvArgs a, int64_t n, loom_error *err, cudaStream_t stre
     }
     Seg mm[3], m6[3];
     GemvArgs rest = a;
-    int nm = 0, n6 = 0;
-    rest.nseg = 0;
-    const bool q6 = fast(SW_GEMV_MMA_Q6K);
-    for (int i = 0; i < a.nseg; i++) {
-        if (mma_seg_ok(a.seg[i])) mm[nm++] = a.seg[i];
-        else if (q6 && mma_q6k_seg_ok(a.seg[i])) m6[n6++] = a.seg[i];
-        else rest.seg[rest.nseg++] = a.seg[i];
-    }
+    int nm, n6;
+    route_segments(a.seg, a.nseg, mm, &nm, m6, &n6, rest.seg, &rest.nseg);
     bool mixed = false;
     if (nm > 0 && n6 > 0 && a.epi == EPI_PLAIN && gemv_triple_mixed()) {
         loom_status st = mma_triple_mixed(mm, nm, m6, n6, a.x, a.K, n, norm_of(a), &mixed, err,

@@ -1055,6 +1055,17 @@ bool mma_seg_ok(const Seg &s) {
     return s.type == LOOM_GGML_Q4_K && ((uintptr_t)s.w % 16) == 0 && s.row_bytes % 16 == 0;
 }
 
+void route_segments(const Seg *seg, int nseg, Seg *mm, int *nm, Seg *m6, int *n6, Seg *rest,
+                    int *nrest) {
+    const bool q6 = fast(SW_GEMV_MMA_Q6K);
+    *nm = *n6 = *nrest = 0;
+    for (int i = 0; i < nseg; i++) {
+        if (mma_seg_ok(seg[i])) mm[(*nm)++] = seg[i];
+        else if (q6 && mma_q6k_seg_ok(seg[i])) m6[(*n6)++] = seg[i];
+        else rest[(*nrest)++] = seg[i];
+    }
+}
+
 // Launches of the wide GEMM so far (loom_cuda_matmul_wide_launches: tests check the path ran).
 static int64_t g_wide_launches = 0;
 
@@ -1222,8 +1233,9 @@ loom_status mma_triple_mixed(const Seg *s4, int n4, const Seg *s6, int n6, const
 
 extern "C" int64_t loom_cuda_matmul_wide_launches(void) { return loom_cuda::g_wide_launches; }
 
-// The scratch of one matmul-family call: gemv.cu run_matmul's routing of its segments (mma Q4_K,
-// mma Q6_K with a triple's V on the f16 body, or the warp-per-row kernels, which use none), each
+// The scratch of one matmul-family call: gemv.cu run_matmul's routing of its segments
+// (route_segments: mma Q4_K, mma Q6_K with a triple's V on the f16 body, or the warp-per-row
+// kernels, which use none), each
 // family's share from its launcher's own rule, the largest (the launches run one after the other
 // on the call's stream). A weight without data is taken as aligned (the reservation's bound).
 extern "C" size_t loom_cuda_matmul_scratch_bytes(loom_matmul_role role, const loom_kweight *w,
@@ -1233,7 +1245,7 @@ extern "C" size_t loom_cuda_matmul_scratch_bytes(loom_matmul_role role, const lo
     const int nw = role == LOOM_MATMUL_ROLE_TRIPLE ? 3 : role >= LOOM_MATMUL_ROLE_PAIR ? 2 : 1;
     const int64_t K = w[0].cols;
     if (K < 256) return 0;
-    Seg seg[3] = {}, mm[3], m6[3];
+    Seg seg[3] = {}, mm[3], m6[3], rest[3];
     for (int i = 0; i < nw; i++) {
         seg[i].w = static_cast<const uint8_t *>(w[i].data);
         seg[i].rows = w[i].rows;
@@ -1242,11 +1254,8 @@ extern "C" size_t loom_cuda_matmul_scratch_bytes(loom_matmul_role role, const lo
     }
     if (role == LOOM_MATMUL_ROLE_SWIGLU)
         return mma_seg_ok(seg[0]) && mma_seg_ok(seg[1]) ? mma_scratch_bytes(seg, 2, EPI_SWIGLU, K, n) : 0;
-    int nm = 0, n6 = 0;
-    for (int i = 0; i < nw; i++) {
-        if (mma_seg_ok(seg[i])) mm[nm++] = seg[i];
-        else if (fast(SW_GEMV_MMA_Q6K) && mma_q6k_seg_ok(seg[i])) m6[n6++] = seg[i];
-    }
+    int nm, n6, nrest;
+    route_segments(seg, nw, mm, &nm, m6, &n6, rest, &nrest);
     const size_t b4 = nm ? mma_scratch_bytes(mm, nm, role == LOOM_MATMUL_ROLE_ADD ? EPI_ADD : EPI_PLAIN, K, n) : 0;
     const size_t b6 = n6 ? mma_q6k_scratch_bytes(n, K, nw == 3) : 0;
     return b4 > b6 ? b4 : b6;
