@@ -758,15 +758,18 @@ constexpr int kWideTokI8 = 16;
 // flight during this one's tiles, one barrier a super-block; NORM is then the pre-pass's
 // business (NORM = false). Relay pre-R1 (H200): 4B N = 512 O + add 272 -> 171 us, ffn down + add
 // 608 -> 375, Q+K normed 385 -> 197, the pair normed 1,098 -> 633 (bench/NOTES.md 2.4).
-template <int NMAT, bool NORM, bool SPLIT, bool PRE = false>
+// NT = 32 (LOOM_GEMM_WIDE_Q4K_I8=6, PRE only; not the pair with SPLIT): each tile's A decoded
+// once for 32 tokens, one stage (36 KB: two barriers a super-block, the copy of the next
+// super-block after the tiles of this one).
+template <int NMAT, bool NORM, bool SPLIT, bool PRE = false, int NT = kWideTokI8>
 static __global__ void __launch_bounds__(kThreads, NMAT == 1 ? 3 : 2)
     gemm_wide_q4k_i8(const MmaArgs a, int S, const Q4Limbs L) {
     static_assert(!(PRE && NORM), "the pre-pass applies the norm");
-    constexpr int NT = kWideTokI8;
+    static_assert(NT == kWideTokI8 || (NT == 32 && PRE && !(NMAT == 2 && SPLIT)), "32: PRE");
     // LEAN (one matrix, 3 blocks an SM): the next super-block's weights go to L2 only
     // (prefetch) and into registers at the start of their step.
     constexpr bool LEAN = NMAT == 1;
-    constexpr int NBUF = PRE && !(NMAT == 2 && SPLIT) ? 2 : 1;
+    constexpr int NBUF = PRE && NT == kWideTokI8 && !(NMAT == 2 && SPLIT) ? 2 : 1;
     __shared__ WideSmem<NT, NMAT, NORM, SPLIT, true, NBUF> sm;
     pdl_launch_dependents();
     constexpr int NTL = NT / 4, NP = NT / 2;  // lane-sum slots, two-token tiles
@@ -923,7 +926,7 @@ static __global__ void __launch_bounds__(kThreads) q4_prepass(const float *x, in
 // q4_limbs_bytes(n, K) bytes), then the wide INT8 GEMM reading it. Returns
 // cudaErrorMemoryAllocation, having launched nothing, when the scratch is short (the caller
 // then runs the kernel that stages x itself: the same bits).
-template <int NMAT>
+template <int NMAT, int NT>
 cudaError_t launch_wide_pre(const MmaArgs &a, bool norm, int S, dim3 grid, cudaStream_t stream) {
     void *buf = scratch(q4_limbs_bytes(a.n, a.K), stream);
     if (!buf) return cudaErrorMemoryAllocation;
@@ -939,20 +942,23 @@ cudaError_t launch_wide_pre(const MmaArgs &a, bool norm, int S, dim3 grid, cudaS
     cudaError_t e = launch(norm ? q4_prepass<true> : q4_prepass<false>, dim3((unsigned)L.npad),
                            kThreads, 0, stream, a.x, a.K, a.n, a.norm, X, SX, SI, L.npad);
     if (e != cudaSuccess) return e;
-    if (S > 1) return launch(gemm_wide_q4k_i8<NMAT, false, true, true>, grid, kThreads, 0, stream, a, S, L);
-    return launch(gemm_wide_q4k_i8<NMAT, false, false, true>, grid, kThreads, 0, stream, a, S, L);
+    if constexpr (NT == kWideTokI8 || NMAT == 1)  // (the pair at 32 only with S = 1: q4_plan)
+        if (S > 1) return launch(gemm_wide_q4k_i8<NMAT, false, true, true, NT>, grid, kThreads, 0, stream, a, S, L);
+    return launch(gemm_wide_q4k_i8<NMAT, false, false, true, NT>, grid, kThreads, 0, stream, a, S, L);
 }
 
-// i8: the INT8 kernels, on the limb pre-pass where pre (q4_plan's rule) and the scratch is there,
-// else staging x in the block; else the f16 body's.
+// i8: the INT8 kernels, on the limb pre-pass where pre (q4_plan's rule) and the scratch is there
+// (nt tokens a block: 16 or 32), else staging x in the block (16); else the f16 body's.
 template <int NMAT, bool NORM>
-cudaError_t launch_wide_n(const MmaArgs &a, bool i8, bool pre, int S, cudaStream_t stream) {
+cudaError_t launch_wide_n(const MmaArgs &a, bool i8, bool pre, int nt, int S, cudaStream_t stream) {
     constexpr int NT1 = kWideTok<NMAT, false>, NTS = kWideTok<NMAT, true>;
     const int NT = i8 ? kWideTokI8 : (S > 1 ? NTS : NT1);
-    const dim3 grid((unsigned)((a.n + NT - 1) / NT),
-                    (unsigned)((a.tile0[a.nseg] + kWarps - 1) / kWarps), 1);
+    const unsigned quads = (unsigned)((a.tile0[a.nseg] + kWarps - 1) / kWarps);
+    const dim3 grid((unsigned)((a.n + NT - 1) / NT), quads, 1);
     if (i8 && pre) {  // without scratch (a capture) the kernels below, the same bits
-        const cudaError_t e = launch_wide_pre<NMAT>(a, NORM, S, grid, stream);
+        const dim3 g32((unsigned)((a.n + 31) / 32), quads, 1);
+        const cudaError_t e = nt == 32 ? launch_wide_pre<NMAT, 32>(a, NORM, S, g32, stream)
+                                       : launch_wide_pre<NMAT, kWideTokI8>(a, NORM, S, grid, stream);
         if (e != cudaErrorMemoryAllocation) return e;
         (void)cudaGetLastError();
     }
@@ -966,9 +972,10 @@ cudaError_t launch_wide_n(const MmaArgs &a, bool i8, bool pre, int S, cudaStream
 }
 
 template <int NMAT>
-cudaError_t launch_wide(const MmaArgs &a, bool norm, bool i8, bool pre, int S, cudaStream_t stream) {
-    return norm ? launch_wide_n<NMAT, true>(a, i8, pre, S, stream)
-                : launch_wide_n<NMAT, false>(a, i8, pre, S, stream);
+cudaError_t launch_wide(const MmaArgs &a, bool norm, bool i8, bool pre, int nt, int S,
+                        cudaStream_t stream) {
+    return norm ? launch_wide_n<NMAT, true>(a, i8, pre, nt, S, stream)
+                : launch_wide_n<NMAT, false>(a, i8, pre, nt, S, stream);
 }
 
 // ---- The Q4_K_M triple in one launch (bench/NOTES.md 2.3) --------------------------------
@@ -1084,17 +1091,21 @@ static constexpr int64_t kPerLaunch = 65535 * (int64_t)kGemmTok;
 // pre-pass): attention output + add 2560 x 4096 30.2 vs 36.2 us (40 blocks), ffn down + add
 // 2560 x 9728 60.8 vs 75.9 (40); Q+K 5120 x 2560 normed 51.6 vs 24.1 (80), the pair 2 x 9728
 // 106.7 vs 41.2 (152); at N = 32 the wide kernel won every shape (O 51.0 vs 36.4: 80 blocks).
+// S: the GEMV's split of the shape (the SwiGLU pair counts both matrices, so it splits as the
+// pair without epilogue does: the same S, silu(a) * b of the same bits); nt: tokens a block of
+// the INT8 wide GEMM on the pre-pass (LOOM_GEMM_WIDE_Q4K_I8=6: 32, but the pair with S > 1 16).
 struct Q4Plan {
-    int nmat;
+    int nmat, S, nt;
     int64_t tiles;
     bool i8, wide, pre;
 };
 
-static Q4Plan q4_plan(const Seg *seg, int nseg, int epi, int64_t n) {
+static Q4Plan q4_plan(const Seg *seg, int nseg, int epi, int64_t K, int64_t n) {
     Q4Plan p;
     p.nmat = epi == EPI_SWIGLU || (epi == EPI_PLAIN && nseg == 2 && seg[0].rows == seg[1].rows) ? 2 : 1;
     p.tiles = 0;
     for (int i = 0; i < (p.nmat == 2 ? 1 : nseg); i++) p.tiles += (seg[i].rows + kTileRows - 1) / kTileRows;
+    p.S = mma_pick_split(p.tiles * p.nmat, K / 256);
     p.i8 = mma_q4k_variant() == 2;
     const int wset = gemm_wide_min();
     if (wset == 1) {
@@ -1103,7 +1114,9 @@ static Q4Plan q4_plan(const Seg *seg, int nseg, int epi, int64_t n) {
     } else {
         p.wide = wset > 1 && n >= wset;
     }
-    p.pre = p.wide && p.i8 && gemm_wide_q4k_i8_form() == 5;
+    const int form = gemm_wide_q4k_i8_form();
+    p.pre = p.wide && p.i8 && form >= 5;
+    p.nt = form == 6 && !(p.nmat == 2 && p.S > 1) ? 32 : kWideTokI8;
     return p;
 }
 
@@ -1111,7 +1124,7 @@ loom_status mma_matmul(const Seg *seg, int nseg, int epi, const float *x, int64_
                        const PreNorm *norm, loom_error *err, cudaStream_t stream) {
     if (n <= 0) return LOOM_OK;
     MmaArgs a = {};
-    const Q4Plan plan = q4_plan(seg, nseg, epi, n);
+    const Q4Plan plan = q4_plan(seg, nseg, epi, K, n);
     const int nmat = plan.nmat;
     const int64_t tiles = plan.tiles;
     if (nmat == 2) {
@@ -1133,9 +1146,7 @@ loom_status mma_matmul(const Seg *seg, int nseg, int epi, const float *x, int64_
     if (norm) a.norm = *norm;
     const bool nm = norm != nullptr;
     const bool i8 = plan.i8;
-    // The SwiGLU pair counts both matrices, so it splits as the pair without epilogue does
-    // (the same S: silu(a) * b of the same bits).
-    const int S = mma_pick_split(tiles * nmat, K / 256);
+    const int S = plan.S;
     for (int64_t t0 = 0; t0 < n; t0 += kPerLaunch) {
         const int64_t nn = n - t0 < kPerLaunch ? n - t0 : kPerLaunch;
         MmaArgs b = a;
@@ -1147,11 +1158,11 @@ loom_status mma_matmul(const Seg *seg, int nseg, int epi, const float *x, int64_
             if (b.seg[i].resid) b.seg[i].resid += t0 * rows;
         }
         const int64_t groups = nn == 1 ? 1 : (nn + kGemmTok - 1) / kGemmTok;
-        const Q4Plan pl = nn == n ? plan : q4_plan(seg, nseg, epi, nn);
+        const Q4Plan pl = nn == n ? plan : q4_plan(seg, nseg, epi, K, nn);
         cudaError_t e;
         if (pl.wide) {
-            e = nmat == 2 ? launch_wide<2>(b, nm, i8, pl.pre, S, stream)
-                          : launch_wide<1>(b, nm, i8, pl.pre, S, stream);
+            e = nmat == 2 ? launch_wide<2>(b, nm, i8, pl.pre, pl.nt, S, stream)
+                          : launch_wide<1>(b, nm, i8, pl.pre, pl.nt, S, stream);
             g_wide_launches++;
         }
         else if (nn == 1)
@@ -1167,7 +1178,7 @@ loom_status mma_matmul(const Seg *seg, int nseg, int epi, const float *x, int64_
 
 size_t mma_scratch_bytes(const Seg *seg, int nseg, int epi, int64_t K, int64_t n) {
     const int64_t nn = n < kPerLaunch ? n : kPerLaunch;  // the largest launch
-    return q4_plan(seg, nseg, epi, nn).pre ? q4_limbs_bytes(nn, K) : 0;
+    return q4_plan(seg, nseg, epi, K, nn).pre ? q4_limbs_bytes(nn, K) : 0;
 }
 
 int64_t g_mixed_launches = 0;
