@@ -761,8 +761,18 @@ constexpr int kWideTokI8 = 16;
 // NT = 32 (LOOM_GEMM_WIDE_Q4K_I8=6, PRE only; not the pair with SPLIT): each tile's A decoded
 // once for 32 tokens, one stage (36 KB: two barriers a super-block, the copy of the next
 // super-block after the tiles of this one).
+// Blocks an SM (the launch bounds): one matrix 3, the pair 2; but 2 for the 32-token SPLIT
+// kernel on sm_87, which never splits (mma_pick_split: S = 1 before sm_90) and at 3 (168
+// registers) would spill.
+template <int NMAT, bool SPLIT, int NT>
+constexpr int wide_i8_min_blocks() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ < 900
+    if (SPLIT && NT == 32) return 2;
+#endif
+    return NMAT == 1 ? 3 : 2;
+}
 template <int NMAT, bool NORM, bool SPLIT, bool PRE = false, int NT = kWideTokI8>
-static __global__ void __launch_bounds__(kThreads, NMAT == 1 ? 3 : 2)
+static __global__ void __launch_bounds__(kThreads, (wide_i8_min_blocks<NMAT, SPLIT, NT>()))
     gemm_wide_q4k_i8(const MmaArgs a, int S, const Q4Limbs L) {
     static_assert(!(PRE && NORM), "the pre-pass applies the norm");
     static_assert(NT == kWideTokI8 || (NT == 32 && PRE && !(NMAT == 2 && SPLIT)), "32: PRE");
