@@ -279,8 +279,8 @@ static void bench_mm(const char *name, int op, int64_t n, int nw, const loom_ggm
     }
     for (int rep = 0; rep < (g_ab_q4v ? 2 : 0); rep++)
         for (int v = n <= 64 ? 0 : 1; v < 4; v++) {
-            static const char *vw[4] = {"0", "2", "2", "1"}, *vi[4] = {"5", "5", "6", "5"};
-            static const char *vl[4] = {"gemm8", "wide pre", "wide pre32", "default"};
+            static const char *vw[4] = {"0", "2", "2", "1"}, *vi[4] = {"4", "4", "5", "5"};
+            static const char *vl[4] = {"gemm8", "wide f4", "wide pre", "default"};
             char vn[96];
             setenv("LOOM_GEMV_MMA_Q4K_V", "2", 1);
             setenv("LOOM_GEMM_WIDE", vw[v], 1);
@@ -922,7 +922,7 @@ static void bench_q4k_wide(void) {
 }
 
 /* --q4w: the INT8 Q4_K body's GEMMs (bench_mm's g_ab_q4v: the 8-token GEMM at N <= 64, the
- * wide GEMM on the limb pre-pass at 16 and at 32 tokens a block, the default rule), same
+ * wide GEMM staging x in the block and reading the limb pre-pass, the default rule), same
  * weights, for a layer's Q4_K shapes: Q+K (the triple's Q4_K part) normed, attention output +
  * add, the gate/up pair + SwiGLU normed, ffn down Q4_K + add. 4B (hidden 2560, ffn 9728, Q+K
  * 5120 rows, attention 4096 wide) at N = 16, 32, 48, 64, 128, 512, then 8B (4096, 14336, 5120,

@@ -749,7 +749,9 @@ static __global__ void __launch_bounds__(kThreads, 2) gemm_wide_q4k(const MmaArg
 // V = 2 GEMV bits. Tokens a block: kWideTokI8 = 16 (one matrix: 3 blocks an SM, LEAN below).
 // (Measured slower and removed: in session 10 the min term by the GEMV's IMMA chain a sub-block,
 // 11-19% slower, and the pair at 32 tokens, no gain; in session 11 one matrix at 32 tokens,
-// slower than 16 on every Qwen3 shape (relay q4w-R3); bench/NOTES.md 2.4.)
+// slower than 16 on every Qwen3 shape (relay q4w-R3), and 32 tokens on the limb pre-pass (relay
+// p32-R1: at N = 512 Q+K -5% and the pair -2%, but O and down +4-5%; slower at N <= 128 except
+// Q+K at 128, even, and the 8B pair at 32, -5%); bench/NOTES.md 2.4.)
 constexpr int kWideTokI8 = 16;
 
 // PRE (LOOM_GEMM_WIDE_Q4K_I8=5, the default since session 11): the stages are cp.async copies of
@@ -758,28 +760,15 @@ constexpr int kWideTokI8 = 16;
 // flight during this one's tiles, one barrier a super-block; NORM is then the pre-pass's
 // business (NORM = false). Relay pre-R1 (H200): 4B N = 512 O + add 272 -> 171 us, ffn down + add
 // 608 -> 375, Q+K normed 385 -> 197, the pair normed 1,098 -> 633 (bench/NOTES.md 2.4).
-// NT = 32 (LOOM_GEMM_WIDE_Q4K_I8=6, PRE only; not the pair with SPLIT): each tile's A decoded
-// once for 32 tokens, one stage (36 KB: two barriers a super-block, the copy of the next
-// super-block after the tiles of this one).
-// Blocks an SM (the launch bounds): one matrix 3, the pair 2; but 2 for the 32-token SPLIT
-// kernel on sm_87, which never splits (mma_pick_split: S = 1 before sm_90) and at 3 (168
-// registers) would spill.
-template <int NMAT, bool SPLIT, int NT>
-constexpr int wide_i8_min_blocks() {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ < 900
-    if (SPLIT && NT == 32) return 2;
-#endif
-    return NMAT == 1 ? 3 : 2;
-}
-template <int NMAT, bool NORM, bool SPLIT, bool PRE = false, int NT = kWideTokI8>
-static __global__ void __launch_bounds__(kThreads, (wide_i8_min_blocks<NMAT, SPLIT, NT>()))
+template <int NMAT, bool NORM, bool SPLIT, bool PRE = false>
+static __global__ void __launch_bounds__(kThreads, NMAT == 1 ? 3 : 2)
     gemm_wide_q4k_i8(const MmaArgs a, int S, const Q4Limbs L) {
     static_assert(!(PRE && NORM), "the pre-pass applies the norm");
-    static_assert(NT == kWideTokI8 || (NT == 32 && PRE && !(NMAT == 2 && SPLIT)), "32: PRE");
+    constexpr int NT = kWideTokI8;
     // LEAN (one matrix, 3 blocks an SM): the next super-block's weights go to L2 only
     // (prefetch) and into registers at the start of their step.
     constexpr bool LEAN = NMAT == 1;
-    constexpr int NBUF = PRE && NT == kWideTokI8 && !(NMAT == 2 && SPLIT) ? 2 : 1;
+    constexpr int NBUF = PRE && !(NMAT == 2 && SPLIT) ? 2 : 1;
     __shared__ WideSmem<NT, NMAT, NORM, SPLIT, true, NBUF> sm;
     pdl_launch_dependents();
     constexpr int NTL = NT / 4, NP = NT / 2;  // lane-sum slots, two-token tiles
@@ -936,7 +925,7 @@ static __global__ void __launch_bounds__(kThreads) q4_prepass(const float *x, in
 // q4_limbs_bytes(n, K) bytes), then the wide INT8 GEMM reading it. Returns
 // cudaErrorMemoryAllocation, having launched nothing, when the scratch is short (the caller
 // then runs the kernel that stages x itself: the same bits).
-template <int NMAT, int NT>
+template <int NMAT>
 cudaError_t launch_wide_pre(const MmaArgs &a, bool norm, int S, dim3 grid, cudaStream_t stream) {
     void *buf = scratch(q4_limbs_bytes(a.n, a.K), stream);
     if (!buf) return cudaErrorMemoryAllocation;
@@ -952,23 +941,20 @@ cudaError_t launch_wide_pre(const MmaArgs &a, bool norm, int S, dim3 grid, cudaS
     cudaError_t e = launch(norm ? q4_prepass<true> : q4_prepass<false>, dim3((unsigned)L.npad),
                            kThreads, 0, stream, a.x, a.K, a.n, a.norm, X, SX, SI, L.npad);
     if (e != cudaSuccess) return e;
-    if constexpr (NT == kWideTokI8 || NMAT == 1)  // (the pair at 32 only with S = 1: q4_plan)
-        if (S > 1) return launch(gemm_wide_q4k_i8<NMAT, false, true, true, NT>, grid, kThreads, 0, stream, a, S, L);
-    return launch(gemm_wide_q4k_i8<NMAT, false, false, true, NT>, grid, kThreads, 0, stream, a, S, L);
+    if (S > 1) return launch(gemm_wide_q4k_i8<NMAT, false, true, true>, grid, kThreads, 0, stream, a, S, L);
+    return launch(gemm_wide_q4k_i8<NMAT, false, false, true>, grid, kThreads, 0, stream, a, S, L);
 }
 
-// i8: the INT8 kernels, on the limb pre-pass where pre (q4_plan's rule) and the scratch is there
-// (nt tokens a block: 16 or 32), else staging x in the block (16); else the f16 body's.
+// i8: the INT8 kernels, on the limb pre-pass where pre (q4_plan's rule) and the scratch is there,
+// else staging x in the block; else the f16 body's.
 template <int NMAT, bool NORM>
-cudaError_t launch_wide_n(const MmaArgs &a, bool i8, bool pre, int nt, int S, cudaStream_t stream) {
+cudaError_t launch_wide_n(const MmaArgs &a, bool i8, bool pre, int S, cudaStream_t stream) {
     constexpr int NT1 = kWideTok<NMAT, false>, NTS = kWideTok<NMAT, true>;
     const int NT = i8 ? kWideTokI8 : (S > 1 ? NTS : NT1);
-    const unsigned quads = (unsigned)((a.tile0[a.nseg] + kWarps - 1) / kWarps);
-    const dim3 grid((unsigned)((a.n + NT - 1) / NT), quads, 1);
+    const dim3 grid((unsigned)((a.n + NT - 1) / NT),
+                    (unsigned)((a.tile0[a.nseg] + kWarps - 1) / kWarps), 1);
     if (i8 && pre) {  // without scratch (a capture) the kernels below, the same bits
-        const dim3 g32((unsigned)((a.n + 31) / 32), quads, 1);
-        const cudaError_t e = nt == 32 ? launch_wide_pre<NMAT, 32>(a, NORM, S, g32, stream)
-                                       : launch_wide_pre<NMAT, kWideTokI8>(a, NORM, S, grid, stream);
+        const cudaError_t e = launch_wide_pre<NMAT>(a, NORM, S, grid, stream);
         if (e != cudaErrorMemoryAllocation) return e;
         (void)cudaGetLastError();
     }
@@ -982,10 +968,9 @@ cudaError_t launch_wide_n(const MmaArgs &a, bool i8, bool pre, int nt, int S, cu
 }
 
 template <int NMAT>
-cudaError_t launch_wide(const MmaArgs &a, bool norm, bool i8, bool pre, int nt, int S,
-                        cudaStream_t stream) {
-    return norm ? launch_wide_n<NMAT, true>(a, i8, pre, nt, S, stream)
-                : launch_wide_n<NMAT, false>(a, i8, pre, nt, S, stream);
+cudaError_t launch_wide(const MmaArgs &a, bool norm, bool i8, bool pre, int S, cudaStream_t stream) {
+    return norm ? launch_wide_n<NMAT, true>(a, i8, pre, S, stream)
+                : launch_wide_n<NMAT, false>(a, i8, pre, S, stream);
 }
 
 // ---- The Q4_K_M triple in one launch (bench/NOTES.md 2.3) --------------------------------
@@ -1096,37 +1081,34 @@ static constexpr int64_t kPerLaunch = 65535 * (int64_t)kGemmTok;
 // GEMM runs (either body: gemm_wide_q4k, gemm_wide_q4k_i8; the GEMV, n = 1, never) and whether
 // on the limb pre-pass. LOOM_GEMM_WIDE = n >= 2: wide from n tokens on; 0: never; 1 (the
 // default): from kWideMinQ4 tokens on, and on the INT8 body only where its blocks (16 tokens x
-// 4 tiles) number at least half the SMs: below that the 8-token GEMM (S x ceil(n / 8) x tiles
+// 4 tiles) number at least 0.4 x the SMs: below that the 8-token GEMM (S x ceil(n / 8) x tiles
 // blocks) fills the GPU better. Relay pre-R1 (H200, 132 SMs, N = 16, 8-token vs wide on the
-// pre-pass): attention output + add 2560 x 4096 30.2 vs 36.2 us (40 blocks), ffn down + add
+// pre-pass): 4B attention output + add 2560 x 4096 30.2 vs 36.2 us (40 blocks), ffn down + add
 // 2560 x 9728 60.8 vs 75.9 (40); Q+K 5120 x 2560 normed 51.6 vs 24.1 (80), the pair 2 x 9728
 // 106.7 vs 41.2 (152); at N = 32 the wide kernel won every shape (O 51.0 vs 36.4: 80 blocks).
-// S: the GEMV's split of the shape (the SwiGLU pair counts both matrices, so it splits as the
-// pair without epilogue does: the same S, silu(a) * b of the same bits); nt: tokens a block of
-// the INT8 wide GEMM on the pre-pass (LOOM_GEMM_WIDE_Q4K_I8=6: 32, but the pair with S > 1 16).
+// Relay p32-R1 (8B, N = 16): attention output + add 4096 x 4096 40.8 vs 34.7 (64 blocks: half
+// the SMs, 66, had sent it to the 8-token GEMM), down + add 4096 x 14336 111.5 vs 111.8 (64);
+// 0.4 x 132 = 52.8 lies between the 4B's 40 and the 8B's 64.
 struct Q4Plan {
-    int nmat, S, nt;
+    int nmat;
     int64_t tiles;
     bool i8, wide, pre;
 };
 
-static Q4Plan q4_plan(const Seg *seg, int nseg, int epi, int64_t K, int64_t n) {
+static Q4Plan q4_plan(const Seg *seg, int nseg, int epi, int64_t n) {
     Q4Plan p;
     p.nmat = epi == EPI_SWIGLU || (epi == EPI_PLAIN && nseg == 2 && seg[0].rows == seg[1].rows) ? 2 : 1;
     p.tiles = 0;
     for (int i = 0; i < (p.nmat == 2 ? 1 : nseg); i++) p.tiles += (seg[i].rows + kTileRows - 1) / kTileRows;
-    p.S = mma_pick_split(p.tiles * p.nmat, K / 256);
     p.i8 = mma_q4k_variant() == 2;
     const int wset = gemm_wide_min();
     if (wset == 1) {
         const int64_t blocks = (n + kWideTokI8 - 1) / kWideTokI8 * ((p.tiles + kWarps - 1) / kWarps);
-        p.wide = n >= kWideMinQ4 && (!p.i8 || 2 * blocks >= sm_count());
+        p.wide = n >= kWideMinQ4 && (!p.i8 || 5 * blocks >= 2 * (int64_t)sm_count());
     } else {
         p.wide = wset > 1 && n >= wset;
     }
-    const int form = gemm_wide_q4k_i8_form();
-    p.pre = p.wide && p.i8 && form >= 5;
-    p.nt = form == 6 && !(p.nmat == 2 && p.S > 1) ? 32 : kWideTokI8;
+    p.pre = p.wide && p.i8 && gemm_wide_q4k_i8_form() == 5;
     return p;
 }
 
@@ -1134,7 +1116,7 @@ loom_status mma_matmul(const Seg *seg, int nseg, int epi, const float *x, int64_
                        const PreNorm *norm, loom_error *err, cudaStream_t stream) {
     if (n <= 0) return LOOM_OK;
     MmaArgs a = {};
-    const Q4Plan plan = q4_plan(seg, nseg, epi, K, n);
+    const Q4Plan plan = q4_plan(seg, nseg, epi, n);
     const int nmat = plan.nmat;
     const int64_t tiles = plan.tiles;
     if (nmat == 2) {
@@ -1156,7 +1138,9 @@ loom_status mma_matmul(const Seg *seg, int nseg, int epi, const float *x, int64_
     if (norm) a.norm = *norm;
     const bool nm = norm != nullptr;
     const bool i8 = plan.i8;
-    const int S = plan.S;
+    // The SwiGLU pair counts both matrices, so it splits as the pair without epilogue does
+    // (the same S: silu(a) * b of the same bits).
+    const int S = mma_pick_split(tiles * nmat, K / 256);
     for (int64_t t0 = 0; t0 < n; t0 += kPerLaunch) {
         const int64_t nn = n - t0 < kPerLaunch ? n - t0 : kPerLaunch;
         MmaArgs b = a;
@@ -1168,11 +1152,11 @@ loom_status mma_matmul(const Seg *seg, int nseg, int epi, const float *x, int64_
             if (b.seg[i].resid) b.seg[i].resid += t0 * rows;
         }
         const int64_t groups = nn == 1 ? 1 : (nn + kGemmTok - 1) / kGemmTok;
-        const Q4Plan pl = nn == n ? plan : q4_plan(seg, nseg, epi, K, nn);
+        const Q4Plan pl = nn == n ? plan : q4_plan(seg, nseg, epi, nn);
         cudaError_t e;
         if (pl.wide) {
-            e = nmat == 2 ? launch_wide<2>(b, nm, i8, pl.pre, pl.nt, S, stream)
-                          : launch_wide<1>(b, nm, i8, pl.pre, pl.nt, S, stream);
+            e = nmat == 2 ? launch_wide<2>(b, nm, i8, pl.pre, S, stream)
+                          : launch_wide<1>(b, nm, i8, pl.pre, S, stream);
             g_wide_launches++;
         }
         else if (nn == 1)
@@ -1188,7 +1172,7 @@ loom_status mma_matmul(const Seg *seg, int nseg, int epi, const float *x, int64_
 
 size_t mma_scratch_bytes(const Seg *seg, int nseg, int epi, int64_t K, int64_t n) {
     const int64_t nn = n < kPerLaunch ? n : kPerLaunch;  // the largest launch
-    return q4_plan(seg, nseg, epi, K, nn).pre ? q4_limbs_bytes(nn, K) : 0;
+    return q4_plan(seg, nseg, epi, nn).pre ? q4_limbs_bytes(nn, K) : 0;
 }
 
 int64_t g_mixed_launches = 0;

@@ -56,7 +56,7 @@ static const int kDefaultTripleMixed = 1;
 static int g_triple_mixed = kDefaultTripleMixed;
 // The wide prefill GEMMs (LOOM_GEMM_WIDE; gemv_mma.cu, q6k_i8_wide.cuh; session 8): 0 = off (the
 // GEMM in groups of 8 tokens), 1 = on from each family's measured threshold (Q4_K from 16
-// tokens, on the INT8 body where the wide blocks number at least half the SMs: gemv_mma.cu
+// tokens, on the INT8 body where the wide blocks number at least 0.4 x the SMs: gemv_mma.cu
 // q4_plan, session 11; Q6_K from 64 tokens; the default: `loom bench -p 512` on the 4B Q4_K_M
 // model 3,042 -> 5,960 tokens/s, decode unchanged, bench/NOTES.md 4), n >= 2 = on from n tokens
 // (measurements). Same bits either way.
@@ -146,8 +146,8 @@ static void read_switches_locked() {
     g_q4k_variant = env_int("LOOM_GEMV_MMA_Q4K_V", 1, 2, false, kDefaultQ4kVariant);
     g_triple_mixed = env_int("LOOM_GEMV_TRIPLE_MIXED", 0, 3, false, kDefaultTripleMixed);
     g_gemm_wide = env_int("LOOM_GEMM_WIDE", 0, 1 << 30, false, kDefaultGemmWide);
-    const int q4i8 = env_int("LOOM_GEMM_WIDE_Q4K_I8", 4, 6, false, kDefaultGemmWideQ4kI8);
-    g_gemm_wide_q4k_i8 = q4i8;  // 4, 5 or 6 (1, 2, 3: removed)
+    const int q4i8 = env_int("LOOM_GEMM_WIDE_Q4K_I8", 4, 5, false, kDefaultGemmWideQ4kI8);
+    g_gemm_wide_q4k_i8 = q4i8;  // 4 or 5 (1, 2, 3: removed)
     g_gemm_wide_q6k = env_int("LOOM_GEMM_WIDE_Q6K", 2, 7, false, kDefaultGemmWideQ6k);
     g_attn_bpsm = env_int("LOOM_ATTN_BPSM", 1, 16, false, kDefaultAttnBpsm);
     g_attn_cl_tiles = env_int("LOOM_ATTN_CL_TILES", 0, 1 << 25, false, kDefaultAttnClTiles);
