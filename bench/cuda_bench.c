@@ -923,29 +923,38 @@ static void bench_q4k_wide(void) {
 
 /* --q4w: the INT8 Q4_K body's GEMMs (bench_mm's g_ab_q4v: the 8-token GEMM at N <= 64, the
  * wide GEMM staging x in the block and reading the limb pre-pass, the default rule), same
- * weights, for the 4B layer's Q4_K shapes at N = 16, 32, 48, 64, 128, 512: Q+K (5120 x 2560,
- * the triple's Q4_K part) normed, attention output + add (2560 x 4096), the gate/up pair +
- * SwiGLU normed, ffn down Q4_K + add (2560 x 9728). */
+ * weights, for a layer's Q4_K shapes: Q+K (the triple's Q4_K part) normed, attention output +
+ * add, the gate/up pair + SwiGLU normed, ffn down Q4_K + add. 4B (hidden 2560, ffn 9728, Q+K
+ * 5120 rows, attention 4096 wide) at N = 16, 32, 48, 64, 128, 512, then 8B (4096, 14336, 5120,
+ * 4096) at N = 16, 32, 48, 64 (the wide threshold's range). */
 static int g_q4w = 0;
-static void bench_q4w(void) {
+static void bench_q4w_model(const char *c, int64_t H, int64_t F, int64_t QK, int64_t A,
+                            const int64_t *ns, int nn) {
     const loom_ggml_type q4[2] = {LOOM_GGML_Q4_K, LOOM_GGML_Q4_K};
-    static const int64_t ns[6] = {16, 32, 48, 64, 128, 512};
     char nm[80];
-    for (int i = 0; i < 6; i++) {
+    for (int i = 0; i < nn; i++) {
         const int64_t n = ns[i];
         g_calls = n >= 128 ? 4 : 20;
         g_ab_q4v = 2;
-        bench_mm("4B Q+K", MM_GEMM, n, 1, q4, (const int64_t[]){5120}, 2560);
+        snprintf(nm, sizeof nm, "%s Q+K", c);
+        bench_mm(nm, MM_GEMM, n, 1, q4, (const int64_t[]){QK}, H);
         g_ab_q4v = 1;
-        bench_mm("4B attn out + add", MM_ADD, n, 1, q4, (const int64_t[]){2560}, 4096);
+        snprintf(nm, sizeof nm, "%s attn out + add", c);
+        bench_mm(nm, MM_ADD, n, 1, q4, (const int64_t[]){H}, A);
         g_ab_q4v = 2;
-        snprintf(nm, sizeof nm, "4B pair SwiGLU N=%lld", (long long)n);
-        bench_mm(nm, MM_PAIR, n, 2, q4, (const int64_t[]){9728, 9728}, 2560);
+        snprintf(nm, sizeof nm, "%s pair SwiGLU N=%lld", c, (long long)n);
+        bench_mm(nm, MM_PAIR, n, 2, q4, (const int64_t[]){F, F}, H);
         g_ab_q4v = 1;
-        bench_mm("4B down Q4_K + add", MM_ADD, n, 1, q4, (const int64_t[]){2560}, 9728);
+        snprintf(nm, sizeof nm, "%s down Q4_K + add", c);
+        bench_mm(nm, MM_ADD, n, 1, q4, (const int64_t[]){H}, F);
     }
     g_ab_q4v = 0;
     g_calls = 0;
+}
+static void bench_q4w(void) {
+    static const int64_t ns4[6] = {16, 32, 48, 64, 128, 512}, ns8[4] = {16, 32, 48, 64};
+    bench_q4w_model("4B", 2560, 9728, 5120, 4096, ns4, 6);
+    bench_q4w_model("8B", 4096, 14336, 5120, 4096, ns8, 4);
 }
 
 /* --norm: the RMSNorm folded into the next matmul (loom_cuda_*_normed). Standalone: each of

@@ -76,7 +76,7 @@
  *   LOOM_GEMM_WIDE        the prefill GEMMs (Q4_K f16 body: gemv_mma.cu; Q6_K INT8: q6k_i8_wide.cuh):
  *                         =1: the wide kernel (each weight tile decoded once for 32 tokens,
  *                         x staged once for 4 tiles) from 16 tokens on (Q6_K: 64; the INT8
- *                         Q4_K one where its blocks number at least half the SMs); =n
+ *                         Q4_K one where its blocks number at least 0.4 x the SMs); =n
  *                         (n >= 2): from n tokens on; 0: the GEMM in groups of 8 tokens.
  *                         Default 1. Same bits either way (GEMM token == GEMV); the GEMV
  *                         (n = 1) never changes. With LOOM_GEMV_MMA_Q4K_V=2 the Q4_K wide

@@ -749,7 +749,9 @@ static __global__ void __launch_bounds__(kThreads, 2) gemm_wide_q4k(const MmaArg
 // V = 2 GEMV bits. Tokens a block: kWideTokI8 = 16 (one matrix: 3 blocks an SM, LEAN below).
 // (Measured slower and removed: in session 10 the min term by the GEMV's IMMA chain a sub-block,
 // 11-19% slower, and the pair at 32 tokens, no gain; in session 11 one matrix at 32 tokens,
-// slower than 16 on every Qwen3 shape (relay q4w-R3); bench/NOTES.md 2.4.)
+// slower than 16 on every Qwen3 shape (relay q4w-R3), and 32 tokens on the limb pre-pass (relay
+// p32-R1: at N = 512 Q+K -5% and the pair -2%, but O and down +4-5%; slower at N <= 128 except
+// Q+K at 128, even, and the 8B pair at 32, -5%); bench/NOTES.md 2.4.)
 constexpr int kWideTokI8 = 16;
 
 // PRE (LOOM_GEMM_WIDE_Q4K_I8=5, the default since session 11): the stages are cp.async copies of
@@ -1079,11 +1081,14 @@ static constexpr int64_t kPerLaunch = 65535 * (int64_t)kGemmTok;
 // GEMM runs (either body: gemm_wide_q4k, gemm_wide_q4k_i8; the GEMV, n = 1, never) and whether
 // on the limb pre-pass. LOOM_GEMM_WIDE = n >= 2: wide from n tokens on; 0: never; 1 (the
 // default): from kWideMinQ4 tokens on, and on the INT8 body only where its blocks (16 tokens x
-// 4 tiles) number at least half the SMs: below that the 8-token GEMM (S x ceil(n / 8) x tiles
+// 4 tiles) number at least 0.4 x the SMs: below that the 8-token GEMM (S x ceil(n / 8) x tiles
 // blocks) fills the GPU better. Relay pre-R1 (H200, 132 SMs, N = 16, 8-token vs wide on the
-// pre-pass): attention output + add 2560 x 4096 30.2 vs 36.2 us (40 blocks), ffn down + add
+// pre-pass): 4B attention output + add 2560 x 4096 30.2 vs 36.2 us (40 blocks), ffn down + add
 // 2560 x 9728 60.8 vs 75.9 (40); Q+K 5120 x 2560 normed 51.6 vs 24.1 (80), the pair 2 x 9728
 // 106.7 vs 41.2 (152); at N = 32 the wide kernel won every shape (O 51.0 vs 36.4: 80 blocks).
+// Relay p32-R1 (8B, N = 16): attention output + add 4096 x 4096 40.8 vs 34.7 (64 blocks: half
+// the SMs, 66, had sent it to the 8-token GEMM), down + add 4096 x 14336 111.5 vs 111.8 (64);
+// 0.4 x 132 = 52.8 lies between the 4B's 40 and the 8B's 64.
 struct Q4Plan {
     int nmat;
     int64_t tiles;
@@ -1099,7 +1104,7 @@ static Q4Plan q4_plan(const Seg *seg, int nseg, int epi, int64_t n) {
     const int wset = gemm_wide_min();
     if (wset == 1) {
         const int64_t blocks = (n + kWideTokI8 - 1) / kWideTokI8 * ((p.tiles + kWarps - 1) / kWarps);
-        p.wide = n >= kWideMinQ4 && (!p.i8 || 2 * blocks >= sm_count());
+        p.wide = n >= kWideMinQ4 && (!p.i8 || 5 * blocks >= 2 * (int64_t)sm_count());
     } else {
         p.wide = wset > 1 && n >= wset;
     }

@@ -56,7 +56,7 @@ static const int kDefaultTripleMixed = 1;
 static int g_triple_mixed = kDefaultTripleMixed;
 // The wide prefill GEMMs (LOOM_GEMM_WIDE; gemv_mma.cu, q6k_i8_wide.cuh; session 8): 0 = off (the
 // GEMM in groups of 8 tokens), 1 = on from each family's measured threshold (Q4_K from 16
-// tokens, on the INT8 body where the wide blocks number at least half the SMs: gemv_mma.cu
+// tokens, on the INT8 body where the wide blocks number at least 0.4 x the SMs: gemv_mma.cu
 // q4_plan, session 11; Q6_K from 64 tokens; the default: `loom bench -p 512` on the 4B Q4_K_M
 // model 3,042 -> 5,960 tokens/s, decode unchanged, bench/NOTES.md 4), n >= 2 = on from n tokens
 // (measurements). Same bits either way.
