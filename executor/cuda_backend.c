@@ -15,7 +15,9 @@
  * decode steps (T = 1: no norm launch); in steps of more tokens they run loom_cuda_rms_norm into
  * norm_x and the plain launcher on it (the kernels' contract makes both the same bits), because
  * there the folded GEMM redoes each token's norm in every block (H200 R1: a prefill pair 186 us
- * folded against 117 us norm + plain) while one launch more per step costs nothing.
+ * folded against 117 us norm + plain) while one launch more per step costs nothing. (Since
+ * session 11 the INT8 Q4_K wide GEMM norms each token once, in its x pre-pass, so the fold may
+ * pay in those steps too: not measured.)
  * LOOM_CUDA_PRENORM=0 runs decode steps so too (the fold's kernels against one norm launch, in
  * one binary and graph), and so does a node whose norm weight is not 16-byte aligned on the
  * device (the kernels read it as float4; a mapped GGUF keeps its file offset's alignment):

@@ -37,9 +37,9 @@ loom_status gemm_launch(const Seg &seg, const float *x, int64_t n, int64_t K, in
                         const PreNorm *norm, loom_error *err, cudaStream_t stream);
 
 // gemv_mma.cu: which kernels gemv.cu's run_matmul gives a call's segments (not the SwiGLU
-// pair's) while the mma paths are on: Q4_K ones (mma_seg_ok) into mm, Q6_K ones into m6 while LOOM_GEMV_MMA_Q6K is
-// on, the rest (the warp-per-row kernels) into rest, each in order; the counts through nm, n6,
-// nrest. loom_cuda_matmul_scratch_bytes (gemv_mma.cu) asks the same.
+// pair's) while the mma paths are on: Q4_K ones (mma_seg_ok) into mm, Q6_K ones into m6 while
+// LOOM_GEMV_MMA_Q6K is on, the rest (the warp-per-row kernels) into rest, each in order; the
+// counts through nm, n6, nrest. loom_cuda_matmul_scratch_bytes (gemv_mma.cu) asks the same.
 void route_segments(const Seg *seg, int nseg, Seg *mm, int *nm, Seg *m6, int *n6, Seg *rest,
                     int *nrest);
 
