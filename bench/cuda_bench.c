@@ -2,7 +2,7 @@
  * Qwen3-8B (4096 / 14336) shapes, 32 query heads, 8 KV heads, head_dim 128, vocab 151936.
  *
  *   cuda_bench [--quick] [--attn] [--matmul] [--q6k] [--norm] [--attn-trace] [--attn-prof]
- *              [--attn-step] [--fused] [--mixed] [--attn-s7] [--q6k-down] [--q6k-wide] [--q4k-wide] [--q4w] [--q4k] [--attn-pf]
+ *              [--attn-step] [--fused] [--mixed] [--attn-s7] [--q6k-down] [--q6k-wide] [--q4k-wide] [--q4w] [--triple-v] [--q4k] [--attn-pf]
  *
  * Method: CUDA events around many launches, the median of several repetitions, per launch.
  * Weights (and KV caches) rotate over copies totalling > 256 MB, far above the H200's L2 (50-60
@@ -885,6 +885,30 @@ static void bench_q6k_wide(void) {
     g_calls = 0;
 }
 
+/* --triple-v: the prefill GEMM a Q4_K_M triple's Q6_K V runs (the f16 body at every N:
+ * LOOM_GEMV_MMA_Q6K_V=1, the 8-token GEMM, gemv_mma_q6k.cu q6k_body) against the default INT8
+ * body (the wide form-7 GEMM from 64 tokens; each row its own weights of that shape), plain as
+ * the executor's prefill steps launch it after their norm, 4B V shape (1024 x 2560), N = 64,
+ * 128, 512, twice. */
+static int g_triple_v = 0;
+static void bench_triple_v(void) {
+    const loom_ggml_type q6 = LOOM_GGML_Q6_K;
+    static const int64_t ns[3] = {64, 128, 512};
+    for (int rep = 0; rep < 2; rep++)
+        for (int i = 0; i < 3; i++) {
+            g_calls = ns[i] >= 128 ? 4 : 20;
+            for (int v = 1; v <= 2; v++) {
+                setenv("LOOM_GEMV_MMA_Q6K_V", v == 1 ? "1" : "2", 1);
+                loom_cuda_reload_switches();
+                bench_mm(v == 1 ? "4B V Q6_K f16 (triple's)" : "4B V Q6_K INT8 (default)", MM_GEMM,
+                         ns[i], 1, &q6, (const int64_t[]){1024}, 2560);
+            }
+        }
+    unsetenv("LOOM_GEMV_MMA_Q6K_V");
+    loom_cuda_reload_switches();
+    g_calls = 0;
+}
+
 /* --q4k-wide: the Q4_K prefill GEMMs (f16 body) with LOOM_GEMM_WIDE=0 and =16 in turn, twice,
  * same weights (bench_mm's g_ab_wide): the 4B GEMV (N = 1: must not change); 4B at N = 512 the
  * ffn gate-like GEMM (F x H), attention output + add (H x 4096), ffn down + add (H x F, Q4_K),
@@ -1195,6 +1219,7 @@ int main(int argc, char **argv) {
         if (strcmp(argv[i], "--q6k-wide") == 0) g_q6k_wide = 1;
         if (strcmp(argv[i], "--q4k-wide") == 0) g_q4k_wide = 1;
         if (strcmp(argv[i], "--q4w") == 0) g_q4w = 1;
+        if (strcmp(argv[i], "--triple-v") == 0) g_triple_v = 1;
         if (strcmp(argv[i], "--norm") == 0) g_norm_only = 1;
         if (strcmp(argv[i], "--attn-trace") == 0) g_attn_trace = 1;
         if (strcmp(argv[i], "--attn-prof") == 0) g_attn_prof = 1;
@@ -1229,7 +1254,7 @@ int main(int argc, char **argv) {
         {&g_q6k_only, bench_q6k},       {&g_norm_only, bench_norm_fold},
         {&g_q6k_down, bench_q6k_down}, {&g_q6k_wide, bench_q6k_wide},
         {&g_q4k_wide, bench_q4k_wide},
-        {&g_q4w, bench_q4w},
+        {&g_q4w, bench_q4w},             {&g_triple_v, bench_triple_v},
         {&g_attn_prof, attn_prof_all},  {&g_attn_trace, attn_trace_all},
         {&g_attn_step, attn_step_ab},   {&fused_only, fused_ab},
         {&s7_only, attn_s7_ab},         {&pf_only, attn_pf_ab},

@@ -1092,8 +1092,8 @@ static loom_status dispatch(loom_exec_backend *b, const loom_ir_node *n,
 
 /* Whether matmul-family node n's launch over `rows` tokens uses the kernel scratch (the wide
  * prefill GEMMs' x-limb pre-passes), as its launcher answers (loom_cuda_matmul_scratch_bytes; 0
- * for decode steps, a Q4_K_M triple's Q6_K V, the switches off). Such a launch is ordered across
- * streams like the other scratch users. */
+ * for decode steps, a Q4_K_M triple's Q6_K V below 64 tokens, the switches off). Such a launch
+ * is ordered across streams like the other scratch users. */
 static bool matmul_uses_scratch(const loom_ir_node *n, const loom_exec_tensor *in, int64_t rows) {
     loom_kweight w[3] = {{0}};
     int nw = loom_exec_matmul_weights(n->op);

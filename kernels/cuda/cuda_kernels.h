@@ -63,7 +63,7 @@
  *                         body (x staged as adjacent B register pairs); =2: the INT8 body
  *                         (q6k_i8_body.cuh: q as u8, x as 4 int8 limbs; other bits, same
  *                         tolerance; the default; a triple's Q6_K segments keep the f16 body,
- *                         GEMV and GEMM). 0 (session 3's f16 loop order, measured slower) was
+ *                         GEMV and GEMM, below 64 tokens). 0 (session 3's f16 loop order, measured slower) was
  *                         removed in session 11: it, like any value but 1 and 2, selects the
  *                         default.
  *                         LOOM_GEMV_MMA_Q4K_V: the Q4_K body, 1 the f16 hi + lo body, 2
@@ -302,7 +302,7 @@ typedef enum {
 /* Scratch bytes that launcher `role` over weights w (K = w[0].cols) needs for n tokens under the
  * current switches: the wide prefill GEMMs' x-limb pre-passes (Q4_K, LOOM_GEMM_WIDE_Q4K_I8=5:
  * K / 256 x n rounded up to 32 x 1156 bytes; Q6_K, LOOM_GEMM_WIDE_Q6K = 5..7: x 1028), each by
- * its launcher's own rule (the wide threshold, the form, a triple's Q6_K V on the f16 body, the
+ * its launcher's own rule (the wide threshold, the form, a triple's Q6_K V on the f16 body below 64 tokens, the
  * weights' alignment; a weight whose data is NULL counts as aligned, for a reservation before the
  * weights are placed); 0: the call uses no scratch (decode steps, the switches off), so a caller
  * need not order it with the other scratch users. With the folded RMSNorm or without, the same.

@@ -214,9 +214,13 @@ int wide_from() {
 // LOOM_GEMV_MMA_Q6K_V (runtime.cu): which loop body the launcher below picks.
 int mma_q6k_variant();
 
-// The loop body mma_q6k_matmul runs: the switch's (1 f16, 2 INT8), but a triple's Q6_K segments
-// (f16) keep the f16 body (matmul.cuh). (Also the scratch rule's, below.)
-static int q6k_body(bool f16) { return f16 ? 1 : mma_q6k_variant(); }
+// The loop body mma_q6k_matmul runs for n tokens: the switch's (1 f16, 2 INT8), but a triple's
+// Q6_K segments (f16) keep the f16 body below kWideMinN tokens, where their GEMM gives the
+// one-launch decode triple's bits token by token (matmul.cuh); from kWideMinN tokens on they take
+// the switch's body like any Q6_K matmul (the INT8 wide GEMM: the 4B V, 1024 x 2560, at N = 512
+// 64 us against the f16 8-token GEMM's 226, H200, bench/NOTES.md 7.18). Whatever LOOM_GEMM_WIDE
+// says, so that wide == 8-token GEMM bits hold for a triple too. (Also the scratch rule's, below.)
+static int q6k_body(bool f16, int64_t n) { return f16 && n < kWideMinN ? 1 : mma_q6k_variant(); }
 // Tokens a launch of mma_q6k_matmul at most (token groups of kGemmTok: 65535 a launch).
 static constexpr int64_t kPerLaunch = 65535 * (int64_t)kGemmTok;
 bool mma_q6k_seg_ok(const Seg &s) {
@@ -251,8 +255,8 @@ loom_status mma_q6k_matmul(const Seg *seg, int nseg, int epi, const float *x, in
     const int S = mma_pick_split(tiles, K / 256);  // gemv_mma.cu's rule
     // LOOM_GEMV_MMA_Q6K_V (runtime.cu): 1 = the f16 body (q6k_tile), 2 = the INT8 body
     // (q6k_i8_body.cuh: other bits, GEMM token == GEMV still).
-    // f16: a triple's Q6_K segments keep the f16 body (matmul.cuh).
-    const int var = q6k_body(f16);
+    // f16: a triple's Q6_K segments keep the f16 body below kWideMinN tokens (q6k_body).
+    const int var = q6k_body(f16, n);
     const int wide = var == 2 ? wide_from() : 0;  // the INT8 body's wide GEMM from this n on
     for (int64_t t0 = 0; t0 < n; t0 += kPerLaunch) {
         const int64_t nn = n - t0 < kPerLaunch ? n - t0 : kPerLaunch;
@@ -277,10 +281,10 @@ loom_status mma_q6k_matmul(const Seg *seg, int nseg, int epi, const float *x, in
 }
 
 // The scratch a Q6_K mma matmul of n tokens over K columns takes (the limb pre-pass of the wide
-// GEMM), by mma_q6k_matmul's own rule: the INT8 body (not a triple's V, f16), n at or above the
-// wide threshold, a pre-pass form of LOOM_GEMM_WIDE_Q6K.
+// GEMM), by mma_q6k_matmul's own rule: the INT8 body (q6k_body: not a triple's V below
+// kWideMinN tokens), n at or above the wide threshold, a pre-pass form of LOOM_GEMM_WIDE_Q6K.
 size_t mma_q6k_scratch_bytes(int64_t n, int64_t K, bool f16) {
-    const int var = q6k_body(f16);
+    const int var = q6k_body(f16, n);
     const int wide = wide_from();  // 0 or >= 2
     if (var != 2 || wide == 0 || n < wide || K < 256 || gemm_wide_q6k_variant() < 5) return 0;
     return q6k::q6_limbs_bytes(n < kPerLaunch ? n : kPerLaunch, K);  // the largest launch

@@ -66,8 +66,9 @@ bool mma_q6k_seg_ok(const Seg &s);
 // EPI_PLAIN (biases) or EPI_ADD (nseg 1). One launch per 65535 x 8 tokens; a GEMM token is
 // bit-identical to the GEMV of that token; not bit-identical to gemv.cu / gemm.cu. The loop
 // body is LOOM_GEMV_MMA_Q6K_V's, except that f16 (a triple's Q6_K segments, gemv.cu) keeps
-// the f16 body where that switch selects the INT8 one (bench/NOTES.md 2.3: the triple's V
-// runs inside the mixed Q4_K_M kernel on the f16 body, and its GEMM must give the same bits).
+// the f16 body below 64 tokens where that switch selects the INT8 one (bench/NOTES.md 2.3: the
+// triple's V runs inside the mixed Q4_K_M kernel on the f16 body, and its GEMM of up to 63
+// tokens gives the same bits; from 64 tokens on the INT8 wide GEMM, bench/NOTES.md 7.18).
 loom_status mma_q6k_matmul(const Seg *seg, int nseg, int epi, const float *x, int64_t K,
                            int64_t n, const PreNorm *norm, bool f16, loom_error *err,
                            cudaStream_t stream);

@@ -29,7 +29,7 @@
  *                  (default) and LOOM_GEMV_MMA=0, each against the CPU twin (the two are not
  *                  bit-identical); the Q6_K cases again on the f16 body
  *                  (LOOM_GEMV_MMA_Q6K_V=1; the default is the INT8 body but for a triple's
- *                  V: mma shapes, add, triple, normed; same tolerance, GEMM token == GEMV
+ *                  V below 64 tokens: mma shapes, add, triple, normed; same tolerance, GEMM token == GEMV
  *                  bits); the Q4_K_M triple in one launch == its two launches (bits),
  *                  GEMM token == that GEMV (bits), the one launch taken at the 4B/8B shapes
  *   rms_norm 1e-5 relative; rope 1e-4 absolute; attention 1e-4 * max|out| (prefill with
@@ -1073,7 +1073,8 @@ static void test_triple_mixed_all(void) {
         test_triple_mixed(c, c[3], i % 2, (int)c[4]);
     }
     /* LOOM_GEMV_MMA_Q6K_V=2 (INT8 for the other Q6_K matmuls): a triple's V keeps the f16 body in
-     * the mixed kernel, its two launches and its GEMM alike (bits as above) */
+     * the mixed kernel, its two launches and its GEMM of n = 5 alike (bits as above; from 64
+     * tokens the INT8 body, test_triple_v_body) */
     set_switch("LOOM_GEMV_MMA_Q6K_V", "2");
     g_mixed_tag = " V=2";
     for (int i = 0; i < (g_quick ? 2 : 4); i++) {
@@ -1255,6 +1256,44 @@ static void test_wide_section_v(int v) {
     loom_cuda_reload_switches();
 }
 
+/* A Q4_K_M triple's Q6_K V (gemv_mma_q6k.cu q6k_body): below 64 tokens the f16 body, bit for bit
+ * the V matrix alone with LOOM_GEMV_MMA_Q6K_V=1 (the one-launch decode triple's body); from 64
+ * tokens on the Q6_K default (the INT8 wide GEMM), bit for bit the V matrix alone. */
+static void test_triple_v_body(int64_t n) {
+    const loom_ggml_type ty[3] = {LOOM_GGML_Q4_K, LOOM_GGML_Q4_K, LOOM_GGML_Q6_K};
+    const int64_t M[3] = {64, 32, 48}, K = 768;
+    loom_error err = {0};
+    float *x = xmalloc(sizeof(float) * (size_t)(n * K));
+    fill(x, n * K, -1, 1);
+    float *dx = dup_dev(x, sizeof(float) * (size_t)(n * K));
+    void *dw[3];
+    float *dy[3];
+    loom_kweight gw[3];
+    for (int i = 0; i < 3; i++) {
+        size_t b;
+        uint8_t *w = rand_weights(ty[i], M[i], K, &b);
+        dw[i] = dup_dev(w, b);
+        free(w);
+        gw[i] = (loom_kweight){dw[i], ty[i], M[i], K};
+        dy[i] = dev_poison(sizeof(float) * (size_t)(n * M[i]));
+    }
+    const size_t vb = sizeof(float) * (size_t)(n * M[2]);
+    float *dv = dev_poison(vb), *hv = xmalloc(vb), *ha = xmalloc(vb);
+    char shape[64];
+    snprintf(shape, sizeof shape, "M=64/32/48 K=%lld N=%lld", (long long)K, (long long)n);
+    float *const y3[3] = {dy[0], dy[1], dy[2]};
+    report_status("triple V body", shape, loom_cuda_matmul_triple(dx, n, gw, NULL, y3, &err, 0), &err);
+    if (n < 64) set_switch("LOOM_GEMV_MMA_Q6K_V", "1");
+    report_status("triple V body", shape, loom_cuda_matmul(dx, n, gw[2], dv, &err, 0), &err);
+    if (n < 64) reset_switch("LOOM_GEMV_MMA_Q6K_V");
+    to_host(hv, dy[2], vb);
+    to_host(ha, dv, vb);
+    report(n < 64 ? "triple V == V f16" : "triple V == V INT8", shape, memcmp(hv, ha, vb) != 0, 0);
+    for (int i = 0; i < 3; i++) { cudaFree(dw[i]); cudaFree(dy[i]); }
+    cudaFree(dv); cudaFree(dx);
+    free(hv); free(ha); free(x);
+}
+
 /* Both Q4_K bodies: the f16 one (V = 1, gemm_wide_q4k) and the INT8 one (V = 2,
  * gemm_wide_q4k_i8: wide == the 8-token INT8 GEMM bits, GEMM token == the V = 2 GEMV bits), the
  * latter in both forms: its default (LOOM_GEMM_WIDE_Q4K_I8=5: x limbs from the pre-pass in the
@@ -1271,6 +1310,9 @@ static void test_wide_section(void) {
     test_wide_section_v(2);
     reset_switch("LOOM_GEMM_WIDE_Q4K_I8");
     restore_switch(&q4v);
+    test_triple_v_body(g_quick ? 5 : 37);
+    test_triple_v_body(64);
+    test_triple_v_body(g_quick ? 65 : 130);
 }
 
 /* ---- norm, rope, kv --------------------------------------------------------------------- */
