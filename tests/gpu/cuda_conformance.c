@@ -200,6 +200,15 @@ static uint8_t *rand_weights(loom_ggml_type t, int64_t M, int64_t K, size_t *byt
     return w;
 }
 
+/* Fresh random weights of type t (M x K) on the device (cudaFree its data). */
+static loom_kweight dev_rand_weights(loom_ggml_type t, int64_t M, int64_t K) {
+    size_t b;
+    uint8_t *w = rand_weights(t, M, K, &b);
+    const loom_kweight k = {dup_dev(w, b), t, M, K};
+    free(w);
+    return k;
+}
+
 /* bound[t*M + m] = sum_k |W[m,k] x[t,k]| (double, from the CPU dequantization) */
 static double *abs_dot_bound(loom_ggml_type t, const uint8_t *w, int64_t M, int64_t K,
                              const float *x, int64_t n) {
@@ -984,11 +993,8 @@ static void test_triple_mixed(const int64_t M[3], int64_t K, int bias, int must_
     loom_kweight gw[3];
     size_t yb[3];
     for (int i = 0; i < 3; i++) {
-        size_t b;
-        uint8_t *w = rand_weights(ty[i], M[i], K, &b);
-        dw[i] = dup_dev(w, b);
-        free(w);
-        gw[i] = (loom_kweight){dw[i], ty[i], M[i], K};
+        gw[i] = dev_rand_weights(ty[i], M[i], K);
+        dw[i] = (void *)gw[i].data;
         if (bias) {
             float *hb = xmalloc(sizeof(float) * (size_t)M[i]);
             fill(hb, M[i], -1, 1);
@@ -1270,11 +1276,8 @@ static void test_triple_v_body(int64_t n) {
     float *dy[3];
     loom_kweight gw[3];
     for (int i = 0; i < 3; i++) {
-        size_t b;
-        uint8_t *w = rand_weights(ty[i], M[i], K, &b);
-        dw[i] = dup_dev(w, b);
-        free(w);
-        gw[i] = (loom_kweight){dw[i], ty[i], M[i], K};
+        gw[i] = dev_rand_weights(ty[i], M[i], K);
+        dw[i] = (void *)gw[i].data;
         dy[i] = dev_poison(sizeof(float) * (size_t)(n * M[i]));
     }
     const size_t vb = sizeof(float) * (size_t)(n * M[2]);
