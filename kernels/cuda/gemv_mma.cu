@@ -930,7 +930,7 @@ cudaError_t launch_wide_pre(const MmaArgs &a, bool norm, int S, dim3 grid, cudaS
     void *buf = scratch(q4_limbs_bytes(a.n, a.K), stream);
     if (!buf) return cudaErrorMemoryAllocation;
     Q4Limbs L;
-    L.npad = (a.n + 31) / 32 * 32;
+    L.npad = (int)limbs_npad(a.n);
     const int64_t pairs = (a.K / 256) * (int64_t)(L.npad / 2);
     uint4 *X = static_cast<uint4 *>(buf);
     uint2 *SX = reinterpret_cast<uint2 *>(X + pairs * 128);
@@ -1239,10 +1239,10 @@ loom_status mma_triple_mixed(const Seg *s4, int n4, const Seg *s6, int n6, const
 extern "C" int64_t loom_cuda_matmul_wide_launches(void) { return loom_cuda::g_wide_launches; }
 
 // The scratch of one matmul-family call: gemv.cu run_matmul's routing of its segments
-// (route_segments: mma Q4_K, mma Q6_K with a triple's V on the f16 body, or the warp-per-row
-// kernels, which use none), each
-// family's share from its launcher's own rule, the largest (the launches run one after the other
-// on the call's stream). A weight without data is taken as aligned (the reservation's bound).
+// (route_segments: mma Q4_K, mma Q6_K with a triple's V on the f16 body below 64 tokens, or the
+// warp-per-row kernels, which use none), each family's share from its launcher's own rule, the
+// largest (the launches run one after the other on the call's stream). A weight without data is
+// taken as aligned (the reservation's bound).
 extern "C" size_t loom_cuda_matmul_scratch_bytes(loom_matmul_role role, const loom_kweight *w,
                                                  int64_t n) {
     using namespace loom_cuda;

@@ -164,7 +164,7 @@ cudaError_t launch_wide_pre(const Q6Args &a, bool norm, int S, int64_t quads,
     void *buf = scratch(q6_limbs_bytes(a.n, a.K), stream);
     if (!buf) return cudaErrorMemoryAllocation;
     Q6Limbs L;
-    L.npad = (a.n + 31) / 32 * 32;
+    L.npad = (int)limbs_npad(a.n);
     uint4 *X = static_cast<uint4 *>(buf);
     float *SI = reinterpret_cast<float *>(X + (a.K / 256) * (int64_t)L.npad * 64);
     L.X = X;

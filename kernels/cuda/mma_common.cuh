@@ -173,6 +173,11 @@ int mma_pick_split(int64_t tiles, int64_t nsb);
 // kWideMinN for the Q6_K INT8 body), n >= 2 from n tokens. The GEMV (n = 1) never changes.
 int gemm_wide_min();
 
+// Tokens the wide GEMMs' x-limb pre-passes lay out for n (q4_limbs_bytes, q6_limbs_bytes): n
+// rounded up to 32, the largest token block, so a block's copy never reads past the layout; the
+// tokens past n hold zeros.
+inline int64_t limbs_npad(int64_t n) { return (n + 31) / 32 * 32; }
+
 // Sums each lane's NV partials over the block's warps (0..kWarps-1 in order) and then, on
 // sm_90 with S > 1, over the cluster's ranks (0..S-1 in order): a fixed order, so results are
 // deterministic and the same for every token of a GEMM. red: kWarps * NV * 32 floats of shared

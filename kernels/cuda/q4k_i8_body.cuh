@@ -429,8 +429,7 @@ struct Q4Limbs {
 
 // Bytes of the Q4Limbs of n tokens of K values (the scratch the pre-pass launches need).
 inline size_t q4_limbs_bytes(int64_t n, int64_t K) {
-    const int64_t npad = (n + 31) / 32 * 32;
-    return (size_t)(K / 256) * (size_t)npad * (1024 + 128 + sizeof(float));
+    return (size_t)(K / 256) * (size_t)limbs_npad(n) * (1024 + 128 + sizeof(float));
 }
 
 // The pre-pass: block x = token, its 4 warps stage super-blocks w, w + 4, ... with stage_q4i8w

@@ -36,9 +36,9 @@ static int g_mma_split = 0;  // 0 = by shape (gemv_mma.cu)
 // 2.144 / 2.160 / 2.146 ms/token with every Q6_K matmul on it against 2.183 / 2.180 / 2.182 with
 // 1. A triple's Q6_K segments keep the f16 body below 64 tokens whatever this says (gemv.cu:
 // inside the mixed Q4_K_M triple kernel the f16 V measured faster, 7.2 vs 9.2 us the 4B triple;
-// bench/NOTES.md 2.3; from 64 tokens this body, gemv_mma_q6k.cu q6k_body). 0 (session 3's f16 loop order, the same bits as 1, slower in every row of relay q6i-R4,
-// bench/NOTES.md 2.1) was removed in session 11: 0, like any value but 1 and 2, selects the
-// default.
+// bench/NOTES.md 2.3; from 64 tokens this body, gemv_mma_q6k.cu q6k_body). 0 (session 3's f16
+// loop order, the same bits as 1, slower in every row of relay q6i-R4, bench/NOTES.md 2.1) was
+// removed in session 11: 0, like any value but 1 and 2, selects the default.
 static const int kDefaultQ6kVariant = 2;
 static int g_q6k_variant = kDefaultQ6kVariant;
 // The Q4_K mma matmuls' loop body (gemv_mma.cu, LOOM_GEMV_MMA_Q4K_V): 1 = the f16 hi + lo body
@@ -68,9 +68,9 @@ static int g_gemm_wide = kDefaultGemmWide;
 // blocks an SM for one matrix; the pair at 16), what 5 runs where the scratch cannot grow (a
 // capture). The same bits always. 5 is the default: relay pre-R1 (bench/NOTES.md 2.4), 4B N =
 // 512 O + add 272 -> 171 us, ffn down + add 608 -> 375, Q+K normed 385 -> 197, the pair normed
-// 1,098 -> 633; 31-52% faster at every N of 16..512. Removed, measured slower: 2 (the min term by the
-// GEMV's IMMA) and 3 (the pair at 32 tokens) in session 10, 1 (one matrix at 32 tokens) in
-// session 11: those values (and any other) select the default.
+// 1,098 -> 633; 31-52% faster at every N of 16..512. Removed, measured slower: 2 (the min term
+// by the GEMV's IMMA) and 3 (the pair at 32 tokens) in session 10, 1 (one matrix at 32 tokens)
+// in session 11: those values (and any other) select the default.
 static const int kDefaultGemmWideQ4kI8 = 5;
 static int g_gemm_wide_q4k_i8 = kDefaultGemmWideQ4kI8;
 // The wide Q6_K GEMM's form (LOOM_GEMM_WIDE_Q6K; gemv_mma_q6k.cu launch_wide, q6k_i8_wide.cuh;
