@@ -1076,6 +1076,44 @@ static void attn_s7_ab(void) {
     set_env("LOOM_ATTN_TMA", "0");
 }
 
+/* --attn-s12 (TEMPORARY, session 12 A/B): decode attention v6 with its first tiles' copies before
+ * the PDL wait and launched with PDL (LOOM_ATTN_EARLY=1), against today's order launched in
+ * order (=0) and today's order launched with PDL (=2), same run: graph rows of attention_at
+ * (640, 4K F16, 4K INT8) and the fused prologue + attention (same), then the decode-layer graph
+ * (4 layers) at 640 and 4K positions, rope_kv_attention_at and the unfused layer (rope_kv_write
+ * + attention by value), the variants in turn, twice. */
+static void attn_s12_ab(void) {
+    static const struct { const char *name, *v; } var[3] = {
+        {"EARLY=0", "0"}, {"EARLY=1", "1"}, {"EARLY=2", "2"}};
+    enum { NV = sizeof var / sizeof var[0] };
+    static const int64_t Ls[2] = {640, 4096};
+    char nm[80];
+    for (int v = 0; v < NV; v++) {
+        set_env("LOOM_ATTN_EARLY", var[v].v);
+        snprintf(nm, sizeof nm, "attn_at %s", var[v].name);
+        bench_attn_at(nm, LOOM_KV_F16, 640, 1, 1);
+        bench_attn_at(nm, LOOM_KV_F16, 4096, 1, 1);
+        bench_attn_at(nm, LOOM_KV_INT8, 4096, 1, 1);
+        snprintf(nm, sizeof nm, "fused %s", var[v].name);
+        bench_attn_at(nm, LOOM_KV_F16, 640, 1, 2);
+        bench_attn_at(nm, LOOM_KV_F16, 4096, 1, 2);
+        bench_attn_at(nm, LOOM_KV_INT8, 4096, 1, 2);
+    }
+    for (int li = 0; li < 2; li++)
+        for (int rep = 0; rep < 2; rep++)
+            for (int v = 0; v < NV; v++) {
+                set_env("LOOM_ATTN_EARLY", var[v].v);
+                g_step_rka = 1;
+                printf("(fused, %s)\n", var[v].name);
+                bench_step("4B", 2560, 9728, 4, Ls[li], LOOM_GGML_Q4_K);
+                g_step_rka = 0;
+                if (rep) continue;
+                printf("(unfused, %s)\n", var[v].name);
+                bench_step("4B", 2560, 9728, 4, Ls[li], LOOM_GGML_Q4_K);
+            }
+    set_env("LOOM_ATTN_EARLY", "1");
+}
+
 /* --attn-pf: prefill attention (N > 1 query tokens, 32/8 heads x 128, the 4B shape) by the
  * tensor-core prefill kernel (LOOM_ATTN_PREFILL=1: 4 warps, =2: 8 warps walking each tile's
  * halves apart; attention_prefill.cu) and by today's v5 path (=0), alternating in one process: N = 128 and 512 at pos0 0, N = 512 after 1536
@@ -1204,11 +1242,12 @@ static void bench_q4k_ab(void) {
 }
 
 int main(int argc, char **argv) {
-    int fused_only = 0, mixed_only = 0, s7_only = 0, pf_only = 0;
+    int fused_only = 0, mixed_only = 0, s7_only = 0, pf_only = 0, s12_only = 0;
     for (int i = 1; i < argc; i++) {
         if (strcmp(argv[i], "--fused") == 0) fused_only = 1;
         if (strcmp(argv[i], "--mixed") == 0) mixed_only = 1;
         if (strcmp(argv[i], "--attn-s7") == 0) s7_only = 1;
+        if (strcmp(argv[i], "--attn-s12") == 0) s12_only = 1;
         if (strcmp(argv[i], "--attn-pf") == 0) pf_only = 1;
         if (strcmp(argv[i], "--quick") == 0) g_quick = 1;
         if (strcmp(argv[i], "--attn") == 0) g_attn_only = 1;
@@ -1258,6 +1297,7 @@ int main(int argc, char **argv) {
         {&g_attn_prof, attn_prof_all},  {&g_attn_trace, attn_trace_all},
         {&g_attn_step, attn_step_ab},   {&fused_only, fused_ab},
         {&s7_only, attn_s7_ab},         {&pf_only, attn_pf_ab},
+        {&s12_only, attn_s12_ab},
         {&mixed_only, mixed_ab},        {&g_q4k_ab, bench_q4k_ab},
     };
     for (size_t m = 0; m < sizeof modes / sizeof *modes; m++)

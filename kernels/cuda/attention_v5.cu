@@ -5,6 +5,7 @@
 // stages, cluster) from the shape and n_ctx only.
 #include <math.h>
 #include <stdio.h>
+#include <stdlib.h>
 
 #include <atomic>
 
@@ -173,9 +174,15 @@ static __global__ void __launch_bounds__(kThreads, WT ? 1 : 0)
             wk[j] = a.pro.k_norm ? a.pro.k_norm[ln + 32 * j] : 0.0f;
         }
     }
-    pdl_wait();
-    if (TS && tr) { tr[1] = gtimer(); tr[3] = clock64(); }
-    pdl_launch_dependents();
+    // ea (v6, a.early): the copies of the first tiles are issued before the PDL wait (their
+    // order and the wait's place are the only difference; the same bits).
+    const bool ea = WT && a.early;
+    auto wait_prev = [&]() {
+        pdl_wait();
+        if (TS && tr) { tr[1] = gtimer(); tr[3] = clock64(); }
+        pdl_launch_dependents();
+    };
+    if (!ea) wait_prev();
     constexpr bool I8 = KVT == LOOM_KV_INT8;
     constexpr int TP = kV5Rows, RB = D * kv_elem_bytes(KVT), CPR = RB / 16, TILE = TP * RB;
     constexpr int STG = v5_stage(D, KVT);
@@ -210,7 +217,8 @@ static __global__ void __launch_bounds__(kThreads, WT ? 1 : 0)
     // FP: the raw q rows of this warp's heads (warp, warp + 4) and the token's raw K and V rows
     // of the block's KV head are requested before the position arrives (none depends on it).
     float xq[FP ? 2 : 1][FP ? VPL : 1], xk[FP ? VPL : 1], xv[FP ? VPL : 1];
-    if constexpr (FP) {
+    auto load_raw = [&]() {
+        if constexpr (FP) {
 #pragma unroll
         for (int hh = 0; hh < 2; hh++) {
             const int g = warp + kWarps * hh;
@@ -223,7 +231,9 @@ static __global__ void __launch_bounds__(kThreads, WT ? 1 : 0)
             xk[j] = a.pro.k[(int64_t)kvh * D + lane + 32 * j];
             xv[j] = a.pro.v[(int64_t)kvh * D + lane + 32 * j];
         }
-    }
+        }
+    };
+    if (!ea) load_raw();
     const int pos0 = (int)query_pos0(a);
     const V5Range rg = v5_range(a, pos0, t, TP);
     const int S = rg.S;
@@ -305,7 +315,11 @@ static __global__ void __launch_bounds__(kThreads, WT ? 1 : 0)
         }
     }
     const bool q_early = WT && !FP && !(TS && (a.tmode & 8));
-    if (q_early) load_q();
+    if (q_early && !ea) load_q();
+    // ea without FP: the tile that holds pos (its split's last, walked by warp (nch - 1) % 4 as
+    // its last) may hold the row the previous kernel (rope_kv_write) writes: when it is among
+    // the warp's first WS tiles, its copy waits for the PDL wait, in a group of its own.
+    const bool defer = ea && !FP && hi > pos0 && njw > 0 && njw <= WS && warp == (nch - 1) % kWarps;
     if constexpr (WT) {
         if constexpr (BK) {  // this warp's stages' barriers (one arrival: lane 0's expect_tx)
             if (lane == 0)
@@ -314,8 +328,17 @@ static __global__ void __launch_bounds__(kThreads, WT ? 1 : 0)
             __syncwarp();
         }
         for (int j = 0; j < WS; j++) {
-            if (j < njw) issue_w(warp + kWarps * j, warp + kWarps * j);
+            if (j < njw && !(defer && j == njw - 1)) issue_w(warp + kWarps * j, warp + kWarps * j);
             cp_async_commit();
+        }
+        if (ea) {
+            wait_prev();
+            load_raw();
+            if (q_early) load_q();
+            if (defer) {
+                issue_w(warp + kWarps * (njw - 1), warp + kWarps * (njw - 1));
+                cp_async_commit();
+            }
         }
     } else {
         for (int st = 0; st < nst; st++) {
@@ -423,6 +446,9 @@ static __global__ void __launch_bounds__(kThreads, WT ? 1 : 0)
                         *reinterpret_cast<uint4 *>(buf + st * STG + TILE + soff(r0 + i / CPR, i % CPR)) =
                             make_uint4(0u, 0u, 0u, 0u);
                 }
+            } else if (defer) {  // one group more; no refills (njw <= WS)
+                if (j == njw - 1) cp_async_wait<0>();
+                else cp_async_wait_n(WS);
             } else {
                 cp_async_wait_n(WS - 1);
             }
@@ -868,6 +894,8 @@ cudaError_t launch_v5_fn(Kern kern, std::atomic<int> &max_set, const AttnArgs &a
     const unsigned cl = a.cl > 1 ? (unsigned)a.cl : 1;
     // In order (no PDL attribute): attention's blocks must not wait on the SMs while the
     // matmuls before it run (common.cuh, bench/NOTES.md 7.9).
+    if (a.pdl)
+        return launch_cluster(kern, grid, dim3(1, 1, cl), kThreads, (size_t)smem, stream, a);
     return launch_cluster_in_order(kern, grid, dim3(1, 1, cl), kThreads, (size_t)smem, stream, a);
 }
 
@@ -971,6 +999,13 @@ loom_status run_v5(const AttnArgs &a0, int kvt, int64_t D, int64_t N, loom_error
     if (a.fp && (!a.wt || N != 1 || !a.pos_dev))
         ARG_FAIL(LOOM_ERR_INVALID_ARGUMENT,
                  "attention v6: the folded prologue needs v6, one token and a device position");
+    {  // TEMPORARY (session 12 A/B): LOOM_ATTN_EARLY=0 today's order in order, 1 early + PDL,
+       // 2 today's order + PDL
+        const char *ev = getenv("LOOM_ATTN_EARLY");
+        const int m = ev ? atoi(ev) : 1;
+        a.early = a.wt && m == 1;
+        a.pdl = a.wt && m >= 1;
+    }
     dim3 grid((unsigned)(a.n_kv_head * a.hgroups), (unsigned)N, (unsigned)a.splits);
     const bool i8 = kvt == LOOM_KV_INT8;
     cudaError_t e;
