@@ -674,6 +674,7 @@ static loom_status launch_attn(const float *q, const void *k_cache, const float 
     a.n_kv_head = kv->n_kv_head; a.n_head = p->n_head; a.pos0 = pos0; a.scale = p->scale;
     a.n_tokens = N; a.n_ctx = kv->n_ctx;
     a.group = (int)(p->n_head / kv->n_kv_head);
+    a.early = !p->in_order;  // run_v5 takes it for v6
     const bool fast_path = fast(SW_FAST_ATTN);
     if (pro && !fast_path)
         ARG_FAIL(LOOM_ERR_UNSUPPORTED, "rope_kv_attention: no fused kernel on the simple paths");

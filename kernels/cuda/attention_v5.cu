@@ -1003,8 +1003,9 @@ loom_status run_v5(const AttnArgs &a0, int kvt, int64_t D, int64_t N, loom_error
        // 2 today's order + PDL
         const char *ev = getenv("LOOM_ATTN_EARLY");
         const int m = ev ? atoi(ev) : 1;
-        a.early = a.wt && m == 1;
-        a.pdl = a.wt && m >= 1;
+        const bool may = a.wt && a.early;
+        a.early = may && m == 1;
+        a.pdl = may && m >= 1;
     }
     dim3 grid((unsigned)(a.n_kv_head * a.hgroups), (unsigned)N, (unsigned)a.splits);
     const bool i8 = kvt == LOOM_KV_INT8;
