@@ -894,7 +894,7 @@ cudaError_t launch_v5_fn(Kern kern, std::atomic<int> &max_set, const AttnArgs &a
     const unsigned cl = a.cl > 1 ? (unsigned)a.cl : 1;
     // In order (no PDL attribute): attention's blocks must not wait on the SMs while the
     // matmuls before it run (common.cuh, bench/NOTES.md 7.9).
-    if (a.pdl)
+    if (a.early)
         return launch_cluster(kern, grid, dim3(1, 1, cl), kThreads, (size_t)smem, stream, a);
     return launch_cluster_in_order(kern, grid, dim3(1, 1, cl), kThreads, (size_t)smem, stream, a);
 }
@@ -999,13 +999,11 @@ loom_status run_v5(const AttnArgs &a0, int kvt, int64_t D, int64_t N, loom_error
     if (a.fp && (!a.wt || N != 1 || !a.pos_dev))
         ARG_FAIL(LOOM_ERR_INVALID_ARGUMENT,
                  "attention v6: the folded prologue needs v6, one token and a device position");
-    {  // TEMPORARY (session 12 A/B): LOOM_ATTN_EARLY=0 today's order in order, 1 early + PDL,
-       // 2 today's order + PDL
+    {  // TEMPORARY (session 12 A/B, relay att-R2): LOOM_ATTN_EARLY=0 every launch in order,
+       // 1 early + PDL without FP, 3 early + PDL with FP too
         const char *ev = getenv("LOOM_ATTN_EARLY");
         const int m = ev ? atoi(ev) : 1;
-        const bool may = a.wt && a.early;
-        a.early = may && m == 1;
-        a.pdl = may && m >= 1;
+        a.early = a.wt && a.early && (m == 3 || (m == 1 && !a.fp));
     }
     dim3 grid((unsigned)(a.n_kv_head * a.hgroups), (unsigned)N, (unsigned)a.splits);
     const bool i8 = kvt == LOOM_KV_INT8;
