@@ -741,60 +741,6 @@ static void step_fn(void *c, int i) {
     CK(cudaGraphLaunch(((struct step_ctx *)c)->exec, g_s));
 }
 static int g_step_rka = 0; /* bench_step: full layers through rope_kv_attention_at, no GEMV row */
-/* TEMPORARY (session 12): the layer graph's attention launches traced (--attn-s12): per layer
- * l >= 1, medians over layers of: resident = first block's entry to the first release (how long
- * blocks sat in the PDL wait), span = first release to the last exit, gap = the previous
- * layer's attention's last exit to this one's first release (O, norm, pair, down, norm, triple),
- * and the SMs the blocks ran on. */
-static int g_step_trace = 0;
-static void step_trace(struct step_ctx *s) {
-    enum { TS = 32, TB = 256, TW = 16 };
-    LK(loom_cuda_attention_trace(0, &g_err));
-    cudaGraph_t g;
-    cudaGraphExec_t ge;
-    CK(cudaStreamBeginCapture(g_s, cudaStreamCaptureModeThreadLocal));
-    step_enqueue(s);
-    CK(cudaStreamEndCapture(g_s, &g));
-    LK(loom_cuda_attention_trace(-1, &g_err));
-    CK(cudaGraphInstantiate(&ge, g, 0));
-    for (int i = 0; i < 5; i++) CK(cudaGraphLaunch(ge, g_s));
-    CK(cudaStreamSynchronize(g_s));
-    size_t nw = (size_t)TS * TB * TW;
-    uint64_t *tr = calloc(nw, sizeof *tr);
-    LK(loom_cuda_attention_trace_read(tr, nw, &g_err));
-    double res[TS], span[TS], gap[TS];
-    int n = 0, nsm = 0, nb = 0;
-    uint64_t prev_end = 0;
-    for (int l = 0; l < s->n_layers && l < TS; l++) {
-        uint64_t e0 = UINT64_MAX, r0 = UINT64_MAX, e1 = 0;
-        unsigned char seen[1024] = {0};
-        int sms = 0, blocks = 0;
-        for (int b = 0; b < TB; b++) {
-            const uint64_t *r = tr + ((size_t)l * TB + b) * TW;
-            if (!r[0]) continue;
-            blocks++;
-            if (r[0] < e0) e0 = r[0];
-            if (r[1] && r[1] < r0) r0 = r[1];
-            if (r[11] > e1) e1 = r[11];
-            const unsigned sm = (unsigned)(r[12] & 0x3ffu);
-            if (!seen[sm]) { seen[sm] = 1; sms++; }
-        }
-        if (l >= 1 && prev_end && r0 != UINT64_MAX) {
-            res[n] = ((double)r0 - (double)e0) / 1000.0;
-            span[n] = ((double)e1 - (double)r0) / 1000.0;
-            gap[n] = ((double)r0 - (double)prev_end) / 1000.0;
-            n++;
-            nsm = sms; nb = blocks;
-        }
-        prev_end = e1;
-    }
-    printf("   attention trace (%d layers): resident %.2f span %.2f gap %.2f us; %d blocks on %d SMs\n",
-           n, med_d(res, n), med_d(span, n), med_d(gap, n), nb, nsm);
-    fflush(stdout);
-    free(tr);
-    cudaGraphExecDestroy(ge);
-    cudaGraphDestroy(g);
-}
 static void bench_step(const char *cfg, int64_t H, int64_t F, int n_layers, int64_t ctx,
                        loom_ggml_type down_t) {
     struct step_ctx *s = calloc(1, sizeof *s);
@@ -837,7 +783,6 @@ static void bench_step(const char *cfg, int64_t H, int64_t F, int n_layers, int6
         CK(cudaStreamEndCapture(g_s, &g));
         CK(cudaGraphInstantiate(&s->exec, g, 0));
         double us = time_us(step_fn, s, g_quick ? 5 : 20);
-        if (g_step_trace && s->rka) step_trace(s);
         char name[64], shape[64];
         snprintf(name, sizeof name, "decode graph %s %s", cfg,
                  mode == 0 ? "GEMVs" : mode == 1 ? "full layer" : "full, norms folded");
@@ -1131,50 +1076,6 @@ static void attn_s7_ab(void) {
     set_env("LOOM_ATTN_TMA", "0");
 }
 
-/* --attn-s12 (TEMPORARY, session 12 A/B): decode attention v6 launched with PDL, its first tiles'
- * copies before the wait (LOOM_ATTN_EARLY=1: without the folded prologue; =3: with it too)
- * against every launch in order (=0), same run: graph rows of attention_at (640, 4K F16, 4K
- * INT8) and the fused prologue + attention (same), then the decode-layer graph (4 layers) at 640
- * and 4K positions, rope_kv_attention_at (0 1 3, twice) and the unfused layer (rope_kv_write +
- * attention by value; 0 1). */
-static void attn_s12_ab(void) {
-    g_step_trace = 1;
-    static const struct { const char *name, *v, *late; } var[4] = {
-        {"EARLY=0", "0", "0"}, {"EARLY=1", "1", "0"}, {"EARLY=3", "3", "0"}, {"EARLY=3 LATE", "3", "1"}};
-    enum { NV = sizeof var / sizeof var[0] };
-    static const int64_t Ls[2] = {640, 4096};
-    char nm[80];
-    for (int v = 0; v < 3; v++) {
-        set_env("LOOM_ATTN_EARLY", var[v].v);
-        snprintf(nm, sizeof nm, "attn_at %s", var[v].name);
-        if (v < 2) {
-            bench_attn_at(nm, LOOM_KV_F16, 640, 1, 1);
-            bench_attn_at(nm, LOOM_KV_F16, 4096, 1, 1);
-            bench_attn_at(nm, LOOM_KV_INT8, 4096, 1, 1);
-        }
-        snprintf(nm, sizeof nm, "fused %s", var[v].name);
-        bench_attn_at(nm, LOOM_KV_F16, 640, 1, 2);
-        bench_attn_at(nm, LOOM_KV_F16, 4096, 1, 2);
-        bench_attn_at(nm, LOOM_KV_INT8, 4096, 1, 2);
-    }
-    for (int li = 0; li < 2; li++)
-        for (int rep = 0; rep < 2; rep++)
-            for (int v = 0; v < NV; v++) {
-                set_env("LOOM_ATTN_EARLY", var[v].v);
-                set_env("LOOM_TRIPLE_LATE", var[v].late);
-                g_step_rka = 1;
-                printf("(fused, %s)\n", var[v].name);
-                bench_step("4B", 2560, 9728, 4, Ls[li], LOOM_GGML_Q4_K);
-                g_step_rka = 0;
-                if (rep || v >= 2) continue;
-                printf("(unfused, %s)\n", var[v].name);
-                bench_step("4B", 2560, 9728, 4, Ls[li], LOOM_GGML_Q4_K);
-            }
-    set_env("LOOM_ATTN_EARLY", "1");
-    set_env("LOOM_TRIPLE_LATE", "0");
-    g_step_trace = 0;
-}
-
 /* --attn-pf: prefill attention (N > 1 query tokens, 32/8 heads x 128, the 4B shape) by the
  * tensor-core prefill kernel (LOOM_ATTN_PREFILL=1: 4 warps, =2: 8 warps walking each tile's
  * halves apart; attention_prefill.cu) and by today's v5 path (=0), alternating in one process: N = 128 and 512 at pos0 0, N = 512 after 1536
@@ -1303,12 +1204,11 @@ static void bench_q4k_ab(void) {
 }
 
 int main(int argc, char **argv) {
-    int fused_only = 0, mixed_only = 0, s7_only = 0, pf_only = 0, s12_only = 0;
+    int fused_only = 0, mixed_only = 0, s7_only = 0, pf_only = 0;
     for (int i = 1; i < argc; i++) {
         if (strcmp(argv[i], "--fused") == 0) fused_only = 1;
         if (strcmp(argv[i], "--mixed") == 0) mixed_only = 1;
         if (strcmp(argv[i], "--attn-s7") == 0) s7_only = 1;
-        if (strcmp(argv[i], "--attn-s12") == 0) s12_only = 1;
         if (strcmp(argv[i], "--attn-pf") == 0) pf_only = 1;
         if (strcmp(argv[i], "--quick") == 0) g_quick = 1;
         if (strcmp(argv[i], "--attn") == 0) g_attn_only = 1;
@@ -1358,7 +1258,6 @@ int main(int argc, char **argv) {
         {&g_attn_prof, attn_prof_all},  {&g_attn_trace, attn_trace_all},
         {&g_attn_step, attn_step_ab},   {&fused_only, fused_ab},
         {&s7_only, attn_s7_ab},         {&pf_only, attn_pf_ab},
-        {&s12_only, attn_s12_ab},
         {&mixed_only, mixed_ab},        {&g_q4k_ab, bench_q4k_ab},
     };
     for (size_t m = 0; m < sizeof modes / sizeof *modes; m++)

@@ -5,7 +5,6 @@
 // stages, cluster) from the shape and n_ctx only.
 #include <math.h>
 #include <stdio.h>
-#include <stdlib.h>
 
 #include <atomic>
 
@@ -151,6 +150,15 @@ __device__ __forceinline__ void tma_load_4d(uint32_t dst, const CUtensorMap *map
 // completing on the stage's mbarrier, rows in the TMA's 128-byte swizzle instead of v5_swz; rows at or past hi in a tile (stale cache
 // rows: the TMA zero-fills only past n_ctx) are zeroed in V after the wait, as cp.async's
 // zero-fill did (their scores are -inf, so K needs nothing). The same arithmetic, same bits.
+// EA (v6, a.early: launched with PDL): each warp's first WS tiles are requested before
+// griddepcontrol.wait, so that they stream under the previous kernel's tail; the position is
+// read there too. Safe by the launchers' contract (cuda_kernels.h, "Early reads"): the position
+// and the cache rows below it were written before the kernel just before started (the
+// executor: a graph input copied before the step, rows of earlier steps; attn_in_order in
+// executor/cuda_backend.c sets in_order otherwise, and the launch is then in order). The row at
+// pos is written in this step: without FP by the kernel just before, so that tile's copy
+// follows the wait (defer); with FP by this kernel, whose converted row replaces whatever the
+// copy read. q (FP: the raw q, k, v), the outputs, partials and counters are read after it.
 template <int D, int KVT, int GM, bool TS = false, bool WT = false, bool FP = false, bool BK = false>
 static __global__ void __launch_bounds__(kThreads, WT ? 1 : 0)
     attn_v5_kernel(const __grid_constant__ AttnArgs a) {
@@ -174,8 +182,7 @@ static __global__ void __launch_bounds__(kThreads, WT ? 1 : 0)
             wk[j] = a.pro.k_norm ? a.pro.k_norm[ln + 32 * j] : 0.0f;
         }
     }
-    // ea (v6, a.early): the copies of the first tiles are issued before the PDL wait (their
-    // order and the wait's place are the only difference; the same bits).
+    // EA (v6, a.early): the first tiles' copies before the PDL wait (below).
     const bool ea = WT && a.early;
     auto wait_prev = [&]() {
         pdl_wait();
@@ -215,22 +222,23 @@ static __global__ void __launch_bounds__(kThreads, WT ? 1 : 0)
     const int G = min(a.G, a.group - hg * a.G);
     const int t = blockIdx.y;
     // FP: the raw q rows of this warp's heads (warp, warp + 4) and the token's raw K and V rows
-    // of the block's KV head are requested before the position arrives (none depends on it).
+    // of the block's KV head, requested before the position arrives (none depends on it); EA:
+    // after the PDL wait (they come from the kernel before), behind the first tiles' copies.
     float xq[FP ? 2 : 1][FP ? VPL : 1], xk[FP ? VPL : 1], xv[FP ? VPL : 1];
     auto load_raw = [&]() {
         if constexpr (FP) {
 #pragma unroll
-        for (int hh = 0; hh < 2; hh++) {
-            const int g = warp + kWarps * hh;
+            for (int hh = 0; hh < 2; hh++) {
+                const int g = warp + kWarps * hh;
 #pragma unroll
-            for (int j = 0; j < VPL; j++)
-                xq[hh][j] = g < G ? a.q[(int64_t)(h0 + g) * D + lane + 32 * j] : 0.0f;
-        }
+                for (int j = 0; j < VPL; j++)
+                    xq[hh][j] = g < G ? a.q[(int64_t)(h0 + g) * D + lane + 32 * j] : 0.0f;
+            }
 #pragma unroll
-        for (int j = 0; j < VPL; j++) {
-            xk[j] = a.pro.k[(int64_t)kvh * D + lane + 32 * j];
-            xv[j] = a.pro.v[(int64_t)kvh * D + lane + 32 * j];
-        }
+            for (int j = 0; j < VPL; j++) {
+                xk[j] = a.pro.k[(int64_t)kvh * D + lane + 32 * j];
+                xv[j] = a.pro.v[(int64_t)kvh * D + lane + 32 * j];
+            }
         }
     };
     if (!ea) load_raw();
@@ -316,9 +324,9 @@ static __global__ void __launch_bounds__(kThreads, WT ? 1 : 0)
     }
     const bool q_early = WT && !FP && !(TS && (a.tmode & 8));
     if (q_early && !ea) load_q();
-    // ea without FP: the tile that holds pos (its split's last, walked by warp (nch - 1) % 4 as
-    // its last) may hold the row the previous kernel (rope_kv_write) writes: when it is among
-    // the warp's first WS tiles, its copy waits for the PDL wait, in a group of its own.
+    // EA without FP: the tile that holds pos (its split's last, walked by warp (nch - 1) % 4 as
+    // its last) holds the row the kernel before (rope_kv_write, kv_write) writes: when it is
+    // among the warp's first WS tiles, its copy follows the PDL wait, in a group of its own.
     const bool defer = ea && !FP && hi > pos0 && njw > 0 && njw <= WS && warp == (nch - 1) % kWarps;
     if constexpr (WT) {
         if constexpr (BK) {  // this warp's stages' barriers (one arrival: lane 0's expect_tx)
@@ -892,8 +900,7 @@ cudaError_t launch_v5_fn(Kern kern, std::atomic<int> &max_set, const AttnArgs &a
         max_set.store(smem, std::memory_order_relaxed);
     }
     const unsigned cl = a.cl > 1 ? (unsigned)a.cl : 1;
-    // In order (no PDL attribute): attention's blocks must not wait on the SMs while the
-    // matmuls before it run (common.cuh, bench/NOTES.md 7.9).
+    // EA: with the PDL attribute; otherwise in order (common.cuh, bench/NOTES.md 7.9).
     if (a.early)
         return launch_cluster(kern, grid, dim3(1, 1, cl), kThreads, (size_t)smem, stream, a);
     return launch_cluster_in_order(kern, grid, dim3(1, 1, cl), kThreads, (size_t)smem, stream, a);
@@ -999,12 +1006,6 @@ loom_status run_v5(const AttnArgs &a0, int kvt, int64_t D, int64_t N, loom_error
     if (a.fp && (!a.wt || N != 1 || !a.pos_dev))
         ARG_FAIL(LOOM_ERR_INVALID_ARGUMENT,
                  "attention v6: the folded prologue needs v6, one token and a device position");
-    {  // TEMPORARY (session 12 A/B, relay att-R2): LOOM_ATTN_EARLY=0 every launch in order,
-       // 1 early + PDL without FP, 3 early + PDL with FP too
-        const char *ev = getenv("LOOM_ATTN_EARLY");
-        const int m = ev ? atoi(ev) : 1;
-        a.early = a.wt && a.early && (m == 3 || (m == 1 && !a.fp));
-    }
     dim3 grid((unsigned)(a.n_kv_head * a.hgroups), (unsigned)N, (unsigned)a.splits);
     const bool i8 = kvt == LOOM_KV_INT8;
     cudaError_t e;

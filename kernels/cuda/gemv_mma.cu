@@ -66,7 +66,6 @@
 // the nibbles (LOP3 + HFMA2 per 2 weights, a shift per word), 32 HMMA, ~55 x staging, ~40 scale
 // decode, ~30 register moves of the prefetch double buffer, the rest addresses and folds.
 #include <stdio.h>
-#include <stdlib.h>
 
 #include <type_traits>
 
@@ -273,11 +272,10 @@ struct Q4Smem {
     float red[kWarps * NMAT * ((NT + 3) / 4) * 2 * 32];
 };
 
-// TRIG (TEMPORARY, session 12 att-R2): false = the caller triggers the dependents itself.
-template <int NT, int NMAT, bool NORM, bool I8, bool TRIG = true>
+template <int NT, int NMAT, bool NORM, bool I8>
 __device__ __forceinline__ void q4k_tile(const MmaArgs &a, Q4Smem<NT, NMAT, NORM, I8> &sm,
                                          int64_t tile, int rank, int S, int tok0) {
-    if (TRIG) pdl_launch_dependents();
+    pdl_launch_dependents();
     double *npart = sm.npart;
     float *nscale = sm.nscale;
     constexpr int NTL = (NT + 3) / 4;
@@ -1002,9 +1000,7 @@ union MixSmem {
 
 // I8: the Q4_K tiles on the INT8 body (LOOM_GEMV_MMA_Q4K_V=2), as their two-launch path runs
 // them; the V tiles keep the f16 body either way (4 blocks an SM: the f16 Q6_K tile's 128).
-// LATE (TEMPORARY, session 12 att-R2, LOOM_TRIPLE_LATE=1): the dependents are triggered when
-// the block's tile is done, not first.
-template <int NT, int ST, bool NORM, bool I8, bool LATE = false>
+template <int NT, int ST, bool NORM, bool I8>
 static __global__ void __launch_bounds__(kThreads, NT == 1 ? 4 : 2)
     gemv_mma_mixed(const MixArgs m) {
     __shared__ MixSmem<NT, ST, NORM, I8> sm;
@@ -1014,13 +1010,12 @@ static __global__ void __launch_bounds__(kThreads, NT == 1 ? 4 : 2)
     if (s6 >= 0 && s6 < m.slots6) {  // block-uniform branch
         const int64_t tile = s6 * (C / m.s6) + c / m.s6;
         if (tile >= m.q6.tile0[m.q6.nseg]) return;  // only where s6 == 1: no cluster barrier
-        q6k::q6k_tile<NT, ST, NORM, !LATE>(m.q6, sm.q6, tile, c % m.s6, m.s6, tok0);
+        q6k::q6k_tile<NT, ST, NORM>(m.q6, sm.q6, tile, c % m.s6, m.s6, tok0);
     } else {
         const int64_t tile = (m.first6 ? slot : slot - m.slots6) * (C / m.s4) + c / m.s4;
         if (tile >= m.q4.tile0[m.q4.nseg]) return;
-        q4k_tile<NT, 1, NORM, I8, !LATE>(m.q4, sm.q4, tile, c % m.s4, m.s4, tok0);
+        q4k_tile<NT, 1, NORM, I8>(m.q4, sm.q4, tile, c % m.s4, m.s4, tok0);
     }
-    if (LATE) pdl_launch_dependents();
 }
 
 // Fills seg[0..n) and the tile ranges (tile0[i] = first tile of segment i, tile0[n] = the total)
@@ -1228,11 +1223,7 @@ loom_status mma_triple_mixed(const Seg *s4, int n4, const Seg *s6, int n6, const
     const dim3 grid((unsigned)C, 1, (unsigned)slots), cl((unsigned)C, 1, 1);
     const bool i8 = mma_q4k_variant() == 2;
     cudaError_t e;
-    const char *lt = getenv("LOOM_TRIPLE_LATE");  // TEMPORARY (session 12 att-R2)
-    if (i8 && lt && lt[0] == '1')
-        e = norm ? launch_cluster(gemv_mma_mixed<1, 2, true, true, true>, grid, cl, kThreads, 0, stream, m)
-                 : launch_cluster(gemv_mma_mixed<1, 2, false, true, true>, grid, cl, kThreads, 0, stream, m);
-    else if (i8)
+    if (i8)
         e = norm ? launch_cluster(gemv_mma_mixed<1, 2, true, true>, grid, cl, kThreads, 0, stream, m)
                  : launch_cluster(gemv_mma_mixed<1, 2, false, true>, grid, cl, kThreads, 0, stream, m);
     else

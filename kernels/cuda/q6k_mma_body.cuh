@@ -328,10 +328,10 @@ struct Q6Smem {
     float nscale[NT];
 };
 
-template <int NT, int ST, bool NORM, bool TRIG = true>  // TRIG: as q4k_tile's (TEMPORARY)
+template <int NT, int ST, bool NORM>
 __device__ __forceinline__ void q6k_tile(const Q6Args &a, Q6Smem<NT, ST, NORM> &sm,
                                          int64_t tile, int rank, int S, int tok0) {
-    if (TRIG) pdl_launch_dependents();
+    pdl_launch_dependents();
     double *npart = sm.npart;
     float *nscale = sm.nscale;
     constexpr int NTL = (NT + 3) / 4;

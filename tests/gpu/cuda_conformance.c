@@ -1531,7 +1531,8 @@ static void rand_cache(loom_kv_type t, uint8_t *c, int64_t n) {
 /* loom_cuda_attention_at (position in device memory, grid sized from n_ctx) against
  * loom_cuda_attention at the same positions: bit-identical; the by-value result is also checked
  * against the CPU. Device positions outside 0 .. n_ctx - N are clamped: -7 runs as 0 and
- * n_ctx + 50 as n_ctx - N. */
+ * n_ctx + 50 as n_ctx - N. Every other by-value launch sets in_order (v6: no early reads, no
+ * PDL), so the early form is also checked against it bit for bit. */
 static void test_attention_at(loom_kv_type t, int64_t D, int64_t nh, int64_t nkv, int64_t N,
                               int64_t n_ctx, const int64_t *pos, int npos) {
     loom_kv_layout kv = {t, n_ctx, nkv, D};
@@ -1558,7 +1559,7 @@ static void test_attention_at(loom_kv_type t, int64_t D, int64_t nh, int64_t nkv
         snprintf(shape, sizeof shape, "%s D=%lld h=%lld/%lld N=%lld ctx=%lld pos=%d",
                  t == LOOM_KV_F32 ? "F32" : (t == LOOM_KV_F16 ? "F16" : "INT8"), (long long)D,
                  (long long)nh, (long long)nkv, (long long)N, (long long)n_ctx, (int)dp);
-        loom_attn_params par = {N, nh, p, 1.0f / sqrtf((float)D), 0};
+        loom_attn_params par = {N, nh, p, 1.0f / sqrtf((float)D), i & 1};
         CK(cudaMemset(dout, 0xFF, qb));
         report_status("attention", shape,
                       loom_cuda_attention(dq, dkc, i8 ? dks : NULL, dvc, i8 ? dvs : NULL, &kv,
@@ -1578,6 +1579,7 @@ static void test_attention_at(loom_kv_type t, int64_t D, int64_t nh, int64_t nkv
         CK(cudaMemcpy(dpos, &dp, sizeof dp, cudaMemcpyHostToDevice));
         CK(cudaMemset(dout, 0xFF, qb));
         par.pos0 = 12345678; /* ignored by _at */
+        par.in_order = 0;
         report_status("attention_at", shape,
                       loom_cuda_attention_at(dq, dkc, i8 ? dks : NULL, dvc, i8 ? dvs : NULL, &kv,
                                              &par, dpos, dout, &err, 0),
