@@ -358,7 +358,7 @@ static void bench_attn_at(const char *name, loom_kv_type t, int64_t L, int64_t N
     a->rka = at >= 2 ? at - 1 : 0;
     const int64_t nh = 32, nkv = 8, D = 128;
     a->kv = (loom_kv_layout){t, L, nkv, D};
-    a->p = (loom_attn_params){N, nh, L - N, 1.0f / sqrtf((float)D)};
+    a->p = (loom_attn_params){N, nh, L - N, 1.0f / sqrtf((float)D), 0};
     size_t el = t == LOOM_KV_F16 ? 2 : (t == LOOM_KV_INT8 ? 1 : 4);
     size_t cb = (size_t)(L * nkv * D) * el;
     int copies = (int)((256ll << 20) / (2 * cb)) + 1;
@@ -452,7 +452,7 @@ static void attn_trace_case(const char *label, loom_kv_type t, int64_t L, int mo
     if (copies > 16) copies = 16;
     struct at_ctx *a = calloc(1, sizeof *a);
     a->kv = (loom_kv_layout){t, L, nkv, D};
-    a->p = (loom_attn_params){1, nh, L - 1, 1.0f / sqrtf((float)D)};
+    a->p = (loom_attn_params){1, nh, L - 1, 1.0f / sqrtf((float)D), 0};
     a->copies = copies;
     a->kc[0] = dev_weights(LOOM_GGML_F16, L * nkv * D * (int64_t)el / 2, 1);
     a->vc[0] = dev_weights(LOOM_GGML_F16, L * nkv * D * (int64_t)el / 2, 1);
@@ -634,7 +634,7 @@ static void attn_prof_all(void) {
         const size_t el = c[i].t == LOOM_KV_F16 ? 2 : 1;
         struct at_ctx *a = calloc(1, sizeof *a);
         a->kv = (loom_kv_layout){c[i].t, L, nkv, D};
-        a->p = (loom_attn_params){1, nh, L - 1, 1.0f / sqrtf((float)D)};
+        a->p = (loom_attn_params){1, nh, L - 1, 1.0f / sqrtf((float)D), 0};
         a->copies = 1;
         a->kc[0] = dev_weights(LOOM_GGML_F16, L * nkv * D * (int64_t)el / 2, 1);
         a->vc[0] = dev_weights(LOOM_GGML_F16, L * nkv * D * (int64_t)el / 2, 1);
@@ -702,7 +702,7 @@ struct step_ctx {
 static void step_enqueue(struct step_ctx *s) {
     const int64_t H = s->H, nh = 32, nkv = 8, D = 128;
     loom_kv_layout kv = {LOOM_KV_F16, s->ctx, nkv, D};
-    loom_attn_params ap = {1, nh, s->ctx - 1, 1.0f / sqrtf(128.0f)};
+    loom_attn_params ap = {1, nh, s->ctx - 1, 1.0f / sqrtf(128.0f), 0};
     loom_rope_params rp = {1, nh, nkv, D, D, LOOM_ROPE_NEOX, 1e6f, 1.0f};
     for (int l = 0; l < s->n_layers; l++) {
         struct layer *y = &s->L[l];
@@ -1093,7 +1093,7 @@ static void attn_pf_ab(void) {
             struct at_ctx *a = calloc(1, sizeof *a);
             a->copies = 1;
             a->kv = (loom_kv_layout){(loom_kv_type)t, L, nkv, D};
-            a->p = (loom_attn_params){N, nh, cs[c].pos0, 1.0f / sqrtf((float)D)};
+            a->p = (loom_attn_params){N, nh, cs[c].pos0, 1.0f / sqrtf((float)D), 0};
             const int64_t el = t == LOOM_KV_F16 ? 2 : 1;
             a->kc[0] = dev_weights(LOOM_GGML_F16, L * nkv * D * el / 2, 1);
             a->vc[0] = dev_weights(LOOM_GGML_F16, L * nkv * D * el / 2, 1);

@@ -192,11 +192,11 @@ static loom_status attention(cpu_backend *c, const loom_ir_node *n, const float 
     loom_status st = loom_exec_check_positions(pos, T, kv.n_ctx, &consecutive, err);
     if (st) return st;
     if (consecutive) {
-        loom_attn_params p = {T, H, T ? pos[0] : 0, scale};
+        loom_attn_params p = {T, H, T ? pos[0] : 0, scale, 0};
         return loom_cpu_attention_ws(q, kc->data, NULL, vc->data, NULL, &kv, &p, o, &c->ws, err);
     }
     for (int64_t t = 0; t < T; t++) {
-        loom_attn_params p = {1, H, pos[t], scale};
+        loom_attn_params p = {1, H, pos[t], scale, 0};
         if ((st = loom_cpu_attention_ws(q + t * row, kc->data, NULL, vc->data, NULL, &kv, &p,
                                         o + t * row, &c->ws, err)))
             return st;

@@ -101,6 +101,12 @@ typedef struct cuda_backend {
     const void *exec_scratch;
     pos_check *checks; /* the position checks of exec's capture */
     uint32_t n_checks, cap_checks;
+    /* The caches this step has written so far (kv_write, rope_kv_write, rope_kv_attention),
+     * each with the device positions it wrote at: for attn_in_order. */
+    struct step_write {
+        const void *cache, *pos;
+    } *writes;
+    uint32_t n_writes, cap_writes;
     size_t scratch_need;
     float *norm_x;               /* T > 1 steps: the normalized x of a prenorm node */
     size_t norm_x_bytes, norm_x_need;
@@ -626,6 +632,7 @@ static loom_status cuda_begin_step(loom_exec_backend *b, uint32_t n_streams, uin
     c->scratch_stream = -1;
     c->capturing = false;
     c->node_i = 0;
+    c->n_writes = 0;
     c->prof_step = c->profile;
     c->prof_kind = n_tokens == 1 ? 0 : 1;
     c->prof_tokens[c->prof_kind] += n_tokens;
@@ -889,11 +896,11 @@ static loom_status host_attention(cuda_backend *c, const loom_exec_tensor *in,
     int64_t T = in[3].numel, row = H * kv->head_dim;
     const float *pks = sc_bytes ? (const float *)hks : NULL, *pvs = sc_bytes ? (const float *)hvs : NULL;
     if (consecutive) {
-        loom_attn_params p = {T, H, T ? pos[0] : 0, scale};
+        loom_attn_params p = {T, H, T ? pos[0] : 0, scale, 0};
         st = loom_cpu_attention(hq, hk, pks, hv, pvs, kv, &p, ho, err);
     } else {
         for (int64_t t = 0; t < T && !st; t++) {
-            loom_attn_params p = {1, H, pos[t], scale};
+            loom_attn_params p = {1, H, pos[t], scale, 0};
             st = loom_cpu_attention(hq + t * row, hk, pks, hv, pvs, kv, &p, ho + t * row, err);
         }
     }
@@ -945,6 +952,41 @@ static loom_status note_positions(cuda_backend *c, const loom_exec_tensor *pos_t
     return LOOM_OK;
 }
 
+/* Records that this step writes cache rows of `cache` at the device positions `pos`. */
+static loom_status note_write(cuda_backend *c, const void *cache, const void *pos,
+                              loom_error *err) {
+    if (c->n_writes == c->cap_writes) {
+        uint32_t cap = c->cap_writes ? 2 * c->cap_writes : 8;
+        struct step_write *w = realloc(c->writes, cap * sizeof *w);
+        if (!w) return loom_error_set(err, LOOM_ERR_OUT_OF_MEMORY, "cuda backend: out of memory");
+        c->writes = w;
+        c->cap_writes = cap;
+    }
+    c->writes[c->n_writes++] = (struct step_write){cache, pos};
+    return LOOM_OK;
+}
+
+/* Whether attention over the caches kc, vc at positions pos_t must launch in order
+ * (loom_attn_params.in_order). Decode attention otherwise reads the position and the cache
+ * rows below it before the previous kernel has finished (loom_cuda_attention_at), which is
+ * right when no kernel of this step may still write them: the positions are a graph input,
+ * copied before the step's first kernel (cuda_upload on streams[0], ahead of the graph launch
+ * or the step's launches; a copy completes before the next kernel of its stream starts), or
+ * host_positions synchronized the stream on them; and the rows below the position were written
+ * in earlier steps, all behind that copy. A step writes the rows at its own positions only
+ * (kv_write and rope_kv_* with the same positions value as the attention: the row at the
+ * position, which attention reads after its wait). In order then: a position computed in a
+ * captured step (no host copy, not synchronized), or a cache this step wrote at other
+ * positions. */
+static bool attn_in_order(const cuda_backend *c, const void *kc, const void *vc,
+                          const loom_exec_tensor *pos_t) {
+    if (c->capturing && !pos_t->host) return true;
+    for (uint32_t i = 0; i < c->n_writes; i++)
+        if ((c->writes[i].cache == kc || c->writes[i].cache == vc) && c->writes[i].pos != pos_t->data)
+            return true;
+    return false;
+}
+
 /* ---------------------------------------------------------------- dispatch */
 
 static loom_status run_kv_or_attention(cuda_backend *c, const loom_ir_node *n,
@@ -984,6 +1026,7 @@ static loom_status run_kv_or_attention(cuda_backend *c, const loom_ir_node *n,
         float *scales;
         loom_kv_layout kv = layout_of(c, &out[0], hkv, d, &data, &scales);
         const float *src = in[1].data;
+        if ((st = note_write(c, data, pos_t->data, err))) goto done;
         if (at) {
             st = loom_cuda_kv_write_at(src, T, pos_t->data, data, scales, &kv, err, c->cur);
         } else if (consecutive) {
@@ -1008,15 +1051,16 @@ static loom_status run_kv_or_attention(cuda_backend *c, const loom_ir_node *n,
         if ((st = scratch_enter(c, err))) goto done;
         const float *q = in[0].data;
         float *o = out[0].data;
+        const int ord = attn_in_order(c, kd, vd, pos_t);
         if (at) {
-            loom_attn_params p = {T, H, 0, scale};
+            loom_attn_params p = {T, H, 0, scale, ord};
             st = loom_cuda_attention_at(q, kd, ks, vd, vs, &kv, &p, pos_t->data, o, err, c->cur);
         } else if (consecutive) {
-            loom_attn_params p = {T, H, T ? pos[0] : 0, scale};
+            loom_attn_params p = {T, H, T ? pos[0] : 0, scale, ord};
             st = loom_cuda_attention(q, kd, ks, vd, vs, &kv, &p, o, err, c->cur);
         } else {
             for (int64_t t = 0; t < T && !st; t++) {
-                loom_attn_params p = {1, H, pos[t], scale};
+                loom_attn_params p = {1, H, pos[t], scale, ord};
                 st = loom_cuda_attention(q + t * H * d, kd, ks, vd, vs, &kv, &p, o + t * H * d, err,
                                          c->cur);
             }
@@ -1067,8 +1111,11 @@ static loom_status run_rope_kv(cuda_backend *c, const loom_ir_node *n, const loo
                               (long long)(in[2].dims[0] ? in[2].numel / in[2].dims[0] : 0),
                               (size_t)in[2].numel * sizeof(float), c->q_buf_bytes);
     int64_t T = in[5].numel, H = loom_ir_node_attr_int(n, LOOM_IR_ATTR_N_HEAD, 0);
+    const int ord = attn_in_order(c, kd, vd, &in[5]);
+    if ((st = note_write(c, kd, in[5].data, err)) || (st = note_write(c, vd, in[5].data, err)))
+        return st;
     if (T == 1 && loom_cuda_attention_supports(d, kv.type)) {
-        loom_attn_params ap = {1, H, 0, loom_ir_node_attr_float(n, LOOM_IR_ATTR_SCALE, 0)};
+        loom_attn_params ap = {1, H, 0, loom_ir_node_attr_float(n, LOOM_IR_ATTR_SCALE, 0), ord};
         if ((st = scratch_enter(c, err)) ||
             (st = loom_cuda_rope_kv_attention_at(in[2].data, in[3].data, in[4].data, in[5].data,
                                                  qn, kn, eps, &p, kd, ks, vd, vs, &kv, &ap,
@@ -1292,6 +1339,7 @@ static void cuda_destroy(loom_exec_backend *b) {
     free(c->host);
     free(c->regions);
     free(c->checks);
+    free(c->writes);
     free(c->node_ev);
     free(c);
     free(b);

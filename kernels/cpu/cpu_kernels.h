@@ -109,6 +109,10 @@ typedef struct loom_attn_params {
     int64_t n_head;   /* query heads, a multiple of the layout's n_kv_head */
     int64_t pos0;     /* position of query 0; pos0 + n_tokens <= n_ctx */
     float scale;      /* score scale, normally 1/sqrt(head_dim) */
+    int in_order;     /* CUDA only (the CPU ignores it): 1 = the position or the cache rows below
+                       * it may still be written by kernels before this launch on the stream,
+                       * so it must not read them early (loom_cuda_attention_at); 0 (the
+                       * zero-initialized default) = they were written before those kernels */
 } loom_attn_params;
 
 /* ---------------------------------------------------------------------------------------------

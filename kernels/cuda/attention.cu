@@ -25,7 +25,8 @@
 // block then works 4 tiles at once instead of one (v5's per-tile chain of dependent latencies,
 // ~0.7 us a tile with one block an SM, was the floor: bench/NOTES.md section 3). Also: q's loads
 // are issued before the tiles' copies (behind them they arrived last, so no tile was computed
-// before all had arrived); the cluster combine covers caches up to 4K positions
+// before all had arrived; launched early (EA, below) q follows the copies, which were issued
+// before the PDL wait); the cluster combine covers caches up to 4K positions
 // (LOOM_ATTN_CL_TILES) and pushes the partials into the owning blocks' shared memory (one
 // cluster barrier, no remote loads); both combines keep v5's arithmetic and split order.
 // (An L2 prefetch of each block's rows before the PDL wait, LOOM_ATTN_PREFETCH=1, opt-in since
@@ -39,6 +40,11 @@
 // v6 + the attention prologue (loom_cuda_rope_kv_attention_at, LOOM_ATTN_FUSED; one token):
 // the same partition with rope_kv_write's work for the token folded into the blocks
 // (attention_v5.cu, FP, says how the new K/V row reaches the tiles without a grid-wide order).
+// v6 with or without the prologue (session 12) is launched with PDL and requests each warp's
+// first tiles before its griddepcontrol.wait (attention_v5.cu, EA; the contract in
+// cuda_kernels.h). H200: `loom bench` 4B decode 1.963-1.970 -> 1.910 ms/token; attention_at
+// 4K F16 graph-timed 10.25 -> 8.85 us; but cuda_bench's decode-layer graph +3.9 us a layer at
+// 4K positions (bench/NOTES.md section 3, session 12).
 // Split combine: on sm_90 for one token and a cache of <= 2K positions, the 8 splits of a head
 // group (grid z = 8 whatever the position) are one thread-block cluster: after a cluster
 // barrier block r combines outputs r * 128 + tid, ... over the splits' partials in distributed
@@ -733,6 +739,9 @@ static loom_status launch_attn(const float *q, const void *k_cache, const float 
             const int64_t wcap = 200 * 1024 / (wv < 1 ? 1 : wv) / v5_stage((int)D, (int)kv->type) / kWarps;
             f.wt = fast(SW_ATTN_V6) && N == 1 && cc_major() >= 9 && wcap >= 1;
             f.tma = f.wt && kv->type == LOOM_KV_F16 && D == 128 && attn_tma() && v6_tensor_maps(&f);
+            // v6 is launched with PDL and reads its first tiles before the wait, unless the
+            // caller says the rows may still be written (in_order; attention_v5.cu, EA).
+            f.early = f.wt && !p->in_order;
             if (f.wt) {
                 const int64_t ws = (per + kWarps - 1) / kWarps;
                 const int64_t w = ws > wcap ? wcap : ws;

@@ -41,6 +41,7 @@ struct AttnArgs {
                   // 8 = v6 q after the copies
     int fp;       // v6 with the decode prologue folded in (pro; q is the raw q): 1
     int tma;      // v6, F16, D = 128, sm_90: 1 = tiles copied by TMA (tmk, tmv), not cp.async
+    int early;    // v6: 1 = launched with PDL, the first tiles' copies before its wait
     AttnPrologue pro;
     CUtensorMap tmk, tmv;  // tma: the K and V caches as f16 tensors, boxes of 2 halves x 32
                            // rows x 64 values, 128-byte swizzle (attention_v5.cu)

@@ -150,6 +150,15 @@ __device__ __forceinline__ void tma_load_4d(uint32_t dst, const CUtensorMap *map
 // completing on the stage's mbarrier, rows in the TMA's 128-byte swizzle instead of v5_swz; rows at or past hi in a tile (stale cache
 // rows: the TMA zero-fills only past n_ctx) are zeroed in V after the wait, as cp.async's
 // zero-fill did (their scores are -inf, so K needs nothing). The same arithmetic, same bits.
+// EA (v6, a.early: launched with PDL): each warp's first WS tiles are requested before
+// griddepcontrol.wait, so that they stream under the previous kernel's tail; the position is
+// read there too. Safe by the launchers' contract (cuda_kernels.h, "Early reads"): the position
+// and the cache rows below it were written before the kernel just before started (the
+// executor: a graph input copied before the step, rows of earlier steps; attn_in_order in
+// executor/cuda_backend.c sets in_order otherwise, and the launch is then in order). The row at
+// pos is written in this step: without FP by the kernel just before, so that tile's copy
+// follows the wait (defer); with FP by this kernel, whose converted row replaces whatever the
+// copy read. q (FP: the raw q, k, v), the outputs, partials and counters are read after it.
 template <int D, int KVT, int GM, bool TS = false, bool WT = false, bool FP = false, bool BK = false>
 static __global__ void __launch_bounds__(kThreads, WT ? 1 : 0)
     attn_v5_kernel(const __grid_constant__ AttnArgs a) {
@@ -173,9 +182,14 @@ static __global__ void __launch_bounds__(kThreads, WT ? 1 : 0)
             wk[j] = a.pro.k_norm ? a.pro.k_norm[ln + 32 * j] : 0.0f;
         }
     }
-    pdl_wait();
-    if (TS && tr) { tr[1] = gtimer(); tr[3] = clock64(); }
-    pdl_launch_dependents();
+    // EA (v6, a.early): the first tiles' copies before the PDL wait (below).
+    const bool ea = WT && a.early;
+    auto wait_prev = [&]() {
+        pdl_wait();
+        if (TS && tr) { tr[1] = gtimer(); tr[3] = clock64(); }
+        pdl_launch_dependents();
+    };
+    if (!ea) wait_prev();
     constexpr bool I8 = KVT == LOOM_KV_INT8;
     constexpr int TP = kV5Rows, RB = D * kv_elem_bytes(KVT), CPR = RB / 16, TILE = TP * RB;
     constexpr int STG = v5_stage(D, KVT);
@@ -208,22 +222,26 @@ static __global__ void __launch_bounds__(kThreads, WT ? 1 : 0)
     const int G = min(a.G, a.group - hg * a.G);
     const int t = blockIdx.y;
     // FP: the raw q rows of this warp's heads (warp, warp + 4) and the token's raw K and V rows
-    // of the block's KV head are requested before the position arrives (none depends on it).
+    // of the block's KV head, requested before the position arrives (none depends on it); EA:
+    // after the PDL wait (they come from the kernel before), behind the first tiles' copies.
     float xq[FP ? 2 : 1][FP ? VPL : 1], xk[FP ? VPL : 1], xv[FP ? VPL : 1];
-    if constexpr (FP) {
+    auto load_raw = [&]() {
+        if constexpr (FP) {
 #pragma unroll
-        for (int hh = 0; hh < 2; hh++) {
-            const int g = warp + kWarps * hh;
+            for (int hh = 0; hh < 2; hh++) {
+                const int g = warp + kWarps * hh;
 #pragma unroll
-            for (int j = 0; j < VPL; j++)
-                xq[hh][j] = g < G ? a.q[(int64_t)(h0 + g) * D + lane + 32 * j] : 0.0f;
+                for (int j = 0; j < VPL; j++)
+                    xq[hh][j] = g < G ? a.q[(int64_t)(h0 + g) * D + lane + 32 * j] : 0.0f;
+            }
+#pragma unroll
+            for (int j = 0; j < VPL; j++) {
+                xk[j] = a.pro.k[(int64_t)kvh * D + lane + 32 * j];
+                xv[j] = a.pro.v[(int64_t)kvh * D + lane + 32 * j];
+            }
         }
-#pragma unroll
-        for (int j = 0; j < VPL; j++) {
-            xk[j] = a.pro.k[(int64_t)kvh * D + lane + 32 * j];
-            xv[j] = a.pro.v[(int64_t)kvh * D + lane + 32 * j];
-        }
-    }
+    };
+    if (!ea) load_raw();
     const int pos0 = (int)query_pos0(a);
     const V5Range rg = v5_range(a, pos0, t, TP);
     const int S = rg.S;
@@ -305,7 +323,11 @@ static __global__ void __launch_bounds__(kThreads, WT ? 1 : 0)
         }
     }
     const bool q_early = WT && !FP && !(TS && (a.tmode & 8));
-    if (q_early) load_q();
+    if (q_early && !ea) load_q();
+    // EA without FP: the tile that holds pos (its split's last, walked by warp (nch - 1) % 4 as
+    // its last) holds the row the kernel before (rope_kv_write, kv_write) writes: when it is
+    // among the warp's first WS tiles, its copy follows the PDL wait, in a group of its own.
+    const bool defer = ea && !FP && hi > pos0 && njw > 0 && njw <= WS && warp == (nch - 1) % kWarps;
     if constexpr (WT) {
         if constexpr (BK) {  // this warp's stages' barriers (one arrival: lane 0's expect_tx)
             if (lane == 0)
@@ -314,8 +336,17 @@ static __global__ void __launch_bounds__(kThreads, WT ? 1 : 0)
             __syncwarp();
         }
         for (int j = 0; j < WS; j++) {
-            if (j < njw) issue_w(warp + kWarps * j, warp + kWarps * j);
+            if (j < njw && !(defer && j == njw - 1)) issue_w(warp + kWarps * j, warp + kWarps * j);
             cp_async_commit();
+        }
+        if (ea) {
+            wait_prev();
+            load_raw();
+            if (q_early) load_q();
+            if (defer) {
+                issue_w(warp + kWarps * (njw - 1), warp + kWarps * (njw - 1));
+                cp_async_commit();
+            }
         }
     } else {
         for (int st = 0; st < nst; st++) {
@@ -423,6 +454,9 @@ static __global__ void __launch_bounds__(kThreads, WT ? 1 : 0)
                         *reinterpret_cast<uint4 *>(buf + st * STG + TILE + soff(r0 + i / CPR, i % CPR)) =
                             make_uint4(0u, 0u, 0u, 0u);
                 }
+            } else if (defer) {  // one group more; no refills (njw <= WS)
+                if (j == njw - 1) cp_async_wait<0>();
+                else cp_async_wait_n(WS);
             } else {
                 cp_async_wait_n(WS - 1);
             }
@@ -866,8 +900,9 @@ cudaError_t launch_v5_fn(Kern kern, std::atomic<int> &max_set, const AttnArgs &a
         max_set.store(smem, std::memory_order_relaxed);
     }
     const unsigned cl = a.cl > 1 ? (unsigned)a.cl : 1;
-    // In order (no PDL attribute): attention's blocks must not wait on the SMs while the
-    // matmuls before it run (common.cuh, bench/NOTES.md 7.9).
+    // EA: with the PDL attribute; otherwise in order (common.cuh, bench/NOTES.md 7.9).
+    if (a.early)
+        return launch_cluster(kern, grid, dim3(1, 1, cl), kThreads, (size_t)smem, stream, a);
     return launch_cluster_in_order(kern, grid, dim3(1, 1, cl), kThreads, (size_t)smem, stream, a);
 }
 

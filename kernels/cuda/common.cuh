@@ -57,16 +57,19 @@ int sm_count();
 int cc_major();
 
 // Programmatic dependent launch (PDL, compute capability 9.0+; on by default, LOOM_CUDA_PDL=0
-// turns it off; decode attention is launched in order, without it: bench/NOTES.md 7.9):
+// turns it off; decode attention v6 has it and requests KV tiles before its wait, bench/NOTES.md
+// section 3, session 12; the other attention kernels are launched in order, 7.9):
 // a kernel launched with launch() below may start while the kernel before it on the stream is
 // still running, so that its launch and block scheduling overlap the other's tail. Every kernel
 // launched through launch() MUST call pdl_wait() before its first global memory access (read or
 // write) to anything earlier work on the stream may write: it returns once the previous kernel
 // has completed and its writes are visible, so the stream order holds for RAW and WAR hazards
-// alike (and transitively: the previous kernel waited for its own predecessor). Only constant
-// inputs (weights, uploaded before any kernel of the stream ran) may be read before it: the
-// matmul kernels request their first weights there, so that the DRAM latency overlaps the
-// previous kernel's tail. A kernel with pdl_wait() may also be launched with <<<>>>: then the
+// alike (and transitively: the previous kernel waited for its own predecessor). Only what no
+// kernel of the stream that may still run writes may be read before it: constant inputs
+// (weights, uploaded before any kernel of the stream ran), which the matmul kernels request
+// there so that the DRAM latency overlaps the previous kernel's tail, and what a launcher's
+// contract puts in that class (decode attention v6's position and cache rows below it:
+// cuda_kernels.h, "Early reads"). A kernel with pdl_wait() may also be launched with <<<>>>: then the
 // wait returns at once. pdl_launch_dependents() lets the next kernel's blocks be scheduled before
 // this grid finishes; calling it early is safe because the next kernel still waits (for this
 // grid's completion, which comes after this grid's own wait). Most kernels call it FIRST, before
@@ -150,10 +153,12 @@ cudaError_t launch_cluster(void (*kernel)(Params...), dim3 grid, dim3 cluster, d
 }
 
 // launch_with(kernel, false, ...): for kernels that must not be resident early. Decode attention
-// is one: launched early, its blocks (large shared memory, clusters) sit in their wait on the SMs
-// while the QKV matmuls before it still run, and the decode step was 0.13-0.15 ms/token slower
-// with its PDL attribute than without (bench/NOTES.md 7.9). Such a kernel still calls pdl_wait()
-// (it returns at once) and may trigger its own dependents.
+// with nothing to do before its wait is one: launched early, its blocks (large shared memory,
+// clusters) sit in their wait on the SMs while the QKV matmuls before it still run, and the
+// decode step was 0.13-0.15 ms/token slower with its PDL attribute than without (bench/NOTES.md
+// 7.9); v6, which requests its first KV tiles before the wait, gains with it (session 12) and
+// uses this only where the caller asks (in_order). Such a kernel still calls pdl_wait() (it
+// returns at once) and may trigger its own dependents.
 template <typename... Params, typename... Args>
 cudaError_t launch_cluster_in_order(void (*kernel)(Params...), dim3 grid, dim3 cluster,
                                     dim3 block, size_t smem, cudaStream_t stream, Args... args) {

@@ -210,7 +210,15 @@ loom_status loom_cuda_rope_kv_attention_at(const float *q, const float *k, const
 /* ---- attention (attention.cu): decode (N = 1) with split-KV, and batched causal prefill ---- */
 /* head_dim 64, 80, 96, 128, 256 with F16/INT8 caches (64 and 128 with F32). The split-KV
  * partials live in the scratch and the split counters in the module, both shared: like the
- * scratch, attention serves one stream at a time (two attention launches must not overlap). */
+ * scratch, attention serves one stream at a time (two attention launches must not overlap).
+ * Early reads (decode on sm_90, v6; also loom_cuda_rope_kv_attention_at): unless
+ * p->in_order, the kernel is launched with programmatic dependent launch and reads the
+ * position (*d_pos0) and the cache rows below it BEFORE the kernel just before it on the
+ * stream has finished (its KV tiles stream under that kernel's tail); the row at the position
+ * and everything else is read after. So every write to the position or to the rows below it
+ * must be complete before the previous kernel of the stream started: made by a copy, or
+ * separated from this launch by a copy, a host synchronization, a graph launch or an event
+ * wait. Otherwise set p->in_order (launched in order: no early read). */
 loom_status loom_cuda_attention(const float *q, const void *k_cache, const float *k_scales,
                                 const void *v_cache, const float *v_scales,
                                 const loom_kv_layout *kv, const loom_attn_params *p, float *out,

@@ -138,8 +138,9 @@ static void read_switches_locked() {
     // ms/token against 2.197 / 2.188 for the two launches (relay att-R3, bench/NOTES.md 7.10).
     g_unroll = env_int("LOOM_GEMV_UNROLL", 1, 4, true, kDefaultUnroll);  // gemv.cu's: 1, 2, 4
     // Programmatic dependent launch needs compute capability 9.0 (common.cuh: launch()). On
-    // unless LOOM_CUDA_PDL=0: with decode attention launched in order it saves ~0.08 ms of a
-    // 4B decode step (bench/NOTES.md 7.9).
+    // unless LOOM_CUDA_PDL=0: with decode attention launched in order it saved ~0.08 ms of a
+    // 4B decode step (bench/NOTES.md 7.9); since session 12 decode attention v6 has it too, its
+    // first KV tiles requested before its wait (NOTES section 3).
     g_pdl = !env_is("LOOM_CUDA_PDL", "0") && cc_major() >= 9;
     g_mma_split = env_int("LOOM_GEMV_MMA_SPLIT", 1, 8, true, 0);
     g_q6k_variant = env_int("LOOM_GEMV_MMA_Q6K_V", 1, 2, false, kDefaultQ6kVariant);

@@ -1495,7 +1495,7 @@ static void test_attention(loom_kv_type t, int64_t D, int64_t nh, int64_t nkv, i
     size_t qb = sizeof(float) * (size_t)(N * nh * D);
     float *q = xmalloc(qb), *oc = xmalloc(qb), *og = xmalloc(qb);
     fill(q, N * nh * D, -1, 1);
-    loom_attn_params p = {N, nh, pos0, 1.0f / sqrtf((float)D)};
+    loom_attn_params p = {N, nh, pos0, 1.0f / sqrtf((float)D), 0};
     const int i8 = t == LOOM_KV_INT8;
     loom_error err = {0};
     loom_cpu_attention(q, kc, i8 ? ks : NULL, vc, i8 ? vs : NULL, &kv, &p, oc, &err);
@@ -1531,7 +1531,8 @@ static void rand_cache(loom_kv_type t, uint8_t *c, int64_t n) {
 /* loom_cuda_attention_at (position in device memory, grid sized from n_ctx) against
  * loom_cuda_attention at the same positions: bit-identical; the by-value result is also checked
  * against the CPU. Device positions outside 0 .. n_ctx - N are clamped: -7 runs as 0 and
- * n_ctx + 50 as n_ctx - N. */
+ * n_ctx + 50 as n_ctx - N. Every other by-value launch sets in_order (v6: no early reads, no
+ * PDL), so the early form is also checked against it bit for bit. */
 static void test_attention_at(loom_kv_type t, int64_t D, int64_t nh, int64_t nkv, int64_t N,
                               int64_t n_ctx, const int64_t *pos, int npos) {
     loom_kv_layout kv = {t, n_ctx, nkv, D};
@@ -1558,7 +1559,7 @@ static void test_attention_at(loom_kv_type t, int64_t D, int64_t nh, int64_t nkv
         snprintf(shape, sizeof shape, "%s D=%lld h=%lld/%lld N=%lld ctx=%lld pos=%d",
                  t == LOOM_KV_F32 ? "F32" : (t == LOOM_KV_F16 ? "F16" : "INT8"), (long long)D,
                  (long long)nh, (long long)nkv, (long long)N, (long long)n_ctx, (int)dp);
-        loom_attn_params par = {N, nh, p, 1.0f / sqrtf((float)D)};
+        loom_attn_params par = {N, nh, p, 1.0f / sqrtf((float)D), i & 1};
         CK(cudaMemset(dout, 0xFF, qb));
         report_status("attention", shape,
                       loom_cuda_attention(dq, dkc, i8 ? dks : NULL, dvc, i8 ? dvs : NULL, &kv,
@@ -1578,6 +1579,7 @@ static void test_attention_at(loom_kv_type t, int64_t D, int64_t nh, int64_t nkv
         CK(cudaMemcpy(dpos, &dp, sizeof dp, cudaMemcpyHostToDevice));
         CK(cudaMemset(dout, 0xFF, qb));
         par.pos0 = 12345678; /* ignored by _at */
+        par.in_order = 0;
         report_status("attention_at", shape,
                       loom_cuda_attention_at(dq, dkc, i8 ? dks : NULL, dvc, i8 ? dvs : NULL, &kv,
                                              &par, dpos, dout, &err, 0),
@@ -1611,7 +1613,7 @@ static void test_attn_prefill_switch_bits(loom_kv_type t, int64_t D, int64_t nh,
     const int i8 = t == LOOM_KV_INT8;
     void *dkc = dup_dev(kc, cb), *dvc = dup_dev(vc, cb);
     float *dks = dup_dev(ks, sb), *dvs = dup_dev(vs, sb), *dq = dup_dev(q, qb), *dout = dev_poison(qb);
-    loom_attn_params p = {N, nh, pos0, 1.0f / sqrtf((float)D)};
+    loom_attn_params p = {N, nh, pos0, 1.0f / sqrtf((float)D), 0};
     loom_error err = {0};
     for (int sw = 0; sw < 2; sw++) {
         set_switch("LOOM_ATTN_PREFILL", sw ? "2" : "0");
@@ -1704,7 +1706,7 @@ static void test_graph_replay(loom_kv_type t, int64_t D, int64_t nh, int64_t nkv
     float *dq = dev_poison(qb), *dk = dev_poison(kvb), *dv = dev_poison(kvb);
     float *outa = dev_poison(qb), *outb = dev_poison(qb);
     int32_t *dpos = dev_poison(sizeof(int32_t));
-    loom_attn_params par = {N, nh, 0, 1.0f / sqrtf((float)D)};
+    loom_attn_params par = {N, nh, 0, 1.0f / sqrtf((float)D), 0};
     loom_error err = {0};
     cudaStream_t s;
     CK(cudaStreamCreate(&s));
@@ -1907,7 +1909,7 @@ static void test_rope_kv_attn(loom_kv_type t, int64_t D, int64_t nh, int64_t nkv
     const size_t rowb = (size_t)nk * es, rows_sb = sizeof(float) * (size_t)nkv;
     loom_kv_layout kv = {t, n_ctx, nkv, D};
     loom_rope_params rp = {1, nh, nkv, D, D, mode, 1000000.0f, 1.0f};
-    loom_attn_params ap = {1, nh, 0, 1.0f / sqrtf((float)D)};
+    loom_attn_params ap = {1, nh, 0, 1.0f / sqrtf((float)D), 0};
     uint8_t *kc = xmalloc(cb), *vc = xmalloc(cb), *ga = xmalloc(cb), *gb = xmalloc(cb);
     float *ks = xmalloc(sb), *vs = xmalloc(sb), *sa = xmalloc(sb), *sbb = xmalloc(sb);
     rand_cache(t, kc, ne);
@@ -2262,7 +2264,7 @@ static void test_bad_args(void) {
     st = loom_cuda_matmul(dx, 1, w2, dx, &err, 0);
     report("bad type refused", "Q2_K", st == LOOM_ERR_UNSUPPORTED ? 0 : 1, 0);
     loom_kv_layout kv = {LOOM_KV_F16, 8, 2, 128};
-    loom_attn_params p = {1, 3, 0, 1.0f};
+    loom_attn_params p = {1, 3, 0, 1.0f, 0};
     st = loom_cuda_attention(dx, dx, NULL, dx, NULL, &kv, &p, dx, &err, 0);
     report("bad GQA refused", "3 heads / 2 kv", st == LOOM_ERR_INVALID_ARGUMENT ? 0 : 1, 0);
     cudaFree(dx);
