@@ -66,6 +66,7 @@
 // the nibbles (LOP3 + HFMA2 per 2 weights, a shift per word), 32 HMMA, ~55 x staging, ~40 scale
 // decode, ~30 register moves of the prefetch double buffer, the rest addresses and folds.
 #include <stdio.h>
+#include <stdlib.h>
 
 #include <type_traits>
 
@@ -272,9 +273,16 @@ struct Q4Smem {
     float red[kWarps * NMAT * ((NT + 3) / 4) * 2 * 32];
 };
 
-template <int NT, int NMAT, bool NORM, bool I8>
+// TR: the traced GEMV (cuda_bench --gemv-trace): tr is the block's record (gt_begin), stamped
+// after the PDL wait, the norm scales, the first super-block's staging and math, each warp's
+// loop, the reductions and the store (mma_common.cuh's gt_* helpers).
+// EX (temporary, relay gtr-R1's levers; LOOM_GEMV_EX bits): 1 every later super-block of the
+// warp prefetched into L2 before the PDL wait (one matrix without NORM, the pair); 2 the pair:
+// its first super-block's weights into registers before the wait (instead of the L2 prefetch).
+template <int NT, int NMAT, bool NORM, bool I8, bool TR = false, int EX = 0>
 __device__ __forceinline__ void q4k_tile(const MmaArgs &a, Q4Smem<NT, NMAT, NORM, I8> &sm,
-                                         int64_t tile, int rank, int S, int tok0) {
+                                         int64_t tile, int rank, int S, int tok0,
+                                         unsigned long long *tr = nullptr) {
     pdl_launch_dependents();
     double *npart = sm.npart;
     float *nscale = sm.nscale;
@@ -312,6 +320,7 @@ __device__ __forceinline__ void q4k_tile(const MmaArgs &a, Q4Smem<NT, NMAT, NORM
     constexpr int XC = I8 ? kQ4I8Xc : 32;
     const float *xb = a.x + (int64_t)tok0 * a.K + xoff;
     int sb = kWarps * rank + w;
+    [[maybe_unused]] const int sb0 = sb;
     // One matrix: the next super-block's weights are loaded before this one is used (register
     // double buffer). The pair loads two matrices a step, which keeps as many bytes in flight
     // without the second buffer (that would spill).
@@ -352,7 +361,19 @@ __device__ __forceinline__ void q4k_tile(const MmaArgs &a, Q4Smem<NT, NMAT, NORM
     // they are constant, so their DRAM latency overlaps the previous kernel's tail; x (its
     // output) and y (which it may still read) only after. (The pair hoisting its first load
     // spills, so it asks L2 for those bytes instead.)
+    if constexpr ((EX & 1) != 0) {
+        for (int b = sb + step; b < nsb; b += step) {
+#pragma unroll
+            for (int m = 0; m < NMAT; m++) {
+                prefetch_l2(wg[m] + (int64_t)b * kQ4KBytes + 64 * t);
+                prefetch_l2(w8[m] + (int64_t)b * kQ4KBytes + 64 * t);
+            }
+        }
+    }
     if (kPrefetch && sb < nsb) {
+#pragma unroll
+        for (int m = 0; m < NMAT; m++) cur[m] = load(m, sb);
+    } else if ((EX & 2) != 0 && sb < nsb) {
 #pragma unroll
         for (int m = 0; m < NMAT; m++) cur[m] = load(m, sb);
     } else if (sb < nsb) {  // the pair: its first super-block into L2 only (no registers)
@@ -363,10 +384,12 @@ __device__ __forceinline__ void q4k_tile(const MmaArgs &a, Q4Smem<NT, NMAT, NORM
         }
     }
     pdl_wait();
+    gt_release<TR>(tr);
     if (kPrefetchX && sb < nsb) load_x(sb, 0, xa, xc);
     if (NORM) block_rms_scales<NT>(a.x + (int64_t)tok0 * a.K, a.K, ntok, a.K, a.norm, npart, nscale);
+    gt_mark<TR>(tr, 4);
     for (; sb < nsb; sb += step) {
-        if (!kPrefetch) {
+        if (!kPrefetch && ((EX & 2) == 0 || sb != sb0)) {
 #pragma unroll
             for (int m = 0; m < NMAT; m++) cur[m] = load(m, sb);
         }
@@ -404,12 +427,14 @@ __device__ __forceinline__ void q4k_tile(const MmaArgs &a, Q4Smem<NT, NMAT, NORM
             }
         }
         __syncwarp();
+        if (sb == sb0) gt_mark<TR>(tr, 5);
 #pragma unroll
         for (int m = 0; m < NMAT; m++) {
             if constexpr (I8)
                 q4_superblock_i8<NT>(cur[m], st, lane, acc[m]);
             else q4_superblock<NT, NMAT == 1 ? 2 : 1>(cur[m], st, lane, ncol, hit, sel_e, sel_o, acc[m]);
         }
+        if (sb == sb0) gt_mark<TR>(tr, 6);
         // (The copy below costs ~30 moves a step; a two-set ping-pong spilled: bench/NOTES.md.)
         if (more) {
 #pragma unroll
@@ -421,6 +446,7 @@ __device__ __forceinline__ void q4k_tile(const MmaArgs &a, Q4Smem<NT, NMAT, NORM
         }
     }
 
+    gt_loop_end<TR>(tr);
     // Warps 0..3 in order, then cluster ranks 0..S-1 in order (v[(m * NTL + j) * 2 + k]).
     float v[NMAT * NTL * 2];
 #pragma unroll
@@ -434,9 +460,15 @@ __device__ __forceinline__ void q4k_tile(const MmaArgs &a, Q4Smem<NT, NMAT, NORM
                 for (int k = 0; k < 2; k++) v[(m * NTL + j) * 2 + k] = acc[m][j][k];
         }
     }
-    reduce_partials(v, red, S);
-    if (rank != 0 || w != 0) return;
+    reduce_partials<NMAT * NTL * 2, TR>(v, red, S, tr);
+    // (TR: the block's end; warp 0 of rank 0 after its store)
+    auto end = [&]() { gt_end<TR>(tr, S, NMAT, sb0 < nsb ? (nsb - 1 - sb0) / step + 1 : 0, nsb); };
+    if (rank != 0 || w != 0) {
+        end();
+        return;
+    }
     q4_store<NTL, NMAT>(a, s, r0, tok0, ntok, lane, v);
+    end();
 }
 
 template <int NT, int NMAT, bool NORM, bool I8>
@@ -446,10 +478,50 @@ static __global__ void __launch_bounds__(kThreads, NT == 1 ? 4 : 2) gemv_mma_q4k
                                  (int)blockIdx.y * NT);
 }
 
+// The traced GEMV (INT8 body; cuda_bench --gemv-trace): slot from gemv_trace_next().
+template <int NMAT, bool NORM, int EX>
+static __global__ void __launch_bounds__(kThreads, 4) gemv_mma_q4k_tr(const MmaArgs a,
+                                                                     unsigned long long *slot) {
+    __shared__ Q4Smem<1, NMAT, NORM, true> sm;
+    unsigned long long *tr = gt_begin(slot);
+    q4k_tile<1, NMAT, NORM, true, true, EX>(a, sm, blockIdx.z, (int)blockIdx.x, (int)gridDim.x, 0, tr);
+}
+// (temporary: the EX levers untraced)
+template <int NMAT, bool NORM, int EX>
+static __global__ void __launch_bounds__(kThreads, 4) gemv_mma_q4k_ex(const MmaArgs a) {
+    __shared__ Q4Smem<1, NMAT, NORM, true> sm;
+    q4k_tile<1, NMAT, NORM, true, false, EX>(a, sm, blockIdx.z, (int)blockIdx.x, (int)gridDim.x, 0);
+}
+int gemv_ex() {
+    const char *e = getenv("LOOM_GEMV_EX");
+    return e ? atoi(e) : 0;
+}
+
 template <int NT, int NMAT, bool NORM>
 cudaError_t launch_q4k_n(const MmaArgs &a, bool i8, int S, int64_t groups, cudaStream_t stream) {
     const dim3 grid((unsigned)S, (unsigned)groups, (unsigned)a.tile0[a.nseg]);
     const dim3 cl((unsigned)S, 1, 1);
+    if (NT == 1 && i8) {
+        unsigned long long *slot = gemv_trace_next();
+        if constexpr ((NMAT == 2 && NORM) || (NMAT == 1 && !NORM)) {
+            const int ex = gemv_ex() & (NMAT == 2 ? 3 : 1);
+            if (ex == 1) {
+                if (slot) return launch_cluster(gemv_mma_q4k_tr<NMAT, NORM, 1>, grid, cl, kThreads, 0, stream, a, slot);
+                return launch_cluster(gemv_mma_q4k_ex<NMAT, NORM, 1>, grid, cl, kThreads, 0, stream, a);
+            }
+            if constexpr (NMAT == 2) {
+                if (ex == 2) {
+                    if (slot) return launch_cluster(gemv_mma_q4k_tr<NMAT, NORM, 2>, grid, cl, kThreads, 0, stream, a, slot);
+                    return launch_cluster(gemv_mma_q4k_ex<NMAT, NORM, 2>, grid, cl, kThreads, 0, stream, a);
+                }
+                if (ex == 3) {
+                    if (slot) return launch_cluster(gemv_mma_q4k_tr<NMAT, NORM, 3>, grid, cl, kThreads, 0, stream, a, slot);
+                    return launch_cluster(gemv_mma_q4k_ex<NMAT, NORM, 3>, grid, cl, kThreads, 0, stream, a);
+                }
+            }
+        }
+        if (slot) return launch_cluster(gemv_mma_q4k_tr<NMAT, NORM, 0>, grid, cl, kThreads, 0, stream, a, slot);
+    }
     if (i8) return launch_cluster(gemv_mma_q4k<NT, NMAT, NORM, true>, grid, cl, kThreads, 0, stream, a);
     return launch_cluster(gemv_mma_q4k<NT, NMAT, NORM, false>, grid, cl, kThreads, 0, stream, a);
 }
@@ -1018,6 +1090,27 @@ static __global__ void __launch_bounds__(kThreads, NT == 1 ? 4 : 2)
     }
 }
 
+// The traced normed mixed triple (INT8 Q4_K tiles; cuda_bench --gemv-trace): the Q4_K blocks
+// write q4k_tile's record, the Q6_K blocks only their start and end (kind 4).
+static __global__ void __launch_bounds__(kThreads, 4)
+    gemv_mma_mixed_tr(const MixArgs m, unsigned long long *slot) {
+    constexpr bool NORM = true;
+    __shared__ MixSmem<1, 2, NORM, true> sm;
+    unsigned long long *tr = gt_begin(slot);
+    const int c = (int)blockIdx.x, C = (int)gridDim.x;
+    const int64_t slot_i = blockIdx.z, s6 = slot_i - m.first6;
+    if (s6 >= 0 && s6 < m.slots6) {
+        const int64_t tile = s6 * (C / m.s6) + c / m.s6;
+        if (tile >= m.q6.tile0[m.q6.nseg]) return;
+        q6k::q6k_tile<1, 2, NORM>(m.q6, sm.q6, tile, c % m.s6, m.s6, 0);
+        gt_end<true>(tr, m.s6, 4, 0, (int)(m.q6.K / 256));
+    } else {
+        const int64_t tile = (m.first6 ? slot_i : slot_i - m.slots6) * (C / m.s4) + c / m.s4;
+        if (tile >= m.q4.tile0[m.q4.nseg]) return;
+        q4k_tile<1, 1, NORM, true, true>(m.q4, sm.q4, tile, c % m.s4, m.s4, 0, tr);
+    }
+}
+
 // Fills seg[0..n) and the tile ranges (tile0[i] = first tile of segment i, tile0[n] = the total)
 // of a matmul's segments; returns the total.
 int64_t fill_tiles(Seg *dst, int64_t *tile0, const Seg *src, int n) {
@@ -1223,7 +1316,11 @@ loom_status mma_triple_mixed(const Seg *s4, int n4, const Seg *s6, int n6, const
     const dim3 grid((unsigned)C, 1, (unsigned)slots), cl((unsigned)C, 1, 1);
     const bool i8 = mma_q4k_variant() == 2;
     cudaError_t e;
-    if (i8)
+    // (traced: the normed triple, as the executor runs it; the plain one's traced kernel spilled)
+    unsigned long long *tslot = i8 && norm ? gemv_trace_next() : nullptr;
+    if (tslot)
+        e = launch_cluster(gemv_mma_mixed_tr, grid, cl, kThreads, 0, stream, m, tslot);
+    else if (i8)
         e = norm ? launch_cluster(gemv_mma_mixed<1, 2, true, true>, grid, cl, kThreads, 0, stream, m)
                  : launch_cluster(gemv_mma_mixed<1, 2, false, true>, grid, cl, kThreads, 0, stream, m);
     else
@@ -1234,7 +1331,41 @@ loom_status mma_triple_mixed(const Seg *s4, int n4, const Seg *s6, int n6, const
     return LOOM_OK;
 }
 
+// The GEMV phase trace's records and state (loom_cuda_gemv_trace; bench/debug only).
+__device__ unsigned long long g_gemv_trace[kGtSlots][kGtBlocks][kGtWords];
+static bool g_gt_on = false;
+static int g_gt_next = 0;
+
+unsigned long long *gemv_trace_next() {
+    if (!g_gt_on) return nullptr;
+    void *p = nullptr;
+    if (cudaGetSymbolAddress(&p, g_gemv_trace) != cudaSuccess) return nullptr;
+    return static_cast<unsigned long long *>(p) + (size_t)(g_gt_next++ % kGtSlots) * kGtBlocks * kGtWords;
+}
+
 }  // namespace loom_cuda
+
+extern "C" loom_status loom_cuda_gemv_trace(int on, loom_error *err) {
+    using namespace loom_cuda;
+    if (on) {
+        void *p = nullptr;
+        CUDA_CHECK(cudaGetSymbolAddress(&p, g_gemv_trace));
+        CUDA_CHECK(cudaMemset(p, 0, sizeof(g_gemv_trace)));
+        CUDA_CHECK(cudaDeviceSynchronize());
+    }
+    g_gt_on = on != 0;
+    g_gt_next = 0;
+    return LOOM_OK;
+}
+
+extern "C" loom_status loom_cuda_gemv_trace_read(uint64_t *out, size_t n_words, loom_error *err) {
+    using namespace loom_cuda;
+    const size_t all = sizeof(g_gemv_trace) / sizeof(uint64_t);
+    if (!out || n_words > all)
+        ARG_FAIL(LOOM_ERR_INVALID_ARGUMENT, "gemv trace: %zu words (at most %zu)", n_words, all);
+    CUDA_CHECK(cudaMemcpyFromSymbol(out, g_gemv_trace, n_words * sizeof(uint64_t)));
+    return LOOM_OK;
+}
 
 extern "C" int64_t loom_cuda_matmul_wide_launches(void) { return loom_cuda::g_wide_launches; }
 
