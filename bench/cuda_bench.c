@@ -832,7 +832,7 @@ static void set_env(const char *k, const char *v) {
 /* The 4B decode layer's matmuls as the executor runs them (bench_step's GEMV layers with the
  * norms folded: triple normed (Q4_K Q/K + Q6_K V, one launch), attention output + add, gate/up
  * pair normed + SwiGLU, down + add), 8 layers a graph (32 launches: one trace slot each), with
- * the Q4_K and then the Q6_K down. Cases GT_CASES (comma-separated "S:E", default "0:0": see
+ * the Q4_K and then the Q6_K down. Cases GT_CASES (comma-separated, default "0": see
  * gt_case_env; same weights): every case's graph timed round robin (3 rounds, us a layer); then
  * per case the graph untraced and traced alternately (3 x), and one traced replay's records (loom_cuda_gemv_trace, layout in
  * cuda_kernels.h), layers 1..7: per matmul its blocks, SMs, waves (blocks / (4 x SMs)), the
@@ -928,16 +928,21 @@ static void gt_report(const uint64_t *tr, const char *const *names, double ghz) 
                         med_d(q6d[0], nl), med_d(q6d[1], nl));
     }
 }
-/* One case of GT_CASES ("S:E": LOOM_GEMV_MMA_SPLIT S (0: the shape's rule) and the temporary
- * LOOM_GEMV_EX E); returns its LOOM_GEMV_MMA_SPLIT text. */
+/* One case of GT_CASES ("S" or "S:L": LOOM_GEMV_MMA_SPLIT S (0: the shape's rule) and the
+ * temporary LOOM_GEMV_LA L (gemv_mma.cu; absent: unset)); returns its split text. */
 static const char *gt_case_env(const char *c, char *sv, size_t n) {
-    const int S = atoi(c), E = strchr(c, ':') ? atoi(strchr(c, ':') + 1) : 0;
+    const int S = atoi(c);
+    const char *col = strchr(c, ':'), *com = strchr(c, ',');
     snprintf(sv, n, "%d", S);
     if (S > 0) setenv("LOOM_GEMV_MMA_SPLIT", sv, 1);
     else unsetenv("LOOM_GEMV_MMA_SPLIT");
-    char ev[8];
-    snprintf(ev, sizeof ev, "%d", E);
-    setenv("LOOM_GEMV_EX", ev, 1);
+    if (col && (!com || col < com)) {
+        char lv[8];
+        snprintf(lv, sizeof lv, "%d", atoi(col + 1));
+        setenv("LOOM_GEMV_LA", lv, 1);
+    } else {
+        unsetenv("LOOM_GEMV_LA");
+    }
     loom_cuda_reload_switches();
     return sv;
 }
@@ -951,7 +956,7 @@ static void gemv_trace_case(loom_ggml_type down_t) {
         {"triple normed", "attn out + add", "pair normed SwiGLU", "down Q4_K + add"},
         {"triple normed", "attn out + add", "pair normed SwiGLU", "down Q6_K + add"}};
     const char *dn = loom_ggml_type_get(down_t)->name;
-    const char *cl = getenv("GT_CASES") ? getenv("GT_CASES") : "0:0";
+    const char *cl = getenv("GT_CASES") ? getenv("GT_CASES") : "0";
     const char *cs[GT_CASES];
     int nc = 0;
     for (const char *p = cl; *p && nc < GT_CASES; p++)
@@ -976,7 +981,7 @@ static void gemv_trace_case(loom_ggml_type down_t) {
     for (int c = 0; c < nc; c++) {
         int len = 0;
         while (cs[c][len] && cs[c][len] != ',') len++;
-        printf("gemv-trace 4B, down %s, case %.*s (split:ex): graph us a layer %.2f %.2f %.2f", dn,
+        printf("gemv-trace 4B, down %s, case %.*s: graph us a layer %.2f %.2f %.2f", dn,
                len, cs[c], rr[c][0], rr[c][1], rr[c][2]);
         printf(" median %.2f\n", med_d(rr[c], 3));
     }
@@ -1024,7 +1029,7 @@ static void gemv_trace_case(loom_ggml_type down_t) {
         cudaGraphDestroy(gu[c]);
     }
     unsetenv("LOOM_GEMV_MMA_SPLIT");
-    unsetenv("LOOM_GEMV_EX");
+    unsetenv("LOOM_GEMV_LA");
     loom_cuda_reload_switches();
     step_free(s);
 }

@@ -207,9 +207,12 @@ struct MmaArgs {
 // Writes a tile's outputs from the reduced dots v[(m * NTL + j) * 2 + k] (matrix m, n-tile j,
 // row g + 8k; for_each_output's layout): y = dot (+ bias[r]), dot + resid[i] (EPI_ADD),
 // silu(dot_0) * dot_1 (the pair's SwiGLU) or the pair's two outputs. s: the tile's segment.
+// rv (the GEMV, one matrix): EPI_ADD's resid values read beforehand, rv[j * 2 + k] for v's
+// element; nullptr: read here.
 template <int NTL, int NMAT>
 __device__ __forceinline__ void q4_store(const MmaArgs &a, const Seg &s, int64_t r0, int tok0,
-                                         int ntok, int lane, const float (&v)[NMAT * NTL * 2]) {
+                                         int ntok, int lane, const float (&v)[NMAT * NTL * 2],
+                                         const float *rv = nullptr) {
     q6k::for_each_output<NTL>(r0, s.rows, tok0, ntok, lane, [&](int j, int k, int64_t i, int64_t r) {
         float y = v[j * 2 + k];
         if (NMAT == 2 && a.epi == EPI_SWIGLU) {
@@ -220,7 +223,7 @@ __device__ __forceinline__ void q4_store(const MmaArgs &a, const Seg &s, int64_t
             s1.y[i] = s1.bias ? __fadd_rn(y1, s1.bias[r]) : y1;
             if (s.bias) y = __fadd_rn(y, s.bias[r]);
         } else if (a.epi == EPI_ADD) {
-            y = __fadd_rn(y, s.resid[i]);
+            y = __fadd_rn(y, rv ? rv[j * 2 + k] : s.resid[i]);
         } else if (s.bias) {
             y = __fadd_rn(y, s.bias[r]);
         }
@@ -276,10 +279,10 @@ struct Q4Smem {
 // TR: the traced GEMV (cuda_bench --gemv-trace): tr is the block's record (gt_begin), stamped
 // after the PDL wait, the norm scales, the first super-block's staging and math, each warp's
 // loop, the reductions and the store (mma_common.cuh's gt_* helpers).
-// EX (temporary, relay gtr-R1's levers; LOOM_GEMV_EX bits): 1 every later super-block of the
-// warp prefetched into L2 before the PDL wait (one matrix without NORM, the pair); 2 the pair:
-// its first super-block's weights into registers before the wait (instead of the L2 prefetch).
-template <int NT, int NMAT, bool NORM, bool I8, bool TR = false, int EX = 0>
+// LA (temporary A/B of relay gtr-R2, LOOM_GEMV_LA; the GEMV only): 0 the old loop, 1 the L2
+// lookahead (below), 2 also EPI_ADD's resid read right after the wait, 3 also NORM's norm
+// weights of the warp's super-blocks prefetched into L1 before the wait.
+template <int NT, int NMAT, bool NORM, bool I8, bool TR = false, int LA = 3>
 __device__ __forceinline__ void q4k_tile(const MmaArgs &a, Q4Smem<NT, NMAT, NORM, I8> &sm,
                                          int64_t tile, int rank, int S, int tok0,
                                          unsigned long long *tr = nullptr) {
@@ -361,19 +364,13 @@ __device__ __forceinline__ void q4k_tile(const MmaArgs &a, Q4Smem<NT, NMAT, NORM
     // they are constant, so their DRAM latency overlaps the previous kernel's tail; x (its
     // output) and y (which it may still read) only after. (The pair hoisting its first load
     // spills, so it asks L2 for those bytes instead.)
-    if constexpr ((EX & 1) != 0) {
-        for (int b = sb + step; b < nsb; b += step) {
-#pragma unroll
-            for (int m = 0; m < NMAT; m++) {
-                prefetch_l2(wg[m] + (int64_t)b * kQ4KBytes + 64 * t);
-                prefetch_l2(w8[m] + (int64_t)b * kQ4KBytes + 64 * t);
-            }
+    if constexpr (NT == 1 && NORM && LA >= 3) {
+        // the norm weights (constant) at this lane's x positions of the warp's super-blocks
+        if (a.norm.w) {
+            for (int b = sb; b < nsb; b += step) prefetch_l1(a.norm.w + (int64_t)b * 256 + xoff);
         }
     }
     if (kPrefetch && sb < nsb) {
-#pragma unroll
-        for (int m = 0; m < NMAT; m++) cur[m] = load(m, sb);
-    } else if ((EX & 2) != 0 && sb < nsb) {
 #pragma unroll
         for (int m = 0; m < NMAT; m++) cur[m] = load(m, sb);
     } else if (sb < nsb) {  // the pair: its first super-block into L2 only (no registers)
@@ -385,11 +382,22 @@ __device__ __forceinline__ void q4k_tile(const MmaArgs &a, Q4Smem<NT, NMAT, NORM
     }
     pdl_wait();
     gt_release<TR>(tr);
+    // The GEMV's add (one matrix): warp 0 of rank 0 reads its outputs' resid now, so that the
+    // store after the reduction does not wait for it.
+    constexpr bool kEarlyResid = NT == 1 && NMAT == 1 && LA >= 2;
+    [[maybe_unused]] float rv[NTL * 2];
+    if constexpr (kEarlyResid) {
+        if (a.epi == EPI_ADD && rank == 0 && w == 0) {
+            q6k::for_each_output<NTL>(r0, s.rows, tok0, ntok, lane, [&](int j, int k, int64_t i, int64_t) {
+                rv[j * 2 + k] = s.resid[i];
+            });
+        }
+    }
     if (kPrefetchX && sb < nsb) load_x(sb, 0, xa, xc);
     if (NORM) block_rms_scales<NT>(a.x + (int64_t)tok0 * a.K, a.K, ntok, a.K, a.norm, npart, nscale);
     gt_mark<TR>(tr, 4);
     for (; sb < nsb; sb += step) {
-        if (!kPrefetch && ((EX & 2) == 0 || sb != sb0)) {
+        if (!kPrefetch) {
 #pragma unroll
             for (int m = 0; m < NMAT; m++) cur[m] = load(m, sb);
         }
@@ -400,6 +408,19 @@ __device__ __forceinline__ void q4k_tile(const MmaArgs &a, Q4Smem<NT, NMAT, NORM
 #pragma unroll
             for (int m = 0; m < NMAT; m++) nxt[m] = load(m, sb + step);
             if (kPrefetchX) load_x(sb + step, 0, nxa, nxc);
+        }
+        // The GEMV's L2 lookahead: the super-block after the one in flight into L2 (one matrix:
+        // sb + 2 step, its registers' next load then hits L2; the pair, whose registers hold
+        // one super-block: sb + step), so a step waits for L2, not DRAM.
+        if constexpr (NT == 1 && LA >= 1) {
+            const int la = kPrefetch ? sb + 2 * step : sb + step;
+            if (la < nsb) {
+#pragma unroll
+                for (int m = 0; m < NMAT; m++) {
+                    prefetch_l2(wg[m] + (int64_t)la * kQ4KBytes + 64 * t);
+                    prefetch_l2(w8[m] + (int64_t)la * kQ4KBytes + 64 * t);
+                }
+            }
         }
         // The norm weights of this super-block (constant, L2-resident: every block reads them),
         // used a few instructions on; held one step ahead (8 registers) they spilled the GEMV.
@@ -467,7 +488,8 @@ __device__ __forceinline__ void q4k_tile(const MmaArgs &a, Q4Smem<NT, NMAT, NORM
         end();
         return;
     }
-    q4_store<NTL, NMAT>(a, s, r0, tok0, ntok, lane, v);
+    if constexpr (kEarlyResid) q4_store<NTL, NMAT>(a, s, r0, tok0, ntok, lane, v, rv);
+    else q4_store<NTL, NMAT>(a, s, r0, tok0, ntok, lane, v);
     end();
 }
 
@@ -479,22 +501,23 @@ static __global__ void __launch_bounds__(kThreads, NT == 1 ? 4 : 2) gemv_mma_q4k
 }
 
 // The traced GEMV (INT8 body; cuda_bench --gemv-trace): slot from gemv_trace_next().
-template <int NMAT, bool NORM, int EX>
+template <int NMAT, bool NORM, int LA = 3>
 static __global__ void __launch_bounds__(kThreads, 4) gemv_mma_q4k_tr(const MmaArgs a,
                                                                      unsigned long long *slot) {
     __shared__ Q4Smem<1, NMAT, NORM, true> sm;
     unsigned long long *tr = gt_begin(slot);
-    q4k_tile<1, NMAT, NORM, true, true, EX>(a, sm, blockIdx.z, (int)blockIdx.x, (int)gridDim.x, 0, tr);
+    q4k_tile<1, NMAT, NORM, true, true, LA>(a, sm, blockIdx.z, (int)blockIdx.x, (int)gridDim.x, 0, tr);
 }
-// (temporary: the EX levers untraced)
-template <int NMAT, bool NORM, int EX>
-static __global__ void __launch_bounds__(kThreads, 4) gemv_mma_q4k_ex(const MmaArgs a) {
+// (temporary: the old loop / the lookahead alone / with the early resid, LOOM_GEMV_LA 0 / 1 / 2)
+template <int NMAT, bool NORM, int LA>
+static __global__ void __launch_bounds__(kThreads, 4) gemv_mma_q4k_la(const MmaArgs a) {
     __shared__ Q4Smem<1, NMAT, NORM, true> sm;
-    q4k_tile<1, NMAT, NORM, true, false, EX>(a, sm, blockIdx.z, (int)blockIdx.x, (int)gridDim.x, 0);
+    q4k_tile<1, NMAT, NORM, true, false, LA>(a, sm, blockIdx.z, (int)blockIdx.x, (int)gridDim.x,
+                                             (int)blockIdx.y);
 }
-int gemv_ex() {
-    const char *e = getenv("LOOM_GEMV_EX");
-    return e ? atoi(e) : 0;
+int gemv_la() {
+    const char *e = getenv("LOOM_GEMV_LA");
+    return e ? atoi(e) : 3;
 }
 
 template <int NT, int NMAT, bool NORM>
@@ -504,23 +527,22 @@ cudaError_t launch_q4k_n(const MmaArgs &a, bool i8, int S, int64_t groups, cudaS
     if (NT == 1 && i8) {
         unsigned long long *slot = gemv_trace_next();
         if constexpr ((NMAT == 2 && NORM) || (NMAT == 1 && !NORM)) {
-            const int ex = gemv_ex() & (NMAT == 2 ? 3 : 1);
-            if (ex == 1) {
-                if (slot) return launch_cluster(gemv_mma_q4k_tr<NMAT, NORM, 1>, grid, cl, kThreads, 0, stream, a, slot);
-                return launch_cluster(gemv_mma_q4k_ex<NMAT, NORM, 1>, grid, cl, kThreads, 0, stream, a);
+            const int la = gemv_la();
+            if (la == 0) {
+                if (slot) return launch_cluster(gemv_mma_q4k_tr<NMAT, NORM, 0>, grid, cl, kThreads, 0, stream, a, slot);
+                return launch_cluster(gemv_mma_q4k_la<NMAT, NORM, 0>, grid, cl, kThreads, 0, stream, a);
             }
-            if constexpr (NMAT == 2) {
-                if (ex == 2) {
-                    if (slot) return launch_cluster(gemv_mma_q4k_tr<NMAT, NORM, 2>, grid, cl, kThreads, 0, stream, a, slot);
-                    return launch_cluster(gemv_mma_q4k_ex<NMAT, NORM, 2>, grid, cl, kThreads, 0, stream, a);
+            if constexpr (NMAT == 1) {
+                if (la == 1) {
+                    if (slot) return launch_cluster(gemv_mma_q4k_tr<NMAT, NORM, 1>, grid, cl, kThreads, 0, stream, a, slot);
+                    return launch_cluster(gemv_mma_q4k_la<NMAT, NORM, 1>, grid, cl, kThreads, 0, stream, a);
                 }
-                if (ex == 3) {
-                    if (slot) return launch_cluster(gemv_mma_q4k_tr<NMAT, NORM, 3>, grid, cl, kThreads, 0, stream, a, slot);
-                    return launch_cluster(gemv_mma_q4k_ex<NMAT, NORM, 3>, grid, cl, kThreads, 0, stream, a);
-                }
+            } else if (la <= 2) {  // (the pair: 1 and 2 are the same kernel)
+                if (slot) return launch_cluster(gemv_mma_q4k_tr<NMAT, NORM, 2>, grid, cl, kThreads, 0, stream, a, slot);
+                return launch_cluster(gemv_mma_q4k_la<NMAT, NORM, 2>, grid, cl, kThreads, 0, stream, a);
             }
         }
-        if (slot) return launch_cluster(gemv_mma_q4k_tr<NMAT, NORM, 0>, grid, cl, kThreads, 0, stream, a, slot);
+        if (slot) return launch_cluster(gemv_mma_q4k_tr<NMAT, NORM>, grid, cl, kThreads, 0, stream, a, slot);
     }
     if (i8) return launch_cluster(gemv_mma_q4k<NT, NMAT, NORM, true>, grid, cl, kThreads, 0, stream, a);
     return launch_cluster(gemv_mma_q4k<NT, NMAT, NORM, false>, grid, cl, kThreads, 0, stream, a);
@@ -1072,7 +1094,7 @@ union MixSmem {
 
 // I8: the Q4_K tiles on the INT8 body (LOOM_GEMV_MMA_Q4K_V=2), as their two-launch path runs
 // them; the V tiles keep the f16 body either way (4 blocks an SM: the f16 Q6_K tile's 128).
-template <int NT, int ST, bool NORM, bool I8>
+template <int NT, int ST, bool NORM, bool I8, int LA = 3>
 static __global__ void __launch_bounds__(kThreads, NT == 1 ? 4 : 2)
     gemv_mma_mixed(const MixArgs m) {
     __shared__ MixSmem<NT, ST, NORM, I8> sm;
@@ -1086,12 +1108,13 @@ static __global__ void __launch_bounds__(kThreads, NT == 1 ? 4 : 2)
     } else {
         const int64_t tile = (m.first6 ? slot : slot - m.slots6) * (C / m.s4) + c / m.s4;
         if (tile >= m.q4.tile0[m.q4.nseg]) return;
-        q4k_tile<NT, 1, NORM, I8>(m.q4, sm.q4, tile, c % m.s4, m.s4, tok0);
+        q4k_tile<NT, 1, NORM, I8, false, LA>(m.q4, sm.q4, tile, c % m.s4, m.s4, tok0);
     }
 }
 
 // The traced normed mixed triple (INT8 Q4_K tiles; cuda_bench --gemv-trace): the Q4_K blocks
 // write q4k_tile's record, the Q6_K blocks only their start and end (kind 4).
+template <int LA = 3>
 static __global__ void __launch_bounds__(kThreads, 4)
     gemv_mma_mixed_tr(const MixArgs m, unsigned long long *slot) {
     constexpr bool NORM = true;
@@ -1107,7 +1130,7 @@ static __global__ void __launch_bounds__(kThreads, 4)
     } else {
         const int64_t tile = (m.first6 ? slot_i : slot_i - m.slots6) * (C / m.s4) + c / m.s4;
         if (tile >= m.q4.tile0[m.q4.nseg]) return;
-        q4k_tile<1, 1, NORM, true, true>(m.q4, sm.q4, tile, c % m.s4, m.s4, 0, tr);
+        q4k_tile<1, 1, NORM, true, true, LA>(m.q4, sm.q4, tile, c % m.s4, m.s4, 0, tr);
     }
 }
 
@@ -1318,8 +1341,15 @@ loom_status mma_triple_mixed(const Seg *s4, int n4, const Seg *s6, int n6, const
     cudaError_t e;
     // (traced: the normed triple, as the executor runs it; the plain one's traced kernel spilled)
     unsigned long long *tslot = i8 && norm ? gemv_trace_next() : nullptr;
+    const int la = i8 && norm ? gemv_la() : 3;  // (temporary A/B: 0 old, 1 or 2 lookahead)
     if (tslot)
-        e = launch_cluster(gemv_mma_mixed_tr, grid, cl, kThreads, 0, stream, m, tslot);
+        e = la == 0 ? launch_cluster(gemv_mma_mixed_tr<0>, grid, cl, kThreads, 0, stream, m, tslot)
+            : la < 3 ? launch_cluster(gemv_mma_mixed_tr<1>, grid, cl, kThreads, 0, stream, m, tslot)
+                     : launch_cluster(gemv_mma_mixed_tr<>, grid, cl, kThreads, 0, stream, m, tslot);
+    else if (la == 0)
+        e = launch_cluster(gemv_mma_mixed<1, 2, true, true, 0>, grid, cl, kThreads, 0, stream, m);
+    else if (la < 3)
+        e = launch_cluster(gemv_mma_mixed<1, 2, true, true, 1>, grid, cl, kThreads, 0, stream, m);
     else if (i8)
         e = norm ? launch_cluster(gemv_mma_mixed<1, 2, true, true>, grid, cl, kThreads, 0, stream, m)
                  : launch_cluster(gemv_mma_mixed<1, 2, false, true>, grid, cl, kThreads, 0, stream, m);

@@ -240,6 +240,12 @@ __device__ __forceinline__ void gt_end(unsigned long long *tr, int S, int kind, 
         }
     }
 }
+// A hint that brings the line holding p into L1 (and L2); no register. Before pdl_wait() only
+// for constant data (weights).
+__device__ __forceinline__ void prefetch_l1(const void *p) {
+    asm volatile("prefetch.global.L1 [%0];" ::"l"(p));
+}
+
 // The slot of the next traced GEMV launch (gemv_mma.cu; nullptr while tracing is off).
 unsigned long long *gemv_trace_next();
 
