@@ -276,16 +276,16 @@ struct Q4Smem {
     float red[kWarps * NMAT * ((NT + 3) / 4) * 2 * 32];
 };
 
-// TR: the traced GEMV (cuda_bench --gemv-trace): tr is the block's record (gt_begin), stamped
-// after the PDL wait, the norm scales, the first super-block's staging and math, each warp's
+// TR: the traced GEMV (cuda_bench --gemv-trace): slot is its trace slot, the block's record
+// (gt_rec) stamped after the PDL wait, the norm scales, the first super-block's staging and math, each warp's
 // loop, the reductions and the store (mma_common.cuh's gt_* helpers).
-// LA (temporary A/B of relay gtr-R2, LOOM_GEMV_LA; the GEMV only): 0 the old loop, 1 the L2
-// lookahead (below), 2 also EPI_ADD's resid read right after the wait, 3 also NORM's norm
-// weights of the warp's super-blocks prefetched into L1 before the wait.
+// LA (temporary A/B of relay gtr-R3, LOOM_GEMV_LA bits; the GEMV only): 1 one matrix: the L2
+// lookahead and EPI_ADD's resid read right after the wait; 2 the pair: each matrix's next
+// super-block loaded right after its math (0: the old loop).
 template <int NT, int NMAT, bool NORM, bool I8, bool TR = false, int LA = 3>
 __device__ __forceinline__ void q4k_tile(const MmaArgs &a, Q4Smem<NT, NMAT, NORM, I8> &sm,
                                          int64_t tile, int rank, int S, int tok0,
-                                         unsigned long long *tr = nullptr) {
+                                         unsigned long long *slot = nullptr) {
     pdl_launch_dependents();
     double *npart = sm.npart;
     float *nscale = sm.nscale;
@@ -364,12 +364,6 @@ __device__ __forceinline__ void q4k_tile(const MmaArgs &a, Q4Smem<NT, NMAT, NORM
     // they are constant, so their DRAM latency overlaps the previous kernel's tail; x (its
     // output) and y (which it may still read) only after. (The pair hoisting its first load
     // spills, so it asks L2 for those bytes instead.)
-    if constexpr (NT == 1 && NORM && LA >= 3) {
-        // the norm weights (constant) at this lane's x positions of the warp's super-blocks
-        if (a.norm.w) {
-            for (int b = sb; b < nsb; b += step) prefetch_l1(a.norm.w + (int64_t)b * 256 + xoff);
-        }
-    }
     if (kPrefetch && sb < nsb) {
 #pragma unroll
         for (int m = 0; m < NMAT; m++) cur[m] = load(m, sb);
@@ -381,10 +375,10 @@ __device__ __forceinline__ void q4k_tile(const MmaArgs &a, Q4Smem<NT, NMAT, NORM
         }
     }
     pdl_wait();
-    gt_release<TR>(tr);
+    gt_release<TR>(slot);
     // The GEMV's add (one matrix): warp 0 of rank 0 reads its outputs' resid now, so that the
     // store after the reduction does not wait for it.
-    constexpr bool kEarlyResid = NT == 1 && NMAT == 1 && LA >= 2;
+    constexpr bool kEarlyResid = NT == 1 && NMAT == 1 && (LA & 1) != 0;
     [[maybe_unused]] float rv[NTL * 2];
     if constexpr (kEarlyResid) {
         if (a.epi == EPI_ADD && rank == 0 && w == 0) {
@@ -395,9 +389,12 @@ __device__ __forceinline__ void q4k_tile(const MmaArgs &a, Q4Smem<NT, NMAT, NORM
     }
     if (kPrefetchX && sb < nsb) load_x(sb, 0, xa, xc);
     if (NORM) block_rms_scales<NT>(a.x + (int64_t)tok0 * a.K, a.K, ntok, a.K, a.norm, npart, nscale);
-    gt_mark<TR>(tr, 4);
+    gt_mark<TR>(slot, 4);
+    // The pair (kReload): each matrix's registers take its next super-block right after its
+    // math, so that load is in flight during the other matrix's math and the next staging.
+    constexpr bool kReload = NT == 1 && I8 && !kPrefetch && (LA & 2) != 0;
     for (; sb < nsb; sb += step) {
-        if (!kPrefetch) {
+        if (!kPrefetch && (!kReload || sb == sb0)) {
 #pragma unroll
             for (int m = 0; m < NMAT; m++) cur[m] = load(m, sb);
         }
@@ -409,11 +406,10 @@ __device__ __forceinline__ void q4k_tile(const MmaArgs &a, Q4Smem<NT, NMAT, NORM
             for (int m = 0; m < NMAT; m++) nxt[m] = load(m, sb + step);
             if (kPrefetchX) load_x(sb + step, 0, nxa, nxc);
         }
-        // The GEMV's L2 lookahead: the super-block after the one in flight into L2 (one matrix:
-        // sb + 2 step, its registers' next load then hits L2; the pair, whose registers hold
-        // one super-block: sb + step), so a step waits for L2, not DRAM.
-        if constexpr (NT == 1 && LA >= 1) {
-            const int la = kPrefetch ? sb + 2 * step : sb + step;
+        // One matrix's L2 lookahead: the super-block after the one in flight (sb + 2 step) into
+        // L2, so that its register load next step waits for L2, not DRAM.
+        if constexpr (NT == 1 && kPrefetch && (LA & 1) != 0) {
+            const int la = sb + 2 * step;
             if (la < nsb) {
 #pragma unroll
                 for (int m = 0; m < NMAT; m++) {
@@ -448,14 +444,15 @@ __device__ __forceinline__ void q4k_tile(const MmaArgs &a, Q4Smem<NT, NMAT, NORM
             }
         }
         __syncwarp();
-        if (sb == sb0) gt_mark<TR>(tr, 5);
+        if (sb == sb0) gt_mark<TR>(slot, 5);
 #pragma unroll
         for (int m = 0; m < NMAT; m++) {
             if constexpr (I8)
                 q4_superblock_i8<NT>(cur[m], st, lane, acc[m]);
             else q4_superblock<NT, NMAT == 1 ? 2 : 1>(cur[m], st, lane, ncol, hit, sel_e, sel_o, acc[m]);
+            if (kReload && sb + step < nsb) cur[m] = load(m, sb + step);
         }
-        if (sb == sb0) gt_mark<TR>(tr, 6);
+        if (sb == sb0) gt_mark<TR>(slot, 6);
         // (The copy below costs ~30 moves a step; a two-set ping-pong spilled: bench/NOTES.md.)
         if (more) {
 #pragma unroll
@@ -467,7 +464,7 @@ __device__ __forceinline__ void q4k_tile(const MmaArgs &a, Q4Smem<NT, NMAT, NORM
         }
     }
 
-    gt_loop_end<TR>(tr);
+    gt_loop_end<TR>(slot);
     // Warps 0..3 in order, then cluster ranks 0..S-1 in order (v[(m * NTL + j) * 2 + k]).
     float v[NMAT * NTL * 2];
 #pragma unroll
@@ -481,9 +478,9 @@ __device__ __forceinline__ void q4k_tile(const MmaArgs &a, Q4Smem<NT, NMAT, NORM
                 for (int k = 0; k < 2; k++) v[(m * NTL + j) * 2 + k] = acc[m][j][k];
         }
     }
-    reduce_partials<NMAT * NTL * 2, TR>(v, red, S, tr);
+    reduce_partials<NMAT * NTL * 2, TR>(v, red, S, slot);
     // (TR: the block's end; warp 0 of rank 0 after its store)
-    auto end = [&]() { gt_end<TR>(tr, S, NMAT, sb0 < nsb ? (nsb - 1 - sb0) / step + 1 : 0, nsb); };
+    auto end = [&]() { gt_end<TR>(slot, S, NMAT, sb0 < nsb ? (nsb - 1 - sb0) / step + 1 : 0, nsb); };
     if (rank != 0 || w != 0) {
         end();
         return;
@@ -505,10 +502,10 @@ template <int NMAT, bool NORM, int LA = 3>
 static __global__ void __launch_bounds__(kThreads, 4) gemv_mma_q4k_tr(const MmaArgs a,
                                                                      unsigned long long *slot) {
     __shared__ Q4Smem<1, NMAT, NORM, true> sm;
-    unsigned long long *tr = gt_begin(slot);
-    q4k_tile<1, NMAT, NORM, true, true, LA>(a, sm, blockIdx.z, (int)blockIdx.x, (int)gridDim.x, 0, tr);
+    gt_begin(slot);
+    q4k_tile<1, NMAT, NORM, true, true, LA>(a, sm, blockIdx.z, (int)blockIdx.x, (int)gridDim.x, 0, slot);
 }
-// (temporary: the old loop / the lookahead alone / with the early resid, LOOM_GEMV_LA 0 / 1 / 2)
+// (temporary: LOOM_GEMV_LA 0 (the old loop) and 1 (the pair's old loop))
 template <int NMAT, bool NORM, int LA>
 static __global__ void __launch_bounds__(kThreads, 4) gemv_mma_q4k_la(const MmaArgs a) {
     __shared__ Q4Smem<1, NMAT, NORM, true> sm;
@@ -526,20 +523,11 @@ cudaError_t launch_q4k_n(const MmaArgs &a, bool i8, int S, int64_t groups, cudaS
     const dim3 cl((unsigned)S, 1, 1);
     if (NT == 1 && i8) {
         unsigned long long *slot = gemv_trace_next();
-        if constexpr ((NMAT == 2 && NORM) || (NMAT == 1 && !NORM)) {
-            const int la = gemv_la();
-            if (la == 0) {
+        if constexpr (NMAT == 2 || !NORM) {
+            // (the old kernels: one matrix LOOM_GEMV_LA 0 or 2, the pair 0 or 1)
+            if ((gemv_la() & NMAT) == 0) {
                 if (slot) return launch_cluster(gemv_mma_q4k_tr<NMAT, NORM, 0>, grid, cl, kThreads, 0, stream, a, slot);
                 return launch_cluster(gemv_mma_q4k_la<NMAT, NORM, 0>, grid, cl, kThreads, 0, stream, a);
-            }
-            if constexpr (NMAT == 1) {
-                if (la == 1) {
-                    if (slot) return launch_cluster(gemv_mma_q4k_tr<NMAT, NORM, 1>, grid, cl, kThreads, 0, stream, a, slot);
-                    return launch_cluster(gemv_mma_q4k_la<NMAT, NORM, 1>, grid, cl, kThreads, 0, stream, a);
-                }
-            } else if (la <= 2) {  // (the pair: 1 and 2 are the same kernel)
-                if (slot) return launch_cluster(gemv_mma_q4k_tr<NMAT, NORM, 2>, grid, cl, kThreads, 0, stream, a, slot);
-                return launch_cluster(gemv_mma_q4k_la<NMAT, NORM, 2>, grid, cl, kThreads, 0, stream, a);
             }
         }
         if (slot) return launch_cluster(gemv_mma_q4k_tr<NMAT, NORM>, grid, cl, kThreads, 0, stream, a, slot);
@@ -1119,18 +1107,18 @@ static __global__ void __launch_bounds__(kThreads, 4)
     gemv_mma_mixed_tr(const MixArgs m, unsigned long long *slot) {
     constexpr bool NORM = true;
     __shared__ MixSmem<1, 2, NORM, true> sm;
-    unsigned long long *tr = gt_begin(slot);
+    gt_begin(slot);
     const int c = (int)blockIdx.x, C = (int)gridDim.x;
     const int64_t slot_i = blockIdx.z, s6 = slot_i - m.first6;
     if (s6 >= 0 && s6 < m.slots6) {
         const int64_t tile = s6 * (C / m.s6) + c / m.s6;
         if (tile >= m.q6.tile0[m.q6.nseg]) return;
         q6k::q6k_tile<1, 2, NORM>(m.q6, sm.q6, tile, c % m.s6, m.s6, 0);
-        gt_end<true>(tr, m.s6, 4, 0, (int)(m.q6.K / 256));
+        gt_end<true>(slot, m.s6, 4, 0, (int)(m.q6.K / 256));
     } else {
         const int64_t tile = (m.first6 ? slot_i : slot_i - m.slots6) * (C / m.s4) + c / m.s4;
         if (tile >= m.q4.tile0[m.q4.nseg]) return;
-        q4k_tile<1, 1, NORM, true, true, LA>(m.q4, sm.q4, tile, c % m.s4, m.s4, 0, tr);
+        q4k_tile<1, 1, NORM, true, true, LA>(m.q4, sm.q4, tile, c % m.s4, m.s4, 0, slot);
     }
 }
 
@@ -1341,15 +1329,12 @@ loom_status mma_triple_mixed(const Seg *s4, int n4, const Seg *s6, int n6, const
     cudaError_t e;
     // (traced: the normed triple, as the executor runs it; the plain one's traced kernel spilled)
     unsigned long long *tslot = i8 && norm ? gemv_trace_next() : nullptr;
-    const int la = i8 && norm ? gemv_la() : 3;  // (temporary A/B: 0 old, 1 or 2 lookahead)
+    const bool old = i8 && norm && (gemv_la() & 1) == 0;  // (temporary A/B: LOOM_GEMV_LA 0, 2)
     if (tslot)
-        e = la == 0 ? launch_cluster(gemv_mma_mixed_tr<0>, grid, cl, kThreads, 0, stream, m, tslot)
-            : la < 3 ? launch_cluster(gemv_mma_mixed_tr<1>, grid, cl, kThreads, 0, stream, m, tslot)
-                     : launch_cluster(gemv_mma_mixed_tr<>, grid, cl, kThreads, 0, stream, m, tslot);
-    else if (la == 0)
+        e = old ? launch_cluster(gemv_mma_mixed_tr<0>, grid, cl, kThreads, 0, stream, m, tslot)
+                : launch_cluster(gemv_mma_mixed_tr<>, grid, cl, kThreads, 0, stream, m, tslot);
+    else if (old)
         e = launch_cluster(gemv_mma_mixed<1, 2, true, true, 0>, grid, cl, kThreads, 0, stream, m);
-    else if (la < 3)
-        e = launch_cluster(gemv_mma_mixed<1, 2, true, true, 1>, grid, cl, kThreads, 0, stream, m);
     else if (i8)
         e = norm ? launch_cluster(gemv_mma_mixed<1, 2, true, true>, grid, cl, kThreads, 0, stream, m)
                  : launch_cluster(gemv_mma_mixed<1, 2, false, true>, grid, cl, kThreads, 0, stream, m);

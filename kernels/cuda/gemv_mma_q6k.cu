@@ -118,8 +118,8 @@ template <bool NORM>
 static __global__ void __launch_bounds__(kThreads, 4) gemv_mma_q6k_tr(const Q6Args a,
                                                                      unsigned long long *slot) {
     __shared__ Q6KSmem<1, 2, NORM, 2> sm;
-    unsigned long long *tr = gt_begin(slot);
-    q6k_i8_tile<1, 2, NORM, true>(a, sm, blockIdx.z, (int)blockIdx.x, (int)gridDim.x, 0, tr);
+    gt_begin(slot);
+    q6k_i8_tile<1, 2, NORM, true>(a, sm, blockIdx.z, (int)blockIdx.x, (int)gridDim.x, 0, slot);
 }
 
 // The launch of one instantiation over `groups` token groups and a.tile0[a.nseg] tiles in

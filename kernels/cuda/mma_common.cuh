@@ -189,28 +189,34 @@ __device__ __forceinline__ unsigned long long gt_timer() {
     asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
     return t;
 }
-// This block's record in slot (nullptr without a slot or past kGtBlocks); thread 0 stamps the
-// block's start (words 0, 2).
-__device__ __forceinline__ unsigned long long *gt_begin(unsigned long long *slot) {
+// This block's record in slot (nullptr without a slot or past kGtBlocks). (The kernels pass the
+// slot, a kernel parameter, and compute the record where they stamp: a record pointer held
+// across the K loop cost the traced pair a spill.)
+__device__ __forceinline__ unsigned long long *gt_rec(unsigned long long *slot) {
     const unsigned b = (blockIdx.z * gridDim.y + blockIdx.y) * gridDim.x + blockIdx.x;
-    unsigned long long *r = slot && b < (unsigned)kGtBlocks ? slot + (size_t)b * kGtWords : nullptr;
+    return slot && b < (unsigned)kGtBlocks ? slot + (size_t)b * kGtWords : nullptr;
+}
+// Thread 0 stamps the block's start (words 0, 2).
+__device__ __forceinline__ void gt_begin(unsigned long long *slot) {
+    unsigned long long *r = gt_rec(slot);
     if (r && threadIdx.x == 0) {
         r[0] = gt_timer();
         r[2] = clock64();
     }
-    return r;
 }
 // clock64 into word i of tr (thread 0; TR only).
 template <bool TR>
-__device__ __forceinline__ void gt_mark(unsigned long long *tr, int i) {
+__device__ __forceinline__ void gt_mark(unsigned long long *slot, int i) {
     if constexpr (TR) {
+        unsigned long long *tr = gt_rec(slot);
         if (tr && threadIdx.x == 0) tr[i] = clock64();
     }
 }
 // The end of warp w's K loop: lane 0 writes word 7 (warp 0) or 12 + w.
 template <bool TR>
-__device__ __forceinline__ void gt_loop_end(unsigned long long *tr) {
+__device__ __forceinline__ void gt_loop_end(unsigned long long *slot) {
     if constexpr (TR) {
+        unsigned long long *tr = gt_rec(slot);
         const int w = threadIdx.x >> 5;
         if (tr && (threadIdx.x & 31) == 0) tr[w ? 12 + w : 7] = clock64();
     }
@@ -218,8 +224,9 @@ __device__ __forceinline__ void gt_loop_end(unsigned long long *tr) {
 // The PDL release (words 1, 3) and the block's end (10, 11) with its SM, split, kind and
 // super-block counts (12: smid | S << 16 | kind << 24 | warp 0's super-blocks << 32 | nsb << 48).
 template <bool TR>
-__device__ __forceinline__ void gt_release(unsigned long long *tr) {
+__device__ __forceinline__ void gt_release(unsigned long long *slot) {
     if constexpr (TR) {
+        unsigned long long *tr = gt_rec(slot);
         if (tr && threadIdx.x == 0) {
             tr[1] = gt_timer();
             tr[3] = clock64();
@@ -227,9 +234,10 @@ __device__ __forceinline__ void gt_release(unsigned long long *tr) {
     }
 }
 template <bool TR>
-__device__ __forceinline__ void gt_end(unsigned long long *tr, int S, int kind, int nsb_w0,
+__device__ __forceinline__ void gt_end(unsigned long long *slot, int S, int kind, int nsb_w0,
                                        int nsb) {
     if constexpr (TR) {
+        unsigned long long *tr = gt_rec(slot);
         if (tr && threadIdx.x == 0) {
             unsigned sm;
             asm volatile("mov.u32 %0, %%smid;" : "=r"(sm));
@@ -240,12 +248,6 @@ __device__ __forceinline__ void gt_end(unsigned long long *tr, int S, int kind, 
         }
     }
 }
-// A hint that brings the line holding p into L1 (and L2); no register. Before pdl_wait() only
-// for constant data (weights).
-__device__ __forceinline__ void prefetch_l1(const void *p) {
-    asm volatile("prefetch.global.L1 [%0];" ::"l"(p));
-}
-
 // The slot of the next traced GEMV launch (gemv_mma.cu; nullptr while tracing is off).
 unsigned long long *gemv_trace_next();
 
@@ -255,11 +257,11 @@ unsigned long long *gemv_trace_next();
 // memory, free when called (the caller synchronizes if it reuses another buffer). Every thread
 // of every rank must call it. On return v holds the totals in warp 0 of rank 0 (unspecified
 // elsewhere).
-// TR (the traced GEMVs, gt_record below): thread 0 stamps record tr (if any) after the warps'
-// sum (word 8) and after the cluster's (word 9).
+// TR (the traced GEMVs, gt_* above): thread 0 stamps its record in trace slot `slot` after the
+// warps' sum (word 8) and after the cluster's (word 9).
 template <int NV, bool TR = false>
 __device__ __forceinline__ void reduce_partials(float (&v)[NV], float *red, int S,
-                                                unsigned long long *tr = nullptr) {
+                                                unsigned long long *slot = nullptr) {
     const int w = threadIdx.x >> 5, lane = threadIdx.x & 31;
 #pragma unroll
     for (int i = 0; i < NV; i++) red[(w * NV + i) * 32 + lane] = v[i];
@@ -272,7 +274,7 @@ __device__ __forceinline__ void reduce_partials(float (&v)[NV], float *red, int 
             v[i] = x;
         }
     }
-    gt_mark<TR>(tr, 8);
+    gt_mark<TR>(slot, 8);
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
     if (S > 1) {
         cooperative_groups::cluster_group cl = cooperative_groups::this_cluster();
@@ -295,7 +297,7 @@ __device__ __forceinline__ void reduce_partials(float (&v)[NV], float *red, int 
 #else
     (void)S;
 #endif
-    gt_mark<TR>(tr, 9);
+    gt_mark<TR>(slot, 9);
 }
 
 }  // namespace loom_cuda
