@@ -1,8 +1,9 @@
 /* cuda_bench.c: benchmarks of the CUDA kernels at Qwen3-4B (hidden 2560, ffn 9728) and
  * Qwen3-8B (4096 / 14336) shapes, 32 query heads, 8 KV heads, head_dim 128, vocab 151936.
  *
- *   cuda_bench [--quick] [--attn] [--matmul] [--q6k] [--norm] [--attn-trace] [--attn-prof] [--gemv-trace]
+ *   cuda_bench [--quick] [--attn] [--matmul] [--q6k] [--norm] [--attn-trace] [--attn-prof]
  *              [--attn-step] [--fused] [--mixed] [--attn-s7] [--q6k-down] [--q6k-wide] [--q4k-wide] [--q4w] [--triple-v] [--q4k] [--attn-pf]
+ *              [--gemv-trace]
  *
  * Method: CUDA events around many launches, the median of several repetitions, per launch.
  * Weights (and KV caches) rotate over copies totalling > 256 MB, far above the H200's L2 (50-60
@@ -742,7 +743,7 @@ static void step_fn(void *c, int i) {
 }
 static int g_step_rka = 0; /* bench_step: full layers through rope_kv_attention_at, no GEMV row */
 /* The layers' weights (random, DRAM-sized in all), caches and activations of a decode step;
- * gemv_bytes / kv_bytes: the weight and KV bytes of all layers. */
+ * *gemv_bytes_out / *kv_bytes_out: the weight and KV bytes of all layers. */
 static struct step_ctx *step_new(int64_t H, int64_t F, int n_layers, int64_t ctx,
                                  loom_ggml_type down_t, double *gemv_bytes_out,
                                  double *kv_bytes_out) {
@@ -834,12 +835,13 @@ static void set_env(const char *k, const char *v) {
  * pair normed + SwiGLU, down + add), 8 layers a graph (32 launches: one trace slot each), with
  * the Q4_K and then the Q6_K down. Cases GT_CASES (comma-separated, default "0": see
  * gt_case_env; same weights): every case's graph timed round robin (3 rounds, us a layer); then
- * per case the graph untraced and traced alternately (3 x), and one traced replay's records (loom_cuda_gemv_trace, layout in
- * cuda_kernels.h), layers 1..7: per matmul its blocks, SMs, waves (blocks / (4 x SMs)), the
- * boundary (its first PDL release - the previous launch's last block end) and span (first
- * release -> last end), and for each stamp the median and max over blocks of its time from the
- * kernel's first block start and from the block's own PDL release (clock64 at the records'
- * clock rate, anchored at the release's %globaltimer), each the median over the 7 layers. */
+ * per case the graph untraced and traced alternately (3 x), and one traced replay's records
+ * (loom_cuda_gemv_trace, layout in cuda_kernels.h), layers 1..7: per matmul its blocks, SMs,
+ * waves (blocks / (4 x SMs)), the boundary (its first PDL release - the previous launch's last
+ * block end) and span (first release -> last end), and for each stamp the median and max over
+ * blocks of its time from the kernel's first block start and from the block's own PDL release
+ * (clock64 at the records' clock rate, anchored at the release's %globaltimer), each the median
+ * over the 7 layers. */
 enum { GT_SLOTS = 32, GT_BLOCKS = 1024, GT_W = 16, GT_LAYERS = 8, GT_NST = 11 };
 static void gt_report(const uint64_t *tr, const char *const *names, double ghz) {
     static const char *st[GT_NST] = {"start", "release", "norm", "staged0", "math0", "loop w0",
@@ -928,21 +930,12 @@ static void gt_report(const uint64_t *tr, const char *const *names, double ghz) 
                         med_d(q6d[0], nl), med_d(q6d[1], nl));
     }
 }
-/* One case of GT_CASES ("S" or "S:L": LOOM_GEMV_MMA_SPLIT S (0: the shape's rule) and the
- * temporary LOOM_GEMV_LA L (gemv_mma.cu; absent: unset)); returns its split text. */
+/* One case of GT_CASES: LOOM_GEMV_MMA_SPLIT S (0: the shape's rule); returns its text. */
 static const char *gt_case_env(const char *c, char *sv, size_t n) {
     const int S = atoi(c);
-    const char *col = strchr(c, ':'), *com = strchr(c, ',');
     snprintf(sv, n, "%d", S);
     if (S > 0) setenv("LOOM_GEMV_MMA_SPLIT", sv, 1);
     else unsetenv("LOOM_GEMV_MMA_SPLIT");
-    if (col && (!com || col < com)) {
-        char lv[8];
-        snprintf(lv, sizeof lv, "%d", atoi(col + 1));
-        setenv("LOOM_GEMV_LA", lv, 1);
-    } else {
-        unsetenv("LOOM_GEMV_LA");
-    }
     loom_cuda_reload_switches();
     return sv;
 }
@@ -1029,7 +1022,6 @@ static void gemv_trace_case(loom_ggml_type down_t) {
         cudaGraphDestroy(gu[c]);
     }
     unsetenv("LOOM_GEMV_MMA_SPLIT");
-    unsetenv("LOOM_GEMV_LA");
     loom_cuda_reload_switches();
     step_free(s);
 }

@@ -47,6 +47,15 @@
 // each 16-row tile for every group of 8, from L2: the groups of a tile are adjacent blocks).
 // x through L2/L1 once per block, y written once.
 //
+// The GEMV's loads (bench/NOTES.md section 7, "Session 12, gtr": the per-block trace of
+// cuda_bench --gemv-trace). A warp's first super-block is requested before the PDL wait (one
+// matrix into registers, the pair into L2); one matrix then holds the next super-block in
+// registers and asks L2 for the one after it (the lookahead: a step waits for L2, not DRAM), and
+// its add reads resid right after the wait instead of after the reduction (relay gtr-R3: the
+// 4B layer graph 41.9 -> 40.9 us, decode +1.7-2.0% tokens/s). The pair takes neither: an L2
+// lookahead (R2) or reloading each matrix right after its math (R3) made it 3-4 us slower, as
+// did its first super-block in registers or every super-block in L2 before the wait (R1).
+//
 // Folded RMSNorm (the NORM kernels, loom_cuda_*_normed): the block computes its tokens' norm
 // scales with norm.cuh's reduction right after pdl_wait (x of NT tokens from L2: +K floats a
 // token and block, beside the weights in flight), and each staged x value becomes
@@ -66,7 +75,6 @@
 // the nibbles (LOP3 + HFMA2 per 2 weights, a shift per word), 32 HMMA, ~55 x staging, ~40 scale
 // decode, ~30 register moves of the prefetch double buffer, the rest addresses and folds.
 #include <stdio.h>
-#include <stdlib.h>
 
 #include <type_traits>
 
@@ -277,12 +285,9 @@ struct Q4Smem {
 };
 
 // TR: the traced GEMV (cuda_bench --gemv-trace): slot is its trace slot, the block's record
-// (gt_rec) stamped after the PDL wait, the norm scales, the first super-block's staging and math, each warp's
-// loop, the reductions and the store (mma_common.cuh's gt_* helpers).
-// LA (temporary A/B of relay gtr-R3, LOOM_GEMV_LA bits; the GEMV only): 1 one matrix: the L2
-// lookahead and EPI_ADD's resid read right after the wait; 2 the pair: each matrix's next
-// super-block loaded right after its math (0: the old loop).
-template <int NT, int NMAT, bool NORM, bool I8, bool TR = false, int LA = 3>
+// (gt_rec) stamped after the PDL wait, the norm scales, the first super-block's staging and
+// math, each warp's loop, the reductions and the store (mma_common.cuh's gt_* helpers).
+template <int NT, int NMAT, bool NORM, bool I8, bool TR = false>
 __device__ __forceinline__ void q4k_tile(const MmaArgs &a, Q4Smem<NT, NMAT, NORM, I8> &sm,
                                          int64_t tile, int rank, int S, int tok0,
                                          unsigned long long *slot = nullptr) {
@@ -323,7 +328,6 @@ __device__ __forceinline__ void q4k_tile(const MmaArgs &a, Q4Smem<NT, NMAT, NORM
     constexpr int XC = I8 ? kQ4I8Xc : 32;
     const float *xb = a.x + (int64_t)tok0 * a.K + xoff;
     int sb = kWarps * rank + w;
-    [[maybe_unused]] const int sb0 = sb;
     // One matrix: the next super-block's weights are loaded before this one is used (register
     // double buffer). The pair loads two matrices a step, which keeps as many bytes in flight
     // without the second buffer (that would spill).
@@ -362,8 +366,8 @@ __device__ __forceinline__ void q4k_tile(const MmaArgs &a, Q4Smem<NT, NMAT, NORM
     };
     // One matrix: the first super-block's weights are requested before pdl_wait (common.cuh):
     // they are constant, so their DRAM latency overlaps the previous kernel's tail; x (its
-    // output) and y (which it may still read) only after. (The pair hoisting its first load
-    // spills, so it asks L2 for those bytes instead.)
+    // output) and y (which it may still read) only after. (The pair asks L2 for its first
+    // super-block instead: into registers before the wait it measured slower, relay gtr-R1.)
     if (kPrefetch && sb < nsb) {
 #pragma unroll
         for (int m = 0; m < NMAT; m++) cur[m] = load(m, sb);
@@ -378,23 +382,21 @@ __device__ __forceinline__ void q4k_tile(const MmaArgs &a, Q4Smem<NT, NMAT, NORM
     gt_release<TR>(slot);
     // The GEMV's add (one matrix): warp 0 of rank 0 reads its outputs' resid now, so that the
     // store after the reduction does not wait for it.
-    constexpr bool kEarlyResid = NT == 1 && NMAT == 1 && (LA & 1) != 0;
+    constexpr bool kEarlyResid = NT == 1 && NMAT == 1;
     [[maybe_unused]] float rv[NTL * 2];
     if constexpr (kEarlyResid) {
         if (a.epi == EPI_ADD && rank == 0 && w == 0) {
-            q6k::for_each_output<NTL>(r0, s.rows, tok0, ntok, lane, [&](int j, int k, int64_t i, int64_t) {
-                rv[j * 2 + k] = s.resid[i];
-            });
+            q6k::for_each_output<NTL>(r0, s.rows, tok0, ntok, lane,
+                                      [&](int j, int k, int64_t i, int64_t) {
+                                          rv[j * 2 + k] = s.resid[i];
+                                      });
         }
     }
     if (kPrefetchX && sb < nsb) load_x(sb, 0, xa, xc);
     if (NORM) block_rms_scales<NT>(a.x + (int64_t)tok0 * a.K, a.K, ntok, a.K, a.norm, npart, nscale);
     gt_mark<TR>(slot, 4);
-    // The pair (kReload): each matrix's registers take its next super-block right after its
-    // math, so that load is in flight during the other matrix's math and the next staging.
-    constexpr bool kReload = NT == 1 && I8 && !kPrefetch && (LA & 2) != 0;
     for (; sb < nsb; sb += step) {
-        if (!kPrefetch && (!kReload || sb == sb0)) {
+        if (!kPrefetch) {
 #pragma unroll
             for (int m = 0; m < NMAT; m++) cur[m] = load(m, sb);
         }
@@ -408,7 +410,7 @@ __device__ __forceinline__ void q4k_tile(const MmaArgs &a, Q4Smem<NT, NMAT, NORM
         }
         // One matrix's L2 lookahead: the super-block after the one in flight (sb + 2 step) into
         // L2, so that its register load next step waits for L2, not DRAM.
-        if constexpr (NT == 1 && kPrefetch && (LA & 1) != 0) {
+        if constexpr (NT == 1 && kPrefetch) {
             const int la = sb + 2 * step;
             if (la < nsb) {
 #pragma unroll
@@ -444,15 +446,14 @@ __device__ __forceinline__ void q4k_tile(const MmaArgs &a, Q4Smem<NT, NMAT, NORM
             }
         }
         __syncwarp();
-        if (sb == sb0) gt_mark<TR>(slot, 5);
+        if (sb < step) gt_mark<TR>(slot, 5);  // (the first step)
 #pragma unroll
         for (int m = 0; m < NMAT; m++) {
             if constexpr (I8)
                 q4_superblock_i8<NT>(cur[m], st, lane, acc[m]);
             else q4_superblock<NT, NMAT == 1 ? 2 : 1>(cur[m], st, lane, ncol, hit, sel_e, sel_o, acc[m]);
-            if (kReload && sb + step < nsb) cur[m] = load(m, sb + step);
         }
-        if (sb == sb0) gt_mark<TR>(slot, 6);
+        if (sb < step) gt_mark<TR>(slot, 6);
         // (The copy below costs ~30 moves a step; a two-set ping-pong spilled: bench/NOTES.md.)
         if (more) {
 #pragma unroll
@@ -480,7 +481,8 @@ __device__ __forceinline__ void q4k_tile(const MmaArgs &a, Q4Smem<NT, NMAT, NORM
     }
     reduce_partials<NMAT * NTL * 2, TR>(v, red, S, slot);
     // (TR: the block's end; warp 0 of rank 0 after its store)
-    auto end = [&]() { gt_end<TR>(slot, S, NMAT, sb0 < nsb ? (nsb - 1 - sb0) / step + 1 : 0, nsb); };
+    // (warp 0's super-blocks: every rank has some, mma_pick_split)
+    auto end = [&]() { gt_end<TR>(slot, S, NMAT, (nsb - 1 - kWarps * rank) / step + 1, nsb); };
     if (rank != 0 || w != 0) {
         end();
         return;
@@ -498,23 +500,12 @@ static __global__ void __launch_bounds__(kThreads, NT == 1 ? 4 : 2) gemv_mma_q4k
 }
 
 // The traced GEMV (INT8 body; cuda_bench --gemv-trace): slot from gemv_trace_next().
-template <int NMAT, bool NORM, int LA = 3>
+template <int NMAT, bool NORM>
 static __global__ void __launch_bounds__(kThreads, 4) gemv_mma_q4k_tr(const MmaArgs a,
                                                                      unsigned long long *slot) {
     __shared__ Q4Smem<1, NMAT, NORM, true> sm;
     gt_begin(slot);
-    q4k_tile<1, NMAT, NORM, true, true, LA>(a, sm, blockIdx.z, (int)blockIdx.x, (int)gridDim.x, 0, slot);
-}
-// (temporary: LOOM_GEMV_LA 0 (the old loop) and 1 (the pair's old loop))
-template <int NMAT, bool NORM, int LA>
-static __global__ void __launch_bounds__(kThreads, 4) gemv_mma_q4k_la(const MmaArgs a) {
-    __shared__ Q4Smem<1, NMAT, NORM, true> sm;
-    q4k_tile<1, NMAT, NORM, true, false, LA>(a, sm, blockIdx.z, (int)blockIdx.x, (int)gridDim.x,
-                                             (int)blockIdx.y);
-}
-int gemv_la() {
-    const char *e = getenv("LOOM_GEMV_LA");
-    return e ? atoi(e) : 3;
+    q4k_tile<1, NMAT, NORM, true, true>(a, sm, blockIdx.z, (int)blockIdx.x, (int)gridDim.x, 0, slot);
 }
 
 template <int NT, int NMAT, bool NORM>
@@ -522,15 +513,8 @@ cudaError_t launch_q4k_n(const MmaArgs &a, bool i8, int S, int64_t groups, cudaS
     const dim3 grid((unsigned)S, (unsigned)groups, (unsigned)a.tile0[a.nseg]);
     const dim3 cl((unsigned)S, 1, 1);
     if (NT == 1 && i8) {
-        unsigned long long *slot = gemv_trace_next();
-        if constexpr (NMAT == 2 || !NORM) {
-            // (the old kernels: one matrix LOOM_GEMV_LA 0 or 2, the pair 0 or 1)
-            if ((gemv_la() & NMAT) == 0) {
-                if (slot) return launch_cluster(gemv_mma_q4k_tr<NMAT, NORM, 0>, grid, cl, kThreads, 0, stream, a, slot);
-                return launch_cluster(gemv_mma_q4k_la<NMAT, NORM, 0>, grid, cl, kThreads, 0, stream, a);
-            }
-        }
-        if (slot) return launch_cluster(gemv_mma_q4k_tr<NMAT, NORM>, grid, cl, kThreads, 0, stream, a, slot);
+        if (unsigned long long *slot = gemv_trace_next())
+            return launch_cluster(gemv_mma_q4k_tr<NMAT, NORM>, grid, cl, kThreads, 0, stream, a, slot);
     }
     if (i8) return launch_cluster(gemv_mma_q4k<NT, NMAT, NORM, true>, grid, cl, kThreads, 0, stream, a);
     return launch_cluster(gemv_mma_q4k<NT, NMAT, NORM, false>, grid, cl, kThreads, 0, stream, a);
@@ -1082,7 +1066,7 @@ union MixSmem {
 
 // I8: the Q4_K tiles on the INT8 body (LOOM_GEMV_MMA_Q4K_V=2), as their two-launch path runs
 // them; the V tiles keep the f16 body either way (4 blocks an SM: the f16 Q6_K tile's 128).
-template <int NT, int ST, bool NORM, bool I8, int LA = 3>
+template <int NT, int ST, bool NORM, bool I8>
 static __global__ void __launch_bounds__(kThreads, NT == 1 ? 4 : 2)
     gemv_mma_mixed(const MixArgs m) {
     __shared__ MixSmem<NT, ST, NORM, I8> sm;
@@ -1096,13 +1080,12 @@ static __global__ void __launch_bounds__(kThreads, NT == 1 ? 4 : 2)
     } else {
         const int64_t tile = (m.first6 ? slot : slot - m.slots6) * (C / m.s4) + c / m.s4;
         if (tile >= m.q4.tile0[m.q4.nseg]) return;
-        q4k_tile<NT, 1, NORM, I8, false, LA>(m.q4, sm.q4, tile, c % m.s4, m.s4, tok0);
+        q4k_tile<NT, 1, NORM, I8>(m.q4, sm.q4, tile, c % m.s4, m.s4, tok0);
     }
 }
 
 // The traced normed mixed triple (INT8 Q4_K tiles; cuda_bench --gemv-trace): the Q4_K blocks
 // write q4k_tile's record, the Q6_K blocks only their start and end (kind 4).
-template <int LA = 3>
 static __global__ void __launch_bounds__(kThreads, 4)
     gemv_mma_mixed_tr(const MixArgs m, unsigned long long *slot) {
     constexpr bool NORM = true;
@@ -1118,7 +1101,7 @@ static __global__ void __launch_bounds__(kThreads, 4)
     } else {
         const int64_t tile = (m.first6 ? slot_i : slot_i - m.slots6) * (C / m.s4) + c / m.s4;
         if (tile >= m.q4.tile0[m.q4.nseg]) return;
-        q4k_tile<1, 1, NORM, true, true, LA>(m.q4, sm.q4, tile, c % m.s4, m.s4, 0, slot);
+        q4k_tile<1, 1, NORM, true, true>(m.q4, sm.q4, tile, c % m.s4, m.s4, 0, slot);
     }
 }
 
@@ -1329,12 +1312,8 @@ loom_status mma_triple_mixed(const Seg *s4, int n4, const Seg *s6, int n6, const
     cudaError_t e;
     // (traced: the normed triple, as the executor runs it; the plain one's traced kernel spilled)
     unsigned long long *tslot = i8 && norm ? gemv_trace_next() : nullptr;
-    const bool old = i8 && norm && (gemv_la() & 1) == 0;  // (temporary A/B: LOOM_GEMV_LA 0, 2)
     if (tslot)
-        e = old ? launch_cluster(gemv_mma_mixed_tr<0>, grid, cl, kThreads, 0, stream, m, tslot)
-                : launch_cluster(gemv_mma_mixed_tr<>, grid, cl, kThreads, 0, stream, m, tslot);
-    else if (old)
-        e = launch_cluster(gemv_mma_mixed<1, 2, true, true, 0>, grid, cl, kThreads, 0, stream, m);
+        e = launch_cluster(gemv_mma_mixed_tr, grid, cl, kThreads, 0, stream, m, tslot);
     else if (i8)
         e = norm ? launch_cluster(gemv_mma_mixed<1, 2, true, true>, grid, cl, kThreads, 0, stream, m)
                  : launch_cluster(gemv_mma_mixed<1, 2, false, true>, grid, cl, kThreads, 0, stream, m);

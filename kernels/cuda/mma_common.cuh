@@ -204,7 +204,7 @@ __device__ __forceinline__ void gt_begin(unsigned long long *slot) {
         r[2] = clock64();
     }
 }
-// clock64 into word i of tr (thread 0; TR only).
+// clock64 into word i of the block's record (thread 0; TR only).
 template <bool TR>
 __device__ __forceinline__ void gt_mark(unsigned long long *slot, int i) {
     if constexpr (TR) {
@@ -243,8 +243,10 @@ __device__ __forceinline__ void gt_end(unsigned long long *slot, int S, int kind
             asm volatile("mov.u32 %0, %%smid;" : "=r"(sm));
             tr[10] = clock64();
             tr[11] = gt_timer();
-            tr[12] = sm | (unsigned long long)(S & 0xff) << 16 | (unsigned long long)(kind & 0xff) << 24 |
-                     (unsigned long long)(nsb_w0 & 0xffff) << 32 | (unsigned long long)(nsb & 0xffff) << 48;
+            tr[12] = sm | (unsigned long long)(S & 0xff) << 16 |
+                     (unsigned long long)(kind & 0xff) << 24 |
+                     (unsigned long long)(nsb_w0 & 0xffff) << 32 |
+                     (unsigned long long)(nsb & 0xffff) << 48;
         }
     }
 }
