@@ -3,6 +3,7 @@
  *
  *   cuda_bench [--quick] [--attn] [--matmul] [--q6k] [--norm] [--attn-trace] [--attn-prof]
  *              [--attn-step] [--fused] [--mixed] [--attn-s7] [--q6k-down] [--q6k-wide] [--q4k-wide] [--q4w] [--triple-v] [--q4k] [--attn-pf]
+ *              [--gemv-trace]
  *
  * Method: CUDA events around many launches, the median of several repetitions, per launch.
  * Weights (and KV caches) rotate over copies totalling > 256 MB, far above the H200's L2 (50-60
@@ -741,10 +742,12 @@ static void step_fn(void *c, int i) {
     CK(cudaGraphLaunch(((struct step_ctx *)c)->exec, g_s));
 }
 static int g_step_rka = 0; /* bench_step: full layers through rope_kv_attention_at, no GEMV row */
-static void bench_step(const char *cfg, int64_t H, int64_t F, int n_layers, int64_t ctx,
-                       loom_ggml_type down_t) {
+/* The layers' weights (random, DRAM-sized in all), caches and activations of a decode step;
+ * *gemv_bytes_out / *kv_bytes_out: the weight and KV bytes of all layers. */
+static struct step_ctx *step_new(int64_t H, int64_t F, int n_layers, int64_t ctx,
+                                 loom_ggml_type down_t, double *gemv_bytes_out,
+                                 double *kv_bytes_out) {
     struct step_ctx *s = calloc(1, sizeof *s);
-    s->rka = g_step_rka;
     s->n_layers = n_layers;
     s->H = H; s->F = F; s->ctx = ctx;
     double gemv_bytes = 0, kv_bytes = 0;
@@ -772,27 +775,12 @@ static void bench_step(const char *cfg, int64_t H, int64_t F, int n_layers, int6
     CK(cudaMalloc((void **)&s->pos, 4));
     CK(cudaMemcpy(s->pos, &pos, 4, cudaMemcpyHostToDevice));
     LK(loom_cuda_reserve_scratch(loom_cuda_scratch_bytes_for(32, 128, 1, 1), &g_err));
-    for (int mode = s->rka ? 1 : 0; mode < (g_norm_only ? 3 : 2); mode++) {
-        s->gemv_only = mode == 0;
-        s->folded = mode == 2;
-        step_enqueue(s); /* eager once: warms up, allocates nothing later */
-        CK(cudaStreamSynchronize(g_s));
-        cudaGraph_t g;
-        CK(cudaStreamBeginCapture(g_s, cudaStreamCaptureModeThreadLocal));
-        step_enqueue(s);
-        CK(cudaStreamEndCapture(g_s, &g));
-        CK(cudaGraphInstantiate(&s->exec, g, 0));
-        double us = time_us(step_fn, s, g_quick ? 5 : 20);
-        char name[64], shape[64];
-        snprintf(name, sizeof name, "decode graph %s %s", cfg,
-                 mode == 0 ? "GEMVs" : mode == 1 ? "full layer" : "full, norms folded");
-        snprintf(shape, sizeof shape, "%d layers, down %s, ctx %lld", n_layers,
-                 loom_ggml_type_get(down_t)->name, (long long)ctx);
-        row(name, shape, us / n_layers, (mode == 0 ? gemv_bytes : gemv_bytes + kv_bytes) / n_layers);
-        cudaGraphExecDestroy(s->exec);
-        cudaGraphDestroy(g);
-    }
-    for (int l = 0; l < n_layers; l++) {
+    *gemv_bytes_out = gemv_bytes;
+    *kv_bytes_out = kv_bytes;
+    return s;
+}
+static void step_free(struct step_ctx *s) {
+    for (int l = 0; l < s->n_layers; l++) {
         struct layer *y = &s->L[l];
         for (int j = 0; j < 3; j++) cudaFree((void *)y->qkv[j].data);
         cudaFree((void *)y->o.data); cudaFree((void *)y->gate.data); cudaFree((void *)y->up.data);
@@ -803,10 +791,244 @@ static void bench_step(const char *cfg, int64_t H, int64_t F, int n_layers, int6
     cudaFree(s->qt);
     free(s);
 }
+/* The step's graph (as step_enqueue of its current mode) captured and instantiated into s->exec;
+ * g (out): the graph, to destroy with the exec. */
+static void step_capture(struct step_ctx *s, cudaGraph_t *g) {
+    CK(cudaStreamBeginCapture(g_s, cudaStreamCaptureModeThreadLocal));
+    step_enqueue(s);
+    CK(cudaStreamEndCapture(g_s, g));
+    CK(cudaGraphInstantiate(&s->exec, *g, 0));
+}
+static void bench_step(const char *cfg, int64_t H, int64_t F, int n_layers, int64_t ctx,
+                       loom_ggml_type down_t) {
+    double gemv_bytes, kv_bytes;
+    struct step_ctx *s = step_new(H, F, n_layers, ctx, down_t, &gemv_bytes, &kv_bytes);
+    s->rka = g_step_rka;
+    for (int mode = s->rka ? 1 : 0; mode < (g_norm_only ? 3 : 2); mode++) {
+        s->gemv_only = mode == 0;
+        s->folded = mode == 2;
+        step_enqueue(s); /* eager once: warms up, allocates nothing later */
+        CK(cudaStreamSynchronize(g_s));
+        cudaGraph_t g;
+        step_capture(s, &g);
+        double us = time_us(step_fn, s, g_quick ? 5 : 20);
+        char name[64], shape[64];
+        snprintf(name, sizeof name, "decode graph %s %s", cfg,
+                 mode == 0 ? "GEMVs" : mode == 1 ? "full layer" : "full, norms folded");
+        snprintf(shape, sizeof shape, "%d layers, down %s, ctx %lld", n_layers,
+                 loom_ggml_type_get(down_t)->name, (long long)ctx);
+        row(name, shape, us / n_layers, (mode == 0 ? gemv_bytes : gemv_bytes + kv_bytes) / n_layers);
+        cudaGraphExecDestroy(s->exec);
+        cudaGraphDestroy(g);
+    }
+    step_free(s);
+}
 
 static void set_env(const char *k, const char *v) {
     setenv(k, v, 1);
     loom_cuda_reload_switches();
+}
+
+/* ---- the decode GEMVs' timeline (--gemv-trace) -------------------------------------------- */
+/* The 4B decode layer's matmuls as the executor runs them (bench_step's GEMV layers with the
+ * norms folded: triple normed (Q4_K Q/K + Q6_K V, one launch), attention output + add, gate/up
+ * pair normed + SwiGLU, down + add), 8 layers a graph (32 launches: one trace slot each), with
+ * the Q4_K and then the Q6_K down. Cases GT_CASES (comma-separated, default "0": see
+ * gt_case_env; same weights): every case's graph timed round robin (3 rounds, us a layer); then
+ * per case the graph untraced and traced alternately (3 x), and one traced replay's records
+ * (loom_cuda_gemv_trace, layout in cuda_kernels.h), layers 1..7: per matmul its blocks, SMs,
+ * waves (blocks / (4 x SMs)), the boundary (its first PDL release - the previous launch's last
+ * block end) and span (first release -> last end), and for each stamp the median and max over
+ * blocks of its time from the kernel's first block start and from the block's own PDL release
+ * (clock64 at the records' clock rate, anchored at the release's %globaltimer), each the median
+ * over the 7 layers. */
+enum { GT_SLOTS = 32, GT_BLOCKS = 1024, GT_W = 16, GT_LAYERS = 8, GT_NST = 11 };
+static void gt_report(const uint64_t *tr, const char *const *names, double ghz) {
+    static const char *st[GT_NST] = {"start", "release", "norm", "staged0", "math0", "loop w0",
+                                     "loop last", "warp sum", "cluster", "end", "/sb w0"};
+    for (int m = 0; m < 4; m++) {
+        double agg[GT_NST][4][GT_LAYERS], bnd[GT_LAYERS], span[GT_LAYERS], q6d[2][GT_LAYERS];
+        int nl = 0, nblk = 0, nsm = 0, S = 0, nq6 = 0, sbw0 = 0, nsb = 0;
+        for (int l = 1; l < GT_LAYERS; l++) {
+            const int k = 4 * l + m;
+            const uint64_t *R = tr + (size_t)k * GT_BLOCKS * GT_W;
+            const uint64_t *P = tr + (size_t)(k - 1) * GT_BLOCKS * GT_W;
+            uint64_t t0 = UINT64_MAX, rel0 = UINT64_MAX, end1 = 0, pend = 0;
+            for (int b = 0; b < GT_BLOCKS; b++) {
+                const uint64_t *r = R + (size_t)b * GT_W, *p = P + (size_t)b * GT_W;
+                if (p[11] > pend) pend = p[11];
+                if (!r[0] || !r[11]) continue;
+                if (r[0] < t0) t0 = r[0];
+                if (r[1] && r[1] < rel0) rel0 = r[1];
+                if (r[11] > end1) end1 = r[11];
+            }
+            static double v[GT_NST][2][GT_BLOCKS], w6[2][GT_BLOCKS];
+            int n = 0, n6 = 0;
+            unsigned char seen[1024] = {0};
+            int sms = 0;
+            for (int b = 0; b < GT_BLOCKS; b++) {
+                const uint64_t *r = R + (size_t)b * GT_W;
+                if (!r[0] || !r[11]) continue;
+                const unsigned sm = (unsigned)(r[12] & 0x3ffu);
+                if (!seen[sm]) { seen[sm] = 1; sms++; }
+                const int kind = (int)((r[12] >> 24) & 0xff);
+                if (kind == 4) { /* the mixed triple's Q6_K tiles: start and end only */
+                    w6[0][n6] = (double)(r[11] - r[0]) / 1000.0;
+                    w6[1][n6] = (double)(r[11] - t0) / 1000.0;
+                    n6++;
+                    continue;
+                }
+                S = (int)((r[12] >> 16) & 0xff);
+                sbw0 = (int)((r[12] >> 32) & 0xffff);
+                nsb = (int)((r[12] >> 48) & 0xffff);
+                uint64_t last = r[7];
+                for (int i = 13; i < 16; i++) if (r[i] > last) last = r[i];
+                const uint64_t c[10] = {r[2], r[3], r[4], r[5], r[6], r[7], last, r[8], r[9], r[10]};
+                for (int i = 0; i < 10; i++) {
+                    /* ns after the release (start: before it, negative) */
+                    const double d = ((double)c[i] - (double)r[3]) / ghz;
+                    const double abs_ns = i == 0 ? (double)r[0] : (double)r[1] + d;
+                    v[i][0][n] = (abs_ns - (double)t0) / 1000.0;
+                    v[i][1][n] = i == 0 ? -((double)r[1] - (double)r[0]) / 1000.0 : d / 1000.0;
+                }
+                const double per = sbw0 > 0 ? ((double)r[7] - (double)r[4]) / ghz / 1000.0 / sbw0 : 0;
+                v[10][0][n] = per;
+                v[10][1][n] = per;
+                n++;
+            }
+            for (int i = 0; i < GT_NST; i++)
+                for (int f = 0; f < 2; f++) {
+                    double mx = -1e30;
+                    for (int j = 0; j < n; j++) if (v[i][f][j] > mx) mx = v[i][f][j];
+                    agg[i][2 * f][nl] = med_d(v[i][f], n);
+                    agg[i][2 * f + 1][nl] = mx;
+                }
+            q6d[0][nl] = med_d(w6[0], n6);
+            double mx6 = 0;
+            for (int j = 0; j < n6; j++) if (w6[1][j] > mx6) mx6 = w6[1][j];
+            q6d[1][nl] = mx6;
+            bnd[nl] = ((double)rel0 - (double)pend) / 1000.0;
+            span[nl] = ((double)end1 - (double)rel0) / 1000.0;
+            if (l == 1) { nblk = n + n6; nsm = sms; nq6 = n6; }
+            nl++;
+        }
+        printf("  %-22s %4d blocks%s (%d Q6_K) on %3d SMs, %.2f waves, S %d, %d super-blocks a row, "
+               "warp 0 %d | boundary %5.2f us, span %5.2f us\n",
+               names[m], nblk, nblk >= GT_BLOCKS ? " (the first traced)" : "", nq6, nsm,
+               nsm ? nblk / (4.0 * nsm) : 0.0, S, nsb, sbw0, med_d(bnd, nl), med_d(span, nl));
+        printf("    %-10s | from kernel start: median   max | from own release: median   max (us)\n", "stamp");
+        for (int i = 0; i < GT_NST; i++) {
+            double a[4];
+            for (int f = 0; f < 4; f++) {
+                double t[GT_LAYERS];
+                for (int j = 0; j < nl; j++) t[j] = agg[i][f][j];
+                a[f] = med_d(t, nl);
+            }
+            printf("    %-10s | %24.2f %6.2f | %23.2f %6.2f\n", st[i], a[0], a[1], a[2], a[3]);
+        }
+        if (nq6) printf("    Q6_K tiles: duration median %.2f us, last end %.2f us from kernel start\n",
+                        med_d(q6d[0], nl), med_d(q6d[1], nl));
+    }
+}
+/* One case of GT_CASES: LOOM_GEMV_MMA_SPLIT S (0: the shape's rule); returns its text. */
+static const char *gt_case_env(const char *c, char *sv, size_t n) {
+    const int S = atoi(c);
+    snprintf(sv, n, "%d", S);
+    if (S > 0) setenv("LOOM_GEMV_MMA_SPLIT", sv, 1);
+    else unsetenv("LOOM_GEMV_MMA_SPLIT");
+    loom_cuda_reload_switches();
+    return sv;
+}
+static void gemv_trace_case(loom_ggml_type down_t) {
+    enum { GT_CASES = 12 };
+    double gb, kb;
+    struct step_ctx *s = step_new(2560, 9728, GT_LAYERS, 16, down_t, &gb, &kb);
+    s->gemv_only = 1;
+    s->folded = 1;
+    static const char *names[2][4] = {
+        {"triple normed", "attn out + add", "pair normed SwiGLU", "down Q4_K + add"},
+        {"triple normed", "attn out + add", "pair normed SwiGLU", "down Q6_K + add"}};
+    const char *dn = loom_ggml_type_get(down_t)->name;
+    const char *cl = getenv("GT_CASES") ? getenv("GT_CASES") : "0";
+    const char *cs[GT_CASES];
+    int nc = 0;
+    for (const char *p = cl; *p && nc < GT_CASES; p++)
+        if (p == cl || p[-1] == ',') cs[nc++] = p;
+    /* every case's untraced graph, timed round robin (3 rounds): the levers on the same weights */
+    cudaGraph_t gu[GT_CASES];
+    cudaGraphExec_t eu[GT_CASES];
+    char sv[16];
+    for (int c = 0; c < nc; c++) {
+        gt_case_env(cs[c], sv, sizeof sv);
+        step_enqueue(s); /* eager once: warms up */
+        CK(cudaStreamSynchronize(g_s));
+        step_capture(s, &gu[c]);
+        eu[c] = s->exec;
+    }
+    double rr[GT_CASES][3];
+    for (int r = 0; r < 3; r++)
+        for (int c = 0; c < nc; c++) {
+            s->exec = eu[c];
+            rr[c][r] = time_us(step_fn, s, 20) / GT_LAYERS;
+        }
+    for (int c = 0; c < nc; c++) {
+        int len = 0;
+        while (cs[c][len] && cs[c][len] != ',') len++;
+        printf("gemv-trace 4B, down %s, case %.*s: graph us a layer %.2f %.2f %.2f", dn,
+               len, cs[c], rr[c][0], rr[c][1], rr[c][2]);
+        printf(" median %.2f\n", med_d(rr[c], 3));
+    }
+    for (int c = 0; c < nc; c++) {
+        gt_case_env(cs[c], sv, sizeof sv);
+        cudaGraph_t gt;
+        LK(loom_cuda_gemv_trace(1, &g_err));
+        step_capture(s, &gt);
+        LK(loom_cuda_gemv_trace(0, &g_err));
+        cudaGraphExec_t et = s->exec;
+        double us[2][3];
+        for (int r = 0; r < 3; r++)
+            for (int t = 0; t < 2; t++) {
+                s->exec = t ? et : eu[c];
+                us[t][r] = time_us(step_fn, s, 20) / GT_LAYERS;
+            }
+        CK(cudaGraphLaunch(et, g_s));
+        CK(cudaStreamSynchronize(g_s));
+        const size_t nw = (size_t)GT_SLOTS * GT_BLOCKS * GT_W;
+        uint64_t *tr = calloc(nw, sizeof *tr);
+        LK(loom_cuda_gemv_trace_read(tr, nw, &g_err));
+        double cyc = 0, ns = 0;
+        for (size_t b = 0; b < (size_t)GT_SLOTS * GT_BLOCKS; b++) {
+            const uint64_t *r = tr + b * GT_W;
+            if (!r[0] || !r[11] || r[11] <= r[0]) continue;
+            cyc += (double)(r[10] - r[2]);
+            ns += (double)(r[11] - r[0]);
+        }
+        const double ghz = ns > 0 ? cyc / ns : 1.98;
+        int len = 0;
+        while (cs[c][len] && cs[c][len] != ',') len++;
+        printf("gemv-trace 4B, down %s, case %.*s: graph us a layer untraced %.2f %.2f %.2f, traced "
+               "%.2f %.2f %.2f", dn, len, cs[c], us[0][0], us[0][1], us[0][2], us[1][0], us[1][1],
+               us[1][2]);
+        const double mu = med_d(us[0], 3), mt = med_d(us[1], 3);
+        printf(" (median %.2f vs %.2f, %+.1f%%) | clock %.2f GHz\n", mu, mt, 100.0 * (mt / mu - 1.0), ghz);
+        gt_report(tr, names[down_t == LOOM_GGML_Q6_K], ghz);
+        fflush(stdout);
+        free(tr);
+        cudaGraphExecDestroy(et);
+        cudaGraphDestroy(gt);
+    }
+    for (int c = 0; c < nc; c++) {
+        cudaGraphExecDestroy(eu[c]);
+        cudaGraphDestroy(gu[c]);
+    }
+    unsetenv("LOOM_GEMV_MMA_SPLIT");
+    loom_cuda_reload_switches();
+    step_free(s);
+}
+static int g_gemv_trace = 0;
+static void gemv_trace_all(void) {
+    gemv_trace_case(LOOM_GGML_Q4_K);
+    gemv_trace_case(LOOM_GGML_Q6_K);
 }
 
 /* The Q6_K matmuls of a Q4_K_M model (gemv_mma_q6k.cu), each beside LOOM_GEMV_MMA_Q6K=0. */
@@ -1222,6 +1444,7 @@ int main(int argc, char **argv) {
         if (strcmp(argv[i], "--triple-v") == 0) g_triple_v = 1;
         if (strcmp(argv[i], "--norm") == 0) g_norm_only = 1;
         if (strcmp(argv[i], "--attn-trace") == 0) g_attn_trace = 1;
+        if (strcmp(argv[i], "--gemv-trace") == 0) g_gemv_trace = 1;
         if (strcmp(argv[i], "--attn-prof") == 0) g_attn_prof = 1;
         if (strcmp(argv[i], "--attn-step") == 0) g_attn_step = 1;
     }
@@ -1256,6 +1479,7 @@ int main(int argc, char **argv) {
         {&g_q4k_wide, bench_q4k_wide},
         {&g_q4w, bench_q4w},             {&g_triple_v, bench_triple_v},
         {&g_attn_prof, attn_prof_all},  {&g_attn_trace, attn_trace_all},
+        {&g_gemv_trace, gemv_trace_all},
         {&g_attn_step, attn_step_ab},   {&fused_only, fused_ab},
         {&s7_only, attn_s7_ab},         {&pf_only, attn_pf_ab},
         {&mixed_only, mixed_ab},        {&g_q4k_ab, bench_q4k_ab},

@@ -47,6 +47,15 @@
 // each 16-row tile for every group of 8, from L2: the groups of a tile are adjacent blocks).
 // x through L2/L1 once per block, y written once.
 //
+// The GEMV's loads (bench/NOTES.md section 7, "Session 12, gtr": the per-block trace of
+// cuda_bench --gemv-trace). A warp's first super-block is requested before the PDL wait (one
+// matrix into registers, the pair into L2); one matrix then holds the next super-block in
+// registers and asks L2 for the one after it (the lookahead: a step waits for L2, not DRAM), and
+// its add reads resid right after the wait instead of after the reduction (relay gtr-R3: the
+// 4B layer graph 41.9 -> 40.9 us, decode +1.7-2.0% tokens/s). The pair takes neither: an L2
+// lookahead (R2) or reloading each matrix right after its math (R3) made it 3-4 us slower, as
+// did its first super-block in registers or every super-block in L2 before the wait (R1).
+//
 // Folded RMSNorm (the NORM kernels, loom_cuda_*_normed): the block computes its tokens' norm
 // scales with norm.cuh's reduction right after pdl_wait (x of NT tokens from L2: +K floats a
 // token and block, beside the weights in flight), and each staged x value becomes
@@ -206,9 +215,12 @@ struct MmaArgs {
 // Writes a tile's outputs from the reduced dots v[(m * NTL + j) * 2 + k] (matrix m, n-tile j,
 // row g + 8k; for_each_output's layout): y = dot (+ bias[r]), dot + resid[i] (EPI_ADD),
 // silu(dot_0) * dot_1 (the pair's SwiGLU) or the pair's two outputs. s: the tile's segment.
+// rv (the GEMV, one matrix): EPI_ADD's resid values read beforehand, rv[j * 2 + k] for v's
+// element; nullptr: read here.
 template <int NTL, int NMAT>
 __device__ __forceinline__ void q4_store(const MmaArgs &a, const Seg &s, int64_t r0, int tok0,
-                                         int ntok, int lane, const float (&v)[NMAT * NTL * 2]) {
+                                         int ntok, int lane, const float (&v)[NMAT * NTL * 2],
+                                         const float *rv = nullptr) {
     q6k::for_each_output<NTL>(r0, s.rows, tok0, ntok, lane, [&](int j, int k, int64_t i, int64_t r) {
         float y = v[j * 2 + k];
         if (NMAT == 2 && a.epi == EPI_SWIGLU) {
@@ -219,7 +231,7 @@ __device__ __forceinline__ void q4_store(const MmaArgs &a, const Seg &s, int64_t
             s1.y[i] = s1.bias ? __fadd_rn(y1, s1.bias[r]) : y1;
             if (s.bias) y = __fadd_rn(y, s.bias[r]);
         } else if (a.epi == EPI_ADD) {
-            y = __fadd_rn(y, s.resid[i]);
+            y = __fadd_rn(y, rv ? rv[j * 2 + k] : s.resid[i]);
         } else if (s.bias) {
             y = __fadd_rn(y, s.bias[r]);
         }
@@ -272,9 +284,13 @@ struct Q4Smem {
     float red[kWarps * NMAT * ((NT + 3) / 4) * 2 * 32];
 };
 
-template <int NT, int NMAT, bool NORM, bool I8>
+// TR: the traced GEMV (cuda_bench --gemv-trace): slot is its trace slot, the block's record
+// (gt_rec) stamped after the PDL wait, the norm scales, the first super-block's staging and
+// math, each warp's loop, the reductions and the store (mma_common.cuh's gt_* helpers).
+template <int NT, int NMAT, bool NORM, bool I8, bool TR = false>
 __device__ __forceinline__ void q4k_tile(const MmaArgs &a, Q4Smem<NT, NMAT, NORM, I8> &sm,
-                                         int64_t tile, int rank, int S, int tok0) {
+                                         int64_t tile, int rank, int S, int tok0,
+                                         unsigned long long *slot = nullptr) {
     pdl_launch_dependents();
     double *npart = sm.npart;
     float *nscale = sm.nscale;
@@ -350,8 +366,8 @@ __device__ __forceinline__ void q4k_tile(const MmaArgs &a, Q4Smem<NT, NMAT, NORM
     };
     // One matrix: the first super-block's weights are requested before pdl_wait (common.cuh):
     // they are constant, so their DRAM latency overlaps the previous kernel's tail; x (its
-    // output) and y (which it may still read) only after. (The pair hoisting its first load
-    // spills, so it asks L2 for those bytes instead.)
+    // output) and y (which it may still read) only after. (The pair asks L2 for its first
+    // super-block instead: into registers before the wait it measured slower, relay gtr-R1.)
     if (kPrefetch && sb < nsb) {
 #pragma unroll
         for (int m = 0; m < NMAT; m++) cur[m] = load(m, sb);
@@ -363,8 +379,22 @@ __device__ __forceinline__ void q4k_tile(const MmaArgs &a, Q4Smem<NT, NMAT, NORM
         }
     }
     pdl_wait();
+    gt_release<TR>(slot);
+    // The GEMV's add (one matrix): warp 0 of rank 0 reads its outputs' resid now, so that the
+    // store after the reduction does not wait for it.
+    constexpr bool kEarlyResid = NT == 1 && NMAT == 1;
+    [[maybe_unused]] float rv[NTL * 2];
+    if constexpr (kEarlyResid) {
+        if (a.epi == EPI_ADD && rank == 0 && w == 0) {
+            q6k::for_each_output<NTL>(r0, s.rows, tok0, ntok, lane,
+                                      [&](int j, int k, int64_t i, int64_t) {
+                                          rv[j * 2 + k] = s.resid[i];
+                                      });
+        }
+    }
     if (kPrefetchX && sb < nsb) load_x(sb, 0, xa, xc);
     if (NORM) block_rms_scales<NT>(a.x + (int64_t)tok0 * a.K, a.K, ntok, a.K, a.norm, npart, nscale);
+    gt_mark<TR>(slot, 4);
     for (; sb < nsb; sb += step) {
         if (!kPrefetch) {
 #pragma unroll
@@ -377,6 +407,18 @@ __device__ __forceinline__ void q4k_tile(const MmaArgs &a, Q4Smem<NT, NMAT, NORM
 #pragma unroll
             for (int m = 0; m < NMAT; m++) nxt[m] = load(m, sb + step);
             if (kPrefetchX) load_x(sb + step, 0, nxa, nxc);
+        }
+        // One matrix's L2 lookahead: the super-block after the one in flight (sb + 2 step) into
+        // L2, so that its register load next step waits for L2, not DRAM.
+        if constexpr (NT == 1 && kPrefetch) {
+            const int la = sb + 2 * step;
+            if (la < nsb) {
+#pragma unroll
+                for (int m = 0; m < NMAT; m++) {
+                    prefetch_l2(wg[m] + (int64_t)la * kQ4KBytes + 64 * t);
+                    prefetch_l2(w8[m] + (int64_t)la * kQ4KBytes + 64 * t);
+                }
+            }
         }
         // The norm weights of this super-block (constant, L2-resident: every block reads them),
         // used a few instructions on; held one step ahead (8 registers) they spilled the GEMV.
@@ -404,12 +446,14 @@ __device__ __forceinline__ void q4k_tile(const MmaArgs &a, Q4Smem<NT, NMAT, NORM
             }
         }
         __syncwarp();
+        if (sb < step) gt_mark<TR>(slot, 5);  // (the first step)
 #pragma unroll
         for (int m = 0; m < NMAT; m++) {
             if constexpr (I8)
                 q4_superblock_i8<NT>(cur[m], st, lane, acc[m]);
             else q4_superblock<NT, NMAT == 1 ? 2 : 1>(cur[m], st, lane, ncol, hit, sel_e, sel_o, acc[m]);
         }
+        if (sb < step) gt_mark<TR>(slot, 6);
         // (The copy below costs ~30 moves a step; a two-set ping-pong spilled: bench/NOTES.md.)
         if (more) {
 #pragma unroll
@@ -421,6 +465,7 @@ __device__ __forceinline__ void q4k_tile(const MmaArgs &a, Q4Smem<NT, NMAT, NORM
         }
     }
 
+    gt_loop_end<TR>(slot);
     // Warps 0..3 in order, then cluster ranks 0..S-1 in order (v[(m * NTL + j) * 2 + k]).
     float v[NMAT * NTL * 2];
 #pragma unroll
@@ -434,9 +479,17 @@ __device__ __forceinline__ void q4k_tile(const MmaArgs &a, Q4Smem<NT, NMAT, NORM
                 for (int k = 0; k < 2; k++) v[(m * NTL + j) * 2 + k] = acc[m][j][k];
         }
     }
-    reduce_partials(v, red, S);
-    if (rank != 0 || w != 0) return;
-    q4_store<NTL, NMAT>(a, s, r0, tok0, ntok, lane, v);
+    reduce_partials<NMAT * NTL * 2, TR>(v, red, S, slot);
+    // (TR: the block's end; warp 0 of rank 0 after its store)
+    // (warp 0's super-blocks: every rank has some, mma_pick_split)
+    auto end = [&]() { gt_end<TR>(slot, S, NMAT, (nsb - 1 - kWarps * rank) / step + 1, nsb); };
+    if (rank != 0 || w != 0) {
+        end();
+        return;
+    }
+    if constexpr (kEarlyResid) q4_store<NTL, NMAT>(a, s, r0, tok0, ntok, lane, v, rv);
+    else q4_store<NTL, NMAT>(a, s, r0, tok0, ntok, lane, v);
+    end();
 }
 
 template <int NT, int NMAT, bool NORM, bool I8>
@@ -446,10 +499,23 @@ static __global__ void __launch_bounds__(kThreads, NT == 1 ? 4 : 2) gemv_mma_q4k
                                  (int)blockIdx.y * NT);
 }
 
+// The traced GEMV (INT8 body; cuda_bench --gemv-trace): slot from gemv_trace_next().
+template <int NMAT, bool NORM>
+static __global__ void __launch_bounds__(kThreads, 4) gemv_mma_q4k_tr(const MmaArgs a,
+                                                                     unsigned long long *slot) {
+    __shared__ Q4Smem<1, NMAT, NORM, true> sm;
+    gt_begin(slot);
+    q4k_tile<1, NMAT, NORM, true, true>(a, sm, blockIdx.z, (int)blockIdx.x, (int)gridDim.x, 0, slot);
+}
+
 template <int NT, int NMAT, bool NORM>
 cudaError_t launch_q4k_n(const MmaArgs &a, bool i8, int S, int64_t groups, cudaStream_t stream) {
     const dim3 grid((unsigned)S, (unsigned)groups, (unsigned)a.tile0[a.nseg]);
     const dim3 cl((unsigned)S, 1, 1);
+    if (NT == 1 && i8) {
+        if (unsigned long long *slot = gemv_trace_next())
+            return launch_cluster(gemv_mma_q4k_tr<NMAT, NORM>, grid, cl, kThreads, 0, stream, a, slot);
+    }
     if (i8) return launch_cluster(gemv_mma_q4k<NT, NMAT, NORM, true>, grid, cl, kThreads, 0, stream, a);
     return launch_cluster(gemv_mma_q4k<NT, NMAT, NORM, false>, grid, cl, kThreads, 0, stream, a);
 }
@@ -1018,6 +1084,27 @@ static __global__ void __launch_bounds__(kThreads, NT == 1 ? 4 : 2)
     }
 }
 
+// The traced normed mixed triple (INT8 Q4_K tiles; cuda_bench --gemv-trace): the Q4_K blocks
+// write q4k_tile's record, the Q6_K blocks only their start and end (kind 4).
+static __global__ void __launch_bounds__(kThreads, 4)
+    gemv_mma_mixed_tr(const MixArgs m, unsigned long long *slot) {
+    constexpr bool NORM = true;
+    __shared__ MixSmem<1, 2, NORM, true> sm;
+    gt_begin(slot);
+    const int c = (int)blockIdx.x, C = (int)gridDim.x;
+    const int64_t slot_i = blockIdx.z, s6 = slot_i - m.first6;
+    if (s6 >= 0 && s6 < m.slots6) {
+        const int64_t tile = s6 * (C / m.s6) + c / m.s6;
+        if (tile >= m.q6.tile0[m.q6.nseg]) return;
+        q6k::q6k_tile<1, 2, NORM>(m.q6, sm.q6, tile, c % m.s6, m.s6, 0);
+        gt_end<true>(slot, m.s6, 4, 0, (int)(m.q6.K / 256));
+    } else {
+        const int64_t tile = (m.first6 ? slot_i : slot_i - m.slots6) * (C / m.s4) + c / m.s4;
+        if (tile >= m.q4.tile0[m.q4.nseg]) return;
+        q4k_tile<1, 1, NORM, true, true>(m.q4, sm.q4, tile, c % m.s4, m.s4, 0, slot);
+    }
+}
+
 // Fills seg[0..n) and the tile ranges (tile0[i] = first tile of segment i, tile0[n] = the total)
 // of a matmul's segments; returns the total.
 int64_t fill_tiles(Seg *dst, int64_t *tile0, const Seg *src, int n) {
@@ -1223,7 +1310,11 @@ loom_status mma_triple_mixed(const Seg *s4, int n4, const Seg *s6, int n6, const
     const dim3 grid((unsigned)C, 1, (unsigned)slots), cl((unsigned)C, 1, 1);
     const bool i8 = mma_q4k_variant() == 2;
     cudaError_t e;
-    if (i8)
+    // (traced: the normed triple, as the executor runs it; the plain one's traced kernel spilled)
+    unsigned long long *tslot = i8 && norm ? gemv_trace_next() : nullptr;
+    if (tslot)
+        e = launch_cluster(gemv_mma_mixed_tr, grid, cl, kThreads, 0, stream, m, tslot);
+    else if (i8)
         e = norm ? launch_cluster(gemv_mma_mixed<1, 2, true, true>, grid, cl, kThreads, 0, stream, m)
                  : launch_cluster(gemv_mma_mixed<1, 2, false, true>, grid, cl, kThreads, 0, stream, m);
     else
@@ -1234,7 +1325,41 @@ loom_status mma_triple_mixed(const Seg *s4, int n4, const Seg *s6, int n6, const
     return LOOM_OK;
 }
 
+// The GEMV phase trace's records and state (loom_cuda_gemv_trace; bench/debug only).
+__device__ unsigned long long g_gemv_trace[kGtSlots][kGtBlocks][kGtWords];
+static bool g_gt_on = false;
+static int g_gt_next = 0;
+
+unsigned long long *gemv_trace_next() {
+    if (!g_gt_on) return nullptr;
+    void *p = nullptr;
+    if (cudaGetSymbolAddress(&p, g_gemv_trace) != cudaSuccess) return nullptr;
+    return static_cast<unsigned long long *>(p) + (size_t)(g_gt_next++ % kGtSlots) * kGtBlocks * kGtWords;
+}
+
 }  // namespace loom_cuda
+
+extern "C" loom_status loom_cuda_gemv_trace(int on, loom_error *err) {
+    using namespace loom_cuda;
+    if (on) {
+        void *p = nullptr;
+        CUDA_CHECK(cudaGetSymbolAddress(&p, g_gemv_trace));
+        CUDA_CHECK(cudaMemset(p, 0, sizeof(g_gemv_trace)));
+        CUDA_CHECK(cudaDeviceSynchronize());
+    }
+    g_gt_on = on != 0;
+    g_gt_next = 0;
+    return LOOM_OK;
+}
+
+extern "C" loom_status loom_cuda_gemv_trace_read(uint64_t *out, size_t n_words, loom_error *err) {
+    using namespace loom_cuda;
+    const size_t all = sizeof(g_gemv_trace) / sizeof(uint64_t);
+    if (!out || n_words > all)
+        ARG_FAIL(LOOM_ERR_INVALID_ARGUMENT, "gemv trace: %zu words (at most %zu)", n_words, all);
+    CUDA_CHECK(cudaMemcpyFromSymbol(out, g_gemv_trace, n_words * sizeof(uint64_t)));
+    return LOOM_OK;
+}
 
 extern "C" int64_t loom_cuda_matmul_wide_launches(void) { return loom_cuda::g_wide_launches; }
 

@@ -113,11 +113,25 @@ static __global__ void __launch_bounds__(kThreads, NT == 1 ? 4 : 2) gemv_mma_q6k
                                (int)blockIdx.y * NT);
 }
 
+// The traced GEMV (INT8 body; cuda_bench --gemv-trace): slot from gemv_trace_next().
+template <bool NORM>
+static __global__ void __launch_bounds__(kThreads, 4) gemv_mma_q6k_tr(const Q6Args a,
+                                                                     unsigned long long *slot) {
+    __shared__ Q6KSmem<1, 2, NORM, 2> sm;
+    gt_begin(slot);
+    q6k_i8_tile<1, 2, NORM, true>(a, sm, blockIdx.z, (int)blockIdx.x, (int)gridDim.x, 0, slot);
+}
+
 // The launch of one instantiation over `groups` token groups and a.tile0[a.nseg] tiles in
 // clusters of S blocks along x.
 template <int NT, int ST, int V>
 cudaError_t launch_q6k(const Q6Args &a, bool norm, int S, int64_t groups, cudaStream_t stream) {
     const dim3 grid((unsigned)S, (unsigned)groups, (unsigned)a.tile0[a.nseg]);
+    if (NT == 1 && ST == 2 && V == 2) {
+        if (unsigned long long *slot = gemv_trace_next())
+            return launch_cluster(norm ? gemv_mma_q6k_tr<true> : gemv_mma_q6k_tr<false>, grid,
+                                  dim3((unsigned)S, 1, 1), kThreads, 0, stream, a, slot);
+    }
     return launch_cluster(norm ? gemv_mma_q6k<NT, ST, true, V> : gemv_mma_q6k<NT, ST, false, V>,
                           grid, dim3((unsigned)S, 1, 1), kThreads, 0, stream, a);
 }

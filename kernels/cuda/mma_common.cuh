@@ -178,14 +178,92 @@ int gemm_wide_min();
 // tokens past n hold zeros.
 inline int64_t limbs_npad(int64_t n) { return (n + 31) / 32 * 32; }
 
+// ---- The GEMV phase trace (bench/debug only: cuda_bench --gemv-trace; cuda_kernels.h
+// loom_cuda_gemv_trace has the record layout) ----------------------------------------------------
+// A traced launch (a kernel instantiation with TR = true; the default kernels have none of this
+// code) gets its slot of kGtBlocks records of kGtWords uint64 words; thread 0 of each block
+// writes its block's record (warps 1..3's lane 0 their loop ends).
+constexpr int kGtSlots = 32, kGtBlocks = 1024, kGtWords = 16;
+__device__ __forceinline__ unsigned long long gt_timer() {
+    unsigned long long t;
+    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+    return t;
+}
+// This block's record in slot (nullptr without a slot or past kGtBlocks). (The kernels pass the
+// slot, a kernel parameter, and compute the record where they stamp: a record pointer held
+// across the K loop cost the traced pair a spill.)
+__device__ __forceinline__ unsigned long long *gt_rec(unsigned long long *slot) {
+    const unsigned b = (blockIdx.z * gridDim.y + blockIdx.y) * gridDim.x + blockIdx.x;
+    return slot && b < (unsigned)kGtBlocks ? slot + (size_t)b * kGtWords : nullptr;
+}
+// Thread 0 stamps the block's start (words 0, 2).
+__device__ __forceinline__ void gt_begin(unsigned long long *slot) {
+    unsigned long long *r = gt_rec(slot);
+    if (r && threadIdx.x == 0) {
+        r[0] = gt_timer();
+        r[2] = clock64();
+    }
+}
+// clock64 into word i of the block's record (thread 0; TR only).
+template <bool TR>
+__device__ __forceinline__ void gt_mark(unsigned long long *slot, int i) {
+    if constexpr (TR) {
+        unsigned long long *tr = gt_rec(slot);
+        if (tr && threadIdx.x == 0) tr[i] = clock64();
+    }
+}
+// The end of warp w's K loop: lane 0 writes word 7 (warp 0) or 12 + w.
+template <bool TR>
+__device__ __forceinline__ void gt_loop_end(unsigned long long *slot) {
+    if constexpr (TR) {
+        unsigned long long *tr = gt_rec(slot);
+        const int w = threadIdx.x >> 5;
+        if (tr && (threadIdx.x & 31) == 0) tr[w ? 12 + w : 7] = clock64();
+    }
+}
+// The PDL release (words 1, 3) and the block's end (10, 11) with its SM, split, kind and
+// super-block counts (12: smid | S << 16 | kind << 24 | warp 0's super-blocks << 32 | nsb << 48).
+template <bool TR>
+__device__ __forceinline__ void gt_release(unsigned long long *slot) {
+    if constexpr (TR) {
+        unsigned long long *tr = gt_rec(slot);
+        if (tr && threadIdx.x == 0) {
+            tr[1] = gt_timer();
+            tr[3] = clock64();
+        }
+    }
+}
+template <bool TR>
+__device__ __forceinline__ void gt_end(unsigned long long *slot, int S, int kind, int nsb_w0,
+                                       int nsb) {
+    if constexpr (TR) {
+        unsigned long long *tr = gt_rec(slot);
+        if (tr && threadIdx.x == 0) {
+            unsigned sm;
+            asm volatile("mov.u32 %0, %%smid;" : "=r"(sm));
+            tr[10] = clock64();
+            tr[11] = gt_timer();
+            tr[12] = sm | (unsigned long long)(S & 0xff) << 16 |
+                     (unsigned long long)(kind & 0xff) << 24 |
+                     (unsigned long long)(nsb_w0 & 0xffff) << 32 |
+                     (unsigned long long)(nsb & 0xffff) << 48;
+        }
+    }
+}
+// The slot of the next traced GEMV launch (gemv_mma.cu; nullptr while tracing is off).
+unsigned long long *gemv_trace_next();
+
 // Sums each lane's NV partials over the block's warps (0..kWarps-1 in order) and then, on
 // sm_90 with S > 1, over the cluster's ranks (0..S-1 in order): a fixed order, so results are
 // deterministic and the same for every token of a GEMM. red: kWarps * NV * 32 floats of shared
 // memory, free when called (the caller synchronizes if it reuses another buffer). Every thread
 // of every rank must call it. On return v holds the totals in warp 0 of rank 0 (unspecified
 // elsewhere).
-template <int NV>
-__device__ __forceinline__ void reduce_partials(float (&v)[NV], float *red, int S) {
+// TR (the traced GEMVs, gt_* above): thread 0 stamps its record in trace slot `slot` after the
+// warps' sum (word 8) and after the cluster's (word 9).
+template <int NV, bool TR = false>
+__device__ __forceinline__ void reduce_partials(float (&v)[NV], float *red, int S,
+                                                unsigned long long *slot = nullptr) {
     const int w = threadIdx.x >> 5, lane = threadIdx.x & 31;
 #pragma unroll
     for (int i = 0; i < NV; i++) red[(w * NV + i) * 32 + lane] = v[i];
@@ -198,6 +276,7 @@ __device__ __forceinline__ void reduce_partials(float (&v)[NV], float *red, int 
             v[i] = x;
         }
     }
+    gt_mark<TR>(slot, 8);
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
     if (S > 1) {
         cooperative_groups::cluster_group cl = cooperative_groups::this_cluster();
@@ -220,6 +299,7 @@ __device__ __forceinline__ void reduce_partials(float (&v)[NV], float *red, int 
 #else
     (void)S;
 #endif
+    gt_mark<TR>(slot, 9);
 }
 
 }  // namespace loom_cuda

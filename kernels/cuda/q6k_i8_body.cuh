@@ -299,9 +299,11 @@ __device__ __forceinline__ void q6_superblock_i8(const uint32_t *wb, int og, int
 
 // The block's work for one tile with the INT8 body: q6k_tile's contract (q6k_mma_body.cuh),
 // its weight copy, stages, split and reduction order; x staged as limbs (stage_i8).
-template <int NT, int ST, bool NORM>
+// TR: the traced GEMV (slot: its trace slot; gemv_mma.cu q4k_tile's stamps, kind 3).
+template <int NT, int ST, bool NORM, bool TR = false>
 __device__ __forceinline__ void q6k_i8_tile(const Q6Args &a, Q6I8Smem<NT, ST, NORM> &sm,
-                                            int64_t tile, int rank, int S, int tok0) {
+                                            int64_t tile, int rank, int S, int tok0,
+                                            unsigned long long *slot = nullptr) {
     pdl_launch_dependents();
     auto &wbuf = sm.wbuf;
     const int lane = threadIdx.x & 31, w = threadIdx.x >> 5;
@@ -344,6 +346,8 @@ __device__ __forceinline__ void q6k_i8_tile(const Q6Args &a, Q6I8Smem<NT, ST, NO
         cp_async_commit();
     }
     pdl_wait();
+    gt_release<TR>(slot);
+    [[maybe_unused]] const int64_t sb0 = sb;
     constexpr bool kPrefetchX = NT == 1;
     constexpr int XB = NT < 4 ? NT : 4;
     float4 xa[XB], xc[XB];
@@ -362,6 +366,7 @@ __device__ __forceinline__ void q6k_i8_tile(const Q6Args &a, Q6I8Smem<NT, ST, NO
     const float *nwb = NORM && a.norm.w ? a.norm.w + xoff : nullptr;
     if (kPrefetchX && sb < nsb) load_x(sb, 0, xa, xc);
     if (NORM) block_rms_scales<NT>(a.x + (int64_t)tok0 * a.K, a.K, ntok, a.K, a.norm, sm.npart, sm.nscale);
+    gt_mark<TR>(slot, 4);
     for (int q = 0; sb < nsb; sb += step, q = q + 1 == ST ? 0 : q + 1) {
         float4 nxa[XB], nxc[XB];
         const bool more = sb + step < nsb;
@@ -380,12 +385,14 @@ __device__ __forceinline__ void q6k_i8_tile(const Q6Args &a, Q6I8Smem<NT, ST, NO
         }
         cp_async_wait<ST - 1>();
         __syncwarp();
+        if (sb == sb0) gt_mark<TR>(slot, 5);
         const uint32_t *wb = reinterpret_cast<const uint32_t *>(wbuf[w][q]);
         const int sh = (int)((uint32_t)sb * 2u);  // 210 sb mod 16 = 2 sb mod 16
         const int og = g * kPitch + (int)((win.ag + (uint32_t)sh) & 15u);
         const int o8 = (g + 8) * kPitch + (int)((win.a8 + (uint32_t)sh) & 15u);
         if (al) q6_superblock_i8<NT, true>(wb, og, o8, st, lane, acc);
         else q6_superblock_i8<NT, false>(wb, og, o8, st, lane, acc);
+        if (sb == sb0) gt_mark<TR>(slot, 6);
         __syncwarp();  // every lane has read buffer q (and the x stage) before they are refilled
         const int64_t sn = sb + ST * step;
         if (sn < nsb) {
@@ -398,6 +405,7 @@ __device__ __forceinline__ void q6k_i8_tile(const Q6Args &a, Q6I8Smem<NT, ST, NO
         }
     }
     cp_async_wait<0>();
+    gt_loop_end<TR>(slot);
 
     // The 4 lanes of a row (t) in a fixed order (the same bits in each), then warps 0..3 and
     // cluster ranks 0..S-1 (reduce_partials). Lane t keeps tokens t, t + 4 (GEMM; GEMV: token 0).
@@ -421,9 +429,15 @@ __device__ __forceinline__ void q6k_i8_tile(const Q6Args &a, Q6I8Smem<NT, ST, NO
             v[jj * 2 + k] = x;
         }
     __syncthreads();
-    reduce_partials(v, reinterpret_cast<float *>(&wbuf[0][0][0]), S);
-    if (rank != 0 || w != 0) return;
+    reduce_partials<NL * 2, TR>(v, reinterpret_cast<float *>(&wbuf[0][0][0]), S, slot);
+    // (TR: the block's end; warp 0 of rank 0 after its store)
+    auto end = [&]() { gt_end<TR>(slot, S, 3, sb0 < nsb ? (int)((nsb - 1 - sb0) / step + 1) : 0, (int)nsb); };
+    if (rank != 0 || w != 0) {
+        end();
+        return;
+    }
     q6_store<NL>(a, s, r0, tok0, ntok, lane, v);
+    end();
 }
 
 }  // namespace q6k
