@@ -930,14 +930,24 @@ static void gt_report(const uint64_t *tr, const char *const *names, double ghz) 
                         med_d(q6d[0], nl), med_d(q6d[1], nl));
     }
 }
-/* One case of GT_CASES: LOOM_GEMV_MMA_SPLIT S (0: the shape's rule); returns its text. */
-static const char *gt_case_env(const char *c, char *sv, size_t n) {
+/* One case of GT_CASES, "S" or "SwN" (up to the next comma): LOOM_GEMV_MMA_SPLIT S (0: the
+ * shape's rule) and LOOM_GEMV_PAIR_WARPS N (without w: the shape's rule; the traced pair always
+ * runs 4 warps). */
+static void gt_case_env(const char *c) {
     const int S = atoi(c);
-    snprintf(sv, n, "%d", S);
-    if (S > 0) setenv("LOOM_GEMV_MMA_SPLIT", sv, 1);
+    char v[16];
+    snprintf(v, sizeof v, "%d", S);
+    if (S > 0) setenv("LOOM_GEMV_MMA_SPLIT", v, 1);
     else unsetenv("LOOM_GEMV_MMA_SPLIT");
+    const char *w = c;
+    while (*w && *w != ',' && *w != 'w') w++;
+    if (*w == 'w') {
+        snprintf(v, sizeof v, "%d", atoi(w + 1));
+        setenv("LOOM_GEMV_PAIR_WARPS", v, 1);
+    } else {
+        unsetenv("LOOM_GEMV_PAIR_WARPS");
+    }
     loom_cuda_reload_switches();
-    return sv;
 }
 static void gemv_trace_case(loom_ggml_type down_t) {
     enum { GT_CASES = 12 };
@@ -957,9 +967,8 @@ static void gemv_trace_case(loom_ggml_type down_t) {
     /* every case's untraced graph, timed round robin (3 rounds): the levers on the same weights */
     cudaGraph_t gu[GT_CASES];
     cudaGraphExec_t eu[GT_CASES];
-    char sv[16];
     for (int c = 0; c < nc; c++) {
-        gt_case_env(cs[c], sv, sizeof sv);
+        gt_case_env(cs[c]);
         step_enqueue(s); /* eager once: warms up */
         CK(cudaStreamSynchronize(g_s));
         step_capture(s, &gu[c]);
@@ -979,7 +988,7 @@ static void gemv_trace_case(loom_ggml_type down_t) {
         printf(" median %.2f\n", med_d(rr[c], 3));
     }
     for (int c = 0; c < nc; c++) {
-        gt_case_env(cs[c], sv, sizeof sv);
+        gt_case_env(cs[c]);
         cudaGraph_t gt;
         LK(loom_cuda_gemv_trace(1, &g_err));
         step_capture(s, &gt);
@@ -1022,6 +1031,7 @@ static void gemv_trace_case(loom_ggml_type down_t) {
         cudaGraphDestroy(gu[c]);
     }
     unsetenv("LOOM_GEMV_MMA_SPLIT");
+    unsetenv("LOOM_GEMV_PAIR_WARPS");
     loom_cuda_reload_switches();
     step_free(s);
 }

@@ -40,6 +40,9 @@ int gemv_unroll();
 // Cluster split-K of the mma GEMV (LOOM_GEMV_MMA_SPLIT = 1, 2, 4, 8; 0 = by shape).
 int gemv_mma_split();
 
+// Warps a block of the Q4_K pair GEMV (LOOM_GEMV_PAIR_WARPS = 3, 4; 0 = by shape).
+int gemv_pair_warps();
+
 // Prints "loom cuda: <what>: <why>, using the simple path" once per `key` (a static flag).
 void log_fallback_once(int *key, const char *what, const loom_error *why);
 
@@ -197,6 +200,16 @@ namespace loom_cuda {
 
 constexpr int kThreads = 128;  // every kernel's block size (sm_87 budget)
 constexpr int kWarps = kThreads / 32;
+
+// A block of NW < kWarps warps that stands in for a kWarps one (the Q4_K pair GEMV of 3 warps,
+// gemv_mma.cu): its warp w does the work of the kWarps block's warps w .. vwarp_end(w) - 1, one
+// after the other (the last warp takes the rest), so every sum keeps that block's order and bits.
+template <int NW>
+__device__ __forceinline__ int vwarp_end(int w) {
+    static_assert(NW >= 1 && NW <= kWarps, "1 .. kWarps warps");
+    if constexpr (NW == kWarps) return w + 1;
+    else return w == NW - 1 ? kWarps : w + 1;
+}
 
 __device__ __forceinline__ float warp_sum(float v) {
 #pragma unroll

@@ -57,6 +57,10 @@
  *                         LOOM_GEMV_MMA_SPLIT=1|2|4|8 forces the sm_90 cluster split-K of
  *                         both tensor-core paths (Q4_K and Q6_K)
  *                         (default: by shape; results depend on it, deterministically)
+ *                         LOOM_GEMV_PAIR_WARPS=3|4 forces the warps a block of the Q4_K
+ *                         pair GEMV (gate and up, with or without SwiGLU; n = 1); default by
+ *                         shape: 3 where 5 blocks of 3 warps an SM hold the whole grid and 4
+ *                         of 4 do not (the 4B pair on the H200). The same bits either way
  *   LOOM_GEMV_MMA_Q6K     Q6_K matmuls (plain, add, a triple's Q6_K segment; GEMV and GEMM)
  *                         on tensor cores (gemv_mma_q6k.cu); =0: warp-per-row (LOOM_GEMV_MMA=0
  *                         turns both mma paths off). LOOM_GEMV_MMA_Q6K_V=1: the f16 loop
@@ -94,10 +98,10 @@
  *                         each block (bench/NOTES.md 2.1, session 9). 1 (session 8's kernel,
  *                         measured slower) was removed in session 10: it, like any value
  *                         outside 2..7, selects the default.
- *   LOOM_CUDA_PDL         =1: programmatic dependent launch (compute capability 9.0+): a kernel
+ *   LOOM_CUDA_PDL         programmatic dependent launch (compute capability 9.0+): a kernel
  *                         may start during the previous one's tail and waits for it in-kernel
- *                         (common.cuh); default (off): plain stream order. Same results either
- *                         way.
+ *                         (common.cuh); on by default, =0: plain stream order. Same results
+ *                         either way.
  *   LOOM_ROPE_KV_REG      removed in session 11 (=0 forced rope_kv_write's strided loops for
  *                         head_dim <= 256 too: the same results, no measured difference): no
  *                         longer read; head_dim <= 256 always takes the register path.
@@ -352,6 +356,10 @@ int64_t loom_cuda_matmul_mixed_launches(void);
 
 /* Launches of the wide prefill GEMM (LOOM_GEMM_WIDE, gemv_mma.cu) so far (tests: the path ran). */
 int64_t loom_cuda_matmul_wide_launches(void);
+
+/* Launches of the 3-warp Q4_K pair GEMV (LOOM_GEMV_PAIR_WARPS, gemv_mma.cu) so far (tests: the
+ * path ran). */
+int64_t loom_cuda_matmul_pair3_launches(void);
 
 #ifdef __cplusplus
 }

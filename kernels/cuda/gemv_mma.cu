@@ -276,9 +276,9 @@ __device__ __forceinline__ int q4_tile_rows(const MmaArgs &a, int64_t tile, int 
 // Q4_K_M triple kernel runs the same body: tile `tile` of a.tile0's ranges, K share `rank` of S
 // (cluster rank; rank 0 reduces), tokens from tok0; sm: the block's shared memory (Q4Smem).
 // I8: the INT8 body (q4k_i8_body.cuh, LOOM_GEMV_MMA_Q4K_V=2): x staged as int8 limbs.
-template <int NT, int NMAT, bool NORM, bool I8>
+template <int NT, int NMAT, bool NORM, bool I8, int NW = kWarps>
 struct Q4Smem {
-    std::conditional_t<I8, Q4I8Stage<NT>, Stage<NT>> stage[kWarps];
+    std::conditional_t<I8, Q4I8Stage<NT>, Stage<NT>> stage[NW];
     double npart[NORM ? NT * kWarps : 1];
     float nscale[NT];
     float red[kWarps * NMAT * ((NT + 3) / 4) * 2 * 32];
@@ -287,8 +287,10 @@ struct Q4Smem {
 // TR: the traced GEMV (cuda_bench --gemv-trace): slot is its trace slot, the block's record
 // (gt_rec) stamped after the PDL wait, the norm scales, the first super-block's staging and
 // math, each warp's loop, the reductions and the store (mma_common.cuh's gt_* helpers).
-template <int NT, int NMAT, bool NORM, bool I8, bool TR = false>
-__device__ __forceinline__ void q4k_tile(const MmaArgs &a, Q4Smem<NT, NMAT, NORM, I8> &sm,
+// NW: the block's warps; 3 (the pair GEMV, launch_q4k_n) runs the 4-warp block's work and bits,
+// warp 2 doing warps 2 and 3's super-blocks one after the other (common.cuh vwarp_end).
+template <int NT, int NMAT, bool NORM, bool I8, bool TR = false, int NW = kWarps>
+__device__ __forceinline__ void q4k_tile(const MmaArgs &a, Q4Smem<NT, NMAT, NORM, I8, NW> &sm,
                                          int64_t tile, int rank, int S, int tok0,
                                          unsigned long long *slot = nullptr) {
     pdl_launch_dependents();
@@ -332,6 +334,8 @@ __device__ __forceinline__ void q4k_tile(const MmaArgs &a, Q4Smem<NT, NMAT, NORM
     // double buffer). The pair loads two matrices a step, which keeps as many bytes in flight
     // without the second buffer (that would spill).
     constexpr bool kPrefetch = NMAT == 1;
+    static_assert(NW == kWarps || (NT == 1 && !kPrefetch && !TR), "fewer warps: the pair GEMV");
+    const int vend = vwarp_end<NW>(w);  // this warp's virtual warps: w .. vend - 1
     using Raw = std::conditional_t<I8, Q4RawI8, Q4Raw>;
     auto load = [&](int m, int64_t b) -> Raw {
         if constexpr (I8) return q4_load_i8(wg[m], w8[m], b, t);
@@ -393,93 +397,119 @@ __device__ __forceinline__ void q4k_tile(const MmaArgs &a, Q4Smem<NT, NMAT, NORM
         }
     }
     if (kPrefetchX && sb < nsb) load_x(sb, 0, xa, xc);
-    if (NORM) block_rms_scales<NT>(a.x + (int64_t)tok0 * a.K, a.K, ntok, a.K, a.norm, npart, nscale);
+    if (NORM) block_rms_scales<NT, NW>(a.x + (int64_t)tok0 * a.K, a.K, ntok, a.K, a.norm, npart, nscale);
     gt_mark<TR>(slot, 4);
-    for (; sb < nsb; sb += step) {
-        if (!kPrefetch) {
-#pragma unroll
-            for (int m = 0; m < NMAT; m++) cur[m] = load(m, sb);
-        }
-        Raw nxt[NMAT];
-        float4 nxa[XB], nxc[XB];
-        const bool more = kPrefetch && sb + step < nsb;
-        if (more) {
-#pragma unroll
-            for (int m = 0; m < NMAT; m++) nxt[m] = load(m, sb + step);
-            if (kPrefetchX) load_x(sb + step, 0, nxa, nxc);
-        }
-        // One matrix's L2 lookahead: the super-block after the one in flight (sb + 2 step) into
-        // L2, so that its register load next step waits for L2, not DRAM.
-        if constexpr (NT == 1 && kPrefetch) {
-            const int la = sb + 2 * step;
-            if (la < nsb) {
-#pragma unroll
-                for (int m = 0; m < NMAT; m++) {
-                    prefetch_l2(wg[m] + (int64_t)la * kQ4KBytes + 64 * t);
-                    prefetch_l2(w8[m] + (int64_t)la * kQ4KBytes + 64 * t);
-                }
-            }
-        }
-        // The norm weights of this super-block (constant, L2-resident: every block reads them),
-        // used a few instructions on; held one step ahead (8 registers) they spilled the GEMV.
-        float4 nwa = make_float4(1.f, 1.f, 1.f, 1.f), nwc = nwa;
-        load_nw(sb, nwa, nwc);
-        __syncwarp();
-#pragma unroll
-        for (int i0 = 0; i0 < NT; i0 += XB) {
-            if (!kPrefetchX) load_x(sb, i0, xa, xc);
-            if constexpr (I8) {
-#pragma unroll
-                for (int i = 0; i < XB; i++) {
-                    if (i0 + i == 0 || i0 + i < ntok) {
-                        if (NORM) {
-                            const float sc = nscale[i0 + i];
-                            stage_q4i8<NT>(st, i0 + i, rms_apply4(xa[i], sc, nwa),
-                                           rms_apply4(xc[i], sc, nwc), lane);
-                        } else {
-                            stage_q4i8<NT>(st, i0 + i, xa[i], xc[i], lane);
-                        }
-                    }
-                }
-            } else {
-                stage_tokens<NT, XB, NORM>(st, i0, xa, xc, ntok, nscale, nwa, nwc, lane);
-            }
-        }
-        __syncwarp();
-        if (sb < step) gt_mark<TR>(slot, 5);  // (the first step)
+    // This warp's sums of its partials, v[(m * NTL + j) * 2 + k] (acc is left lane-summed).
+    constexpr int NV = NMAT * NTL * 2;
+    auto partials = [&](float (&v)[NV]) {
 #pragma unroll
         for (int m = 0; m < NMAT; m++) {
-            if constexpr (I8)
-                q4_superblock_i8<NT>(cur[m], st, lane, acc[m]);
-            else q4_superblock<NT, NMAT == 1 ? 2 : 1>(cur[m], st, lane, ncol, hit, sel_e, sel_o, acc[m]);
-        }
-        if (sb < step) gt_mark<TR>(slot, 6);
-        // (The copy below costs ~30 moves a step; a two-set ping-pong spilled: bench/NOTES.md.)
-        if (more) {
+            if constexpr (I8) {
+                q4_i8_lane_sum<NT, NTL>(acc[m], v + m * NTL * 2, lane);
+            } else {
 #pragma unroll
-            for (int m = 0; m < NMAT; m++) cur[m] = nxt[m];
-            if (kPrefetchX) {
+                for (int j = 0; j < NTL; j++)
 #pragma unroll
-                for (int i = 0; i < XB; i++) { xa[i] = nxa[i]; xc[i] = nxc[i]; }
+                    for (int k = 0; k < 2; k++) v[(m * NTL + j) * 2 + k] = acc[m][j][k];
             }
         }
-    }
+    };
+    int vw = w;  // the virtual warp this warp runs (NW == kWarps: w)
+    // NW < kWarps: after each virtual warp but this warp's last, its partials as that warp leaves
+    // them, then the next one's super-blocks from a fresh sum (NW == kWarps: never)
+    auto next_vwarp = [&]() {
+        if constexpr (NW < kWarps) {
+            if (vw + 1 == vend) return false;
+            float pv[NV];
+            partials(pv);
+            stash_partials<NV>(pv, vw, red);
+#pragma unroll
+            for (int m = 0; m < NMAT; m++)
+#pragma unroll
+                for (int j = 0; j < NA; j++) acc[m][j][0] = acc[m][j][1] = 0.0f;
+            vw++;
+            sb = kWarps * rank + vw;
+            return true;
+        }
+        return false;
+    };
+    do {
+        for (; sb < nsb; sb += step) {
+            if (!kPrefetch) {
+#pragma unroll
+                for (int m = 0; m < NMAT; m++) cur[m] = load(m, sb);
+            }
+            Raw nxt[NMAT];
+            float4 nxa[XB], nxc[XB];
+            const bool more = kPrefetch && sb + step < nsb;
+            if (more) {
+#pragma unroll
+                for (int m = 0; m < NMAT; m++) nxt[m] = load(m, sb + step);
+                if (kPrefetchX) load_x(sb + step, 0, nxa, nxc);
+            }
+            // One matrix's L2 lookahead: the super-block after the one in flight (sb + 2 step) into
+            // L2, so that its register load next step waits for L2, not DRAM.
+            if constexpr (NT == 1 && kPrefetch) {
+                const int la = sb + 2 * step;
+                if (la < nsb) {
+#pragma unroll
+                    for (int m = 0; m < NMAT; m++) {
+                        prefetch_l2(wg[m] + (int64_t)la * kQ4KBytes + 64 * t);
+                        prefetch_l2(w8[m] + (int64_t)la * kQ4KBytes + 64 * t);
+                    }
+                }
+            }
+            // The norm weights of this super-block (constant, L2-resident: every block reads them),
+            // used a few instructions on; held one step ahead (8 registers) they spilled the GEMV.
+            float4 nwa = make_float4(1.f, 1.f, 1.f, 1.f), nwc = nwa;
+            load_nw(sb, nwa, nwc);
+            __syncwarp();
+#pragma unroll
+            for (int i0 = 0; i0 < NT; i0 += XB) {
+                if (!kPrefetchX) load_x(sb, i0, xa, xc);
+                if constexpr (I8) {
+#pragma unroll
+                    for (int i = 0; i < XB; i++) {
+                        if (i0 + i == 0 || i0 + i < ntok) {
+                            if (NORM) {
+                                const float sc = nscale[i0 + i];
+                                stage_q4i8<NT>(st, i0 + i, rms_apply4(xa[i], sc, nwa),
+                                               rms_apply4(xc[i], sc, nwc), lane);
+                            } else {
+                                stage_q4i8<NT>(st, i0 + i, xa[i], xc[i], lane);
+                            }
+                        }
+                    }
+                } else {
+                    stage_tokens<NT, XB, NORM>(st, i0, xa, xc, ntok, nscale, nwa, nwc, lane);
+                }
+            }
+            __syncwarp();
+            if (sb < step) gt_mark<TR>(slot, 5);  // (the first step)
+#pragma unroll
+            for (int m = 0; m < NMAT; m++) {
+                if constexpr (I8)
+                    q4_superblock_i8<NT>(cur[m], st, lane, acc[m]);
+                else q4_superblock<NT, NMAT == 1 ? 2 : 1>(cur[m], st, lane, ncol, hit, sel_e, sel_o, acc[m]);
+            }
+            if (sb < step) gt_mark<TR>(slot, 6);
+            // (The copy below costs ~30 moves a step; a two-set ping-pong spilled: bench/NOTES.md.)
+            if (more) {
+#pragma unroll
+                for (int m = 0; m < NMAT; m++) cur[m] = nxt[m];
+                if (kPrefetchX) {
+#pragma unroll
+                    for (int i = 0; i < XB; i++) { xa[i] = nxa[i]; xc[i] = nxc[i]; }
+                }
+            }
+        }
+    } while (next_vwarp());
 
     gt_loop_end<TR>(slot);
-    // Warps 0..3 in order, then cluster ranks 0..S-1 in order (v[(m * NTL + j) * 2 + k]).
-    float v[NMAT * NTL * 2];
-#pragma unroll
-    for (int m = 0; m < NMAT; m++) {
-        if constexpr (I8) {
-            q4_i8_lane_sum<NT, NTL>(acc[m], v + m * NTL * 2, lane);
-        } else {
-#pragma unroll
-            for (int j = 0; j < NTL; j++)
-#pragma unroll
-                for (int k = 0; k < 2; k++) v[(m * NTL + j) * 2 + k] = acc[m][j][k];
-        }
-    }
-    reduce_partials<NMAT * NTL * 2, TR>(v, red, S, slot);
+    // Warps 0..3 in order, then cluster ranks 0..S-1 in order.
+    float v[NV];
+    partials(v);
+    reduce_partials_as<NV, TR>(v, vend - 1, red, S, slot);
     // (TR: the block's end; warp 0 of rank 0 after its store)
     // (warp 0's super-blocks: every rank has some, mma_pick_split)
     auto end = [&]() { gt_end<TR>(slot, S, NMAT, (nsb - 1 - kWarps * rank) / step + 1, nsb); };
@@ -492,11 +522,13 @@ __device__ __forceinline__ void q4k_tile(const MmaArgs &a, Q4Smem<NT, NMAT, NORM
     end();
 }
 
-template <int NT, int NMAT, bool NORM, bool I8>
-static __global__ void __launch_bounds__(kThreads, NT == 1 ? 4 : 2) gemv_mma_q4k(const MmaArgs a) {
-    __shared__ Q4Smem<NT, NMAT, NORM, I8> sm;
-    q4k_tile<NT, NMAT, NORM, I8>(a, sm, blockIdx.z, (int)blockIdx.x, (int)gridDim.x,
-                                 (int)blockIdx.y * NT);
+// NW = 3 (the pair GEMV): 5 blocks an SM at 128 registers (4 of 4 warps).
+template <int NT, int NMAT, bool NORM, bool I8, int NW = kWarps>
+static __global__ void __launch_bounds__(NW * 32, NW < kWarps ? 5 : NT == 1 ? 4 : 2)
+    gemv_mma_q4k(const MmaArgs a) {
+    __shared__ Q4Smem<NT, NMAT, NORM, I8, NW> sm;
+    q4k_tile<NT, NMAT, NORM, I8, false, NW>(a, sm, blockIdx.z, (int)blockIdx.x, (int)gridDim.x,
+                                            (int)blockIdx.y * NT);
 }
 
 // The traced GEMV (INT8 body; cuda_bench --gemv-trace): slot from gemv_trace_next().
@@ -508,6 +540,19 @@ static __global__ void __launch_bounds__(kThreads, 4) gemv_mma_q4k_tr(const MmaA
     q4k_tile<1, NMAT, NORM, true, true>(a, sm, blockIdx.z, (int)blockIdx.x, (int)gridDim.x, 0, slot);
 }
 
+// Launches of the 3-warp pair GEMV so far (loom_cuda_matmul_pair3_launches: tests check it ran).
+static int64_t g_pair3_launches = 0;
+
+// Warps a block of the pair GEMV (S ranks, `blocks` blocks): 3 where its blocks fill the SMs in
+// one wave at 5 blocks of 3 warps an SM but not at 4 of 4 (the 4B pair, 608 blocks on the
+// H200's 132 SMs: 1.15 waves at 4 warps, 0.92 at 3; a 3-warp block takes 4 of the 10 super-blocks
+// a warp at K = 2560 instead of 3). LOOM_GEMV_PAIR_WARPS = 3 or 4 forces it.
+static int pair_warps(int S, int64_t blocks) {
+    if (const int f = gemv_pair_warps()) return f;
+    const int64_t sms = sm_count();
+    return S == 1 && blocks > 4 * sms && blocks <= 5 * sms ? 3 : kWarps;
+}
+
 template <int NT, int NMAT, bool NORM>
 cudaError_t launch_q4k_n(const MmaArgs &a, bool i8, int S, int64_t groups, cudaStream_t stream) {
     const dim3 grid((unsigned)S, (unsigned)groups, (unsigned)a.tile0[a.nseg]);
@@ -515,6 +560,13 @@ cudaError_t launch_q4k_n(const MmaArgs &a, bool i8, int S, int64_t groups, cudaS
     if (NT == 1 && i8) {
         if (unsigned long long *slot = gemv_trace_next())
             return launch_cluster(gemv_mma_q4k_tr<NMAT, NORM>, grid, cl, kThreads, 0, stream, a, slot);
+    }
+    if constexpr (NT == 1 && NMAT == 2) {
+        if (pair_warps(S, (int64_t)S * a.tile0[a.nseg]) == 3) {
+            g_pair3_launches++;
+            return launch_cluster(i8 ? gemv_mma_q4k<1, 2, NORM, true, 3> : gemv_mma_q4k<1, 2, NORM, false, 3>,
+                                  grid, cl, 3 * 32, 0, stream, a);
+        }
     }
     if (i8) return launch_cluster(gemv_mma_q4k<NT, NMAT, NORM, true>, grid, cl, kThreads, 0, stream, a);
     return launch_cluster(gemv_mma_q4k<NT, NMAT, NORM, false>, grid, cl, kThreads, 0, stream, a);
@@ -1362,6 +1414,7 @@ extern "C" loom_status loom_cuda_gemv_trace_read(uint64_t *out, size_t n_words, 
 }
 
 extern "C" int64_t loom_cuda_matmul_wide_launches(void) { return loom_cuda::g_wide_launches; }
+extern "C" int64_t loom_cuda_matmul_pair3_launches(void) { return loom_cuda::g_pair3_launches; }
 
 // The scratch of one matmul-family call: gemv.cu run_matmul's routing of its segments
 // (route_segments: mma Q4_K, mma Q6_K with a triple's V on the f16 body below 64 tokens, or the

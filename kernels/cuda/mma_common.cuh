@@ -253,20 +253,28 @@ __device__ __forceinline__ void gt_end(unsigned long long *slot, int S, int kind
 // The slot of the next traced GEMV launch (gemv_mma.cu; nullptr while tracing is off).
 unsigned long long *gemv_trace_next();
 
+// A block of fewer warps (common.cuh vwarp_end) stores the partials of each virtual warp but
+// its last with stash_partials(v, vw, red) and calls reduce_partials_as with the last's, vw.
+template <int NV>
+__device__ __forceinline__ void stash_partials(const float (&v)[NV], int vw, float *red) {
+    const int lane = threadIdx.x & 31;
+#pragma unroll
+    for (int i = 0; i < NV; i++) red[(vw * NV + i) * 32 + lane] = v[i];
+}
+
 // Sums each lane's NV partials over the block's warps (0..kWarps-1 in order) and then, on
 // sm_90 with S > 1, over the cluster's ranks (0..S-1 in order): a fixed order, so results are
 // deterministic and the same for every token of a GEMM. red: kWarps * NV * 32 floats of shared
 // memory, free when called (the caller synchronizes if it reuses another buffer). Every thread
 // of every rank must call it. On return v holds the totals in warp 0 of rank 0 (unspecified
-// elsewhere).
+// elsewhere). reduce_partials_as: v holds virtual warp vw's partials (a block of fewer warps).
 // TR (the traced GEMVs, gt_* above): thread 0 stamps its record in trace slot `slot` after the
 // warps' sum (word 8) and after the cluster's (word 9).
 template <int NV, bool TR = false>
-__device__ __forceinline__ void reduce_partials(float (&v)[NV], float *red, int S,
-                                                unsigned long long *slot = nullptr) {
+__device__ __forceinline__ void reduce_partials_as(float (&v)[NV], int vw, float *red, int S,
+                                                   unsigned long long *slot = nullptr) {
     const int w = threadIdx.x >> 5, lane = threadIdx.x & 31;
-#pragma unroll
-    for (int i = 0; i < NV; i++) red[(w * NV + i) * 32 + lane] = v[i];
+    stash_partials<NV>(v, vw, red);
     __syncthreads();
     if (w == 0) {
 #pragma unroll
@@ -300,6 +308,12 @@ __device__ __forceinline__ void reduce_partials(float (&v)[NV], float *red, int 
     (void)S;
 #endif
     gt_mark<TR>(slot, 9);
+}
+
+template <int NV, bool TR = false>
+__device__ __forceinline__ void reduce_partials(float (&v)[NV], float *red, int S,
+                                                unsigned long long *slot = nullptr) {
+    reduce_partials_as<NV, TR>(v, (int)(threadIdx.x >> 5), red, S, slot);
 }
 
 }  // namespace loom_cuda

@@ -141,13 +141,24 @@ __device__ __forceinline__ float block_rms_scale(const float *x, int64_t d, cons
 // each, into scale[i] (shared memory; part: MAXR * kWarps doubles of shared memory). Rows go in
 // pairs (their loads together). Every thread of the (kThreads) block must call it; it returns
 // after a barrier, scale[] visible.
-template <int MAXR>
+// NW < kWarps (one row): a block of NW warps computes the kWarps block's partials (common.cuh
+// vwarp_end), the same bits.
+template <int MAXR, int NW = kWarps>
 __device__ __forceinline__ void block_rms_scales(const float *x, int64_t ldx, int nrows,
                                                  int64_t d, const PreNorm &n, double *part,
                                                  float *scale) {
     const int tid = threadIdx.x, w = tid >> 5, lane = tid & 31;
+    if constexpr (NW < kWarps) {
+        static_assert(MAXR == 1, "a block of fewer warps folds one row");
+        for (int v = w; v < vwarp_end<NW>(w); v++) {
+            const int vt = 32 * v + lane;  // the kWarps block's thread
+            const double s = n.vec ? rms_partial<true>(x, d, vt) : rms_partial<false>(x, d, vt);
+            const double sv = warp_sum_d(s);
+            if (lane == 0) part[v] = sv;
+        }
+    }
 #pragma unroll 1
-    for (int i = 0; i < MAXR && i < nrows; i += 2) {
+    for (int i = 0; NW == kWarps && i < MAXR && i < nrows; i += 2) {
         const float *xr = x + (int64_t)i * ldx;
         double sa, sb = 0.0;
         // (MAXR == 1, the GEMVs: the single-row code only; the pair path inlined there cost

@@ -30,6 +30,7 @@ static bool g_switch[SW_COUNT];
 static const int kDefaultUnroll = 0;
 static int g_unroll = kDefaultUnroll;
 static int g_mma_split = 0;  // 0 = by shape (gemv_mma.cu)
+static int g_pair_warps = 0;  // 0 = by shape (gemv_mma.cu pair_warps)
 // The Q6_K mma matmul's loop body (gemv_mma_q6k.cu, LOOM_GEMV_MMA_Q6K_V): 1 = the f16 body (x
 // staged so each mma step's B registers are a pair, the rows' loads sharing one base), 2 = the
 // INT8 body (q6k_i8_body.cuh; other bits, same tolerance), the default: relay mix-R3, 4B decode
@@ -143,6 +144,7 @@ static void read_switches_locked() {
     // first KV tiles requested before its wait (NOTES section 3).
     g_pdl = !env_is("LOOM_CUDA_PDL", "0") && cc_major() >= 9;
     g_mma_split = env_int("LOOM_GEMV_MMA_SPLIT", 1, 8, true, 0);
+    g_pair_warps = env_int("LOOM_GEMV_PAIR_WARPS", 3, 4, false, 0);
     g_q6k_variant = env_int("LOOM_GEMV_MMA_Q6K_V", 1, 2, false, kDefaultQ6kVariant);
     g_q4k_variant = env_int("LOOM_GEMV_MMA_Q4K_V", 1, 2, false, kDefaultQ4kVariant);
     g_triple_mixed = env_int("LOOM_GEMV_TRIPLE_MIXED", 0, 3, false, kDefaultTripleMixed);
@@ -186,6 +188,11 @@ bool pdl_on() {
 int gemv_mma_split() {
     ensure_switches();
     return g_mma_split;
+}
+
+int gemv_pair_warps() {
+    ensure_switches();
+    return g_pair_warps;
 }
 
 // (declared in gemv_mma_q6k.cu, its only user)

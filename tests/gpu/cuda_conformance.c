@@ -1092,6 +1092,112 @@ static void test_triple_mixed_all(void) {
     loom_cuda_reload_switches();
 }
 
+/* The Q4_K pair GEMV in blocks of 3 warps (LOOM_GEMV_PAIR_WARPS=3; by default where 5 such blocks
+ * an SM hold the whole grid, as the 4B pair on the H200) against blocks of 4 (=4), bit for bit:
+ * plain pair and SwiGLU, normed or not (with and without norm weight), on the INT8 and f16
+ * bodies, every output written (no poison left) and the 3-warp kernel the one that ran
+ * (loom_cuda_matmul_pair3_launches); then the GEMM (N = 5) token by token == the GEMV as the rule
+ * picks it. */
+/* The pair's second output: none with the SwiGLU epilogue. */
+static float *y1_or(loom_pair_epilogue e, float *y) { return e == LOOM_PAIR_SWIGLU ? NULL : y; }
+
+static void test_pair_warps(int64_t M, int64_t K) {
+    const int64_t n = 5;
+    loom_error err = {0};
+    float *x = xmalloc(sizeof(float) * (size_t)(n * K)), *g = xmalloc(sizeof(float) * (size_t)K);
+    fill(x, n * K, -1, 1);
+    for (int64_t t = 0; t < n; t++) /* a token's scale of magnitude 2^-6 .. 2^6 */
+        for (int64_t k = 0; k < K; k++) x[t * K + k] = ldexpf(x[t * K + k], (int)(t * 5 % 13) - 6);
+    fill(g, K, -2, 2);
+    float *dx = dup_dev(x, sizeof(float) * (size_t)(n * K)), *dg = dup_dev(g, sizeof(float) * (size_t)K);
+    const loom_kweight w0 = dev_rand_weights(LOOM_GGML_Q4_K, M, K), w1 = dev_rand_weights(LOOM_GGML_Q4_K, M, K);
+    const size_t yb = sizeof(float) * (size_t)(n * M);
+    float *dy[2][2], *hy[2][2];
+    for (int o = 0; o < 2; o++)
+        for (int i = 0; i < 2; i++) {
+            dy[o][i] = dev_poison(yb);
+            hy[o][i] = xmalloc(yb);
+        }
+    static const char *bodies[2] = {"2", "1"}, *bn[2] = {"int8", "f16"};
+    static const char *vn[4] = {"pair", "swiglu", "normed pair", "normed swiglu no w"};
+    for (int b = 0; b < 2; b++) {
+        set_switch("LOOM_GEMV_MMA_Q4K_V", bodies[b]);
+        for (int v = 0; v < 4; v++) {
+            char shape[96];
+            snprintf(shape, sizeof shape, "Q4_K %s %s M=%lld K=%lld", bn[b], vn[v], (long long)M,
+                     (long long)K);
+            const loom_pair_epilogue e = v & 1 ? LOOM_PAIR_SWIGLU : LOOM_PAIR_NONE;
+            const loom_prenorm dn = {v == 2 ? dg : NULL, 1e-6f};
+            const int nout = e == LOOM_PAIR_SWIGLU ? 1 : 2;
+            for (int o = 0; o < 2; o++) { /* o = 0: 4 warps, 1: 3 warps */
+                set_switch("LOOM_GEMV_PAIR_WARPS", o ? "3" : "4");
+                CK(cudaMemset(dy[o][0], 0xFF, yb));
+                CK(cudaMemset(dy[o][1], 0xFF, yb));
+                float *y1 = y1_or(e, dy[o][1]);
+                const int64_t before = loom_cuda_matmul_pair3_launches();
+                const loom_status st =
+                    v < 2 ? loom_cuda_matmul_pair(dx, 1, w0, w1, e, dy[o][0], y1, &err, 0)
+                          : loom_cuda_matmul_pair_normed(dx, &dn, 1, w0, w1, e, dy[o][0], y1, &err, 0);
+                report_status("pair warps", shape, st, &err);
+                CK(cudaDeviceSynchronize());
+                const int64_t ran3 = loom_cuda_matmul_pair3_launches() - before;
+                report(o ? "pair 3 warps ran" : "pair 4 warps ran", shape, ran3 == o ? 0 : 1, 0);
+                to_host(hy[o][0], dy[o][0], sizeof(float) * (size_t)M);
+                to_host(hy[o][1], dy[o][1], sizeof(float) * (size_t)M);
+                size_t unwritten = 0;
+                for (int64_t i = 0; i < nout * M; i++)
+                    unwritten += !isfinite(i < M ? hy[o][0][i] : hy[o][1][i - M]);
+                report("pair outputs written", shape, (double)unwritten, 0);
+            }
+            size_t diff = 0;
+            for (int i = 0; i < nout; i++) diff += memcmp(hy[0][i], hy[1][i], sizeof(float) * (size_t)M) != 0;
+            report("pair 3 warps==4", shape, (double)diff, 0);
+            /* the GEMM against the GEMV as the shape rule picks it, token by token */
+            reset_switch("LOOM_GEMV_PAIR_WARPS");
+            report_status("pair gemm", shape,
+                          v < 2 ? loom_cuda_matmul_pair(dx, n, w0, w1, e, dy[0][0], y1_or(e, dy[0][1]), &err, 0)
+                                : loom_cuda_matmul_pair_normed(dx, &dn, n, w0, w1, e, dy[0][0],
+                                                               y1_or(e, dy[0][1]), &err, 0),
+                          &err);
+            for (int64_t t = 0; t < n; t++) {
+                const float *xt = dx + t * K;
+                float *o0 = dy[1][0] + t * M, *o1 = y1_or(e, dy[1][1] + t * M);
+                report_status("pair gemv", shape,
+                              v < 2 ? loom_cuda_matmul_pair(xt, 1, w0, w1, e, o0, o1, &err, 0)
+                                    : loom_cuda_matmul_pair_normed(xt, &dn, 1, w0, w1, e, o0, o1, &err, 0),
+                              &err);
+            }
+            diff = 0;
+            for (int i = 0; i < nout; i++) {
+                to_host(hy[0][i], dy[0][i], yb);
+                to_host(hy[1][i], dy[1][i], yb);
+                diff += memcmp(hy[0][i], hy[1][i], yb) != 0;
+            }
+            report("pair gemm==gemv", shape, (double)diff, 0);
+        }
+    }
+    reset_switch("LOOM_GEMV_MMA_Q4K_V");
+    for (int o = 0; o < 2; o++)
+        for (int i = 0; i < 2; i++) {
+            cudaFree(dy[o][i]);
+            free(hy[o][i]);
+        }
+    cudaFree((void *)w0.data); cudaFree((void *)w1.data);
+    free(x); free(g);
+    cudaFree(dx); cudaFree(dg);
+}
+
+static void test_pair_warps_all(void) {
+    printf("-- the Q4_K pair GEMV in blocks of 3 warps (LOOM_GEMV_PAIR_WARPS)\n");
+    /* the 4B and 8B pairs, odd rows, K = 768 (warp 2's second virtual warp has no super-block),
+     * K = 16384 (many super-blocks a warp) */
+    static const int64_t full[][2] = {{9728, 2560}, {14336, 4096}, {1000, 2560}, {48, 768}, {300, 16384}};
+    static const int64_t quick[][2] = {{272, 2560}, {48, 768}};
+    const int ns = g_quick ? 2 : 5;
+    for (int i = 0; i < ns; i++) test_pair_warps(g_quick ? quick[i][0] : full[i][0], g_quick ? quick[i][1] : full[i][1]);
+    reset_switch("LOOM_GEMV_PAIR_WARPS");
+}
+
 /* The Q4_K matmuls on the INT8 body (LOOM_GEMV_MMA_Q4K_V=2): the mma shapes (GEMM token == GEMV
  * bits), add / pair / SwiGLU / triples, the folded RMSNorm (single, the Q4_K_M and all-Q4_K
  * triples, pair and SwiGLU; GEMV and ragged GEMM), and the one-launch Q4_K_M triple == its two
@@ -2316,6 +2422,7 @@ int main(int argc, char **argv) {
     }
     if (g_only_q4k) {
         test_q4k_section(0);
+        test_pair_warps_all();
         goto done;
     }
     if (g_only_q6k) {
@@ -2346,6 +2453,7 @@ int main(int argc, char **argv) {
     printf("-- the Q4_K_M triple in one launch (LOOM_GEMV_TRIPLE_MIXED)\n");
     test_triple_mixed_all();
     test_q4k_section(0);
+    test_pair_warps_all();
     test_wide_section();
     if (g_only_mm) goto done;
 
