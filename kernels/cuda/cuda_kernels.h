@@ -60,7 +60,8 @@
  *                         LOOM_GEMV_PAIR_WARPS=3|4 forces the warps a block of the Q4_K
  *                         pair GEMV (gate and up, with or without SwiGLU; n = 1); default by
  *                         shape: 3 where 5 blocks of 3 warps an SM hold the whole grid and 4
- *                         of 4 do not (the 4B pair on the H200). The same bits either way
+ *                         of 4 do not (the 4B pair on the H200; launched in order, without
+ *                         PDL). The same bits either way
  *   LOOM_GEMV_MMA_Q6K     Q6_K matmuls (plain, add, a triple's Q6_K segment; GEMV and GEMM)
  *                         on tensor cores (gemv_mma_q6k.cu); =0: warp-per-row (LOOM_GEMV_MMA=0
  *                         turns both mma paths off). LOOM_GEMV_MMA_Q6K_V=1: the f16 loop

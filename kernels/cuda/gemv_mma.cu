@@ -370,12 +370,13 @@ __device__ __forceinline__ void q4k_tile(const MmaArgs &a, Q4Smem<NT, NMAT, NORM
     };
     // One matrix: the first super-block's weights are requested before pdl_wait (common.cuh):
     // they are constant, so their DRAM latency overlaps the previous kernel's tail; x (its
-    // output) and y (which it may still read) only after. (The pair asks L2 for its first
-    // super-block instead: into registers before the wait it measured slower, relay gtr-R1.)
+    // output) and y (which it may still read) only after. (The 4-warp pair asks L2 for its first
+    // super-block instead: into registers before the wait it measured slower, relay gtr-R1; the
+    // 3-warp pair, launched in order, nothing: with the L2 requests it was slower, session 13.)
     if (kPrefetch && sb < nsb) {
 #pragma unroll
         for (int m = 0; m < NMAT; m++) cur[m] = load(m, sb);
-    } else if (sb < nsb) {  // the pair: its first super-block into L2 only (no registers)
+    } else if (NW == kWarps && sb < nsb) {  // the pair: its first super-block into L2 only
 #pragma unroll
         for (int m = 0; m < NMAT; m++) {
             prefetch_l2(wg[m] + sb * kQ4KBytes + 64 * t);
@@ -562,10 +563,15 @@ cudaError_t launch_q4k_n(const MmaArgs &a, bool i8, int S, int64_t groups, cudaS
             return launch_cluster(gemv_mma_q4k_tr<NMAT, NORM>, grid, cl, kThreads, 0, stream, a, slot);
     }
     if constexpr (NT == 1 && NMAT == 2) {
+        // In order, without PDL: its blocks fill every SM, and launched early (with the first
+        // super-block's L2 requests) they slowed the 4B decode step at long contexts: 2.22
+        // ms/token at 4K against 2.02 with 4 warps (at 512 1.80 against 1.88); in order and
+        // without the requests 1.97 at 4K, 1.79 at 512 (bench/NOTES.md 7, "Session 13, pw3").
         if (pair_warps(S, (int64_t)S * a.tile0[a.nseg]) == 3) {
             g_pair3_launches++;
-            return launch_cluster(i8 ? gemv_mma_q4k<1, 2, NORM, true, 3> : gemv_mma_q4k<1, 2, NORM, false, 3>,
-                                  grid, cl, 3 * 32, 0, stream, a);
+            return launch_cluster_in_order(i8 ? gemv_mma_q4k<1, 2, NORM, true, 3>
+                                              : gemv_mma_q4k<1, 2, NORM, false, 3>,
+                                           grid, cl, 3 * 32, 0, stream, a);
         }
     }
     if (i8) return launch_cluster(gemv_mma_q4k<NT, NMAT, NORM, true>, grid, cl, kThreads, 0, stream, a);
