@@ -73,6 +73,12 @@ static float urand(float lo, float hi) {
 static void fill(float *x, int64_t n, float lo, float hi) {
     for (int64_t i = 0; i < n; i++) x[i] = urand(lo, hi);
 }
+/* n tokens of K values in [-1, 1), token t scaled by 2^((5t mod 13) - 6): magnitudes 2^-6 .. 2^6. */
+static void fill_tokens(float *x, int64_t n, int64_t K) {
+    fill(x, n * K, -1, 1);
+    for (int64_t t = 0; t < n; t++)
+        for (int64_t k = 0; k < K; k++) x[t * K + k] = ldexpf(x[t * K + k], (int)(t * 5 % 13) - 6);
+}
 static void *xmalloc(size_t n) {
     void *p = malloc(n ? n : 1);
     if (!p) { fprintf(stderr, "FATAL out of host memory\n"); exit(2); }
@@ -588,9 +594,7 @@ static void test_normed(int kind, const loom_ggml_type *ty, const int64_t *Ms, i
     snprintf(name, sizeof name, "%s%s", kn[kind], path);
     loom_error err = {0};
     float *x = xmalloc(sizeof(float) * (size_t)(n * K));
-    fill(x, n * K, -1, 1);
-    for (int64_t t = 0; t < n; t++) /* a token's scale of magnitude 2^-6 .. 2^6 */
-        for (int64_t k = 0; k < K; k++) x[t * K + k] = ldexpf(x[t * K + k], (int)(t * 5 % 13) - 6);
+    fill_tokens(x, n, K);
     float *g = xmalloc(sizeof(float) * (size_t)K);
     fill(g, K, -2, 2);
     const loom_prenorm hn = {with_w ? g : NULL, 1e-6f};
@@ -983,9 +987,7 @@ static void test_triple_mixed(const int64_t M[3], int64_t K, int bias, int must_
     const int64_t n = 5;
     loom_error err = {0};
     float *x = xmalloc(sizeof(float) * (size_t)(n * K)), *g = xmalloc(sizeof(float) * (size_t)K);
-    fill(x, n * K, -1, 1);
-    for (int64_t t = 0; t < n; t++) /* a token's scale of magnitude 2^-6 .. 2^6 */
-        for (int64_t k = 0; k < K; k++) x[t * K + k] = ldexpf(x[t * K + k], (int)(t * 5 % 13) - 6);
+    fill_tokens(x, n, K);
     fill(g, K, -2, 2);
     float *dx = dup_dev(x, sizeof(float) * (size_t)(n * K)), *dg = dup_dev(g, sizeof(float) * (size_t)K);
     void *dw[3];
@@ -1105,9 +1107,7 @@ static void test_pair_warps(int64_t M, int64_t K) {
     const int64_t n = 5;
     loom_error err = {0};
     float *x = xmalloc(sizeof(float) * (size_t)(n * K)), *g = xmalloc(sizeof(float) * (size_t)K);
-    fill(x, n * K, -1, 1);
-    for (int64_t t = 0; t < n; t++) /* a token's scale of magnitude 2^-6 .. 2^6 */
-        for (int64_t k = 0; k < K; k++) x[t * K + k] = ldexpf(x[t * K + k], (int)(t * 5 % 13) - 6);
+    fill_tokens(x, n, K);
     fill(g, K, -2, 2);
     float *dx = dup_dev(x, sizeof(float) * (size_t)(n * K)), *dg = dup_dev(g, sizeof(float) * (size_t)K);
     const loom_kweight w0 = dev_rand_weights(LOOM_GGML_Q4_K, M, K), w1 = dev_rand_weights(LOOM_GGML_Q4_K, M, K);
