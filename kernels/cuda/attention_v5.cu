@@ -36,16 +36,6 @@ constexpr __host__ __device__ int v5_smem(int D, int kvt, int GM, int nst) {
 // cuda_kernels.h). Only the D = 128, GM = 4 kernels have a traced instantiation.
 constexpr int kTraceSlots = 32, kTraceBlocks = 256, kTraceWords = 16;
 __device__ unsigned long long g_attn_trace[kTraceSlots][kTraceBlocks][kTraceWords];
-__device__ __forceinline__ unsigned long long gtimer() {
-    unsigned long long t;
-    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
-    return t;
-}
-__device__ __forceinline__ unsigned smid() {
-    unsigned r;
-    asm volatile("mov.u32 %0, %%smid;" : "=r"(r));
-    return r;
-}
 
 // The cluster combines' weights of one head (one warp; v5 and v6): lane s < S gives split s's
 // (max m in natural-log units, sum ll), the others (-inf, 0); wts[s] = exp(m - M) (M the

@@ -211,6 +211,19 @@ __device__ __forceinline__ int vwarp_end(int w) {
     else return w == NW - 1 ? kWarps : w + 1;
 }
 
+// The traces' stamps (attention_v5.cu, mma_common.cuh gt_*): the global nanosecond timer and
+// the SM a block runs on.
+__device__ __forceinline__ unsigned long long gtimer() {
+    unsigned long long t;
+    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+    return t;
+}
+__device__ __forceinline__ unsigned smid() {
+    unsigned r;
+    asm volatile("mov.u32 %0, %%smid;" : "=r"(r));
+    return r;
+}
+
 __device__ __forceinline__ float warp_sum(float v) {
 #pragma unroll
     for (int o = 16; o > 0; o >>= 1) v = __fadd_rn(v, __shfl_xor_sync(0xffffffffu, v, o));

@@ -184,11 +184,6 @@ inline int64_t limbs_npad(int64_t n) { return (n + 31) / 32 * 32; }
 // code) gets its slot of kGtBlocks records of kGtWords uint64 words; thread 0 of each block
 // writes its block's record (warps 1..3's lane 0 their loop ends).
 constexpr int kGtSlots = 32, kGtBlocks = 1024, kGtWords = 16;
-__device__ __forceinline__ unsigned long long gt_timer() {
-    unsigned long long t;
-    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
-    return t;
-}
 // This block's record in slot (nullptr without a slot or past kGtBlocks). (The kernels pass the
 // slot, a kernel parameter, and compute the record where they stamp: a record pointer held
 // across the K loop cost the traced pair a spill.)
@@ -200,7 +195,7 @@ __device__ __forceinline__ unsigned long long *gt_rec(unsigned long long *slot) 
 __device__ __forceinline__ void gt_begin(unsigned long long *slot) {
     unsigned long long *r = gt_rec(slot);
     if (r && threadIdx.x == 0) {
-        r[0] = gt_timer();
+        r[0] = gtimer();
         r[2] = clock64();
     }
 }
@@ -228,7 +223,7 @@ __device__ __forceinline__ void gt_release(unsigned long long *slot) {
     if constexpr (TR) {
         unsigned long long *tr = gt_rec(slot);
         if (tr && threadIdx.x == 0) {
-            tr[1] = gt_timer();
+            tr[1] = gtimer();
             tr[3] = clock64();
         }
     }
@@ -239,11 +234,9 @@ __device__ __forceinline__ void gt_end(unsigned long long *slot, int S, int kind
     if constexpr (TR) {
         unsigned long long *tr = gt_rec(slot);
         if (tr && threadIdx.x == 0) {
-            unsigned sm;
-            asm volatile("mov.u32 %0, %%smid;" : "=r"(sm));
             tr[10] = clock64();
-            tr[11] = gt_timer();
-            tr[12] = sm | (unsigned long long)(S & 0xff) << 16 |
+            tr[11] = gtimer();
+            tr[12] = smid() | (unsigned long long)(S & 0xff) << 16 |
                      (unsigned long long)(kind & 0xff) << 24 |
                      (unsigned long long)(nsb_w0 & 0xffff) << 32 |
                      (unsigned long long)(nsb & 0xffff) << 48;

@@ -156,24 +156,25 @@ __device__ __forceinline__ void block_rms_scales(const float *x, int64_t ldx, in
             const double sv = warp_sum_d(s);
             if (lane == 0) part[v] = sv;
         }
-    }
+    } else {
 #pragma unroll 1
-    for (int i = 0; NW == kWarps && i < MAXR && i < nrows; i += 2) {
-        const float *xr = x + (int64_t)i * ldx;
-        double sa, sb = 0.0;
-        // (MAXR == 1, the GEMVs: the single-row code only; the pair path inlined there cost
-        // the Q4_K pair GEMV 4 us at 128 registers, bench/NOTES.md 7.6.)
-        if (MAXR > 1 && i + 1 < nrows) {
-            if (n.vec) rms_partial2<true>(xr, xr + ldx, d, tid, sa, sb);
-            else rms_partial2<false>(xr, xr + ldx, d, tid, sa, sb);
-        } else {
-            sa = n.vec ? rms_partial<true>(xr, d, tid) : rms_partial<false>(xr, d, tid);
-        }
-        sa = warp_sum_d(sa);
-        if (MAXR > 1) sb = warp_sum_d(sb);
-        if (lane == 0) {
-            part[i * kWarps + w] = sa;
-            if (MAXR > 1 && i + 1 < nrows) part[(i + 1) * kWarps + w] = sb;
+        for (int i = 0; i < MAXR && i < nrows; i += 2) {
+            const float *xr = x + (int64_t)i * ldx;
+            double sa, sb = 0.0;
+            // (MAXR == 1, the GEMVs: the single-row code only; the pair path inlined there cost
+            // the Q4_K pair GEMV 4 us at 128 registers, bench/NOTES.md 7.6.)
+            if (MAXR > 1 && i + 1 < nrows) {
+                if (n.vec) rms_partial2<true>(xr, xr + ldx, d, tid, sa, sb);
+                else rms_partial2<false>(xr, xr + ldx, d, tid, sa, sb);
+            } else {
+                sa = n.vec ? rms_partial<true>(xr, d, tid) : rms_partial<false>(xr, d, tid);
+            }
+            sa = warp_sum_d(sa);
+            if (MAXR > 1) sb = warp_sum_d(sb);
+            if (lane == 0) {
+                part[i * kWarps + w] = sa;
+                if (MAXR > 1 && i + 1 < nrows) part[(i + 1) * kWarps + w] = sb;
+            }
         }
     }
     __syncthreads();
