@@ -43,8 +43,10 @@
 // v6 with or without the prologue (session 12) is launched with PDL and requests each warp's
 // first tiles before its griddepcontrol.wait (attention_v5.cu, EA; the contract in
 // cuda_kernels.h). H200: `loom bench` 4B decode 1.963-1.970 -> 1.910 ms/token; attention_at
-// 4K F16 graph-timed 10.25 -> 8.85 us; but cuda_bench's decode-layer graph +3.9 us a layer at
-// 4K positions (bench/NOTES.md section 3, session 12).
+// 4K F16 graph-timed 10.25 -> 8.85 us; cuda_bench's synthetic decode-layer graph +3.9 us a
+// layer at 4K positions (bench/NOTES.md section 3, session 12), but `loom bench` at ~3,600
+// positions 2.223-2.245 ms/token with every split early against 2.258-2.267 in order (session
+// 13, bench/NOTES.md 7 "Session 13, pw3").
 // Split combine: on sm_90 for one token and a cache of <= 2K positions, the 8 splits of a head
 // group (grid z = 8 whatever the position) are one thread-block cluster: after a cluster
 // barrier block r combines outputs r * 128 + tid, ... over the splits' partials in distributed
