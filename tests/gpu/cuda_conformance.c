@@ -1094,15 +1094,22 @@ static void test_triple_mixed_all(void) {
     loom_cuda_reload_switches();
 }
 
+/* The pair launcher over n tokens of x, folded with norm dn, or plain when dn is NULL; y1 is
+ * left out with the SwiGLU epilogue (one output). */
+static loom_status run_pair(const float *x, const loom_prenorm *dn, int64_t n, loom_kweight w0,
+                            loom_kweight w1, loom_pair_epilogue e, float *y0, float *y1,
+                            loom_error *err) {
+    if (e == LOOM_PAIR_SWIGLU) y1 = NULL;
+    return dn ? loom_cuda_matmul_pair_normed(x, dn, n, w0, w1, e, y0, y1, err, 0)
+              : loom_cuda_matmul_pair(x, n, w0, w1, e, y0, y1, err, 0);
+}
+
 /* The Q4_K pair GEMV in blocks of 3 warps (LOOM_GEMV_PAIR_WARPS=3; by default where 5 such blocks
  * an SM hold the whole grid, as the 4B pair on the H200) against blocks of 4 (=4), bit for bit:
  * plain pair and SwiGLU, normed or not (with and without norm weight), on the INT8 and f16
  * bodies, every output written (no poison left) and the 3-warp kernel the one that ran
  * (loom_cuda_matmul_pair3_launches); then the GEMM (N = 5) token by token == the GEMV as the rule
  * picks it. */
-/* The pair's second output: none with the SwiGLU epilogue. */
-static float *y1_or(loom_pair_epilogue e, float *y) { return e == LOOM_PAIR_SWIGLU ? NULL : y; }
-
 static void test_pair_warps(int64_t M, int64_t K) {
     const int64_t n = 5;
     loom_error err = {0};
@@ -1127,18 +1134,15 @@ static void test_pair_warps(int64_t M, int64_t K) {
             snprintf(shape, sizeof shape, "Q4_K %s %s M=%lld K=%lld", bn[b], vn[v], (long long)M,
                      (long long)K);
             const loom_pair_epilogue e = v & 1 ? LOOM_PAIR_SWIGLU : LOOM_PAIR_NONE;
-            const loom_prenorm dn = {v == 2 ? dg : NULL, 1e-6f};
+            const loom_prenorm norm = {v == 2 ? dg : NULL, 1e-6f}, *dn = v < 2 ? NULL : &norm;
             const int nout = e == LOOM_PAIR_SWIGLU ? 1 : 2;
             for (int o = 0; o < 2; o++) { /* o = 0: 4 warps, 1: 3 warps */
                 set_switch("LOOM_GEMV_PAIR_WARPS", o ? "3" : "4");
                 CK(cudaMemset(dy[o][0], 0xFF, yb));
                 CK(cudaMemset(dy[o][1], 0xFF, yb));
-                float *y1 = y1_or(e, dy[o][1]);
                 const int64_t before = loom_cuda_matmul_pair3_launches();
-                const loom_status st =
-                    v < 2 ? loom_cuda_matmul_pair(dx, 1, w0, w1, e, dy[o][0], y1, &err, 0)
-                          : loom_cuda_matmul_pair_normed(dx, &dn, 1, w0, w1, e, dy[o][0], y1, &err, 0);
-                report_status("pair warps", shape, st, &err);
+                report_status("pair warps", shape,
+                              run_pair(dx, dn, 1, w0, w1, e, dy[o][0], dy[o][1], &err), &err);
                 CK(cudaDeviceSynchronize());
                 const int64_t ran3 = loom_cuda_matmul_pair3_launches() - before;
                 report(o ? "pair 3 warps ran" : "pair 4 warps ran", shape, ran3 == o ? 0 : 1, 0);
@@ -1155,18 +1159,12 @@ static void test_pair_warps(int64_t M, int64_t K) {
             /* the GEMM against the GEMV as the shape rule picks it, token by token */
             reset_switch("LOOM_GEMV_PAIR_WARPS");
             report_status("pair gemm", shape,
-                          v < 2 ? loom_cuda_matmul_pair(dx, n, w0, w1, e, dy[0][0], y1_or(e, dy[0][1]), &err, 0)
-                                : loom_cuda_matmul_pair_normed(dx, &dn, n, w0, w1, e, dy[0][0],
-                                                               y1_or(e, dy[0][1]), &err, 0),
-                          &err);
-            for (int64_t t = 0; t < n; t++) {
-                const float *xt = dx + t * K;
-                float *o0 = dy[1][0] + t * M, *o1 = y1_or(e, dy[1][1] + t * M);
+                          run_pair(dx, dn, n, w0, w1, e, dy[0][0], dy[0][1], &err), &err);
+            for (int64_t t = 0; t < n; t++)
                 report_status("pair gemv", shape,
-                              v < 2 ? loom_cuda_matmul_pair(xt, 1, w0, w1, e, o0, o1, &err, 0)
-                                    : loom_cuda_matmul_pair_normed(xt, &dn, 1, w0, w1, e, o0, o1, &err, 0),
+                              run_pair(dx + t * K, dn, 1, w0, w1, e, dy[1][0] + t * M,
+                                       dy[1][1] + t * M, &err),
                               &err);
-            }
             diff = 0;
             for (int i = 0; i < nout; i++) {
                 to_host(hy[0][i], dy[0][i], yb);
