@@ -974,6 +974,17 @@ static void test_matmul_normed(void) {
     }
 }
 
+/* n tokens of x[K] (fill_tokens) and a norm weight in [-2, 2] of K values, on the device only. */
+static void dev_tokens_and_norm(int64_t n, int64_t K, float **dx, float **dg) {
+    float *x = xmalloc(sizeof(float) * (size_t)(n * K)), *g = xmalloc(sizeof(float) * (size_t)K);
+    fill_tokens(x, n, K);
+    fill(g, K, -2, 2);
+    *dx = dup_dev(x, sizeof(float) * (size_t)(n * K));
+    *dg = dup_dev(g, sizeof(float) * (size_t)K);
+    free(x);
+    free(g);
+}
+
 /* The Q4_K_M triple (Q4_K Q and K, Q6_K V) in one launch (LOOM_GEMV_TRIPLE_MIXED=1, the default,
  * and its slot orders 2, 3; gemv_mma.cu's mixed kernel) against its two launches (=0), bit for
  * bit, all three outputs: plain, normed
@@ -986,10 +997,8 @@ static void test_triple_mixed(const int64_t M[3], int64_t K, int bias, int must_
     const loom_ggml_type ty[3] = {LOOM_GGML_Q4_K, LOOM_GGML_Q4_K, LOOM_GGML_Q6_K};
     const int64_t n = 5;
     loom_error err = {0};
-    float *x = xmalloc(sizeof(float) * (size_t)(n * K)), *g = xmalloc(sizeof(float) * (size_t)K);
-    fill_tokens(x, n, K);
-    fill(g, K, -2, 2);
-    float *dx = dup_dev(x, sizeof(float) * (size_t)(n * K)), *dg = dup_dev(g, sizeof(float) * (size_t)K);
+    float *dx, *dg;
+    dev_tokens_and_norm(n, K, &dx, &dg);
     void *dw[3];
     float *db[3] = {NULL, NULL, NULL}, *dy[2][3], *hy[2][3];
     loom_kweight gw[3];
@@ -1064,7 +1073,6 @@ static void test_triple_mixed(const int64_t M[3], int64_t K, int bias, int must_
         cudaFree(dw[i]); cudaFree(db[i]);
         for (int m = 0; m < 2; m++) { cudaFree(dy[m][i]); free(hy[m][i]); }
     }
-    free(x); free(g);
     cudaFree(dx); cudaFree(dg);
 }
 
@@ -1113,10 +1121,8 @@ static loom_status run_pair(const float *x, const loom_prenorm *dn, int64_t n, l
 static void test_pair_warps(int64_t M, int64_t K) {
     const int64_t n = 5;
     loom_error err = {0};
-    float *x = xmalloc(sizeof(float) * (size_t)(n * K)), *g = xmalloc(sizeof(float) * (size_t)K);
-    fill_tokens(x, n, K);
-    fill(g, K, -2, 2);
-    float *dx = dup_dev(x, sizeof(float) * (size_t)(n * K)), *dg = dup_dev(g, sizeof(float) * (size_t)K);
+    float *dx, *dg;
+    dev_tokens_and_norm(n, K, &dx, &dg);
     const loom_kweight w0 = dev_rand_weights(LOOM_GGML_Q4_K, M, K), w1 = dev_rand_weights(LOOM_GGML_Q4_K, M, K);
     const size_t yb = sizeof(float) * (size_t)(n * M);
     float *dy[2][2], *hy[2][2];
@@ -1181,7 +1187,6 @@ static void test_pair_warps(int64_t M, int64_t K) {
             free(hy[o][i]);
         }
     cudaFree((void *)w0.data); cudaFree((void *)w1.data);
-    free(x); free(g);
     cudaFree(dx); cudaFree(dg);
 }
 
