@@ -282,6 +282,7 @@ struct Q4Smem {
     double npart[NORM ? NT * kWarps : 1];
     float nscale[NT];
     float red[kWarps * NMAT * ((NT + 3) / 4) * 2 * 32];
+    float xch[NT == 1 && NMAT == 1 ? (kMaxSplit - 1) * 2 * 32 : 1];  // reduce_partials_as, XCH
 };
 
 // TR: the traced GEMV (cuda_bench --gemv-trace): slot is its trace slot, the block's record
@@ -294,6 +295,9 @@ __device__ __forceinline__ void q4k_tile(const MmaArgs &a, Q4Smem<NT, NMAT, NORM
                                          int64_t tile, int rank, int S, int tok0,
                                          unsigned long long *slot = nullptr) {
     pdl_launch_dependents();
+    // one matrix, one token: the split's sums meet in rank 0's xch (mma_common.cuh)
+    constexpr bool kXch = NT == 1 && NMAT == 1;
+    if (kXch) cluster_start(S);
     double *npart = sm.npart;
     float *nscale = sm.nscale;
     constexpr int NTL = (NT + 3) / 4;
@@ -510,7 +514,7 @@ __device__ __forceinline__ void q4k_tile(const MmaArgs &a, Q4Smem<NT, NMAT, NORM
     // Warps 0..3 in order, then cluster ranks 0..S-1 in order.
     float v[NV];
     partials(v);
-    reduce_partials_as<NV, TR>(v, vend - 1, red, S, slot);
+    reduce_partials_as<NV, TR, kXch>(v, vend - 1, red, S, slot, sm.xch);
     // (TR: the block's end; warp 0 of rank 0 after its store)
     // (warp 0's super-blocks: every rank has some, mma_pick_split)
     auto end = [&]() { gt_end<TR>(slot, S, NMAT, (nsb - 1 - kWarps * rank) / step + 1, nsb); };
@@ -1192,7 +1196,7 @@ int mma_pick_split(int64_t tiles, int64_t nsb) {
         // 160 tiles S = 2 beat 1, 4 and 8, which need a second wave).
         const int64_t resident = 4 * (int64_t)sm_count();
         S = 1;
-        while (S < 8 && tiles * 2 * S <= resident && nsb >= (int64_t)kWarps * 2 * S) S *= 2;
+        while (S < kMaxSplit && tiles * 2 * S <= resident && nsb >= (int64_t)kWarps * 2 * S) S *= 2;
     }
     while (S > 1 && nsb < (int64_t)kWarps * S) S /= 2;  // every rank gets work
     return S;

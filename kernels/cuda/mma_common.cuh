@@ -246,6 +246,27 @@ __device__ __forceinline__ void gt_end(unsigned long long *slot, int S, int kind
 // The slot of the next traced GEMV launch (gemv_mma.cu; nullptr while tracing is off).
 unsigned long long *gemv_trace_next();
 
+// Split-K clusters of the GEMVs (XCH in reduce_partials_as) exchange the ranks' sums through
+// rank 0's shared memory: every thread arrives once on the cluster barrier when its tile starts
+// (cluster_start); at the reduction it waits for that phase (every rank has started, so rank
+// 0's shared memory may be written: the rule for distributed shared memory), a rank q > 0
+// stores its sums into rank 0's xch and arrives with release semantics, then exits; rank 0
+// waits for them (acquire) and adds them in rank order, the same order and bits as the other
+// form: two full cluster barriers and rank 0 reading the others' shared memory remotely, which
+// the GEMMs keep (the 8-token Q6_K GEMM's 47.5 KB leave no room for xch under sm_87's static 48
+// KB) and the pair GEMV too (left as it was: its kernels react to any change, bench/NOTES.md 7,
+// "Session 14"). The 4B decode step: 1.80 -> 1.75 ms/token (O + add and down + add at S = 2,
+// the triple's V; NOTES 7, "Session 14"). kMaxSplit: the largest S (mma_pick_split,
+// LOOM_GEMV_MMA_SPLIT), which sizes xch (unused on sm_87, which has no clusters).
+constexpr int kMaxSplit = 8;
+__device__ __forceinline__ void cluster_start(int S) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    if (S > 1) asm volatile("barrier.cluster.arrive.relaxed;" ::: "memory");
+#else
+    (void)S;
+#endif
+}
+
 // A block of fewer warps (common.cuh vwarp_end) stores the partials of each virtual warp but
 // its last with stash_partials(v, vw, red) and calls reduce_partials_as with the last's, vw.
 template <int NV>
@@ -263,9 +284,13 @@ __device__ __forceinline__ void stash_partials(const float (&v)[NV], int vw, flo
 // elsewhere). reduce_partials_as: v holds virtual warp vw's partials (a block of fewer warps).
 // TR (the traced GEMVs, gt_* above): thread 0 stamps its record in trace slot `slot` after the
 // warps' sum (word 8) and after the cluster's (word 9).
-template <int NV, bool TR = false>
+// XCH (the GEMVs, which called cluster_start(S) when their tile started): the ranks' sums meet
+// in xch, (kMaxSplit - 1) * NV * 32 floats of shared memory used for nothing else.
+template <int NV, bool TR = false, bool XCH = false>
 __device__ __forceinline__ void reduce_partials_as(float (&v)[NV], int vw, float *red, int S,
-                                                   unsigned long long *slot = nullptr) {
+                                                   unsigned long long *slot = nullptr,
+                                                   float *xch = nullptr) {
+    static_assert(!XCH || NV == 2, "xch holds one token's two rows a rank (the GEMVs)");
     const int w = threadIdx.x >> 5, lane = threadIdx.x & 31;
     stash_partials<NV>(v, vw, red);
     __syncthreads();
@@ -279,7 +304,28 @@ __device__ __forceinline__ void reduce_partials_as(float (&v)[NV], int vw, float
     }
     gt_mark<TR>(slot, 8);
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-    if (S > 1) {
+    if (XCH && S > 1) {
+        asm volatile("barrier.cluster.wait;" ::: "memory");  // every rank has started
+        if (blockIdx.x != 0) {
+            if (w == 0) {
+                float *dst = cooperative_groups::this_cluster().map_shared_rank(xch, 0) +
+                             ((int)blockIdx.x - 1) * NV * 32;
+#pragma unroll
+                for (int i = 0; i < NV; i++) dst[i * 32 + lane] = v[i];
+            }
+            asm volatile("barrier.cluster.arrive.release;" ::: "memory");
+        } else {
+            asm volatile("barrier.cluster.arrive.relaxed;" ::: "memory");
+            if (w == 0) {
+                asm volatile("barrier.cluster.wait.acquire;" ::: "memory");
+#pragma unroll 1
+                for (int q = 1; q < S; q++)
+#pragma unroll
+                    for (int i = 0; i < NV; i++)
+                        v[i] = __fadd_rn(v[i], xch[((q - 1) * NV + i) * 32 + lane]);
+            }
+        }
+    } else if (S > 1) {
         cooperative_groups::cluster_group cl = cooperative_groups::this_cluster();
         __syncthreads();  // everyone has read red[]: red[0..NV) becomes this block's partial
         if (w == 0) {
@@ -299,14 +345,16 @@ __device__ __forceinline__ void reduce_partials_as(float (&v)[NV], int vw, float
     }
 #else
     (void)S;
+    (void)xch;
 #endif
     gt_mark<TR>(slot, 9);
 }
 
-template <int NV, bool TR = false>
+template <int NV, bool TR = false, bool XCH = false>
 __device__ __forceinline__ void reduce_partials(float (&v)[NV], float *red, int S,
-                                                unsigned long long *slot = nullptr) {
-    reduce_partials_as<NV, TR>(v, (int)(threadIdx.x >> 5), red, S, slot);
+                                                unsigned long long *slot = nullptr,
+                                                float *xch = nullptr) {
+    reduce_partials_as<NV, TR, XCH>(v, (int)(threadIdx.x >> 5), red, S, slot, xch);
 }
 
 }  // namespace loom_cuda

@@ -76,6 +76,7 @@ struct Q6I8Smem {
     I8Stage<NT> stage[kWarps];
     double npart[NORM ? NT * kWarps : 1];
     float nscale[NT];
+    float xch[NT == 1 ? (kMaxSplit - 1) * 2 * 32 : 1];  // the GEMV's split sums (reduce_partials)
 };
 
 // d = the u8 A (16x32, rows g/g+8) times the s8 B (32x8) plus c, exact in s32.
@@ -305,6 +306,7 @@ __device__ __forceinline__ void q6k_i8_tile(const Q6Args &a, Q6I8Smem<NT, ST, NO
                                             int64_t tile, int rank, int S, int tok0,
                                             unsigned long long *slot = nullptr) {
     pdl_launch_dependents();
+    if (NT == 1) cluster_start(S);  // the GEMV: the split's sums meet in rank 0's xch
     auto &wbuf = sm.wbuf;
     const int lane = threadIdx.x & 31, w = threadIdx.x >> 5;
     const int g = lane >> 2, t = lane & 3;
@@ -429,7 +431,8 @@ __device__ __forceinline__ void q6k_i8_tile(const Q6Args &a, Q6I8Smem<NT, ST, NO
             v[jj * 2 + k] = x;
         }
     __syncthreads();
-    reduce_partials<NL * 2, TR>(v, reinterpret_cast<float *>(&wbuf[0][0][0]), S, slot);
+    reduce_partials<NL * 2, TR, NT == 1>(v, reinterpret_cast<float *>(&wbuf[0][0][0]), S, slot,
+                                         sm.xch);
     // (TR: the block's end; warp 0 of rank 0 after its store)
     auto end = [&]() { gt_end<TR>(slot, S, 3, sb0 < nsb ? (int)((nsb - 1 - sb0) / step + 1) : 0, (int)nsb); };
     if (rank != 0 || w != 0) {

@@ -326,12 +326,14 @@ struct Q6Smem {
     Stage<NT> stage[kWarps];
     double npart[NORM ? NT * kWarps : 1];
     float nscale[NT];
+    float xch[NT == 1 ? (kMaxSplit - 1) * 2 * 32 : 1];  // the GEMV's split sums (reduce_partials)
 };
 
 template <int NT, int ST, bool NORM>
 __device__ __forceinline__ void q6k_tile(const Q6Args &a, Q6Smem<NT, ST, NORM> &sm,
                                          int64_t tile, int rank, int S, int tok0) {
     pdl_launch_dependents();
+    if (NT == 1) cluster_start(S);  // the GEMV: the split's sums meet in rank 0's xch
     double *npart = sm.npart;
     float *nscale = sm.nscale;
     constexpr int NTL = (NT + 3) / 4;
@@ -455,7 +457,8 @@ __device__ __forceinline__ void q6k_tile(const Q6Args &a, Q6Smem<NT, ST, NORM> &
     for (int j = 0; j < NTL; j++)
 #pragma unroll
         for (int k = 0; k < 2; k++) v[j * 2 + k] = acc[j][k];
-    reduce_partials(v, reinterpret_cast<float *>(&wbuf[0][0][0]), S);
+    reduce_partials<NTL * 2, false, NT == 1>(v, reinterpret_cast<float *>(&wbuf[0][0][0]), S,
+                                             nullptr, sm.xch);
     if (rank != 0 || w != 0) return;
     q6_store<NTL>(a, s, r0, tok0, ntok, lane, v);
 }
