@@ -72,8 +72,8 @@ int cc_major();
 // (weights, uploaded before any kernel of the stream ran), which the matmul kernels request
 // there so that the DRAM latency overlaps the previous kernel's tail, and what a launcher's
 // contract puts in that class (decode attention v6's position and cache rows below it:
-// cuda_kernels.h, "Early reads"). A kernel with pdl_wait() may also be launched with <<<>>>: then the
-// wait returns at once. pdl_launch_dependents() lets the next kernel's blocks be scheduled before
+// cuda_kernels.h, "Early reads"). A kernel with pdl_wait() may also be launched with <<<>>>:
+// then the wait returns at once. pdl_launch_dependents() lets the next kernel's blocks be scheduled before
 // this grid finishes; calling it early is safe because the next kernel still waits (for this
 // grid's completion, which comes after this grid's own wait). Most kernels call it FIRST, before
 // pdl_wait() (the attention kernels and rope.cu call it after): the next kernel's blocks then become resident and request their weights while this

@@ -260,19 +260,18 @@ loom_status loom_cuda_attention_trace(int mode, loom_error *err);
 /* Copies the first n_words words of the trace records to host memory `out`. */
 loom_status loom_cuda_attention_trace_read(uint64_t *out, size_t n_words, loom_error *err);
 
-/* Bench/debug only, not thread-safe: with on != 0 (which also zeroes the records,
- * synchronously), every later tensor-core GEMV launch on the INT8 Q4_K body (one matrix, the
- * pair, the normed mixed Q4_K_M triple; gemv_mma.cu) and on the Q6_K INT8 body
- * (gemv_mma_q6k.cu) runs a traced kernel that writes a record of 16 uint64 words a block into
- * launch slot k (k = 0, 1, ... counting traced launches since the call, modulo 32; records [32
- * slots][1024 blocks][16]; block index x + gridDim.x (y + gridDim.y z)): 0 %globaltimer at entry, 1 after the PDL wait, 2
- * clock64 at entry, 3 after the PDL wait, 4 after the norm scales (or at 3's point), 5 after the
- * first super-block's x staging, 6 after its math, 7 at the end of warp 0's K loop, 8 after the
- * warps' sum, 9 after the cluster's, 10 clock64 and 11 %globaltimer at the block's end (after
- * the store for rank 0), 12 smid | split S << 16 | kind << 24 (1 Q4_K, 2 the Q4_K pair, 3 Q6_K,
- * 4 the mixed triple's Q6_K tiles: words 0, 2, 10-12 only) | warp 0's super-blocks << 32 |
- * super-blocks a row << 48, 13..15 the ends of warps 1..3's loops (clock64). on == 0 turns
- * tracing off. */
+/* Bench/debug only, not thread-safe: with on != 0 (which also zeroes the records, synchronously),
+ * every later tensor-core GEMV launch on the INT8 Q4_K body (one matrix, the pair, the normed
+ * mixed Q4_K_M triple; gemv_mma.cu) and on the Q6_K INT8 body (gemv_mma_q6k.cu) runs a traced
+ * kernel that writes a record of 16 uint64 words a block into launch slot k (k = 0, 1, ...
+ * counting traced launches since the call, modulo 32; records [32 slots][1024 blocks][16]; block
+ * index x + gridDim.x (y + gridDim.y z)): 0 %globaltimer at entry, 1 after the PDL wait, 2 clock64
+ * at entry, 3 after the PDL wait, 4 after the norm scales (or at 3's point), 5 after the first
+ * super-block's x staging, 6 after its math, 7 at the end of warp 0's K loop, 8 after the warps'
+ * sum, 9 after the cluster's, 10 clock64 and 11 %globaltimer at the block's end (after the store
+ * for rank 0), 12 smid | split S << 16 | kind << 24 (1 Q4_K, 2 the Q4_K pair, 3 Q6_K, 4 the mixed
+ * triple's Q6_K tiles: words 0, 2, 10-12 only) | warp 0's super-blocks << 32 | super-blocks a row
+ * << 48, 13..15 the ends of warps 1..3's loops (clock64). on == 0 turns tracing off. */
 loom_status loom_cuda_gemv_trace(int on, loom_error *err);
 /* Copies the first n_words words of the GEMV trace records to host memory `out`. */
 loom_status loom_cuda_gemv_trace_read(uint64_t *out, size_t n_words, loom_error *err);

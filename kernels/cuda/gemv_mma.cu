@@ -282,7 +282,7 @@ struct Q4Smem {
     double npart[NORM ? NT * kWarps : 1];
     float nscale[NT];
     float red[kWarps * NMAT * ((NT + 3) / 4) * 2 * 32];
-    float xch[NT == 1 && NMAT == 1 ? (kMaxSplit - 1) * 2 * 32 : 1];  // reduce_partials_as, XCH
+    float xch[xch_floats(NT == 1 && NMAT == 1)];  // reduce_partials_as, XCH
 };
 
 // TR: the traced GEMV (cuda_bench --gemv-trace): slot is its trace slot, the block's record

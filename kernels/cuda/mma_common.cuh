@@ -259,6 +259,9 @@ unsigned long long *gemv_trace_next();
 // the triple's V; NOTES 7, "Session 14"). kMaxSplit: the largest S (mma_pick_split,
 // LOOM_GEMV_MMA_SPLIT), which sizes xch (unused on sm_87, which has no clusters).
 constexpr int kMaxSplit = 8;
+// The floats of a block's xch: one token's two rows from each rank q > 0 (the GEMVs; 1 where
+// the kernel has no xch).
+constexpr int xch_floats(bool gemv) { return gemv ? (kMaxSplit - 1) * 2 * 32 : 1; }
 __device__ __forceinline__ void cluster_start(int S) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
     if (S > 1) asm volatile("barrier.cluster.arrive.relaxed;" ::: "memory");
@@ -285,7 +288,7 @@ __device__ __forceinline__ void stash_partials(const float (&v)[NV], int vw, flo
 // TR (the traced GEMVs, gt_* above): thread 0 stamps its record in trace slot `slot` after the
 // warps' sum (word 8) and after the cluster's (word 9).
 // XCH (the GEMVs, which called cluster_start(S) when their tile started): the ranks' sums meet
-// in xch, (kMaxSplit - 1) * NV * 32 floats of shared memory used for nothing else.
+// in xch, xch_floats(true) floats of shared memory used for nothing else.
 template <int NV, bool TR = false, bool XCH = false>
 __device__ __forceinline__ void reduce_partials_as(float (&v)[NV], int vw, float *red, int S,
                                                    unsigned long long *slot = nullptr,

@@ -76,7 +76,7 @@ struct Q6I8Smem {
     I8Stage<NT> stage[kWarps];
     double npart[NORM ? NT * kWarps : 1];
     float nscale[NT];
-    float xch[NT == 1 ? (kMaxSplit - 1) * 2 * 32 : 1];  // the GEMV's split sums (reduce_partials)
+    float xch[xch_floats(NT == 1)];  // the GEMV's split sums (reduce_partials)
 };
 
 // d = the u8 A (16x32, rows g/g+8) times the s8 B (32x8) plus c, exact in s32.

@@ -326,7 +326,7 @@ struct Q6Smem {
     Stage<NT> stage[kWarps];
     double npart[NORM ? NT * kWarps : 1];
     float nscale[NT];
-    float xch[NT == 1 ? (kMaxSplit - 1) * 2 * 32 : 1];  // the GEMV's split sums (reduce_partials)
+    float xch[xch_floats(NT == 1)];  // the GEMV's split sums (reduce_partials)
 };
 
 template <int NT, int ST, bool NORM>
