@@ -509,7 +509,7 @@ extern "C" loom_status loom_cuda_matmul_triple_normed(const float *x, const loom
     return run_matmul(a, n, err, stream);
 }
 
-extern "C" int64_t loom_cuda_matmul_mixed_launches(void) { return g_mixed_launches; }
+extern "C" int64_t loom_cuda_matmul_mixed_launches(void) { return g_mixed_launches.load(); }
 
 extern "C" loom_status loom_cuda_matmul_triple(const float *x, int64_t n, const loom_kweight w[3],
                                                const float *const bias[3], float *const y[3],

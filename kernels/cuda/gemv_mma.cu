@@ -546,7 +546,7 @@ static __global__ void __launch_bounds__(kThreads, 4) gemv_mma_q4k_tr(const MmaA
 }
 
 // Launches of the 3-warp pair GEMV so far (loom_cuda_matmul_pair3_launches: tests check it ran).
-static int64_t g_pair3_launches = 0;
+static std::atomic<int64_t> g_pair3_launches{0};
 
 // Warps a block of the pair GEMV (S ranks, `blocks` blocks): 3 where its blocks fill the SMs in
 // one wave at 5 blocks of 3 warps an SM but not at 4 of 4 (the 4B pair, 608 blocks on the
@@ -572,7 +572,7 @@ cudaError_t launch_q4k_n(const MmaArgs &a, bool i8, int S, int64_t groups, cudaS
         // ms/token at 4K against 2.02 with 4 warps (at 512 1.80 against 1.88); in order and
         // without the requests 1.97 at 4K, 1.79 at 512 (bench/NOTES.md 7, "Session 13, pw3").
         if (pair_warps(S, (int64_t)S * a.tile0[a.nseg]) == 3) {
-            g_pair3_launches++;
+            g_pair3_launches.fetch_add(1, std::memory_order_relaxed);
             return launch_cluster_in_order(i8 ? gemv_mma_q4k<1, 2, NORM, true, 3>
                                               : gemv_mma_q4k<1, 2, NORM, false, 3>,
                                            grid, cl, 3 * 32, 0, stream, a);
@@ -1218,7 +1218,7 @@ void route_segments(const Seg *seg, int nseg, Seg *mm, int *nm, Seg *m6, int *n6
 }
 
 // Launches of the wide GEMM so far (loom_cuda_matmul_wide_launches: tests check the path ran).
-static int64_t g_wide_launches = 0;
+static std::atomic<int64_t> g_wide_launches{0};
 
 // Tokens a launch of mma_matmul at most (token groups of kGemmTok: 65535 a launch).
 static constexpr int64_t kPerLaunch = 65535 * (int64_t)kGemmTok;
@@ -1306,7 +1306,7 @@ loom_status mma_matmul(const Seg *seg, int nseg, int epi, const float *x, int64_
         if (pl.wide) {
             e = nmat == 2 ? launch_wide<2>(b, nm, i8, pl.pre, S, stream)
                           : launch_wide<1>(b, nm, i8, pl.pre, S, stream);
-            g_wide_launches++;
+            g_wide_launches.fetch_add(1, std::memory_order_relaxed);
         }
         else if (nn == 1)
             e = nmat == 2 ? launch_q4k<1, 2>(b, nm, i8, S, groups, stream)
@@ -1324,7 +1324,7 @@ size_t mma_scratch_bytes(const Seg *seg, int nseg, int epi, int64_t K, int64_t n
     return q4_plan(seg, nseg, epi, nn).pre ? q4_limbs_bytes(nn, K) : 0;
 }
 
-int64_t g_mixed_launches = 0;
+std::atomic<int64_t> g_mixed_launches{0};
 
 loom_status mma_triple_mixed(const Seg *s4, int n4, const Seg *s6, int n6, const float *x,
                              int64_t K, int64_t n, const PreNorm *norm, bool *ran,
@@ -1383,7 +1383,7 @@ loom_status mma_triple_mixed(const Seg *s4, int n4, const Seg *s6, int n6, const
         e = norm ? launch_cluster(gemv_mma_mixed<1, 2, true, false>, grid, cl, kThreads, 0, stream, m)
                  : launch_cluster(gemv_mma_mixed<1, 2, false, false>, grid, cl, kThreads, 0, stream, m);
     CUDA_CHECK(e);
-    g_mixed_launches++;
+    g_mixed_launches.fetch_add(1, std::memory_order_relaxed);
     return LOOM_OK;
 }
 
@@ -1423,8 +1423,8 @@ extern "C" loom_status loom_cuda_gemv_trace_read(uint64_t *out, size_t n_words, 
     return LOOM_OK;
 }
 
-extern "C" int64_t loom_cuda_matmul_wide_launches(void) { return loom_cuda::g_wide_launches; }
-extern "C" int64_t loom_cuda_matmul_pair3_launches(void) { return loom_cuda::g_pair3_launches; }
+extern "C" int64_t loom_cuda_matmul_wide_launches(void) { return loom_cuda::g_wide_launches.load(); }
+extern "C" int64_t loom_cuda_matmul_pair3_launches(void) { return loom_cuda::g_pair3_launches.load(); }
 
 // The scratch of one matmul-family call: gemv.cu run_matmul's routing of its segments
 // (route_segments: mma Q4_K, mma Q6_K with a triple's V on the f16 body below 64 tokens, or the

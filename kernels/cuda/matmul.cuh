@@ -5,6 +5,8 @@
 // every entry point then gives bit for bit loom_cuda_rms_norm followed by itself.
 #pragma once
 
+#include <atomic>
+
 #include "kernels/cuda/norm.cuh"
 #include "kernels/cuda/quant_blocks.cuh"
 
@@ -86,8 +88,9 @@ size_t mma_q6k_scratch_bytes(int64_t n, int64_t K, bool f16);
 loom_status mma_triple_mixed(const Seg *s4, int n4, const Seg *s6, int n6, const float *x,
                              int64_t K, int64_t n, const PreNorm *norm, bool *ran,
                              loom_error *err, cudaStream_t stream);
-// Launches of the mixed kernel so far (conformance: the path was taken).
-extern int64_t g_mixed_launches;
+// Launches of the mixed kernel so far (conformance: the path was taken; atomic: sessions on
+// other threads launch too).
+extern std::atomic<int64_t> g_mixed_launches;
 // LOOM_GEMV_TRIPLE_MIXED (runtime.cu): 0 the two launches, 1 the mixed kernel (the default;
 // slot order by mma_triple_mixed's rule), 2 with the Q6_K tiles last, 3 first.
 int gemv_triple_mixed();
