@@ -3,7 +3,7 @@
  *
  *   cuda_bench [--quick] [--attn] [--matmul] [--q6k] [--norm] [--attn-trace] [--attn-prof]
  *              [--attn-step] [--fused] [--mixed] [--attn-s7] [--q6k-down] [--q6k-wide] [--q4k-wide] [--q4w] [--triple-v] [--q4k] [--attn-pf]
- *              [--gemv-trace]
+ *              [--gemv-trace] [--icache] [--l2warm]
  *
  * Method: CUDA events around many launches, the median of several repetitions, per launch.
  * Weights (and KV caches) rotate over copies totalling > 256 MB, far above the H200's L2 (50-60
@@ -25,6 +25,8 @@
 #include <string.h>
 
 #include "kernels/cuda/cuda_kernels.h"
+#include "bench/icache_fill.h"
+#include "bench/l2_warm.h"
 #include "kernels/quant/quant.h"
 #include "tests/gpu/cuda_check.h"
 
@@ -48,6 +50,7 @@ static int g_attn_trace = 0, g_attn_prof = 0, g_attn_step = 0; /* --attn-trace, 
 /* --q6k: the copy and the Q6_K matmul rows only; each of those rows is timed twice on the same
  * weights, on the tensor cores and with LOOM_GEMV_MMA_Q6K=0 (the warp-per-row kernels) */
 static int g_norm_only = 0; /* --norm: the folded-RMSNorm rows only */
+static int g_sms = 132;      /* the device's SMs (main) */
 static int g_q6k_only = 0, g_ab_q6k = 0, g_calls = 0; /* g_calls: launches a repetition (0: default) */
 static uint64_t g_rng = 0x2545F4914F6CDD1Dull;
 static loom_error g_err;
@@ -698,8 +701,31 @@ struct step_ctx {
     float *x, *h, *q, *k, *v, *att, *ff, *normw, *qnw, *qt;
     int32_t *pos;
     int rka; /* the layer's prologue + attention as loom_cuda_rope_kv_attention_at (LOOM_ATTN_FUSED) */
+    /* --icache: a filler kernel (icache_fill.cu; 2 big, 1 small, 0 none) before the layer's
+     * matmuls of fill_mask (bit 0 triple, 1 attention output, 2 pair, 3 down); fill_only: the
+     * fillers without the matmuls */
+    int fill, fill_mask, fill_only;
+    float *fill_out;
+    /* --gemv-trace with GT_TWICE=1: each matmul launched twice in a row, the second on layer
+     * l + n_layers's weights (step_new made 2 n_layers): the second starts with its code warm */
+    int twice;
+    /* --l2warm: on a side stream s2, forked after the triple and joined before the pair, an L2
+     * prefetch of this layer's weights of warm_mask (bit 0 attention output, 1 gate + up, 2 down)
+     * while attention runs */
+    int warm_mask;
+    cudaStream_t s2;
+    cudaEvent_t ev[2];
     cudaGraphExec_t exec;
 };
+static void step_fill(const struct step_ctx *s, int at) {
+    if (!s->fill) return;
+    if (s->fill_only) { /* every filler of the layer, without the matmuls between them */
+        for (int m = 0; m < 4; m++)
+            if (s->fill_mask >> m & 1) CK(bench_icache_fill(s->fill == 2, 2 * g_sms, s->fill_out, g_s));
+    } else if (s->fill_mask >> at & 1) {
+        CK(bench_icache_fill(s->fill == 2, 2 * g_sms, s->fill_out, g_s));
+    }
+}
 static void step_enqueue(struct step_ctx *s) {
     const int64_t H = s->H, nh = 32, nkv = 8, D = 128;
     loom_kv_layout kv = {LOOM_KV_F16, s->ctx, nkv, D};
@@ -709,8 +735,28 @@ static void step_enqueue(struct step_ctx *s) {
         struct layer *y = &s->L[l];
         float *const qkv_out[3] = {s->q, s->k, s->v};
         const loom_prenorm pn = {s->normw, 1e-6f};
+        step_fill(s, 0);
+        if (s->fill_only) continue;
+        const struct layer *y2 = s->twice ? &s->L[l + s->n_layers] : NULL;
         if (s->folded)
             LK(loom_cuda_matmul_triple_normed(s->x, &pn, 1, y->qkv, NULL, qkv_out, &g_err, g_s));
+        if (y2 && s->folded)
+            LK(loom_cuda_matmul_triple_normed(s->x, &pn, 1, y2->qkv, NULL, qkv_out, &g_err, g_s));
+        if (s->warm_mask) {
+            const void *wp[3];
+            size_t wn[3];
+            int nw = 0;
+            if (s->warm_mask & 1) { wp[nw] = y->o.data; wn[nw++] = wbytes(y->o); }
+            if (s->warm_mask & 2) {
+                wp[nw] = y->gate.data; wn[nw++] = wbytes(y->gate);
+                wp[nw] = y->up.data; wn[nw++] = wbytes(y->up);
+            }
+            if (s->warm_mask & 4 && nw < 3) { wp[nw] = y->down.data; wn[nw++] = wbytes(y->down); }
+            CK(cudaEventRecord(s->ev[0], g_s));
+            CK(cudaStreamWaitEvent(s->s2, s->ev[0], 0));
+            CK(bench_l2_warm(wp, wn, nw, g_sms, s->s2));
+            CK(cudaEventRecord(s->ev[1], s->s2));
+        }
         if (!s->gemv_only && !s->folded)
             LK(loom_cuda_rms_norm(s->x, s->normw, 1, H, 1e-6f, s->h, &g_err, g_s));
         if (!s->folded) LK(loom_cuda_matmul_triple(s->h, 1, y->qkv, NULL, qkv_out, &g_err, g_s));
@@ -726,15 +772,24 @@ static void step_enqueue(struct step_ctx *s) {
             LK(loom_cuda_kv_write(s->v, 1, s->ctx - 1, y->vc, NULL, &kv, &g_err, g_s));
             LK(loom_cuda_attention(s->q, y->kc, NULL, y->vc, NULL, &kv, &ap, s->att, &g_err, g_s));
         }
+        step_fill(s, 1);
         LK(loom_cuda_matmul_add(s->gemv_only ? s->q : s->att, 1, y->o, s->x, s->x, &g_err, g_s));
+        if (y2) LK(loom_cuda_matmul_add(s->gemv_only ? s->q : s->att, 1, y2->o, s->x, s->x, &g_err, g_s));
+        step_fill(s, 2);
+        if (s->warm_mask) CK(cudaStreamWaitEvent(g_s, s->ev[1], 0));
         if (s->folded)
             LK(loom_cuda_matmul_pair_normed(s->x, &pn, 1, y->gate, y->up, LOOM_PAIR_SWIGLU, s->ff,
+                                            NULL, &g_err, g_s));
+        if (y2 && s->folded)
+            LK(loom_cuda_matmul_pair_normed(s->x, &pn, 1, y2->gate, y2->up, LOOM_PAIR_SWIGLU, s->ff,
                                             NULL, &g_err, g_s));
         if (!s->gemv_only && !s->folded)
             LK(loom_cuda_rms_norm(s->x, s->normw, 1, H, 1e-6f, s->h, &g_err, g_s));
         if (!s->folded)
             LK(loom_cuda_matmul_pair(s->h, 1, y->gate, y->up, LOOM_PAIR_SWIGLU, s->ff, NULL, &g_err, g_s));
+        step_fill(s, 3);
         LK(loom_cuda_matmul_add(s->ff, 1, y->down, s->x, s->x, &g_err, g_s));
+        if (y2) LK(loom_cuda_matmul_add(s->ff, 1, y2->down, s->x, s->x, &g_err, g_s));
     }
 }
 static void step_fn(void *c, int i) {
@@ -841,16 +896,19 @@ static void set_env(const char *k, const char *v) {
  * block end) and span (first release -> last end), and for each stamp the median and max over
  * blocks of its time from the kernel's first block start and from the block's own PDL release
  * (clock64 at the records' clock rate, anchored at the release's %globaltimer), each the median
- * over the 7 layers. */
+ * over the 7 layers. GT_TWICE=1: 4 layers a graph with each matmul launched twice in a row (the
+ * second on another layer's weights, its code warm in the instruction caches), reported as 8
+ * launches a layer over layers 1..3. */
 enum { GT_SLOTS = 32, GT_BLOCKS = 1024, GT_W = 16, GT_LAYERS = 8, GT_NST = 11 };
-static void gt_report(const uint64_t *tr, const char *const *names, double ghz) {
+/* nm: launches a layer (4; 8 with GT_TWICE), names[nm]; the slots hold GT_SLOTS / nm layers */
+static void gt_report(const uint64_t *tr, int nm, const char *const *names, double ghz) {
     static const char *st[GT_NST] = {"start", "release", "norm", "staged0", "math0", "loop w0",
                                      "loop last", "warp sum", "cluster", "end", "/sb w0"};
-    for (int m = 0; m < 4; m++) {
+    for (int m = 0; m < nm; m++) {
         double agg[GT_NST][4][GT_LAYERS], bnd[GT_LAYERS], span[GT_LAYERS], q6d[2][GT_LAYERS];
         int nl = 0, nblk = 0, nsm = 0, S = 0, nq6 = 0, sbw0 = 0, nsb = 0;
-        for (int l = 1; l < GT_LAYERS; l++) {
-            const int k = 4 * l + m;
+        for (int l = 1; l < GT_SLOTS / nm; l++) {
+            const int k = nm * l + m;
             const uint64_t *R = tr + (size_t)k * GT_BLOCKS * GT_W;
             const uint64_t *P = tr + (size_t)(k - 1) * GT_BLOCKS * GT_W;
             uint64_t t0 = UINT64_MAX, rel0 = UINT64_MAX, end1 = 0, pend = 0;
@@ -955,9 +1013,20 @@ static void gemv_trace_case(loom_ggml_type down_t) {
     struct step_ctx *s = step_new(2560, 9728, GT_LAYERS, 16, down_t, &gb, &kb);
     s->gemv_only = 1;
     s->folded = 1;
-    static const char *names[2][4] = {
+    static const char *names[2][8] = {
         {"triple normed", "attn out + add", "pair normed SwiGLU", "down Q4_K + add"},
         {"triple normed", "attn out + add", "pair normed SwiGLU", "down Q6_K + add"}};
+    static const char *names2[2][8] = {
+        {"triple normed", "triple again", "attn out + add", "attn out again", "pair normed SwiGLU",
+         "pair again", "down Q4_K + add", "down again"},
+        {"triple normed", "triple again", "attn out + add", "attn out again", "pair normed SwiGLU",
+         "pair again", "down Q6_K + add", "down again"}};
+    const int twice = getenv("GT_TWICE") && atoi(getenv("GT_TWICE")) == 1;
+    if (twice) { /* GT_LAYERS / 2 layers a graph, each matmul twice: 8 launches a layer */
+        s->twice = 1;
+        s->n_layers = GT_LAYERS / 2;
+    }
+    const int nlay = s->n_layers, nm = twice ? 8 : 4;
     const char *dn = loom_ggml_type_get(down_t)->name;
     const char *cl = getenv("GT_CASES") ? getenv("GT_CASES") : "0";
     const char *cs[GT_CASES];
@@ -978,7 +1047,7 @@ static void gemv_trace_case(loom_ggml_type down_t) {
     for (int r = 0; r < 3; r++)
         for (int c = 0; c < nc; c++) {
             s->exec = eu[c];
-            rr[c][r] = time_us(step_fn, s, 20) / GT_LAYERS;
+            rr[c][r] = time_us(step_fn, s, 20) / nlay;
         }
     for (int c = 0; c < nc; c++) {
         int len = 0;
@@ -998,7 +1067,7 @@ static void gemv_trace_case(loom_ggml_type down_t) {
         for (int r = 0; r < 3; r++)
             for (int t = 0; t < 2; t++) {
                 s->exec = t ? et : eu[c];
-                us[t][r] = time_us(step_fn, s, 20) / GT_LAYERS;
+                us[t][r] = time_us(step_fn, s, 20) / nlay;
             }
         CK(cudaGraphLaunch(et, g_s));
         CK(cudaStreamSynchronize(g_s));
@@ -1020,7 +1089,7 @@ static void gemv_trace_case(loom_ggml_type down_t) {
                us[1][2]);
         const double mu = med_d(us[0], 3), mt = med_d(us[1], 3);
         printf(" (median %.2f vs %.2f, %+.1f%%) | clock %.2f GHz\n", mu, mt, 100.0 * (mt / mu - 1.0), ghz);
-        gt_report(tr, names[down_t == LOOM_GGML_Q6_K], ghz);
+        gt_report(tr, nm, (twice ? names2 : names)[down_t == LOOM_GGML_Q6_K], ghz);
         fflush(stdout);
         free(tr);
         cudaGraphExecDestroy(et);
@@ -1033,6 +1102,133 @@ static void gemv_trace_case(loom_ggml_type down_t) {
     unsetenv("LOOM_GEMV_MMA_SPLIT");
     unsetenv("LOOM_GEMV_PAIR_WARPS");
     loom_cuda_reload_switches();
+    s->n_layers = GT_LAYERS;
+    step_free(s);
+}
+/* ---- cold instruction caches (--icache) ---------------------------------------------------- */
+/* What the decode layer's matmuls pay for starting with cold instruction caches. The layer graph
+ * of --gemv-trace (folded norms, GEMVs only, 8 layers, DRAM-sized weights; Q4_K then Q6_K down)
+ * with a filler kernel (icache_fill.cu) before the matmuls of a mask: the big filler (256 KB of
+ * straight-line code run on every SM) leaves each matmul's code out of the instruction caches,
+ * the small one (the same FFMAs in a 1 KB loop) leaves them as the previous kernel left them.
+ * Neither filler lets the next kernel start before it ends (no PDL trigger). Per mask, four graphs
+ * timed round robin (5 rounds, medians, us a layer): layer + big, layer + small, big alone, small
+ * alone; cold cost = (layer+big - layer+small) - (big - small): the matmuls' extra time when their
+ * code is cold, against their time when it is wherever the previous matmul left it. */
+static int g_icache = 0;
+static void icache_case(loom_ggml_type down_t) {
+    enum { NM = 5, NG = 4, ROUNDS = 5 };
+    static const int masks[NM] = {0xF, 1, 2, 4, 8};
+    static const char *mname[NM] = {"all four", "triple normed", "attn out + add",
+                                    "pair normed SwiGLU", "down + add"};
+    double gb, kb;
+    struct step_ctx *s = step_new(2560, 9728, GT_LAYERS, 16, down_t, &gb, &kb);
+    s->gemv_only = 1;
+    s->folded = 1;
+    CK(cudaMalloc((void **)&s->fill_out, 4));
+    cudaGraph_t g[NM][NG], g0;
+    cudaGraphExec_t e[NM][NG], e0;
+    step_enqueue(s);
+    CK(cudaStreamSynchronize(g_s));
+    step_capture(s, &g0);
+    e0 = s->exec;
+    for (int m = 0; m < NM; m++)
+        for (int k = 0; k < NG; k++) { /* k: 0 layer+big, 1 layer+small, 2 big, 3 small */
+            s->fill = k % 2 ? 1 : 2;
+            s->fill_mask = masks[m];
+            s->fill_only = k >= 2;
+            step_enqueue(s);
+            CK(cudaStreamSynchronize(g_s));
+            step_capture(s, &g[m][k]);
+            e[m][k] = s->exec;
+        }
+    s->fill = 0;
+    double t[NM][NG][ROUNDS], t0[ROUNDS];
+    for (int r = 0; r < ROUNDS; r++) {
+        s->exec = e0;
+        t0[r] = time_us(step_fn, s, 5) / GT_LAYERS;
+        for (int m = 0; m < NM; m++)
+            for (int k = 0; k < NG; k++) {
+                s->exec = e[m][k];
+                t[m][k][r] = time_us(step_fn, s, 5) / GT_LAYERS;
+            }
+    }
+    const char *dn = loom_ggml_type_get(down_t)->name;
+    printf("icache 4B, down %s: layer graph alone %.2f us a layer (median of %d rounds)\n", dn,
+           med_d(t0, ROUNDS), ROUNDS);
+    for (int m = 0; m < NM; m++) {
+        double md[NG];
+        for (int k = 0; k < NG; k++) md[k] = med_d(t[m][k], ROUNDS);
+        printf("icache 4B, down %s, filler before %-18s: layer+big %7.2f  layer+small %7.2f  big %7.2f"
+               "  small %7.2f | cold cost %+.2f us a layer\n",
+               dn, mname[m], md[0], md[1], md[2], md[3], (md[0] - md[1]) - (md[2] - md[3]));
+    }
+    fflush(stdout);
+    for (int m = 0; m < NM; m++)
+        for (int k = 0; k < NG; k++) {
+            cudaGraphExecDestroy(e[m][k]);
+            cudaGraphDestroy(g[m][k]);
+        }
+    cudaGraphExecDestroy(e0);
+    cudaGraphDestroy(g0);
+    cudaFree(s->fill_out);
+    step_free(s);
+}
+static void icache_all(void) {
+    icache_case(LOOM_GGML_Q4_K);
+    icache_case(LOOM_GGML_Q6_K);
+}
+/* ---- the next matmuls' weights into L2 during attention (--l2warm) ------------------------- */
+/* The 4B decode step's layers as the executor runs them (norms folded, the attention prologue
+ * in rope_kv_attention_at, n_ctx 4096; 8 layers a graph, DRAM-sized weights, Q4_K down) at
+ * attention positions 575 and 3583, each graph without and with bench_l2_warm on a side stream
+ * (forked after the triple, joined before the pair) asking L2 for the layer's weights of a mask:
+ * 2 gate + up, 6 gate + up + down, 3 attention output + gate + up. Graphs timed round robin (5
+ * rounds), medians, us a layer. */
+static int g_l2warm = 0;
+static void l2warm_all(void) {
+    enum { NV = 4, ROUNDS = 5, NP = 2 };
+    static const int masks[NV] = {0, 2, 6, 3};
+    static const char *vname[NV] = {"none", "gate+up", "gate+up+down", "O+gate+up"};
+    static const int32_t at[NP] = {575, 3583};
+    double gb, kb;
+    struct step_ctx *s = step_new(2560, 9728, GT_LAYERS, 4096, LOOM_GGML_Q4_K, &gb, &kb);
+    s->rka = 1;
+    s->folded = 1;
+    CK(cudaStreamCreate(&s->s2));
+    CK(cudaEventCreate(&s->ev[0]));
+    CK(cudaEventCreate(&s->ev[1]));
+    for (int p = 0; p < NP; p++) {
+        CK(cudaMemcpy(s->pos, &at[p], 4, cudaMemcpyHostToDevice));
+        cudaGraph_t g[NV];
+        cudaGraphExec_t e[NV];
+        for (int v = 0; v < NV; v++) {
+            s->warm_mask = masks[v];
+            step_enqueue(s);
+            CK(cudaStreamSynchronize(g_s));
+            CK(cudaStreamSynchronize(s->s2));
+            step_capture(s, &g[v]);
+            e[v] = s->exec;
+        }
+        double t[NV][ROUNDS];
+        for (int r = 0; r < ROUNDS; r++)
+            for (int v = 0; v < NV; v++) {
+                s->exec = e[v];
+                t[v][r] = time_us(step_fn, s, 10) / GT_LAYERS;
+            }
+        for (int v = 0; v < NV; v++) {
+            printf("l2warm 4B, attention at %d, warm %-13s: us a layer", at[p], vname[v]);
+            for (int r = 0; r < ROUNDS; r++) printf(" %.2f", t[v][r]);
+            printf(" | median %.2f (%+.2f)\n", med_d(t[v], ROUNDS), med_d(t[v], ROUNDS) - med_d(t[0], ROUNDS));
+            cudaGraphExecDestroy(e[v]);
+            cudaGraphDestroy(g[v]);
+        }
+        fflush(stdout);
+    }
+    s->warm_mask = 0;
+    cudaEventDestroy(s->ev[0]);
+    cudaEventDestroy(s->ev[1]);
+    cudaStreamDestroy(s->s2);
     step_free(s);
 }
 static int g_gemv_trace = 0;
@@ -1455,12 +1651,15 @@ int main(int argc, char **argv) {
         if (strcmp(argv[i], "--norm") == 0) g_norm_only = 1;
         if (strcmp(argv[i], "--attn-trace") == 0) g_attn_trace = 1;
         if (strcmp(argv[i], "--gemv-trace") == 0) g_gemv_trace = 1;
+        if (strcmp(argv[i], "--icache") == 0) g_icache = 1;
+        if (strcmp(argv[i], "--l2warm") == 0) g_l2warm = 1;
         if (strcmp(argv[i], "--attn-prof") == 0) g_attn_prof = 1;
         if (strcmp(argv[i], "--attn-step") == 0) g_attn_step = 1;
     }
     CK(cudaStreamCreate(&g_s));
     int sms = 0, l2 = 0;
     CK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0));
+    g_sms = sms;
     CK(cudaDeviceGetAttribute(&l2, cudaDevAttrL2CacheSize, 0));
     printf("cuda_bench: %d SMs, L2 %d MB; weights rotate over > 256 MB; median of 7 x many launches\n\n",
            sms, l2 >> 20);
@@ -1489,7 +1688,8 @@ int main(int argc, char **argv) {
         {&g_q4k_wide, bench_q4k_wide},
         {&g_q4w, bench_q4w},             {&g_triple_v, bench_triple_v},
         {&g_attn_prof, attn_prof_all},  {&g_attn_trace, attn_trace_all},
-        {&g_gemv_trace, gemv_trace_all},
+        {&g_gemv_trace, gemv_trace_all}, {&g_icache, icache_all},
+        {&g_l2warm, l2warm_all},
         {&g_attn_step, attn_step_ab},   {&fused_only, fused_ab},
         {&s7_only, attn_s7_ab},         {&pf_only, attn_pf_ab},
         {&mixed_only, mixed_ab},        {&g_q4k_ab, bench_q4k_ab},
