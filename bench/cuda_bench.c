@@ -710,8 +710,8 @@ struct step_ctx {
      * l + n_layers's weights (step_new made 2 n_layers): the second starts with its code warm */
     int twice;
     /* --l2warm: on a side stream s2, forked after the triple and joined before the pair, an L2
-     * prefetch of this layer's weights of warm_mask (bit 0 attention output, 1 gate + up, 2 down)
-     * while attention runs */
+     * prefetch of this layer's weights of warm_mask (bit 0 attention output, 1 gate + up, 2 down;
+     * 8 alone: no bytes, the fork and join only) while attention runs */
     int warm_mask;
     cudaStream_t s2;
     cudaEvent_t ev[2];
@@ -1183,13 +1183,13 @@ static void icache_all(void) {
  * in rope_kv_attention_at, n_ctx 4096; 8 layers a graph, DRAM-sized weights, Q4_K down) at
  * attention positions 575 and 3583, each graph without and with bench_l2_warm on a side stream
  * (forked after the triple, joined before the pair) asking L2 for the layer's weights of a mask:
- * 2 gate + up, 6 gate + up + down, 3 attention output + gate + up. Graphs timed round robin (5
- * rounds), medians, us a layer. */
+ * 2 gate + up, 6 gate + up + down, 3 attention output + gate + up; 8 the fork, the kernel and the
+ * join without bytes (the control). Graphs timed round robin (5 rounds), medians, us a layer. */
 static int g_l2warm = 0;
 static void l2warm_all(void) {
-    enum { NV = 4, ROUNDS = 5, NP = 2 };
-    static const int masks[NV] = {0, 2, 6, 3};
-    static const char *vname[NV] = {"none", "gate+up", "gate+up+down", "O+gate+up"};
+    enum { NV = 5, ROUNDS = 5, NP = 2 };
+    static const int masks[NV] = {0, 8, 2, 6, 3};
+    static const char *vname[NV] = {"none", "fork/join", "gate+up", "gate+up+down", "O+gate+up"};
     static const int32_t at[NP] = {575, 3583};
     double gb, kb;
     struct step_ctx *s = step_new(2560, 9728, GT_LAYERS, 4096, LOOM_GGML_Q4_K, &gb, &kb);
