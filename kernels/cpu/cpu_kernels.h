@@ -50,12 +50,24 @@ extern "C" {
  * Shared parameter types (the CUDA twins use the same ones)
  * ------------------------------------------------------------------------------------------- */
 
+/* How a weight's rows are laid out in its bytes. */
+typedef enum loom_weight_layout {
+    LOOM_WEIGHT_ROWS = 0,      /* rows back to back, as in GGUF (the zero-initialized default) */
+    /* CUDA only (the CPU kernels refuse it): Q4_K with rows % 16 == 0, in tiles of 16 rows; tile
+     * T holds the same 16 x row_bytes bytes as rows 16T..16T+15 do in LOOM_WEIGHT_ROWS, ordered
+     * by block: block j of row 16T + i at byte (16 j + i) x 144 of the tile. The matmul kernels
+     * read a block of 16 rows as one 2,304-byte run (loom_cpu_q4k_to_tiles / loom_cuda_q4k_to_tiles
+     * make it; bench/NOTES.md 7, session 15). */
+    LOOM_WEIGHT_Q4K_TILES = 1,
+} loom_weight_layout;
+
 /* A weight matrix W[M, K] (ggml shape [K, M]). Borrowed: the kernel only reads `data`. */
 typedef struct loom_kweight {
     const void *data;    /* rows * loom_ggml_row_bytes(type, cols) bytes */
     loom_ggml_type type; /* F32, F16, BF16, Q8_0, Q4_K, Q5_K or Q6_K */
     int64_t rows;        /* M: output features */
     int64_t cols;        /* K: input features, a multiple of the type's block size */
+    loom_weight_layout layout; /* LOOM_WEIGHT_ROWS unless made by a *_q4k_to_tiles */
 } loom_kweight;
 
 /* Epilogue of loom_cpu_matmul_pair. */
@@ -311,6 +323,11 @@ loom_status loom_cpu_bias_add(float *y, const float *bias, int64_t rows, int64_t
  * cannot report it synchronously: it writes zeros for such a row). Bit-exact on CUDA. */
 loom_status loom_cpu_embed(loom_kweight table, const int32_t *ids, int64_t n_tokens, float *out,
                            loom_error *err);
+
+/* dst = src (a Q4_K weight in LOOM_WEIGHT_ROWS, rows a multiple of 16) in LOOM_WEIGHT_Q4K_TILES:
+ * the same rows * row_bytes bytes, each 144-byte block moved, none changed. dst must not
+ * overlap src. Bit-exact on CUDA. */
+loom_status loom_cpu_q4k_to_tiles(loom_kweight src, void *dst, loom_error *err);
 
 /* Softmax of each of `rows` rows of n (vocab-sized) values: m = max, e = expf(x - m),
  * y = e / Z with Z summed in double. y may alias x. */

@@ -182,6 +182,11 @@ loom_status loom_cpu_check_weight(const char *who, const char *what, const loom_
                               who, what, (long long)w->cols);
     if (!w->data && w->rows > 0 && w->cols > 0)
         return loom_error_set(err, LOOM_ERR_INVALID_ARGUMENT, "%s: %s data is NULL", who, what);
+    if (w->layout != LOOM_WEIGHT_ROWS)
+        return loom_error_set(err, LOOM_ERR_UNSUPPORTED,
+                              "%s: %s has layout %d; the CPU kernels read rows back to back "
+                              "(LOOM_WEIGHT_ROWS) only",
+                              who, what, (int)w->layout);
     return LOOM_OK;
 }
 

@@ -291,6 +291,10 @@ loom_status loom_cuda_add_bcast(const float *a, int64_t n, const float *b, int64
                                 loom_error *err, cudaStream_t stream);
 loom_status loom_cuda_mul_bcast(const float *a, int64_t n, const float *b, int64_t nb, float *y,
                                 loom_error *err, cudaStream_t stream);
+/* The CPU twin's layout change (cpu_kernels.h loom_cpu_q4k_to_tiles): src and dst device
+ * memory, 16-byte aligned, not overlapping (layout.cu). */
+loom_status loom_cuda_q4k_to_tiles(loom_kweight src, void *dst, loom_error *err,
+                                   cudaStream_t stream);
 loom_status loom_cuda_embed(loom_kweight table, const int32_t *ids, int64_t n_tokens, float *out,
                             loom_error *err, cudaStream_t stream);
 loom_status loom_cuda_softmax(const float *x, int64_t rows, int64_t n, float *y, loom_error *err,

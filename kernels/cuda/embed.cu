@@ -49,6 +49,9 @@ extern "C" loom_status loom_cuda_embed(loom_kweight table, const int32_t *ids, i
     if (!weight_type_ok(table.type))
         ARG_FAIL(LOOM_ERR_UNSUPPORTED, "embed: table type %d is not supported on CUDA",
                  (int)table.type);
+    if (table.layout != LOOM_WEIGHT_ROWS)
+        ARG_FAIL(LOOM_ERR_UNSUPPORTED, "embed: table layout %d; embed reads rows back to back "
+                 "(LOOM_WEIGHT_ROWS) only", (int)table.layout);
     if (n_tokens < 0 || table.rows < 0 || table.cols < 0 ||
         loom_ggml_row_bytes((uint32_t)table.type, table.cols) < 0)
         ARG_FAIL(LOOM_ERR_INVALID_ARGUMENT, "embed: bad shape (tokens %lld, table %lld x %lld)",

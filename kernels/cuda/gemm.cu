@@ -40,14 +40,15 @@ static __global__ void __launch_bounds__(kThreads, 1) gemm_kernel(const Seg s, c
     const int lane = threadIdx.x & 31;
     const int64_t r = (int64_t)blockIdx.x * kWarps + (threadIdx.x >> 5);
     if (r >= s.rows) return;
-    const uint8_t *row = s.w + r * s.row_bytes;
+    const uint8_t *row = seg_row(s, r);
+    const int bs = q4k_block_stride(s.tiles);
     const int64_t np = n_passes<T>(K);
     float acc[kMaxN];
 #pragma unroll
     for (int t = 0; t < kMaxN; t++) acc[t] = 0.0f;
     for (int64_t p = 0; p < np; p++) {
-        const typename L::Raw raw = L::template load<WIDE>(row, p, lane, K);
-        const typename L::W w = L::template prep<WIDE>(raw, row, p, lane, K);
+        const typename L::Raw raw = L::template load<WIDE>(row, bs, p, lane, K);
+        const typename L::W w = L::template prep<WIDE>(raw, row, bs, p, lane, K);
 #pragma unroll
         for (int t = 0; t < kMaxN; t++) {
             if (t < n) {

@@ -60,7 +60,7 @@ struct GemvArgs {
 
 // XS: the x source (quant_blocks.cuh: XPlain, or XNormed for a folded RMSNorm).
 template <int T, bool WIDE, int UNROLL, class XS>
-__device__ __forceinline__ float row_dot(const uint8_t *row, const XS &x, int64_t K,
+__device__ __forceinline__ float row_dot(const uint8_t *row, int bs, const XS &x, int64_t K,
                                          int lane) {
     using L = Lane<T>;
     const int64_t np = n_passes<T>(K);
@@ -69,12 +69,12 @@ __device__ __forceinline__ float row_dot(const uint8_t *row, const XS &x, int64_
         typename L::Raw raw[UNROLL];
 #pragma unroll
         for (int u = 0; u < UNROLL; u++)
-            if (p0 + u < np) raw[u] = L::template load<WIDE>(row, p0 + u, lane, K);
+            if (p0 + u < np) raw[u] = L::template load<WIDE>(row, bs, p0 + u, lane, K);
 #pragma unroll
         for (int u = 0; u < UNROLL; u++) {
             if (p0 + u < np) {
                 const typename L::X xv = L::template loadx<WIDE>(x, p0 + u, lane, K);
-                const typename L::W w = L::template prep<WIDE>(raw[u], row, p0 + u, lane, K);
+                const typename L::W w = L::template prep<WIDE>(raw[u], row, bs, p0 + u, lane, K);
                 acc = __fadd_rn(acc, L::dotw(w, xv));
             }
         }
@@ -84,26 +84,27 @@ __device__ __forceinline__ float row_dot(const uint8_t *row, const XS &x, int64_
 
 template <int UNROLL, class XS>
 __device__ __forceinline__ float row_dot_any(const Seg &s, int64_t r, const XS &x, int64_t K, int lane) {
-    const uint8_t *row = s.w + r * s.row_bytes;
+    const uint8_t *row = seg_row(s, r);
+    const int bs = q4k_block_stride(s.tiles);
     const bool w = s.wide != 0;
     switch (s.type) {
     case LOOM_GGML_Q4_K:
-        return w ? row_dot<LOOM_GGML_Q4_K, true, UNROLL>(row, x, K, lane)
-                 : row_dot<LOOM_GGML_Q4_K, false, UNROLL>(row, x, K, lane);
+        return w ? row_dot<LOOM_GGML_Q4_K, true, UNROLL>(row, bs, x, K, lane)
+                 : row_dot<LOOM_GGML_Q4_K, false, UNROLL>(row, bs, x, K, lane);
     case LOOM_GGML_Q5_K:
-        return w ? row_dot<LOOM_GGML_Q5_K, true, UNROLL>(row, x, K, lane)
-                 : row_dot<LOOM_GGML_Q5_K, false, UNROLL>(row, x, K, lane);
-    case LOOM_GGML_Q6_K: return row_dot<LOOM_GGML_Q6_K, true, UNROLL>(row, x, K, lane);
-    case LOOM_GGML_Q8_0: return row_dot<LOOM_GGML_Q8_0, true, UNROLL>(row, x, K, lane);
+        return w ? row_dot<LOOM_GGML_Q5_K, true, UNROLL>(row, bs, x, K, lane)
+                 : row_dot<LOOM_GGML_Q5_K, false, UNROLL>(row, bs, x, K, lane);
+    case LOOM_GGML_Q6_K: return row_dot<LOOM_GGML_Q6_K, true, UNROLL>(row, bs, x, K, lane);
+    case LOOM_GGML_Q8_0: return row_dot<LOOM_GGML_Q8_0, true, UNROLL>(row, bs, x, K, lane);
     case LOOM_GGML_F16:
-        return w ? row_dot<LOOM_GGML_F16, true, UNROLL>(row, x, K, lane)
-                 : row_dot<LOOM_GGML_F16, false, UNROLL>(row, x, K, lane);
+        return w ? row_dot<LOOM_GGML_F16, true, UNROLL>(row, bs, x, K, lane)
+                 : row_dot<LOOM_GGML_F16, false, UNROLL>(row, bs, x, K, lane);
     case LOOM_GGML_BF16:
-        return w ? row_dot<LOOM_GGML_BF16, true, UNROLL>(row, x, K, lane)
-                 : row_dot<LOOM_GGML_BF16, false, UNROLL>(row, x, K, lane);
+        return w ? row_dot<LOOM_GGML_BF16, true, UNROLL>(row, bs, x, K, lane)
+                 : row_dot<LOOM_GGML_BF16, false, UNROLL>(row, bs, x, K, lane);
     case LOOM_GGML_F32:
-        return w ? row_dot<LOOM_GGML_F32, true, UNROLL>(row, x, K, lane)
-                 : row_dot<LOOM_GGML_F32, false, UNROLL>(row, x, K, lane);
+        return w ? row_dot<LOOM_GGML_F32, true, UNROLL>(row, bs, x, K, lane)
+                 : row_dot<LOOM_GGML_F32, false, UNROLL>(row, bs, x, K, lane);
     default: return 0.0f;
     }
 }
@@ -116,11 +117,12 @@ __device__ __forceinline__ float seg_dot(const Seg &s, int64_t r, const XS &x, i
     if constexpr (T < 0) {
         return row_dot_any<UNROLL>(s, r, x, K, lane);
     } else if constexpr (T == LOOM_GGML_Q6_K || T == LOOM_GGML_Q8_0) {
-        return row_dot<T, true, UNROLL>(s.w + r * s.row_bytes, x, K, lane);
+        return row_dot<T, true, UNROLL>(s.w + r * s.row_bytes, 0, x, K, lane);
     } else {
-        const uint8_t *row = s.w + r * s.row_bytes;
-        return s.wide ? row_dot<T, true, UNROLL>(row, x, K, lane)
-                      : row_dot<T, false, UNROLL>(row, x, K, lane);
+        const uint8_t *row = seg_row(s, r);
+        const int bs = q4k_block_stride(s.tiles);
+        return s.wide ? row_dot<T, true, UNROLL>(row, bs, x, K, lane)
+                      : row_dot<T, false, UNROLL>(row, bs, x, K, lane);
     }
 }
 
@@ -163,8 +165,8 @@ static __global__ void __launch_bounds__(kThreads, (gemv_min_blocks<UNROLL, T0>(
     // SwiGLU's second row) into L2, so the weights' DRAM latency overlaps the previous kernel.
     if (r < s.rows) {
         const int64_t o = (int64_t)lane * 128;
-        if (o < s.row_bytes) prefetch_l2(s.w + r * s.row_bytes + o);
-        if (a.epi == EPI_SWIGLU && o < a.seg[1].row_bytes)
+        if (o < s.row_bytes && !s.tiles) prefetch_l2(s.w + r * s.row_bytes + o);
+        if (a.epi == EPI_SWIGLU && o < a.seg[1].row_bytes && !a.seg[1].tiles)
             prefetch_l2(a.seg[1].w + r * a.seg[1].row_bytes + o);
     }
     pdl_wait();
@@ -282,6 +284,13 @@ loom_status make_seg(const char *what, loom_kweight w, int64_t K, float *y, cons
     s->rows = w.rows;
     s->row_bytes = loom_ggml_row_bytes((uint32_t)w.type, K);
     s->type = w.type;
+    if (w.layout != LOOM_WEIGHT_ROWS &&
+        (w.layout != LOOM_WEIGHT_Q4K_TILES || w.type != LOOM_GGML_Q4_K || w.rows % 16 != 0))
+        ARG_FAIL(LOOM_ERR_INVALID_ARGUMENT,
+                 "%s: weight layout %d with type %s and %lld rows (LOOM_WEIGHT_Q4K_TILES needs "
+                 "Q4_K and rows a multiple of 16)",
+                 what, (int)w.layout, loom_ggml_type_get((uint32_t)w.type)->name, (long long)w.rows);
+    s->tiles = w.layout == LOOM_WEIGHT_Q4K_TILES;
     uintptr_t addr = (uintptr_t)w.data;
     if (w.type == LOOM_GGML_Q4_K || w.type == LOOM_GGML_Q5_K)
         s->wide = fast(SW_Q4K_U32) && addr % 16 == 0;
@@ -322,7 +331,8 @@ loom_status run_matmul(GemvArgs a, int64_t n, loom_error *err, cudaStream_t stre
     if (n == 0) return LOOM_OK;
     if (!fast(SW_FAST_GEMV) || !fast(SW_GEMV_MMA)) return run_matmul_rows(a, n, err, stream);
     if (a.epi == EPI_SWIGLU) {
-        if (!mma_seg_ok(a.seg[0]) || !mma_seg_ok(a.seg[1])) return run_matmul_rows(a, n, err, stream);
+        if (!mma_seg_ok(a.seg[0]) || !mma_seg_ok(a.seg[1]) || a.seg[0].tiles != a.seg[1].tiles)
+            return run_matmul_rows(a, n, err, stream);
         loom_status st = mma_matmul(a.seg, 2, a.epi, a.x, a.K, n, norm_of(a), err, stream);
         if (st == LOOM_OK) return st;
         log_fallback_once(&g_mma_fallback_logged, "matmul (mma)", err);

@@ -99,8 +99,8 @@ struct Q4Raw {
 };
 
 __device__ __forceinline__ Q4Raw q4_load(const uint8_t *rg, const uint8_t *r8, int64_t sb,
-                                         int t) {
-    const uint8_t *bg = rg + sb * kQ4KBytes, *b8 = r8 + sb * kQ4KBytes;
+                                         int t, int bs) {
+    const uint8_t *bg = rg + sb * bs, *b8 = r8 + sb * bs;
     Q4Raw r;
     r.qa0 = ldg16(bg + 16 + 32 * t);
     r.qb0 = ldg16(bg + 32 + 32 * t);
@@ -210,6 +210,8 @@ struct MmaArgs {
     int64_t K;
     int n;
     PreNorm norm;      // NORM kernels: the RMSNorm folded into the x staging
+    int tiles;         // every segment in LOOM_WEIGHT_Q4K_TILES, else all rows back to back:
+                       // the launchers pick the kernels' TL (the layout is compile-time there)
 };
 
 // Writes a tile's outputs from the reduced dots v[(m * NTL + j) * 2 + k] (matrix m, n-tile j,
@@ -242,7 +244,14 @@ __device__ __forceinline__ void q4_store(const MmaArgs &a, const Seg &s, int64_t
 // Tile `tile` of a's ranges: its segment (returned; one matrix a tile, the pair's tiles hold
 // both matrices' rows), its first row r0, and the pointers to rows g and g + 8 of each matrix
 // (rows past the segment repeat its last row). Uniform over the block but for g.
-template <int NMAT>
+// TL: the weights in LOOM_WEIGHT_Q4K_TILES (cpu_kernels.h), else rows back to back. kQ4Bs: the
+// bytes from a block of a row to the row's next block.
+template <bool TL>
+constexpr int kQ4Bs = TL ? 16 * kQ4KBytes : kQ4KBytes;
+
+// Rows g and g + 8 of tile `tile`: their segment (returned), the tile's first row r0 and each
+// matrix's row pointers wg / w8 (their block sb at + sb * kQ4Bs<TL>).
+template <int NMAT, bool TL>
 __device__ __forceinline__ int q4_tile_rows(const MmaArgs &a, int64_t tile, int g, int64_t &r0,
                                             const uint8_t *(&wg)[NMAT], const uint8_t *(&w8)[NMAT]) {
     int si = 0;
@@ -257,8 +266,9 @@ __device__ __forceinline__ int q4_tile_rows(const MmaArgs &a, int64_t tile, int 
 #pragma unroll
     for (int m = 0; m < NMAT; m++) {
         const Seg &sm = NMAT == 1 ? s : a.seg[m];
-        wg[m] = sm.w + rg * sm.row_bytes;
-        w8[m] = sm.w + r8 * sm.row_bytes;
+        const int64_t rp = TL ? kQ4KBytes : sm.row_bytes;  // row to row inside the tile
+        wg[m] = sm.w + r0 * sm.row_bytes + (rg - r0) * rp;
+        w8[m] = sm.w + r0 * sm.row_bytes + (r8 - r0) * rp;
     }
     return si;
 }
@@ -290,7 +300,7 @@ struct Q4Smem {
 // math, each warp's loop, the reductions and the store (mma_common.cuh's gt_* helpers).
 // NW: the block's warps; 3 (the pair GEMV, launch_q4k_n) runs the 4-warp block's work and bits,
 // warp 2 doing warps 2 and 3's super-blocks one after the other (common.cuh vwarp_end).
-template <int NT, int NMAT, bool NORM, bool I8, bool TR = false, int NW = kWarps>
+template <int NT, int NMAT, bool NORM, bool I8, bool TR = false, int NW = kWarps, bool TL = false>
 __device__ __forceinline__ void q4k_tile(const MmaArgs &a, Q4Smem<NT, NMAT, NORM, I8, NW> &sm,
                                          int64_t tile, int rank, int S, int tok0,
                                          unsigned long long *slot = nullptr) {
@@ -307,7 +317,7 @@ __device__ __forceinline__ void q4k_tile(const MmaArgs &a, Q4Smem<NT, NMAT, NORM
     const int ntok = a.n - tok0 < NT ? a.n - tok0 : NT;
     const uint8_t *wg[NMAT], *w8[NMAT];
     int64_t r0;
-    const Seg &s = a.seg[q4_tile_rows<NMAT>(a, tile, g, r0, wg, w8)];
+    const Seg &s = a.seg[q4_tile_rows<NMAT, TL>(a, tile, g, r0, wg, w8)];
     const bool hit = t >= 2;
     const uint32_t e = 2 * (t & 1);
     const uint32_t sel_e = e * 0x101u + 0x4040u, sel_o = (e + 1) * 0x101u + 0x4040u;
@@ -342,8 +352,8 @@ __device__ __forceinline__ void q4k_tile(const MmaArgs &a, Q4Smem<NT, NMAT, NORM
     const int vend = vwarp_end<NW>(w);  // this warp's virtual warps: w .. vend - 1
     using Raw = std::conditional_t<I8, Q4RawI8, Q4Raw>;
     auto load = [&](int m, int64_t b) -> Raw {
-        if constexpr (I8) return q4_load_i8(wg[m], w8[m], b, t);
-        else return q4_load(wg[m], w8[m], b, t);
+        if constexpr (I8) return q4_load_i8(wg[m], w8[m], b, t, kQ4Bs<TL>);
+        else return q4_load(wg[m], w8[m], b, t, kQ4Bs<TL>);
     };
     Raw cur[NMAT];
     // x of the super-block in hand for the staged tokens (L2); the GEMV loads it with the
@@ -383,8 +393,8 @@ __device__ __forceinline__ void q4k_tile(const MmaArgs &a, Q4Smem<NT, NMAT, NORM
     } else if (NW == kWarps && sb < nsb) {  // the pair: its first super-block into L2 only
 #pragma unroll
         for (int m = 0; m < NMAT; m++) {
-            prefetch_l2(wg[m] + sb * kQ4KBytes + 64 * t);
-            prefetch_l2(w8[m] + sb * kQ4KBytes + 64 * t);
+            prefetch_l2(wg[m] + sb * kQ4Bs<TL> + 64 * t);
+            prefetch_l2(w8[m] + sb * kQ4Bs<TL> + 64 * t);
         }
     }
     pdl_wait();
@@ -459,8 +469,8 @@ __device__ __forceinline__ void q4k_tile(const MmaArgs &a, Q4Smem<NT, NMAT, NORM
                 if (la < nsb) {
 #pragma unroll
                     for (int m = 0; m < NMAT; m++) {
-                        prefetch_l2(wg[m] + (int64_t)la * kQ4KBytes + 64 * t);
-                        prefetch_l2(w8[m] + (int64_t)la * kQ4KBytes + 64 * t);
+                        prefetch_l2(wg[m] + (int64_t)la * kQ4Bs<TL> + 64 * t);
+                        prefetch_l2(w8[m] + (int64_t)la * kQ4Bs<TL> + 64 * t);
                     }
                 }
             }
@@ -528,11 +538,11 @@ __device__ __forceinline__ void q4k_tile(const MmaArgs &a, Q4Smem<NT, NMAT, NORM
 }
 
 // NW = 3 (the pair GEMV): 5 blocks an SM at 128 registers (4 of 4 warps).
-template <int NT, int NMAT, bool NORM, bool I8, int NW = kWarps>
+template <int NT, int NMAT, bool NORM, bool I8, int NW = kWarps, bool TL = false>
 static __global__ void __launch_bounds__(NW * 32, NW < kWarps ? 5 : NT == 1 ? 4 : 2)
     gemv_mma_q4k(const MmaArgs a) {
     __shared__ Q4Smem<NT, NMAT, NORM, I8, NW> sm;
-    q4k_tile<NT, NMAT, NORM, I8, false, NW>(a, sm, blockIdx.z, (int)blockIdx.x, (int)gridDim.x,
+    q4k_tile<NT, NMAT, NORM, I8, false, NW, TL>(a, sm, blockIdx.z, (int)blockIdx.x, (int)gridDim.x,
                                             (int)blockIdx.y * NT);
 }
 
@@ -558,11 +568,11 @@ static int pair_warps(int S, int64_t blocks) {
     return S == 1 && blocks > 4 * sms && blocks <= 5 * sms ? 3 : kWarps;
 }
 
-template <int NT, int NMAT, bool NORM>
+template <int NT, int NMAT, bool NORM, bool TL>
 cudaError_t launch_q4k_n(const MmaArgs &a, bool i8, int S, int64_t groups, cudaStream_t stream) {
     const dim3 grid((unsigned)S, (unsigned)groups, (unsigned)a.tile0[a.nseg]);
     const dim3 cl((unsigned)S, 1, 1);
-    if (NT == 1 && i8) {
+    if (NT == 1 && i8 && !TL) {  // (the traced kernels read rows back to back)
         if (unsigned long long *slot = gemv_trace_next())
             return launch_cluster(gemv_mma_q4k_tr<NMAT, NORM>, grid, cl, kThreads, 0, stream, a, slot);
     }
@@ -573,20 +583,28 @@ cudaError_t launch_q4k_n(const MmaArgs &a, bool i8, int S, int64_t groups, cudaS
         // without the requests 1.97 at 4K, 1.79 at 512 (bench/NOTES.md 7, "Session 13, pw3").
         if (pair_warps(S, (int64_t)S * a.tile0[a.nseg]) == 3) {
             g_pair3_launches.fetch_add(1, std::memory_order_relaxed);
-            return launch_cluster_in_order(i8 ? gemv_mma_q4k<1, 2, NORM, true, 3>
-                                              : gemv_mma_q4k<1, 2, NORM, false, 3>,
-                                           grid, cl, 3 * 32, 0, stream, a);
+            if (TL || i8)
+                return launch_cluster_in_order(gemv_mma_q4k<1, 2, NORM, true, 3, TL>, grid, cl,
+                                               3 * 32, 0, stream, a);
+            if constexpr (!TL)
+                return launch_cluster_in_order(gemv_mma_q4k<1, 2, NORM, false, 3>, grid, cl,
+                                               3 * 32, 0, stream, a);
         }
     }
-    if (i8) return launch_cluster(gemv_mma_q4k<NT, NMAT, NORM, true>, grid, cl, kThreads, 0, stream, a);
-    return launch_cluster(gemv_mma_q4k<NT, NMAT, NORM, false>, grid, cl, kThreads, 0, stream, a);
+    // Tiles take the INT8 body only (the f16 body's pair spilled with them on sm_87 and sm_90a).
+    if (TL || i8) return launch_cluster(gemv_mma_q4k<NT, NMAT, NORM, true, kWarps, TL>, grid, cl, kThreads, 0, stream, a);
+    if constexpr (!TL) return launch_cluster(gemv_mma_q4k<NT, NMAT, NORM, false>, grid, cl, kThreads, 0, stream, a);
+    return cudaErrorInvalidValue;  // (not reached: TL)
 }
 
 template <int NT, int NMAT>
 cudaError_t launch_q4k(const MmaArgs &a, bool norm, bool i8, int S, int64_t groups,
                        cudaStream_t stream) {
-    return norm ? launch_q4k_n<NT, NMAT, true>(a, i8, S, groups, stream)
-                : launch_q4k_n<NT, NMAT, false>(a, i8, S, groups, stream);
+    if (a.tiles)
+        return norm ? launch_q4k_n<NT, NMAT, true, true>(a, i8, S, groups, stream)
+                    : launch_q4k_n<NT, NMAT, false, true>(a, i8, S, groups, stream);
+    return norm ? launch_q4k_n<NT, NMAT, true, false>(a, i8, S, groups, stream)
+                : launch_q4k_n<NT, NMAT, false, false>(a, i8, S, groups, stream);
 }
 
 // ---- The wide GEMM (LOOM_GEMM_WIDE, bench/NOTES.md 4, session 8 pg4) ------------------------
@@ -745,7 +763,7 @@ __device__ __forceinline__ void wide_store(const MmaArgs &a, const Seg &s, int64
     q4_store<NTL, NMAT>(a, s, r0, tok0, ntok, lane, v);
 }
 
-template <int NT, int NMAT, bool NORM, bool SPLIT>
+template <int NT, int NMAT, bool NORM, bool SPLIT, bool TL>
 static __global__ void __launch_bounds__(kThreads, 2) gemm_wide_q4k(const MmaArgs a, int S) {
     __shared__ WideSmem<NT, NMAT, NORM, SPLIT> sm;
     pdl_launch_dependents();
@@ -759,7 +777,7 @@ static __global__ void __launch_bounds__(kThreads, 2) gemm_wide_q4k(const MmaArg
     const int64_t tile = live ? (int64_t)blockIdx.y * kWarps + w : tiles - 1;
     const uint8_t *wg[NMAT], *w8[NMAT];
     int64_t r0;
-    const Seg &s = a.seg[q4_tile_rows<NMAT>(a, tile, g, r0, wg, w8)];
+    const Seg &s = a.seg[q4_tile_rows<NMAT, TL>(a, tile, g, r0, wg, w8)];
     const bool hit = t >= 2;
     const uint32_t e = 2 * (t & 1);
     const uint32_t sel_e = e * 0x101u + 0x4040u, sel_o = (e + 1) * 0x101u + 0x4040u;
@@ -784,7 +802,7 @@ static __global__ void __launch_bounds__(kThreads, 2) gemm_wide_q4k(const MmaArg
     Q4Raw cur[NMAT];
     if (live && nsb > 0) {
 #pragma unroll
-        for (int m = 0; m < NMAT; m++) cur[m] = q4_load(wg[m], w8[m], 0, t);
+        for (int m = 0; m < NMAT; m++) cur[m] = q4_load(wg[m], w8[m], 0, t, kQ4Bs<TL>);
     }
     pdl_wait();
     if (NORM) block_rms_scales<NT>(a.x + (int64_t)tok0 * a.K, a.K, ntok, a.K, a.norm, sm.npart, sm.nscale);
@@ -846,11 +864,11 @@ static __global__ void __launch_bounds__(kThreads, 2) gemm_wide_q4k(const MmaArg
                     } else {
                         q4_decode(cur[m], hit, sel_e, sel_o, A);
                     }
-                    if (NMAT == 1 && more) cur[m] = q4_load(wg[m], w8[m], nx, t);
+                    if (NMAT == 1 && more) cur[m] = q4_load(wg[m], w8[m], nx, t, kQ4Bs<TL>);
 #pragma unroll
                     for (int j = 0; j < NTL; j++)
                         if (4 * j < ntok) q4_ntile<NT, NMAT == 1 ? 2 : 1>(A, st, j, lane, pt[m][j]);
-                    if (NMAT == 2 && more) cur[m] = q4_load(wg[m], w8[m], nx, t);
+                    if (NMAT == 2 && more) cur[m] = q4_load(wg[m], w8[m], nx, t, kQ4Bs<TL>);
                 }
             }
         }
@@ -888,7 +906,7 @@ constexpr int kWideTokI8 = 16;
 // flight during this one's tiles, one barrier a super-block; NORM is then the pre-pass's
 // business (NORM = false). Relay pre-R1 (H200): 4B N = 512 O + add 272 -> 171 us, ffn down + add
 // 608 -> 375, Q+K normed 385 -> 197, the pair normed 1,098 -> 633 (bench/NOTES.md 2.4).
-template <int NMAT, bool NORM, bool SPLIT, bool PRE = false>
+template <int NMAT, bool NORM, bool SPLIT, bool PRE, bool TL>
 static __global__ void __launch_bounds__(kThreads, NMAT == 1 ? 3 : 2)
     gemm_wide_q4k_i8(const MmaArgs a, int S, const Q4Limbs L) {
     static_assert(!(PRE && NORM), "the pre-pass applies the norm");
@@ -909,7 +927,7 @@ static __global__ void __launch_bounds__(kThreads, NMAT == 1 ? 3 : 2)
     const int64_t tile = live ? (int64_t)blockIdx.y * kWarps + w : tiles - 1;
     const uint8_t *wg[NMAT], *w8[NMAT];
     int64_t r0;
-    const Seg &s = a.seg[q4_tile_rows<NMAT>(a, tile, g, r0, wg, w8)];
+    const Seg &s = a.seg[q4_tile_rows<NMAT, TL>(a, tile, g, r0, wg, w8)];
     const int nsb = (int)(a.K / 256);
     const int step = kWarps * S;
     const int np = step < nsb ? step : nsb;  // the non-empty partials: p = 0 .. np - 1
@@ -930,7 +948,7 @@ static __global__ void __launch_bounds__(kThreads, NMAT == 1 ? 3 : 2)
     Q4RawI8 cur[NMAT];
     if (live && nsb > 0 && !LEAN) {
 #pragma unroll
-        for (int m = 0; m < NMAT; m++) cur[m] = q4_load_i8(wg[m], w8[m], 0, t);
+        for (int m = 0; m < NMAT; m++) cur[m] = q4_load_i8(wg[m], w8[m], 0, t, kQ4Bs<TL>);
     }
     // Tokens never staged (a ragged block) keep zero columns and 1 / s = 0 (ordered before the
     // first staging by the loop's barrier; PRE copies the pre-pass's zeros).
@@ -1011,18 +1029,18 @@ static __global__ void __launch_bounds__(kThreads, NMAT == 1 ? 3 : 2)
                 for (int m = 0; m < NMAT; m++) {
                     const bool more = sb + step < nsb || p + 1 < np;
                     Q4I8Dec A;
-                    if (LEAN) cur[m] = q4_load_i8(wg[m], w8[m], sb, t);
+                    if (LEAN) cur[m] = q4_load_i8(wg[m], w8[m], sb, t, kQ4Bs<TL>);
                     q4_i8_decode(cur[m], t, A);
                     if (LEAN && more) {
-                        prefetch_l2(wg[m] + (int64_t)nx * kQ4KBytes + 64 * t);
-                        prefetch_l2(w8[m] + (int64_t)nx * kQ4KBytes + 64 * t);
+                        prefetch_l2(wg[m] + (int64_t)nx * kQ4Bs<TL> + 64 * t);
+                        prefetch_l2(w8[m] + (int64_t)nx * kQ4Bs<TL> + 64 * t);
                     } else if (NMAT == 1 && more) {
-                        cur[m] = q4_load_i8(wg[m], w8[m], nx, t);
+                        cur[m] = q4_load_i8(wg[m], w8[m], nx, t, kQ4Bs<TL>);
                     }
 #pragma unroll
                     for (int pp = 0; pp < NP; pp++)
                         if (2 * pp < ntok) q4_i8_wtile<NT>(A, st, pp, lane, pa[m][pp]);
-                    if (NMAT == 2 && more) cur[m] = q4_load_i8(wg[m], w8[m], nx, t);
+                    if (NMAT == 2 && more) cur[m] = q4_load_i8(wg[m], w8[m], nx, t, kQ4Bs<TL>);
                 }
             }
             if (PRE && NBUF == 1 && has_next()) {
@@ -1053,7 +1071,7 @@ static __global__ void __launch_bounds__(kThreads) q4_prepass(const float *x, in
 // q4_limbs_bytes(n, K) bytes), then the wide INT8 GEMM reading it. Returns
 // cudaErrorMemoryAllocation, having launched nothing, when the scratch is short (the caller
 // then runs the kernel that stages x itself: the same bits).
-template <int NMAT>
+template <int NMAT, bool TL>
 cudaError_t launch_wide_pre(const MmaArgs &a, bool norm, int S, dim3 grid, cudaStream_t stream) {
     void *buf = scratch(q4_limbs_bytes(a.n, a.K), stream);
     if (!buf) return cudaErrorMemoryAllocation;
@@ -1069,36 +1087,42 @@ cudaError_t launch_wide_pre(const MmaArgs &a, bool norm, int S, dim3 grid, cudaS
     cudaError_t e = launch(norm ? q4_prepass<true> : q4_prepass<false>, dim3((unsigned)L.npad),
                            kThreads, 0, stream, a.x, a.K, a.n, a.norm, X, SX, SI, L.npad);
     if (e != cudaSuccess) return e;
-    if (S > 1) return launch(gemm_wide_q4k_i8<NMAT, false, true, true>, grid, kThreads, 0, stream, a, S, L);
-    return launch(gemm_wide_q4k_i8<NMAT, false, false, true>, grid, kThreads, 0, stream, a, S, L);
+    if (S > 1) return launch(gemm_wide_q4k_i8<NMAT, false, true, true, TL>, grid, kThreads, 0, stream, a, S, L);
+    return launch(gemm_wide_q4k_i8<NMAT, false, false, true, TL>, grid, kThreads, 0, stream, a, S, L);
 }
 
 // i8: the INT8 kernels, on the limb pre-pass where pre (q4_plan's rule) and the scratch is there,
 // else staging x in the block; else the f16 body's.
-template <int NMAT, bool NORM>
+template <int NMAT, bool NORM, bool TL>
 cudaError_t launch_wide_n(const MmaArgs &a, bool i8, bool pre, int S, cudaStream_t stream) {
     constexpr int NT1 = kWideTok<NMAT, false>, NTS = kWideTok<NMAT, true>;
     const int NT = i8 ? kWideTokI8 : (S > 1 ? NTS : NT1);
     const dim3 grid((unsigned)((a.n + NT - 1) / NT),
                     (unsigned)((a.tile0[a.nseg] + kWarps - 1) / kWarps), 1);
     if (i8 && pre) {  // without scratch (a capture) the kernels below, the same bits
-        const cudaError_t e = launch_wide_pre<NMAT>(a, NORM, S, grid, stream);
+        const cudaError_t e = launch_wide_pre<NMAT, TL>(a, NORM, S, grid, stream);
         if (e != cudaErrorMemoryAllocation) return e;
         (void)cudaGetLastError();
     }
-    if (i8) {
+    if (TL || i8) {  // (tiles: the INT8 body only, as launch_q4k_n)
         const Q4Limbs none = {};
-        if (S > 1) return launch(gemm_wide_q4k_i8<NMAT, NORM, true>, grid, kThreads, 0, stream, a, S, none);
-        return launch(gemm_wide_q4k_i8<NMAT, NORM, false>, grid, kThreads, 0, stream, a, S, none);
+        if (S > 1) return launch(gemm_wide_q4k_i8<NMAT, NORM, true, false, TL>, grid, kThreads, 0, stream, a, S, none);
+        return launch(gemm_wide_q4k_i8<NMAT, NORM, false, false, TL>, grid, kThreads, 0, stream, a, S, none);
     }
-    if (S > 1) return launch(gemm_wide_q4k<NTS, NMAT, NORM, true>, grid, kThreads, 0, stream, a, S);
-    return launch(gemm_wide_q4k<NT1, NMAT, NORM, false>, grid, kThreads, 0, stream, a, S);
+    if constexpr (!TL) {
+        if (S > 1) return launch(gemm_wide_q4k<NTS, NMAT, NORM, true, false>, grid, kThreads, 0, stream, a, S);
+        return launch(gemm_wide_q4k<NT1, NMAT, NORM, false, false>, grid, kThreads, 0, stream, a, S);
+    }
+    return cudaErrorInvalidValue;  // (not reached: TL)
 }
 
 template <int NMAT>
 cudaError_t launch_wide(const MmaArgs &a, bool norm, bool i8, bool pre, int S, cudaStream_t stream) {
-    return norm ? launch_wide_n<NMAT, true>(a, i8, pre, S, stream)
-                : launch_wide_n<NMAT, false>(a, i8, pre, S, stream);
+    if (a.tiles)
+        return norm ? launch_wide_n<NMAT, true, true>(a, i8, pre, S, stream)
+                    : launch_wide_n<NMAT, false, true>(a, i8, pre, S, stream);
+    return norm ? launch_wide_n<NMAT, true, false>(a, i8, pre, S, stream)
+                : launch_wide_n<NMAT, false, false>(a, i8, pre, S, stream);
 }
 
 // ---- The Q4_K_M triple in one launch (bench/NOTES.md 2.3) --------------------------------
@@ -1128,7 +1152,7 @@ union MixSmem {
 
 // I8: the Q4_K tiles on the INT8 body (LOOM_GEMV_MMA_Q4K_V=2), as their two-launch path runs
 // them; the V tiles keep the f16 body either way (4 blocks an SM: the f16 Q6_K tile's 128).
-template <int NT, int ST, bool NORM, bool I8>
+template <int NT, int ST, bool NORM, bool I8, bool TL>
 static __global__ void __launch_bounds__(kThreads, NT == 1 ? 4 : 2)
     gemv_mma_mixed(const MixArgs m) {
     __shared__ MixSmem<NT, ST, NORM, I8> sm;
@@ -1142,7 +1166,7 @@ static __global__ void __launch_bounds__(kThreads, NT == 1 ? 4 : 2)
     } else {
         const int64_t tile = (m.first6 ? slot : slot - m.slots6) * (C / m.s4) + c / m.s4;
         if (tile >= m.q4.tile0[m.q4.nseg]) return;
-        q4k_tile<NT, 1, NORM, I8>(m.q4, sm.q4, tile, c % m.s4, m.s4, tok0);
+        q4k_tile<NT, 1, NORM, I8, false, kWarps, TL>(m.q4, sm.q4, tile, c % m.s4, m.s4, tok0);
     }
 }
 
@@ -1215,6 +1239,14 @@ void route_segments(const Seg *seg, int nseg, Seg *mm, int *nm, Seg *m6, int *n6
         else if (q6 && mma_q6k_seg_ok(seg[i])) m6[(*n6)++] = seg[i];
         else rest[(*nrest)++] = seg[i];
     }
+    // One mma launch reads one layout (MmaArgs::tiles): Q4_K segments that mix them take the
+    // warp-per-row kernels, which read either per segment.
+    for (int i = 1; i < *nm; i++)
+        if (mm[i].tiles != mm[0].tiles) {
+            for (int j = 0; j < *nm; j++) rest[(*nrest)++] = mm[j];
+            *nm = 0;
+            break;
+        }
 }
 
 // Launches of the wide GEMM so far (loom_cuda_matmul_wide_launches: tests check the path ran).
@@ -1249,7 +1281,7 @@ static Q4Plan q4_plan(const Seg *seg, int nseg, int epi, int64_t n) {
     p.nmat = epi == EPI_SWIGLU || (epi == EPI_PLAIN && nseg == 2 && seg[0].rows == seg[1].rows) ? 2 : 1;
     p.tiles = 0;
     for (int i = 0; i < (p.nmat == 2 ? 1 : nseg); i++) p.tiles += (seg[i].rows + kTileRows - 1) / kTileRows;
-    p.i8 = mma_q4k_variant() == 2;
+    p.i8 = mma_q4k_variant() == 2 || seg[0].tiles;  // (tiles: the INT8 body only, launch_q4k_n)
     const int wset = gemm_wide_min();
     if (wset == 1) {
         const int64_t blocks = (n + kWideTokI8 - 1) / kWideTokI8 * ((p.tiles + kWarps - 1) / kWarps);
@@ -1281,6 +1313,10 @@ loom_status mma_matmul(const Seg *seg, int nseg, int epi, const float *x, int64_
     if (tiles == 0) return LOOM_OK;
     if (tiles > 65535)
         ARG_FAIL(LOOM_ERR_UNSUPPORTED, "matmul (mma): %lld row tiles > 65535", (long long)tiles);
+    for (int i = 1; i < nseg; i++)
+        if (seg[i].tiles != seg[0].tiles)  // (route_segments and run_matmul keep them apart)
+            ARG_FAIL(LOOM_ERR_INVALID_ARGUMENT, "matmul (mma): weights of two layouts in one launch");
+    a.tiles = seg[0].tiles;
     a.epi = epi;
     a.x = x;
     a.K = K;
@@ -1326,6 +1362,18 @@ size_t mma_scratch_bytes(const Seg *seg, int nseg, int epi, int64_t K, int64_t n
 
 std::atomic<int64_t> g_mixed_launches{0};
 
+template <bool TL>
+static cudaError_t launch_mixed(const MixArgs &m, bool norm, bool i8, dim3 grid, dim3 cl,
+                                cudaStream_t stream) {
+    if (TL || i8)  // (tiles: the INT8 body only, as launch_q4k_n)
+        return norm ? launch_cluster(gemv_mma_mixed<1, 2, true, true, TL>, grid, cl, kThreads, 0, stream, m)
+                    : launch_cluster(gemv_mma_mixed<1, 2, false, true, TL>, grid, cl, kThreads, 0, stream, m);
+    if constexpr (!TL)
+        return norm ? launch_cluster(gemv_mma_mixed<1, 2, true, false, false>, grid, cl, kThreads, 0, stream, m)
+                    : launch_cluster(gemv_mma_mixed<1, 2, false, false, false>, grid, cl, kThreads, 0, stream, m);
+    return cudaErrorInvalidValue;  // (not reached: TL)
+}
+
 loom_status mma_triple_mixed(const Seg *s4, int n4, const Seg *s6, int n6, const float *x,
                              int64_t K, int64_t n, const PreNorm *norm, bool *ran,
                              loom_error *err, cudaStream_t stream) {
@@ -1363,6 +1411,7 @@ loom_status mma_triple_mixed(const Seg *s4, int n4, const Seg *s6, int n6, const
         v_first = 16 * (K / 256 / S6) >= 10 * (K / 256 / S4);
     m.first6 = v_first ? 0 : slots4;
     if (slots > 65535) return LOOM_OK;
+    m.q4.tiles = s4[0].tiles;  // (route_segments: one layout)
     m.q4.epi = m.q6.epi = EPI_PLAIN;
     m.q4.x = m.q6.x = x;
     m.q4.K = m.q6.K = K;
@@ -1373,15 +1422,13 @@ loom_status mma_triple_mixed(const Seg *s4, int n4, const Seg *s6, int n6, const
     const bool i8 = mma_q4k_variant() == 2;
     cudaError_t e;
     // (traced: the normed triple, as the executor runs it; the plain one's traced kernel spilled)
-    unsigned long long *tslot = i8 && norm ? gemv_trace_next() : nullptr;
+    unsigned long long *tslot = i8 && norm && !m.q4.tiles ? gemv_trace_next() : nullptr;
     if (tslot)
         e = launch_cluster(gemv_mma_mixed_tr, grid, cl, kThreads, 0, stream, m, tslot);
-    else if (i8)
-        e = norm ? launch_cluster(gemv_mma_mixed<1, 2, true, true>, grid, cl, kThreads, 0, stream, m)
-                 : launch_cluster(gemv_mma_mixed<1, 2, false, true>, grid, cl, kThreads, 0, stream, m);
+    else if (m.q4.tiles)
+        e = launch_mixed<true>(m, norm != nullptr, i8, grid, cl, stream);
     else
-        e = norm ? launch_cluster(gemv_mma_mixed<1, 2, true, false>, grid, cl, kThreads, 0, stream, m)
-                 : launch_cluster(gemv_mma_mixed<1, 2, false, false>, grid, cl, kThreads, 0, stream, m);
+        e = launch_mixed<false>(m, norm != nullptr, i8, grid, cl, stream);
     CUDA_CHECK(e);
     g_mixed_launches.fetch_add(1, std::memory_order_relaxed);
     return LOOM_OK;

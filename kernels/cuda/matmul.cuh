@@ -26,7 +26,17 @@ struct Seg {
     int64_t row_bytes;
     int type;             // loom_ggml_type
     int wide;             // word loads (Q4_K/Q5_K) / 16-byte loads (F16/BF16/F32) allowed
+    int tiles;            // LOOM_WEIGHT_Q4K_TILES (Q4_K, rows % 16 == 0), else rows back to back
 };
+
+// Bytes from a block of a Q4_K row to the row's next block: 144, or 16 x 144 in tiles.
+__host__ __device__ __forceinline__ int q4k_block_stride(bool tiles) { return tiles ? 16 * 144 : 144; }
+
+// Row r's first byte (its block 0): rows back to back, or (tiles) 16-row tiles of 16 row_bytes
+// bytes whose rows start 144 bytes apart.
+__host__ __device__ __forceinline__ const uint8_t *seg_row(const Seg &s, int64_t r) {
+    return s.tiles ? s.w + (r >> 4) * 16 * s.row_bytes + (r & 15) * 144 : s.w + r * s.row_bytes;
+}
 
 // silu exactly as loom_silu: x / (1 + expf(-x)), IEEE division.
 __device__ __forceinline__ float silu_f(float x) {

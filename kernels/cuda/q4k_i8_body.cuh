@@ -51,8 +51,8 @@ struct Q4RawI8 {
 };
 
 __device__ __forceinline__ Q4RawI8 q4_load_i8(const uint8_t *rg, const uint8_t *r8, int64_t sb,
-                                              int t) {
-    const uint8_t *bg = rg + sb * kQ4KBytes, *b8 = r8 + sb * kQ4KBytes;
+                                              int t, int bs) {
+    const uint8_t *bg = rg + sb * bs, *b8 = r8 + sb * bs;
     Q4RawI8 r;
 #pragma unroll
     for (int c = 0; c < 4; c++) {

@@ -120,14 +120,16 @@ template <int T>
 struct Lane;
 
 // Each Lane<T> has four steps, called in this order by the GEMV and the GEMM alike:
-//   Raw load(row, p, lane, K)   the lane's weight bytes of pass p (DRAM; the only weight read)
+//   Raw load(row, bs, p, lane, K) the lane's weight bytes of pass p (DRAM; the only weight read)
 //   X   loadx(xs, p, lane, K)   the x values those bytes multiply (L1/L2; xs: XPlain/XNormed)
-//   W   prep(raw, row, p, lane, K) weights decoded to floats + scales (no x involved; Q4_K/Q5_K
+//   W   prep(raw, row, bs, p, lane, K) weights decoded to floats + scales (no x involved; Q4_K/Q5_K
 //                               read their block header here, an L1 hit), once per pass in
 //                               the GEMM however many tokens use it
 //   float dotw(w, xv)           the lane's partial of pass p
 // The GEMV runs load, loadx, prep, dotw for every (row, pass); the GEMM runs prep once and
-// loadx + dotw per token. Same operations, same order: the same bits.
+// loadx + dotw per token. Same operations, same order: the same bits. row: the row's block 0
+// (matmul.cuh seg_row); bs: the bytes from one of its blocks to the next, which only Q4_K
+// reads (q4k_block_stride: 144, or 16 x 144 in LOOM_WEIGHT_Q4K_TILES).
 
 // ---- Q4_K ---------------------------------------------------------------------------------
 // Lane L of pass p: block 4p + L/8, s = L%8; for each chunk j = 0..3 the 32-bit quant word
@@ -156,12 +158,12 @@ struct Lane<LOOM_GGML_Q4_K> {
         return U32 ? ld_u32(b) : ld_bytes4(b);
     }
     template <bool U32>
-    static __device__ __forceinline__ Raw load(const uint8_t *row, int64_t p, int lane,
+    static __device__ __forceinline__ Raw load(const uint8_t *row, int bs, int64_t p, int lane,
                                                int64_t K) {
         const int64_t blk = block_of(p, lane);
         Raw r{{0u, 0u, 0u, 0u}};
         if (blk * 256 < K) {
-            const uint8_t *b = row + blk * kQ4KBytes + 16 + 4 * (lane & 7);
+            const uint8_t *b = row + blk * bs + 16 + 4 * (lane & 7);
 #pragma unroll
             for (int j = 0; j < 4; j++) r.q[j] = word<U32>(b + 32 * j);
         }
@@ -227,10 +229,10 @@ struct Lane<LOOM_GGML_Q4_K> {
         return w;
     }
     template <bool U32>
-    static __device__ __forceinline__ W prep(const Raw &r, const uint8_t *row, int64_t p,
+    static __device__ __forceinline__ W prep(const Raw &r, const uint8_t *row, int bs, int64_t p,
                                              int lane, int64_t K) {
         const int64_t blk = block_of(p, lane);
-        const uint4 hd = blk * 256 < K ? header<U32>(row + blk * kQ4KBytes) : make_uint4(0, 0, 0, 0);
+        const uint4 hd = blk * 256 < K ? header<U32>(row + blk * bs) : make_uint4(0, 0, 0, 0);
         uint32_t lo[4], hi[4];
 #pragma unroll
         for (int j = 0; j < 4; j++) { lo[j] = r.q[j] & 0x0F0F0F0Fu; hi[j] = (r.q[j] >> 4) & 0x0F0F0F0Fu; }
@@ -264,7 +266,7 @@ struct Lane<LOOM_GGML_Q5_K> {
     using X = Lane<LOOM_GGML_Q4_K>::X;
     using W = Lane<LOOM_GGML_Q4_K>::W;
     template <bool U32>
-    static __device__ __forceinline__ Raw load(const uint8_t *row, int64_t p, int lane,
+    static __device__ __forceinline__ Raw load(const uint8_t *row, int bs, int64_t p, int lane,
                                                int64_t K) {
         const int64_t blk = Lane<LOOM_GGML_Q4_K>::block_of(p, lane);
         Raw r{{0u, 0u, 0u, 0u}, 0u};
@@ -281,7 +283,7 @@ struct Lane<LOOM_GGML_Q5_K> {
         return Lane<LOOM_GGML_Q4_K>::loadx<U32>(xs, p, lane, K);
     }
     template <bool U32>
-    static __device__ __forceinline__ W prep(const Raw &r, const uint8_t *row, int64_t p,
+    static __device__ __forceinline__ W prep(const Raw &r, const uint8_t *row, int bs, int64_t p,
                                              int lane, int64_t K) {
         const int64_t blk = Lane<LOOM_GGML_Q4_K>::block_of(p, lane);
         const uint4 hd = blk * 256 < K ? Lane<LOOM_GGML_Q4_K>::header<U32>(row + blk * kQ5KBytes)
@@ -307,7 +309,7 @@ struct Lane<LOOM_GGML_Q6_K> {
     struct X { float2 x0, x1, x2, x3; };
     struct W { float q[8], s[4], d; };
     template <bool U32>
-    static __device__ __forceinline__ Raw load(const uint8_t *row, int64_t p, int lane, int64_t) {
+    static __device__ __forceinline__ Raw load(const uint8_t *row, int bs, int64_t p, int lane, int64_t) {
         const uint8_t *blk = row + p * kQ6KBytes;  // 210-byte blocks: only 2-byte aligned
         const int h = lane >> 4, l0 = 2 * (lane & 15), is = l0 >> 4;
         Raw r;
@@ -327,7 +329,7 @@ struct Lane<LOOM_GGML_Q6_K> {
         return X{xs.ld2(kb), xs.ld2(kb + 32), xs.ld2(kb + 64), xs.ld2(kb + 96)};
     }
     template <bool U32>
-    static __device__ __forceinline__ W prep(const Raw &r, const uint8_t *, int64_t, int,
+    static __device__ __forceinline__ W prep(const Raw &r, const uint8_t *, int, int64_t, int,
                                              int64_t) {
         // bytes: a = ql[l0], ql[l0+1]; b = ql[l0+32], ql[l0+33]; h = qh[l0], qh[l0+1]
         // q1 = a&F | (h&3)<<4, q2 = b&F | ((h>>2)&3)<<4, q3 = a>>4 | ((h>>4)&3)<<4,
@@ -370,7 +372,7 @@ struct Lane<LOOM_GGML_Q8_0> {
     struct X { float4 v; };
     struct W { float q[4], d; };
     template <bool U32>
-    static __device__ __forceinline__ Raw load(const uint8_t *row, int64_t p, int lane,
+    static __device__ __forceinline__ Raw load(const uint8_t *row, int bs, int64_t p, int lane,
                                                int64_t K) {
         const int64_t blk = 4 * p + (lane >> 3);
         Raw r{0u, 0u};  // a block past the row end decodes to zeros (d = 0)
@@ -389,7 +391,7 @@ struct Lane<LOOM_GGML_Q8_0> {
         return X{xs.ld4(blk * 32 + 4 * (lane & 7))};
     }
     template <bool U32>
-    static __device__ __forceinline__ W prep(const Raw &r, const uint8_t *, int64_t, int,
+    static __device__ __forceinline__ W prep(const Raw &r, const uint8_t *, int, int64_t, int,
                                              int64_t) {
         const uint32_t q = r.q ^ 0x80808080u;
         const float bias = 8388736.0f;
@@ -417,7 +419,7 @@ struct LanePlain {
     struct X { float v[kPer]; };
     struct W { float v[kPer]; };
     template <bool VEC>
-    static __device__ __forceinline__ Raw load(const uint8_t *row, int64_t p, int lane,
+    static __device__ __forceinline__ Raw load(const uint8_t *row, int bs, int64_t p, int lane,
                                                int64_t K) {
         const int64_t k0 = p * kVals + (int64_t)lane * kPer;
         Raw r{{0u, 0u, 0u, 0u}};
@@ -458,7 +460,7 @@ struct LanePlain {
         return xv;
     }
     template <bool VEC>
-    static __device__ __forceinline__ W prep(const Raw &r, const uint8_t *, int64_t, int,
+    static __device__ __forceinline__ W prep(const Raw &r, const uint8_t *, int, int64_t, int,
                                              int64_t) {
         W w;
 #pragma unroll

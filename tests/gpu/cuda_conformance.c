@@ -4,7 +4,7 @@
  * exits non-zero when any case fails or any CUDA call fails.
  *
  *   cuda_conformance [--quick] [--attn] [--matmul] [--normed] [--fused] [--mixed] [--q6k]
- *                    [--q4k] [--prefill] [--wide] [--seed N]
+ *                    [--q4k] [--prefill] [--wide] [--tiles] [--seed N]
  *
  * --quick keeps a reduced shape set (for compute-sanitizer, which is 10-100x slower); --attn
  * runs only the kv_write and attention cases (and the refusals; with LOOM_ATTN_BPSM=... to
@@ -17,7 +17,9 @@
  * run include them, --mixed its one-launch triple); --prefill only the prefill attention cases
  * (both LOOM_ATTN_PREFILL values; --attn and the full run include them); --wide only the wide
  * prefill GEMM (LOOM_GEMM_WIDE: == the old GEMM's bits, CPU twin, GEMM token == GEMV; --matmul
- * and the full run include it).
+ * and the full run include it); --tiles only Q4_K weights in LOOM_WEIGHT_Q4K_TILES (the layout
+ * change == its CPU twin, every Q4_K launcher == itself on the rows, bit for bit; the refusals;
+ * --matmul and the full run include it).
  * Outputs are poisoned (all bytes 0xFF, a NaN pattern) before every GPU run, so an unwritten
  * element fails. Tolerances are those of the kernels' contracts (cpu_kernels.h, the .cu files):
  *   matmul family: per element |d| <= 1e-5 * sum_k |W x| (+1e-30); GEMM token == GEMV (bits);
@@ -57,6 +59,7 @@
 static int g_only_pf = 0; /* --prefill: the prefill attention section only */
 static int g_quick = 0, g_fail = 0, g_cases = 0, g_only_attn = 0, g_only_mm = 0, g_only_normed = 0;
 static int g_only_q6w = 0; /* --q6k-wide */
+static int g_only_tiles = 0; /* --tiles */
 static int g_only_fused = 0, g_only_mixed = 0, g_only_q6k = 0, g_only_q4k = 0, g_only_wide = 0;
 static uint64_t g_rng = 0x9E3779B97F4A7C15ull;
 
@@ -2363,6 +2366,173 @@ static void test_pdl_chain(int64_t n, int steps) {
 }
 
 /* ---- bad arguments are refused without a launch ----------------------------------------- */
+/* ---- LOOM_WEIGHT_Q4K_TILES ---------------------------------------------------------------- */
+/* The layout change: loom_cuda_q4k_to_tiles == loom_cpu_q4k_to_tiles byte for byte; then every
+ * Q4_K matmul launcher on the tiled weights == the same call on the weights in rows, bit for bit
+ * (the kernels only address the bytes differently): op 0 matmul, 1 matmul_add, 2 the SwiGLU pair
+ * normed, 3 the plain pair, 4 the triple normed with a Q6_K V (the mixed launch at N = 1), 5 the
+ * all-Q4_K triple; N = 1 (GEMV), 5 (8-token GEMM), 37 (the wide GEMM from 16 tokens). */
+static const char *const k_tiles_op[6] = {"matmul", "matmul_add", "pair normed swiglu",
+                                          "pair", "triple normed q4q4q6", "triple q4"};
+static loom_status tiles_run(int op, int64_t n, const loom_kweight *w, const float *dx,
+                             const float *dr, const loom_prenorm *pn, float *const *dy,
+                             loom_error *err) {
+    switch (op) {
+    case 0: return loom_cuda_matmul(dx, n, w[0], dy[0], err, 0);
+    case 1: return loom_cuda_matmul_add(dx, n, w[0], dr, dy[0], err, 0);
+    case 2: return loom_cuda_matmul_pair_normed(dx, pn, n, w[0], w[1], LOOM_PAIR_SWIGLU, dy[0], NULL, err, 0);
+    case 3: return loom_cuda_matmul_pair(dx, n, w[0], w[1], LOOM_PAIR_NONE, dy[0], dy[1], err, 0);
+    case 4: return loom_cuda_matmul_triple_normed(dx, pn, n, w, NULL, dy, err, 0);
+    default: return loom_cuda_matmul_triple(dx, n, w, NULL, dy, err, 0);
+    }
+}
+static void test_tiles(int op, int64_t M, int64_t K, int64_t n) {
+    const int nw = op >= 4 ? 3 : op >= 2 ? 2 : 1;
+    int64_t rows[3] = {M, M, M};
+    loom_ggml_type ty[3] = {LOOM_GGML_Q4_K, LOOM_GGML_Q4_K, LOOM_GGML_Q4_K};
+    if (op >= 4) rows[1] = rows[2] = M / 4;
+    if (op == 4) ty[2] = LOOM_GGML_Q6_K;
+    loom_error err = {0};
+    loom_kweight w[3] = {{0}}, wt[3] = {{0}};
+    char shape[96];
+    snprintf(shape, sizeof shape, "M=%lld K=%lld N=%lld", (long long)M, (long long)K, (long long)n);
+    for (int i = 0; i < nw; i++) {
+        size_t b;
+        uint8_t *h = rand_weights(ty[i], rows[i], K, &b);
+        w[i] = (loom_kweight){dup_dev(h, b), ty[i], rows[i], K};
+        wt[i] = w[i];
+        if (ty[i] == LOOM_GGML_Q4_K) {
+            void *d = dev_poison(b);
+            loom_status st = loom_cuda_q4k_to_tiles(w[i], d, &err, 0);
+            report_status("q4k_to_tiles", shape, st, &err);
+            wt[i] = (loom_kweight){d, ty[i], rows[i], K, LOOM_WEIGHT_Q4K_TILES};
+            if (i == 0) { /* the CUDA layout change against the CPU twin */
+                uint8_t *ref = xmalloc(b), *got = xmalloc(b);
+                loom_kweight hw = {h, ty[0], rows[0], K};
+                st = loom_cpu_q4k_to_tiles(hw, ref, &err);
+                report_status("q4k_to_tiles (cpu)", shape, st, &err);
+                to_host(got, d, b);
+                report_bits("q4k_to_tiles == cpu", shape, ref, got, b);
+                free(ref);
+                free(got);
+            }
+        }
+        free(h);
+    }
+    float *dx, *dg;
+    dev_tokens_and_norm(n, K, &dx, &dg);
+    const loom_prenorm pn = {dg, 1e-6f};
+    float *hr = xmalloc(sizeof(float) * (size_t)(n * M));
+    fill(hr, n * M, -1, 1);
+    float *dr = dup_dev(hr, sizeof(float) * (size_t)(n * M));
+    float *dy[2][3];
+    for (int v = 0; v < 2; v++)
+        for (int i = 0; i < 3; i++) dy[v][i] = dev_poison(sizeof(float) * (size_t)(n * rows[i]));
+    loom_status st = tiles_run(op, n, w, dx, dr, &pn, dy[0], &err);
+    report_status(k_tiles_op[op], shape, st, &err);
+    st = tiles_run(op, n, wt, dx, dr, &pn, dy[1], &err);
+    report_status(k_tiles_op[op], shape, st, &err);
+    const int nout = op >= 4 ? 3 : op == 3 ? 2 : 1;
+    char name[64];
+    snprintf(name, sizeof name, "tiles == rows %s", k_tiles_op[op]);
+    for (int i = 0; i < nout; i++) {
+        const size_t nb = sizeof(float) * (size_t)(n * rows[i]);
+        float *a = xmalloc(nb), *c = xmalloc(nb);
+        to_host(a, dy[0][i], nb);
+        to_host(c, dy[1][i], nb);
+        report_bits(name, shape, a, c, nb);
+        free(a);
+        free(c);
+    }
+    for (int v = 0; v < 2; v++)
+        for (int i = 0; i < 3; i++) cudaFree(dy[v][i]);
+    for (int i = 0; i < nw; i++) {
+        cudaFree((void *)w[i].data);
+        if (wt[i].data != w[i].data) cudaFree((void *)wt[i].data);
+    }
+    cudaFree(dx);
+    cudaFree(dg);
+    cudaFree(dr);
+    free(hr);
+}
+/* What refuses the tiles: a Q6_K or rows % 16 weight marked tiled, embed from a tiled table,
+ * q4k_to_tiles of a bad shape or overlapping buffers, the CPU kernels; and a pair whose two
+ * weights differ in layout (the warp-per-row kernels run it: == both in rows). */
+static void test_tiles_refused(void) {
+    loom_error err = {0};
+    float *dx = dev_poison(4096 * 4);
+    loom_kweight q6 = {(void *)dx, LOOM_GGML_Q6_K, 16, 256, LOOM_WEIGHT_Q4K_TILES};
+    loom_status st = loom_cuda_matmul(dx, 1, q6, dx, &err, 0);
+    report("tiles refused", "Q6_K", st == LOOM_ERR_INVALID_ARGUMENT ? 0 : 1, 0);
+    loom_kweight r8 = {(void *)dx, LOOM_GGML_Q4_K, 8, 256, LOOM_WEIGHT_Q4K_TILES};
+    st = loom_cuda_matmul(dx, 1, r8, dx, &err, 0);
+    report("tiles refused", "Q4_K rows=8", st == LOOM_ERR_INVALID_ARGUMENT ? 0 : 1, 0);
+    loom_kweight q4 = {(void *)dx, LOOM_GGML_Q4_K, 16, 256, LOOM_WEIGHT_Q4K_TILES};
+    int32_t *ids = dev_poison(4);
+    st = loom_cuda_embed(q4, ids, 1, dx, &err, 0);
+    report("tiles refused", "embed", st == LOOM_ERR_UNSUPPORTED ? 0 : 1, 0);
+    loom_kweight rows = {(void *)dx, LOOM_GGML_Q4_K, 16, 256};
+    st = loom_cuda_q4k_to_tiles(rows, (char *)dx + 16, &err, 0);
+    report("tiles refused", "to_tiles overlap", st == LOOM_ERR_INVALID_ARGUMENT ? 0 : 1, 0);
+    st = loom_cuda_q4k_to_tiles(q4, (char *)dx + 8192, &err, 0);
+    report("tiles refused", "to_tiles of tiles", st == LOOM_ERR_INVALID_ARGUMENT ? 0 : 1, 0);
+    float hx[256] = {0}, hy[16];
+    uint8_t hw[16 * 144] = {0};
+    loom_kweight hq = {hw, LOOM_GGML_Q4_K, 16, 256, LOOM_WEIGHT_Q4K_TILES};
+    st = loom_cpu_matmul(hx, 1, hq, hy, &err);
+    report("tiles refused", "cpu matmul", st == LOOM_ERR_UNSUPPORTED ? 0 : 1, 0);
+    cudaFree(ids);
+    cudaFree(dx);
+    /* mixed layouts in one pair */
+    const int64_t M = 64, K = 512, n = 1;
+    size_t b;
+    uint8_t *h0 = rand_weights(LOOM_GGML_Q4_K, M, K, &b), *h1 = rand_weights(LOOM_GGML_Q4_K, M, K, &b);
+    loom_kweight a = {dup_dev(h0, b), LOOM_GGML_Q4_K, M, K}, c = {dup_dev(h1, b), LOOM_GGML_Q4_K, M, K};
+    void *ct = dev_poison(b);
+    st = loom_cuda_q4k_to_tiles(c, ct, &err, 0);
+    report_status("q4k_to_tiles", "mixed pair", st, &err);
+    loom_kweight c_t = {ct, LOOM_GGML_Q4_K, M, K, LOOM_WEIGHT_Q4K_TILES};
+    float *dxx, *dg;
+    dev_tokens_and_norm(n, K, &dxx, &dg);
+    float *y0 = dev_poison(sizeof(float) * M), *y1 = dev_poison(sizeof(float) * M);
+    st = loom_cuda_matmul_pair(dxx, n, a, c, LOOM_PAIR_SWIGLU, y0, NULL, &err, 0);
+    report_status("pair", "mixed layouts", st, &err);
+    st = loom_cuda_matmul_pair(dxx, n, a, c_t, LOOM_PAIR_SWIGLU, y1, NULL, &err, 0);
+    report_status("pair", "mixed layouts", st, &err);
+    float r0[64], r1[64];
+    to_host(r0, y0, sizeof r0);
+    to_host(r1, y1, sizeof r1);
+    /* (rows vs mixed: the mma path against the warp-per-row kernels: within the contract) */
+    double e = 0;
+    for (int i = 0; i < M; i++) {
+        const double d = fabs((double)r0[i] - r1[i]) / (fabs((double)r0[i]) + 1e-3);
+        if (d > e || d != d) e = d;
+    }
+    report("pair mixed layouts", "M=64 K=512 (vs rows)", e, 1e-3);
+    cudaFree((void *)a.data);
+    cudaFree((void *)c.data);
+    cudaFree(ct);
+    cudaFree(dxx);
+    cudaFree(dg);
+    cudaFree(y0);
+    cudaFree(y1);
+    free(h0);
+    free(h1);
+}
+static void test_tiles_section(void) {
+    const int64_t ns[3] = {1, 5, g_quick ? 20 : 37};
+    for (int op = 0; op < 6; op++)
+        for (int i = 0; i < 3; i++) {
+            test_tiles(op, g_quick ? 64 : 2560, g_quick ? 512 : 2560, ns[i]);
+            if (!g_quick) test_tiles(op, 9728 / (op >= 4 ? 1 : 2), 2560, ns[i]);
+        }
+    printf("-- the same with LOOM_GEMV_MMA=0 (warp-per-row kernels)\n");
+    set_switch("LOOM_GEMV_MMA", "0");
+    for (int op = 0; op < 6; op++) test_tiles(op, g_quick ? 64 : 1024, g_quick ? 512 : 2560, 5);
+    reset_switch("LOOM_GEMV_MMA");
+    test_tiles_refused();
+}
+
 static void test_bad_args(void) {
     loom_error err = {0};
     loom_kweight w = {(void *)16, LOOM_GGML_Q4_K, 4, 300};
@@ -2392,6 +2562,7 @@ int main(int argc, char **argv) {
         else if (strcmp(argv[i], "--q6k-wide") == 0) g_only_q6w = 1; /* the wide Q6_K GEMM only */
         else if (strcmp(argv[i], "--q4k") == 0) g_only_q4k = 1; /* the INT8 Q4_K body only */
         else if (strcmp(argv[i], "--wide") == 0) g_only_wide = 1; /* the wide prefill GEMM only */
+        else if (strcmp(argv[i], "--tiles") == 0) g_only_tiles = 1; /* LOOM_WEIGHT_Q4K_TILES only */
         else if (strcmp(argv[i], "--seed") == 0 && i + 1 < argc) g_rng = strtoull(argv[++i], NULL, 0) | 1;
     }
     int major = 0, minor = 0;
@@ -2421,6 +2592,10 @@ int main(int argc, char **argv) {
     }
     if (g_only_wide) {
         test_wide_section();
+        goto done;
+    }
+    if (g_only_tiles) {
+        test_tiles_section();
         goto done;
     }
     if (g_only_q4k) {
@@ -2458,6 +2633,8 @@ int main(int argc, char **argv) {
     test_q4k_section(0);
     test_pair_warps_all();
     test_wide_section();
+    printf("-- Q4_K weights in 16-row tiles (LOOM_WEIGHT_Q4K_TILES)\n");
+    test_tiles_section();
     if (g_only_mm) goto done;
 
     test_norm(1, 2560, 1);

@@ -257,6 +257,43 @@ Test(matmul, bad_arguments_are_refused_with_a_message) {
                  LOOM_ERR_INVALID_ARGUMENT);
 }
 
+/* LOOM_WEIGHT_Q4K_TILES (cpu_kernels.h): each 144-byte block moved to its place in the tile,
+ * none changed; the refusals; and the CPU kernels refuse tiled weights (a CUDA device layout). */
+Test(weight_layout, q4k_to_tiles_moves_each_block_to_its_tile_place) {
+    rng r = {41};
+    const int64_t M = 48, K = 768, nb = K / 256, rb = nb * 144;
+    loom_kweight w = random_weight(&r, LOOM_GGML_Q4_K, M, K);
+    uint8_t *t = malloc((size_t)(M * rb));
+    loom_error err = {0};
+    cr_assert_eq(loom_cpu_q4k_to_tiles(w, t, &err), LOOM_OK, "%s", err.msg);
+    const uint8_t *src = w.data;
+    for (int64_t row = 0; row < M; row++)
+        for (int64_t j = 0; j < nb; j++)
+            cr_assert(memcmp(t + row / 16 * 16 * rb + (16 * j + row % 16) * 144,
+                             src + row * rb + j * 144, 144) == 0,
+                      "row %lld block %lld", (long long)row, (long long)j);
+    free(t);
+    free_weight(&w);
+}
+
+Test(weight_layout, q4k_to_tiles_refuses_other_types_rows_and_layouts) {
+    uint8_t data[16 * 210] = {0}, out[16 * 210];
+    loom_error err = {0};
+    loom_kweight q6 = {.data = data, .type = LOOM_GGML_Q6_K, .rows = 16, .cols = 256};
+    cr_assert_eq(loom_cpu_q4k_to_tiles(q6, out, &err), LOOM_ERR_INVALID_ARGUMENT);
+    cr_assert(strstr(err.msg, "Q6_K") != NULL, "%s", err.msg);
+    loom_kweight r8 = {.data = data, .type = LOOM_GGML_Q4_K, .rows = 8, .cols = 256};
+    cr_assert_eq(loom_cpu_q4k_to_tiles(r8, out, &err), LOOM_ERR_INVALID_ARGUMENT);
+    cr_assert(strstr(err.msg, "8 rows") != NULL, "%s", err.msg);
+    loom_kweight ok = {.data = data, .type = LOOM_GGML_Q4_K, .rows = 16, .cols = 256};
+    cr_assert_eq(loom_cpu_q4k_to_tiles(ok, NULL, &err), LOOM_ERR_INVALID_ARGUMENT);
+    ok.layout = LOOM_WEIGHT_Q4K_TILES;
+    cr_assert_eq(loom_cpu_q4k_to_tiles(ok, out, &err), LOOM_ERR_UNSUPPORTED);
+    float x[256] = {0}, y[16];
+    cr_assert_eq(loom_cpu_matmul(x, 1, ok, y, &err), LOOM_ERR_UNSUPPORTED);
+    cr_assert(strstr(err.msg, "layout") != NULL, "%s", err.msg);
+}
+
 /* Kernels called from several threads at once: one caller gets the pool, the others run on
  * their own thread; every result must still be the single-threaded one. */
 typedef struct concurrent_arg {
