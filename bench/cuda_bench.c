@@ -3,8 +3,10 @@
  *
  *   cuda_bench [--quick] [--attn] [--matmul] [--q6k] [--norm] [--attn-trace] [--attn-prof]
  *              [--attn-step] [--fused] [--mixed] [--attn-s7] [--q6k-down] [--q6k-wide] [--q4k-wide] [--q4w] [--triple-v] [--q4k] [--attn-pf]
- *              [--gemv-trace] [--icache] [--l2warm]
+ *              [--gemv-trace] [--icache] [--l2warm] [--rows]
  *
+ * Q4_K weights of rows % 16 == 0 are given in LOOM_WEIGHT_Q4K_TILES, as the executor uploads them
+ * (--rows: every weight in rows; --gemv-trace always so, its traced kernels read rows).
  * Method: CUDA events around many launches, the median of several repetitions, per launch.
  * Weights (and KV caches) rotate over copies totalling > 256 MB, far above the H200's L2 (50-60
  * MB), so the figures are DRAM figures. GB/s counts the bytes that must move (weights + KV +
@@ -72,6 +74,14 @@ static void put_f16(uint8_t *p, float v) {
 }
 
 /* device buffer of `bytes` random bytes (with sane f16 scales for the weight type t) */
+/* The layout the executor gives a matmul weight (cuda_backend.c: Q4_K with rows % 16 == 0 in
+ * LOOM_WEIGHT_Q4K_TILES), unless --rows (every weight in rows, the layout of sessions <= 14). The
+ * weights are random blocks, so their bytes need no reordering: the kernels read the same kind
+ * of bytes in the tiles' order. */
+static int g_rows = 0;
+static loom_weight_layout bench_layout(loom_ggml_type t, int64_t M) {
+    return !g_rows && t == LOOM_GGML_Q4_K && M % 16 == 0 ? LOOM_WEIGHT_Q4K_TILES : LOOM_WEIGHT_ROWS;
+}
 static void *dev_weights(loom_ggml_type t, int64_t M, int64_t K) {
     int64_t rb = loom_ggml_row_bytes(t, K);
     size_t bytes = (size_t)(M * rb);
@@ -217,7 +227,7 @@ static void bench_mm(const char *name, int op, int64_t n, int nw, const loom_ggm
     m->copies = copies;
     for (int c = 0; c < copies; c++)
         for (int j = 0; j < nw; j++) {
-            loom_kweight w = {dev_weights(t[j], M[j], K), t[j], M[j], K};
+            loom_kweight w = {dev_weights(t[j], M[j], K), t[j], M[j], K, bench_layout(t[j], M[j])};
             m->w[c][j] = w;
         }
     m->x = dev_floats(n * K, -1, 1);
@@ -808,13 +818,18 @@ static struct step_ctx *step_new(int64_t H, int64_t F, int n_layers, int64_t ctx
     double gemv_bytes = 0, kv_bytes = 0;
     for (int l = 0; l < n_layers; l++) {
         struct layer *y = &s->L[l];
-        y->qkv[0] = (loom_kweight){dev_weights(LOOM_GGML_Q4_K, 4096, H), LOOM_GGML_Q4_K, 4096, H};
-        y->qkv[1] = (loom_kweight){dev_weights(LOOM_GGML_Q4_K, 1024, H), LOOM_GGML_Q4_K, 1024, H};
+        y->qkv[0] = (loom_kweight){dev_weights(LOOM_GGML_Q4_K, 4096, H), LOOM_GGML_Q4_K, 4096, H,
+                                   bench_layout(LOOM_GGML_Q4_K, 4096)};
+        y->qkv[1] = (loom_kweight){dev_weights(LOOM_GGML_Q4_K, 1024, H), LOOM_GGML_Q4_K, 1024, H,
+                                   bench_layout(LOOM_GGML_Q4_K, 1024)};
         y->qkv[2] = (loom_kweight){dev_weights(LOOM_GGML_Q6_K, 1024, H), LOOM_GGML_Q6_K, 1024, H};
-        y->o = (loom_kweight){dev_weights(LOOM_GGML_Q4_K, H, 4096), LOOM_GGML_Q4_K, H, 4096};
-        y->gate = (loom_kweight){dev_weights(LOOM_GGML_Q4_K, F, H), LOOM_GGML_Q4_K, F, H};
-        y->up = (loom_kweight){dev_weights(LOOM_GGML_Q4_K, F, H), LOOM_GGML_Q4_K, F, H};
-        y->down = (loom_kweight){dev_weights(down_t, H, F), down_t, H, F};
+        y->o = (loom_kweight){dev_weights(LOOM_GGML_Q4_K, H, 4096), LOOM_GGML_Q4_K, H, 4096,
+                              bench_layout(LOOM_GGML_Q4_K, H)};
+        y->gate = (loom_kweight){dev_weights(LOOM_GGML_Q4_K, F, H), LOOM_GGML_Q4_K, F, H,
+                                 bench_layout(LOOM_GGML_Q4_K, F)};
+        y->up = (loom_kweight){dev_weights(LOOM_GGML_Q4_K, F, H), LOOM_GGML_Q4_K, F, H,
+                               bench_layout(LOOM_GGML_Q4_K, F)};
+        y->down = (loom_kweight){dev_weights(down_t, H, F), down_t, H, F, bench_layout(down_t, H)};
         y->kc = dev_weights(LOOM_GGML_F16, ctx * 8 * 128, 1);
         y->vc = dev_weights(LOOM_GGML_F16, ctx * 8 * 128, 1);
         gemv_bytes += wbytes(y->qkv[0]) + wbytes(y->qkv[1]) + wbytes(y->qkv[2]) + wbytes(y->o) +
@@ -1233,6 +1248,7 @@ static void l2warm_all(void) {
 }
 static int g_gemv_trace = 0;
 static void gemv_trace_all(void) {
+    g_rows = 1; /* (the traced kernels read rows back to back) */
     gemv_trace_case(LOOM_GGML_Q4_K);
     gemv_trace_case(LOOM_GGML_Q6_K);
 }
@@ -1653,6 +1669,7 @@ int main(int argc, char **argv) {
         if (strcmp(argv[i], "--gemv-trace") == 0) g_gemv_trace = 1;
         if (strcmp(argv[i], "--icache") == 0) g_icache = 1;
         if (strcmp(argv[i], "--l2warm") == 0) g_l2warm = 1;
+        if (strcmp(argv[i], "--rows") == 0) g_rows = 1;
         if (strcmp(argv[i], "--attn-prof") == 0) g_attn_prof = 1;
         if (strcmp(argv[i], "--attn-step") == 0) g_attn_step = 1;
     }

@@ -36,6 +36,12 @@
  * (step_baked: a by-value position), when the kernel library's scratch moved, or when the
  * inputs the capture's position checks read are missing; the checks themselves (positions
  * inside the cache) run on the host copies before every replay.
+ * Q4_K weights in tiles: a copied (not mapped) Q4_K matrix whose every use is a matmul-family
+ * weight operand (loom_exec_weight.matmul_only), rows a multiple of 16, is laid out on the device
+ * in LOOM_WEIGHT_Q4K_TILES (loom_cuda_q4k_to_tiles after the upload), which the kernels read a
+ * 16-row block at a time as one 2,304-byte run (the 4B decode layer graph 36.2 -> 34.8 us,
+ * bench/NOTES.md 7, session 15); tiled[] (sorted) holds those device pointers, and kweight_of
+ * gives their layout to the launchers. LOOM_CUDA_Q4K_TILES=0 keeps every weight in rows.
  */
 #include "executor/cuda_backend.h"
 
@@ -116,6 +122,9 @@ typedef struct cuda_backend {
     size_t q_buf_bytes, q_buf_need;
     region *regions;
     uint32_t n_regions, cap_regions;
+    bool tiles_on;          /* Q4_K matmul weights in tiles (LOOM_CUDA_Q4K_TILES, not mapped) */
+    const void **tiled;     /* the weights laid out so, sorted by address */
+    uint32_t n_tiled, cap_tiled;
     /* Pinned staging of a step's inputs: uploads copy into stage[stage_used..] and enqueue an
      * asynchronous copy from there on streams[0]; the bytes are free again once streams[0] has
      * been synchronized (end of step, a download), when stage_used goes back to 0. */
@@ -431,8 +440,71 @@ static loom_status map_registered(cuda_backend *c, const void *host, size_t byte
     return LOOM_OK;
 }
 
+/* Index in tiled[] where p is or would go. */
+static uint32_t tiled_find(const cuda_backend *c, const void *p) {
+    uint32_t lo = 0, hi = c->n_tiled;
+    while (lo < hi) {
+        const uint32_t mid = lo + (hi - lo) / 2;
+        if ((uintptr_t)c->tiled[mid] < (uintptr_t)p) lo = mid + 1;
+        else hi = mid;
+    }
+    return lo;
+}
+
+/* The launchers' view of tensor t: loom_exec_kweight_of with the layout map_weight chose. */
+static loom_kweight kweight_of(const cuda_backend *c, const loom_exec_tensor *t) {
+    loom_kweight w = loom_exec_kweight_of(t);
+    const uint32_t i = tiled_find(c, t->data);
+    if (i < c->n_tiled && c->tiled[i] == t->data) w.layout = LOOM_WEIGHT_Q4K_TILES;
+    return w;
+}
+
+/* Copies weight `host` (bytes) to new device memory *out: as it is, or in Q4_K tiles (through
+ * a temporary copy, then loom_cuda_q4k_to_tiles) where w allows and tiles are on. */
+static loom_status upload_weight(cuda_backend *c, const void *host, size_t bytes,
+                                 const loom_exec_weight *w, void **out, loom_error *err) {
+    const bool tile = c->tiles_on && w && w->matmul_only && w->dtype == LOOM_IR_Q4_K &&
+                      w->rows > 0 && w->rows % 16 == 0 && w->cols > 0 && w->cols % 256 == 0;
+    if (tile && c->n_tiled == c->cap_tiled) {
+        const uint32_t cap = c->cap_tiled ? 2 * c->cap_tiled : 64;
+        const void **t = realloc(c->tiled, cap * sizeof *t);
+        if (!t) return loom_error_set(err, LOOM_ERR_OUT_OF_MEMORY, "cuda backend: out of memory");
+        c->tiled = t;
+        c->cap_tiled = cap;
+    }
+    void *d = NULL, *tmp = NULL;
+    cudaError_t e = cudaMalloc(&d, bytes ? bytes : 1);
+    if (e != cudaSuccess) return alloc_fail(err, e, bytes, "a weight");
+    if (tile && (e = cudaMalloc(&tmp, bytes)) != cudaSuccess) {
+        cudaFree(d);
+        return alloc_fail(err, e, bytes, "a weight's upload before its tiling");
+    }
+    e = cudaMemcpy(tile ? tmp : d, host, bytes, cudaMemcpyHostToDevice);
+    loom_status st = e ? cuda_fail(err, e, "cudaMemcpy(weight)", __func__, __FILE__, __LINE__)
+                       : LOOM_OK;
+    if (!st && tile) {
+        const loom_kweight src = {tmp, LOOM_GGML_Q4_K, w->rows, w->cols};
+        st = loom_cuda_q4k_to_tiles(src, d, err, NULL);
+        /* (cudaFree below waits for it) */
+    }
+    if (tmp && (e = cudaFree(tmp)) != cudaSuccess && !st)
+        st = cuda_fail(err, e, "cudaFree(tmp)", __func__, __FILE__, __LINE__);
+    if (st) {
+        cudaFree(d);
+        return st;
+    }
+    if (tile) {
+        const uint32_t i = tiled_find(c, d);
+        memmove(c->tiled + i + 1, c->tiled + i, (c->n_tiled - i) * sizeof *c->tiled);
+        c->tiled[i] = d;
+        c->n_tiled++;
+    }
+    *out = d;
+    return LOOM_OK;
+}
+
 static loom_status cuda_map_weight(loom_exec_backend *b, const void *host, size_t bytes,
-                                   const void **out, loom_error *err) {
+                                   const loom_exec_weight *w, const void **out, loom_error *err) {
     cuda_backend *c = b->impl;
     *out = NULL;
     loom_status st;
@@ -440,13 +512,7 @@ static loom_status cuda_map_weight(loom_exec_backend *b, const void *host, size_
         if ((st = map_registered(c, host, bytes, out, err))) return st;
     } else {
         void *d = NULL;
-        cudaError_t e = cudaMalloc(&d, bytes ? bytes : 1);
-        if (e != cudaSuccess) return alloc_fail(err, e, bytes, "a weight");
-        e = cudaMemcpy(d, host, bytes, cudaMemcpyHostToDevice);
-        if (e != cudaSuccess) {
-            cudaFree(d);
-            return cuda_fail(err, e, "cudaMemcpy(weight)", __func__, __FILE__, __LINE__);
-        }
+        if ((st = upload_weight(c, host, bytes, w, &d, err))) return st;
         *out = d;
     }
     c->weight_bytes += bytes;
@@ -456,7 +522,13 @@ static loom_status cuda_map_weight(loom_exec_backend *b, const void *host, size_
 
 static void cuda_unmap_weight(loom_exec_backend *b, const void *mapped) {
     cuda_backend *c = b->impl;
-    if (!c->mapped && mapped) cudaFree((void *)mapped); /* registered regions go at destroy */
+    if (c->mapped || !mapped) return; /* registered regions go at destroy */
+    const uint32_t i = tiled_find(c, mapped);
+    if (i < c->n_tiled && c->tiled[i] == mapped) {
+        memmove(c->tiled + i, c->tiled + i + 1, (c->n_tiled - i - 1) * sizeof *c->tiled);
+        c->n_tiled--;
+    }
+    cudaFree((void *)mapped);
 }
 
 enum { STAGE_MIN = 64 << 10, STAGE_MAX = 16 << 20 };
@@ -1141,10 +1213,11 @@ static loom_status dispatch(loom_exec_backend *b, const loom_ir_node *n,
  * prefill GEMMs' x-limb pre-passes), as its launcher answers (loom_cuda_matmul_scratch_bytes; 0
  * for decode steps, a Q4_K_M triple's Q6_K V below 64 tokens, the switches off). Such a launch
  * is ordered across streams like the other scratch users. */
-static bool matmul_uses_scratch(const loom_ir_node *n, const loom_exec_tensor *in, int64_t rows) {
+static bool matmul_uses_scratch(const cuda_backend *c, const loom_ir_node *n,
+                                const loom_exec_tensor *in, int64_t rows) {
     loom_kweight w[3] = {{0}};
     int nw = loom_exec_matmul_weights(n->op);
-    for (int i = 0; i < nw; i++) w[i] = loom_exec_kweight_of(&in[1 + i]);
+    for (int i = 0; i < nw; i++) w[i] = kweight_of(c, &in[1 + i]);
     return loom_cuda_matmul_scratch_bytes(matmul_role(n), w, rows) > 0;
 }
 
@@ -1161,7 +1234,7 @@ static loom_status run_matmul(cuda_backend *c, const loom_ir_node *n, const loom
     const float *xs = x->data;
     loom_status st;
     bool unfold = norm && !loom_exec_cuda_prenorm_folds(norm->weight, rows, c->prenorm_off);
-    bool ordered = unfold || matmul_uses_scratch(n, in, rows);
+    bool ordered = unfold || matmul_uses_scratch(c, n, in, rows);
     if (ordered && (st = scratch_enter(c, err))) return st;
     if (unfold) {
         if (!c->norm_x || (size_t)x->numel * sizeof(float) > c->norm_x_bytes)
@@ -1177,17 +1250,17 @@ static loom_status run_matmul(cuda_backend *c, const loom_ir_node *n, const loom
         norm = NULL;
     }
     if (n->op == LOOM_IR_OP_MATMUL) {
-        st = loom_cuda_matmul_normed(xs, norm, rows, loom_exec_kweight_of(&in[1]), out[0].data,
+        st = loom_cuda_matmul_normed(xs, norm, rows, kweight_of(c, &in[1]), out[0].data,
                                      err, s);
     } else if (n->op == LOOM_IR_OP_MATMUL_PAIR) {
         bool swiglu = loom_ir_node_attr_int(n, LOOM_IR_ATTR_SWIGLU, 0) != 0;
-        st = loom_cuda_matmul_pair_normed(xs, norm, rows, loom_exec_kweight_of(&in[1]),
-                                          loom_exec_kweight_of(&in[2]),
+        st = loom_cuda_matmul_pair_normed(xs, norm, rows, kweight_of(c, &in[1]),
+                                          kweight_of(c, &in[2]),
                                           swiglu ? LOOM_PAIR_SWIGLU : LOOM_PAIR_NONE, out[0].data,
                                           swiglu ? NULL : out[1].data, err, s);
     } else {
-        loom_kweight w[3] = {loom_exec_kweight_of(&in[1]), loom_exec_kweight_of(&in[2]),
-                             loom_exec_kweight_of(&in[3])};
+        loom_kweight w[3] = {kweight_of(c, &in[1]), kweight_of(c, &in[2]),
+                             kweight_of(c, &in[3])};
         const float *bias[3] = {NULL, NULL, NULL};
         bool has_bias = n->n_in >= 7; /* 7, or 8 with the prenorm weight last */
         for (int i = 0; has_bias && i < 3; i++) bias[i] = in[4 + i].data;
@@ -1223,7 +1296,7 @@ static loom_status dispatch(loom_exec_backend *b, const loom_ir_node *n,
     loom_status st;
     switch (n->op) {
     case LOOM_IR_OP_GET_ROWS:
-        return loom_cuda_embed(loom_exec_kweight_of(x), in[1].data, in[1].numel, y->data, err, s);
+        return loom_cuda_embed(kweight_of(c, x), in[1].data, in[1].numel, y->data, err, s);
     case LOOM_IR_OP_RMS_NORM:
         return loom_cuda_rms_norm(x->data, NULL, rows, last,
                                   loom_ir_node_attr_float(n, LOOM_IR_ATTR_EPS, 0), y->data, err, s);
@@ -1243,9 +1316,9 @@ static loom_status dispatch(loom_exec_backend *b, const loom_ir_node *n,
     case LOOM_IR_OP_MATMUL_TRIPLE:
         return run_matmul(c, n, in, out, err);
     case LOOM_IR_OP_MATMUL_ADD: {
-        bool ordered = matmul_uses_scratch(n, in, rows);
+        bool ordered = matmul_uses_scratch(c, n, in, rows);
         if (ordered && (st = scratch_enter(c, err))) return st;
-        st = loom_cuda_matmul_add(x->data, rows, loom_exec_kweight_of(&in[1]), in[2].data, y->data,
+        st = loom_cuda_matmul_add(x->data, rows, kweight_of(c, &in[1]), in[2].data, y->data,
                                   err, s);
         return st || !ordered ? st : scratch_leave(c, err);
     }
@@ -1338,6 +1411,7 @@ static void cuda_destroy(loom_exec_backend *b) {
     (void)cudaGetLastError();
     free(c->host);
     free(c->regions);
+    free(c->tiled);
     free(c->checks);
     free(c->writes);
     free(c->node_ev);
@@ -1433,6 +1507,8 @@ loom_status loom_exec_cuda_backend_create(const loom_cuda_backend_options *o,
     c->replay_on = !(replay && !strcmp(replay, "0"));
     const char *prof = getenv("LOOM_CUDA_PROFILE");
     c->profile = prof && !strcmp(prof, "1");
+    const char *tiles = getenv("LOOM_CUDA_Q4K_TILES");
+    c->tiles_on = !(tiles && !strcmp(tiles, "0")); /* (mapped weights stay as they are) */
     const char *prenorm = getenv("LOOM_CUDA_PRENORM");
     c->prenorm_off = prenorm && !strcmp(prenorm, "0");
     const char *skip = getenv("LOOM_CUDA_PROFILE_SKIP");

@@ -21,6 +21,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "executor/backend_common.h"
 #include "executor/plan.h"
 
 struct loom_exec {
@@ -102,6 +103,26 @@ static loom_status plan(loom_exec *e, uint32_t n_streams, loom_error *err) {
 
 /* ---------------------------------------------------------------- create / destroy */
 
+/* What map_weight is told of weight v (loom_exec_weight). */
+static loom_exec_weight weight_desc(const loom_ir_graph *g, loom_ir_value_id v) {
+    const loom_ir_value *w = loom_ir_value_get(g, v);
+    loom_exec_weight d = {w->type.dtype, 0, 0, false};
+    if (w->type.rank == 2) {
+        d.rows = w->type.dims[0];
+        d.cols = w->type.dims[1];
+    }
+    const uint32_t nu = loom_ir_value_use_count(g, v);
+    d.matmul_only = nu > 0 && !loom_ir_value_is_output(g, v);
+    for (uint32_t i = 0; i < nu && d.matmul_only; i++) {
+        const loom_ir_use u = loom_ir_value_use_at(g, v, i);
+        const loom_ir_op op = loom_ir_node_get(g, u.node)->op;
+        d.matmul_only = (op == LOOM_IR_OP_MATMUL || op == LOOM_IR_OP_MATMUL_ADD ||
+                         op == LOOM_IR_OP_MATMUL_PAIR || op == LOOM_IR_OP_MATMUL_TRIPLE) &&
+                        u.slot >= 1 && u.slot <= (uint32_t)loom_exec_matmul_weights(op);
+    }
+    return d;
+}
+
 static loom_status bind_weights_and_state(loom_exec *e, loom_exec_weight_fn resolve, void *ctx,
                                           loom_error *err) {
     const loom_ir_graph *g = e->g;
@@ -113,7 +134,8 @@ static loom_status bind_weights_and_state(loom_exec *e, loom_exec_weight_fn reso
         if (st) return st;
         if (e->be->vt->map_weight) {
             const void *mapped = NULL;
-            if ((st = e->be->vt->map_weight(e->be, host, w->size, &mapped, err))) return st;
+            const loom_exec_weight d = weight_desc(g, v);
+            if ((st = e->be->vt->map_weight(e->be, host, w->size, &d, &mapped, err))) return st;
             host = mapped;
         }
         e->ptr[v] = (void *)host;

@@ -59,6 +59,14 @@ typedef struct loom_exec_tensor {
 
 typedef struct loom_exec_backend loom_exec_backend;
 
+/* A weight as map_weight sees it. */
+typedef struct loom_exec_weight {
+    loom_ir_dtype dtype;
+    int64_t rows, cols; /* a matrix [rows, cols] (rank 2); 0, 0 otherwise */
+    bool matmul_only;   /* every use is the weight operand of a matmul-family node, and it is
+                         * not a graph output: only those kernels read it */
+} loom_exec_weight;
+
 /* The backend interface. Members marked optional may be NULL. */
 typedef struct loom_exec_backend_vtable {
     const char *name; /* "cpu" */
@@ -76,9 +84,11 @@ typedef struct loom_exec_backend_vtable {
                          loom_error *err);
     void (*free)(loom_exec_backend *b, void *p); /* NULL is a no-op */
     /* Optional: makes weight bytes (host memory, e.g. the mmap'd file) usable by the backend;
-     * *out receives the pointer kernels get. NULL member: the host pointer is used as is. */
+     * *out receives the pointer kernels get. NULL member: the host pointer is used as is. w
+     * says what the weight is and how the graph uses it (a backend may lay the bytes out for its
+     * kernels where every use allows, e.g. the CUDA backend's Q4_K tiles). */
     loom_status (*map_weight)(loom_exec_backend *b, const void *host, size_t bytes,
-                              const void **out, loom_error *err);
+                              const loom_exec_weight *w, const void **out, loom_error *err);
     /* Optional: releases what map_weight made. */
     void (*unmap_weight)(loom_exec_backend *b, const void *mapped);
     /* Optional: host -> backend and backend -> host copies (NULL: memcpy). An upload may be
