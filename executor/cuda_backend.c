@@ -41,7 +41,8 @@
  * in LOOM_WEIGHT_Q4K_TILES (loom_cuda_q4k_to_tiles after the upload), which the kernels read a
  * 16-row block at a time as one 2,304-byte run (the 4B decode layer graph 36.2 -> 34.8 us,
  * bench/NOTES.md 7, session 15); tiled[] (sorted) holds those device pointers, and kweight_of
- * gives their layout to the launchers. LOOM_CUDA_Q4K_TILES=0 keeps every weight in rows.
+ * gives their layout to the launchers. LOOM_CUDA_Q4K_TILES=0 keeps every weight in rows, and so
+ * do the switches that take the Q4_K matmuls off the tensor cores (loom_cuda_q4k_tiles_preferred).
  */
 #include "executor/cuda_backend.h"
 
@@ -1508,7 +1509,8 @@ loom_status loom_exec_cuda_backend_create(const loom_cuda_backend_options *o,
     const char *prof = getenv("LOOM_CUDA_PROFILE");
     c->profile = prof && !strcmp(prof, "1");
     const char *tiles = getenv("LOOM_CUDA_Q4K_TILES");
-    c->tiles_on = !(tiles && !strcmp(tiles, "0")); /* (mapped weights stay as they are) */
+    /* (mapped weights stay as they are; the warp-per-row kernels read rows faster) */
+    c->tiles_on = !(tiles && !strcmp(tiles, "0")) && loom_cuda_q4k_tiles_preferred();
     const char *prenorm = getenv("LOOM_CUDA_PRENORM");
     c->prenorm_off = prenorm && !strcmp(prenorm, "0");
     const char *skip = getenv("LOOM_CUDA_PROFILE_SKIP");

@@ -263,6 +263,10 @@ loom_status gemv_launch(GemvArgs a, loom_error *err, cudaStream_t stream) {
     return gemv_launch_unroll(a, 1, err, stream);
 }
 
+extern "C" bool loom_cuda_q4k_tiles_preferred(void) {
+    return fast(SW_FAST_GEMV) && fast(SW_GEMV_MMA);  // (run_matmul's routing of Q4_K)
+}
+
 // Validates w against K and fills a segment. `what` names the kernel for messages.
 loom_status make_seg(const char *what, loom_kweight w, int64_t K, float *y, const float *bias,
                      const float *resid, Seg *s, loom_error *err) {
