@@ -565,3 +565,80 @@ Test(executor, reserve_node_follows_supports_op_for_every_node_and_its_error_nam
               "%s", err.msg);
     loom_ir_graph_destroy(g);
 }
+
+/* ---------------------------------------------------------------- map_weight's description */
+
+/* A CPU backend whose map_weight records what the executor tells it of each weight (by the order
+ * of the graph's weights) and hands the host bytes through unchanged. */
+static loom_exec_weight told[16];
+static int n_told;
+
+static loom_status recording_map(loom_exec_backend *b, const void *host, size_t bytes,
+                                 const loom_exec_weight *w, const void **out, loom_error *err) {
+    (void)b;
+    (void)bytes;
+    (void)err;
+    if (n_told < 16) told[n_told++] = *w;
+    *out = host;
+    return LOOM_OK;
+}
+
+static void record_map_weight(loom_exec_backend_vtable *vt) { vt->map_weight = recording_map; }
+
+/* matmul_only (what lets the CUDA backend lay Q4_K weights out in tiles) holds for a weight used
+ * only as matmul-family weight operands, and not for a table get_rows reads, a weight both
+ * read so and multiplied (tied embeddings), a norm weight (the prenorm operand), or a graph
+ * output; dtype and shape come along. */
+Test(executor, map_weight_is_told_each_weights_type_shape_and_whether_only_matmuls_read_it) {
+    static const char *text =
+        "symbol T max=4\n"
+        "input %ids : i32[T]\n"
+        "input %x : f32[T,256]\n"
+        "weight @emb : q4_k[32,256]\n"
+        "weight @tied : q4_k[48,256]\n"
+        "weight @a : q4_k[64,256]\n"
+        "weight @b : q4_k[64,256]\n"
+        "weight @n : f32[256]\n"
+        "weight @o : q8_0[32,256]\n"
+        "%e = get_rows(@emb, %ids)\n"
+        "%t = get_rows(@tied, %ids)\n"
+        "%lt = matmul(%x, @tied)\n"
+        "%sw = matmul_pair(%x, @a, @b, @n) {swiglu=1, norm_eps=1e-5}\n"
+        "%y = matmul(%x, @o)\n"
+        "output e = %e\n"
+        "output t = %t\n"
+        "output lt = %lt\n"
+        "output sw = %sw\n"
+        "output y = %y\n"
+        "output w = @o\n";
+    loom_ir_graph *g = parse(text);
+    weights ws = {0};
+    add_weight(&ws, "emb", LOOM_GGML_Q4_K, 32, 256, 1.0f, 0.0f);
+    add_weight(&ws, "tied", LOOM_GGML_Q4_K, 48, 256, 1.0f, 0.0f);
+    add_weight(&ws, "a", LOOM_GGML_Q4_K, 64, 256, 1.0f, 0.0f);
+    add_weight(&ws, "b", LOOM_GGML_Q4_K, 64, 256, 1.0f, 0.0f);
+    add_weight(&ws, "n", LOOM_GGML_F32, 1, 256, 0.1f, 1.0f);
+    add_weight(&ws, "o", LOOM_GGML_Q8_0, 32, 256, 1.0f, 0.0f);
+    loom_exec *e = NULL;
+    loom_error err = {0};
+    n_told = 0;
+    loom_exec_backend *be = patched_cpu_backend(record_map_weight);
+    cr_assert_eq(loom_exec_create(g, be, resolve, &ws, &e, &err), LOOM_OK, "%s", err.msg);
+    cr_assert_eq(n_told, (int)loom_ir_weight_count(g));
+    for (int i = 0; i < n_told; i++) {
+        const loom_ir_value *v = loom_ir_value_get(g, loom_ir_weight_at(g, i));
+        const bool want = !strcmp(v->name, "a") || !strcmp(v->name, "b");
+        cr_assert_eq(told[i].matmul_only, want, "weight %s: matmul_only %d", v->name,
+                     (int)told[i].matmul_only);
+        cr_assert_eq(told[i].dtype, v->type.dtype, "weight %s", v->name);
+        if (v->type.rank == 2)
+            cr_assert(told[i].rows == v->type.dims[0] && told[i].cols == v->type.dims[1],
+                      "weight %s: %lld x %lld", v->name, (long long)told[i].rows,
+                      (long long)told[i].cols);
+        else
+            cr_assert(told[i].rows == 0 && told[i].cols == 0, "weight %s", v->name);
+    }
+    loom_exec_destroy(e);
+    loom_ir_graph_destroy(g);
+    free_weights(&ws);
+}
