@@ -43,6 +43,13 @@
 // own (gemm_wide_q4k_i8, session 9: 2.9x its 8-token GEMM at N = 512; session 11: x converted to
 // limbs once a matmul by a pre-pass into the kernel scratch, 0.56-0.76x the f16 one at N = 512).
 //
+// Weight layouts (TL, a template parameter of the Q4_K kernels here but the traced ones; MmaArgs::
+// tiles picks it at launch): GGUF's rows, or LOOM_WEIGHT_Q4K_TILES (cpu_kernels.h), where a warp's super-block of
+// 16 rows is one 2,304-byte run instead of 16 runs of 144 bytes 1-5 KB apart: the same loads at
+// other addresses, so the same bits (conformance --tiles), and the 4B decode layer 1.2 us
+// faster (bench/NOTES.md 7, session 15). Compile-time because a runtime block stride spilled in
+// these 125-128-register kernels; tiles run the INT8 body only (the f16 pair spilled with them).
+//
 // Memory traffic: each weight byte once from DRAM per token group (a GEMM of n tokens re-reads
 // each 16-row tile for every group of 8, from L2: the groups of a tile are adjacent blocks).
 // x through L2/L1 once per block, y written once.
@@ -241,16 +248,15 @@ __device__ __forceinline__ void q4_store(const MmaArgs &a, const Seg &s, int64_t
     });
 }
 
-// Tile `tile` of a's ranges: its segment (returned; one matrix a tile, the pair's tiles hold
-// both matrices' rows), its first row r0, and the pointers to rows g and g + 8 of each matrix
-// (rows past the segment repeat its last row). Uniform over the block but for g.
 // TL: the weights in LOOM_WEIGHT_Q4K_TILES (cpu_kernels.h), else rows back to back. kQ4Bs: the
 // bytes from a block of a row to the row's next block.
 template <bool TL>
 constexpr int kQ4Bs = TL ? 16 * kQ4KBytes : kQ4KBytes;
 
-// Rows g and g + 8 of tile `tile`: their segment (returned), the tile's first row r0 and each
-// matrix's row pointers wg / w8 (their block sb at + sb * kQ4Bs<TL>).
+// Tile `tile` of a's ranges: its segment (returned; one matrix a tile, the pair's tiles hold
+// both matrices' rows), its first row r0, and the pointers wg / w8 to rows g and g + 8 of each
+// matrix, their block sb at + sb * kQ4Bs<TL> (rows past the segment repeat its last row).
+// Uniform over the block but for g.
 template <int NMAT, bool TL>
 __device__ __forceinline__ int q4_tile_rows(const MmaArgs &a, int64_t tile, int g, int64_t &r0,
                                             const uint8_t *(&wg)[NMAT], const uint8_t *(&w8)[NMAT]) {
@@ -266,9 +272,13 @@ __device__ __forceinline__ int q4_tile_rows(const MmaArgs &a, int64_t tile, int 
 #pragma unroll
     for (int m = 0; m < NMAT; m++) {
         const Seg &sm = NMAT == 1 ? s : a.seg[m];
-        const int64_t rp = TL ? kQ4KBytes : sm.row_bytes;  // row to row inside the tile
-        wg[m] = sm.w + r0 * sm.row_bytes + (rg - r0) * rp;
-        w8[m] = sm.w + r0 * sm.row_bytes + (r8 - r0) * rp;
+        if (TL) {  // the tile at r0 * row_bytes as in rows, its rows 144 bytes apart
+            wg[m] = sm.w + r0 * sm.row_bytes + (rg - r0) * kQ4KBytes;
+            w8[m] = sm.w + r0 * sm.row_bytes + (r8 - r0) * kQ4KBytes;
+        } else {
+            wg[m] = sm.w + rg * sm.row_bytes;
+            w8[m] = sm.w + r8 * sm.row_bytes;
+        }
     }
     return si;
 }
