@@ -39,7 +39,7 @@
  * Q4_K weights in tiles: a copied (not mapped) Q4_K matrix whose every use is a matmul-family
  * weight operand (loom_exec_weight.matmul_only), rows a multiple of 16, is laid out on the device
  * in LOOM_WEIGHT_Q4K_TILES (loom_cuda_q4k_to_tiles after the upload), which the kernels read a
- * 16-row block at a time as one 2,304-byte run (the 4B decode layer graph 36.2 -> 34.8 us,
+ * 16-row block at a time as one 2,304-byte run (4B decode 1.76 -> 1.72 ms/token on the H200,
  * bench/NOTES.md 7, session 15); tiled[] (sorted) holds those device pointers, and kweight_of
  * gives their layout to the launchers. LOOM_CUDA_Q4K_TILES=0 keeps every weight in rows, and so
  * do the switches that take the Q4_K matmuls off the tensor cores (loom_cuda_q4k_tiles_preferred).
@@ -481,8 +481,9 @@ static loom_status upload_weight(cuda_backend *c, const void *host, size_t bytes
         return alloc_fail(err, e, bytes, "a weight's upload before its tiling");
     }
     e = cudaMemcpy(tile ? tmp : d, host, bytes, cudaMemcpyHostToDevice);
-    loom_status st = e ? cuda_fail(err, e, "cudaMemcpy(weight)", __func__, __FILE__, __LINE__)
-                       : LOOM_OK;
+    loom_status st = e != cudaSuccess
+                         ? cuda_fail(err, e, "cudaMemcpy(weight)", __func__, __FILE__, __LINE__)
+                         : LOOM_OK;
     if (!st && tile) {
         const loom_kweight src = {tmp, LOOM_GGML_Q4_K, w->rows, w->cols};
         st = loom_cuda_q4k_to_tiles(src, d, err, NULL);
