@@ -42,7 +42,8 @@
  * 16-row block at a time as one 2,304-byte run (4B decode 1.76 -> 1.72 ms/token on the H200,
  * bench/NOTES.md 7, session 15); tiled[] (sorted) holds those device pointers, and kweight_of
  * gives their layout to the launchers. LOOM_CUDA_Q4K_TILES=0 keeps every weight in rows, and so
- * do the switches that take the Q4_K matmuls off the tensor cores (loom_cuda_q4k_tiles_preferred).
+ * do the switches that take the Q4_K matmuls off the INT8 tensor-core body
+ * (loom_cuda_q4k_tiles_preferred).
  */
 #include "executor/cuda_backend.h"
 
@@ -1510,7 +1511,7 @@ loom_status loom_exec_cuda_backend_create(const loom_cuda_backend_options *o,
     const char *prof = getenv("LOOM_CUDA_PROFILE");
     c->profile = prof && !strcmp(prof, "1");
     const char *tiles = getenv("LOOM_CUDA_Q4K_TILES");
-    /* (mapped weights stay as they are; the warp-per-row kernels read rows faster) */
+    /* (mapped weights stay as they are; the other Q4_K kernels read rows faster or only rows) */
     c->tiles_on = !(tiles && !strcmp(tiles, "0")) && loom_cuda_q4k_tiles_preferred();
     const char *prenorm = getenv("LOOM_CUDA_PRENORM");
     c->prenorm_off = prenorm && !strcmp(prenorm, "0");

@@ -296,9 +296,10 @@ loom_status loom_cuda_mul_bcast(const float *a, int64_t n, const float *b, int64
 loom_status loom_cuda_q4k_to_tiles(loom_kweight src, void *dst, loom_error *err,
                                    cudaStream_t stream);
 /* Whether Q4_K matmul weights are best given in LOOM_WEIGHT_Q4K_TILES under the switches as read:
- * true where the tensor-core kernels run the Q4_K matmuls (LOOM_FAST_GEMV and LOOM_GEMV_MMA not
- * 0). The warp-per-row kernels read tiles too, but slower than rows (H200: the 4B Q4_K GEMV 13.4
- * -> 14.7 us, bench/RESULTS.md session 15). */
+ * true where the INT8 tensor-core kernels run the Q4_K matmuls (LOOM_FAST_GEMV and LOOM_GEMV_MMA
+ * not 0, LOOM_GEMV_MMA_Q4K_V the default 2; tiles always take that body). The warp-per-row
+ * kernels read tiles too, but slower than rows (H200: the 4B Q4_K GEMV 13.4 -> 14.7 us,
+ * bench/RESULTS.md session 15). */
 bool loom_cuda_q4k_tiles_preferred(void);
 loom_status loom_cuda_embed(loom_kweight table, const int32_t *ids, int64_t n_tokens, float *out,
                             loom_error *err, cudaStream_t stream);

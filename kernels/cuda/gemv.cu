@@ -264,7 +264,8 @@ loom_status gemv_launch(GemvArgs a, loom_error *err, cudaStream_t stream) {
 }
 
 extern "C" bool loom_cuda_q4k_tiles_preferred(void) {
-    return fast(SW_FAST_GEMV) && fast(SW_GEMV_MMA);  // (run_matmul's routing of Q4_K)
+    // run_matmul's routing of Q4_K, on the INT8 body (the only one that reads tiles)
+    return fast(SW_FAST_GEMV) && fast(SW_GEMV_MMA) && mma_q4k_variant() == 2;
 }
 
 // Validates w against K and fills a segment. `what` names the kernel for messages.

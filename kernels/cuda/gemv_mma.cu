@@ -1216,9 +1216,6 @@ int64_t fill_tiles(Seg *dst, int64_t *tile0, const Seg *src, int n) {
 
 }  // namespace
 
-// LOOM_GEMV_MMA_Q4K_V (runtime.cu): the Q4_K body, 1 = f16 hi + lo (v11), 2 = INT8.
-int mma_q4k_variant();
-
 // Cluster size for `tiles` 16-row tiles and nsb super-blocks a row (both mma paths): as many
 // ranks as stay resident in one wave, each warp keeping >= 2 super-blocks; 1 before sm_90.
 // LOOM_GEMV_MMA_SPLIT (1, 2, 4, 8) forces it where it fits.
