@@ -248,14 +248,11 @@ __device__ __forceinline__ void q4_store(const MmaArgs &a, const Seg &s, int64_t
     });
 }
 
-// TL: the weights in LOOM_WEIGHT_Q4K_TILES (cpu_kernels.h), else rows back to back. kQ4Bs: the
-// bytes from a block of a row to the row's next block.
-template <bool TL>
-constexpr int kQ4Bs = TL ? 16 * kQ4KBytes : kQ4KBytes;
-
+// TL: the weights in LOOM_WEIGHT_Q4K_TILES (cpu_kernels.h), else rows back to back; a row's
+// blocks lie q4k_block_stride(TL) bytes apart (matmul.cuh).
 // Tile `tile` of a's ranges: its segment (returned; one matrix a tile, the pair's tiles hold
 // both matrices' rows), its first row r0, and the pointers wg / w8 to rows g and g + 8 of each
-// matrix, their block sb at + sb * kQ4Bs<TL> (rows past the segment repeat its last row).
+// matrix, their block sb at + sb * q4k_block_stride(TL) (rows past the segment repeat its last row).
 // Uniform over the block but for g.
 template <int NMAT, bool TL>
 __device__ __forceinline__ int q4_tile_rows(const MmaArgs &a, int64_t tile, int g, int64_t &r0,
@@ -362,8 +359,8 @@ __device__ __forceinline__ void q4k_tile(const MmaArgs &a, Q4Smem<NT, NMAT, NORM
     const int vend = vwarp_end<NW>(w);  // this warp's virtual warps: w .. vend - 1
     using Raw = std::conditional_t<I8, Q4RawI8, Q4Raw>;
     auto load = [&](int m, int64_t b) -> Raw {
-        if constexpr (I8) return q4_load_i8(wg[m], w8[m], b, t, kQ4Bs<TL>);
-        else return q4_load(wg[m], w8[m], b, t, kQ4Bs<TL>);
+        if constexpr (I8) return q4_load_i8(wg[m], w8[m], b, t, q4k_block_stride(TL));
+        else return q4_load(wg[m], w8[m], b, t, q4k_block_stride(TL));
     };
     Raw cur[NMAT];
     // x of the super-block in hand for the staged tokens (L2); the GEMV loads it with the
@@ -403,8 +400,8 @@ __device__ __forceinline__ void q4k_tile(const MmaArgs &a, Q4Smem<NT, NMAT, NORM
     } else if (NW == kWarps && sb < nsb) {  // the pair: its first super-block into L2 only
 #pragma unroll
         for (int m = 0; m < NMAT; m++) {
-            prefetch_l2(wg[m] + sb * kQ4Bs<TL> + 64 * t);
-            prefetch_l2(w8[m] + sb * kQ4Bs<TL> + 64 * t);
+            prefetch_l2(wg[m] + sb * q4k_block_stride(TL) + 64 * t);
+            prefetch_l2(w8[m] + sb * q4k_block_stride(TL) + 64 * t);
         }
     }
     pdl_wait();
@@ -479,8 +476,8 @@ __device__ __forceinline__ void q4k_tile(const MmaArgs &a, Q4Smem<NT, NMAT, NORM
                 if (la < nsb) {
 #pragma unroll
                     for (int m = 0; m < NMAT; m++) {
-                        prefetch_l2(wg[m] + (int64_t)la * kQ4Bs<TL> + 64 * t);
-                        prefetch_l2(w8[m] + (int64_t)la * kQ4Bs<TL> + 64 * t);
+                        prefetch_l2(wg[m] + (int64_t)la * q4k_block_stride(TL) + 64 * t);
+                        prefetch_l2(w8[m] + (int64_t)la * q4k_block_stride(TL) + 64 * t);
                     }
                 }
             }
@@ -812,7 +809,7 @@ static __global__ void __launch_bounds__(kThreads, 2) gemm_wide_q4k(const MmaArg
     Q4Raw cur[NMAT];
     if (live && nsb > 0) {
 #pragma unroll
-        for (int m = 0; m < NMAT; m++) cur[m] = q4_load(wg[m], w8[m], 0, t, kQ4Bs<TL>);
+        for (int m = 0; m < NMAT; m++) cur[m] = q4_load(wg[m], w8[m], 0, t, q4k_block_stride(TL));
     }
     pdl_wait();
     if (NORM) block_rms_scales<NT>(a.x + (int64_t)tok0 * a.K, a.K, ntok, a.K, a.norm, sm.npart, sm.nscale);
@@ -874,11 +871,11 @@ static __global__ void __launch_bounds__(kThreads, 2) gemm_wide_q4k(const MmaArg
                     } else {
                         q4_decode(cur[m], hit, sel_e, sel_o, A);
                     }
-                    if (NMAT == 1 && more) cur[m] = q4_load(wg[m], w8[m], nx, t, kQ4Bs<TL>);
+                    if (NMAT == 1 && more) cur[m] = q4_load(wg[m], w8[m], nx, t, q4k_block_stride(TL));
 #pragma unroll
                     for (int j = 0; j < NTL; j++)
                         if (4 * j < ntok) q4_ntile<NT, NMAT == 1 ? 2 : 1>(A, st, j, lane, pt[m][j]);
-                    if (NMAT == 2 && more) cur[m] = q4_load(wg[m], w8[m], nx, t, kQ4Bs<TL>);
+                    if (NMAT == 2 && more) cur[m] = q4_load(wg[m], w8[m], nx, t, q4k_block_stride(TL));
                 }
             }
         }
@@ -958,7 +955,7 @@ static __global__ void __launch_bounds__(kThreads, NMAT == 1 ? 3 : 2)
     Q4RawI8 cur[NMAT];
     if (live && nsb > 0 && !LEAN) {
 #pragma unroll
-        for (int m = 0; m < NMAT; m++) cur[m] = q4_load_i8(wg[m], w8[m], 0, t, kQ4Bs<TL>);
+        for (int m = 0; m < NMAT; m++) cur[m] = q4_load_i8(wg[m], w8[m], 0, t, q4k_block_stride(TL));
     }
     // Tokens never staged (a ragged block) keep zero columns and 1 / s = 0 (ordered before the
     // first staging by the loop's barrier; PRE copies the pre-pass's zeros).
@@ -1039,18 +1036,18 @@ static __global__ void __launch_bounds__(kThreads, NMAT == 1 ? 3 : 2)
                 for (int m = 0; m < NMAT; m++) {
                     const bool more = sb + step < nsb || p + 1 < np;
                     Q4I8Dec A;
-                    if (LEAN) cur[m] = q4_load_i8(wg[m], w8[m], sb, t, kQ4Bs<TL>);
+                    if (LEAN) cur[m] = q4_load_i8(wg[m], w8[m], sb, t, q4k_block_stride(TL));
                     q4_i8_decode(cur[m], t, A);
                     if (LEAN && more) {
-                        prefetch_l2(wg[m] + (int64_t)nx * kQ4Bs<TL> + 64 * t);
-                        prefetch_l2(w8[m] + (int64_t)nx * kQ4Bs<TL> + 64 * t);
+                        prefetch_l2(wg[m] + (int64_t)nx * q4k_block_stride(TL) + 64 * t);
+                        prefetch_l2(w8[m] + (int64_t)nx * q4k_block_stride(TL) + 64 * t);
                     } else if (NMAT == 1 && more) {
-                        cur[m] = q4_load_i8(wg[m], w8[m], nx, t, kQ4Bs<TL>);
+                        cur[m] = q4_load_i8(wg[m], w8[m], nx, t, q4k_block_stride(TL));
                     }
 #pragma unroll
                     for (int pp = 0; pp < NP; pp++)
                         if (2 * pp < ntok) q4_i8_wtile<NT>(A, st, pp, lane, pa[m][pp]);
-                    if (NMAT == 2 && more) cur[m] = q4_load_i8(wg[m], w8[m], nx, t, kQ4Bs<TL>);
+                    if (NMAT == 2 && more) cur[m] = q4_load_i8(wg[m], w8[m], nx, t, q4k_block_stride(TL));
                 }
             }
             if (PRE && NBUF == 1 && has_next()) {

@@ -30,12 +30,15 @@ struct Seg {
 };
 
 // Bytes from a block of a Q4_K row to the row's next block: 144, or 16 x 144 in tiles.
-__host__ __device__ __forceinline__ int q4k_block_stride(bool tiles) { return tiles ? 16 * 144 : 144; }
+__host__ __device__ constexpr int q4k_block_stride(bool tiles) {
+    return tiles ? 16 * kQ4KBytes : kQ4KBytes;
+}
 
 // Row r's first byte (its block 0): rows back to back, or (tiles) 16-row tiles of 16 row_bytes
 // bytes whose rows start 144 bytes apart.
 __host__ __device__ __forceinline__ const uint8_t *seg_row(const Seg &s, int64_t r) {
-    return s.tiles ? s.w + (r >> 4) * 16 * s.row_bytes + (r & 15) * 144 : s.w + r * s.row_bytes;
+    return s.tiles ? s.w + (r >> 4) * 16 * s.row_bytes + (r & 15) * kQ4KBytes
+                   : s.w + r * s.row_bytes;
 }
 
 // silu exactly as loom_silu: x / (1 + expf(-x)), IEEE division.
