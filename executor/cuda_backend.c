@@ -1212,15 +1212,18 @@ static loom_status dispatch(loom_exec_backend *b, const loom_ir_node *n,
                            const loom_exec_tensor *in, const loom_exec_tensor *out,
                            loom_error *err);
 
-/* Whether matmul-family node n's launch over `rows` tokens uses the kernel scratch (the wide
- * prefill GEMMs' x-limb pre-passes), as its launcher answers (loom_cuda_matmul_scratch_bytes; 0
- * for decode steps, a Q4_K_M triple's Q6_K V below 64 tokens, the switches off). Such a launch
- * is ordered across streams like the other scratch users. */
-static bool matmul_uses_scratch(const cuda_backend *c, const loom_ir_node *n,
-                                const loom_exec_tensor *in, int64_t rows) {
-    loom_kweight w[3] = {{0}};
-    int nw = loom_exec_matmul_weights(n->op);
-    for (int i = 0; i < nw; i++) w[i] = kweight_of(c, &in[1 + i]);
+/* The weights w[0..] of matmul-family node n (operands 1..), as its launcher takes them. */
+static void node_weights(const cuda_backend *c, const loom_ir_node *n, const loom_exec_tensor *in,
+                         loom_kweight w[3]) {
+    const int nw = loom_exec_matmul_weights(n->op);
+    for (int i = 0; i < 3; i++) w[i] = i < nw ? kweight_of(c, &in[1 + i]) : (loom_kweight){0};
+}
+
+/* Whether matmul-family node n's launch over `rows` tokens with weights w (node_weights) uses the
+ * kernel scratch (the wide prefill GEMMs' x-limb pre-passes), as its launcher answers
+ * (loom_cuda_matmul_scratch_bytes; 0 for decode steps, a Q4_K_M triple's Q6_K V below 64 tokens,
+ * the switches off). Such a launch is ordered across streams like the other scratch users. */
+static bool matmul_uses_scratch(const loom_ir_node *n, const loom_kweight *w, int64_t rows) {
     return loom_cuda_matmul_scratch_bytes(matmul_role(n), w, rows) > 0;
 }
 
@@ -1237,7 +1240,9 @@ static loom_status run_matmul(cuda_backend *c, const loom_ir_node *n, const loom
     const float *xs = x->data;
     loom_status st;
     bool unfold = norm && !loom_exec_cuda_prenorm_folds(norm->weight, rows, c->prenorm_off);
-    bool ordered = unfold || matmul_uses_scratch(c, n, in, rows);
+    loom_kweight w[3];
+    node_weights(c, n, in, w);
+    bool ordered = unfold || matmul_uses_scratch(n, w, rows);
     if (ordered && (st = scratch_enter(c, err))) return st;
     if (unfold) {
         if (!c->norm_x || (size_t)x->numel * sizeof(float) > c->norm_x_bytes)
@@ -1253,17 +1258,13 @@ static loom_status run_matmul(cuda_backend *c, const loom_ir_node *n, const loom
         norm = NULL;
     }
     if (n->op == LOOM_IR_OP_MATMUL) {
-        st = loom_cuda_matmul_normed(xs, norm, rows, kweight_of(c, &in[1]), out[0].data,
-                                     err, s);
+        st = loom_cuda_matmul_normed(xs, norm, rows, w[0], out[0].data, err, s);
     } else if (n->op == LOOM_IR_OP_MATMUL_PAIR) {
         bool swiglu = loom_ir_node_attr_int(n, LOOM_IR_ATTR_SWIGLU, 0) != 0;
-        st = loom_cuda_matmul_pair_normed(xs, norm, rows, kweight_of(c, &in[1]),
-                                          kweight_of(c, &in[2]),
+        st = loom_cuda_matmul_pair_normed(xs, norm, rows, w[0], w[1],
                                           swiglu ? LOOM_PAIR_SWIGLU : LOOM_PAIR_NONE, out[0].data,
                                           swiglu ? NULL : out[1].data, err, s);
     } else {
-        loom_kweight w[3] = {kweight_of(c, &in[1]), kweight_of(c, &in[2]),
-                             kweight_of(c, &in[3])};
         const float *bias[3] = {NULL, NULL, NULL};
         bool has_bias = n->n_in >= 7; /* 7, or 8 with the prenorm weight last */
         for (int i = 0; has_bias && i < 3; i++) bias[i] = in[4 + i].data;
@@ -1319,10 +1320,11 @@ static loom_status dispatch(loom_exec_backend *b, const loom_ir_node *n,
     case LOOM_IR_OP_MATMUL_TRIPLE:
         return run_matmul(c, n, in, out, err);
     case LOOM_IR_OP_MATMUL_ADD: {
-        bool ordered = matmul_uses_scratch(c, n, in, rows);
+        loom_kweight w[3];
+        node_weights(c, n, in, w);
+        bool ordered = matmul_uses_scratch(n, w, rows);
         if (ordered && (st = scratch_enter(c, err))) return st;
-        st = loom_cuda_matmul_add(x->data, rows, kweight_of(c, &in[1]), in[2].data, y->data,
-                                  err, s);
+        st = loom_cuda_matmul_add(x->data, rows, w[0], in[2].data, y->data, err, s);
         return st || !ordered ? st : scratch_leave(c, err);
     }
     case LOOM_IR_OP_RESHAPE:
