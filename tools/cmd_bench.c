@@ -32,7 +32,7 @@ static void usage(FILE *f) {
     fprintf(f,
             "usage: loom bench MODEL.gguf [-p 512] [-n 128] [-r 3] [--backend cpu|cuda]\n"
             "                  [--streams N] [--kv f32|f16|int8] [--threads N] [--passes LIST]\n"
-            "                  [--json]\n"
+            "                  [--ctx N] [--json]\n"
             "\n"
             "Prefill (pp) and decode (tg) throughput, llama-bench style, and the decode roofline.\n"
             "  -p N            prompt tokens (default 512; 0 skips pp)\n"
@@ -44,6 +44,8 @@ static void usage(FILE *f) {
             "  --threads N     CPU threads (default 0: one per online core)\n"
             "  --passes LIST   GGUF models: the pass pipeline (names or -O0/-O2; default -O2),\n"
             "                  e.g. -O2 less one pass to measure that fusion in the same run\n"
+            "  --ctx N         context length of the graph and the KV cache (default 0: p + n + 1,\n"
+            "                  the least the run needs; `loom run` takes the model's, capped at 4096)\n"
             "  --json          one JSON object on stdout\n");
 }
 
@@ -93,7 +95,7 @@ static uint64_t kv_bytes_per_pos(const loom_ir_graph *g, bool int8) {
 
 int loom_cmd_bench(int argc, char **argv) {
     const char *model = NULL, *kv = "f16", *backend = "cpu", *passes = "-O2";
-    int32_t P = 512, N = 128, R = 3, streams = 1, threads = 0;
+    int32_t P = 512, N = 128, R = 3, streams = 1, threads = 0, ctx = 0;
     bool json = false;
     const loom_cli_opt opts[] = {
         {"-p", LOOM_CLI_INT, &P, 0, 1 << 20, NULL},
@@ -105,6 +107,7 @@ int loom_cmd_bench(int argc, char **argv) {
         {"--kv", LOOM_CLI_CHOICE, &kv, 0, 0, "f32|f16|int8"},
         {"--json", LOOM_CLI_FLAG, &json, 0, 0, NULL},
         {"--passes", LOOM_CLI_STRING, &passes, 0, 0, NULL},
+        {"--ctx", LOOM_CLI_INT, &ctx, 0, 1 << 21, NULL},
     };
     int pr = loom_cli_parse_opts("loom bench", argc, argv, opts, sizeof opts / sizeof opts[0],
                                  usage, "model", &model);
@@ -123,10 +126,15 @@ int loom_cmd_bench(int argc, char **argv) {
         fprintf(stderr, "loom bench: nothing to run (-p 0 -n 0)\n");
         return 2;
     }
+    if (ctx != 0 && ctx < P + N + 1) {
+        fprintf(stderr, "loom bench: --ctx %d is below the %d positions the run needs (-p %d + -n %d + 1)\n",
+                ctx, P + N + 1, P, N);
+        return 2;
+    }
     loom_error err = {0};
     loom_model_options mo;
     loom_model_options_init(&mo);
-    mo.n_ctx = P + N + 1;
+    mo.n_ctx = ctx ? ctx : P + N + 1;
     mo.max_tokens = P > 0 && P < 512 ? P : 512;
     mo.cache_type = !strcmp(kv, "f32") ? LOOM_CACHE_F32 : LOOM_CACHE_F16;
     mo.last_logits_only = true;
@@ -201,8 +209,9 @@ int loom_cmd_bench(int argc, char **argv) {
         printf(", \"passes\": ");
         loom_cli_put_json(stdout, pm && pm->kind == LOOM_IR_META_STRING ? pm->s : "");
         printf(", \"size_bytes\": %llu, \"params\": %llu, "
-               "\"backend\": \"%s\", \"streams\": %d, \"kv\": \"%s\", \"reps\": %d, ",
-               (unsigned long long)wtotal, (unsigned long long)params, be, streams, kv, R);
+               "\"backend\": \"%s\", \"streams\": %d, \"kv\": \"%s\", \"n_ctx\": %d, \"reps\": %d, ",
+               (unsigned long long)wtotal, (unsigned long long)params, be, streams, kv,
+               loom_model_n_ctx(m), R);
         printf("\"pp\": {\"tokens\": %d, \"tps\": %.3f, \"tps_sd\": %.3f}, ", P, ppm, pps);
         printf("\"tg\": {\"tokens\": %d, \"tps\": %.3f, \"tps_sd\": %.3f, \"ms_per_token\": %.4f}, ",
                N, tgm, tgs, ms_tok);

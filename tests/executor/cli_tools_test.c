@@ -119,6 +119,23 @@ Test(cli_tools, bench_passes_picks_the_pipeline) {
     cr_assert(strstr(err, "unknown pass 'no-such-pass'"), "%s", err);
 }
 
+Test(cli_tools, bench_ctx_sizes_the_graph_and_cache) {
+    const char *golden = loom_test_testdata("golden/tiny_llama_q8_0.gguf");
+    char args[4096], out[4096], err[4096];
+    snprintf(args, sizeof args, "bench '%s/golden/tiny_llama_q8_0.gguf' -p 4 -n 2 -r 1 --json",
+             golden);
+    cr_assert_eq(run(args, out, sizeof out, err, sizeof err), 0, "%s", err);
+    cr_assert(strstr(out, "\"n_ctx\": 7, "), "default p + n + 1: %s", out);
+    snprintf(args, sizeof args,
+             "bench '%s/golden/tiny_llama_q8_0.gguf' -p 4 -n 2 -r 1 --json --ctx 64", golden);
+    cr_assert_eq(run(args, out, sizeof out, err, sizeof err), 0, "%s", err);
+    cr_assert(strstr(out, "\"n_ctx\": 64, "), "%s", out);
+    snprintf(args, sizeof args, "bench '%s/golden/tiny_llama_q8_0.gguf' -p 4 -n 2 -r 1 --ctx 6",
+             golden);
+    cr_assert_eq(run(args, out, sizeof out, err, sizeof err), 2, "%s", err);
+    cr_assert(strstr(err, "--ctx 6 is below the 7 positions the run needs"), "%s", err);
+}
+
 Test(cli_tools, run_pb_text_prompt_finds_its_gguf_without_m) {
     const char *td = loom_test_testdata("models/stories260K.gguf");
     char dir[1200], other[1200], link[1400], args[4096], out[4096], err[4096], direct[4096];
