@@ -13,7 +13,9 @@
  * freed on destroy, also after errors.
  * Matmul-family nodes with a folded RMSNorm (prenorm, ops.def) run the _normed launchers in
  * decode steps (T = 1: no norm launch); in steps of more tokens they run loom_cuda_rms_norm into
- * norm_x and the plain launcher on it (the kernels' contract makes both the same bits), because
+ * norm_x and the plain launcher on it (the kernels' contract: the same scale, and the same bits
+ * but where the Q4_K tensor-core kernels apply the scale to the finished dots, within the
+ * family's tolerance; cuda_kernels.h loom_cuda_normed_scale_last), because
  * there the folded GEMM redoes each token's norm in every block (H200 R1: a prefill pair 186 us
  * folded against 117 us norm + plain) while one launch more per step costs nothing. (Since
  * session 11 the INT8 Q4_K wide GEMM norms each token once, in its x pre-pass, so the fold may

@@ -189,7 +189,8 @@ typedef struct loom_prenorm {
  * forms take n * K floats of scratch for the call (cpu_workspace.h has the allocation-free _ws
  * forms); LOOM_ERR_OUT_OF_MEMORY when it cannot be had. Bad arguments as the plain call's, plus
  * a negative or NaN eps. CUDA twins (one launch a weight type, no separate norm launch): bit for
- * bit loom_cuda_rms_norm followed by the plain CUDA launcher of the same path. */
+ * bit loom_cuda_rms_norm followed by the plain CUDA launcher of the same path, but the Q4_K
+ * tensor-core kernels, which multiply the finished dots by the norm's scale (cuda_kernels.h). */
 loom_status loom_cpu_matmul_normed(const float *x, const loom_prenorm *norm, int64_t n,
                                    loom_kweight w, float *y, loom_error *err);
 loom_status loom_cpu_matmul_pair_normed(const float *x, const loom_prenorm *norm, int64_t n,

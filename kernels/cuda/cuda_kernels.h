@@ -144,9 +144,13 @@ loom_status loom_cuda_matmul_triple(const float *x, int64_t n, const loom_kweigh
                                     const float *const bias[3], float *const y[3],
                                     loom_error *err, cudaStream_t stream);
 /* The same with the RMSNorm of x folded in (loom_prenorm and the contract: cpu_kernels.h; norm is
- * a host pointer, norm->weight device memory; NULL norm = the plain launcher). Bit for bit
- * loom_cuda_rms_norm(x, norm->weight, n, K, norm->eps, tmp) followed by the plain launcher on
- * tmp, path by path; the kernels normalize x while staging it (no norm launch, no scratch).
+ * a host pointer, norm->weight device memory; NULL norm = the plain launcher), no norm launch.
+ * Each token's scale has the bits of loom_cuda_rms_norm's. Outputs of Q4_K weights on the
+ * tensor cores (loom_cuda_normed_scale_last) are scale * (W (x * norm->weight)): the scale
+ * multiplies the finished dot, so a GEMV block needs it only at its store (kernels/cuda/norm.cuh),
+ * within the family's tolerance of the unfused pair of launches, and a GEMM token gives the GEMV's
+ * bits. Every other output is bit for bit loom_cuda_rms_norm(x, norm->weight, n, K, norm->eps,
+ * tmp) followed by the plain launcher on tmp, path by path (x normalized as it is staged).
  * Cost: every block recomputes its tokens' scales (K floats a token from L2), so the fold pays
  * for decode (n = 1) matmuls of moderate grids (the 4B pair and triple: -1..2 us a norm in a
  * graph) and loses for very large grids (the 4B lm head: +20 us) and n > 1 (prefill: the GEMM
@@ -301,6 +305,10 @@ loom_status loom_cuda_q4k_to_tiles(loom_kweight src, void *dst, loom_error *err,
  * kernels read tiles too, but slower than rows (H200: the 4B Q4_K GEMV 13.4 -> 14.7 us,
  * bench/RESULTS.md session 15). */
 bool loom_cuda_q4k_tiles_preferred(void);
+/* Whether the _normed launchers apply the RMS scale to the finished dots of Q4_K weights (the
+ * tensor-core kernels: LOOM_FAST_GEMV and LOOM_GEMV_MMA not 0) under the switches as read; false:
+ * every output is bit for bit the norm launcher + the plain launcher. */
+bool loom_cuda_normed_scale_last(void);
 loom_status loom_cuda_embed(loom_kweight table, const int32_t *ids, int64_t n_tokens, float *out,
                             loom_error *err, cudaStream_t stream);
 loom_status loom_cuda_softmax(const float *x, int64_t rows, int64_t n, float *y, loom_error *err,

@@ -263,6 +263,10 @@ loom_status gemv_launch(GemvArgs a, loom_error *err, cudaStream_t stream) {
     return gemv_launch_unroll(a, 1, err, stream);
 }
 
+extern "C" bool loom_cuda_normed_scale_last(void) {
+    return fast(SW_FAST_GEMV) && fast(SW_GEMV_MMA);  // run_matmul's routing of Q4_K
+}
+
 extern "C" bool loom_cuda_q4k_tiles_preferred(void) {
     // run_matmul's routing of Q4_K, on the INT8 body (the only one that reads tiles)
     return fast(SW_FAST_GEMV) && fast(SW_GEMV_MMA) && mma_q4k_variant() == 2;

@@ -63,13 +63,17 @@
 // lookahead (R2) or reloading each matrix right after its math (R3) made it 3-4 us slower, as
 // did its first super-block in registers or every super-block in L2 before the wait (R1).
 //
-// Folded RMSNorm (the NORM kernels, loom_cuda_*_normed): the block computes its tokens' norm
-// scales with norm.cuh's reduction right after pdl_wait (x of NT tokens from L2: +K floats a
-// token and block, beside the weights in flight), and each staged x value becomes
-// (x * scale) * w[k] (the norm weight read as float4 beside x; w = 1.0 without a weight), so
-// the result is bit for bit loom_cuda_rms_norm followed by the plain kernel, and GEMM tokens
-// still equal the GEMV. The NORM GEMV does not prefetch x a super-block ahead (its reduction
-// has just brought x into L1; the 8 registers would spill at 128).
+// Folded RMSNorm (the NORM kernels, loom_cuda_*_normed), scale last (norm.cuh): each staged x
+// value is x * w[k] (the norm weight read as float4 beside x; w = 1.0 without a weight) and
+// q4_store multiplies every finished dot by its token's scale, which has loom_cuda_rms_norm's
+// bits. The GEMM (and the wide GEMMs, or their limb pre-pass) computes its tokens' scales
+// right after pdl_wait; the GEMV's warps only leave their partials of the scale there (x from
+// L2, K floats a block) and the storing warp finishes it after the reduction's barrier, so no
+// barrier holds the first super-block for the norm (session 16: the norm's reduction at the
+// start cost the normed GEMVs ~1 us a launch, bench/NOTES.md 7). GEMM tokens equal the GEMV;
+// the result is within the family's tolerance of loom_cuda_rms_norm + the plain kernel, not
+// its bits. The NORM GEMV does not prefetch x a super-block ahead (the partials have just
+// brought x into L1; the 8 registers would spill at 128).
 //
 // Numeric contract: as gemv.cu (|y - y_cpu| <= 1e-5 * sum_k |W[m,k] x[k]| per element against
 // the CPU twin): products sc*q*x_hi are exact, x carries ~22 bits, accumulation is FP32 in the
@@ -225,18 +229,23 @@ struct MmaArgs {
 // row g + 8k; for_each_output's layout): y = dot (+ bias[r]), dot + resid[i] (EPI_ADD),
 // silu(dot_0) * dot_1 (the pair's SwiGLU) or the pair's two outputs. s: the tile's segment.
 // rv (the GEMV, one matrix): EPI_ADD's resid values read beforehand, rv[j * 2 + k] for v's
-// element; nullptr: read here.
-template <int NTL, int NMAT>
+// element; nullptr: read here. SC (a folded RMSNorm, scale last: norm.cuh): every dot times its
+// token's scale first, nsc[4 j + t] for the block's token 4 j + t.
+template <int NTL, int NMAT, bool SC = false>
 __device__ __forceinline__ void q4_store(const MmaArgs &a, const Seg &s, int64_t r0, int tok0,
                                          int ntok, int lane, const float (&v)[NMAT * NTL * 2],
-                                         const float *rv = nullptr) {
+                                         const float *rv = nullptr, const float *nsc = nullptr) {
     q6k::for_each_output<NTL>(r0, s.rows, tok0, ntok, lane, [&](int j, int k, int64_t i, int64_t r) {
-        float y = v[j * 2 + k];
+        const float sc = SC ? nsc[4 * j + (lane & 3)] : 1.0f;
+        float y = v[j * 2 + k], y1 = v[((NMAT - 1) * NTL + j) * 2 + k];
+        if (SC) {
+            y = __fmul_rn(y, sc);
+            y1 = __fmul_rn(y1, sc);
+        }
         if (NMAT == 2 && a.epi == EPI_SWIGLU) {
-            y = __fmul_rn(silu_f(y), v[((NMAT - 1) * NTL + j) * 2 + k]);
+            y = __fmul_rn(silu_f(y), y1);
         } else if (NMAT == 2) {  // the pair without epilogue: both outputs
             const Seg &s1 = a.seg[1];
-            const float y1 = v[((NMAT - 1) * NTL + j) * 2 + k];
             s1.y[i] = s1.bias ? __fadd_rn(y1, s1.bias[r]) : y1;
             if (s.bias) y = __fadd_rn(y, s.bias[r]);
         } else if (a.epi == EPI_ADD) {
@@ -283,10 +292,8 @@ __device__ __forceinline__ int q4_tile_rows(const MmaArgs &a, int64_t tile, int 
 // NT: tokens staged per block (1: the GEMV; 8: GEMM groups in 2 n-tiles that share each
 // decoded A, the last group possibly ragged).
 // NMAT: 2 for the pair (both matrices' rows of the tile; SwiGLU or two outputs), else 1.
-// NORM: x is RMS-normalized as it is staged (norm.cuh): the block first computes its tokens'
-// scales (after pdl_wait, while the first weights are in flight), then each staged value is
-// (x * scale) * w[k], the norm weight's float4s loaded beside x's; bit for bit
-// loom_cuda_rms_norm followed by the plain kernel.
+// NORM: a folded RMSNorm, scale last (see the file's opening comment): staged values x * w[k],
+// the norm weight's float4s loaded beside x's; the dots times the token's scale at the store.
 // Occupancy (the kernels that run it): 4 blocks an SM for the GEMV (<= 128 registers), 2 for
 // the GEMM groups (8 tokens: 188-190 registers in the ptxas report, no spills).
 // The block's work as a device function (as q6k_mma_body.cuh's q6k_tile), so that the mixed
@@ -419,7 +426,16 @@ __device__ __forceinline__ void q4k_tile(const MmaArgs &a, Q4Smem<NT, NMAT, NORM
         }
     }
     if (kPrefetchX && sb < nsb) load_x(sb, 0, xa, xc);
-    if (NORM) block_rms_scales<NT, NW>(a.x + (int64_t)tok0 * a.K, a.K, ntok, a.K, a.norm, npart, nscale);
+    // NORM, scale last (norm.cuh): the GEMV's warps leave their partials of the scale here and
+    // the storing warp takes the scale after the reduction's barrier, so nothing waits for the
+    // norm before the first super-block; the GEMM's scales first, as the wide GEMMs take them.
+    // (The traced GEMV takes its scale here, as the GEMM: the double-precision scale at the
+    // store, beside its stamps' registers, spilled it.)
+    if constexpr (NORM && NT == 1 && !TR) {
+        block_rms_partials1<NW>(a.x + (int64_t)tok0 * a.K, a.K, a.norm, npart);
+    } else if constexpr (NORM) {
+        block_rms_scales<NT, NW>(a.x + (int64_t)tok0 * a.K, a.K, ntok, a.K, a.norm, npart, nscale);
+    }
     gt_mark<TR>(slot, 4);
     // This warp's sums of its partials, v[(m * NTL + j) * 2 + k] (acc is left lane-summed).
     constexpr int NV = NMAT * NTL * 2;
@@ -494,16 +510,15 @@ __device__ __forceinline__ void q4k_tile(const MmaArgs &a, Q4Smem<NT, NMAT, NORM
                     for (int i = 0; i < XB; i++) {
                         if (i0 + i == 0 || i0 + i < ntok) {
                             if (NORM) {
-                                const float sc = nscale[i0 + i];
-                                stage_q4i8<NT>(st, i0 + i, rms_apply4(xa[i], sc, nwa),
-                                               rms_apply4(xc[i], sc, nwc), lane);
+                                stage_q4i8<NT>(st, i0 + i, norm_w4(xa[i], nwa),
+                                               norm_w4(xc[i], nwc), lane);
                             } else {
                                 stage_q4i8<NT>(st, i0 + i, xa[i], xc[i], lane);
                             }
                         }
                     }
                 } else {
-                    stage_tokens<NT, XB, NORM>(st, i0, xa, xc, ntok, nscale, nwa, nwc, lane);
+                    stage_tokens<NT, XB, NORM, true>(st, i0, xa, xc, ntok, nscale, nwa, nwc, lane);
                 }
             }
             __syncwarp();
@@ -539,8 +554,14 @@ __device__ __forceinline__ void q4k_tile(const MmaArgs &a, Q4Smem<NT, NMAT, NORM
         end();
         return;
     }
-    if constexpr (kEarlyResid) q4_store<NTL, NMAT>(a, s, r0, tok0, ntok, lane, v, rv);
-    else q4_store<NTL, NMAT>(a, s, r0, tok0, ntok, lane, v);
+    if constexpr (NORM && NT == 1) {  // (every warp's npart is visible: the reduction's barrier)
+        const float sc = TR ? nscale[0] : rms_scale(npart, a.K, a.norm.eps);
+#pragma unroll
+        for (int i = 0; i < NV; i++) v[i] = __fmul_rn(v[i], sc);
+    }
+    constexpr bool kSc = NORM && NT > 1;  // the GEMM: q4_store takes each token's scale
+    if constexpr (kEarlyResid) q4_store<NTL, NMAT, kSc>(a, s, r0, tok0, ntok, lane, v, rv, nscale);
+    else q4_store<NTL, NMAT, kSc>(a, s, r0, tok0, ntok, lane, v, nullptr, nscale);
     end();
 }
 
@@ -753,11 +774,12 @@ __device__ __forceinline__ void wide_end_partial(int p, int np, Part part,
 }
 
 // After the walk: the tile's outputs, the ranks' sum (SPLIT: tot) or rank 0's (rk, rk1), through
-// q4_store (the GEMV's epilogue).
-template <int NTL, int NMAT, bool SPLIT>
+// q4_store (the GEMV's epilogue; SC: times the block's token scales nsc, scale last).
+template <int NTL, int NMAT, bool SPLIT, bool SC = false>
 __device__ __forceinline__ void wide_store(const MmaArgs &a, const Seg &s, int64_t r0, int tok0,
                                            int ntok, int lane, const float (&rk)[NMAT][NTL][2],
-                                           const float *rk1, const float *tot) {
+                                           const float *rk1, const float *tot,
+                                           const float *nsc = nullptr) {
     float v[NMAT * NTL * 2];
 #pragma unroll
     for (int m = 0; m < NMAT; m++)
@@ -767,7 +789,7 @@ __device__ __forceinline__ void wide_store(const MmaArgs &a, const Seg &s, int64
             for (int k = 0; k < 2; k++)
                 v[(m * NTL + j) * 2 + k] = SPLIT ? tot[((m * NTL + j) * 2 + k) * 32]
                                            : m == 1 ? rk1[(j * 2 + k) * 32] : rk[m][j][k];
-    q4_store<NTL, NMAT>(a, s, r0, tok0, ntok, lane, v);
+    q4_store<NTL, NMAT, SC>(a, s, r0, tok0, ntok, lane, v, nullptr, nsc);
 }
 
 template <int NT, int NMAT, bool NORM, bool SPLIT, bool TL>
@@ -845,10 +867,8 @@ static __global__ void __launch_bounds__(kThreads, 2) gemm_wide_q4k(const MmaArg
                 for (int i = 0; i < 4; i++) {
                     const int tk = i0 + kWarps * i + w;
                     if (tk < ntok) {
-                        if (NORM) {
-                            const float sc = sm.nscale[tk];
-                            stage_token<NT>(st, tk, rms_apply4(xa[i], sc, nwa),
-                                            rms_apply4(xc[i], sc, nwc), lane);
+                        if (NORM) {  // scale last (norm.cuh)
+                            stage_token<NT>(st, tk, norm_w4(xa[i], nwa), norm_w4(xc[i], nwc), lane);
                         } else {
                             stage_token<NT>(st, tk, xa[i], xc[i], lane);
                         }
@@ -888,7 +908,7 @@ static __global__ void __launch_bounds__(kThreads, 2) gemm_wide_q4k(const MmaArg
         }, rk, rk1, tot);
     }
     if (!live) return;
-    wide_store<NTL, NMAT, SPLIT>(a, s, r0, tok0, ntok, lane, rk, rk1, tot);
+    wide_store<NTL, NMAT, SPLIT, NORM>(a, s, r0, tok0, ntok, lane, rk, rk1, tot, sm.nscale);
 }
 
 // ---- The wide GEMM on the INT8 body (LOOM_GEMV_MMA_Q4K_V=2; bench/NOTES.md 2.4, session 9) ----
@@ -910,13 +930,12 @@ constexpr int kWideTokI8 = 16;
 // PRE (LOOM_GEMM_WIDE_Q4K_I8=5, the default since session 11): the stages are cp.async copies of
 // what the limb pre-pass (q4_limbs_prepass) staged once for the whole matmul into the kernel
 // scratch (L), two stages (one for the pair with SPLIT: 48 KB), the next super-block's copy in
-// flight during this one's tiles, one barrier a super-block; NORM is then the pre-pass's
-// business (NORM = false). Relay pre-R1 (H200): 4B N = 512 O + add 272 -> 171 us, ffn down + add
+// flight during this one's tiles, one barrier a super-block; NORM: the pre-pass staged x * w and
+// its scales (L.NS), which the store applies (scale last, norm.cuh). Relay pre-R1 (H200): 4B N = 512 O + add 272 -> 171 us, ffn down + add
 // 608 -> 375, Q+K normed 385 -> 197, the pair normed 1,098 -> 633 (bench/NOTES.md 2.4).
 template <int NMAT, bool NORM, bool SPLIT, bool PRE, bool TL>
 static __global__ void __launch_bounds__(kThreads, NMAT == 1 ? 3 : 2)
     gemm_wide_q4k_i8(const MmaArgs a, int S, const Q4Limbs L) {
-    static_assert(!(PRE && NORM), "the pre-pass applies the norm");
     constexpr int NT = kWideTokI8;
     // LEAN (one matrix, 3 blocks an SM): the next super-block's weights go to L2 only
     // (prefetch) and into registers at the start of their step.
@@ -965,7 +984,7 @@ static __global__ void __launch_bounds__(kThreads, NMAT == 1 ? 3 : 2)
             z[i] = make_uint4(0u, 0u, 0u, 0u);
     }
     pdl_wait();
-    if (NORM) block_rms_scales<NT>(a.x + (int64_t)tok0 * a.K, a.K, ntok, a.K, a.norm, sm.npart, sm.nscale);
+    if (NORM && !PRE) block_rms_scales<NT>(a.x + (int64_t)tok0 * a.K, a.K, ntok, a.K, a.norm, sm.npart, sm.nscale);
     if (PRE && nsb > 0) {  // the walk's first super-block, 0
         q4_limbs_copy<NT>(L, 0, tok0, sm.stage[0]);
         cp_async_commit();
@@ -1017,10 +1036,9 @@ static __global__ void __launch_bounds__(kThreads, NMAT == 1 ? 3 : 2)
                     for (int i = 0; i < 4; i++) {
                         const int tk = i0 + kWarps * i + w;
                         if (tk < ntok) {
-                            if (NORM) {
-                                const float sc = sm.nscale[tk];
-                                stage_q4i8w<NT>(st, tk, rms_apply4(xa[i], sc, nwa),
-                                                rms_apply4(xc[i], sc, nwc), lane);
+                            if (NORM) {  // scale last (norm.cuh)
+                                stage_q4i8w<NT>(st, tk, norm_w4(xa[i], nwa), norm_w4(xc[i], nwc),
+                                                lane);
                             } else {
                                 stage_q4i8w<NT>(st, tk, xa[i], xc[i], lane);
                             }
@@ -1063,15 +1081,17 @@ static __global__ void __launch_bounds__(kThreads, NMAT == 1 ? 3 : 2)
         }, rk, rk1, tot);
     }
     if (!live) return;
-    wide_store<NTL, NMAT, SPLIT>(a, s, r0, tok0, ntok, lane, rk, rk1, tot);
+    wide_store<NTL, NMAT, SPLIT, NORM>(a, s, r0, tok0, ntok, lane, rk, rk1, tot,
+                                      PRE ? L.NS + tok0 : sm.nscale);
 }
 
 // The limb pre-pass (one block a token, npad blocks; q4k_i8_body.cuh).
 template <bool NORM>
 static __global__ void __launch_bounds__(kThreads) q4_prepass(const float *x, int64_t K, int n,
                                                               const PreNorm norm, uint4 *X,
-                                                              uint2 *SX, float *SI, int npad) {
-    q4_limbs_prepass<NORM>(x, K, n, norm, X, SX, SI, npad);
+                                                              uint2 *SX, float *SI, float *NS,
+                                                              int npad) {
+    q4_limbs_prepass<NORM>(x, K, n, norm, X, SX, SI, NS, npad);
 }
 
 // The pre-pass into the kernel scratch (runtime.cu scratch(): grown only outside stream capture;
@@ -1088,12 +1108,18 @@ cudaError_t launch_wide_pre(const MmaArgs &a, bool norm, int S, dim3 grid, cudaS
     uint4 *X = static_cast<uint4 *>(buf);
     uint2 *SX = reinterpret_cast<uint2 *>(X + pairs * 128);
     float *SI = reinterpret_cast<float *>(SX + pairs * 32);
+    float *NS = SI + (a.K / 256) * (int64_t)L.npad;
     L.X = X;
     L.SX = SX;
     L.SI = SI;
+    L.NS = NS;
     cudaError_t e = launch(norm ? q4_prepass<true> : q4_prepass<false>, dim3((unsigned)L.npad),
-                           kThreads, 0, stream, a.x, a.K, a.n, a.norm, X, SX, SI, L.npad);
+                           kThreads, 0, stream, a.x, a.K, a.n, a.norm, X, SX, SI, NS, L.npad);
     if (e != cudaSuccess) return e;
+    if (norm) {
+        if (S > 1) return launch(gemm_wide_q4k_i8<NMAT, true, true, true, TL>, grid, kThreads, 0, stream, a, S, L);
+        return launch(gemm_wide_q4k_i8<NMAT, true, false, true, TL>, grid, kThreads, 0, stream, a, S, L);
+    }
     if (S > 1) return launch(gemm_wide_q4k_i8<NMAT, false, true, true, TL>, grid, kThreads, 0, stream, a, S, L);
     return launch(gemm_wide_q4k_i8<NMAT, false, false, true, TL>, grid, kThreads, 0, stream, a, S, L);
 }

@@ -2,7 +2,8 @@
 // gemm.cu (warp-per-row GEMM, N = 2..32 per pass), gemv_mma.cu (tensor cores, Q4_K, any N) and
 // gemv_mma_q6k.cu (tensor cores, Q6_K, any N): the segment description of one weight matrix
 // and the entry points. `norm` (NULL: none) folds an RMSNorm of x into the kernel (norm.cuh):
-// every entry point then gives bit for bit loom_cuda_rms_norm followed by itself.
+// every entry point then gives bit for bit loom_cuda_rms_norm followed by itself, but
+// mma_matmul (the Q4_K tensor-core kernels), which takes the scale last (norm.cuh).
 #pragma once
 
 #include <atomic>

@@ -110,9 +110,10 @@ __device__ __forceinline__ void stage_token(Stage<NT> &st, int slot, float4 xa, 
 // Stages tokens i0 .. i0 + XB - 1 of a block's NT (those below ntok; token 0 always, so the
 // GEMV needs no predicate) from this lane's x values xa[i], xc[i] of the super-block (as
 // stage_token takes them), RMS-normed first when NORM: (x * nscale[token]) * w with nwa, nwc the
-// norm weights at the same positions (norm.cuh's rms_apply4), bit for bit loom_cuda_rms_norm.
+// norm weights at the same positions (norm.cuh's rms_apply4), bit for bit loom_cuda_rms_norm;
+// LAST (the scale-last Q4_K matmuls, norm.cuh): x * w only (nscale unused).
 // The x-staging step of both tensor-core GEMVs (gemv_mma.cu, gemv_mma_q6k.cu).
-template <int NT, int XB, bool NORM>
+template <int NT, int XB, bool NORM, bool LAST = false>
 __device__ __forceinline__ void stage_tokens(Stage<NT> &st, int i0, const float4 (&xa)[XB],
                                              const float4 (&xc)[XB], int ntok,
                                              const float *nscale, float4 nwa, float4 nwc,
@@ -120,7 +121,9 @@ __device__ __forceinline__ void stage_tokens(Stage<NT> &st, int i0, const float4
 #pragma unroll
     for (int i = 0; i < XB; i++) {
         if (i0 + i == 0 || i0 + i < ntok) {
-            if (NORM) {
+            if (NORM && LAST) {
+                stage_token<NT>(st, i0 + i, norm_w4(xa[i], nwa), norm_w4(xc[i], nwc), lane);
+            } else if (NORM) {
                 const float sc = nscale[i0 + i];
                 stage_token<NT>(st, i0 + i, rms_apply4(xa[i], sc, nwa), rms_apply4(xc[i], sc, nwc),
                                 lane);

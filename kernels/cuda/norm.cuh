@@ -2,8 +2,9 @@
 // that fold the norm into their x staging (gemv_mma.cu, gemv_mma_q6k.cu, gemv.cu, gemm.cu;
 // the loom_cuda_*_normed launchers).
 //
-// Invariant (what makes a fused graph equal the unfused one bit for bit): a row's scale comes
-// from the same operations in the same order wherever it is computed: thread i of a 128-thread
+// Invariant: a row's scale comes from the same operations in the same order wherever it is
+// computed (so a fused graph gives the unfused one's scale, and its bits where the norm is applied
+// to x as the norm launcher applies it): thread i of a 128-thread
 // block sums, in double, the squares of the row's float4 groups i, i + 128, ... (VEC: the norm
 // launcher's float4 path) or of its elements i, i + 128, ... (scalar path), each float4 as
 // ((x^2 + y^2) + z^2) + w^2 added to the running sum in increasing i; then warp_sum_d's
@@ -11,6 +12,10 @@
 // sqrt(sum / d + eps)). A normalized value is __fmul_rn(__fmul_rn(x, scale), w[k]) (w NULL: the first product; a
 // weight of 1 would give the same bits). Products of two floats are exact in double, so FMA
 // contraction cannot change a sum; the explicit _rn operations pin the rest.
+// Scale last: the Q4_K tensor-core matmuls (gemv_mma.cu) stage x * w[k] (norm_w4) and multiply
+// each finished dot by the scale, y = scale * (W (x * w)): the scale's bits as above, the dot's
+// other bits than the norm launcher + the plain matmul (within the family's tolerance), and the
+// GEMV needs the scale only at its store, so no barrier waits for it before the first weights.
 // Which order the norm launcher takes (VEC or scalar) depends on d % 4, the pointers'
 // alignment and LOOM_FAST_NORM: rms_vec() is that rule, so a fused launcher picks the order
 // the unfused norm would have used.
@@ -90,6 +95,11 @@ __device__ __forceinline__ float4 rms_apply4(float4 x, float scale, float4 w) {
     return make_float4(rms_apply(x.x, scale, w.x), rms_apply(x.y, scale, w.y),
                        rms_apply(x.z, scale, w.z), rms_apply(x.w, scale, w.w));
 }
+// x * w, the staged value of the scale-last matmuls (the bits of rms_apply4 with scale 1).
+__device__ __forceinline__ float4 norm_w4(float4 x, float4 w) {
+    return make_float4(__fmul_rn(x.x, w.x), __fmul_rn(x.y, w.y), __fmul_rn(x.z, w.z),
+                       __fmul_rn(x.w, w.w));
+}
 
 // Two rows at once (the GEMM prologues): each row's partial exactly as rms_partial's, the
 // loads of both rows' float4 batches in flight together. (A row-count template serving both
@@ -137,12 +147,27 @@ __device__ __forceinline__ float block_rms_scale(const float *x, int64_t d, cons
     return rms_scale(part, d, n.eps);
 }
 
+// The first half of block_rms_scales for one row x[d], without a barrier: each warp's partial
+// into part[v] (v: the kWarps block's warp; a block of NW < kWarps warps computes the kWarps
+// block's partials, common.cuh vwarp_end: the same bits). The row's scale is rms_scale(part, d,
+// eps) once a barrier has made part visible. Every thread of the block must call it.
+template <int NW = kWarps>
+__device__ __forceinline__ void block_rms_partials1(const float *x, int64_t d, const PreNorm &n,
+                                                    double *part) {
+    const int w = threadIdx.x >> 5, lane = threadIdx.x & 31;
+    for (int v = w; v < vwarp_end<NW>(w); v++) {
+        const int vt = 32 * v + lane;  // the kWarps block's thread
+        const double s = n.vec ? rms_partial<true>(x, d, vt) : rms_partial<false>(x, d, vt);
+        const double sv = warp_sum_d(s);
+        if (lane == 0) part[v] = sv;
+    }
+}
+
 // The scales of rows x + i * ldx (i < nrows <= MAXR, nrows uniform over the block), d values
 // each, into scale[i] (shared memory; part: MAXR * kWarps doubles of shared memory). Rows go in
 // pairs (their loads together). Every thread of the (kThreads) block must call it; it returns
 // after a barrier, scale[] visible.
-// NW < kWarps (one row): a block of NW warps computes the kWarps block's partials (common.cuh
-// vwarp_end), the same bits.
+// NW < kWarps (one row): a block of NW warps, as block_rms_partials1.
 template <int MAXR, int NW = kWarps>
 __device__ __forceinline__ void block_rms_scales(const float *x, int64_t ldx, int nrows,
                                                  int64_t d, const PreNorm &n, double *part,
@@ -150,12 +175,7 @@ __device__ __forceinline__ void block_rms_scales(const float *x, int64_t ldx, in
     const int tid = threadIdx.x, w = tid >> 5, lane = tid & 31;
     if constexpr (NW < kWarps) {
         static_assert(MAXR == 1, "a block of fewer warps folds one row");
-        for (int v = w; v < vwarp_end<NW>(w); v++) {
-            const int vt = 32 * v + lane;  // the kWarps block's thread
-            const double s = n.vec ? rms_partial<true>(x, d, vt) : rms_partial<false>(x, d, vt);
-            const double sv = warp_sum_d(s);
-            if (lane == 0) part[v] = sv;
-        }
+        block_rms_partials1<NW>(x, d, n, part);
     } else {
 #pragma unroll 1
         for (int i = 0; i < MAXR && i < nrows; i += 2) {

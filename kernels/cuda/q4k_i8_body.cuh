@@ -424,23 +424,25 @@ struct Q4Limbs {
     const uint4 *X;
     const uint2 *SX;
     const float *SI;
+    const float *NS;  // [npad]: each token's RMS scale (a folded norm; scale last, norm.cuh)
     int npad;
 };
 
 // Bytes of the Q4Limbs of n tokens of K values (the scratch the pre-pass launches need).
 inline size_t q4_limbs_bytes(int64_t n, int64_t K) {
-    return (size_t)(K / 256) * (size_t)limbs_npad(n) * (1024 + 128 + sizeof(float));
+    return ((size_t)(K / 256) * (1024 + 128 + sizeof(float)) + sizeof(float)) *
+           (size_t)limbs_npad(n);
 }
 
 // The pre-pass: block x = token, its 4 warps stage super-blocks w, w + 4, ... with stage_q4i8w
-// (NORM: the token's RMS scale from block_rms_scales first, then rms_apply4 per value, as the
-// wide GEMM's staging) into a warp's one-pair stage, then copy the token's half of it (limb
-// words 16 e .. 16 e + 15 of each of the 4 registers' rows, sum words 16 e .. 16 e + 15, 1 / s;
-// e = token & 1) to L. Tokens past n: zeros.
+// (NORM, scale last as the wide GEMM's staging: x * w per value, and the token's RMS scale from
+// block_rms_scales into NS[token]) into a warp's one-pair stage, then copy the token's half of
+// it (limb words 16 e .. 16 e + 15 of each of the 4 registers' rows, sum words 16 e .. 16 e +
+// 15, 1 / s; e = token & 1) to L. Tokens past n: zeros.
 template <bool NORM>
 __device__ __forceinline__ void q4_limbs_prepass(const float *x, int64_t K, int n,
                                                  const PreNorm &norm, uint4 *X, uint2 *SX,
-                                                 float *SI, int npad) {
+                                                 float *SI, float *NS, int npad) {
     __shared__ Q4I8WStage<2> st[kWarps];
     __shared__ double npart[NORM ? kWarps : 1];
     __shared__ float nscale[1];
@@ -455,10 +457,14 @@ __device__ __forceinline__ void q4_limbs_prepass(const float *x, int64_t K, int 
             if (lane < 16) SX[(sb * npairs + tok / 2) * 32 + 16 * e + lane] = make_uint2(0u, 0u);
             if (lane == 0) SI[sb * npad + tok] = 0.0f;
         }
+        if (threadIdx.x == 0) NS[tok] = 0.0f;
         return;
     }
     const float *xr = x + (int64_t)tok * K;
-    if (NORM) block_rms_scales<1>(xr, K, 1, K, norm, npart, nscale);
+    if (NORM) {
+        block_rms_scales<1>(xr, K, 1, K, norm, npart, nscale);
+        if (threadIdx.x == 0) NS[tok] = nscale[0];
+    }
     const int xoff = q4_i8_xoff(lane);
     const float *nwb = NORM && norm.w ? norm.w + xoff : nullptr;
     Q4I8WStage<2> &s = st[w];
@@ -470,8 +476,8 @@ __device__ __forceinline__ void q4_limbs_prepass(const float *x, int64_t K, int 
                 nwa = ld_x4(nwb + sb * 256);
                 nwc = ld_x4(nwb + sb * 256 + kQ4I8Xc);
             }
-            xa = rms_apply4(xa, nscale[0], nwa);
-            xc = rms_apply4(xc, nscale[0], nwc);
+            xa = norm_w4(xa, nwa);
+            xc = norm_w4(xc, nwc);
         }
         stage_q4i8w<2>(s, e, xa, xc, lane);
         __syncwarp();
