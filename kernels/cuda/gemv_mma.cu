@@ -426,13 +426,22 @@ __device__ __forceinline__ void q4k_tile(const MmaArgs &a, Q4Smem<NT, NMAT, NORM
         }
     }
     if (kPrefetchX && sb < nsb) load_x(sb, 0, xa, xc);
-    // NORM, scale last (norm.cuh): the GEMV's warps leave their partials of the scale here and
-    // the storing warp takes the scale after the reduction's barrier, so nothing waits for the
+    // NORM, scale last (norm.cuh): the GEMV's warps leave the partials of the scale here and the
+    // storing warp takes the scale after the reduction's barrier, so no barrier waits for the
     // norm before the first super-block; the GEMM's scales first, as the wide GEMMs take them.
-    // (The traced GEMV takes its scale here, as the GEMM: the double-precision scale at the
-    // store, beside its stamps' registers, spilled it.)
+    // Who computes the four partials: where two warps have a super-block fewer than the
+    // busiest (S = 1; the 4-warp block's warps 2, 3 when K / 256 % 4 is 1 or 2, the 3-warp
+    // pair's warps 0, 1), those two take two each and the others go straight to their weights
+    // (measured: -0.03 ms a 4B decode token against one each, bench/NOTES.md 7 session 16); else,
+    // and on the f16 body (whose mixed triple spilled with it), each warp its own. (The traced GEMV takes its scale here, as the GEMM: the
+    // double-precision scale at the store, beside its stamps' registers, spilled it.)
     if constexpr (NORM && NT == 1 && !TR) {
-        block_rms_partials1<NW>(a.x + (int64_t)tok0 * a.K, a.K, a.norm, npart);
+        const bool two = I8 && S == 1 && (NW < kWarps ? nsb >= kWarps
+                                                      : nsb % kWarps == 1 || nsb % kWarps == 2);
+        const int pw = NW == kWarps ? w - 2 : w;  // two: the partial warps are pw = 0, 1
+        const int v0 = two ? 2 * pw : w, v1 = two ? (pw == 0 || pw == 1 ? 2 * pw + 2 : v0)
+                                                 : vwarp_end<NW>(w);
+        rms_partials_of(a.x + (int64_t)tok0 * a.K, a.K, a.norm, npart, v0, v1);
     } else if constexpr (NORM) {
         block_rms_scales<NT, NW>(a.x + (int64_t)tok0 * a.K, a.K, ntok, a.K, a.norm, npart, nscale);
     }

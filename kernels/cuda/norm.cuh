@@ -147,15 +147,15 @@ __device__ __forceinline__ float block_rms_scale(const float *x, int64_t d, cons
     return rms_scale(part, d, n.eps);
 }
 
-// The first half of block_rms_scales for one row x[d], without a barrier: each warp's partial
-// into part[v] (v: the kWarps block's warp; a block of NW < kWarps warps computes the kWarps
-// block's partials, common.cuh vwarp_end: the same bits). The row's scale is rms_scale(part, d,
-// eps) once a barrier has made part visible. Every thread of the block must call it.
-template <int NW = kWarps>
-__device__ __forceinline__ void block_rms_partials1(const float *x, int64_t d, const PreNorm &n,
-                                                    double *part) {
-    const int w = threadIdx.x >> 5, lane = threadIdx.x & 31;
-    for (int v = w; v < vwarp_end<NW>(w); v++) {
+// The first half of block_rms_scales for one row x[d], without a barrier: the calling warp
+// computes the partials of the kWarps block's warps v0 .. v1 - 1 into part[v] (the same bits
+// whichever warp computes one). Once every part[0..kWarps) is written and a barrier has made
+// them visible, the row's scale is rms_scale(part, d, eps).
+__device__ __forceinline__ void rms_partials_of(const float *x, int64_t d, const PreNorm &n,
+                                                double *part, int v0, int v1) {
+    const int lane = threadIdx.x & 31;
+#pragma unroll 1
+    for (int v = v0; v < v1; v++) {
         const int vt = 32 * v + lane;  // the kWarps block's thread
         const double s = n.vec ? rms_partial<true>(x, d, vt) : rms_partial<false>(x, d, vt);
         const double sv = warp_sum_d(s);
@@ -167,15 +167,16 @@ __device__ __forceinline__ void block_rms_partials1(const float *x, int64_t d, c
 // each, into scale[i] (shared memory; part: MAXR * kWarps doubles of shared memory). Rows go in
 // pairs (their loads together). Every thread of the (kThreads) block must call it; it returns
 // after a barrier, scale[] visible.
-// NW < kWarps (one row): a block of NW warps, as block_rms_partials1.
+// NW < kWarps (one row): a block of NW warps computes the kWarps block's partials (the same
+// bits).
 template <int MAXR, int NW = kWarps>
 __device__ __forceinline__ void block_rms_scales(const float *x, int64_t ldx, int nrows,
                                                  int64_t d, const PreNorm &n, double *part,
                                                  float *scale) {
     const int tid = threadIdx.x, w = tid >> 5, lane = tid & 31;
-    if constexpr (NW < kWarps) {
+    if constexpr (NW < kWarps) {  // (its virtual warps, common.cuh vwarp_end)
         static_assert(MAXR == 1, "a block of fewer warps folds one row");
-        block_rms_partials1<NW>(x, d, n, part);
+        rms_partials_of(x, d, n, part, w, vwarp_end<NW>(w));
     } else {
 #pragma unroll 1
         for (int i = 0; i < MAXR && i < nrows; i += 2) {
