@@ -429,18 +429,17 @@ __device__ __forceinline__ void q4k_tile(const MmaArgs &a, Q4Smem<NT, NMAT, NORM
     // NORM, scale last (norm.cuh): the GEMV's warps leave the partials of the scale here and the
     // storing warp takes the scale after the reduction's barrier, so no barrier waits for the
     // norm before the first super-block; the GEMM's scales first, as the wide GEMMs take them.
-    // Who computes the four partials: where two warps have a super-block fewer than the
-    // busiest (S = 1; the 4-warp block's warps 2, 3 when K / 256 % 4 is 1 or 2, the 3-warp
-    // pair's warps 0, 1), those two take two each and the others go straight to their weights
-    // (measured: -0.03 ms a 4B decode token against one each, bench/NOTES.md 7 session 16); else,
-    // and on the f16 body (whose mixed triple spilled with it), each warp its own. (The traced GEMV takes its scale here, as the GEMM: the
+    // Who computes the four partials: on the INT8 body two warps take two each, the 4-warp
+    // block's warps 2, 3 or the 3-warp pair's warps 0, 1 (those with fewer super-blocks at the 4B
+    // shapes, K / 256 = 10), and the others go straight to their weights (4B decode -0.02 ms a
+    // token against each warp its own, bench/NOTES.md 7 session 16; choosing between the two by
+    // the shape at run time measured as slow as each warp its own); on the f16 body (whose
+    // mixed triple spilled with it) each warp its own. (The traced GEMV takes its scale here, as the GEMM: the
     // double-precision scale at the store, beside its stamps' registers, spilled it.)
     if constexpr (NORM && NT == 1 && !TR) {
-        const bool two = I8 && S == 1 && (NW < kWarps ? nsb >= kWarps
-                                                      : nsb % kWarps == 1 || nsb % kWarps == 2);
-        const int pw = NW == kWarps ? w - 2 : w;  // two: the partial warps are pw = 0, 1
-        const int v0 = two ? 2 * pw : w, v1 = two ? (pw == 0 || pw == 1 ? 2 * pw + 2 : v0)
-                                                 : vwarp_end<NW>(w);
+        const int pw = NW == kWarps ? w - 2 : w;  // I8: the partial warps are pw = 0, 1
+        const int v0 = I8 ? 2 * pw : w;
+        const int v1 = I8 ? (pw == 0 || pw == 1 ? 2 * pw + 2 : v0) : vwarp_end<NW>(w);
         rms_partials_of(a.x + (int64_t)tok0 * a.K, a.K, a.norm, npart, v0, v1);
     } else if constexpr (NORM) {
         block_rms_scales<NT, NW>(a.x + (int64_t)tok0 * a.K, a.K, ntok, a.K, a.norm, npart, nscale);
