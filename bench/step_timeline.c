@@ -139,7 +139,7 @@ int main(int argc, char **argv) {
         usage(stderr);
         return 2;
     }
-    const int32_t need = P + 2 * (W + N) + 1;
+    const int32_t need = P + W + N + 1;  /* positions of either run (the second resets) */
     if (ctx && ctx < need) {
         fprintf(stderr, "step_timeline: --ctx %d is below the %d positions the run needs\n", ctx,
                 need);

@@ -939,8 +939,9 @@ constexpr int kWideTokI8 = 16;
 // what the limb pre-pass (q4_limbs_prepass) staged once for the whole matmul into the kernel
 // scratch (L), two stages (one for the pair with SPLIT: 48 KB), the next super-block's copy in
 // flight during this one's tiles, one barrier a super-block; NORM: the pre-pass staged x * w and
-// its scales (L.NS), which the store applies (scale last, norm.cuh). Relay pre-R1 (H200): 4B N = 512 O + add 272 -> 171 us, ffn down + add
-// 608 -> 375, Q+K normed 385 -> 197, the pair normed 1,098 -> 633 (bench/NOTES.md 2.4).
+// its scales (L.NS), which the store applies (scale last, norm.cuh). Relay pre-R1 (H200): 4B
+// N = 512 O + add 272 -> 171 us, ffn down + add 608 -> 375, Q+K normed 385 -> 197, the pair
+// normed 1,098 -> 633 (bench/NOTES.md 2.4).
 template <int NMAT, bool NORM, bool SPLIT, bool PRE, bool TL>
 static __global__ void __launch_bounds__(kThreads, NMAT == 1 ? 3 : 2)
     gemm_wide_q4k_i8(const MmaArgs a, int S, const Q4Limbs L) {
