@@ -20,10 +20,10 @@
  * Then the RMSNorm fold (fuse-norm-matmul): on CUDA, -O2 against -O2 without fuse-norm-matmul on
  *   every model (S33 as above; KV f16, 1 stream, graphs on and KV int8, 2 streams, graphs off):
  *   the logits must be bit-identical (the _normed kernels' contract: rms_norm then the plain
- *   matmul, bit for bit, path by path), except where the Q4_K tensor-core kernels apply the norm's
- *   scale to the finished dots (loom_cuda_normed_scale_last): there within 2e-3 of the logits'
- *   range (compare(), the f32 tolerance of CUDA against the CPU). Then the attention fold (fuse-rope-kv-attention) alike:
- *   -O2 against -O2 without it, bit for bit (loom_cuda_rope_kv_attention_at's contract: the
+ *   matmul, bit for bit, path by path), except where the Q4_K tensor-core kernels apply the
+ *   norm's scale to the finished dots (loom_cuda_normed_scale_last): there within 2e-3 of the
+ *   logits' range (compare(), the f32 tolerance of CUDA against the CPU). Then the attention
+ *   fold (fuse-rope-kv-attention) alike: -O2 against -O2 without it, bit for bit (loom_cuda_rope_kv_attention_at's contract: the
  *   cache bytes and output bits of rope_kv_write + attention_at; the launcher's fused kernel is
  *   the default, run it once more with LOOM_ATTN_FUSED=0 for its two launches).
  * A table is printed; the exit code is non-zero when any comparison fails.
