@@ -73,7 +73,6 @@ static void put_f16(uint8_t *p, float v) {
     p[1] = (uint8_t)(h >> 8);
 }
 
-/* device buffer of `bytes` random bytes (with sane f16 scales for the weight type t) */
 /* The layout the executor gives a matmul weight (cuda_backend.c: Q4_K with rows % 16 == 0 in
  * LOOM_WEIGHT_Q4K_TILES), unless --rows (every weight in rows, the layout of sessions <= 14). The
  * weights are random blocks, so their bytes need no reordering: the kernels read the same kind
@@ -82,6 +81,7 @@ static int g_rows = 0;
 static loom_weight_layout bench_layout(loom_ggml_type t, int64_t M) {
     return !g_rows && t == LOOM_GGML_Q4_K && M % 16 == 0 ? LOOM_WEIGHT_Q4K_TILES : LOOM_WEIGHT_ROWS;
 }
+/* device buffer of `bytes` random bytes (with sane f16 scales for the weight type t) */
 static void *dev_weights(loom_ggml_type t, int64_t M, int64_t K) {
     int64_t rb = loom_ggml_row_bytes(t, K);
     size_t bytes = (size_t)(M * rb);

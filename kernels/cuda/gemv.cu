@@ -264,12 +264,12 @@ loom_status gemv_launch(GemvArgs a, loom_error *err, cudaStream_t stream) {
 }
 
 extern "C" bool loom_cuda_normed_scale_last(void) {
-    return fast(SW_FAST_GEMV) && fast(SW_GEMV_MMA);  // run_matmul's routing of Q4_K
+    return mma_paths_on();  // run_matmul's routing of Q4_K
 }
 
 extern "C" bool loom_cuda_q4k_tiles_preferred(void) {
     // run_matmul's routing of Q4_K, on the INT8 body (the only one that reads tiles)
-    return fast(SW_FAST_GEMV) && fast(SW_GEMV_MMA) && mma_q4k_variant() == 2;
+    return mma_paths_on() && mma_q4k_variant() == 2;
 }
 
 // Validates w against K and fills a segment. `what` names the kernel for messages.
@@ -338,7 +338,7 @@ loom_status run_matmul_rows(GemvArgs a, int64_t n, loom_error *err, cudaStream_t
 // failed mixed launch logs once and runs the two launches.
 loom_status run_matmul(GemvArgs a, int64_t n, loom_error *err, cudaStream_t stream) {
     if (n == 0) return LOOM_OK;
-    if (!fast(SW_FAST_GEMV) || !fast(SW_GEMV_MMA)) return run_matmul_rows(a, n, err, stream);
+    if (!mma_paths_on()) return run_matmul_rows(a, n, err, stream);
     if (a.epi == EPI_SWIGLU) {
         if (!mma_seg_ok(a.seg[0]) || !mma_seg_ok(a.seg[1]) || a.seg[0].tiles != a.seg[1].tiles)
             return run_matmul_rows(a, n, err, stream);

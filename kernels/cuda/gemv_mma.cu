@@ -1520,7 +1520,7 @@ extern "C" int64_t loom_cuda_matmul_pair3_launches(void) { return loom_cuda::g_p
 extern "C" size_t loom_cuda_matmul_scratch_bytes(loom_matmul_role role, const loom_kweight *w,
                                                  int64_t n) {
     using namespace loom_cuda;
-    if (!w || n < 2 || !fast(SW_FAST_GEMV) || !fast(SW_GEMV_MMA)) return 0;
+    if (!w || n < 2 || !mma_paths_on()) return 0;
     const int nw = role == LOOM_MATMUL_ROLE_TRIPLE ? 3 : role >= LOOM_MATMUL_ROLE_PAIR ? 2 : 1;
     const int64_t K = w[0].cols;
     if (K < 256) return 0;

@@ -59,6 +59,10 @@ loom_status gemm_launch(const Seg &seg, const float *x, int64_t n, int64_t K, in
 void route_segments(const Seg *seg, int nseg, Seg *mm, int *nm, Seg *m6, int *n6, Seg *rest,
                     int *nrest);
 
+// Whether run_matmul sends segments to the tensor-core paths at all (LOOM_FAST_GEMV and
+// LOOM_GEMV_MMA not 0; else every matmul runs the warp-per-row kernels).
+inline bool mma_paths_on() { return fast(SW_FAST_GEMV) && fast(SW_GEMV_MMA); }
+
 // gemv_mma.cu (tensor cores): true when the segment's type and alignment have an mma path.
 bool mma_seg_ok(const Seg &s);
 
