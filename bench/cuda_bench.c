@@ -1490,12 +1490,12 @@ static void fused_ab(void) {
     g_step_rka = 0;
 }
 
-/* --attn-s7: decode attention v6 with its F16 tiles copied by TMA (LOOM_ATTN_TMA=1) against the
- * default (cp.async) in the same run: graph rows of the fused prologue + attention (640, 4K F16,
- * 4K INT8) and of attention_at (4K F16), then the decode-layer graph (4 layers,
+/* --attn-s7: decode attention v6 with its F16 tiles copied by TMA (the default) against
+ * cp.async (LOOM_ATTN_TMA=0) in the same run: graph rows of the fused prologue + attention
+ * (640, 4K F16, 4K INT8) and of attention_at (4K F16), then the decode-layer graph (4 layers,
  * rope_kv_attention_at) at 640 and 4K positions, both in turn, twice. */
 static void attn_s7_ab(void) {
-    static const struct { const char *name, *tma; } var[2] = {{"default", "0"}, {"TMA=1", "1"}};
+    static const struct { const char *name, *tma; } var[2] = {{"cp.async", "0"}, {"TMA", "1"}};
     enum { NV = sizeof var / sizeof var[0] };
     static const int64_t Ls[2] = {640, 4096};
     char nm[80];
@@ -1517,7 +1517,8 @@ static void attn_s7_ab(void) {
                 bench_step("4B", 2560, 9728, 4, Ls[li], LOOM_GGML_Q4_K);
             }
     g_step_rka = 0;
-    set_env("LOOM_ATTN_TMA", "0");
+    unsetenv("LOOM_ATTN_TMA");
+    loom_cuda_reload_switches();
 }
 
 /* --attn-pf: prefill attention (N > 1 query tokens, 32/8 heads x 128, the 4B shape) by the

@@ -31,12 +31,12 @@
 // cluster barrier, no remote loads); both combines keep v5's arithmetic and split order.
 // (An L2 prefetch of each block's rows before the PDL wait, LOOM_ATTN_PREFETCH=1, opt-in since
 // it measured slower, bench/NOTES.md section 3, was removed in session 11.)
-// LOOM_ATTN_TMA=1 (F16, head_dim 128; session 7, opt-in: faster at 4K only, bench/NOTES.md
-// 7.13): a warp's stages are filled by TMA box copies completing on mbarriers (K and V one box
-// each a tile; tensor maps encoded here per launch) instead of cp.async; rows in the TMA's
-// 128-byte swizzle; the same arithmetic and bits (H200: fused 4K
-// 12.06 -> 11.19 us, decode-layer graph at 4K -2.0 us a layer, 640 equal; bench/NOTES.md
-// section 3).
+// TMA tiles (F16, head_dim 128, sm_90; session 7, the default since session 17, LOOM_ATTN_TMA=0
+// keeps cp.async): a warp's stages are filled by TMA box copies completing on mbarriers (K and
+// V one box each a tile; tensor maps encoded here per launch) instead of cp.async; rows in the
+// TMA's 128-byte swizzle; the same arithmetic and bits (H200: fused 4K 12.06 -> 11.19 us,
+// decode-layer graph at 4K -2.0 us a layer, 640 equal, bench/NOTES.md section 3; 4B decode
+// 1.668 -> 1.656 ms/token at ~576 positions, 1.836 -> 1.810 at ~3,600, NOTES 7 "Session 17").
 // v6 + the attention prologue (loom_cuda_rope_kv_attention_at, LOOM_ATTN_FUSED; one token):
 // the same partition with rope_kv_write's work for the token folded into the blocks
 // (attention_v5.cu, FP, says how the new K/V row reaches the tiles without a grid-wide order).
@@ -110,8 +110,8 @@ namespace loom_cuda {
 // Decode attention switches read with the others (runtime.cu): LOOM_ATTN_CL_TILES (the largest
 // cache in 32-row tiles whose splits form one cluster, v6).
 int attn_cluster_tiles();
-// LOOM_ATTN_TMA=1 (session 7, opt-in: faster at 4K only): v6's F16 head_dim-128 tiles
-// copied by TMA boxes instead of cp.async.
+// v6's F16 head_dim-128 tiles copied by TMA boxes instead of cp.async (the default since
+// session 17; LOOM_ATTN_TMA=0 keeps cp.async).
 bool attn_tma();
 // LOOM_ATTN_PREFILL=1 (the default) or 2 (session 8): N > 1 query tokens through
 // attention_prefill.cu's tensor-core kernel (blocks of 64 query rows sharing each K/V tile; 2:

@@ -96,10 +96,11 @@ static int g_attn_bpsm = kDefaultAttnBpsm;
 // session 11: the variable is no longer read.)
 static const int kDefaultAttnClTiles = 128;
 static int g_attn_cl_tiles = kDefaultAttnClTiles;
-// Decode attention v6: LOOM_ATTN_TMA=1, its F16 head_dim-128 tiles copied by TMA boxes instead
-// of cp.async (session 7; opt-in: -2.0 us a layer at 4K, but 4B decode at ~576 positions 2.026
-// vs 2.009 ms/token, bench/NOTES.md section 3 and 7.13).
-static bool g_attn_tma = false;
+// Decode attention v6: its F16 head_dim-128 tiles copied by TMA boxes instead of cp.async
+// (session 7; opt-in until session 17, whose A/B in the real step, with the early copies of
+// session 12, measured 4B decode 1.668 -> 1.656 ms/token at ~576 positions and 1.836 -> 1.810
+// at ~3,600, bench/NOTES.md 7 "Session 17"); LOOM_ATTN_TMA=0 keeps cp.async.
+static bool g_attn_tma = true;
 // Prefill attention (N > 1): LOOM_ATTN_PREFILL=1 the tensor-core prefill kernel of
 // attention_prefill.cu (session 8; 2: its 8-warp form, KV halves, sm_90), 0 the v5 path (a
 // block a token). 1 is the default: kernel rows (4B shape, F16 N = 512) 124 -> 31.0 us at pos0
@@ -154,7 +155,7 @@ static void read_switches_locked() {
     g_gemm_wide_q6k = env_int("LOOM_GEMM_WIDE_Q6K", 2, 7, false, kDefaultGemmWideQ6k);
     g_attn_bpsm = env_int("LOOM_ATTN_BPSM", 1, 16, false, kDefaultAttnBpsm);
     g_attn_cl_tiles = env_int("LOOM_ATTN_CL_TILES", 0, 1 << 25, false, kDefaultAttnClTiles);
-    g_attn_tma = env_is("LOOM_ATTN_TMA", "1");
+    g_attn_tma = !env_is("LOOM_ATTN_TMA", "0");
     g_attn_prefill = env_int("LOOM_ATTN_PREFILL", 0, 2, false, kDefaultAttnPrefill);
     g_switch_read = true;
 }

@@ -2204,6 +2204,13 @@ static void test_fused_section(int sm90) {
     set_switch("LOOM_ATTN_V6", "0"); /* v5: no fused kernel either */
     test_rope_kv_attn(LOOM_KV_F16, 128, 32, 8, 4096, p4k, g_quick ? 3 : 8, 1, LOOM_ROPE_NEOX, 0, 0);
     set_switch("LOOM_ATTN_V6", "1");
+    { /* the fused kernel's F16 tiles by cp.async (LOOM_ATTN_TMA=0; TMA is the default) */
+        const saved_switch tma = save_switch("LOOM_ATTN_TMA");
+        set_switch("LOOM_ATTN_TMA", "0");
+        test_rope_kv_attn(LOOM_KV_F16, 128, 32, 8, g_quick ? 1024 : 4096, g_quick ? pq : p4k,
+                          g_quick ? 3 : 8, 1, LOOM_ROPE_NEOX, 0, sm90);
+        restore_switch(&tma);
+    }
 }
 
 /* ---- elementwise, embed, softmax, argmax, conversions ----------------------------------- */
@@ -2732,6 +2739,12 @@ int main(int argc, char **argv) {
         test_attention(LOOM_KV_F16, 64, 8, 8, 1, 700, 0);
         test_attention(LOOM_KV_INT8, 128, 32, 8, 1, g_quick ? 299 : 8191, 0);
         set_switch("LOOM_ATTN_V6", "1");
+        printf("-- v6's F16 tiles by cp.async instead of TMA (LOOM_ATTN_TMA=0)\n");
+        const saved_switch tma = save_switch("LOOM_ATTN_TMA");
+        set_switch("LOOM_ATTN_TMA", "0");
+        test_attention(LOOM_KV_F16, 128, 32, 8, 1, g_quick ? 299 : 4095, 0);
+        test_attention(LOOM_KV_F16, 128, 16, 4, 1, g_quick ? 299 : 8191, 0);
+        restore_switch(&tma);
     }
 
     test_prefill_section();

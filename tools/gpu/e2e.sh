@@ -15,9 +15,9 @@
 #                   LOOM_GEMV_MMA_Q6K_V=1 (the f16 Q6_K body), LOOM_GEMV_MMA_Q4K_V=1 (the f16
 #                   Q4_K body), LOOM_GEMM_WIDE_Q6K=4 (the wide Q6_K GEMM staging x in each
 #                   block: the fallback of the default 7 without scratch), LOOM_GEMM_WIDE_Q4K_I8=4
-#                   (the wide INT8 Q4_K GEMM so: the fallback of the default 5), and the opt-in
-#                   paths LOOM_ATTN_TMA=1 (attention tiles by TMA) and LOOM_ATTN_PREFILL=2 (the
-#                   8-warp prefill attention), in turn
+#                   (the wide INT8 Q4_K GEMM so: the fallback of the default 5), LOOM_ATTN_TMA=0
+#                   (attention tiles by cp.async instead of TMA) and the opt-in path
+#                   LOOM_ATTN_PREFILL=2 (the 8-warp prefill attention), in turn
 #   bench_profile.* LOOM_CUDA_PROFILE=1: time per op family of a decode step (graphs off)
 #   skip.txt        decode ms/token with one op family's launches left out in turn
 #                   (LOOM_CUDA_PROFILE_SKIP; graphs replayed): each family's cost in the real step
@@ -71,7 +71,7 @@ for s in $steps; do
                  LOOM_GEMV_MMA_Q6K_V=1 LOOM_ATTN_V6=0 LOOM_CUDA_PRENORM=0 \
                  LOOM_ATTN_FUSED=0 LOOM_GEMM_WIDE=0 LOOM_ATTN_PREFILL=0 LOOM_GEMV_MMA_Q4K_V=1 \
                  LOOM_GEMM_WIDE_Q6K=4 LOOM_GEMM_WIDE_Q4K_I8=4 \
-                 LOOM_ATTN_TMA=1 LOOM_ATTN_PREFILL=2; do
+                 LOOM_ATTN_TMA=0 LOOM_ATTN_PREFILL=2; do
             env $v timeout 60 $B/loom bench $M -p 512 -n 128 -r 2 --backend cuda --json \
                 > "$OUT/ab_$v.json" 2> "$OUT/ab_$v.err"
             echo "bench $v rc=$?"; cat "$OUT/ab_$v.json"; tail -2 "$OUT/ab_$v.err"
