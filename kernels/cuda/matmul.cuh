@@ -37,9 +37,10 @@ __host__ __device__ constexpr int q4k_block_stride(bool tiles) {
 
 // Row r's first byte (its block 0): rows back to back, or (tiles) 16-row tiles of 16 row_bytes
 // bytes whose rows start 144 bytes apart. gemv_mma.cu's q4_tile_rows spells the same address
-// with the layout as a template parameter: called there (the layout then a run-time value),
-// and even as a shared helper called from here, it moved register allocation enough to spill
-// kernels of both files (session 17), so the two stay apart.
+// with the layout as a template parameter. Session 17 tried one spelling for both: seg_row
+// called there (the layout then a run-time value) spilled four tensor-core kernels, and a
+// shared template helper called from here spilled gemv.cu's two-row Q4_K kernels (up to 196
+// bytes), so the two stay apart.
 __host__ __device__ __forceinline__ const uint8_t *seg_row(const Seg &s, int64_t r) {
     return s.tiles ? s.w + (r >> 4) * 16 * s.row_bytes + (r & 15) * kQ4KBytes
                    : s.w + r * s.row_bytes;
