@@ -22,32 +22,22 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include "bench/cupti_trace.h"
 #include "loom.h"
+#include "tools/cli.h"
 
 static void usage(FILE *f) {
     fprintf(f, "usage: step_timeline MODEL.gguf [-p 512] [-n 32] [--warm 8] [--ctx N] "
                "[--kv f16|int8] [--csv FILE]\n");
 }
 
-static double now_s(void) {
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
-}
-
-static int parse_int(const char *opt, const char *v, long lo, long hi, int32_t *out) {
-    char *end = NULL;
-    errno = 0;
-    long x = v ? strtol(v, &end, 10) : 0;
-    if (!v || errno || !end || *end || end == v || x < lo || x > hi) {
-        fprintf(stderr, "step_timeline: %s needs an integer in %ld..%ld, got '%s'\n", opt, lo, hi,
-                v ? v : "(nothing)");
-        return -1;
-    }
-    *out = (int32_t)x;
+/* The prompt of P tokens, then W decode steps (the first captures the step's graph). */
+static int prompt_and_warm(loom_session *s, const int32_t *toks, int32_t P, int32_t W,
+                           loom_error *err) {
+    if (loom_session_eval(s, toks, P, err)) return 1;
+    for (int32_t i = 0; i < W; i++)
+        if (loom_session_eval(s, toks + P + i, 1, err)) return 1;
     return 0;
 }
 
@@ -113,28 +103,17 @@ static int is_attention(const char *name) {
 int main(int argc, char **argv) {
     const char *model = NULL, *csv = NULL, *kv = "f16";
     int32_t P = 512, N = 32, W = 8, ctx = 0;
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
-        int bad = 0;
-        if (!strcmp(a, "-p")) bad = parse_int(a, v, 1, 1 << 20, &P), i++;
-        else if (!strcmp(a, "-n")) bad = parse_int(a, v, 1, 1 << 16, &N), i++;
-        else if (!strcmp(a, "--warm")) bad = parse_int(a, v, 1, 1 << 16, &W), i++;
-        else if (!strcmp(a, "--ctx")) bad = parse_int(a, v, 0, 1 << 21, &ctx), i++;
-        else if (!strcmp(a, "--kv") && v && (!strcmp(v, "f16") || !strcmp(v, "int8"))) kv = v, i++;
-        else if (!strcmp(a, "--csv") && v) csv = v, i++;
-        else if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
-            usage(stdout);
-            return 0;
-        } else if (a[0] != '-' && !model) model = a;
-        else {
-            fprintf(stderr, "step_timeline: unknown or incomplete argument '%s'\n", a);
-            bad = 1;
-        }
-        if (bad) {
-            usage(stderr);
-            return 2;
-        }
-    }
+    const loom_cli_opt opts[] = {
+        {"-p", LOOM_CLI_INT, &P, 1, 1 << 20, NULL},
+        {"-n", LOOM_CLI_INT, &N, 1, 1 << 16, NULL},
+        {"--warm", LOOM_CLI_INT, &W, 1, 1 << 16, NULL},
+        {"--ctx", LOOM_CLI_INT, &ctx, 0, 1 << 21, NULL},
+        {"--kv", LOOM_CLI_CHOICE, &kv, 0, 0, "f16|int8"},
+        {"--csv", LOOM_CLI_STRING, &csv, 0, 0, NULL},
+    };
+    int pr = loom_cli_parse_opts("step_timeline", argc, argv, opts, sizeof opts / sizeof opts[0],
+                                 usage, "MODEL.gguf", &model);
+    if (pr != LOOM_CLI_GO_ON) return pr;
     if (!model) {
         usage(stderr);
         return 2;
@@ -172,38 +151,28 @@ int main(int argc, char **argv) {
         fprintf(stderr, "step_timeline: %s\n", err.msg);
         goto done;
     }
-    uint32_t seed = 12345;
-    const int32_t V = loom_model_n_vocab(m);
-    for (int32_t i = 0; i < need; i++) {
-        seed = seed * 1664525u + 1013904223u;
-        toks[i] = (int32_t)((seed >> 8) % (uint32_t)V);
-    }
+    loom_cli_bench_tokens(toks, need, loom_model_n_vocab(m));
     /* Untraced: prompt, warm-up, n timed steps. */
     double wall = 0, wall_tr = 0;
-    int32_t pos = 0;
-    if (loom_session_eval(s, toks, P, &err)) goto eval_fail;
-    pos = P;
-    for (int32_t i = 0; i < W; i++, pos++)
-        if (loom_session_eval(s, toks + pos, 1, &err)) goto eval_fail;
-    double t0 = now_s();
+    int32_t pos = P + W;
+    if (prompt_and_warm(s, toks, P, W, &err)) goto eval_fail;
+    double t0 = loom_cli_now_s();
     for (int32_t i = 0; i < N; i++, pos++)
         if (loom_session_eval(s, toks + pos, 1, &err)) goto eval_fail;
-    wall = (now_s() - t0) / N;
+    wall = (loom_cli_now_s() - t0) / N;
     /* Traced: the same positions again. */
     loom_session_reset(s);
-    if (loom_session_eval(s, toks, P, &err)) goto eval_fail;
-    pos = P;
-    for (int32_t i = 0; i < W; i++, pos++)
-        if (loom_session_eval(s, toks + pos, 1, &err)) goto eval_fail;
+    pos = P + W;
+    if (prompt_and_warm(s, toks, P, W, &err)) goto eval_fail;
     char cerr[256];
     if (loom_cupti_start(cerr, sizeof cerr)) {
         fprintf(stderr, "step_timeline: %s\n", cerr);
         goto done;
     }
-    t0 = now_s();
+    t0 = loom_cli_now_s();
     for (int32_t i = 0; i < N; i++, pos++)
         if (loom_session_eval(s, toks + pos, 1, &err)) goto eval_fail;
-    wall_tr = (now_s() - t0) / N;
+    wall_tr = (loom_cli_now_s() - t0) / N;
     size_t nrec = 0;
     uint64_t dropped = 0;
     if (loom_cupti_stop(&recs, &nrec, &dropped, cerr, sizeof cerr)) {

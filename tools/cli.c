@@ -152,6 +152,14 @@ double loom_cli_now_s(void) {
     return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
+void loom_cli_bench_tokens(int32_t *toks, int32_t n, int32_t n_vocab) {
+    uint32_t seed = 12345;
+    for (int32_t i = 0; i < n; i++) {
+        seed = seed * 1664525u + 1013904223u;
+        toks[i] = (int32_t)((seed >> 8) % (uint32_t)n_vocab);
+    }
+}
+
 size_t loom_cli_utf8_len(const unsigned char *s, size_t n) {
     size_t len;
     uint32_t cp;

@@ -57,6 +57,10 @@ int loom_cli_parse_opts(const char *cmd, int argc, char **argv, const loom_cli_o
 /* Seconds on the monotonic clock. */
 double loom_cli_now_s(void);
 
+/* The benchmarks' fixed pseudo-random token ids: toks[0..n) in 0..n_vocab-1 (n_vocab >= 1),
+ * the same sequence in every run and tool (`loom bench`, bench/step_timeline). */
+void loom_cli_bench_tokens(int32_t *toks, int32_t n, int32_t n_vocab);
+
 
 /* Length of the well-formed UTF-8 character at s[0..n) (n >= 1): 1 for ASCII, 2..4 for a
  * shortest-form scalar value (no surrogates, <= U+10FFFF), 0 when it is not one. */

@@ -160,12 +160,7 @@ int loom_cmd_bench(int argc, char **argv) {
     so.progress_ctx = &prog;
     if (loom_session_create(m, &so, &s, &err)) goto fail;
     loom_cli_progress_end(&prog);
-    int32_t V = loom_model_n_vocab(m);
-    uint32_t seed = 12345;
-    for (int32_t i = 0; i < P + N + 1; i++) {
-        seed = seed * 1664525u + 1013904223u;
-        toks[i] = (int32_t)((seed >> 8) % (uint32_t)V);
-    }
+    loom_cli_bench_tokens(toks, P + N + 1, loom_model_n_vocab(m));
     /* Warm-up (allocations, first graph capture), then the timed repetitions. */
     if (loom_session_eval(s, toks, P > 0 ? (P < 16 ? P : 16) : 1, &err)) goto fail;
     if (loom_session_eval(s, toks + P, 1, &err)) goto fail;
