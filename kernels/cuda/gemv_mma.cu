@@ -434,8 +434,9 @@ __device__ __forceinline__ void q4k_tile(const MmaArgs &a, Q4Smem<NT, NMAT, NORM
     // shapes, K / 256 = 10), and the others go straight to their weights (4B decode -0.02 ms a
     // token against each warp its own, bench/NOTES.md 7 session 16; choosing between the two by
     // the shape at run time measured as slow as each warp its own); on the f16 body (whose
-    // mixed triple spilled with it) each warp its own. (The traced GEMV takes its scale here, as the GEMM: the
-    // double-precision scale at the store, beside its stamps' registers, spilled it.)
+    // mixed triple spilled with it) each warp its own. (The traced GEMV takes its scale here,
+    // as the GEMM: the double-precision scale at the store, beside its stamps' registers,
+    // spilled it.)
     if constexpr (NORM && NT == 1 && !TR) {
         const int pw = NW == kWarps ? w - 2 : w;  // I8: the partial warps are pw = 0, 1
         const int v0 = I8 ? 2 * pw : w;
