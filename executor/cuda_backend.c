@@ -45,7 +45,11 @@
  * bench/NOTES.md 7, session 15); tiled[] (sorted) holds those device pointers, and kweight_of
  * gives their layout to the launchers. LOOM_CUDA_Q4K_TILES=0 keeps every weight in rows, and so
  * do the switches that take the Q4_K matmuls off the INT8 tensor-core body
- * (loom_cuda_q4k_tiles_preferred).
+ * (loom_cuda_q4k_tiles_preferred). Q6_K weights likewise in LOOM_WEIGHT_Q6K_TILES (blocks padded
+ * to 212 bytes: 1% more device memory; loom_cuda_q6k_to_tiles), but not a triple's V, whose
+ * rows the one-launch Q4_K_M triple reads (bench/NOTES.md 7, session 18: the lm head and the
+ * Q6_K down projections); LOOM_CUDA_Q6K_TILES=0 keeps them in rows, and so do the switches
+ * that take the Q6_K matmuls off the INT8 body (loom_cuda_q6k_tiles_preferred).
  */
 #include "executor/cuda_backend.h"
 
@@ -127,6 +131,7 @@ typedef struct cuda_backend {
     region *regions;
     uint32_t n_regions, cap_regions;
     bool tiles_on;          /* Q4_K matmul weights in tiles (LOOM_CUDA_Q4K_TILES, not mapped) */
+    bool q6_tiles_on;       /* Q6_K ones, not a triple's (LOOM_CUDA_Q6K_TILES, not mapped) */
     const void **tiled;     /* the weights laid out so, sorted by address */
     uint32_t n_tiled, cap_tiled;
     /* Pinned staging of a step's inputs: uploads copy into stage[stage_used..] and enqueue an
@@ -459,16 +464,24 @@ static uint32_t tiled_find(const cuda_backend *c, const void *p) {
 static loom_kweight kweight_of(const cuda_backend *c, const loom_exec_tensor *t) {
     loom_kweight w = loom_exec_kweight_of(t);
     const uint32_t i = tiled_find(c, t->data);
-    if (i < c->n_tiled && c->tiled[i] == t->data) w.layout = LOOM_WEIGHT_Q4K_TILES;
+    if (i < c->n_tiled && c->tiled[i] == t->data)
+        w.layout = w.type == LOOM_GGML_Q6_K ? LOOM_WEIGHT_Q6K_TILES : LOOM_WEIGHT_Q4K_TILES;
     return w;
 }
 
-/* Copies weight `host` (bytes) to new device memory *out: as it is, or in Q4_K tiles (through
- * a temporary copy, then loom_cuda_q4k_to_tiles) where w allows and tiles are on. */
+/* Copies weight `host` (bytes) to new device memory *out (*dev_bytes of it): as it is, or in
+ * Q4_K / Q6_K tiles (through a temporary copy, then loom_cuda_q4k_to_tiles / _q6k_to_tiles)
+ * where w allows and those tiles are on. */
 static loom_status upload_weight(cuda_backend *c, const void *host, size_t bytes,
-                                 const loom_exec_weight *w, void **out, loom_error *err) {
-    const bool tile = c->tiles_on && w && w->matmul_only && w->dtype == LOOM_IR_Q4_K &&
-                      w->rows > 0 && w->rows % 16 == 0 && w->cols > 0 && w->cols % 256 == 0;
+                                 const loom_exec_weight *w, void **out, size_t *dev_bytes,
+                                 loom_error *err) {
+    const bool shape = w && w->matmul_only && w->rows > 0 && w->rows % 16 == 0 && w->cols > 0 &&
+                       w->cols % 256 == 0;
+    const bool q6 = shape && c->q6_tiles_on && w->dtype == LOOM_IR_Q6_K && !w->in_triple;
+    const bool tile = q6 || (shape && c->tiles_on && w->dtype == LOOM_IR_Q4_K);
+    const size_t dbytes = q6 ? (size_t)loom_weight_bytes(LOOM_GGML_Q6_K, w->rows, w->cols,
+                                                         LOOM_WEIGHT_Q6K_TILES)
+                             : bytes;
     if (tile && c->n_tiled == c->cap_tiled) {
         const uint32_t cap = c->cap_tiled ? 2 * c->cap_tiled : 64;
         const void **t = realloc(c->tiled, cap * sizeof *t);
@@ -477,8 +490,8 @@ static loom_status upload_weight(cuda_backend *c, const void *host, size_t bytes
         c->cap_tiled = cap;
     }
     void *d = NULL, *tmp = NULL;
-    cudaError_t e = cudaMalloc(&d, bytes ? bytes : 1);
-    if (e != cudaSuccess) return alloc_fail(err, e, bytes, "a weight");
+    cudaError_t e = cudaMalloc(&d, dbytes ? dbytes : 1);
+    if (e != cudaSuccess) return alloc_fail(err, e, dbytes, "a weight");
     if (tile && (e = cudaMalloc(&tmp, bytes)) != cudaSuccess) {
         cudaFree(d);
         return alloc_fail(err, e, bytes, "a weight's upload before its tiling");
@@ -488,8 +501,9 @@ static loom_status upload_weight(cuda_backend *c, const void *host, size_t bytes
                          ? cuda_fail(err, e, "cudaMemcpy(weight)", __func__, __FILE__, __LINE__)
                          : LOOM_OK;
     if (!st && tile) {
-        const loom_kweight src = {tmp, LOOM_GGML_Q4_K, w->rows, w->cols};
-        st = loom_cuda_q4k_to_tiles(src, d, err, NULL);
+        const loom_kweight src = {tmp, q6 ? LOOM_GGML_Q6_K : LOOM_GGML_Q4_K, w->rows, w->cols};
+        st = q6 ? loom_cuda_q6k_to_tiles(src, d, err, NULL)
+                : loom_cuda_q4k_to_tiles(src, d, err, NULL);
         /* (cudaFree below waits for it) */
     }
     if (tmp && (e = cudaFree(tmp)) != cudaSuccess && !st)
@@ -505,6 +519,7 @@ static loom_status upload_weight(cuda_backend *c, const void *host, size_t bytes
         c->n_tiled++;
     }
     *out = d;
+    *dev_bytes = dbytes;
     return LOOM_OK;
 }
 
@@ -513,14 +528,15 @@ static loom_status cuda_map_weight(loom_exec_backend *b, const void *host, size_
     cuda_backend *c = b->impl;
     *out = NULL;
     loom_status st;
+    size_t dbytes = bytes;
     if (c->mapped) {
         if ((st = map_registered(c, host, bytes, out, err))) return st;
     } else {
         void *d = NULL;
-        if ((st = upload_weight(c, host, bytes, w, &d, err))) return st;
+        if ((st = upload_weight(c, host, bytes, w, &d, &dbytes, err))) return st;
         *out = d;
     }
-    c->weight_bytes += bytes;
+    c->weight_bytes += dbytes;
     if (c->opt.progress) c->opt.progress(c->opt.progress_ctx, c->weight_bytes);
     return LOOM_OK;
 }
@@ -1517,6 +1533,8 @@ loom_status loom_exec_cuda_backend_create(const loom_cuda_backend_options *o,
     const char *tiles = getenv("LOOM_CUDA_Q4K_TILES");
     /* (mapped weights stay as they are; the other Q4_K kernels read rows faster or only rows) */
     c->tiles_on = !(tiles && !strcmp(tiles, "0")) && loom_cuda_q4k_tiles_preferred();
+    const char *q6_tiles = getenv("LOOM_CUDA_Q6K_TILES");
+    c->q6_tiles_on = !(q6_tiles && !strcmp(q6_tiles, "0")) && loom_cuda_q6k_tiles_preferred();
     const char *prenorm = getenv("LOOM_CUDA_PRENORM");
     c->prenorm_off = prenorm && !strcmp(prenorm, "0");
     const char *skip = getenv("LOOM_CUDA_PROFILE_SKIP");

@@ -77,7 +77,7 @@ typedef struct loom_cuda_backend_info {
     bool weights_mapped;         /* weights used through registered host memory */
     bool kv_int8;
     bool graphs;                 /* capture enabled (and every node capturable) */
-    uint64_t weight_bytes;       /* copied or mapped */
+    uint64_t weight_bytes;       /* copied (as laid out on the device) or mapped */
     uint64_t device_bytes;       /* allocated by alloc (arena, inputs, state), now */
     uint64_t graph_instantiations; /* decode graphs instantiated (1 per session normally) */
     uint64_t graph_updates;        /* re-captures applied in place (0 when replay works) */

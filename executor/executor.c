@@ -106,7 +106,7 @@ static loom_status plan(loom_exec *e, uint32_t n_streams, loom_error *err) {
 /* What map_weight is told of weight v (loom_exec_weight). */
 static loom_exec_weight weight_desc(const loom_ir_graph *g, loom_ir_value_id v) {
     const loom_ir_value *w = loom_ir_value_get(g, v);
-    loom_exec_weight d = {w->type.dtype, 0, 0, false};
+    loom_exec_weight d = {w->type.dtype, 0, 0, false, false};
     if (w->type.rank == 2) {
         d.rows = w->type.dims[0];
         d.cols = w->type.dims[1];
@@ -119,6 +119,7 @@ static loom_exec_weight weight_desc(const loom_ir_graph *g, loom_ir_value_id v) 
         d.matmul_only = (op == LOOM_IR_OP_MATMUL || op == LOOM_IR_OP_MATMUL_ADD ||
                          op == LOOM_IR_OP_MATMUL_PAIR || op == LOOM_IR_OP_MATMUL_TRIPLE) &&
                         u.slot >= 1 && u.slot <= (uint32_t)loom_exec_matmul_weights(op);
+        d.in_triple = d.in_triple || op == LOOM_IR_OP_MATMUL_TRIPLE;
     }
     return d;
 }

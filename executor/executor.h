@@ -65,6 +65,7 @@ typedef struct loom_exec_weight {
     int64_t rows, cols; /* a matrix [rows, cols] (rank 2); 0, 0 otherwise */
     bool matmul_only;   /* every use is the weight operand of a matmul-family node, and it is
                          * not a graph output: only those kernels read it */
+    bool in_triple;     /* some use is a weight operand of a matmul_triple node */
 } loom_exec_weight;
 
 /* The backend interface. Members marked optional may be NULL. */

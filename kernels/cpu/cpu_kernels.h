@@ -59,7 +59,17 @@ typedef enum loom_weight_layout {
      * read a block of 16 rows as one 2,304-byte run (loom_cpu_q4k_to_tiles / loom_cuda_q4k_to_tiles
      * make it; bench/NOTES.md 7, session 15). */
     LOOM_WEIGHT_Q4K_TILES = 1,
+    /* CUDA only: Q6_K with rows % 16 == 0, in tiles of 16 rows whose 210-byte blocks are padded
+     * to LOOM_Q6K_TILE_PITCH bytes (two zero bytes after each): tile T is 16 x nb x 212 bytes,
+     * block j of row 16T + i at byte (16 j + i) x 212 of it, so every block is 4-byte aligned
+     * and a block of 16 rows is one 3,392-byte run (loom_cpu_q6k_to_tiles /
+     * loom_cuda_q6k_to_tiles make it; loom_weight_bytes gives its size; bench/NOTES.md 7,
+     * session 18). */
+    LOOM_WEIGHT_Q6K_TILES = 2,
 } loom_weight_layout;
+
+/* Bytes a Q6_K block takes in LOOM_WEIGHT_Q6K_TILES (210 + 2 zero bytes). */
+#define LOOM_Q6K_TILE_PITCH 212
 
 /* A weight matrix W[M, K] (ggml shape [K, M]). Borrowed: the kernel only reads `data`. */
 typedef struct loom_kweight {
@@ -67,8 +77,15 @@ typedef struct loom_kweight {
     loom_ggml_type type; /* F32, F16, BF16, Q8_0, Q4_K, Q5_K or Q6_K */
     int64_t rows;        /* M: output features */
     int64_t cols;        /* K: input features, a multiple of the type's block size */
-    loom_weight_layout layout; /* LOOM_WEIGHT_ROWS unless made by a *_q4k_to_tiles */
+    loom_weight_layout layout; /* LOOM_WEIGHT_ROWS unless made by a *_q4k_to_tiles or
+                                * *_q6k_to_tiles */
 } loom_kweight;
+
+/* The bytes of a rows x cols weight of `type` in `layout` (rows x the row bytes, but for
+ * LOOM_WEIGHT_Q6K_TILES, whose blocks are padded); -1 where cols is not a multiple of the type's
+ * block size or the layout does not apply to the type. */
+int64_t loom_weight_bytes(loom_ggml_type type, int64_t rows, int64_t cols,
+                          loom_weight_layout layout);
 
 /* Epilogue of loom_cpu_matmul_pair. */
 typedef enum loom_pair_epilogue {
@@ -329,6 +346,11 @@ loom_status loom_cpu_embed(loom_kweight table, const int32_t *ids, int64_t n_tok
  * the same rows * row_bytes bytes, each 144-byte block moved, none changed. dst must not
  * overlap src. Bit-exact on CUDA. */
 loom_status loom_cpu_q4k_to_tiles(loom_kweight src, void *dst, loom_error *err);
+
+/* dst = src (a Q6_K weight in LOOM_WEIGHT_ROWS, rows a multiple of 16) in LOOM_WEIGHT_Q6K_TILES:
+ * loom_weight_bytes(..., LOOM_WEIGHT_Q6K_TILES) bytes, each 210-byte block moved and followed by
+ * two zero bytes, none changed. dst must not overlap src. Bit-exact on CUDA. */
+loom_status loom_cpu_q6k_to_tiles(loom_kweight src, void *dst, loom_error *err);
 
 /* Softmax of each of `rows` rows of n (vocab-sized) values: m = max, e = expf(x - m),
  * y = e / Z with Z summed in double. y may alias x. */

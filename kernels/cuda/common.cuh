@@ -46,6 +46,9 @@ int gemv_pair_warps();
 // LOOM_GEMV_MMA_Q4K_V: the Q4_K body, 1 = f16 hi + lo (v11), 2 = INT8.
 int mma_q4k_variant();
 
+// LOOM_GEMV_MMA_Q6K_V: the Q6_K body, 1 = f16 (two exact chains), 2 = INT8.
+int mma_q6k_variant();
+
 // Prints "loom cuda: <what>: <why>, using the simple path" once per `key` (a static flag).
 void log_fallback_once(int *key, const char *what, const loom_error *why);
 

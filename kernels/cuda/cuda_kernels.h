@@ -305,6 +305,16 @@ loom_status loom_cuda_q4k_to_tiles(loom_kweight src, void *dst, loom_error *err,
  * kernels read tiles too, but slower than rows (H200: the 4B Q4_K GEMV 13.4 -> 14.7 us,
  * bench/RESULTS.md session 15). */
 bool loom_cuda_q4k_tiles_preferred(void);
+/* The CPU twin's layout change (cpu_kernels.h loom_cpu_q6k_to_tiles): src and dst device
+ * memory, 4-byte aligned, not overlapping; dst holds loom_weight_bytes(Q6_K, rows, cols,
+ * LOOM_WEIGHT_Q6K_TILES) bytes (layout.cu). */
+loom_status loom_cuda_q6k_to_tiles(loom_kweight src, void *dst, loom_error *err,
+                                   cudaStream_t stream);
+/* Whether Q6_K matmul weights are best given in LOOM_WEIGHT_Q6K_TILES under the switches as read:
+ * true where the INT8 tensor-core kernels run the Q6_K matmuls (LOOM_FAST_GEMV, LOOM_GEMV_MMA and
+ * LOOM_GEMV_MMA_Q6K not 0, LOOM_GEMV_MMA_Q6K_V the default 2; tiles always take that body, also
+ * for a triple's V, whose rows run the f16 body below 64 tokens: give a triple's V in rows). */
+bool loom_cuda_q6k_tiles_preferred(void);
 /* Whether the _normed launchers apply the RMS scale to the finished dots of Q4_K weights (the
  * tensor-core kernels: LOOM_FAST_GEMV and LOOM_GEMV_MMA not 0) under the switches as read; false:
  * every output is bit for bit the norm launcher + the plain launcher. */

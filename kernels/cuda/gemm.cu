@@ -40,8 +40,8 @@ static __global__ void __launch_bounds__(kThreads, 1) gemm_kernel(const Seg s, c
     const int lane = threadIdx.x & 31;
     const int64_t r = (int64_t)blockIdx.x * kWarps + (threadIdx.x >> 5);
     if (r >= s.rows) return;
-    const uint8_t *row = seg_row(s, r);
-    const int bs = q4k_block_stride(s.tiles);
+    const uint8_t *row = seg_row_t<T>(s, r);
+    const int bs = block_stride_t<T>(s.tiles);
     const int64_t np = n_passes<T>(K);
     float acc[kMaxN];
 #pragma unroll

@@ -87,14 +87,16 @@ __device__ __forceinline__ float row_dot_any(const Seg &s, int64_t r, const XS &
     const uint8_t *row = seg_row(s, r);
     const int bs = q4k_block_stride(s.tiles);
     const bool w = s.wide != 0;
-    switch (s.type) {
+    switch (s.type) {  // (Q4_K's tile address; Q6_K takes its own)
     case LOOM_GGML_Q4_K:
         return w ? row_dot<LOOM_GGML_Q4_K, true, UNROLL>(row, bs, x, K, lane)
                  : row_dot<LOOM_GGML_Q4_K, false, UNROLL>(row, bs, x, K, lane);
     case LOOM_GGML_Q5_K:
         return w ? row_dot<LOOM_GGML_Q5_K, true, UNROLL>(row, bs, x, K, lane)
                  : row_dot<LOOM_GGML_Q5_K, false, UNROLL>(row, bs, x, K, lane);
-    case LOOM_GGML_Q6_K: return row_dot<LOOM_GGML_Q6_K, true, UNROLL>(row, bs, x, K, lane);
+    case LOOM_GGML_Q6_K:
+        return row_dot<LOOM_GGML_Q6_K, true, UNROLL>(seg_row_q6(s, r), q6k_block_stride(s.tiles),
+                                                     x, K, lane);
     case LOOM_GGML_Q8_0: return row_dot<LOOM_GGML_Q8_0, true, UNROLL>(row, bs, x, K, lane);
     case LOOM_GGML_F16:
         return w ? row_dot<LOOM_GGML_F16, true, UNROLL>(row, bs, x, K, lane)
@@ -116,7 +118,9 @@ __device__ __forceinline__ float seg_dot(const Seg &s, int64_t r, const XS &x, i
                                          int lane) {
     if constexpr (T < 0) {
         return row_dot_any<UNROLL>(s, r, x, K, lane);
-    } else if constexpr (T == LOOM_GGML_Q6_K || T == LOOM_GGML_Q8_0) {
+    } else if constexpr (T == LOOM_GGML_Q6_K) {
+        return row_dot<T, true, UNROLL>(seg_row_q6(s, r), q6k_block_stride(s.tiles), x, K, lane);
+    } else if constexpr (T == LOOM_GGML_Q8_0) {
         return row_dot<T, true, UNROLL>(s.w + r * s.row_bytes, 0, x, K, lane);
     } else {
         const uint8_t *row = seg_row(s, r);
@@ -272,6 +276,11 @@ extern "C" bool loom_cuda_q4k_tiles_preferred(void) {
     return mma_paths_on() && mma_q4k_variant() == 2;
 }
 
+extern "C" bool loom_cuda_q6k_tiles_preferred(void) {
+    // run_matmul's routing of Q6_K (route_segments), on the INT8 body (tiles run no other)
+    return mma_paths_on() && fast(SW_GEMV_MMA_Q6K) && mma_q6k_variant() == 2;
+}
+
 // Validates w against K and fills a segment. `what` names the kernel for messages.
 loom_status make_seg(const char *what, loom_kweight w, int64_t K, float *y, const float *bias,
                      const float *resid, Seg *s, loom_error *err) {
@@ -293,13 +302,12 @@ loom_status make_seg(const char *what, loom_kweight w, int64_t K, float *y, cons
     s->rows = w.rows;
     s->row_bytes = loom_ggml_row_bytes((uint32_t)w.type, K);
     s->type = w.type;
-    if (w.layout != LOOM_WEIGHT_ROWS &&
-        (w.layout != LOOM_WEIGHT_Q4K_TILES || w.type != LOOM_GGML_Q4_K || w.rows % 16 != 0))
+    if (w.layout != LOOM_WEIGHT_ROWS && loom_weight_bytes(w.type, w.rows, K, w.layout) < 0)
         ARG_FAIL(LOOM_ERR_INVALID_ARGUMENT,
                  "%s: weight layout %d with type %s and %lld rows (LOOM_WEIGHT_Q4K_TILES needs "
-                 "Q4_K and rows a multiple of 16)",
+                 "Q4_K, LOOM_WEIGHT_Q6K_TILES Q6_K, both rows a multiple of 16)",
                  what, (int)w.layout, loom_ggml_type_get((uint32_t)w.type)->name, (long long)w.rows);
-    s->tiles = w.layout == LOOM_WEIGHT_Q4K_TILES;
+    s->tiles = w.layout != LOOM_WEIGHT_ROWS;
     uintptr_t addr = (uintptr_t)w.data;
     if (w.type == LOOM_GGML_Q4_K || w.type == LOOM_GGML_Q5_K)
         s->wide = fast(SW_Q4K_U32) && addr % 16 == 0;

@@ -1279,12 +1279,18 @@ void route_segments(const Seg *seg, int nseg, Seg *mm, int *nm, Seg *m6, int *n6
         else if (q6 && mma_q6k_seg_ok(seg[i])) m6[(*n6)++] = seg[i];
         else rest[(*nrest)++] = seg[i];
     }
-    // One mma launch reads one layout (MmaArgs::tiles): Q4_K segments that mix them take the
-    // warp-per-row kernels, which read either per segment.
+    // One mma launch reads one layout (MmaArgs::tiles, mma_q6k_matmul's TL): Q4_K (or Q6_K)
+    // segments that mix them take the warp-per-row kernels, which read either per segment.
     for (int i = 1; i < *nm; i++)
         if (mm[i].tiles != mm[0].tiles) {
             for (int j = 0; j < *nm; j++) rest[(*nrest)++] = mm[j];
             *nm = 0;
+            break;
+        }
+    for (int i = 1; i < *n6; i++)
+        if (m6[i].tiles != m6[0].tiles) {
+            for (int j = 0; j < *n6; j++) rest[(*nrest)++] = m6[j];
+            *n6 = 0;
             break;
         }
 }
@@ -1425,6 +1431,8 @@ loom_status mma_triple_mixed(const Seg *s4, int n4, const Seg *s6, int n6, const
     // the Q4_K part one matrix a tile (two Q4_K segments of equal rows run as the pair kernel).
     if (n != 1 || n4 < 1 || n4 > 2 || n6 < 1 || n6 > 3) return LOOM_OK;
     if (n4 == 2 && s4[0].rows == s4[1].rows) return LOOM_OK;
+    for (int i = 0; i < n6; i++)
+        if (s6[i].tiles) return LOOM_OK;  // (the INT8 body's: mma_q6k_matmul)
     MixArgs m = {};
     m.q4.nseg = n4;
     m.q6.nseg = n6;
@@ -1531,12 +1539,13 @@ extern "C" size_t loom_cuda_matmul_scratch_bytes(loom_matmul_role role, const lo
         seg[i].rows = w[i].rows;
         seg[i].row_bytes = loom_ggml_row_bytes((uint32_t)w[i].type, K);
         seg[i].type = (int)w[i].type;
+        seg[i].tiles = w[i].layout != LOOM_WEIGHT_ROWS;
     }
     if (role == LOOM_MATMUL_ROLE_SWIGLU)
         return mma_seg_ok(seg[0]) && mma_seg_ok(seg[1]) ? mma_scratch_bytes(seg, 2, EPI_SWIGLU, K, n) : 0;
     int nm, n6, nrest;
     route_segments(seg, nw, mm, &nm, m6, &n6, rest, &nrest);
     const size_t b4 = nm ? mma_scratch_bytes(mm, nm, role == LOOM_MATMUL_ROLE_ADD ? EPI_ADD : EPI_PLAIN, K, n) : 0;
-    const size_t b6 = n6 ? mma_q6k_scratch_bytes(n, K, nw == 3) : 0;
+    const size_t b6 = n6 ? mma_q6k_scratch_bytes(n, K, nw == 3, m6[0].tiles != 0) : 0;
     return b4 > b6 ? b4 : b6;
 }

@@ -100,14 +100,15 @@ using Q6KSmem = typename std::conditional<V == 2, Q6I8Smem<NT, ST, NORM>, Q6Smem
 
 // One block = one tile (blockIdx.z), one K share (blockIdx.x of S = gridDim.x: the cluster),
 // one token group (blockIdx.y); V picks the loop body: 1 the f16 body's q6k_tile, 2 the INT8
-// body's q6k_i8_tile. Occupancy: 4 blocks an SM for the GEMV (<= 128 registers), 2 for the
-// GEMM.
-template <int NT, int ST, bool NORM, int V>
+// body's q6k_i8_tile. TL: the weights in LOOM_WEIGHT_Q6K_TILES (the INT8 body only).
+// Occupancy: 4 blocks an SM for the GEMV (<= 128 registers), 2 for the GEMM.
+template <int NT, int ST, bool NORM, int V, bool TL = false>
 static __global__ void __launch_bounds__(kThreads, NT == 1 ? 4 : 2) gemv_mma_q6k(const Q6Args a) {
+    static_assert(!TL || V == 2, "tiles: the INT8 body only");
     __shared__ Q6KSmem<NT, ST, NORM, V> sm;
     if constexpr (V == 2)
-        q6k_i8_tile<NT, ST, NORM>(a, sm, blockIdx.z, (int)blockIdx.x, (int)gridDim.x,
-                                  (int)blockIdx.y * NT);
+        q6k_i8_tile<NT, ST, NORM, false, TL>(a, sm, blockIdx.z, (int)blockIdx.x, (int)gridDim.x,
+                                             (int)blockIdx.y * NT);
     else
         q6k_tile<NT, ST, NORM>(a, sm, blockIdx.z, (int)blockIdx.x, (int)gridDim.x,
                                (int)blockIdx.y * NT);
@@ -123,34 +124,35 @@ static __global__ void __launch_bounds__(kThreads, 4) gemv_mma_q6k_tr(const Q6Ar
 }
 
 // The launch of one instantiation over `groups` token groups and a.tile0[a.nseg] tiles in
-// clusters of S blocks along x.
-template <int NT, int ST, int V>
+// clusters of S blocks along x (TL: the weights in tiles; the traced kernel reads rows).
+template <int NT, int ST, int V, bool TL = false>
 cudaError_t launch_q6k(const Q6Args &a, bool norm, int S, int64_t groups, cudaStream_t stream) {
     const dim3 grid((unsigned)S, (unsigned)groups, (unsigned)a.tile0[a.nseg]);
-    if (NT == 1 && ST == 2 && V == 2) {
+    if (NT == 1 && ST == 2 && V == 2 && !TL) {
         if (unsigned long long *slot = gemv_trace_next())
             return launch_cluster(norm ? gemv_mma_q6k_tr<true> : gemv_mma_q6k_tr<false>, grid,
                                   dim3((unsigned)S, 1, 1), kThreads, 0, stream, a, slot);
     }
-    return launch_cluster(norm ? gemv_mma_q6k<NT, ST, true, V> : gemv_mma_q6k<NT, ST, false, V>,
+    return launch_cluster(norm ? gemv_mma_q6k<NT, ST, true, V, TL>
+                               : gemv_mma_q6k<NT, ST, false, V, TL>,
                           grid, dim3((unsigned)S, 1, 1), kThreads, 0, stream, a);
 }
 
 // The wide prefill GEMM (q6k_i8_wide.cuh): one block = 4 tiles (blockIdx.z) x NT tokens
 // (blockIdx.y), NBUF x stages, no cluster; S = the GEMV's split of the shape (the partials it
 // walks).
-template <int NT, int NBUF, bool NORM>
+template <int NT, int NBUF, bool NORM, bool TL>
 static __global__ void __launch_bounds__(kThreads, 2) gemm_wide_q6k(const Q6Args a, int S) {
     __shared__ Q6WideSmem<NT, NBUF, NORM> sm;
-    q6k_i8_wide<NT, NBUF, NORM>(a, sm, blockIdx.z, S, (int)blockIdx.y * NT);
+    q6k_i8_wide<NT, NBUF, NORM, false, TL>(a, sm, blockIdx.z, S, (int)blockIdx.y * NT);
 }
 
-template <int NT, int NBUF>
+template <int NT, int NBUF, bool TL>
 cudaError_t launch_wide_x(const Q6Args &a, bool norm, int S, int64_t quads, cudaStream_t stream) {
     const int64_t groups = (a.n + NT - 1) / NT;
     const dim3 grid(1u, (unsigned)groups, (unsigned)quads);
-    return launch(norm ? gemm_wide_q6k<NT, NBUF, true> : gemm_wide_q6k<NT, NBUF, false>, grid,
-                  kThreads, 0, stream, a, S);
+    return launch(norm ? gemm_wide_q6k<NT, NBUF, true, TL> : gemm_wide_q6k<NT, NBUF, false, TL>,
+                  grid, kThreads, 0, stream, a, S);
 }
 
 // The limb pre-pass (one block a token, npad blocks) and the wide GEMM reading its limbs.
@@ -161,18 +163,18 @@ static __global__ void __launch_bounds__(kThreads) q6_prepass(const float *x, in
     q6_limbs_prepass<NORM>(x, K, n, norm, X, SI, npad);
 }
 
-template <int NT, int NBUF>
+template <int NT, int NBUF, bool TL>
 static __global__ void __launch_bounds__(kThreads, 2) gemm_wide_pre_q6k(const Q6Args a, int S,
                                                                         const Q6Limbs L) {
     __shared__ Q6WideSmem<NT, NBUF, false> sm;
-    q6k_i8_wide<NT, NBUF, false, true>(a, sm, blockIdx.z, S, (int)blockIdx.y * NT, L);
+    q6k_i8_wide<NT, NBUF, false, true, TL>(a, sm, blockIdx.z, S, (int)blockIdx.y * NT, L);
 }
 
 // The pre-pass into the kernel scratch (runtime.cu scratch(): grown only outside stream capture;
 // q6_limbs_bytes(n, K) bytes), then the wide GEMM at NT tokens reading it. Returns
 // cudaErrorMemoryAllocation, having launched nothing, when the scratch is short (the caller
 // then runs the wide GEMM that stages x itself).
-template <int NT, int NBUF>
+template <int NT, int NBUF, bool TL>
 cudaError_t launch_wide_pre(const Q6Args &a, bool norm, int S, int64_t quads,
                              cudaStream_t stream) {
     void *buf = scratch(q6_limbs_bytes(a.n, a.K), stream);
@@ -188,14 +190,16 @@ cudaError_t launch_wide_pre(const Q6Args &a, bool norm, int S, int64_t quads,
     if (e != cudaSuccess) return e;
     const int64_t groups = (a.n + NT - 1) / NT;
     const dim3 grid(1u, (unsigned)groups, (unsigned)quads);
-    return launch(gemm_wide_pre_q6k<NT, NBUF>, grid, kThreads, 0, stream, a, S, L);
+    return launch(gemm_wide_pre_q6k<NT, NBUF, TL>, grid, kThreads, 0, stream, a, S, L);
 }
 
 // LOOM_GEMM_WIDE_Q6K (runtime.cu) picks the wide GEMM's form: 2 at 16 tokens a block, 3 at 32,
 // 4 at 32 tokens where those blocks number >= 1.5 x SMs (ceil(n / 32) x quads), else at 16;
 // 5, 6, 7 (the default) as 2, 3, 4 with x converted to limbs once for the matmul by a pre-pass
 // (q6_limbs_prepass, in the kernel scratch; without scratch 2, 3, 4). The same bits in every
-// case. (1, session 8's k32 kernel, was removed in session 10: slower in every row.)
+// case. (1, session 8's k32 kernel, was removed in session 10: slower in every row.) TL: the
+// weights in tiles.
+template <bool TL>
 cudaError_t launch_wide(const Q6Args &a, bool norm, int S, cudaStream_t stream) {
     const int64_t quads = (a.tile0[a.nseg] + kWarps - 1) / kWarps;
     int v = gemm_wide_q6k_variant();
@@ -205,14 +209,14 @@ cudaError_t launch_wide(const Q6Args &a, bool norm, int S, cudaStream_t stream) 
     const bool fill32 = (a.n + 31) / 32 * quads * 2 >= 3 * (int64_t)sm_count();
     if (v >= 5) {  // the limb pre-pass: 5 at 16 tokens, 6 at 32, 7 by the grid rule
         const cudaError_t e = v == 6 || (v == 7 && fill32)
-                                  ? launch_wide_pre<32, 1>(a, norm, S, quads, stream)
-                                  : launch_wide_pre<16, 2>(a, norm, S, quads, stream);
+                                  ? launch_wide_pre<32, 1, TL>(a, norm, S, quads, stream)
+                                  : launch_wide_pre<16, 2, TL>(a, norm, S, quads, stream);
         if (e != cudaErrorMemoryAllocation) return e;
         (void)cudaGetLastError();
         v -= 3;  // no scratch (a capture before it was reserved): the same body staging x
     }
-    if (v == 3 || (v == 4 && fill32)) return launch_wide_x<32, 1>(a, norm, S, quads, stream);
-    return launch_wide_x<16, 2>(a, norm, S, quads, stream);
+    if (v == 3 || (v == 4 && fill32)) return launch_wide_x<32, 1, TL>(a, norm, S, quads, stream);
+    return launch_wide_x<16, 2, TL>(a, norm, S, quads, stream);
 }
 
 // LOOM_GEMM_WIDE (runtime.cu, mma_common.cuh gemm_wide_min): the INT8 body's GEMM from that many
@@ -225,16 +229,16 @@ int wide_from() {
 
 }  // namespace
 
-// LOOM_GEMV_MMA_Q6K_V (runtime.cu): which loop body the launcher below picks.
-int mma_q6k_variant();
-
 // The loop body mma_q6k_matmul runs for n tokens: the switch's (1 f16, 2 INT8), but a triple's
 // Q6_K segments (f16) keep the f16 body below kWideMinN tokens, where their GEMM gives the
 // one-launch decode triple's bits token by token (matmul.cuh); from kWideMinN tokens on they take
 // the switch's body like any Q6_K matmul (the INT8 wide GEMM: the 4B V, 1024 x 2560, at N = 512
 // 64 us against the f16 8-token GEMM's 226, H200, bench/NOTES.md 7.18). Whatever LOOM_GEMM_WIDE
 // says, so that wide == 8-token GEMM bits hold for a triple too. (Also the scratch rule's, below.)
-static int q6k_body(bool f16, int64_t n) { return f16 && n < kWideMinN ? 1 : mma_q6k_variant(); }
+// Tiles (LOOM_WEIGHT_Q6K_TILES) always take the INT8 body, the only one that reads them.
+static int q6k_body(bool f16, int64_t n, bool tiles) {
+    return tiles ? 2 : f16 && n < kWideMinN ? 1 : mma_q6k_variant();
+}
 // Tokens a launch of mma_q6k_matmul at most (token groups of kGemmTok: 65535 a launch).
 static constexpr int64_t kPerLaunch = 65535 * (int64_t)kGemmTok;
 bool mma_q6k_seg_ok(const Seg &s) {
@@ -252,7 +256,10 @@ loom_status mma_q6k_matmul(const Seg *seg, int nseg, int epi, const float *x, in
     Q6Args a = {};
     int64_t tiles = 0;
     a.nseg = nseg;
+    const bool tl = seg[0].tiles != 0;
     for (int i = 0; i < nseg; i++) {
+        if ((seg[i].tiles != 0) != tl)  // (route_segments keeps them apart)
+            ARG_FAIL(LOOM_ERR_UNSUPPORTED, "matmul (mma Q6_K): segments in two layouts");
         a.seg[i] = seg[i];
         a.tile0[i] = tiles;
         tiles += (seg[i].rows + kTileRows - 1) / kTileRows;
@@ -270,7 +277,7 @@ loom_status mma_q6k_matmul(const Seg *seg, int nseg, int epi, const float *x, in
     // LOOM_GEMV_MMA_Q6K_V (runtime.cu): 1 = the f16 body (q6k_tile), 2 = the INT8 body
     // (q6k_i8_body.cuh: other bits, GEMM token == GEMV still).
     // f16: a triple's Q6_K segments keep the f16 body below kWideMinN tokens (q6k_body).
-    const int var = q6k_body(f16, n);
+    const int var = q6k_body(f16, n, tl);
     const int wide = var == 2 ? wide_from() : 0;  // the INT8 body's wide GEMM from this n on
     for (int64_t t0 = 0; t0 < n; t0 += kPerLaunch) {
         const int64_t nn = n - t0 < kPerLaunch ? n - t0 : kPerLaunch;
@@ -284,7 +291,10 @@ loom_status mma_q6k_matmul(const Seg *seg, int nseg, int epi, const float *x, in
         }
         const int64_t groups = nn == 1 ? 1 : (nn + kGemmTok - 1) / kGemmTok;
         cudaError_t e;
-        if (var == 2 && wide > 0 && nn >= wide) e = launch_wide(b, nm, S, stream);
+        if (var == 2 && wide > 0 && nn >= wide)
+            e = tl ? launch_wide<true>(b, nm, S, stream) : launch_wide<false>(b, nm, S, stream);
+        else if (var == 2 && tl) e = nn > 1 ? launch_q6k<kGemmTok, 1, 2, true>(b, nm, S, groups, stream)
+                                       : launch_q6k<1, 2, 2, true>(b, nm, S, groups, stream);
         else if (var == 2) e = nn > 1 ? launch_q6k<kGemmTok, 1, 2>(b, nm, S, groups, stream)
                                  : launch_q6k<1, 2, 2>(b, nm, S, groups, stream);
         else e = nn > 1 ? launch_q6k<kGemmTok, 1, 1>(b, nm, S, groups, stream)
@@ -297,8 +307,8 @@ loom_status mma_q6k_matmul(const Seg *seg, int nseg, int epi, const float *x, in
 // The scratch a Q6_K mma matmul of n tokens over K columns takes (the limb pre-pass of the wide
 // GEMM), by mma_q6k_matmul's own rule: the INT8 body (q6k_body: not a triple's V below
 // kWideMinN tokens), n at or above the wide threshold, a pre-pass form of LOOM_GEMM_WIDE_Q6K.
-size_t mma_q6k_scratch_bytes(int64_t n, int64_t K, bool f16) {
-    const int var = q6k_body(f16, n);
+size_t mma_q6k_scratch_bytes(int64_t n, int64_t K, bool f16, bool tiles) {
+    const int var = q6k_body(f16, n, tiles);
     const int wide = wide_from();  // 0 or >= 2
     if (var != 2 || wide == 0 || n < wide || K < 256 || gemm_wide_q6k_variant() < 5) return 0;
     return q6k::q6_limbs_bytes(n < kPerLaunch ? n : kPerLaunch, K);  // the largest launch

@@ -27,12 +27,17 @@ struct Seg {
     int64_t row_bytes;
     int type;             // loom_ggml_type
     int wide;             // word loads (Q4_K/Q5_K) / 16-byte loads (F16/BF16/F32) allowed
-    int tiles;            // LOOM_WEIGHT_Q4K_TILES (Q4_K, rows % 16 == 0), else rows back to back
+    int tiles;            // the type's tiles (cpu_kernels.h: LOOM_WEIGHT_Q4K_TILES for Q4_K,
+                          // LOOM_WEIGHT_Q6K_TILES for Q6_K; rows % 16 == 0), else rows back to back
 };
 
 // Bytes from a block of a Q4_K row to the row's next block: 144, or 16 x 144 in tiles.
 __host__ __device__ constexpr int q4k_block_stride(bool tiles) {
     return tiles ? 16 * kQ4KBytes : kQ4KBytes;
+}
+// The same for Q6_K: 210, or 16 x 212 in tiles (padded blocks).
+__host__ __device__ constexpr int q6k_block_stride(bool tiles) {
+    return tiles ? 16 * LOOM_Q6K_TILE_PITCH : kQ6KBytes;
 }
 
 // Row r's first byte (its block 0): rows back to back, or (tiles) 16-row tiles of 16 row_bytes
@@ -44,6 +49,22 @@ __host__ __device__ constexpr int q4k_block_stride(bool tiles) {
 __host__ __device__ __forceinline__ const uint8_t *seg_row(const Seg &s, int64_t r) {
     return s.tiles ? s.w + (r >> 4) * 16 * s.row_bytes + (r & 15) * kQ4KBytes
                    : s.w + r * s.row_bytes;
+}
+// The same for a Q6_K segment, whose tiles pad each block to LOOM_Q6K_TILE_PITCH bytes.
+__host__ __device__ __forceinline__ const uint8_t *seg_row_q6(const Seg &s, int64_t r) {
+    constexpr int64_t P = LOOM_Q6K_TILE_PITCH;
+    return s.tiles ? s.w + (r >> 4) * 16 * (s.row_bytes / kQ6KBytes) * P + (r & 15) * P
+                   : s.w + r * s.row_bytes;
+}
+// Row r's first byte and the block stride of a segment of type T (the warp-per-row kernels).
+template <int T>
+__host__ __device__ __forceinline__ const uint8_t *seg_row_t(const Seg &s, int64_t r) {
+    if constexpr (T == LOOM_GGML_Q6_K) return seg_row_q6(s, r);
+    else return seg_row(s, r);
+}
+template <int T>
+__host__ __device__ constexpr int block_stride_t(bool tiles) {
+    return T == LOOM_GGML_Q6_K ? q6k_block_stride(tiles) : q4k_block_stride(tiles);
 }
 
 // silu exactly as loom_silu: x / (1 + expf(-x)), IEEE division.
@@ -81,7 +102,7 @@ loom_status mma_matmul(const Seg *seg, int nseg, int epi, const float *x, int64_
 // own rule; 0: none.
 size_t mma_scratch_bytes(const Seg *seg, int nseg, int epi, int64_t K, int64_t n);
 
-// gemv_mma_q6k.cu (tensor cores, Q6_K): true when the segment is Q6_K with 16-byte aligned
+// gemv_mma_q6k.cu (tensor cores, Q6_K; both layouts): true when the segment is Q6_K with 16-byte aligned
 // weights (the kernel copies 16-byte-aligned windows around each 210-byte block, whose offset
 // in the window must be even) and rows of at most 2^26 bytes (a tile's row offsets are ints).
 bool mma_q6k_seg_ok(const Seg &s);
@@ -93,20 +114,22 @@ bool mma_q6k_seg_ok(const Seg &s);
 // the f16 body below 64 tokens where that switch selects the INT8 one (bench/NOTES.md 2.3: the
 // triple's V runs inside the mixed Q4_K_M kernel on the f16 body, and its GEMM of up to 63
 // tokens gives the same bits; from 64 tokens on the INT8 wide GEMM, bench/NOTES.md 7.18).
+// Segments in LOOM_WEIGHT_Q6K_TILES (all or none of them) take the INT8 body whatever f16 and
+// the switch say.
 loom_status mma_q6k_matmul(const Seg *seg, int nseg, int epi, const float *x, int64_t K,
                            int64_t n, const PreNorm *norm, bool f16, loom_error *err,
                            cudaStream_t stream);
 
-// The kernel scratch mma_q6k_matmul takes for n tokens over K columns (f16 as there; the wide
-// GEMM's limb pre-pass), by its own rule; 0: none.
-size_t mma_q6k_scratch_bytes(int64_t n, int64_t K, bool f16);
+// The kernel scratch mma_q6k_matmul takes for n tokens over K columns (f16 as there, tiles:
+// the segments in LOOM_WEIGHT_Q6K_TILES; the wide GEMM's limb pre-pass), by its own rule; 0: none.
+size_t mma_q6k_scratch_bytes(int64_t n, int64_t K, bool f16, bool tiles);
 
 // gemv_mma.cu: the GEMV (n == 1, EPI_PLAIN) of Q4_K segments s4 (1 or 2; not two of equal
 // rows, which run as the pair) and Q6_K segments s6 (1..3) in ONE launch, bit for bit the two
 // launches mma_matmul(s4) + mma_q6k_matmul(s6) (bench/NOTES.md 2.3). *ran = false (and
 // LOOM_OK, nothing launched) where it does not apply: n > 1, another shape of the split (each
-// part's S must be 1 or the larger S). The Q6_K tiles run the f16 body (as mma_q6k_matmul with
-// f16 = true, the triple's role).
+// part's S must be 1 or the larger S), Q6_K segments in LOOM_WEIGHT_Q6K_TILES. The Q6_K tiles
+// run the f16 body (as mma_q6k_matmul with f16 = true, the triple's role).
 loom_status mma_triple_mixed(const Seg *s4, int n4, const Seg *s6, int n6, const float *x,
                              int64_t K, int64_t n, const PreNorm *norm, bool *ran,
                              loom_error *err, cudaStream_t stream);

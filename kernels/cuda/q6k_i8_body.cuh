@@ -300,8 +300,9 @@ __device__ __forceinline__ void q6_superblock_i8(const uint32_t *wb, int og, int
 
 // The block's work for one tile with the INT8 body: q6k_tile's contract (q6k_mma_body.cuh),
 // its weight copy, stages, split and reduction order; x staged as limbs (stage_i8).
-// TR: the traced GEMV (slot: its trace slot; gemv_mma.cu q4k_tile's stamps, kind 3).
-template <int NT, int ST, bool NORM, bool TR = false>
+// TR: the traced GEMV (slot: its trace slot; gemv_mma.cu q4k_tile's stamps, kind 3). TL: the
+// weights in LOOM_WEIGHT_Q6K_TILES (q6_win): every window 4-byte aligned, the GEMM's too.
+template <int NT, int ST, bool NORM, bool TR = false, bool TL = false>
 __device__ __forceinline__ void q6k_i8_tile(const Q6Args &a, Q6I8Smem<NT, ST, NORM> &sm,
                                             int64_t tile, int rank, int S, int tok0,
                                             unsigned long long *slot = nullptr) {
@@ -316,7 +317,7 @@ __device__ __forceinline__ void q6k_i8_tile(const Q6Args &a, Q6I8Smem<NT, ST, NO
     if (a.nseg > 2 && tile >= a.tile0[2]) si = 2;
     const Seg &s = a.seg[si];
     const int64_t r0 = (tile - a.tile0[si]) * kTileRows;
-    const Q6Win win = q6_win(s, r0, lane);
+    const Q6Win win = q6_win<TL>(s, r0, lane);
 
     float acc[NT][2];
 #pragma unroll
@@ -337,13 +338,15 @@ __device__ __forceinline__ void q6k_i8_tile(const Q6Args &a, Q6I8Smem<NT, ST, NO
     int64_t sb = (int64_t)kWarps * rank + w;
     // The warp's row windows all 4-byte aligned at every one of its super-blocks: rows a
     // multiple of 4 bytes apart, the first at an address = 2 sb (mod 4) from it, sb's parity
-    // fixed (step = 4 S). Then the GEMV's loads skip the funnel shifts (half the warps).
-    const bool al = NT == 1 && (s.row_bytes & 3) == 0 && ((win.ag + 2u * (uint32_t)sb) & 3u) == 0;
+    // fixed (step = 4 S). Then the GEMV's loads skip the funnel shifts (half the warps; in
+    // tiles every warp, and the GEMM's too).
+    const bool al =
+        TL || (NT == 1 && (s.row_bytes & 3) == 0 && ((win.ag + 2u * (uint32_t)sb) & 3u) == 0);
 #pragma unroll
     for (int q = 0; q < ST; q++) {
         const int64_t sq = sb + q * step;
         if (sq < nsb) {
-            q6_issue_sb(wbuf[w][q], win, sq, nsb, lane);
+            q6_issue_sb<TL>(wbuf[w][q], win, sq, nsb, lane);
         }
         cp_async_commit();
     }
@@ -389,16 +392,15 @@ __device__ __forceinline__ void q6k_i8_tile(const Q6Args &a, Q6I8Smem<NT, ST, NO
         __syncwarp();
         if (sb == sb0) gt_mark<TR>(slot, 5);
         const uint32_t *wb = reinterpret_cast<const uint32_t *>(wbuf[w][q]);
-        const int sh = (int)((uint32_t)sb * 2u);  // 210 sb mod 16 = 2 sb mod 16
-        const int og = g * kPitch + (int)((win.ag + (uint32_t)sh) & 15u);
-        const int o8 = (g + 8) * kPitch + (int)((win.a8 + (uint32_t)sh) & 15u);
+        int og, o8;
+        q6_offsets<TL>(win, sb, g, og, o8);
         if (al) q6_superblock_i8<NT, true>(wb, og, o8, st, lane, acc);
         else q6_superblock_i8<NT, false>(wb, og, o8, st, lane, acc);
         if (sb == sb0) gt_mark<TR>(slot, 6);
         __syncwarp();  // every lane has read buffer q (and the x stage) before they are refilled
         const int64_t sn = sb + ST * step;
         if (sn < nsb) {
-            q6_issue_sb(wbuf[w][q], win, sn, nsb, lane);
+            q6_issue_sb<TL>(wbuf[w][q], win, sn, nsb, lane);
         }
         cp_async_commit();
         if (kPrefetchX && more) {

@@ -247,8 +247,9 @@ __device__ __forceinline__ void q6_limbs_prepass(const float *x, int64_t K, int 
 // tokens tok0 .. tok0 + NT - 1 (of a.n), S the GEMV's split of the shape, NBUF x stages (see
 // above); q6k_i8_tile's contract otherwise (epilogues, the folded norm, the weight windows and
 // their tail). PRE: the stages are cp.async copies of the pre-pass's limbs (L) instead of staged
-// from x (NORM is then the pre-pass's business: call with NORM = false).
-template <int NT, int NBUF, bool NORM, bool PRE = false>
+// from x (NORM is then the pre-pass's business: call with NORM = false). TL: the weights in
+// LOOM_WEIGHT_Q6K_TILES (q6_win).
+template <int NT, int NBUF, bool NORM, bool PRE = false, bool TL = false>
 __device__ __forceinline__ void q6k_i8_wide(const Q6Args &a, Q6WideSmem<NT, NBUF, NORM> &sm,
                                             int64_t quad, int S, int tok0,
                                             const Q6Limbs &L = Q6Limbs{}) {
@@ -267,12 +268,12 @@ __device__ __forceinline__ void q6k_i8_wide(const Q6Args &a, Q6WideSmem<NT, NBUF
     if (a.nseg > 2 && tile >= a.tile0[2]) si = 2;
     const Seg &s = a.seg[si];
     const int64_t r0 = valid ? (tile - a.tile0[si]) * kTileRows : 0;
-    const Q6Win win = q6_win(s, r0, lane);
+    const Q6Win win = q6_win<TL>(s, r0, lane);
     const int64_t nsb = a.K / 256;
     const int P = kWarps * S;
     uint8_t *wbuf = sm.wbuf[w];
     auto issue = [&](int64_t sq) {
-        if (valid) q6_issue_sb(wbuf, win, sq, nsb, lane);
+        if (valid) q6_issue_sb<TL>(wbuf, win, sq, nsb, lane);
         cp_async_commit();
     };
     // PRE: the block's NT tokens of super-block b into stage st (NT / 2 chunks of 16 bytes a
@@ -370,14 +371,13 @@ __device__ __forceinline__ void q6k_i8_wide(const Q6Args &a, Q6WideSmem<NT, NBUF
         Q6WideA A;
         if (valid) {
             const uint32_t *wb = reinterpret_cast<const uint32_t *>(wbuf);
-            const int sh = (int)((uint32_t)sb * 2u);
-            const int og = g * kPitch + (int)((win.ag + (uint32_t)sh) & 15u);
-            const int o8 = (g + 8) * kPitch + (int)((win.a8 + (uint32_t)sh) & 15u);
+            int og, o8;
+            q6_offsets<TL>(win, sb, g, og, o8);
             q6_wide_a(wb, og, o8, lane, A);
         }
         __syncwarp();  // every lane has read the window before it is refilled
         if (sn >= 0) {
-            if (valid) q6_issue_sb(wbuf, win, sn, nsb, lane);
+            if (valid) q6_issue_sb<TL>(wbuf, win, sn, nsb, lane);
             if (PRE && NBUF == 2) copy_stage(sn, sm.stage[c ^ 1]);  // read at the last barrier
             cp_async_commit();
             if (kPrefetch) load_x(sn);

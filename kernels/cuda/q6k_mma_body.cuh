@@ -55,15 +55,18 @@ struct Q6Args {
 // its block are copied but never used. TAIL (the segment's last super-block in its last tile,
 // a warp-uniform case): a chunk reaching past wend, the segment's end, is copied with 2-byte
 // loads up to the block's end and zeros after (a 16-byte read would leave the allocation).
-template <bool TAIL>
+// TL: the segment in LOOM_WEIGHT_Q6K_TILES (cpu_kernels.h): block sb of the tile's 16 rows at
+// + sb x 16 x 212, row i of it at + 212 i (roff unused: no row to clamp, rows % 16 == 0); no
+// tail (the padding ends every window).
+template <bool TAIL, bool TL = false>
 __device__ __forceinline__ void q6_issue(uint8_t *buf, const uint8_t *tile_w, const int (&roff)[7],
                                          int64_t sb, int lane, const uint8_t *wend) {
-    const uint8_t *base = tile_w + sb * kQ6KBytes;
+    const uint8_t *base = tile_w + sb * q6k_block_stride(TL);
 #pragma unroll
     for (int i = 0; i < 7; i++) {
         const int c = lane + 32 * i;
         const int col = c - (c / kChunks) * kChunks;
-        const uint8_t *b = base + roff[i];
+        const uint8_t *b = base + (TL ? (c / kChunks) * LOOM_Q6K_TILE_PITCH : roff[i]);
         const uint8_t *a = reinterpret_cast<const uint8_t *>(
             (reinterpret_cast<uintptr_t>(b) & ~(uintptr_t)15) + 16 * col);
         if (!TAIL || a + 16 <= wend) {
@@ -80,40 +83,69 @@ __device__ __forceinline__ void q6_issue(uint8_t *buf, const uint8_t *tile_w, co
 
 // The weight window of a warp's 16-row tile (the three Q6_K tile bodies: q6k_tile,
 // q6k_i8_body.cuh's q6k_i8_tile and q6k_i8_wide.cuh's wide GEMM), rows r0 .. r0 + 15 of
-// segment s; rows past the segment repeat its last row.
+// segment s; rows past the segment repeat its last row. TL: s in LOOM_WEIGHT_Q6K_TILES (the
+// INT8 bodies only): rows 212 bytes apart inside the tile's runs, every window 4-byte aligned
+// at the same offset at every super-block (3,392 = 0 mod 16), and the last window of the
+// segment ends at its padding's end, so no tail.
 struct Q6Win {
     const uint8_t *w;    // the tile's first row
     const uint8_t *end;  // the segment's end (q6_issue's wend)
     bool tail;           // the segment's last tile
-    int roff[7];         // q6_issue's byte offsets of this lane's chunk rows from w
+    int roff[7];         // q6_issue's byte offsets of this lane's chunk rows from w (rows)
     // The addresses of rows g and g + 8 (mod 16: the offset of their block inside the 16-byte
-    // aligned window, which moves by 210 mod 16 = 2 a super-block).
+    // aligned window, which in rows moves by 210 mod 16 = 2 a super-block; q6_offsets).
     uint32_t ag, a8;
 };
 
+template <bool TL = false>
 __device__ __forceinline__ Q6Win q6_win(const Seg &s, int64_t r0, int lane) {
     Q6Win v;
     const int g = lane >> 2;
     const int last = (int)(s.rows - 1 - r0);
-    v.w = s.w + r0 * s.row_bytes;
-    v.end = s.w + s.rows * s.row_bytes;
-    v.tail = r0 + kTileRows >= s.rows;
+    // from a row to the next inside the 16-row run of a super-block
+    const int pitch = TL ? LOOM_Q6K_TILE_PITCH : (int)s.row_bytes;
+    if (TL) {
+        const int64_t tb = 16 * (s.row_bytes / kQ6KBytes) * LOOM_Q6K_TILE_PITCH;  // a tile
+        v.w = s.w + (r0 >> 4) * tb;
+        v.end = s.w + (s.rows >> 4) * tb;
+    } else {
+        v.w = s.w + r0 * s.row_bytes;
+        v.end = s.w + s.rows * s.row_bytes;
+    }
+    v.tail = !TL && r0 + kTileRows >= s.rows;
 #pragma unroll
     for (int i = 0; i < 7; i++) {
         const int r = (lane + 32 * i) / kChunks;
-        v.roff[i] = (r < last ? r : last) * (int)s.row_bytes;
+        v.roff[i] = TL ? 0 : (r < last ? r : last) * pitch;  // (q6_issue's TL form needs none)
     }
     const int rowg = g < last ? g : last, row8 = g + 8 < last ? g + 8 : last;
-    v.ag = (uint32_t)reinterpret_cast<uintptr_t>(v.w + (int64_t)rowg * s.row_bytes);
-    v.a8 = (uint32_t)reinterpret_cast<uintptr_t>(v.w + (int64_t)row8 * s.row_bytes);
+    v.ag = (uint32_t)reinterpret_cast<uintptr_t>(v.w + (int64_t)rowg * pitch);
+    v.a8 = (uint32_t)reinterpret_cast<uintptr_t>(v.w + (int64_t)row8 * pitch);
     return v;
 }
 
+// Where rows g and g + 8 of super-block sb lie in a warp buffer (q6_issue's windows: the row's
+// place plus its block's offset inside the 16-byte aligned window). In tiles (TL) that offset is
+// 212 g mod 16 = 4 (g & 3) at every super-block (the tiles start 16-byte aligned): no per-lane
+// address kept.
+template <bool TL = false>
+__device__ __forceinline__ void q6_offsets(const Q6Win &win, int64_t sb, int g, int &og, int &o8) {
+    if (TL) {
+        og = g * kPitch + 4 * (g & 3);
+        o8 = (g + 8) * kPitch + 4 * (g & 3);
+    } else {
+        const uint32_t sh = (uint32_t)sb * 2u;  // 210 sb mod 16 = 2 sb mod 16
+        og = g * kPitch + (int)((win.ag + sh) & 15u);
+        o8 = (g + 8) * kPitch + (int)((win.a8 + sh) & 15u);
+    }
+}
+
 // q6_issue of super-block sb (of nsb) of the window into buf, the tail form where it applies.
+template <bool TL = false>
 __device__ __forceinline__ void q6_issue_sb(uint8_t *buf, const Q6Win &v, int64_t sb, int64_t nsb,
                                             int lane) {
-    if (v.tail && sb == nsb - 1) q6_issue<true>(buf, v.w, v.roff, sb, lane, v.end);
-    else q6_issue<false>(buf, v.w, v.roff, sb, lane, v.end);
+    if (!TL && v.tail && sb == nsb - 1) q6_issue<true>(buf, v.w, v.roff, sb, lane, v.end);
+    else q6_issue<false, TL>(buf, v.w, v.roff, sb, lane, v.end);
 }
 
 // 16 bytes at an even byte offset o of the warp buffer, as 4 words (5 aligned loads, funnel
@@ -432,9 +464,8 @@ __device__ __forceinline__ void q6k_tile(const Q6Args &a, Q6Smem<NT, ST, NORM> &
         cp_async_wait<ST - 1>();
         __syncwarp();
         const uint32_t *wb = reinterpret_cast<const uint32_t *>(wbuf[w][q]);
-        const int sh = (int)((uint32_t)sb * 2u);  // 210 sb mod 16 = 2 sb mod 16
-        const int og = g * kPitch + (int)((win.ag + (uint32_t)sh) & 15u);
-        const int o8 = (g + 8) * kPitch + (int)((win.a8 + (uint32_t)sh) & 15u);
+        int og, o8;
+        q6_offsets(win, sb, g, og, o8);
         q6_superblock<NT, NTL>(wb, og, o8, st, lane, bcol, acc);
         __syncwarp();  // every lane has read buffer q (and the x stage) before they are refilled
         const int64_t sn = sb + ST * step;

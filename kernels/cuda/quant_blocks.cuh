@@ -128,8 +128,9 @@ struct Lane;
 //   float dotw(w, xv)           the lane's partial of pass p
 // The GEMV runs load, loadx, prep, dotw for every (row, pass); the GEMM runs prep once and
 // loadx + dotw per token. Same operations, same order: the same bits. row: the row's block 0
-// (matmul.cuh seg_row); bs: the bytes from one of its blocks to the next, which only Q4_K
-// reads (q4k_block_stride: 144, or 16 x 144 in LOOM_WEIGHT_Q4K_TILES).
+// (matmul.cuh seg_row, seg_row_q6); bs: the bytes from one of its blocks to the next, which
+// Q4_K and Q6_K read (q4k_block_stride: 144, or 16 x 144 in LOOM_WEIGHT_Q4K_TILES;
+// q6k_block_stride: 210, or 16 x 212 in LOOM_WEIGHT_Q6K_TILES).
 
 // ---- Q4_K ---------------------------------------------------------------------------------
 // Lane L of pass p: block 4p + L/8, s = L%8; for each chunk j = 0..3 the 32-bit quant word
@@ -310,7 +311,7 @@ struct Lane<LOOM_GGML_Q6_K> {
     struct W { float q[8], s[4], d; };
     template <bool U32>
     static __device__ __forceinline__ Raw load(const uint8_t *row, int bs, int64_t p, int lane, int64_t) {
-        const uint8_t *blk = row + p * kQ6KBytes;  // 210-byte blocks: only 2-byte aligned
+        const uint8_t *blk = row + p * bs;  // 210-byte blocks (in rows only 2-byte aligned)
         const int h = lane >> 4, l0 = 2 * (lane & 15), is = l0 >> 4;
         Raw r;
         r.a = ld_u16(blk + 64 * h + l0);

@@ -196,13 +196,13 @@ int gemv_pair_warps() {
     return g_pair_warps;
 }
 
-// (declared in gemv_mma_q6k.cu, its only user)
+// (declared in common.cuh: gemv_mma_q6k.cu, gemv.cu's tiles rule)
 int mma_q6k_variant() {
     ensure_switches();
     return g_q6k_variant;
 }
 
-// (declared in gemv_mma.cu, its only user)
+// (declared in common.cuh)
 int mma_q4k_variant() {
     ensure_switches();
     return g_q4k_variant;

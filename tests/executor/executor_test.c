@@ -585,10 +585,11 @@ static loom_status recording_map(loom_exec_backend *b, const void *host, size_t 
 
 static void record_map_weight(loom_exec_backend_vtable *vt) { vt->map_weight = recording_map; }
 
-/* matmul_only (what lets the CUDA backend lay Q4_K weights out in tiles) holds for a weight used
- * only as matmul-family weight operands, and not for a table get_rows reads, a weight both
- * read so and multiplied (tied embeddings), a norm weight (the prenorm operand), or a graph
- * output; dtype and shape come along. */
+/* matmul_only (what lets the CUDA backend lay Q4_K / Q6_K weights out in tiles) holds for a
+ * weight used only as matmul-family weight operands, and not for a table get_rows reads, a weight
+ * both read so and multiplied (tied embeddings), a norm weight (the prenorm operand), or a graph
+ * output; in_triple for the weights of a matmul_triple (whose Q6_K V stays in rows); dtype and
+ * shape come along. */
 Test(executor, map_weight_is_told_each_weights_type_shape_and_whether_only_matmuls_read_it) {
     static const char *text =
         "symbol T max=4\n"
@@ -600,16 +601,23 @@ Test(executor, map_weight_is_told_each_weights_type_shape_and_whether_only_matmu
         "weight @b : q4_k[64,256]\n"
         "weight @n : f32[256]\n"
         "weight @o : q8_0[32,256]\n"
+        "weight @q : q4_k[32,256]\n"
+        "weight @k : q4_k[16,256]\n"
+        "weight @v : q6_k[16,256]\n"
         "%e = get_rows(@emb, %ids)\n"
         "%t = get_rows(@tied, %ids)\n"
         "%lt = matmul(%x, @tied)\n"
         "%sw = matmul_pair(%x, @a, @b, @n) {swiglu=1, norm_eps=1e-5}\n"
         "%y = matmul(%x, @o)\n"
+        "%tq, %tk, %tv = matmul_triple(%x, @q, @k, @v)\n"
         "output e = %e\n"
         "output t = %t\n"
         "output lt = %lt\n"
         "output sw = %sw\n"
         "output y = %y\n"
+        "output tq = %tq\n"
+        "output tk = %tk\n"
+        "output tv = %tv\n"
         "output w = @o\n";
     loom_ir_graph *g = parse(text);
     weights ws = {0};
@@ -619,6 +627,9 @@ Test(executor, map_weight_is_told_each_weights_type_shape_and_whether_only_matmu
     add_weight(&ws, "b", LOOM_GGML_Q4_K, 64, 256, 1.0f, 0.0f);
     add_weight(&ws, "n", LOOM_GGML_F32, 1, 256, 0.1f, 1.0f);
     add_weight(&ws, "o", LOOM_GGML_Q8_0, 32, 256, 1.0f, 0.0f);
+    add_weight(&ws, "q", LOOM_GGML_Q4_K, 32, 256, 1.0f, 0.0f);
+    add_weight(&ws, "k", LOOM_GGML_Q4_K, 16, 256, 1.0f, 0.0f);
+    add_weight(&ws, "v", LOOM_GGML_Q6_K, 16, 256, 1.0f, 0.0f);
     loom_exec *e = NULL;
     loom_error err = {0};
     n_told = 0;
@@ -627,9 +638,12 @@ Test(executor, map_weight_is_told_each_weights_type_shape_and_whether_only_matmu
     cr_assert_eq(n_told, (int)loom_ir_weight_count(g));
     for (int i = 0; i < n_told; i++) {
         const loom_ir_value *v = loom_ir_value_get(g, loom_ir_weight_at(g, i));
-        const bool want = !strcmp(v->name, "a") || !strcmp(v->name, "b");
+        const bool tri = !strcmp(v->name, "q") || !strcmp(v->name, "k") || !strcmp(v->name, "v");
+        const bool want = !strcmp(v->name, "a") || !strcmp(v->name, "b") || tri;
         cr_assert_eq(told[i].matmul_only, want, "weight %s: matmul_only %d", v->name,
                      (int)told[i].matmul_only);
+        cr_assert_eq(told[i].in_triple, tri, "weight %s: in_triple %d", v->name,
+                     (int)told[i].in_triple);
         cr_assert_eq(told[i].dtype, v->type.dtype, "weight %s", v->name);
         if (v->type.rank == 2)
             cr_assert(told[i].rows == v->type.dims[0] && told[i].cols == v->type.dims[1],

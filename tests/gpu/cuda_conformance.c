@@ -17,9 +17,9 @@
  * run include them, --mixed its one-launch triple); --prefill only the prefill attention cases
  * (both LOOM_ATTN_PREFILL values; --attn and the full run include them); --wide only the wide
  * prefill GEMM (LOOM_GEMM_WIDE: == the old GEMM's bits, CPU twin, GEMM token == GEMV; --matmul
- * and the full run include it); --tiles only Q4_K weights in LOOM_WEIGHT_Q4K_TILES (the layout
- * change == its CPU twin, every Q4_K launcher == itself on the rows, bit for bit; the refusals;
- * --matmul and the full run include it).
+ * and the full run include it); --tiles only weights in LOOM_WEIGHT_Q4K_TILES and
+ * LOOM_WEIGHT_Q6K_TILES (the layout changes == their CPU twins, every Q4_K and Q6_K launcher ==
+ * itself on the rows, bit for bit; the refusals; --matmul and the full run include it).
  * Outputs are poisoned (all bytes 0xFF, a NaN pattern) before every GPU run, so an unwritten
  * element fails. Tolerances are those of the kernels' contracts (cpu_kernels.h, the .cu files):
  *   matmul family: per element |d| <= 1e-5 * sum_k |W x| (+1e-30); GEMM token == GEMV (bits);
@@ -2550,6 +2550,181 @@ static void test_tiles_refused(void) {
     free(h0);
     free(h1);
 }
+/* ---- LOOM_WEIGHT_Q6K_TILES ---------------------------------------------------------------- */
+/* A Q6_K weight in rows (GGUF) and its tiles made by loom_cuda_q6k_to_tiles, checked there against
+ * loom_cpu_q6k_to_tiles byte for byte (the padding included: dst starts poisoned). */
+static void q6_tiles_pair(int64_t M, int64_t K, const char *shape, loom_kweight *w,
+                          loom_kweight *wt) {
+    size_t b;
+    uint8_t *h = rand_weights(LOOM_GGML_Q6_K, M, K, &b);
+    *w = (loom_kweight){dup_dev(h, b), LOOM_GGML_Q6_K, M, K};
+    const size_t tb = (size_t)loom_weight_bytes(LOOM_GGML_Q6_K, M, K, LOOM_WEIGHT_Q6K_TILES);
+    void *d = dev_poison(tb);
+    loom_error err = {0};
+    loom_status st = loom_cuda_q6k_to_tiles(*w, d, &err, 0);
+    report_status("q6k_to_tiles", shape, st, &err);
+    *wt = (loom_kweight){d, LOOM_GGML_Q6_K, M, K, LOOM_WEIGHT_Q6K_TILES};
+    uint8_t *ref = xmalloc(tb), *got = xmalloc(tb);
+    loom_kweight hw = {h, LOOM_GGML_Q6_K, M, K};
+    st = loom_cpu_q6k_to_tiles(hw, ref, &err);
+    report_status("q6k_to_tiles (cpu)", shape, st, &err);
+    to_host(got, d, tb);
+    report_bits("q6k_to_tiles == cpu", shape, ref, got, tb);
+    free(ref);
+    free(got);
+    free(h);
+}
+/* Every Q6_K matmul launcher on the tiled weight == the same call in rows, bit for bit, where both
+ * run one body (op 0 matmul, 1 matmul_add, 2 matmul normed: the INT8 GEMV, 8-token GEMM and wide
+ * GEMM under the default switches; the warp-per-row kernels under LOOM_GEMV_MMA=0); op 3, the
+ * normed Q4_K_M triple with its V tiled: Q and K == the triple in rows, V == the normed matmul
+ * of V in rows (tiles take the INT8 body; a V in rows keeps the triple's f16 body below 64 tokens
+ * on the tensor cores, so with them the triple in rows is not the reference for V). */
+static const char *const k_q6_tiles_op[4] = {"q6k matmul", "q6k matmul_add", "q6k matmul normed",
+                                             "triple normed q4q4q6 (V tiled)"};
+static void test_tiles_q6(int op, int64_t M, int64_t K, int64_t n) {
+    char shape[96];
+    snprintf(shape, sizeof shape, "M=%lld K=%lld N=%lld", (long long)M, (long long)K, (long long)n);
+    loom_error err = {0};
+    loom_kweight w[3] = {{0}}, wt[3] = {{0}};
+    const int64_t rows[3] = {op == 3 ? M * 4 : M, M, M};
+    for (int i = 0; i < (op == 3 ? 2 : 0); i++) {
+        size_t b;
+        uint8_t *h = rand_weights(LOOM_GGML_Q4_K, rows[i], K, &b);
+        w[i] = wt[i] = (loom_kweight){dup_dev(h, b), LOOM_GGML_Q4_K, rows[i], K};
+        free(h);
+    }
+    const int v = op == 3 ? 2 : 0;  /* the Q6_K weight's slot */
+    q6_tiles_pair(M, K, shape, &w[v], &wt[v]);
+    float *dx, *dg;
+    dev_tokens_and_norm(n, K, &dx, &dg);
+    const loom_prenorm pn = {dg, 1e-6f};
+    float *hr = xmalloc(sizeof(float) * (size_t)(n * M));
+    fill(hr, n * M, -1, 1);
+    float *dr = dup_dev(hr, sizeof(float) * (size_t)(n * M));
+    float *dy[2][3];
+    for (int r = 0; r < 2; r++)
+        for (int i = 0; i < 3; i++) dy[r][i] = dev_poison(sizeof(float) * (size_t)(n * rows[i]));
+    for (int r = 0; r < 2; r++) { /* r 0: rows, 1: tiles */
+        const loom_kweight *ww = r ? wt : w;
+        loom_status st;
+        switch (op) {
+        case 0: st = loom_cuda_matmul(dx, n, ww[0], dy[r][0], &err, 0); break;
+        case 1: st = loom_cuda_matmul_add(dx, n, ww[0], dr, dy[r][0], &err, 0); break;
+        case 2: st = loom_cuda_matmul_normed(dx, &pn, n, ww[0], dy[r][0], &err, 0); break;
+        default:
+            st = loom_cuda_matmul_triple_normed(dx, &pn, n, ww, NULL, dy[r], &err, 0);
+            /* the reference of the tiled V: its normed matmul in rows, where the triple's V in
+             * rows runs another body than the tiles (the tensor cores, below 64 tokens) */
+            if (r == 0 && st == LOOM_OK && loom_cuda_q6k_tiles_preferred() && n < 64)
+                st = loom_cuda_matmul_normed(dx, &pn, n, w[2], dy[0][2], &err, 0);
+        }
+        report_status(k_q6_tiles_op[op], shape, st, &err);
+    }
+    char name[64];
+    snprintf(name, sizeof name, "tiles == rows %s", k_q6_tiles_op[op]);
+    for (int i = 0; i < (op == 3 ? 3 : 1); i++) {
+        const size_t nb = sizeof(float) * (size_t)(n * rows[i]);
+        float *a = xmalloc(nb), *c = xmalloc(nb);
+        to_host(a, dy[0][i], nb);
+        to_host(c, dy[1][i], nb);
+        report_bits(name, shape, a, c, nb);
+        free(a);
+        free(c);
+    }
+    for (int r = 0; r < 2; r++)
+        for (int i = 0; i < 3; i++) cudaFree(dy[r][i]);
+    for (int i = 0; i < 3; i++) {
+        cudaFree((void *)w[i].data);
+        if (wt[i].data != w[i].data) cudaFree((void *)wt[i].data);
+    }
+    cudaFree(dx);
+    cudaFree(dg);
+    cudaFree(dr);
+    free(hr);
+}
+/* What refuses the Q6_K tiles (a Q4_K or rows % 16 weight marked so, embed, the layout change
+ * of a bad shape, of tiles or into overlapping memory); and a triple of three Q6_K weights
+ * whose layouts differ (the warp-per-row kernels run it: within the contract of the rows). */
+static void test_tiles_q6_refused(void) {
+    loom_error err = {0};
+    float *dx = dev_poison(8192 * 4);
+    loom_kweight q4 = {(void *)dx, LOOM_GGML_Q4_K, 16, 256, LOOM_WEIGHT_Q6K_TILES};
+    loom_status st = loom_cuda_matmul(dx, 1, q4, dx, &err, 0);
+    report("q6k tiles refused", "Q4_K", st == LOOM_ERR_INVALID_ARGUMENT ? 0 : 1, 0);
+    loom_kweight r8 = {(void *)dx, LOOM_GGML_Q6_K, 8, 256, LOOM_WEIGHT_Q6K_TILES};
+    st = loom_cuda_matmul(dx, 1, r8, dx, &err, 0);
+    report("q6k tiles refused", "Q6_K rows=8", st == LOOM_ERR_INVALID_ARGUMENT ? 0 : 1, 0);
+    loom_kweight q6 = {(void *)dx, LOOM_GGML_Q6_K, 16, 256, LOOM_WEIGHT_Q6K_TILES};
+    int32_t *ids = dev_poison(4);
+    st = loom_cuda_embed(q6, ids, 1, dx, &err, 0);
+    report("q6k tiles refused", "embed", st == LOOM_ERR_UNSUPPORTED ? 0 : 1, 0);
+    loom_kweight rows = {(void *)dx, LOOM_GGML_Q6_K, 16, 256};
+    st = loom_cuda_q6k_to_tiles(rows, (char *)dx + 16, &err, 0);
+    report("q6k tiles refused", "to_tiles overlap", st == LOOM_ERR_INVALID_ARGUMENT ? 0 : 1, 0);
+    st = loom_cuda_q6k_to_tiles(q6, (char *)dx + 16384, &err, 0);
+    report("q6k tiles refused", "to_tiles of tiles", st == LOOM_ERR_INVALID_ARGUMENT ? 0 : 1, 0);
+    loom_kweight q6r12 = {(void *)dx, LOOM_GGML_Q6_K, 12, 256};
+    st = loom_cuda_q6k_to_tiles(q6r12, (char *)dx + 16384, &err, 0);
+    report("q6k tiles refused", "to_tiles rows=12", st == LOOM_ERR_INVALID_ARGUMENT ? 0 : 1, 0);
+    cudaFree(ids);
+    cudaFree(dx);
+    const int64_t M = 64, K = 512, n = 1;
+    char shape[32] = "M=64 K=512 (vs rows)";
+    loom_kweight w[3], wt[3];
+    for (int i = 0; i < 3; i++) q6_tiles_pair(M, K, "mixed triple", &w[i], &wt[i]);
+    const loom_kweight mix[3] = {w[0], w[1], wt[2]};
+    float *dxx, *dg;
+    dev_tokens_and_norm(n, K, &dxx, &dg);
+    float *y[2][3];
+    for (int r = 0; r < 2; r++)
+        for (int i = 0; i < 3; i++) y[r][i] = dev_poison(sizeof(float) * M);
+    st = loom_cuda_matmul_triple(dxx, n, w, NULL, y[0], &err, 0);
+    report_status("triple q6k", "mixed layouts", st, &err);
+    st = loom_cuda_matmul_triple(dxx, n, mix, NULL, y[1], &err, 0);
+    report_status("triple q6k", "mixed layouts", st, &err);
+    double e = 0;
+    for (int i = 0; i < 3; i++) {
+        float r0[64], r1[64];
+        to_host(r0, y[0][i], sizeof r0);
+        to_host(r1, y[1][i], sizeof r1);
+        for (int k = 0; k < M; k++) {
+            const double d = fabs((double)r0[k] - r1[k]) / (fabs((double)r0[k]) + 1e-3);
+            if (d > e || d != d) e = d;
+        }
+    }
+    report("triple q6k mixed layouts", shape, e, 1e-3);
+    for (int i = 0; i < 3; i++) {
+        cudaFree((void *)w[i].data);
+        cudaFree((void *)wt[i].data);
+        cudaFree(y[0][i]);
+        cudaFree(y[1][i]);
+    }
+    cudaFree(dxx);
+    cudaFree(dg);
+}
+static void test_tiles_q6_section(void) {
+    const int64_t ns[4] = {1, 5, 20, 70}; /* GEMV, 8-token GEMM (ragged), 3 groups, wide */
+    for (int op = 0; op < 4; op++)
+        for (int i = 0; i < 4; i++) {
+            test_tiles_q6(op, g_quick ? 64 : 2560, g_quick ? 512 : 9728, ns[i]);
+            if (!g_quick) test_tiles_q6(op, op == 3 ? 1024 : 9728, 2560, ns[i]);
+        }
+    printf("-- the wide Q6_K GEMM staging x itself (LOOM_GEMM_WIDE_Q6K=4)\n");
+    set_switch("LOOM_GEMM_WIDE_Q6K", "4");
+    for (int op = 0; op < 3; op++) test_tiles_q6(op, g_quick ? 64 : 2560, g_quick ? 512 : 2560, 70);
+    reset_switch("LOOM_GEMM_WIDE_Q6K");
+    static const char *const off[2] = {"LOOM_GEMV_MMA", "LOOM_GEMV_MMA_Q6K"};
+    for (int k = 0; k < 2; k++) {
+        printf("-- the same with %s=0 (warp-per-row kernels)\n", off[k]);
+        set_switch(off[k], "0");
+        for (int op = 0; op < 4; op++)
+            for (int i = 0; i < 2; i++) test_tiles_q6(op, g_quick ? 64 : 1024, g_quick ? 512 : 2560, ns[i]);
+        reset_switch(off[k]);
+    }
+    test_tiles_q6_refused();
+}
+
 static void test_tiles_section(void) {
     const int64_t ns[3] = {1, 5, g_quick ? 20 : 37};
     for (int op = 0; op < 6; op++)
@@ -2562,6 +2737,7 @@ static void test_tiles_section(void) {
     for (int op = 0; op < 6; op++) test_tiles(op, g_quick ? 64 : 1024, g_quick ? 512 : 2560, 5);
     reset_switch("LOOM_GEMV_MMA");
     test_tiles_refused();
+    test_tiles_q6_section();
 }
 
 static void test_bad_args(void) {
@@ -2593,7 +2769,7 @@ int main(int argc, char **argv) {
         else if (strcmp(argv[i], "--q6k-wide") == 0) g_only_q6w = 1; /* the wide Q6_K GEMM only */
         else if (strcmp(argv[i], "--q4k") == 0) g_only_q4k = 1; /* the INT8 Q4_K body only */
         else if (strcmp(argv[i], "--wide") == 0) g_only_wide = 1; /* the wide prefill GEMM only */
-        else if (strcmp(argv[i], "--tiles") == 0) g_only_tiles = 1; /* LOOM_WEIGHT_Q4K_TILES only */
+        else if (strcmp(argv[i], "--tiles") == 0) g_only_tiles = 1; /* the weight layouts only */
         else if (strcmp(argv[i], "--seed") == 0 && i + 1 < argc) g_rng = strtoull(argv[++i], NULL, 0) | 1;
     }
     int major = 0, minor = 0;

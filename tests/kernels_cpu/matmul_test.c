@@ -294,6 +294,59 @@ Test(weight_layout, q4k_to_tiles_refuses_other_types_rows_and_layouts) {
     cr_assert(strstr(err.msg, "layout") != NULL, "%s", err.msg);
 }
 
+/* LOOM_WEIGHT_Q6K_TILES: each 210-byte block moved to its padded place in the tile and followed
+ * by two zero bytes (the destination starts poisoned), none changed; loom_weight_bytes. */
+Test(weight_layout, q6k_to_tiles_moves_and_pads_each_block) {
+    rng r = {43};
+    const int64_t M = 32, K = 512, nb = K / 256, rb = nb * 210, pb = LOOM_Q6K_TILE_PITCH;
+    cr_assert_eq(pb, 212);
+    loom_kweight w = random_weight(&r, LOOM_GGML_Q6_K, M, K);
+    const int64_t tb = loom_weight_bytes(LOOM_GGML_Q6_K, M, K, LOOM_WEIGHT_Q6K_TILES);
+    cr_assert_eq(tb, M * nb * pb);
+    uint8_t *t = malloc((size_t)tb);
+    memset(t, 0xA5, (size_t)tb);
+    loom_error err = {0};
+    cr_assert_eq(loom_cpu_q6k_to_tiles(w, t, &err), LOOM_OK, "%s", err.msg);
+    const uint8_t *src = w.data;
+    for (int64_t row = 0; row < M; row++)
+        for (int64_t j = 0; j < nb; j++) {
+            const uint8_t *o = t + row / 16 * 16 * nb * pb + (16 * j + row % 16) * pb;
+            cr_assert(memcmp(o, src + row * rb + j * 210, 210) == 0, "row %lld block %lld",
+                      (long long)row, (long long)j);
+            cr_assert(o[210] == 0 && o[211] == 0, "row %lld block %lld padding", (long long)row,
+                      (long long)j);
+        }
+    free(t);
+    free_weight(&w);
+}
+
+Test(weight_layout, q6k_to_tiles_and_weight_bytes_refuse_bad_shapes) {
+    uint8_t data[16 * 210] = {0}, out[16 * 212];
+    loom_error err = {0};
+    loom_kweight q4 = {.data = data, .type = LOOM_GGML_Q4_K, .rows = 16, .cols = 256};
+    cr_assert_eq(loom_cpu_q6k_to_tiles(q4, out, &err), LOOM_ERR_INVALID_ARGUMENT);
+    cr_assert(strstr(err.msg, "Q4_K") != NULL && strstr(err.msg, "Q6_K") != NULL, "%s", err.msg);
+    loom_kweight r8 = {.data = data, .type = LOOM_GGML_Q6_K, .rows = 8, .cols = 256};
+    cr_assert_eq(loom_cpu_q6k_to_tiles(r8, out, &err), LOOM_ERR_INVALID_ARGUMENT);
+    cr_assert(strstr(err.msg, "8 rows") != NULL, "%s", err.msg);
+    loom_kweight ok = {.data = data, .type = LOOM_GGML_Q6_K, .rows = 16, .cols = 256};
+    cr_assert_eq(loom_cpu_q6k_to_tiles(ok, NULL, &err), LOOM_ERR_INVALID_ARGUMENT);
+    ok.layout = LOOM_WEIGHT_Q6K_TILES;
+    cr_assert_eq(loom_cpu_q6k_to_tiles(ok, out, &err), LOOM_ERR_UNSUPPORTED);
+    float x[256] = {0}, y[16];
+    cr_assert_eq(loom_cpu_matmul(x, 1, ok, y, &err), LOOM_ERR_UNSUPPORTED);
+    /* sizes: rows, each tile layout only for its type and rows % 16 */
+    cr_assert_eq(loom_weight_bytes(LOOM_GGML_Q6_K, 16, 256, LOOM_WEIGHT_ROWS), 16 * 210);
+    cr_assert_eq(loom_weight_bytes(LOOM_GGML_Q4_K, 32, 512, LOOM_WEIGHT_Q4K_TILES), 32 * 288);
+    cr_assert_eq(loom_weight_bytes(LOOM_GGML_Q6_K, 16, 256, LOOM_WEIGHT_Q4K_TILES), -1);
+    cr_assert_eq(loom_weight_bytes(LOOM_GGML_Q4_K, 16, 256, LOOM_WEIGHT_Q6K_TILES), -1);
+    cr_assert_eq(loom_weight_bytes(LOOM_GGML_Q6_K, 8, 256, LOOM_WEIGHT_Q6K_TILES), -1);
+    cr_assert_eq(loom_weight_bytes(LOOM_GGML_Q6_K, 16, 300, LOOM_WEIGHT_ROWS), -1);
+    cr_assert_eq(loom_weight_bytes(LOOM_GGML_Q6_K, 16, 256, (loom_weight_layout)7), -1);
+    cr_assert_eq(loom_weight_bytes(LOOM_GGML_Q6_K, INT64_MAX / 16 * 16, 256 * 1024,
+                                   LOOM_WEIGHT_Q6K_TILES), -1);
+}
+
 /* Kernels called from several threads at once: one caller gets the pool, the others run on
  * their own thread; every result must still be the single-threaded one. */
 typedef struct concurrent_arg {
