@@ -44,6 +44,15 @@
 // flight), GEMM: 1 (the tile is read into registers before it is refilled). The first stages
 // are requested before pdl_wait() (weights are constant); x and y only after.
 //
+// Tiles (LOOM_WEIGHT_Q6K_TILES, cpu_kernels.h; the kernels' TL): the blocks of 16 rows padded to
+// 212 bytes and laid out block by block, so a warp's super-block of its 16 rows is one 3,392-byte
+// run, every row window 4-byte aligned at the same offset at every super-block (no funnel
+// shifts: the AL loads in every warp and in the GEMM too) and no tail. The INT8 body only
+// (q6k_body): a triple's V, which the one-launch Q4_K_M triple reads on the f16 body, stays in
+// rows (the executor gives it so). Same bytes, other addresses: the same bits (conformance
+// --tiles). H200 (bench/NOTES.md 7, session 18): the lm head 110.8 -> 103.5 us, the 4B down +
+// add 11.8 -> 11.3, 4B decode 1.657 -> 1.625 ms/token.
+//
 // Launch geometry (as gemv_mma.cu): 128-thread blocks, a block owns 16 rows of one segment and
 // 1 token (GEMV) or 8 (GEMM: two n-tiles sharing each decoded A); the 4 warps take super-blocks
 // i % 4 of the block's K share; on sm_90 a cluster of S blocks splits K (super-blocks with

@@ -9,7 +9,7 @@
 #                   made here by `loom mkmodel` (graphs on = replay, LOOM_CUDA_GRAPH_REPLAY=0 =
 #                   capture per token, graphs off, 2 streams)
 #   ab_*.json       the same bench with LOOM_CUDA_PDL=0, LOOM_CUDA_Q4K_TILES=0 (Q4_K weights in
-#                   rows), then LOOM_GEMV_MMA / LOOM_GEMV_MMA_Q6K /
+#                   rows), LOOM_CUDA_Q6K_TILES=0 (Q6_K weights in rows), then LOOM_GEMV_MMA / LOOM_GEMV_MMA_Q6K /
 #                   LOOM_GEMV_TRIPLE_MIXED / LOOM_ATTN_V6 / LOOM_CUDA_PRENORM / LOOM_ATTN_FUSED /
 #                   LOOM_GEMM_WIDE / LOOM_ATTN_PREFILL =0,
 #                   LOOM_GEMV_MMA_Q6K_V=1 (the f16 Q6_K body), LOOM_GEMV_MMA_Q4K_V=1 (the f16
@@ -66,7 +66,7 @@ for s in $steps; do
         # decode and prefill with PDL switched off, then each fast path switched off or opt-in
         # path switched on, in turn, against `bench`
         make_model
-        for v in LOOM_CUDA_PDL=0 LOOM_CUDA_Q4K_TILES=0 LOOM_GEMV_MMA=0 LOOM_GEMV_MMA_Q6K=0 \
+        for v in LOOM_CUDA_PDL=0 LOOM_CUDA_Q4K_TILES=0 LOOM_CUDA_Q6K_TILES=0 LOOM_GEMV_MMA=0 LOOM_GEMV_MMA_Q6K=0 \
                  LOOM_GEMV_TRIPLE_MIXED=0 \
                  LOOM_GEMV_MMA_Q6K_V=1 LOOM_ATTN_V6=0 LOOM_CUDA_PRENORM=0 \
                  LOOM_ATTN_FUSED=0 LOOM_GEMM_WIDE=0 LOOM_ATTN_PREFILL=0 LOOM_GEMV_MMA_Q4K_V=1 \
