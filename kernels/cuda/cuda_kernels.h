@@ -78,6 +78,9 @@
  *                         triple) in one launch (gemv_mma.cu's mixed kernel; the default, 1)
  *                         instead of the Q4_K and the Q6_K launch (=0); bit-identical
  *                         (bench/NOTES.md 2.3). =2 / =3: its Q6_K tiles forced last / first
+ *   LOOM_GEMV_PERSIST     =0: a Q6_K GEMV (INT8 body, n = 1, no split, no folded norm) of more
+ *                         than 16 tiles an SM (the lm head) in one-tile blocks instead of the
+ *                         default persistent blocks walking the tiles; bit-identical
  *   LOOM_GEMM_WIDE        the prefill GEMMs (Q4_K f16 body: gemv_mma.cu; Q6_K INT8: q6k_i8_wide.cuh):
  *                         =1: the wide kernel (each weight tile decoded once for 32 tokens,
  *                         x staged once for 4 tiles) from 16 tokens on (Q6_K: 64; the INT8

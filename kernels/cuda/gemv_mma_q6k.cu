@@ -53,6 +53,13 @@
 // --tiles). H200 (bench/NOTES.md 7, session 18): the lm head 110.8 -> 103.5 us, the 4B down +
 // add 11.8 -> 11.3, 4B decode 1.657 -> 1.625 ms/token.
 //
+// The persistent GEMV (q6k_i8_body.cuh q6k_i8_persist; LOOM_GEMV_PERSIST=0 turns it off): a
+// GEMV of one token at S = 1 without a folded norm whose tiles number more than 16 an SM (the
+// lm head: 9,496) runs as many blocks as are resident at once, each walking tiles and asking
+// for the next tile's weights before its reduction, so an SM's bytes in flight do not drain at
+// every tile's end. The same bits; H200: the 4B lm head 104.6 -> 99.0 us (71.7% -> 75.7% of
+// copy), its increment in the decode step 91.7 -> 88.8 us (bench/NOTES.md 7, session 18).
+//
 // Launch geometry (as gemv_mma.cu): 128-thread blocks, a block owns 16 rows of one segment and
 // 1 token (GEMV) or 8 (GEMM: two n-tiles sharing each decoded A); the 4 warps take super-blocks
 // i % 4 of the block's K share; on sm_90 a cluster of S blocks splits K (super-blocks with
@@ -98,6 +105,8 @@ namespace loom_cuda {
 
 // LOOM_GEMM_WIDE_Q6K (runtime.cu): which wide Q6_K kernel launch_wide below runs.
 int gemm_wide_q6k_variant();
+// LOOM_GEMV_PERSIST (runtime.cu): whether the persistent GEMV may run (launch_persist).
+bool gemv_persist();
 
 namespace {
 
@@ -145,6 +154,47 @@ cudaError_t launch_q6k(const Q6Args &a, bool norm, int S, int64_t groups, cudaSt
     return launch_cluster(norm ? gemv_mma_q6k<NT, ST, true, V, TL>
                                : gemv_mma_q6k<NT, ST, false, V, TL>,
                           grid, dim3((unsigned)S, 1, 1), kThreads, 0, stream, a);
+}
+
+// The persistent GEMV (q6k_i8_body.cuh q6k_i8_persist): blocks walking the tiles, 4 an SM
+// (<= 128 registers) on sm_90, 3 on sm_87, where the tiles' form spilled 24 bytes at 128.
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ < 900
+constexpr int kPersistMinBlocks = 3;
+#else
+constexpr int kPersistMinBlocks = 4;
+#endif
+template <bool TL>
+static __global__ void __launch_bounds__(kThreads, kPersistMinBlocks) gemv_q6k_persist(const Q6Args a) {
+    __shared__ Q6PersistSmem<2> sm;
+    q6k_i8_persist<2, TL>(a, sm);
+}
+
+// Blocks of kernel k resident on an SM at once (1 where the query fails).
+static int persist_occupancy(void (*k)(const Q6Args)) {
+    int n = 0;
+    if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, k, kThreads, 0) != cudaSuccess) {
+        (void)cudaGetLastError();
+        n = 1;
+    }
+    return n > 0 ? n : 1;
+}
+
+// The GEMV of one token on the INT8 body at S = 1 without a folded norm, where the tiles number
+// more than 4 waves of 4 blocks an SM (the lm head: 9,496 tiles), runs persistent blocks, as
+// many as are resident at once (the occupancy of the kernel as built for this GPU; the same
+// bits); false where it does not apply.
+bool launch_persist(const Q6Args &a, bool norm, int S, bool tl, cudaStream_t stream,
+                    cudaError_t *e) {
+    const int64_t tiles = a.tile0[a.nseg];
+    if (!gemv_persist() || norm || S != 1 || a.n != 1 || tiles <= 16 * (int64_t)sm_count())
+        return false;
+    auto *k = tl ? gemv_q6k_persist<true> : gemv_q6k_persist<false>;
+    // (the occupancy of each form, asked once: a property of the binary and the device)
+    static const int occ[2] = {persist_occupancy(gemv_q6k_persist<false>),
+                               persist_occupancy(gemv_q6k_persist<true>)};
+    const int64_t blocks = (int64_t)occ[tl] * sm_count();
+    *e = launch(k, dim3((unsigned)(blocks < tiles ? blocks : tiles)), kThreads, 0, stream, a);
+    return true;
 }
 
 // The wide prefill GEMM (q6k_i8_wide.cuh): one block = 4 tiles (blockIdx.z) x NT tokens
@@ -302,6 +352,8 @@ loom_status mma_q6k_matmul(const Seg *seg, int nseg, int epi, const float *x, in
         cudaError_t e;
         if (var == 2 && wide > 0 && nn >= wide)
             e = tl ? launch_wide<true>(b, nm, S, stream) : launch_wide<false>(b, nm, S, stream);
+        else if (var == 2 && launch_persist(b, nm, S, tl, stream, &e)) {
+        }
         else if (var == 2 && tl) e = nn > 1 ? launch_q6k<kGemmTok, 1, 2, true>(b, nm, S, groups, stream)
                                        : launch_q6k<1, 2, 2, true>(b, nm, S, groups, stream);
         else if (var == 2) e = nn > 1 ? launch_q6k<kGemmTok, 1, 2>(b, nm, S, groups, stream)

@@ -445,5 +445,115 @@ __device__ __forceinline__ void q6k_i8_tile(const Q6Args &a, Q6I8Smem<NT, ST, NO
     end();
 }
 
+// The persistent GEMV (NT = 1, S = 1, no folded norm; gemv_mma_q6k.cu launches it for matrices
+// of many waves, the lm head): a block walks tiles blockIdx.x, + gridDim.x, ... and runs each
+// exactly as q6k_i8_tile's GEMV does (the same super-blocks a warp, windows, staging, sums and
+// store: the same bits), but a warp requests the next tile's first ST super-blocks as soon as
+// its last one of this tile has landed (its buffers are free), before the block's reduction and
+// store (the next tile's first x after it): an SM's bytes in flight no longer drain at each
+// tile's end as they do between the blocks of the one-tile GEMV. The reduction's partials
+// alternate between two buffers by tile parity, so one barrier a tile suffices.
+template <int ST>
+struct Q6PersistSmem {
+    __align__(16) uint8_t wbuf[kWarps][ST][kTileBytes];
+    I8Stage<1> stage[kWarps];
+    float red[2][kWarps * 2 * 32];
+};
+
+template <int ST, bool TL>
+__device__ __forceinline__ void q6k_i8_persist(const Q6Args &a, Q6PersistSmem<ST> &sm) {
+    pdl_launch_dependents();
+    const int lane = threadIdx.x & 31, w = threadIdx.x >> 5, g = lane >> 2;
+    const int64_t ntiles = a.tile0[a.nseg], nsb = a.K / 256;
+    I8Stage<1> &st = sm.stage[w];
+    for (int i = lane; i < 4 * 32; i += 32) (&st.b[0][0][0])[i] = make_uint4(0u, 0u, 0u, 0u);
+    __syncwarp();
+    // tile t's segment and first row, and the warp's window of it
+    auto seg_of = [&](int64_t t) {
+        int si = 0;
+        if (a.nseg > 1 && t >= a.tile0[1]) si = 1;
+        if (a.nseg > 2 && t >= a.tile0[2]) si = 2;
+        return si;
+    };
+    auto issue_first = [&](const Q6Win &v, bool live) {
+#pragma unroll
+        for (int q = 0; q < ST; q++) {
+            const int64_t sq = w + q * kWarps;
+            if (live && sq < nsb) q6_issue_sb<TL>(sm.wbuf[w][q], v, sq, nsb, lane);
+            cp_async_commit();
+        }
+    };
+    const int xoff = 32 * (lane >> 2) + 4 * (lane & 3);  // stage_i8's values: xoff, xoff + 16
+    const float *xb = a.x + xoff;
+    int64_t tile = blockIdx.x;
+    int si = seg_of(tile);
+    int64_t r0 = (tile - a.tile0[si]) * kTileRows;
+    Q6Win win = q6_win<TL>(a.seg[si], r0, lane);
+    issue_first(win, true);  // (weights before the dependent-launch wait, as q6k_i8_tile)
+    pdl_wait();
+    float4 xa, xc;
+    if (w < nsb) { xa = ld_x4(xb + w * 256); xc = ld_x4(xb + w * 256 + 16); }
+    for (int par = 0; tile < ntiles; par ^= 1) {
+        const Seg &s = a.seg[si];
+        const bool al = TL || ((s.row_bytes & 3) == 0 && ((win.ag + 2u * (uint32_t)w) & 3u) == 0);
+        float acc[1][2] = {{0.0f, 0.0f}};
+        int q = 0;
+        for (int64_t sb = w; sb < nsb; sb += kWarps, q = q + 1 == ST ? 0 : q + 1) {
+            float4 nxa, nxc;
+            const bool more = sb + kWarps < nsb;
+            if (more) { nxa = ld_x4(xb + (sb + kWarps) * 256); nxc = ld_x4(xb + (sb + kWarps) * 256 + 16); }
+            __syncwarp();
+            stage_i8_x<1, false>(st, 0, xa, xc, 1.0f, xa, xc, lane);
+            cp_async_wait<ST - 1>();
+            __syncwarp();
+            const uint32_t *wb = reinterpret_cast<const uint32_t *>(sm.wbuf[w][q]);
+            int og, o8;
+            q6_offsets<TL>(win, sb, g, og, o8);
+            if (al) q6_superblock_i8<1, true>(wb, og, o8, st, lane, acc);
+            else q6_superblock_i8<1, false>(wb, og, o8, st, lane, acc);
+            __syncwarp();  // every lane has read buffer q (and the x stage) before they are refilled
+            const int64_t sn = sb + ST * kWarps;
+            if (sn < nsb) q6_issue_sb<TL>(sm.wbuf[w][q], win, sn, nsb, lane);
+            cp_async_commit();
+            if (more) { xa = nxa; xc = nxc; }
+        }
+        cp_async_wait<0>();
+        __syncwarp();
+        // The next tile's first super-blocks and x, before this tile's reduction.
+        const int64_t next = tile + gridDim.x;
+        const Seg &cur = s;
+        const int64_t cr0 = r0;
+        if (next < ntiles) {
+            si = seg_of(next);
+            r0 = (next - a.tile0[si]) * kTileRows;
+            win = q6_win<TL>(a.seg[si], r0, lane);
+        }
+        issue_first(win, next < ntiles);
+        // The 4 lanes of a row, then warps 0..3 in order: reduce_partials' sums at S = 1.
+        float v[2];
+#pragma unroll
+        for (int k = 0; k < 2; k++) {
+            float x = acc[0][k];
+            x = __fadd_rn(x, __shfl_xor_sync(0xffffffffu, x, 1));
+            v[k] = __fadd_rn(x, __shfl_xor_sync(0xffffffffu, x, 2));
+        }
+        float *red = sm.red[par];
+        stash_partials<2>(v, w, red);
+        __syncthreads();
+        if (w == 0) {
+#pragma unroll
+            for (int i = 0; i < 2; i++) {
+                float x = red[i * 32 + lane];
+                for (int qq = 1; qq < kWarps; qq++) x = __fadd_rn(x, red[(qq * 2 + i) * 32 + lane]);
+                v[i] = x;
+            }
+            q6_store<1>(a, cur, cr0, 0, 1, lane, v);
+        }
+        if (next < ntiles && w < nsb) { xa = ld_x4(xb + w * 256); xc = ld_x4(xb + w * 256 + 16); }
+        tile = next;
+    }
+    cp_async_wait<0>();
+}
+
 }  // namespace q6k
 }  // namespace loom_cuda

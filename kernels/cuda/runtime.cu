@@ -55,6 +55,9 @@ static int g_q4k_variant = kDefaultQ4kVariant;
 // 2.3; 2 / 3: its Q6_K tiles forced last / first) or as the two launches (0); the same bits.
 static const int kDefaultTripleMixed = 1;
 static int g_triple_mixed = kDefaultTripleMixed;
+// The persistent Q6_K GEMV for matrices of many waves (gemv_mma_q6k.cu: the lm head):
+// LOOM_GEMV_PERSIST=0 keeps the one-tile blocks.
+static bool g_gemv_persist = true;
 // The wide prefill GEMMs (LOOM_GEMM_WIDE; gemv_mma.cu, q6k_i8_wide.cuh; session 8): 0 = off (the
 // GEMM in groups of 8 tokens), 1 = on from each family's measured threshold (Q4_K from 16
 // tokens, on the INT8 body where the wide blocks number at least 0.4 x the SMs: gemv_mma.cu
@@ -149,6 +152,7 @@ static void read_switches_locked() {
     g_q6k_variant = env_int("LOOM_GEMV_MMA_Q6K_V", 1, 2, false, kDefaultQ6kVariant);
     g_q4k_variant = env_int("LOOM_GEMV_MMA_Q4K_V", 1, 2, false, kDefaultQ4kVariant);
     g_triple_mixed = env_int("LOOM_GEMV_TRIPLE_MIXED", 0, 3, false, kDefaultTripleMixed);
+    g_gemv_persist = !env_is("LOOM_GEMV_PERSIST", "0");
     g_gemm_wide = env_int("LOOM_GEMM_WIDE", 0, 1 << 30, false, kDefaultGemmWide);
     const int q4i8 = env_int("LOOM_GEMM_WIDE_Q4K_I8", 4, 5, false, kDefaultGemmWideQ4kI8);
     g_gemm_wide_q4k_i8 = q4i8;  // 4 or 5 (1, 2, 3: removed)
@@ -230,6 +234,12 @@ int gemm_wide_q6k_variant() {
 int gemv_triple_mixed() {
     ensure_switches();
     return g_triple_mixed;
+}
+
+// (declared in gemv_mma_q6k.cu, its only user)
+bool gemv_persist() {
+    ensure_switches();
+    return g_gemv_persist;
 }
 
 // (declared in attention.cu, their only user)

@@ -19,7 +19,8 @@
  * prefill GEMM (LOOM_GEMM_WIDE: == the old GEMM's bits, CPU twin, GEMM token == GEMV; --matmul
  * and the full run include it); --tiles only weights in LOOM_WEIGHT_Q4K_TILES and
  * LOOM_WEIGHT_Q6K_TILES (the layout changes == their CPU twins, every Q4_K and Q6_K launcher ==
- * itself on the rows, bit for bit; the refusals; --matmul and the full run include it).
+ * itself on the rows, bit for bit; the refusals; the persistent Q6_K GEMV == the one-tile one in
+ * both layouts; --matmul and the full run include it).
  * Outputs are poisoned (all bytes 0xFF, a NaN pattern) before every GPU run, so an unwritten
  * element fails. Tolerances are those of the kernels' contracts (cpu_kernels.h, the .cu files):
  *   matmul family: per element |d| <= 1e-5 * sum_k |W x| (+1e-30); GEMM token == GEMV (bits);
@@ -2703,7 +2704,56 @@ static void test_tiles_q6_refused(void) {
     cudaFree(dxx);
     cudaFree(dg);
 }
+/* The persistent Q6_K GEMV (more than 4 waves of tiles: the lm head) == the one-tile GEMV
+ * (LOOM_GEMV_PERSIST=0) bit for bit, in rows and in tiles, plain and with the add; the launch
+ * count of the path is not observable, so the shape is chosen past the rule's threshold (4 x 4
+ * x SMs tiles) on any GPU of up to 160 SMs. */
+static void test_q6_persist(int op, int64_t K) {
+    int sms = 0;
+    CK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0));
+    const int64_t M = 16 * (16 * (int64_t)(sms > 160 ? sms : 160) + 37);
+    char shape[96];
+    snprintf(shape, sizeof shape, "M=%lld K=%lld N=1", (long long)M, (long long)K);
+    loom_error err = {0};
+    loom_kweight w, wt;
+    q6_tiles_pair(M, K, shape, &w, &wt);
+    float *dx, *dg;
+    dev_tokens_and_norm(1, K, &dx, &dg);
+    float *hr = xmalloc(sizeof(float) * (size_t)M);
+    fill(hr, M, -1, 1);
+    float *dr = dup_dev(hr, sizeof(float) * (size_t)M);
+    const size_t nb = sizeof(float) * (size_t)M;
+    for (int l = 0; l < 2; l++) {
+        const loom_kweight ww = l ? wt : w;
+        float *y[2];
+        for (int r = 0; r < 2; r++) {
+            if (r == 0) set_switch("LOOM_GEMV_PERSIST", "0");
+            else reset_switch("LOOM_GEMV_PERSIST");
+            y[r] = dev_poison(nb);
+            loom_status st = op ? loom_cuda_matmul_add(dx, 1, ww, dr, y[r], &err, 0)
+                                : loom_cuda_matmul(dx, 1, ww, y[r], &err, 0);
+            report_status(op ? "q6k persist add" : "q6k persist", shape, st, &err);
+        }
+        float *a = xmalloc(nb), *c = xmalloc(nb);
+        to_host(a, y[0], nb);
+        to_host(c, y[1], nb);
+        report_bits(l ? "q6k persist == one-tile (tiles)" : "q6k persist == one-tile (rows)", shape, a,
+                    c, nb);
+        free(a);
+        free(c);
+        cudaFree(y[0]);
+        cudaFree(y[1]);
+    }
+    cudaFree((void *)w.data);
+    cudaFree((void *)wt.data);
+    cudaFree(dx);
+    cudaFree(dg);
+    cudaFree(dr);
+    free(hr);
+}
+
 static void test_tiles_q6_section(void) {
+    for (int op = 0; op < 2; op++) test_q6_persist(op, g_quick ? 512 : 2560);
     const int64_t ns[4] = {1, 5, 20, 70}; /* GEMV, 8-token GEMM (ragged), 3 groups, wide */
     for (int op = 0; op < 4; op++)
         for (int i = 0; i < 4; i++) {
