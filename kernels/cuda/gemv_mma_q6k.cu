@@ -179,22 +179,22 @@ static int persist_occupancy(void (*k)(const Q6Args)) {
     return n > 0 ? n : 1;
 }
 
-// The GEMV of one token on the INT8 body at S = 1 without a folded norm, where the tiles number
-// more than 4 waves of 4 blocks an SM (the lm head: 9,496 tiles), runs persistent blocks, as
-// many as are resident at once (the occupancy of the kernel as built for this GPU; the same
-// bits); false where it does not apply.
-bool launch_persist(const Q6Args &a, bool norm, int S, bool tl, cudaStream_t stream,
-                    cudaError_t *e) {
-    const int64_t tiles = a.tile0[a.nseg];
-    if (!gemv_persist() || norm || S != 1 || a.n != 1 || tiles <= 16 * (int64_t)sm_count())
-        return false;
-    auto *k = tl ? gemv_q6k_persist<true> : gemv_q6k_persist<false>;
+// Whether the INT8 GEMV of a runs persistent blocks: one token, S = 1, no folded norm, and its
+// tiles more than 4 waves of 4 blocks an SM (the lm head: 9,496 tiles); LOOM_GEMV_PERSIST=0 never.
+bool persist_applies(const Q6Args &a, bool norm, int S) {
+    return gemv_persist() && !norm && S == 1 && a.n == 1 &&
+           a.tile0[a.nseg] > 16 * (int64_t)sm_count();
+}
+
+// The persistent GEMV: as many blocks as are resident at once (the occupancy of the kernel as
+// built for this GPU), at most one a tile; the same bits as launch_q6k's GEMV.
+cudaError_t launch_persist(const Q6Args &a, bool tl, cudaStream_t stream) {
     // (the occupancy of each form, asked once: a property of the binary and the device)
     static const int occ[2] = {persist_occupancy(gemv_q6k_persist<false>),
                                persist_occupancy(gemv_q6k_persist<true>)};
-    const int64_t blocks = (int64_t)occ[tl] * sm_count();
-    *e = launch(k, dim3((unsigned)(blocks < tiles ? blocks : tiles)), kThreads, 0, stream, a);
-    return true;
+    const int64_t tiles = a.tile0[a.nseg], blocks = (int64_t)occ[tl] * sm_count();
+    return launch(tl ? gemv_q6k_persist<true> : gemv_q6k_persist<false>,
+                  dim3((unsigned)(blocks < tiles ? blocks : tiles)), kThreads, 0, stream, a);
 }
 
 // The wide prefill GEMM (q6k_i8_wide.cuh): one block = 4 tiles (blockIdx.z) x NT tokens
@@ -352,8 +352,7 @@ loom_status mma_q6k_matmul(const Seg *seg, int nseg, int epi, const float *x, in
         cudaError_t e;
         if (var == 2 && wide > 0 && nn >= wide)
             e = tl ? launch_wide<true>(b, nm, S, stream) : launch_wide<false>(b, nm, S, stream);
-        else if (var == 2 && launch_persist(b, nm, S, tl, stream, &e)) {
-        }
+        else if (var == 2 && persist_applies(b, nm, S)) e = launch_persist(b, tl, stream);
         else if (var == 2 && tl) e = nn > 1 ? launch_q6k<kGemmTok, 1, 2, true>(b, nm, S, groups, stream)
                                        : launch_q6k<1, 2, 2, true>(b, nm, S, groups, stream);
         else if (var == 2) e = nn > 1 ? launch_q6k<kGemmTok, 1, 2>(b, nm, S, groups, stream)

@@ -468,7 +468,7 @@ __device__ __forceinline__ void q6k_i8_persist(const Q6Args &a, Q6PersistSmem<ST
     I8Stage<1> &st = sm.stage[w];
     for (int i = lane; i < 4 * 32; i += 32) (&st.b[0][0][0])[i] = make_uint4(0u, 0u, 0u, 0u);
     __syncwarp();
-    // tile t's segment and first row, and the warp's window of it
+    // tile t's segment
     auto seg_of = [&](int64_t t) {
         int si = 0;
         if (a.nseg > 1 && t >= a.tile0[1]) si = 1;
@@ -503,7 +503,7 @@ __device__ __forceinline__ void q6k_i8_persist(const Q6Args &a, Q6PersistSmem<ST
             const bool more = sb + kWarps < nsb;
             if (more) { nxa = ld_x4(xb + (sb + kWarps) * 256); nxc = ld_x4(xb + (sb + kWarps) * 256 + 16); }
             __syncwarp();
-            stage_i8_x<1, false>(st, 0, xa, xc, 1.0f, xa, xc, lane);
+            stage_i8<1>(st, 0, xa, xc, lane);
             cp_async_wait<ST - 1>();
             __syncwarp();
             const uint32_t *wb = reinterpret_cast<const uint32_t *>(sm.wbuf[w][q]);
