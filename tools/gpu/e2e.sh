@@ -9,9 +9,9 @@
 #                   made here by `loom mkmodel` (graphs on = replay, LOOM_CUDA_GRAPH_REPLAY=0 =
 #                   capture per token, graphs off, 2 streams)
 #   ab_*.json       the same bench with LOOM_CUDA_PDL=0, LOOM_CUDA_Q4K_TILES=0 (Q4_K weights in
-#                   rows), LOOM_CUDA_Q6K_TILES=0 (Q6_K weights in rows), then LOOM_GEMV_MMA / LOOM_GEMV_MMA_Q6K /
-#                   LOOM_GEMV_TRIPLE_MIXED / LOOM_ATTN_V6 / LOOM_CUDA_PRENORM / LOOM_ATTN_FUSED /
-#                   LOOM_GEMM_WIDE / LOOM_ATTN_PREFILL =0,
+#                   rows), LOOM_CUDA_Q6K_TILES=0 (Q6_K weights in rows), then LOOM_GEMV_MMA /
+#                   LOOM_GEMV_MMA_Q6K / LOOM_GEMV_TRIPLE_MIXED / LOOM_GEMV_PERSIST / LOOM_ATTN_V6 /
+#                   LOOM_CUDA_PRENORM / LOOM_ATTN_FUSED / LOOM_GEMM_WIDE / LOOM_ATTN_PREFILL =0,
 #                   LOOM_GEMV_MMA_Q6K_V=1 (the f16 Q6_K body), LOOM_GEMV_MMA_Q4K_V=1 (the f16
 #                   Q4_K body), LOOM_GEMM_WIDE_Q6K=4 (the wide Q6_K GEMM staging x in each
 #                   block: the fallback of the default 7 without scratch), LOOM_GEMM_WIDE_Q4K_I8=4
@@ -67,7 +67,7 @@ for s in $steps; do
         # path switched on, in turn, against `bench`
         make_model
         for v in LOOM_CUDA_PDL=0 LOOM_CUDA_Q4K_TILES=0 LOOM_CUDA_Q6K_TILES=0 LOOM_GEMV_MMA=0 LOOM_GEMV_MMA_Q6K=0 \
-                 LOOM_GEMV_TRIPLE_MIXED=0 \
+                 LOOM_GEMV_TRIPLE_MIXED=0 LOOM_GEMV_PERSIST=0 \
                  LOOM_GEMV_MMA_Q6K_V=1 LOOM_ATTN_V6=0 LOOM_CUDA_PRENORM=0 \
                  LOOM_ATTN_FUSED=0 LOOM_GEMM_WIDE=0 LOOM_ATTN_PREFILL=0 LOOM_GEMV_MMA_Q4K_V=1 \
                  LOOM_GEMM_WIDE_Q6K=4 LOOM_GEMM_WIDE_Q4K_I8=4 \
