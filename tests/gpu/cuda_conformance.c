@@ -2398,6 +2398,46 @@ static void test_pdl_chain(int64_t n, int steps) {
 }
 
 /* ---- bad arguments are refused without a launch ----------------------------------------- */
+/* The inputs and outputs of a tiles test (rows against tiles): n tokens of x (dx) and a norm
+ * weight (dg) over K, a residual of M rows (dr, from hr), and the two runs' outputs dy[0] (rows),
+ * dy[1] (tiles), [n][rows[i]] each, poisoned. */
+typedef struct tiles_io {
+    float *dx, *dg, *dr, *hr;
+    float *dy[2][3];
+} tiles_io;
+static void tiles_io_make(tiles_io *io, int64_t n, int64_t K, int64_t M, const int64_t *rows) {
+    dev_tokens_and_norm(n, K, &io->dx, &io->dg);
+    io->hr = xmalloc(sizeof(float) * (size_t)(n * M));
+    fill(io->hr, n * M, -1, 1);
+    io->dr = dup_dev(io->hr, sizeof(float) * (size_t)(n * M));
+    for (int v = 0; v < 2; v++)
+        for (int i = 0; i < 3; i++) io->dy[v][i] = dev_poison(sizeof(float) * (size_t)(n * rows[i]));
+}
+/* The end of a tiles test: report_bits of each of the first nout outputs of the two runs under
+ * `name`, then frees io, the nw weights and their tiled copies (where they are not the same). */
+static void tiles_finish(const char *name, const char *shape, tiles_io *io, const int64_t *rows,
+                         int nout, int64_t n, const loom_kweight *w, const loom_kweight *wt,
+                         int nw) {
+    for (int i = 0; i < nout; i++) {
+        const size_t nb = sizeof(float) * (size_t)(n * rows[i]);
+        float *a = xmalloc(nb), *c = xmalloc(nb);
+        to_host(a, io->dy[0][i], nb);
+        to_host(c, io->dy[1][i], nb);
+        report_bits(name, shape, a, c, nb);
+        free(a);
+        free(c);
+    }
+    for (int v = 0; v < 2; v++)
+        for (int i = 0; i < 3; i++) cudaFree(io->dy[v][i]);
+    for (int i = 0; i < nw; i++) {
+        cudaFree((void *)w[i].data);
+        if (wt[i].data != w[i].data) cudaFree((void *)wt[i].data);
+    }
+    cudaFree(io->dx);
+    cudaFree(io->dg);
+    cudaFree(io->dr);
+    free(io->hr);
+}
 /* ---- LOOM_WEIGHT_Q4K_TILES ---------------------------------------------------------------- */
 /* The layout change: loom_cuda_q4k_to_tiles == loom_cpu_q4k_to_tiles byte for byte; then every
  * Q4_K matmul launcher on the tiled weights == the same call on the weights in rows, bit for bit
@@ -2451,70 +2491,61 @@ static void test_tiles(int op, int64_t M, int64_t K, int64_t n) {
         }
         free(h);
     }
-    float *dx, *dg;
-    dev_tokens_and_norm(n, K, &dx, &dg);
-    const loom_prenorm pn = {dg, 1e-6f};
-    float *hr = xmalloc(sizeof(float) * (size_t)(n * M));
-    fill(hr, n * M, -1, 1);
-    float *dr = dup_dev(hr, sizeof(float) * (size_t)(n * M));
-    float *dy[2][3];
-    for (int v = 0; v < 2; v++)
-        for (int i = 0; i < 3; i++) dy[v][i] = dev_poison(sizeof(float) * (size_t)(n * rows[i]));
-    loom_status st = tiles_run(op, n, w, dx, dr, &pn, dy[0], &err);
+    tiles_io io;
+    tiles_io_make(&io, n, K, M, rows);
+    const loom_prenorm pn = {io.dg, 1e-6f};
+    loom_status st = tiles_run(op, n, w, io.dx, io.dr, &pn, io.dy[0], &err);
     report_status(k_tiles_op[op], shape, st, &err);
-    st = tiles_run(op, n, wt, dx, dr, &pn, dy[1], &err);
+    st = tiles_run(op, n, wt, io.dx, io.dr, &pn, io.dy[1], &err);
     report_status(k_tiles_op[op], shape, st, &err);
-    const int nout = op >= 4 ? 3 : op == 3 ? 2 : 1;
     char name[64];
     snprintf(name, sizeof name, "tiles == rows %s", k_tiles_op[op]);
-    for (int i = 0; i < nout; i++) {
-        const size_t nb = sizeof(float) * (size_t)(n * rows[i]);
-        float *a = xmalloc(nb), *c = xmalloc(nb);
-        to_host(a, dy[0][i], nb);
-        to_host(c, dy[1][i], nb);
-        report_bits(name, shape, a, c, nb);
-        free(a);
-        free(c);
-    }
-    for (int v = 0; v < 2; v++)
-        for (int i = 0; i < 3; i++) cudaFree(dy[v][i]);
-    for (int i = 0; i < nw; i++) {
-        cudaFree((void *)w[i].data);
-        if (wt[i].data != w[i].data) cudaFree((void *)wt[i].data);
-    }
-    cudaFree(dx);
-    cudaFree(dg);
-    cudaFree(dr);
-    free(hr);
+    tiles_finish(name, shape, &io, rows, op >= 4 ? 3 : op == 3 ? 2 : 1, n, w, wt, nw);
 }
-/* What refuses the tiles: a Q6_K or rows % 16 weight marked tiled, embed from a tiled table,
- * q4k_to_tiles of a bad shape or overlapping buffers, the CPU kernels; and a pair whose two
- * weights differ in layout (the warp-per-row kernels run it: == both in rows). */
-static void test_tiles_refused(void) {
+/* What refuses the Q4_K tiles (tiles_refusals), the CPU kernels; and a pair whose two weights
+ * differ in layout (the warp-per-row kernels run it: within the contract of the rows). */
+/* The refusals both tiled layouts share, for layout l of type t (other: the other tiled type),
+ * its layout change to_tiles: the other type or 8 rows marked l, embed from a table in l, the
+ * layout change of 12 rows, of a weight already in l, or into memory overlapping its source. */
+typedef loom_status (*to_tiles_fn)(loom_kweight, void *, loom_error *, cudaStream_t);
+static void tiles_refusals(const char *tag, loom_ggml_type t, loom_ggml_type other,
+                           loom_weight_layout l, to_tiles_fn to_tiles) {
     loom_error err = {0};
-    float *dx = dev_poison(4096 * 4);
-    loom_kweight q6 = {(void *)dx, LOOM_GGML_Q6_K, 16, 256, LOOM_WEIGHT_Q4K_TILES};
-    loom_status st = loom_cuda_matmul(dx, 1, q6, dx, &err, 0);
-    report("tiles refused", "Q6_K", st == LOOM_ERR_INVALID_ARGUMENT ? 0 : 1, 0);
-    loom_kweight r8 = {(void *)dx, LOOM_GGML_Q4_K, 8, 256, LOOM_WEIGHT_Q4K_TILES};
+    float *dx = dev_poison(8192 * 4);
+    char what[48];
+    loom_kweight ot = {(void *)dx, other, 16, 256, l};
+    loom_status st = loom_cuda_matmul(dx, 1, ot, dx, &err, 0);
+    snprintf(what, sizeof what, "%s", loom_ggml_type_get(other)->name);
+    report(tag, what, st == LOOM_ERR_INVALID_ARGUMENT ? 0 : 1, 0);
+    loom_kweight r8 = {(void *)dx, t, 8, 256, l};
     st = loom_cuda_matmul(dx, 1, r8, dx, &err, 0);
-    report("tiles refused", "Q4_K rows=8", st == LOOM_ERR_INVALID_ARGUMENT ? 0 : 1, 0);
-    loom_kweight q4 = {(void *)dx, LOOM_GGML_Q4_K, 16, 256, LOOM_WEIGHT_Q4K_TILES};
+    snprintf(what, sizeof what, "%s rows=8", loom_ggml_type_get(t)->name);
+    report(tag, what, st == LOOM_ERR_INVALID_ARGUMENT ? 0 : 1, 0);
+    loom_kweight tl = {(void *)dx, t, 16, 256, l};
     int32_t *ids = dev_poison(4);
-    st = loom_cuda_embed(q4, ids, 1, dx, &err, 0);
-    report("tiles refused", "embed", st == LOOM_ERR_UNSUPPORTED ? 0 : 1, 0);
-    loom_kweight rows = {(void *)dx, LOOM_GGML_Q4_K, 16, 256};
-    st = loom_cuda_q4k_to_tiles(rows, (char *)dx + 16, &err, 0);
-    report("tiles refused", "to_tiles overlap", st == LOOM_ERR_INVALID_ARGUMENT ? 0 : 1, 0);
-    st = loom_cuda_q4k_to_tiles(q4, (char *)dx + 8192, &err, 0);
-    report("tiles refused", "to_tiles of tiles", st == LOOM_ERR_INVALID_ARGUMENT ? 0 : 1, 0);
+    st = loom_cuda_embed(tl, ids, 1, dx, &err, 0);
+    report(tag, "embed", st == LOOM_ERR_UNSUPPORTED ? 0 : 1, 0);
+    loom_kweight rows = {(void *)dx, t, 16, 256};
+    st = to_tiles(rows, (char *)dx + 16, &err, 0);
+    report(tag, "to_tiles overlap", st == LOOM_ERR_INVALID_ARGUMENT ? 0 : 1, 0);
+    st = to_tiles(tl, (char *)dx + 16384, &err, 0);
+    report(tag, "to_tiles of tiles", st == LOOM_ERR_INVALID_ARGUMENT ? 0 : 1, 0);
+    loom_kweight r12 = {(void *)dx, t, 12, 256};
+    st = to_tiles(r12, (char *)dx + 16384, &err, 0);
+    report(tag, "to_tiles rows=12", st == LOOM_ERR_INVALID_ARGUMENT ? 0 : 1, 0);
+    cudaFree(ids);
+    cudaFree(dx);
+}
+static void test_tiles_refused(void) {
+    tiles_refusals("tiles refused", LOOM_GGML_Q4_K, LOOM_GGML_Q6_K, LOOM_WEIGHT_Q4K_TILES,
+                   loom_cuda_q4k_to_tiles);
+    loom_error err = {0};
+    loom_status st;
     float hx[256] = {0}, hy[16];
     uint8_t hw[16 * 144] = {0};
     loom_kweight hq = {hw, LOOM_GGML_Q4_K, 16, 256, LOOM_WEIGHT_Q4K_TILES};
     st = loom_cpu_matmul(hx, 1, hq, hy, &err);
     report("tiles refused", "cpu matmul", st == LOOM_ERR_UNSUPPORTED ? 0 : 1, 0);
-    cudaFree(ids);
-    cudaFree(dx);
     /* mixed layouts in one pair */
     const int64_t M = 64, K = 512, n = 1;
     size_t b;
@@ -2597,79 +2628,37 @@ static void test_tiles_q6(int op, int64_t M, int64_t K, int64_t n) {
     }
     const int v = op == 3 ? 2 : 0;  /* the Q6_K weight's slot */
     q6_tiles_pair(M, K, shape, &w[v], &wt[v]);
-    float *dx, *dg;
-    dev_tokens_and_norm(n, K, &dx, &dg);
-    const loom_prenorm pn = {dg, 1e-6f};
-    float *hr = xmalloc(sizeof(float) * (size_t)(n * M));
-    fill(hr, n * M, -1, 1);
-    float *dr = dup_dev(hr, sizeof(float) * (size_t)(n * M));
-    float *dy[2][3];
-    for (int r = 0; r < 2; r++)
-        for (int i = 0; i < 3; i++) dy[r][i] = dev_poison(sizeof(float) * (size_t)(n * rows[i]));
+    tiles_io io;
+    tiles_io_make(&io, n, K, M, rows);
+    const loom_prenorm pn = {io.dg, 1e-6f};
     for (int r = 0; r < 2; r++) { /* r 0: rows, 1: tiles */
         const loom_kweight *ww = r ? wt : w;
+        float *const *y = io.dy[r];
         loom_status st;
         switch (op) {
-        case 0: st = loom_cuda_matmul(dx, n, ww[0], dy[r][0], &err, 0); break;
-        case 1: st = loom_cuda_matmul_add(dx, n, ww[0], dr, dy[r][0], &err, 0); break;
-        case 2: st = loom_cuda_matmul_normed(dx, &pn, n, ww[0], dy[r][0], &err, 0); break;
+        case 0: st = loom_cuda_matmul(io.dx, n, ww[0], y[0], &err, 0); break;
+        case 1: st = loom_cuda_matmul_add(io.dx, n, ww[0], io.dr, y[0], &err, 0); break;
+        case 2: st = loom_cuda_matmul_normed(io.dx, &pn, n, ww[0], y[0], &err, 0); break;
         default:
-            st = loom_cuda_matmul_triple_normed(dx, &pn, n, ww, NULL, dy[r], &err, 0);
+            st = loom_cuda_matmul_triple_normed(io.dx, &pn, n, ww, NULL, y, &err, 0);
             /* the reference of the tiled V: its normed matmul in rows, where the triple's V in
              * rows runs another body than the tiles (the tensor cores, below 64 tokens) */
             if (r == 0 && st == LOOM_OK && loom_cuda_q6k_tiles_preferred() && n < 64)
-                st = loom_cuda_matmul_normed(dx, &pn, n, w[2], dy[0][2], &err, 0);
+                st = loom_cuda_matmul_normed(io.dx, &pn, n, w[2], y[2], &err, 0);
         }
         report_status(k_q6_tiles_op[op], shape, st, &err);
     }
     char name[64];
     snprintf(name, sizeof name, "tiles == rows %s", k_q6_tiles_op[op]);
-    for (int i = 0; i < (op == 3 ? 3 : 1); i++) {
-        const size_t nb = sizeof(float) * (size_t)(n * rows[i]);
-        float *a = xmalloc(nb), *c = xmalloc(nb);
-        to_host(a, dy[0][i], nb);
-        to_host(c, dy[1][i], nb);
-        report_bits(name, shape, a, c, nb);
-        free(a);
-        free(c);
-    }
-    for (int r = 0; r < 2; r++)
-        for (int i = 0; i < 3; i++) cudaFree(dy[r][i]);
-    for (int i = 0; i < 3; i++) {
-        cudaFree((void *)w[i].data);
-        if (wt[i].data != w[i].data) cudaFree((void *)wt[i].data);
-    }
-    cudaFree(dx);
-    cudaFree(dg);
-    cudaFree(dr);
-    free(hr);
+    tiles_finish(name, shape, &io, rows, op == 3 ? 3 : 1, n, w, wt, 3);
 }
-/* What refuses the Q6_K tiles (a Q4_K or rows % 16 weight marked so, embed, the layout change
- * of a bad shape, of tiles or into overlapping memory); and a triple of three Q6_K weights
- * whose layouts differ (the warp-per-row kernels run it: within the contract of the rows). */
+/* What refuses the Q6_K tiles (tiles_refusals); and a triple of three Q6_K weights whose
+ * layouts differ (the warp-per-row kernels run it: within the contract of the rows). */
 static void test_tiles_q6_refused(void) {
+    tiles_refusals("q6k tiles refused", LOOM_GGML_Q6_K, LOOM_GGML_Q4_K, LOOM_WEIGHT_Q6K_TILES,
+                   loom_cuda_q6k_to_tiles);
     loom_error err = {0};
-    float *dx = dev_poison(8192 * 4);
-    loom_kweight q4 = {(void *)dx, LOOM_GGML_Q4_K, 16, 256, LOOM_WEIGHT_Q6K_TILES};
-    loom_status st = loom_cuda_matmul(dx, 1, q4, dx, &err, 0);
-    report("q6k tiles refused", "Q4_K", st == LOOM_ERR_INVALID_ARGUMENT ? 0 : 1, 0);
-    loom_kweight r8 = {(void *)dx, LOOM_GGML_Q6_K, 8, 256, LOOM_WEIGHT_Q6K_TILES};
-    st = loom_cuda_matmul(dx, 1, r8, dx, &err, 0);
-    report("q6k tiles refused", "Q6_K rows=8", st == LOOM_ERR_INVALID_ARGUMENT ? 0 : 1, 0);
-    loom_kweight q6 = {(void *)dx, LOOM_GGML_Q6_K, 16, 256, LOOM_WEIGHT_Q6K_TILES};
-    int32_t *ids = dev_poison(4);
-    st = loom_cuda_embed(q6, ids, 1, dx, &err, 0);
-    report("q6k tiles refused", "embed", st == LOOM_ERR_UNSUPPORTED ? 0 : 1, 0);
-    loom_kweight rows = {(void *)dx, LOOM_GGML_Q6_K, 16, 256};
-    st = loom_cuda_q6k_to_tiles(rows, (char *)dx + 16, &err, 0);
-    report("q6k tiles refused", "to_tiles overlap", st == LOOM_ERR_INVALID_ARGUMENT ? 0 : 1, 0);
-    st = loom_cuda_q6k_to_tiles(q6, (char *)dx + 16384, &err, 0);
-    report("q6k tiles refused", "to_tiles of tiles", st == LOOM_ERR_INVALID_ARGUMENT ? 0 : 1, 0);
-    loom_kweight q6r12 = {(void *)dx, LOOM_GGML_Q6_K, 12, 256};
-    st = loom_cuda_q6k_to_tiles(q6r12, (char *)dx + 16384, &err, 0);
-    report("q6k tiles refused", "to_tiles rows=12", st == LOOM_ERR_INVALID_ARGUMENT ? 0 : 1, 0);
-    cudaFree(ids);
-    cudaFree(dx);
+    loom_status st;
     const int64_t M = 64, K = 512, n = 1;
     char shape[32] = "M=64 K=512 (vs rows)";
     loom_kweight w[3], wt[3];
