@@ -2741,7 +2741,52 @@ static void test_q6_persist(int op, int64_t K) {
     free(hr);
 }
 
+/* Several Q6_K segments in tiles in one launch (a triple or a plain pair of Q6_K weights, plain
+ * and normed): against the same call in rows within the contract (1e-3 relative to each
+ * element's magnitude; a triple in rows runs the f16 body below 64 tokens, the tiles the INT8
+ * one, so not the same bits). */
+static void test_tiles_q6_multi(int nw, bool normed, int64_t K, int64_t n) {
+    char shape[96];
+    snprintf(shape, sizeof shape, "%d segs K=%lld N=%lld%s", nw, (long long)K, (long long)n,
+             normed ? " normed" : "");
+    const int64_t rows[3] = {256, 128, 128};
+    loom_kweight w[3] = {{0}}, wt[3] = {{0}};
+    for (int i = 0; i < nw; i++) q6_tiles_pair(rows[i], K, shape, &w[i], &wt[i]);
+    tiles_io io;
+    tiles_io_make(&io, n, K, 256, rows);
+    const loom_prenorm pn = {io.dg, 1e-6f};
+    loom_error err = {0};
+    for (int r = 0; r < 2; r++) {
+        const loom_kweight *ww = r ? wt : w;
+        loom_status st = nw == 3
+            ? loom_cuda_matmul_triple_normed(io.dx, normed ? &pn : NULL, n, ww, NULL, io.dy[r], &err, 0)
+            : loom_cuda_matmul_pair_normed(io.dx, normed ? &pn : NULL, n, ww[0], ww[1], LOOM_PAIR_NONE,
+                                           io.dy[r][0], io.dy[r][1], &err, 0);
+        report_status("q6k tiles multi", shape, st, &err);
+    }
+    double e = 0;
+    for (int i = 0; i < nw; i++) {
+        const size_t nb = sizeof(float) * (size_t)(n * rows[i]);
+        float *a = xmalloc(nb), *c = xmalloc(nb);
+        to_host(a, io.dy[0][i], nb);
+        to_host(c, io.dy[1][i], nb);
+        for (int64_t k = 0; k < n * rows[i]; k++) {
+            const double d = fabs((double)a[k] - c[k]) / (fabs((double)a[k]) + 1e-2);
+            if (d > e || d != d) e = d;
+        }
+        free(a);
+        free(c);
+    }
+    report("q6k tiles multi (vs rows)", shape, e, 1e-3);
+    tiles_finish("q6k tiles multi (bits, where one body)", shape, &io, rows, 0, n, w, wt, nw);
+}
+
 static void test_tiles_q6_section(void) {
+    for (int nw = 2; nw <= 3; nw++)
+        for (int nm = 0; nm < 2; nm++)
+            for (int k = 0; k < 2; k++)
+                for (int64_t n = 1; n <= 20; n += (n == 1 ? 4 : 15))
+                    test_tiles_q6_multi(nw, nm != 0, k ? 512 : 256, n);
     for (int op = 0; op < 2; op++) test_q6_persist(op, g_quick ? 512 : 2560);
     const int64_t ns[4] = {1, 5, 20, 70}; /* GEMV, 8-token GEMM (ragged), 3 groups, wide */
     for (int op = 0; op < 4; op++)
