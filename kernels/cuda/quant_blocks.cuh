@@ -43,10 +43,22 @@ __device__ __forceinline__ uint32_t ld_bytes4(const uint8_t *p) {
     return (uint32_t)__ldg(p) | ((uint32_t)__ldg(p + 1) << 8) | ((uint32_t)__ldg(p + 2) << 16) |
            ((uint32_t)__ldg(p + 3) << 24);
 }
+// Activations (x, and whatever is read beside it) by coherent loads, not __ldg: x is written by
+// the previous kernel, which under dependent launch still runs while this kernel's blocks are
+// resident, and the non-coherent path can then serve stale lines after griddepcontrol.wait
+// (bench/NOTES.md 7, session 18: a normed Q6_K GEMV read an older residual in the decode step).
+// Weights stay on __ldg (constant for the kernel's life).
 __device__ __forceinline__ float4 ld_x4(const float *p) {
-    return __ldg(reinterpret_cast<const float4 *>(p));
+    return *reinterpret_cast<const float4 *>(p);
 }
 __device__ __forceinline__ float2 ld_x2(const float *p) {
+    return *reinterpret_cast<const float2 *>(p);
+}
+// A constant float vector (a norm weight) through the read-only path.
+__device__ __forceinline__ float4 ld_c4(const float *p) {
+    return __ldg(reinterpret_cast<const float4 *>(p));
+}
+__device__ __forceinline__ float2 ld_c2(const float *p) {
     return __ldg(reinterpret_cast<const float2 *>(p));
 }
 
@@ -98,21 +110,21 @@ struct XPlain {
     const float *x;
     __device__ __forceinline__ float4 ld4(int64_t k) const { return ld_x4(x + k); }
     __device__ __forceinline__ float2 ld2(int64_t k) const { return ld_x2(x + k); }
-    __device__ __forceinline__ float ld1(int64_t k) const { return __ldg(x + k); }
+    __device__ __forceinline__ float ld1(int64_t k) const { return x[k]; }
 };
 struct XNormed {
     const float *x;
     const float *w;  // [K] or NULL
     float scale;
     __device__ __forceinline__ float4 ld4(int64_t k) const {
-        return rms_apply4(ld_x4(x + k), scale, w ? ld_x4(w + k) : make_float4(1.f, 1.f, 1.f, 1.f));
+        return rms_apply4(ld_x4(x + k), scale, w ? ld_c4(w + k) : make_float4(1.f, 1.f, 1.f, 1.f));
     }
     __device__ __forceinline__ float2 ld2(int64_t k) const {
-        const float2 v = ld_x2(x + k), g = w ? ld_x2(w + k) : make_float2(1.f, 1.f);
+        const float2 v = ld_x2(x + k), g = w ? ld_c2(w + k) : make_float2(1.f, 1.f);
         return make_float2(rms_apply(v.x, scale, g.x), rms_apply(v.y, scale, g.y));
     }
     __device__ __forceinline__ float ld1(int64_t k) const {
-        return rms_apply(__ldg(x + k), scale, w ? __ldg(w + k) : 1.0f);
+        return rms_apply(x[k], scale, w ? __ldg(w + k) : 1.0f);
     }
 };
 
