@@ -46,10 +46,10 @@
  * gives their layout to the launchers. LOOM_CUDA_Q4K_TILES=0 keeps every weight in rows, and so
  * do the switches that take the Q4_K matmuls off the INT8 tensor-core body
  * (loom_cuda_q4k_tiles_preferred). Q6_K weights likewise in LOOM_WEIGHT_Q6K_TILES (blocks padded
- * to 212 bytes: 1% more device memory; loom_cuda_q6k_to_tiles), but not a triple's V, whose
- * rows the one-launch Q4_K_M triple reads (bench/NOTES.md 7, session 18: the lm head and the
- * Q6_K down projections); LOOM_CUDA_Q6K_TILES=0 keeps them in rows, and so do the switches
- * that take the Q6_K matmuls off the INT8 body (loom_cuda_q6k_tiles_preferred).
+ * to 212 bytes: 1% more device memory; loom_cuda_q6k_to_tiles; a triple's V only where the Q4_K
+ * tiles are on, whose one-launch Q4_K_M triple pairs the two; bench/NOTES.md 7, session 18: the
+ * lm head, the Q6_K down projections, the V); LOOM_CUDA_Q6K_TILES=0 keeps them in rows, and so
+ * do the switches that take the Q6_K matmuls off the INT8 body (loom_cuda_q6k_tiles_preferred).
  */
 #include "executor/cuda_backend.h"
 
@@ -131,7 +131,7 @@ typedef struct cuda_backend {
     region *regions;
     uint32_t n_regions, cap_regions;
     bool tiles_on;          /* Q4_K matmul weights in tiles (LOOM_CUDA_Q4K_TILES, not mapped) */
-    bool q6_tiles_on;       /* Q6_K ones, not a triple's (LOOM_CUDA_Q6K_TILES, not mapped) */
+    bool q6_tiles_on;       /* Q6_K ones (LOOM_CUDA_Q6K_TILES, not mapped) */
     const void **tiled;     /* the weights laid out so, sorted by address */
     uint32_t n_tiled, cap_tiled;
     /* Pinned staging of a step's inputs: uploads copy into stage[stage_used..] and enqueue an
@@ -477,7 +477,9 @@ static loom_status upload_weight(cuda_backend *c, const void *host, size_t bytes
                                  loom_error *err) {
     const bool shape = w && w->matmul_only && w->rows > 0 && w->rows % 16 == 0 && w->cols > 0 &&
                        w->cols % 256 == 0;
-    const bool q6 = shape && c->q6_tiles_on && w->dtype == LOOM_IR_Q6_K && !w->in_triple;
+    /* (a triple's V only beside Q / K in tiles: the one-launch triple pairs the two layouts) */
+    const bool q6 = shape && c->q6_tiles_on && w->dtype == LOOM_IR_Q6_K &&
+                    (!w->in_triple || c->tiles_on);
     const bool tile = q6 || (shape && c->tiles_on && w->dtype == LOOM_IR_Q4_K);
     const size_t dbytes = q6 ? (size_t)loom_weight_bytes(LOOM_GGML_Q6_K, w->rows, w->cols,
                                                          LOOM_WEIGHT_Q6K_TILES)

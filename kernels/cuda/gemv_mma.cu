@@ -1185,27 +1185,34 @@ struct MixArgs {
     int64_t first6;   // its first slot: 0 (V first) or the Q4_K part's slot count (V last)
 };
 
-// One shared-memory block for either body (the Q6_K part's is the larger: 33 KB for the GEMV,
-// 4 blocks an SM still fit on sm_87 and sm_90).
-template <int NT, int ST, bool NORM, bool I8>
+// One shared-memory block for either body (the Q6_K part's is the larger: 33 KB for the GEMV on
+// the f16 body, 37 KB on the INT8 one; 4 blocks an SM still fit on sm_87 and sm_90).
+template <int NT, int ST, bool NORM, bool I8, bool T6 = false>
 union MixSmem {
     Q4Smem<NT, 1, NORM, I8> q4;
-    q6k::Q6Smem<NT, ST, NORM> q6;
+    typename std::conditional<T6, q6k::Q6I8Smem<NT, ST, NORM>, q6k::Q6Smem<NT, ST, NORM>>::type q6;
 };
 
 // I8: the Q4_K tiles on the INT8 body (LOOM_GEMV_MMA_Q4K_V=2), as their two-launch path runs
-// them; the V tiles keep the f16 body either way (4 blocks an SM: the f16 Q6_K tile's 128).
-template <int NT, int ST, bool NORM, bool I8, bool TL>
+// them. The V tiles: in rows on the f16 body, T6 (TL only) in LOOM_WEIGHT_Q6K_TILES on the INT8
+// one, as mma_q6k_matmul runs each (4 blocks an SM either way: 0 spills at 128 registers, the
+// INT8 form only since the tiles' aligned windows; session 6 had measured it at 3 blocks an SM,
+// slower, bench/NOTES.md 2.3 R3 and 7 "Session 18").
+template <int NT, int ST, bool NORM, bool I8, bool TL, bool T6 = false>
 static __global__ void __launch_bounds__(kThreads, NT == 1 ? 4 : 2)
     gemv_mma_mixed(const MixArgs m) {
-    __shared__ MixSmem<NT, ST, NORM, I8> sm;
+    static_assert(!T6 || (TL && I8), "tiled V beside tiled Q / K on the INT8 body");
+    __shared__ MixSmem<NT, ST, NORM, I8, T6> sm;
     const int c = (int)blockIdx.x, C = (int)gridDim.x;
     const int tok0 = (int)blockIdx.y * NT;
     const int64_t slot = blockIdx.z, s6 = slot - m.first6;
     if (s6 >= 0 && s6 < m.slots6) {  // block-uniform branch
         const int64_t tile = s6 * (C / m.s6) + c / m.s6;
         if (tile >= m.q6.tile0[m.q6.nseg]) return;  // only where s6 == 1: no cluster barrier
-        q6k::q6k_tile<NT, ST, NORM>(m.q6, sm.q6, tile, c % m.s6, m.s6, tok0);
+        if constexpr (T6)
+            q6k::q6k_i8_tile<NT, ST, NORM, false, true>(m.q6, sm.q6, tile, c % m.s6, m.s6, tok0);
+        else
+            q6k::q6k_tile<NT, ST, NORM>(m.q6, sm.q6, tile, c % m.s6, m.s6, tok0);
     } else {
         const int64_t tile = (m.first6 ? slot : slot - m.slots6) * (C / m.s4) + c / m.s4;
         if (tile >= m.q4.tile0[m.q4.nseg]) return;
@@ -1411,6 +1418,9 @@ std::atomic<int64_t> g_mixed_launches{0};
 template <bool TL>
 static cudaError_t launch_mixed(const MixArgs &m, bool norm, bool i8, dim3 grid, dim3 cl,
                                 cudaStream_t stream) {
+    if (TL && m.q6.seg[0].tiles)  // the V tiles in tiles too (mma_triple_mixed: Q / K in tiles)
+        return norm ? launch_cluster(gemv_mma_mixed<1, 2, true, true, true, true>, grid, cl, kThreads, 0, stream, m)
+                    : launch_cluster(gemv_mma_mixed<1, 2, false, true, true, true>, grid, cl, kThreads, 0, stream, m);
     if (TL || i8)  // (tiles: the INT8 body only, as launch_q4k_n)
         return norm ? launch_cluster(gemv_mma_mixed<1, 2, true, true, TL>, grid, cl, kThreads, 0, stream, m)
                     : launch_cluster(gemv_mma_mixed<1, 2, false, true, TL>, grid, cl, kThreads, 0, stream, m);
@@ -1425,14 +1435,14 @@ loom_status mma_triple_mixed(const Seg *s4, int n4, const Seg *s6, int n6, const
                              loom_error *err, cudaStream_t stream) {
     *ran = false;
     // The GEMV only (the GEMM keeps its two launches: the same bits a token either way); the
-    // Q6_K tiles on the f16 body, as the triple's two-launch path always runs them whatever
-    // LOOM_GEMV_MMA_Q6K_V says (gemv.cu; q6k_tile; the INT8 body inside this kernel measured
-    // slower, bench/NOTES.md 2.3 R3);
-    // the Q4_K part one matrix a tile (two Q4_K segments of equal rows run as the pair kernel).
+    // Q6_K tiles on the body the triple's two-launch path runs them on (mma_q6k_matmul's f16
+    // role: in rows the f16 body whatever LOOM_GEMV_MMA_Q6K_V says, q6k_tile; in
+    // LOOM_WEIGHT_Q6K_TILES the INT8 one, q6k_i8_tile); the Q4_K part one matrix a tile (two
+    // Q4_K segments of equal rows run as the pair kernel).
     if (n != 1 || n4 < 1 || n4 > 2 || n6 < 1 || n6 > 3) return LOOM_OK;
     if (n4 == 2 && s4[0].rows == s4[1].rows) return LOOM_OK;
-    for (int i = 0; i < n6; i++)
-        if (s6[i].tiles) return LOOM_OK;  // (the INT8 body's: mma_q6k_matmul)
+    // Q6_K tiles (one layout: route_segments) only beside Q4_K tiles (the T6 kernel's pairing)
+    if (s6[0].tiles && !s4[0].tiles) return LOOM_OK;
     MixArgs m = {};
     m.q4.nseg = n4;
     m.q6.nseg = n6;

@@ -128,8 +128,9 @@ size_t mma_q6k_scratch_bytes(int64_t n, int64_t K, bool f16, bool tiles);
 // rows, which run as the pair) and Q6_K segments s6 (1..3) in ONE launch, bit for bit the two
 // launches mma_matmul(s4) + mma_q6k_matmul(s6) (bench/NOTES.md 2.3). *ran = false (and
 // LOOM_OK, nothing launched) where it does not apply: n > 1, another shape of the split (each
-// part's S must be 1 or the larger S), Q6_K segments in LOOM_WEIGHT_Q6K_TILES. The Q6_K tiles
-// run the f16 body (as mma_q6k_matmul with f16 = true, the triple's role).
+// part's S must be 1 or the larger S), Q6_K segments in LOOM_WEIGHT_Q6K_TILES beside Q4_K ones
+// in rows. The Q6_K tiles run the body mma_q6k_matmul gives them with f16 = true (the triple's
+// role): the f16 body in rows, the INT8 body in LOOM_WEIGHT_Q6K_TILES.
 loom_status mma_triple_mixed(const Seg *s4, int n4, const Seg *s6, int n6, const float *x,
                              int64_t K, int64_t n, const PreNorm *norm, bool *ran,
                              loom_error *err, cudaStream_t stream);

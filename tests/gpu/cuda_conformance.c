@@ -2781,7 +2781,48 @@ static void test_tiles_q6_multi(int nw, bool normed, int64_t K, int64_t n) {
     tiles_finish("q6k tiles multi (bits, where one body)", shape, &io, rows, 0, n, w, wt, nw);
 }
 
+/* The normed Q4_K_M triple with every weight in tiles (Q, K in LOOM_WEIGHT_Q4K_TILES, V in
+ * LOOM_WEIGHT_Q6K_TILES): its one launch (the mixed kernel, V on the INT8 body; the launch
+ * counted) == its two launches (LOOM_GEMV_TRIPLE_MIXED=0) bit for bit, plain and normed. */
+static void test_mixed_tiled_v(int64_t M, int64_t K, bool normed) {
+    char shape[96];
+    snprintf(shape, sizeof shape, "M=%lld K=%lld N=1%s", (long long)M, (long long)K,
+             normed ? " normed" : "");
+    const int64_t rows[3] = {M, M / 4, M / 4};
+    loom_kweight w[3], wt[3];
+    loom_error err = {0};
+    for (int i = 0; i < 2; i++) {
+        size_t b;
+        uint8_t *h = rand_weights(LOOM_GGML_Q4_K, rows[i], K, &b);
+        w[i] = (loom_kweight){dup_dev(h, b), LOOM_GGML_Q4_K, rows[i], K};
+        void *d = dev_poison(b);
+        report_status("q4k_to_tiles", shape, loom_cuda_q4k_to_tiles(w[i], d, &err, 0), &err);
+        wt[i] = (loom_kweight){d, LOOM_GGML_Q4_K, rows[i], K, LOOM_WEIGHT_Q4K_TILES};
+        free(h);
+    }
+    q6_tiles_pair(rows[2], K, shape, &w[2], &wt[2]);
+    tiles_io io;
+    tiles_io_make(&io, 1, K, M, rows);
+    const loom_prenorm pn = {io.dg, 1e-6f};
+    for (int r = 0; r < 2; r++) {
+        if (r == 1) set_switch("LOOM_GEMV_TRIPLE_MIXED", "0");
+        const int64_t before = loom_cuda_matmul_mixed_launches();
+        loom_status st = loom_cuda_matmul_triple_normed(io.dx, normed ? &pn : NULL, 1, wt, NULL,
+                                                        io.dy[r], &err, 0);
+        report_status("triple tiled V", shape, st, &err);
+        if (r == 0)
+            report("triple tiled V: one launch ran", shape,
+                   loom_cuda_matmul_mixed_launches() == before + 1 ? 0 : 1, 0);
+    }
+    reset_switch("LOOM_GEMV_TRIPLE_MIXED");
+    tiles_finish("triple tiled V: one == two launches", shape, &io, rows, 3, 1, w, wt, 3);
+}
+
 static void test_tiles_q6_section(void) {
+    for (int nm = 0; nm < 2; nm++) {
+        test_mixed_tiled_v(4096, 2560, nm != 0);
+        if (!g_quick) test_mixed_tiled_v(4096, 4096, nm != 0);
+    }
     for (int nw = 2; nw <= 3; nw++)
         for (int nm = 0; nm < 2; nm++)
             for (int k = 0; k < 2; k++)
