@@ -5,9 +5,9 @@
  *              [--attn-step] [--fused] [--mixed] [--attn-s7] [--q6k-down] [--q6k-wide] [--q4k-wide] [--q4w] [--triple-v] [--q4k] [--attn-pf]
  *              [--gemv-trace] [--icache] [--l2warm] [--rows]
  *
- * Q4_K weights of rows % 16 == 0 are given in LOOM_WEIGHT_Q4K_TILES and Q6_K ones, but a triple's
- * V, in LOOM_WEIGHT_Q6K_TILES, as the executor uploads them (--rows: every weight in rows;
- * --gemv-trace always so, its traced kernels read rows).
+ * Q4_K weights of rows % 16 == 0 are given in LOOM_WEIGHT_Q4K_TILES and Q6_K ones in
+ * LOOM_WEIGHT_Q6K_TILES, as the executor uploads them (--rows: every weight in rows; --gemv-trace
+ * always so, its traced kernels read rows).
  * Method: CUDA events around many launches, the median of several repetitions, per launch.
  * Weights (and KV caches) rotate over copies totalling > 256 MB, far above the H200's L2 (50-60
  * MB), so the figures are DRAM figures. GB/s counts the bytes that must move (weights + KV +
@@ -74,14 +74,14 @@ static void put_f16(uint8_t *p, float v) {
     p[1] = (uint8_t)(h >> 8);
 }
 
-/* The layout the executor gives a matmul weight (cuda_backend.c: Q4_K with rows % 16 == 0 in
- * LOOM_WEIGHT_Q4K_TILES, Q6_K in LOOM_WEIGHT_Q6K_TILES unless it is a triple's V), unless --rows
- * (every weight in rows, the layout of sessions <= 14; Q6_K's rows until session 17). */
+/* The layout the executor gives a matmul weight (cuda_backend.c: rows % 16 == 0, Q4_K in
+ * LOOM_WEIGHT_Q4K_TILES, Q6_K in LOOM_WEIGHT_Q6K_TILES), unless --rows (every weight in rows, the
+ * layout of sessions <= 14; Q6_K's rows until session 17). */
 static int g_rows = 0;
-static loom_weight_layout bench_layout(loom_ggml_type t, int64_t M, bool triple_v) {
+static loom_weight_layout bench_layout(loom_ggml_type t, int64_t M) {
     if (g_rows || M % 16 != 0) return LOOM_WEIGHT_ROWS;
     if (t == LOOM_GGML_Q4_K) return LOOM_WEIGHT_Q4K_TILES;
-    return t == LOOM_GGML_Q6_K && !triple_v ? LOOM_WEIGHT_Q6K_TILES : LOOM_WEIGHT_ROWS;
+    return t == LOOM_GGML_Q6_K ? LOOM_WEIGHT_Q6K_TILES : LOOM_WEIGHT_ROWS;
 }
 /* device buffer of `bytes` random bytes (with sane f16 scales for the weight type t) */
 static void *dev_weights(loom_ggml_type t, int64_t M, int64_t K) {
@@ -112,8 +112,8 @@ static void *dev_weights(loom_ggml_type t, int64_t M, int64_t K) {
 /* A random M x K weight of type t (dev_weights) in bench_layout's layout. The Q4_K tiles are the
  * random blocks as they lie (a permutation of random blocks is random blocks); the Q6_K tiles are
  * made by loom_cuda_q6k_to_tiles (the padded blocks keep their sane scales). */
-static loom_kweight bench_weight(loom_ggml_type t, int64_t M, int64_t K, bool triple_v) {
-    loom_kweight w = {dev_weights(t, M, K), t, M, K, bench_layout(t, M, triple_v)};
+static loom_kweight bench_weight(loom_ggml_type t, int64_t M, int64_t K) {
+    loom_kweight w = {dev_weights(t, M, K), t, M, K, bench_layout(t, M)};
     if (w.layout == LOOM_WEIGHT_Q6K_TILES) {
         void *d;
         CK(cudaMalloc(&d, (size_t)loom_weight_bytes(t, M, K, w.layout)));
@@ -247,7 +247,7 @@ static void bench_mm(const char *name, int op, int64_t n, int nw, const loom_ggm
     m->copies = copies;
     for (int c = 0; c < copies; c++)
         for (int j = 0; j < nw; j++) {
-            m->w[c][j] = bench_weight(t[j], M[j], K, nw == 3);
+            m->w[c][j] = bench_weight(t[j], M[j], K);
         }
     m->x = dev_floats(n * K, -1, 1);
     m->nw = g_norm_ab || g_ab_wide == 2 || g_ab_q4v == 2 ? dev_floats(K, 0.9f, 1.1f) : NULL;
@@ -837,13 +837,13 @@ static struct step_ctx *step_new(int64_t H, int64_t F, int n_layers, int64_t ctx
     double gemv_bytes = 0, kv_bytes = 0;
     for (int l = 0; l < n_layers; l++) {
         struct layer *y = &s->L[l];
-        y->qkv[0] = bench_weight(LOOM_GGML_Q4_K, 4096, H, false);
-        y->qkv[1] = bench_weight(LOOM_GGML_Q4_K, 1024, H, false);
-        y->qkv[2] = bench_weight(LOOM_GGML_Q6_K, 1024, H, true);
-        y->o = bench_weight(LOOM_GGML_Q4_K, H, 4096, false);
-        y->gate = bench_weight(LOOM_GGML_Q4_K, F, H, false);
-        y->up = bench_weight(LOOM_GGML_Q4_K, F, H, false);
-        y->down = bench_weight(down_t, H, F, false);
+        y->qkv[0] = bench_weight(LOOM_GGML_Q4_K, 4096, H);
+        y->qkv[1] = bench_weight(LOOM_GGML_Q4_K, 1024, H);
+        y->qkv[2] = bench_weight(LOOM_GGML_Q6_K, 1024, H);
+        y->o = bench_weight(LOOM_GGML_Q4_K, H, 4096);
+        y->gate = bench_weight(LOOM_GGML_Q4_K, F, H);
+        y->up = bench_weight(LOOM_GGML_Q4_K, F, H);
+        y->down = bench_weight(down_t, H, F);
         y->kc = dev_weights(LOOM_GGML_F16, ctx * 8 * 128, 1);
         y->vc = dev_weights(LOOM_GGML_F16, ctx * 8 * 128, 1);
         gemv_bytes += wbytes(y->qkv[0]) + wbytes(y->qkv[1]) + wbytes(y->qkv[2]) + wbytes(y->o) +

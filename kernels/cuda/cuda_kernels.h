@@ -316,7 +316,8 @@ loom_status loom_cuda_q6k_to_tiles(loom_kweight src, void *dst, loom_error *err,
 /* Whether Q6_K matmul weights are best given in LOOM_WEIGHT_Q6K_TILES under the switches as read:
  * true where the INT8 tensor-core kernels run the Q6_K matmuls (LOOM_FAST_GEMV, LOOM_GEMV_MMA and
  * LOOM_GEMV_MMA_Q6K not 0, LOOM_GEMV_MMA_Q6K_V the default 2; tiles always take that body, also
- * for a triple's V, whose rows run the f16 body below 64 tokens: give a triple's V in rows). */
+ * a triple's V, whose rows run the f16 body below 64 tokens; the one-launch Q4_K_M triple runs a
+ * tiled V only beside Q4_K tiles). */
 bool loom_cuda_q6k_tiles_preferred(void);
 /* Whether the _normed launchers apply the RMS scale to the finished dots of Q4_K weights (the
  * tensor-core kernels: LOOM_FAST_GEMV and LOOM_GEMV_MMA not 0) under the switches as read; false:

@@ -48,10 +48,10 @@
 // 212 bytes and laid out block by block, so a warp's super-block of its 16 rows is one 3,392-byte
 // run, every row window 4-byte aligned at the same offset at every super-block (no funnel
 // shifts: the AL loads in every warp and in the GEMM too) and no tail. The INT8 body only
-// (q6k_body): a triple's V, which the one-launch Q4_K_M triple reads on the f16 body, stays in
-// rows (the executor gives it so). Same bytes, other addresses: the same bits (conformance
-// --tiles). H200 (bench/NOTES.md 7, session 18): the lm head 110.8 -> 103.5 us, the 4B down +
-// add 11.8 -> 11.3, 4B decode 1.657 -> 1.625 ms/token.
+// (q6k_body), a triple's V too (the one-launch Q4_K_M triple runs it so beside Q4_K tiles,
+// gemv_mma.cu T6). Same bytes, other addresses: the same bits (conformance --tiles). H200
+// (bench/NOTES.md 7, session 18): the lm head 110.8 -> 103.5 us, the 4B down + add 11.8 -> 11.3,
+// 4B decode 1.657 -> 1.625 ms/token, and with the triple's V 1.623 -> 1.599.
 //
 // The persistent GEMV (q6k_i8_body.cuh q6k_i8_persist; LOOM_GEMV_PERSIST=0 turns it off): a
 // GEMV of one token at S = 1 without a folded norm whose tiles number more than 16 an SM (the

@@ -588,8 +588,8 @@ static void record_map_weight(loom_exec_backend_vtable *vt) { vt->map_weight = r
 /* matmul_only (what lets the CUDA backend lay Q4_K / Q6_K weights out in tiles) holds for a
  * weight used only as matmul-family weight operands, and not for a table get_rows reads, a weight
  * both read so and multiplied (tied embeddings), a norm weight (the prenorm operand), or a graph
- * output; in_triple for the weights of a matmul_triple (whose Q6_K V stays in rows); dtype and
- * shape come along. */
+ * output; in_triple for the weights of a matmul_triple (whose Q6_K V the CUDA backend tiles only
+ * beside Q4_K tiles); dtype and shape come along. */
 Test(executor, map_weight_is_told_each_weights_type_shape_and_whether_only_matmuls_read_it) {
     static const char *text =
         "symbol T max=4\n"
