@@ -67,8 +67,8 @@
  *                         turns both mma paths off). LOOM_GEMV_MMA_Q6K_V=1: the f16 loop
  *                         body (x staged as adjacent B register pairs); =2: the INT8 body
  *                         (q6k_i8_body.cuh: q as u8, x as 4 int8 limbs; other bits, same
- *                         tolerance; the default; a triple's Q6_K segments keep the f16 body,
- *                         GEMV and GEMM, below 64 tokens). 0 (session 3's f16 loop order, measured slower) was
+ *                         tolerance; the default; a triple's Q6_K segments in rows keep the f16
+ *                         body, GEMV and GEMM, below 64 tokens; in tiles they take INT8). 0 (session 3's f16 loop order, measured slower) was
  *                         removed in session 11: it, like any value but 1 and 2, selects the
  *                         default.
  *                         LOOM_GEMV_MMA_Q4K_V: the Q4_K body, 1 the f16 hi + lo body, 2

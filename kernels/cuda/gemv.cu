@@ -376,9 +376,10 @@ loom_status run_matmul(GemvArgs a, int64_t n, loom_error *err, cudaStream_t stre
         }
     }
     if (n6 > 0 && !mixed) {  // Q6_K (gemv_mma_q6k.cu); a failed launch leaves those rows to the kernels below
-        // A triple's Q6_K segments (a.nseg == 3) keep the f16 body below 64 tokens: the mixed
-        // kernel runs them so, and the GEMM and the two launches must give the same bits
-        // (matmul.cuh); longer prefills take the INT8 wide GEMM (gemv_mma_q6k.cu q6k_body).
+        // A triple's Q6_K segments (a.nseg == 3) in rows keep the f16 body below 64 tokens (in
+        // tiles: INT8): the mixed kernel runs them so, and the GEMM and the two launches must
+        // give the same bits (matmul.cuh); longer prefills take the INT8 wide GEMM
+        // (gemv_mma_q6k.cu q6k_body).
         loom_status st = mma_q6k_matmul(m6, n6, a.epi, a.x, a.K, n, norm_of(a), a.nseg == 3, err,
                                         stream);
         if (st != LOOM_OK) {

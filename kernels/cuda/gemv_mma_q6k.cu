@@ -289,7 +289,7 @@ int wide_from() {
 }  // namespace
 
 // The loop body mma_q6k_matmul runs for n tokens: the switch's (1 f16, 2 INT8), but a triple's
-// Q6_K segments (f16) keep the f16 body below kWideMinN tokens, where their GEMM gives the
+// Q6_K segments (f16) in rows keep the f16 body below kWideMinN tokens, where their GEMM gives the
 // one-launch decode triple's bits token by token (matmul.cuh); from kWideMinN tokens on they take
 // the switch's body like any Q6_K matmul (the INT8 wide GEMM: the 4B V, 1024 x 2560, at N = 512
 // 64 us against the f16 8-token GEMM's 226, H200, bench/NOTES.md 7.18). Whatever LOOM_GEMM_WIDE
@@ -335,7 +335,7 @@ loom_status mma_q6k_matmul(const Seg *seg, int nseg, int epi, const float *x, in
     const int S = mma_pick_split(tiles, K / 256);  // gemv_mma.cu's rule
     // LOOM_GEMV_MMA_Q6K_V (runtime.cu): 1 = the f16 body (q6k_tile), 2 = the INT8 body
     // (q6k_i8_body.cuh: other bits, GEMM token == GEMV still).
-    // f16: a triple's Q6_K segments keep the f16 body below kWideMinN tokens (q6k_body).
+    // f16: a triple's Q6_K segments in rows keep the f16 body below kWideMinN tokens (q6k_body).
     const int var = q6k_body(f16, n, tl);
     const int wide = var == 2 ? wide_from() : 0;  // the INT8 body's wide GEMM from this n on
     for (int64_t t0 = 0; t0 < n; t0 += kPerLaunch) {
@@ -365,7 +365,7 @@ loom_status mma_q6k_matmul(const Seg *seg, int nseg, int epi, const float *x, in
 }
 
 // The scratch a Q6_K mma matmul of n tokens over K columns takes (the limb pre-pass of the wide
-// GEMM), by mma_q6k_matmul's own rule: the INT8 body (q6k_body: not a triple's V below
+// GEMM), by mma_q6k_matmul's own rule: the INT8 body (q6k_body: not a triple's V in rows below
 // kWideMinN tokens), n at or above the wide threshold, a pre-pass form of LOOM_GEMM_WIDE_Q6K.
 size_t mma_q6k_scratch_bytes(int64_t n, int64_t K, bool f16, bool tiles) {
     const int var = q6k_body(f16, n, tiles);

@@ -35,7 +35,7 @@ static int g_pair_warps = 0;  // 0 = by shape (gemv_mma.cu pair_warps)
 // staged so each mma step's B registers are a pair, the rows' loads sharing one base), 2 = the
 // INT8 body (q6k_i8_body.cuh; other bits, same tolerance), the default: relay mix-R3, 4B decode
 // 2.144 / 2.160 / 2.146 ms/token with every Q6_K matmul on it against 2.183 / 2.180 / 2.182 with
-// 1. A triple's Q6_K segments keep the f16 body below 64 tokens whatever this says (gemv.cu:
+// 1. A triple's Q6_K segments in rows keep the f16 body below 64 tokens whatever this says (gemv.cu:
 // inside the mixed Q4_K_M triple kernel the f16 V measured faster, 7.2 vs 9.2 us the 4B triple;
 // bench/NOTES.md 2.3; from 64 tokens this body, gemv_mma_q6k.cu q6k_body). 0 (session 3's f16
 // loop order, the same bits as 1, slower in every row of relay q6i-R4, bench/NOTES.md 2.1) was
