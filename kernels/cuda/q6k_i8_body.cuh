@@ -485,6 +485,10 @@ __device__ __forceinline__ void q6k_i8_persist(const Q6Args &a, Q6PersistSmem<ST
     };
     const int xoff = 32 * (lane >> 2) + 4 * (lane & 3);  // stage_i8's values: xoff, xoff + 16
     const float *xb = a.x + xoff;
+    auto load_x = [&](int64_t b, float4 &pa, float4 &pc) {
+        pa = ld_x4(xb + b * 256);
+        pc = ld_x4(xb + b * 256 + 16);
+    };
     int64_t tile = blockIdx.x;
     int si = seg_of(tile);
     int64_t r0 = (tile - a.tile0[si]) * kTileRows;
@@ -492,7 +496,7 @@ __device__ __forceinline__ void q6k_i8_persist(const Q6Args &a, Q6PersistSmem<ST
     issue_first(win, true);  // (weights before the dependent-launch wait, as q6k_i8_tile)
     pdl_wait();
     float4 xa, xc;
-    if (w < nsb) { xa = ld_x4(xb + w * 256); xc = ld_x4(xb + w * 256 + 16); }
+    if (w < nsb) load_x(w, xa, xc);
     for (int par = 0; tile < ntiles; par ^= 1) {
         const Seg &s = a.seg[si];
         const bool al = TL || ((s.row_bytes & 3) == 0 && ((win.ag + 2u * (uint32_t)w) & 3u) == 0);
@@ -501,7 +505,7 @@ __device__ __forceinline__ void q6k_i8_persist(const Q6Args &a, Q6PersistSmem<ST
         for (int64_t sb = w; sb < nsb; sb += kWarps, q = q + 1 == ST ? 0 : q + 1) {
             float4 nxa, nxc;
             const bool more = sb + kWarps < nsb;
-            if (more) { nxa = ld_x4(xb + (sb + kWarps) * 256); nxc = ld_x4(xb + (sb + kWarps) * 256 + 16); }
+            if (more) load_x(sb + kWarps, nxa, nxc);
             __syncwarp();
             stage_i8<1>(st, 0, xa, xc, lane);
             cp_async_wait<ST - 1>();
@@ -521,7 +525,6 @@ __device__ __forceinline__ void q6k_i8_persist(const Q6Args &a, Q6PersistSmem<ST
         __syncwarp();
         // The next tile's first super-blocks and x, before this tile's reduction.
         const int64_t next = tile + gridDim.x;
-        const Seg &cur = s;
         const int64_t cr0 = r0;
         if (next < ntiles) {
             si = seg_of(next);
@@ -529,7 +532,7 @@ __device__ __forceinline__ void q6k_i8_persist(const Q6Args &a, Q6PersistSmem<ST
             win = q6_win<TL>(a.seg[si], r0, lane);
         }
         issue_first(win, next < ntiles);
-        // The 4 lanes of a row, then warps 0..3 in order: reduce_partials' sums at S = 1.
+        // The 4 lanes of a row, then warps 0..3 in order (reduce_partials at S = 1: one barrier).
         float v[2];
 #pragma unroll
         for (int k = 0; k < 2; k++) {
@@ -537,19 +540,9 @@ __device__ __forceinline__ void q6k_i8_persist(const Q6Args &a, Q6PersistSmem<ST
             x = __fadd_rn(x, __shfl_xor_sync(0xffffffffu, x, 1));
             v[k] = __fadd_rn(x, __shfl_xor_sync(0xffffffffu, x, 2));
         }
-        float *red = sm.red[par];
-        stash_partials<2>(v, w, red);
-        __syncthreads();
-        if (w == 0) {
-#pragma unroll
-            for (int i = 0; i < 2; i++) {
-                float x = red[i * 32 + lane];
-                for (int qq = 1; qq < kWarps; qq++) x = __fadd_rn(x, red[(qq * 2 + i) * 32 + lane]);
-                v[i] = x;
-            }
-            q6_store<1>(a, cur, cr0, 0, 1, lane, v);
-        }
-        if (next < ntiles && w < nsb) { xa = ld_x4(xb + w * 256); xc = ld_x4(xb + w * 256 + 16); }
+        reduce_partials<2>(v, sm.red[par], 1);
+        if (w == 0) q6_store<1>(a, s, cr0, 0, 1, lane, v);
+        if (next < ntiles && w < nsb) load_x(w, xa, xc);
         tile = next;
     }
     cp_async_wait<0>();
