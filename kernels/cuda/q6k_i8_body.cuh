@@ -312,9 +312,7 @@ __device__ __forceinline__ void q6k_i8_tile(const Q6Args &a, Q6I8Smem<NT, ST, NO
     const int lane = threadIdx.x & 31, w = threadIdx.x >> 5;
     const int g = lane >> 2, t = lane & 3;
     const int ntok = a.n - tok0 < NT ? a.n - tok0 : NT;
-    int si = 0;
-    if (a.nseg > 1 && tile >= a.tile0[1]) si = 1;
-    if (a.nseg > 2 && tile >= a.tile0[2]) si = 2;
+    const int si = q6_seg_of(a, tile);
     const Seg &s = a.seg[si];
     const int64_t r0 = (tile - a.tile0[si]) * kTileRows;
     const Q6Win win = q6_win<TL>(s, r0, lane);
@@ -468,13 +466,6 @@ __device__ __forceinline__ void q6k_i8_persist(const Q6Args &a, Q6PersistSmem<ST
     I8Stage<1> &st = sm.stage[w];
     for (int i = lane; i < 4 * 32; i += 32) (&st.b[0][0][0])[i] = make_uint4(0u, 0u, 0u, 0u);
     __syncwarp();
-    // tile t's segment
-    auto seg_of = [&](int64_t t) {
-        int si = 0;
-        if (a.nseg > 1 && t >= a.tile0[1]) si = 1;
-        if (a.nseg > 2 && t >= a.tile0[2]) si = 2;
-        return si;
-    };
     auto issue_first = [&](const Q6Win &v, bool live) {
 #pragma unroll
         for (int q = 0; q < ST; q++) {
@@ -490,7 +481,7 @@ __device__ __forceinline__ void q6k_i8_persist(const Q6Args &a, Q6PersistSmem<ST
         pc = ld_x4(xb + b * 256 + 16);
     };
     int64_t tile = blockIdx.x;
-    int si = seg_of(tile);
+    int si = q6_seg_of(a, tile);
     int64_t r0 = (tile - a.tile0[si]) * kTileRows;
     Q6Win win = q6_win<TL>(a.seg[si], r0, lane);
     issue_first(win, true);  // (weights before the dependent-launch wait, as q6k_i8_tile)
@@ -527,7 +518,7 @@ __device__ __forceinline__ void q6k_i8_persist(const Q6Args &a, Q6PersistSmem<ST
         const int64_t next = tile + gridDim.x;
         const int64_t cr0 = r0;
         if (next < ntiles) {
-            si = seg_of(next);
+            si = q6_seg_of(a, next);
             r0 = (next - a.tile0[si]) * kTileRows;
             win = q6_win<TL>(a.seg[si], r0, lane);
         }

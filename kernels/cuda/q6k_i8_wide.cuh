@@ -263,9 +263,7 @@ __device__ __forceinline__ void q6k_i8_wide(const Q6Args &a, Q6WideSmem<NT, NBUF
     const int ntok = a.n - tok0 < NT ? a.n - tok0 : NT;
     const int64_t tile = quad * kWarps + w;
     const bool valid = tile < a.tile0[a.nseg];
-    int si = 0;
-    if (a.nseg > 1 && tile >= a.tile0[1]) si = 1;
-    if (a.nseg > 2 && tile >= a.tile0[2]) si = 2;
+    const int si = q6_seg_of(a, tile);
     const Seg &s = a.seg[si];
     const int64_t r0 = valid ? (tile - a.tile0[si]) * kTileRows : 0;
     const Q6Win win = q6_win<TL>(s, r0, lane);

@@ -49,6 +49,14 @@ struct Q6Args {
     PreNorm norm;      // NORM kernels: the RMSNorm folded into the x staging
 };
 
+// The segment (0..nseg-1) of tile `tile` of a's ranges (every Q6_K tile body).
+__device__ __forceinline__ int q6_seg_of(const Q6Args &a, int64_t tile) {
+    int si = 0;
+    if (a.nseg > 1 && tile >= a.tile0[1]) si = 1;
+    if (a.nseg > 2 && tile >= a.tile0[2]) si = 2;
+    return si;
+}
+
 // Copies super-block sb of the warp's 16 rows into buf (lane: chunks lane + 32 i, i < 7, chunk
 // c = row * 14 + col, so buf + 16 c is its place). roff[i]: byte offset of chunk i's row from
 // the tile's first row (rows past the segment clamped to its last row). Bytes of a window past
@@ -375,9 +383,7 @@ __device__ __forceinline__ void q6k_tile(const Q6Args &a, Q6Smem<NT, ST, NORM> &
     const int lane = threadIdx.x & 31, w = threadIdx.x >> 5;
     const int g = lane >> 2, t = lane & 3;
     const int ntok = a.n - tok0 < NT ? a.n - tok0 : NT;
-    int si = 0;
-    if (a.nseg > 1 && tile >= a.tile0[1]) si = 1;
-    if (a.nseg > 2 && tile >= a.tile0[2]) si = 2;
+    const int si = q6_seg_of(a, tile);
     const Seg &s = a.seg[si];
     const int64_t r0 = (tile - a.tile0[si]) * kTileRows;
     const Q6Win win = q6_win(s, r0, lane);
