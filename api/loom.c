@@ -36,7 +36,8 @@ struct loom_session {
     loom_model *m;
     loom_exec *exec;
     int32_t n_ctx, pos;
-    float *logits; /* [rows][n_vocab] of the last eval */
+    float *logits; /* [rows][n_vocab] of the last eval, when read into our own buffer */
+    const float *view; /* or: the executor's view of the logits output (a mapped output) */
     int32_t rows;
     size_t logits_cap; /* floats */
     int32_t *positions; /* [max_tokens] */
@@ -355,8 +356,12 @@ loom_status loom_session_eval(loom_session *s, const int32_t *tokens, int32_t n,
         return loom_error_set(err, LOOM_ERR_LIMIT,
                               "eval: %d tokens after %d would exceed the context length %d", n,
                               s->pos, s->n_ctx);
+    /* A mapped logits output holds the answer itself when one step makes all of it: the last
+     * row only, or every row of a prompt of one step. */
+    const bool direct = loom_exec_output_mapped(s->exec, s->m->logits_v) &&
+                        (s->m->last_only || n <= s->m->max_tokens);
     size_t need = (size_t)(s->m->last_only ? 1 : n) * (size_t)V;
-    if (need > s->logits_cap) {
+    if (!direct && need > s->logits_cap) {
         /* The backend's host memory: on CUDA the logits download lands there directly. */
         float *p = loom_exec_host_alloc(s->exec, need * sizeof *p);
         if (!p) return loom_error_set(err, LOOM_ERR_OUT_OF_MEMORY, "eval: out of memory for logits");
@@ -365,6 +370,7 @@ loom_status loom_session_eval(loom_session *s, const int32_t *tokens, int32_t n,
         s->logits_cap = need;
     }
     s->rows = 0;
+    s->view = NULL;
     for (int32_t done = 0; done < n;) {
         int32_t T = n - done < s->m->max_tokens ? n - done : s->m->max_tokens;
         for (int32_t t = 0; t < T; t++) s->positions[t] = s->pos + done + t;
@@ -375,18 +381,20 @@ loom_status loom_session_eval(loom_session *s, const int32_t *tokens, int32_t n,
                                    {"positions", s->positions},
                                    {"last_row", &last_row}};
         loom_status st = loom_exec_run(s->exec, sym, in, 2 + s->m->last_only, err);
-        /* Last-only logits: each chunk overwrites row 0; the final chunk's is the answer. */
-        float *dst = s->logits + (s->m->last_only ? 0 : (size_t)done * V);
-        size_t rows = s->m->last_only ? 1 : (size_t)T;
-        if (!st)
+        if (!st && !direct) {
+            /* Last-only logits: each chunk overwrites row 0; the final chunk's is the answer. */
+            float *dst = s->logits + (s->m->last_only ? 0 : (size_t)done * V);
+            size_t rows = s->m->last_only ? 1 : (size_t)T;
             st = loom_exec_read_value(s->exec, s->m->logits_v, dst, rows * V * sizeof(float),
                                       NULL, err);
+        }
         if (st) {
             loom_error_prefix(err, "eval at position %d: ", s->pos + done);
             return st;
         }
         done += T;
     }
+    if (direct) s->view = loom_exec_output_view(s->exec, s->m->logits_v);
     s->rows = s->m->last_only ? 1 : n;
     s->pos += n;
     return LOOM_OK;
@@ -394,7 +402,7 @@ loom_status loom_session_eval(loom_session *s, const int32_t *tokens, int32_t n,
 
 const float *loom_session_logits(const loom_session *s, int32_t *n_rows) {
     if (n_rows) *n_rows = s->rows;
-    return s->rows ? s->logits : NULL;
+    return !s->rows ? NULL : s->view ? s->view : s->logits;
 }
 
 int32_t loom_session_pos(const loom_session *s) { return s->pos; }
@@ -454,7 +462,7 @@ loom_status loom_generate(loom_session *s, const int32_t *prompt, int32_t n_prom
     if (st) return st;
     int32_t V = s->m->n_vocab;
     for (int32_t i = 0; i < n_gen; i++) {
-        const float *last = s->logits + (size_t)(s->rows - 1) * V;
+        const float *last = loom_session_logits(s, NULL) + (size_t)(s->rows - 1) * V;
         int32_t tok = loom_sampler_sample(sampler, last, V);
         out[(*n_out)++] = tok;
         if (stop_at && stop_at(stop_ctx, tok)) break;

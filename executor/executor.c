@@ -30,7 +30,10 @@ struct loom_exec {
     loom_exec_plan *plan;
     uint32_t n_values;
     loom_ir_value_id *root; /* [n_values] root of each value (LOOM_IR_NO_VALUE for dead) */
-    void **ptr;             /* [n_values] memory of roots: weights, state, inputs, arena blocks */
+    void **ptr;             /* [n_values] memory of roots: weights, state, inputs, arena blocks,
+                               mapped outputs (the backend's pointer) */
+    void **view;            /* [n_values] the host's view of a mapped output (map_output), else
+                               NULL */
     const void **host;      /* [n_values] host copy of graph inputs during a step */
     void *arena;            /* the activation arena (NULL when it is empty) */
     uint32_t n_nodes;
@@ -63,8 +66,20 @@ static int64_t state_size(const loom_exec *e, loom_ir_value_id v) {
     return s == 0 ? b : s > (size_t)INT64_MAX ? -1 : (int64_t)s;
 }
 
-/* Builds the plan, allocates the arena and the input buffers, and points every root at its
- * memory. */
+/* Output v may live outside the arena (map_output): a node's result with memory of its own
+ * (its own root, which no in-place result shares), read by no node, not already mapped (an
+ * output listed twice). */
+static bool output_mappable(const loom_exec *e, loom_ir_value_id v) {
+    if (loom_ir_value_get(e->g, v)->kind != LOOM_IR_VALUE_NODE || e->root[v] != v ||
+        loom_ir_value_use_count(e->g, v) || e->view[v])
+        return false;
+    for (uint32_t w = 0; w < e->n_values; w++)
+        if (w != v && e->root[w] == v) return false;
+    return true;
+}
+
+/* Builds the plan, allocates the arena and the input buffers (and the mapped outputs), and
+ * points every root at its memory. */
 static loom_status plan(loom_exec *e, uint32_t n_streams, loom_error *err) {
     const loom_ir_graph *g = e->g;
     loom_status st = loom_exec_plan_create(g, n_streams, &e->plan, err);
@@ -93,6 +108,18 @@ static loom_status plan(loom_exec *e, uint32_t n_streams, loom_error *err) {
         if (b != LOOM_PLAN_NO_BLOCK)
             e->ptr[v] = (char *)e->arena + loom_exec_plan_block_at(e->plan, b)->offset;
     }
+    /* Outputs the backend keeps where the host reads them; their arena blocks stay unused. */
+    if (e->be->vt->map_output)
+        for (uint32_t i = 0; i < loom_ir_output_count(g); i++) {
+            loom_ir_value_id v = loom_ir_output_at(g, i, NULL);
+            void *dev = NULL, *host = NULL;
+            int64_t b = max_bytes(g, loom_ir_value_get(g, v));
+            if (b > 0 && output_mappable(e, v) &&
+                e->be->vt->map_output(e->be, g, v, (size_t)b, &dev, &host)) {
+                e->ptr[v] = dev;
+                e->view[v] = host;
+            }
+        }
     e->stats.activation_bytes = arena;
     e->stats.activation_sum = loom_exec_plan_sum_bytes(e->plan);
     e->stats.activation_lower_bound = loom_exec_plan_lower_bound_bytes(e->plan);
@@ -200,10 +227,11 @@ loom_status loom_exec_create_ex(const loom_ir_graph *g, loom_exec_backend *backe
     uint32_t nv = e->n_values ? e->n_values : 1;
     e->root = calloc(nv, sizeof *e->root);
     e->ptr = calloc(nv, sizeof *e->ptr);
+    e->view = calloc(nv, sizeof *e->view);
     e->host = calloc(nv, sizeof *e->host);
     e->order = calloc(loom_ir_node_count(g) + 1, sizeof *e->order);
     e->ins = calloc(loom_ir_input_count(g) + 1, sizeof *e->ins);
-    if (!e->root || !e->ptr || !e->host || !e->order || !e->ins) {
+    if (!e->root || !e->ptr || !e->view || !e->host || !e->order || !e->ins) {
         st = loom_error_set(err, LOOM_ERR_OUT_OF_MEMORY, "executor: out of memory");
         goto fail;
     }
@@ -252,11 +280,15 @@ void loom_exec_destroy(loom_exec *e) {
     if (e->ptr)
         for (uint32_t i = 0; i < loom_ir_input_count(g); i++)
             e->be->vt->free(e->be, e->ptr[loom_ir_input_at(g, i)]);
+    if (e->view)
+        for (uint32_t v = 0; v < e->n_values; v++)
+            if (e->view[v]) e->be->vt->unmap_output(e->be, e->ptr[v], e->view[v]);
     e->be->vt->free(e->be, e->arena);
     loom_exec_backend_destroy(e->be);
     loom_exec_plan_destroy(e->plan);
     free(e->root);
     free(e->ptr);
+    free(e->view);
     free(e->host);
     free(e->order);
     free(e->ins);
@@ -417,7 +449,9 @@ loom_status loom_exec_read_value(loom_exec *e, loom_ir_value_id v, void *dst, si
                               "executor: output '%s' needs %lld bytes, the buffer has %zu", name,
                               (long long)b, capacity);
     const void *src = e->ptr[e->root[v]];
-    if (e->be->vt->download) {
+    if (e->view[e->root[v]]) {
+        memcpy(dst, e->view[e->root[v]], (size_t)b); /* the step synchronized */
+    } else if (e->be->vt->download) {
         loom_status st = e->be->vt->download(e->be, dst, src, (size_t)b, err);
         if (st) return st;
     } else {
@@ -425,6 +459,14 @@ loom_status loom_exec_read_value(loom_exec *e, loom_ir_value_id v, void *dst, si
     }
     if (bytes) *bytes = (size_t)b;
     return LOOM_OK;
+}
+
+const void *loom_exec_output_view(const loom_exec *e, loom_ir_value_id v) {
+    return e->ran && v < e->n_values ? e->view[v] : NULL;
+}
+
+bool loom_exec_output_mapped(const loom_exec *e, loom_ir_value_id v) {
+    return v < e->n_values && e->view[v];
 }
 
 void *loom_exec_host_alloc(loom_exec *e, size_t bytes) {

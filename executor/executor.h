@@ -142,6 +142,15 @@ typedef struct loom_exec_backend_vtable {
      * state value at create; the executor allocates, zeroes and reports that many bytes. */
     size_t (*state_bytes)(loom_exec_backend *b, const loom_ir_graph *g, loom_ir_value_id v,
                           size_t graph_bytes);
+    /* Optional: memory for graph output v, which only its producing node writes (no other value
+     * shares its memory and no node reads it), to live in where the host reads it without a
+     * download: *dev receives the pointer kernels write, *host the host's view of the same bytes
+     * (CUDA: page-locked host memory mapped into the device, filled by the producing kernel as
+     * it runs, so no copy follows the step). False: nothing allocated, the output stays in the
+     * activation arena (always correct). unmap_output releases it. */
+    bool (*map_output)(loom_exec_backend *b, const loom_ir_graph *g, loom_ir_value_id v,
+                       size_t bytes, void **dev, void **host);
+    void (*unmap_output)(loom_exec_backend *b, void *dev, void *host);
     /* Optional: zeroes `bytes` of backend memory at p (NULL: upload of zeros / memset). */
     loom_status (*zero)(loom_exec_backend *b, void *p, size_t bytes, loom_error *err);
     /* Frees the backend itself. */
@@ -207,6 +216,15 @@ loom_status loom_exec_read_output(loom_exec *e, const char *name, void *dst, siz
  * not an output. */
 loom_status loom_exec_read_value(loom_exec *e, loom_ir_value_id v, void *dst, size_t capacity,
                                  size_t *bytes, loom_error *err);
+
+/* The host's view of output value v after a successful step, when the backend placed v where
+ * the host reads it directly (vtable map_output): the last step's bytes, valid until the next
+ * step begins (a failed step may have overwritten them). NULL when v is not such an output or
+ * no step has succeeded since the last one began; loom_exec_read_value works either way. */
+const void *loom_exec_output_view(const loom_exec *e, loom_ir_value_id v);
+
+/* True when output value v lives where the host reads it directly (see above); fixed at create. */
+bool loom_exec_output_mapped(const loom_exec *e, loom_ir_value_id v);
 
 /* Host memory to read outputs into, again and again (the backend's host_alloc: page-locked on
  * CUDA, where a download then lands in it without a staging copy; malloc'd otherwise); NULL

@@ -35,6 +35,7 @@ enum { cudaDevAttrMultiProcessorCount = 16, cudaDevAttrIntegrated = 18,
        cudaDevAttrComputeCapabilityMajor = 75, cudaDevAttrComputeCapabilityMinor = 76,
        cudaDevAttrHostRegisterReadOnlySupported = 113 };
 enum { cudaHostRegisterMapped = 0x02, cudaHostRegisterReadOnly = 0x08 };
+enum { cudaHostAllocMapped = 0x02 };
 enum { cudaStreamNonBlocking = 0x01 };
 enum { cudaEventDisableTiming = 0x02 };
 
@@ -53,6 +54,7 @@ cudaError_t cudaMalloc(void **p, size_t n);
 cudaError_t cudaFree(void *p);
 cudaError_t cudaMallocHost(void **p, size_t n);
 cudaError_t cudaFreeHost(void *p);
+cudaError_t cudaHostAlloc(void **p, size_t n, unsigned int flags);
 cudaError_t cudaMemcpy(void *dst, const void *src, size_t n, int kind);
 cudaError_t cudaMemcpyAsync(void *dst, const void *src, size_t n, int kind, cudaStream_t s);
 cudaError_t cudaMemset(void *p, int v, size_t n);

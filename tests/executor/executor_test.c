@@ -19,6 +19,7 @@
 
 #include "executor/backend_common.h"
 #include "executor/executor.h"
+#include "executor/plan.h"
 #include "ir/ir.h"
 #include "kernels/quant/quant.h"
 
@@ -653,6 +654,127 @@ Test(executor, map_weight_is_told_each_weights_type_shape_and_whether_only_matmu
             cr_assert(told[i].rows == 0 && told[i].cols == 0, "weight %s", v->name);
     }
     loom_exec_destroy(e);
+    loom_ir_graph_destroy(g);
+    free_weights(&ws);
+}
+
+/* ---------------------------------------------------------------- map_output */
+
+/* A CPU backend whose map_output records the outputs it is offered (by name) and, unless
+ * refuse_outputs, places them in buffers of its own, counting what unmap_output releases. */
+static const char *offered[8];
+static int n_offered, n_mapped, n_unmapped;
+static bool refuse_outputs;
+
+static bool recording_map_output(loom_exec_backend *b, const loom_ir_graph *g, loom_ir_value_id v,
+                                 size_t bytes, void **dev, void **host) {
+    (void)b;
+    const char *name = NULL;
+    for (uint32_t i = 0; i < loom_ir_output_count(g); i++)
+        if (loom_ir_output_at(g, i, &name) == v) break;
+    cr_assert(n_offered < 8);
+    offered[n_offered++] = name;
+    if (refuse_outputs) return false;
+    cr_assert_eq(bytes, (size_t)(4 * 32 * sizeof(float)), "output %s: %zu bytes", name, bytes);
+    *dev = *host = calloc(1, bytes);
+    cr_assert(*host != NULL);
+    n_mapped++;
+    return true;
+}
+
+static void counting_unmap_output(loom_exec_backend *b, void *dev, void *host) {
+    (void)b;
+    cr_assert_eq(dev, host);
+    n_unmapped++;
+    free(host);
+}
+
+static void record_map_output(loom_exec_backend_vtable *vt) {
+    vt->map_output = recording_map_output;
+    vt->unmap_output = counting_unmap_output;
+}
+
+static bool was_offered(const char *name) {
+    for (int i = 0; i < n_offered; i++)
+        if (!strcmp(offered[i], name)) return true;
+    return false;
+}
+
+Test(executor, map_output_is_offered_only_outputs_with_memory_no_node_reads_and_they_read_alike) {
+    /* y: a matmul nobody reads (offered); z: read by s (kept); s: memory of its own (offered);
+     * t: silu planned in place over u (offered: mapped, it runs out of place); w: a reshape,
+     * an alias of v's memory (kept). */
+    loom_ir_graph *g = parse("symbol T max=4\n"
+                             "input %x : f32[T,256]\n"
+                             "weight @a : q8_0[32,256]\n"
+                             "weight @b : q8_0[32,256]\n"
+                             "%y = matmul(%x, @a)\n"
+                             "%z = matmul(%x, @b)\n"
+                             "%s = silu(%z)\n"
+                             "%u = matmul(%x, @b)\n"
+                             "%t = silu(%u)\n"
+                             "%v = matmul(%x, @a)\n"
+                             "%w = reshape(%v) {shape=[T,4,8]}\n"
+                             "output y = %y\n"
+                             "output z = %z\n"
+                             "output s = %s\n"
+                             "output t = %t\n"
+                             "output w = %w\n");
+    weights ws = {0};
+    add_weight(&ws, "a", LOOM_GGML_Q8_0, 32, 256, 1.0f, 0.0f);
+    add_weight(&ws, "b", LOOM_GGML_Q8_0, 32, 256, 1.0f, 0.0f);
+    float x[2 * 256];
+    for (int i = 0; i < 2 * 256; i++) x[i] = frand();
+    const int64_t T = 2;
+    loom_exec_binding in[1] = {{"x", x}};
+    loom_error err = {0};
+    /* The reference: the plain CPU backend. */
+    loom_exec *ref = exec_create(g, &ws);
+    cr_assert_eq(loom_exec_run(ref, &T, in, 1, &err), LOOM_OK, "%s", err.msg);
+    const char *names[5] = {"y", "z", "s", "t", "w"};
+    const bool want_mapped[5] = {true, false, true, true, false};
+    float want[5][2 * 32];
+    for (int i = 0; i < 5; i++)
+        cr_assert_eq(loom_exec_read_output(ref, names[i], want[i], sizeof want[i], NULL, &err),
+                     LOOM_OK, "%s", err.msg);
+    loom_exec_destroy(ref);
+    for (int refuse = 0; refuse < 2; refuse++) {
+        refuse_outputs = refuse;
+        n_offered = n_mapped = n_unmapped = 0;
+        loom_exec *e = NULL;
+        loom_exec_backend *be = patched_cpu_backend(record_map_output);
+        cr_assert_eq(loom_exec_create(g, be, resolve, &ws, &e, &err), LOOM_OK, "%s", err.msg);
+        const loom_exec_plan *p = loom_exec_get_plan(e);
+        const loom_ir_value_id t = loom_ir_find_output(g, "t");
+        const loom_ir_value_id u = loom_ir_node_get(g, loom_ir_value_get(g, t)->def)->in[0];
+        cr_assert_eq(loom_exec_plan_block_of(p, t), loom_exec_plan_block_of(p, u),
+                     "t is not planned in place over u");
+        cr_assert_eq(n_offered, 3, "offered %d outputs", n_offered);
+        for (int i = 0; i < 5; i++) {
+            const loom_ir_value_id v = loom_ir_find_output(g, names[i]);
+            cr_assert_eq(was_offered(names[i]), want_mapped[i], "output %s", names[i]);
+            cr_assert_eq(loom_exec_output_mapped(e, v), want_mapped[i] && !refuse, "output %s",
+                         names[i]);
+            cr_assert_null(loom_exec_output_view(e, v), "output %s viewed before a step", names[i]);
+        }
+        cr_assert_eq(loom_exec_run(e, &T, in, 1, &err), LOOM_OK, "%s", err.msg);
+        for (int i = 0; i < 5; i++) {
+            const loom_ir_value_id v = loom_ir_find_output(g, names[i]);
+            float got[2 * 32];
+            cr_assert_eq(loom_exec_read_value(e, v, got, sizeof got, NULL, &err), LOOM_OK, "%s",
+                         err.msg);
+            cr_assert(memcmp(got, want[i], sizeof got) == 0, "output %s", names[i]);
+            const float *view = loom_exec_output_view(e, v);
+            if (want_mapped[i] && !refuse) {
+                cr_assert(memcmp(view, want[i], sizeof got) == 0, "output %s", names[i]);
+            } else {
+                cr_assert_null(view, "output %s", names[i]);
+            }
+        }
+        loom_exec_destroy(e);
+        cr_assert_eq(n_unmapped, n_mapped);
+        cr_assert_eq(n_mapped, refuse ? 0 : 3);
+    }
     loom_ir_graph_destroy(g);
     free_weights(&ws);
 }
