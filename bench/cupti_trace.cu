@@ -1,6 +1,6 @@
 // cupti_trace.cu: cupti_trace.h on CUPTI's activity API (host code only). CUPTI hands over
 // filled buffers through a callback (on one of its threads, or in cuptiActivityFlushAll);
-// each kernel record is copied out under a mutex into a growing array.
+// each kernel and memcpy record is copied out under a mutex into a growing array.
 #include <cupti.h>
 #include <cxxabi.h>
 
@@ -55,6 +55,16 @@ void short_name(const char *mangled, char *out, size_t len) {
     free(d);
 }
 
+const char *copy_kind(uint8_t k) {
+    switch (k) {
+    case CUPTI_ACTIVITY_MEMCPY_KIND_HTOD: return "HtoD";
+    case CUPTI_ACTIVITY_MEMCPY_KIND_DTOH: return "DtoH";
+    case CUPTI_ACTIVITY_MEMCPY_KIND_DTOD: return "DtoD";
+    case CUPTI_ACTIVITY_MEMCPY_KIND_HTOH: return "HtoH";
+    default: return "other";
+    }
+}
+
 void CUPTIAPI buffer_requested(uint8_t **buf, size_t *size, size_t *max_records) {
     *buf = static_cast<uint8_t *>(aligned_alloc(8, kBufBytes));
     *size = *buf ? kBufBytes : 0;
@@ -65,8 +75,8 @@ void CUPTIAPI buffer_completed(CUcontext ctx, uint32_t stream, uint8_t *buf, siz
     std::lock_guard<std::mutex> lock(g_mu);
     CUpti_Activity *r = nullptr;
     while (cuptiActivityGetNextRecord(buf, valid, &r) == CUPTI_SUCCESS) {
-        if (r->kind != CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL) continue;
-        const auto *k = reinterpret_cast<const CUpti_ActivityKernel10 *>(r);
+        if (r->kind != CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL && r->kind != CUPTI_ACTIVITY_KIND_MEMCPY)
+            continue;
         if (g_n == g_cap) {
             size_t cap = g_cap ? 2 * g_cap : 4096;
             void *p = realloc(g_recs, cap * sizeof *g_recs);
@@ -79,6 +89,17 @@ void CUPTIAPI buffer_completed(CUcontext ctx, uint32_t stream, uint8_t *buf, siz
         }
         loom_kernel_rec &o = g_recs[g_n++];
         memset(&o, 0, sizeof o);
+        if (r->kind == CUPTI_ACTIVITY_KIND_MEMCPY) {
+            const auto *c = reinterpret_cast<const CUpti_ActivityMemcpy6 *>(r);
+            o.start = c->start;
+            o.end = c->end;
+            o.correlation = c->correlationId;
+            o.graph = c->graphId;
+            o.bytes = c->bytes;
+            snprintf(o.name, sizeof o.name, "memcpy %s", copy_kind(c->copyKind));
+            continue;
+        }
+        const auto *k = reinterpret_cast<const CUpti_ActivityKernel10 *>(r);
         o.start = k->start;
         o.end = k->end;
         o.correlation = k->correlationId;
@@ -108,6 +129,8 @@ extern "C" int loom_cupti_start(char *err, size_t err_len) {
     if (r != CUPTI_SUCCESS) return fail(r, "cuptiActivityRegisterCallbacks", err, err_len);
     r = cuptiActivityEnable(CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL);
     if (r != CUPTI_SUCCESS) return fail(r, "cuptiActivityEnable(CONCURRENT_KERNEL)", err, err_len);
+    r = cuptiActivityEnable(CUPTI_ACTIVITY_KIND_MEMCPY);
+    if (r != CUPTI_SUCCESS) return fail(r, "cuptiActivityEnable(MEMCPY)", err, err_len);
     return 0;
 }
 
@@ -115,6 +138,7 @@ extern "C" int loom_cupti_stop(loom_kernel_rec **recs, size_t *n, uint64_t *drop
                                size_t err_len) {
     CUptiResult r = cuptiActivityFlushAll(0);
     CUptiResult r2 = cuptiActivityDisable(CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL);
+    if (r2 == CUPTI_SUCCESS) r2 = cuptiActivityDisable(CUPTI_ACTIVITY_KIND_MEMCPY);
     std::lock_guard<std::mutex> lock(g_mu);
     *recs = g_recs;
     *n = g_n;
@@ -127,7 +151,7 @@ extern "C" int loom_cupti_stop(loom_kernel_rec **recs, size_t *n, uint64_t *drop
     if (r != CUPTI_SUCCESS) return fail(r, "cuptiActivityFlushAll", err, err_len);
     if (r2 != CUPTI_SUCCESS) return fail(r2, "cuptiActivityDisable", err, err_len);
     if (oom) {
-        snprintf(err, err_len, "out of memory copying CUPTI's kernel records (%zu kept)", *n);
+        snprintf(err, err_len, "out of memory copying CUPTI's records (%zu kept)", *n);
         return -1;
     }
     return 0;

@@ -1,7 +1,7 @@
-/* cupti_trace.h: the start and end of every kernel the process runs on the GPU, as CUPTI's
- * activity API records them (bench/cupti_trace.cu; bench/step_timeline.c reads a decode step's
- * timeline from them). Kernels of a CUDA graph are recorded one by one, with the correlation id
- * of the graph launch they belong to. Recording does not serialize kernels
+/* cupti_trace.h: the start and end of every kernel and memory copy the process runs on the GPU,
+ * as CUPTI's activity API records them (bench/cupti_trace.cu; bench/step_timeline.c reads a
+ * decode step's timeline from them). Kernels of a CUDA graph are recorded one by one, with the
+ * correlation id of the graph launch they belong to. Recording does not serialize kernels
  * (CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL). Links libcupti (the CUDA toolkit's; not static). */
 #ifndef LOOM_BENCH_CUPTI_TRACE_H
 #define LOOM_BENCH_CUPTI_TRACE_H
@@ -19,7 +19,9 @@ typedef struct loom_kernel_rec {
     uint32_t graph;        /* the graph's id, 0 for a kernel launched on a stream */
     int32_t grid[3], block[3];
     int32_t smem;          /* static + dynamic shared memory a block */
-    char name[112];        /* demangled, namespaces and argument list dropped, cut to fit */
+    uint64_t bytes;        /* a memory copy's bytes; 0 for a kernel */
+    char name[112];        /* a kernel's name demangled, namespaces and argument list dropped,
+                              cut to fit; a copy's "memcpy HtoD" (DtoH, DtoD, ...) */
 } loom_kernel_rec;
 
 /* Starts recording. 0, or -1 with a message in err. */

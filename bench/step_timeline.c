@@ -12,7 +12,9 @@
  *          waiting, programmatic dependent launch, while its predecessor ran)
  *   incr = its end - that latest end: what it adds to the step's critical path; the increments
  *          of a step sum to its span (first start -> last end).
- * Kernels are labelled by their place relative to the last decode-attention kernel before them
+ * Between two steps (the last kernel's end -> the next step's first start: the host's eval, the
+ * inputs' uploads, the graph launch, the logits' download) the copies that start there are
+ * listed by kind. Kernels are labelled by their place relative to the last decode-attention kernel before them
  * (one a layer; "L+1" = the first kernel after a layer's attention, "L-1" = the one before the
  * first layer's attention), so a layer's matmuls with equal kernels and grids (attention output
  * and down projection) get separate rows. Exit codes: 0, 1 runtime error, 2 usage error.
@@ -90,6 +92,15 @@ static int by_corr_start(const void *a, const void *b) {
     return by_start(a, b);
 }
 
+/* The copies of one kind that start between steps. */
+typedef struct {
+    char name[16];
+    long count;
+    double dur, bytes;
+} copy_row;
+
+static int is_copy(const loom_kernel_rec *r) { return r->bytes > 0 || !strncmp(r->name, "memcpy ", 7); }
+
 static int by_incr(const void *a, const void *b) {
     const row *x = a, *y = b;
     return x->incr < y->incr ? 1 : x->incr > y->incr ? -1 : 0;
@@ -130,6 +141,7 @@ int main(int argc, char **argv) {
     loom_model *m = NULL;
     loom_session *s = NULL;
     loom_kernel_rec *recs = NULL;
+    uint64_t (*sp)[2] = NULL; /* each step's first start and last end */
     table t = {0};
     FILE *cf = NULL;
     int32_t *toks = malloc((size_t)need * sizeof *toks);
@@ -182,6 +194,23 @@ int main(int argc, char **argv) {
     if (dropped) fprintf(stderr, "step_timeline: CUPTI dropped %llu records\n",
                          (unsigned long long)dropped);
 
+    /* Copies to the end (in start order), kernels first. */
+    size_t ncopy = 0;
+    for (size_t i = 0, w = 0; i < nrec; i++)
+        if (!is_copy(&recs[i])) {
+            loom_kernel_rec k = recs[i];
+            recs[i] = recs[w];
+            recs[w++] = k;
+        }
+    for (size_t i = 0; i < nrec; i++) ncopy += (size_t)is_copy(&recs[i]);
+    nrec -= ncopy;
+    loom_kernel_rec *copies = recs + nrec;
+    qsort(copies, ncopy, sizeof *copies, by_start);
+    if (!(sp = malloc((nrec + 1) * sizeof *sp))) {
+        fprintf(stderr, "step_timeline: out of memory
+");
+        goto done;
+    }
     /* Steps: runs of one correlation id (a graph launch); with graphs off every kernel has its
      * own id and there is no step to find. */
     qsort(recs, nrec, sizeof *recs, by_corr_start);
@@ -242,6 +271,8 @@ int main(int argc, char **argv) {
                         (unsigned long long)(st[q].end - st[0].start), gap, incr);
         }
         span += (double)(latest - st[0].start);
+        sp[steps][0] = st[0].start;
+        sp[steps][1] = latest;
         steps++;
         i = j;
     }
@@ -251,6 +282,28 @@ int main(int argc, char **argv) {
         goto done;
     }
 
+    /* Between steps (graph launches are in correlation order, which is time order). */
+    copy_row cr[8];
+    int ncr = 0;
+    double between = 0;
+    for (int32_t q = 1; q < steps; q++) between += (double)(sp[q][0] - sp[q - 1][1]);
+    for (size_t c = 0; c < ncopy; c++)
+        for (int32_t q = 1; q < steps; q++) {
+            if (copies[c].start < sp[q - 1][1] || copies[c].start >= sp[q][0]) continue;
+            int i = 0;
+            while (i < ncr && strcmp(cr[i].name, copies[c].name + 7)) i++;
+            if (i == ncr && ncr < 8) {
+                memset(&cr[ncr], 0, sizeof cr[ncr]);
+                snprintf(cr[ncr++].name, sizeof cr[0].name, "%s", copies[c].name + 7);
+            }
+            if (i < ncr) {
+                cr[i].count++;
+                cr[i].dur += (double)(copies[c].end - copies[c].start);
+                cr[i].bytes += (double)copies[c].bytes;
+            }
+            break;
+        }
+
     qsort(t.r, t.n, sizeof *t.r, by_incr);
     printf("model %s, -p %d, %d recorded decode steps after %d warm-up (positions %d..%d), "
            "n_ctx %d, kv %s\n", model, P, steps, W, P + W, P + W + N - 1, loom_model_n_ctx(m), kv);
@@ -258,6 +311,15 @@ int main(int argc, char **argv) {
            "(first kernel start -> last end), %zu kernels a step, %.0f attention kernels a step; "
            "%zu kernels outside the steps\n\n",
            wall * 1e3, wall_tr * 1e3, span / steps / 1e6, per_step, nattn / steps, others);
+    if (steps > 1) {
+        printf("between steps: %.2f us a step (a step's last kernel end -> the next one's first "
+               "start); copies starting there a step:", between / (steps - 1) / 1e3);
+        for (int i = 0; i < ncr; i++)
+            printf("%s %s %.2f x %.0f B, %.2f us each", i ? ";" : "", cr[i].name,
+                   (double)cr[i].count / (steps - 1), cr[i].bytes / cr[i].count,
+                   cr[i].dur / cr[i].count / 1e3);
+        printf("%s\n\n", ncr ? "" : " none");
+    }
     printf("| place | kernel | grid | block | smem | a step | dur us | gap us | incr us | incr a "
            "step us | share |\n| --- | --- | --- | --- | --: | --: | --: | --: | --: | --: | --: |\n");
     double tot = 0;
@@ -283,6 +345,7 @@ done:
     }
     if (cf && rc != 0) remove(csv); /* no half-written file */
     free(t.r);
+    free(sp);
     free(recs);
     free(toks);
     loom_session_destroy(s);
