@@ -207,8 +207,7 @@ int main(int argc, char **argv) {
     loom_kernel_rec *copies = recs + nrec;
     qsort(copies, ncopy, sizeof *copies, by_start);
     if (!(sp = malloc((nrec + 1) * sizeof *sp))) {
-        fprintf(stderr, "step_timeline: out of memory
-");
+        fprintf(stderr, "step_timeline: out of memory\n");
         goto done;
     }
     /* Steps: runs of one correlation id (a graph launch); with graphs off every kernel has its
