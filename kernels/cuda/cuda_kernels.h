@@ -136,6 +136,13 @@ extern "C" {
 typedef struct CUstream_st *cudaStream_t;
 
 /* ---- matmul family (gemv_mma.cu: Q4_K, any N; else gemv.cu for N = 1, gemm.cu by 32) ---- */
+/* Read-only operands: every loom_kweight's data (and, in gemv.cu / gemm.cu, a prenorm's weight)
+ * is read through the non-coherent read-only path (__ldg, ld.global.nc), weights also before the
+ * kernel's PDL wait (common.cuh, pdl_on). Both must stay unwritten while any kernel of the
+ * program runs (uploaded or laid out before the first step), never a buffer a kernel of the
+ * same step writes. x, the residual, the biases and the outputs are read and written by
+ * coherent accesses after the wait. tools/gpu/nc_audit.py lists every non-coherent load of the
+ * built kernels and the parameter it reads. */
 loom_status loom_cuda_matmul(const float *x, int64_t n, loom_kweight w, float *y, loom_error *err,
                              cudaStream_t stream);
 loom_status loom_cuda_matmul_add(const float *x, int64_t n, loom_kweight w, const float *residual,
