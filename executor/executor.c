@@ -35,6 +35,9 @@ struct loom_exec {
     void **view;            /* [n_values] the host's view of a mapped output (map_output), else
                                NULL */
     const void **host;      /* [n_values] host copy of graph inputs during a step */
+    void *in_mem;           /* the graph inputs' memory: one allocation, one upload a step */
+    char *in_image;         /* the host image of in_mem a step uploads (backends with upload) */
+    size_t *in_off;         /* [graph inputs] each input's offset in in_mem (64-byte aligned) */
     void *arena;            /* the activation arena (NULL when it is empty) */
     uint32_t n_nodes;
     loom_ir_node_id *order; /* program order */
@@ -87,15 +90,25 @@ static loom_status plan(loom_exec *e, uint32_t n_streams, loom_error *err) {
     for (uint32_t v = 0; v < e->n_values; v++) e->root[v] = loom_exec_plan_root(e->plan, v);
     for (uint32_t i = 0; i < loom_exec_plan_node_count(e->plan); i++)
         e->order[i] = loom_exec_plan_node_at(e->plan, i);
-    /* Graph inputs get buffers of their own (uploaded each step). */
+    /* Graph inputs share one buffer of their own, each at its largest size: a step uploads them
+     * in one copy (a device backend pays a copy's latency once, not once an input). */
+    size_t in_bytes = 0;
     for (uint32_t i = 0; i < loom_ir_input_count(g); i++) {
         loom_ir_value_id v = loom_ir_input_at(g, i);
         int64_t b = max_bytes(g, loom_ir_value_get(g, v));
-        if (b < 0)
+        if (b < 0 || (uint64_t)b > SIZE_MAX - 63 - in_bytes)
             return loom_error_set(err, LOOM_ERR_LIMIT, "executor: input '%s' is too large",
                                   loom_ir_value_get(g, v)->name);
-        if (!(e->ptr[v] = mem_alloc(e, (size_t)b, false, err)))
+        e->in_off[i] = in_bytes;
+        in_bytes += ((size_t)b + 63) & ~(size_t)63;
+    }
+    if (in_bytes) {
+        if (!(e->in_mem = mem_alloc(e, in_bytes, false, err)))
             return err && err->status ? err->status : LOOM_ERR_OUT_OF_MEMORY;
+        if (e->be->vt->upload && !(e->in_image = calloc(1, in_bytes)))
+            return loom_error_set(err, LOOM_ERR_OUT_OF_MEMORY, "executor: out of memory");
+        for (uint32_t i = 0; i < loom_ir_input_count(g); i++)
+            e->ptr[loom_ir_input_at(g, i)] = (char *)e->in_mem + e->in_off[i];
     }
     uint64_t arena = loom_exec_plan_arena_bytes(e->plan);
     if (arena > SIZE_MAX)
@@ -231,7 +244,8 @@ loom_status loom_exec_create_ex(const loom_ir_graph *g, loom_exec_backend *backe
     e->host = calloc(nv, sizeof *e->host);
     e->order = calloc(loom_ir_node_count(g) + 1, sizeof *e->order);
     e->ins = calloc(loom_ir_input_count(g) + 1, sizeof *e->ins);
-    if (!e->root || !e->ptr || !e->view || !e->host || !e->order || !e->ins) {
+    e->in_off = calloc(loom_ir_input_count(g) + 1, sizeof *e->in_off);
+    if (!e->root || !e->ptr || !e->view || !e->host || !e->order || !e->ins || !e->in_off) {
         st = loom_error_set(err, LOOM_ERR_OUT_OF_MEMORY, "executor: out of memory");
         goto fail;
     }
@@ -277,9 +291,7 @@ void loom_exec_destroy(loom_exec *e) {
                 if (e->ptr[loom_ir_weight_at(g, i)])
                     e->be->vt->unmap_weight(e->be, e->ptr[loom_ir_weight_at(g, i)]);
     }
-    if (e->ptr)
-        for (uint32_t i = 0; i < loom_ir_input_count(g); i++)
-            e->be->vt->free(e->be, e->ptr[loom_ir_input_at(g, i)]);
+    e->be->vt->free(e->be, e->in_mem);
     if (e->view)
         for (uint32_t v = 0; v < e->n_values; v++)
             if (e->view[v]) e->be->vt->unmap_output(e->be, e->ptr[v], e->view[v]);
@@ -292,6 +304,8 @@ void loom_exec_destroy(loom_exec *e) {
     free(e->host);
     free(e->order);
     free(e->ins);
+    free(e->in_off);
+    free(e->in_image);
     free(e);
 }
 
@@ -349,7 +363,12 @@ loom_status loom_exec_run(loom_exec *e, const int64_t *sym_values, const loom_ex
                               "executor: %u bindings for %u graph inputs", n_inputs, n_in);
     for (uint32_t i = 0; i < n_sym; i++) e->sym[i] = sym_values[i];
     e->ran = false;
-    loom_status st;
+    loom_status st = LOOM_OK;
+    loom_exec_tensor in[LOOM_IR_MAX_INPUTS], out[LOOM_IR_MAX_OUTPUTS];
+    const loom_exec_backend_vtable *vt = e->be->vt;
+    uint32_t n_streams = loom_exec_plan_streams(e->plan);
+    bool began = false;
+    size_t in_end = 0; /* the uploaded part of in_image */
     for (uint32_t i = 0; i < n_in; i++) {
         loom_ir_value_id v = loom_ir_input_at(g, i);
         const char *name = loom_ir_value_get(g, v)->name;
@@ -357,20 +376,20 @@ loom_status loom_exec_run(loom_exec *e, const int64_t *sym_values, const loom_ex
         for (uint32_t k = 0; k < n_inputs; k++)
             if (!strcmp(inputs[k].name, name)) data = inputs[k].data;
         int64_t bytes = loom_ir_type_bytes(g, &loom_ir_value_get(g, v)->type, e->sym);
-        if (!data || bytes < 0)
-            return loom_error_set(err, LOOM_ERR_INVALID_ARGUMENT, "executor: input '%s' has no data",
-                                  name);
-        if (e->be->vt->upload) {
-            if ((st = e->be->vt->upload(e->be, e->ptr[v], data, (size_t)bytes, err))) return st;
+        if (!data || bytes < 0) {
+            st = loom_error_set(err, LOOM_ERR_INVALID_ARGUMENT, "executor: input '%s' has no data",
+                                name);
+            goto done;
+        }
+        if (vt->upload) {
+            memcpy(e->in_image + e->in_off[i], data, (size_t)bytes);
+            if (e->in_off[i] + (size_t)bytes > in_end) in_end = e->in_off[i] + (size_t)bytes;
         } else {
             memcpy(e->ptr[v], data, (size_t)bytes);
         }
         e->host[v] = data;
     }
-    loom_exec_tensor in[LOOM_IR_MAX_INPUTS], out[LOOM_IR_MAX_OUTPUTS];
-    const loom_exec_backend_vtable *vt = e->be->vt;
-    uint32_t n_streams = loom_exec_plan_streams(e->plan);
-    bool began = false;
+    if (in_end && (st = vt->upload(e->be, e->in_mem, e->in_image, in_end, err))) goto done;
     int64_t T = e->t_sym >= 0 ? e->sym[e->t_sym] : 1;
     if (vt->replay_step) {
         for (uint32_t i = 0; i < n_in; i++)

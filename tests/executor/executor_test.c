@@ -778,3 +778,53 @@ Test(executor, map_output_is_offered_only_outputs_with_memory_no_node_reads_and_
     loom_ir_graph_destroy(g);
     free_weights(&ws);
 }
+
+/* ---------------------------------------------------------------- inputs: one upload a step */
+
+/* A CPU backend with an upload (a logged memcpy), as a device backend has. */
+static int n_uploads;
+static size_t upload_bytes;
+
+static loom_status logging_upload(loom_exec_backend *b, void *dst, const void *src, size_t bytes,
+                                  loom_error *err) {
+    (void)b;
+    (void)err;
+    n_uploads++;
+    upload_bytes = bytes;
+    memcpy(dst, src, bytes);
+    return LOOM_OK;
+}
+
+static void log_uploads(loom_exec_backend_vtable *vt) { vt->upload = logging_upload; }
+
+Test(executor, a_step_uploads_all_its_inputs_in_one_copy) {
+    for (int p = 0; p < 6; p++)
+        for (int i = 0; i < 32; i++) {
+            ((float *)Q[p])[i] = frand();
+            if (i < 16) ((float *)K[p])[i] = frand(), ((float *)V[p])[i] = frand();
+        }
+    loom_ir_graph *g = parse(attn_graph);
+    weights ws = {0};
+    loom_exec *e = NULL;
+    loom_error err = {0};
+    loom_exec_backend *be = patched_cpu_backend(log_uploads);
+    cr_assert_eq(loom_exec_create(g, be, resolve, &ws, &e, &err), LOOM_OK, "%s", err.msg);
+    float a[4 * 32];
+    double ref[4][8];
+    int32_t p1[3] = {0, 1, 2}, p2[1] = {3};
+    n_uploads = 0;
+    attn_step(e, p1, 3, a);
+    cr_assert_eq(n_uploads, 1, "%d uploads for 4 inputs", n_uploads);
+    /* q, k, v, positions at 64-byte aligned offsets of their largest sizes (T = 4): 512, 256,
+     * 256 bytes, then positions' 3 x 4 bytes. */
+    cr_assert_eq(upload_bytes, (size_t)(512 + 256 + 256 + 3 * 4));
+    attn_step(e, p2, 1, a);
+    cr_assert_eq(n_uploads, 2);
+    cr_assert_eq(upload_bytes, (size_t)(512 + 256 + 256 + 4));
+    ref_attention(3, ref);
+    for (int i = 0; i < 32; i++)
+        cr_assert(fabs(a[i] - ((double *)ref)[i]) < 1e-5, "pos 3 [%d]: %g vs %g", i, a[i],
+                  ((double *)ref)[i]);
+    loom_exec_destroy(e);
+    loom_ir_graph_destroy(g);
+}
