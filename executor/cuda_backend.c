@@ -209,7 +209,7 @@ static bool cuda_supports(loom_exec_backend *b, const loom_ir_graph *g, const lo
     }
     case LOOM_IR_OP_MATMUL: case LOOM_IR_OP_MATMUL_ADD:
     case LOOM_IR_OP_MATMUL_PAIR: case LOOM_IR_OP_MATMUL_TRIPLE:
-        return loom_exec_matmul_operands_ok(g, n);
+        return loom_exec_matmul_operands_ok(g, n) && loom_exec_cuda_matmul_reads_constant(g, n);
     case LOOM_IR_OP_KV_WRITE:
     case LOOM_IR_OP_ATTENTION: {
         const loom_ir_value *cache = loom_ir_value_get(g, n->in[n->op == LOOM_IR_OP_KV_WRITE ? 0 : 1]);
@@ -320,6 +320,11 @@ static loom_status cuda_reserve_node(loom_exec_backend *b, const loom_ir_graph *
 
 bool loom_exec_cuda_prenorm_folds(const void *norm_weight, int64_t rows, bool fold_off) {
     return rows == 1 && !fold_off && (uintptr_t)norm_weight % LOOM_EXEC_CUDA_PRENORM_ALIGN == 0;
+}
+
+bool loom_exec_cuda_matmul_reads_constant(const loom_ir_graph *g, const loom_ir_node *n) {
+    const uint32_t slot = loom_ir_prenorm_slot(n->op, n->n_in);
+    return slot == LOOM_IR_NO_SLOT || loom_ir_value_get(g, n->in[slot])->kind == LOOM_IR_VALUE_WEIGHT;
 }
 
 bool loom_exec_cuda_prenorm_unaligned(const loom_ir_graph *g, const loom_ir_node *n) {

@@ -116,6 +116,13 @@ bool loom_exec_cuda_prenorm_folds(const void *norm_weight, int64_t rows, bool fo
  * aligned). */
 bool loom_exec_cuda_prenorm_unaligned(const loom_ir_graph *g, const loom_ir_node *n);
 
+/* False when matmul-family node n of g folds a norm (ops.def prenorm) whose weight the graph
+ * computes: the _normed kernels read that weight through the non-coherent path (__ldg), legal
+ * only for bytes no kernel writes while they run (kernels/cuda/cuda_kernels.h), so such a node is
+ * refused (supports_op; the executor names it; the CPU backend runs it). The weights themselves
+ * are graph weights by the IR's rule (ops.def: a matmul's weight operands must be weights). */
+bool loom_exec_cuda_matmul_reads_constant(const loom_ir_graph *g, const loom_ir_node *n);
+
 #ifdef __cplusplus
 }
 #endif

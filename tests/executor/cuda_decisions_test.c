@@ -2,7 +2,8 @@
  * device: when a matmul-family node with a folded RMSNorm runs as one _normed launch and when
  * as the norm then the plain matmul (loom_exec_cuda_prenorm_folds), and which nodes' norm
  * weights may reach the kernels unaligned, so that decode steps need the norm buffer too
- * (loom_exec_cuda_prenorm_unaligned). fuse-norm-matmul folds whatever the weight's offset
+ * (loom_exec_cuda_prenorm_unaligned), and that a folded norm's weight must be a graph weight
+ * (loom_exec_cuda_matmul_reads_constant). fuse-norm-matmul folds whatever the weight's offset
  * (tests/passes/fuse_norm_matmul_test.c); these two functions are where the CUDA kernels'
  * 16-byte rule lives. The pointers below are addresses only, never dereferenced.
  */
@@ -71,5 +72,25 @@ Test(cuda_decisions, only_a_prenorm_weight_at_an_unaligned_offset_is_flagged) {
     cr_assert(loom_exec_cuda_prenorm_unaligned(g, node_of(g, LOOM_IR_OP_MATMUL_PAIR)));
     cr_assert(!loom_exec_cuda_prenorm_unaligned(g, node_of(g, LOOM_IR_OP_MATMUL)),
               "no prenorm, nothing to flag");
+    loom_ir_graph_destroy(g);
+}
+
+Test(cuda_decisions, a_matmul_whose_folded_norm_weight_the_graph_computes_is_refused) {
+    /* The _normed kernels read the norm weight non-coherently: only a graph weight, constant for
+     * the program's life, may be that operand (the IR makes the matmul weights weights). */
+    loom_ir_graph *g = parse(GRAPH "input %h : f32[T,256]\n"
+                                   "input %g : f32[256]\n"
+                                   "%q, %k, %v = matmul_triple(%x, @wq, @wk, @wv, @nw) "
+                                   "{norm_eps=1e-6}\n"
+                                   "%y = matmul_pair(%q, @wg, @wu, %g) {swiglu=1, "
+                                   "norm_eps=1e-6}\n"
+                                   "%a = matmul_add(%x, @wq, %h)\n"
+                                   "output y = %y\noutput k = %k\noutput v = %v\n"
+                                   "output a = %a\n");
+    cr_assert(loom_exec_cuda_matmul_reads_constant(g, node_of(g, LOOM_IR_OP_MATMUL_TRIPLE)));
+    cr_assert(loom_exec_cuda_matmul_reads_constant(g, node_of(g, LOOM_IR_OP_MATMUL_ADD)),
+              "the residual may be computed");
+    cr_assert(!loom_exec_cuda_matmul_reads_constant(g, node_of(g, LOOM_IR_OP_MATMUL_PAIR)),
+              "a computed norm weight");
     loom_ir_graph_destroy(g);
 }
