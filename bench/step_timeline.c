@@ -14,7 +14,8 @@
  *          of a step sum to its span (first start -> last end).
  * Between two steps (the last kernel's end -> the next step's first start: the host's eval, the
  * inputs' uploads, the graph launch, the logits' download) the copies that start there are
- * listed by kind. Kernels are labelled by their place relative to the last decode-attention kernel before them
+ * listed by kind; the traced time between steps carries CUPTI's cost a call (H200: +0.2-0.4
+ * ms a token), so the untraced wall clock minus the span is printed beside it. Kernels are labelled by their place relative to the last decode-attention kernel before them
  * (one a layer; "L+1" = the first kernel after a layer's attention, "L-1" = the one before the
  * first layer's attention), so a layer's matmuls with equal kernels and grids (attention output
  * and down projection) get separate rows. Exit codes: 0, 1 runtime error, 2 usage error.
@@ -311,8 +312,10 @@ int main(int argc, char **argv) {
            "%zu kernels outside the steps\n\n",
            wall * 1e3, wall_tr * 1e3, span / steps / 1e6, per_step, nattn / steps, others);
     if (steps > 1) {
-        printf("between steps: %.2f us a step (a step's last kernel end -> the next one's first "
-               "start); copies starting there a step:", between / (steps - 1) / 1e3);
+        printf("between steps: %.2f us a step traced (a step's last kernel end -> the next one's "
+               "first start; tracing's own cost a call included: untraced wall - span %.2f us); "
+               "copies starting there a step:", between / (steps - 1) / 1e3,
+               (wall - span / steps / 1e9) * 1e6);
         for (int i = 0; i < ncr; i++)
             printf("%s %s %.2f x %.0f B, %.2f us each", i ? ";" : "", cr[i].name,
                    (double)cr[i].count / (steps - 1), cr[i].bytes / cr[i].count,
