@@ -50,6 +50,11 @@
  * tiles are on, whose one-launch Q4_K_M triple pairs the two; bench/NOTES.md 7, session 18: the
  * lm head, the Q6_K down projections, the V); LOOM_CUDA_Q6K_TILES=0 keeps them in rows, and so
  * do the switches that take the Q6_K matmuls off the INT8 body (loom_cuda_q6k_tiles_preferred).
+ * Mapped outputs (map_output): a plain matmul's f32 graph output that no node reads (the logits)
+ * lives in page-locked host memory mapped into the device (cudaHostAlloc mapped), so the lm
+ * head's stores cross the bus while it runs and the session reads the logits in place after the
+ * step's synchronize: no 0.6 MB download a token (4B decode -1%, bench/NOTES.md 7, session 19);
+ * LOOM_CUDA_MAPPED_OUTPUTS=0 keeps every output on the device.
  */
 #include "executor/cuda_backend.h"
 
