@@ -59,6 +59,7 @@
 #include "executor/cuda_backend.h"
 
 #include <inttypes.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -112,6 +113,8 @@ typedef struct cuda_backend {
     cudaStream_t cur;
     int32_t scratch_stream; /* stream of the last scratch user in this step, -1 none */
     bool capturing;
+    bool step_locked; /* this backend holds g_step_mu (a step between launch and synchronize) */
+    bool counted;     /* counted in g_backends */
     bool step_baked; /* the open capture baked a per-step host value: not replayable */
     cudaGraphExec_t exec;
     /* What exec was captured for, and whether it may be replayed as it is. */
@@ -179,6 +182,26 @@ typedef struct cuda_backend {
 } cuda_backend;
 
 static int64_t last_dim(const loom_ir_value *v) { return v->type.rank ? v->type.dims[v->type.rank - 1] : 1; }
+
+/* The kernel library's process-wide state -- its device scratch (split-KV attention, the
+ * two-pass softmax / argmax, the wide GEMMs' x limbs) and the split-KV counters -- serves one
+ * step at a time, so a step holds g_step_mu from its launch (begin_step or a replay) to its end
+ * (synchronize, or the end_step that abandons it): CUDA sessions on several threads take turns.
+ * g_backends counts the live backends; the last one destroyed frees the scratch. */
+static pthread_mutex_t g_step_mu = PTHREAD_MUTEX_INITIALIZER;
+static int g_backends;
+
+static void step_lock(cuda_backend *c) {
+    if (c->step_locked) return;
+    pthread_mutex_lock(&g_step_mu);
+    c->step_locked = true;
+}
+
+static void step_unlock(cuda_backend *c) {
+    if (!c->step_locked) return;
+    c->step_locked = false;
+    pthread_mutex_unlock(&g_step_mu);
+}
 
 static void need_scratch(cuda_backend *c, size_t b) {
     if (b > c->scratch_need) c->scratch_need = b;
@@ -731,6 +754,7 @@ static loom_status cuda_begin_step(loom_exec_backend *b, uint32_t n_streams, uin
     if (n_streams < 1 || n_streams > MAX_STREAMS)
         return loom_error_set(err, LOOM_ERR_INVALID_ARGUMENT, "cuda backend: %u streams",
                               n_streams);
+    step_lock(c); /* released by synchronize, or by end_step(false) after an error */
     loom_status st = ensure_streams(c, n_streams, n_nodes, err);
     if (st) return st;
     if (c->scratch_need && (st = loom_cuda_reserve_scratch(c->scratch_need, err))) return st;
@@ -872,8 +896,18 @@ done:
     return st;
 }
 
+static loom_status end_step(cuda_backend *c, bool ok, loom_error *err);
+
+/* end_step, and the step's lock released where no synchronize follows (a failed or abandoned
+ * step). */
 static loom_status cuda_end_step(loom_exec_backend *b, bool ok, loom_error *err) {
     cuda_backend *c = b->impl;
+    loom_status st = end_step(c, ok, err);
+    if (st || !ok) step_unlock(c);
+    return st;
+}
+
+static loom_status end_step(cuda_backend *c, bool ok, loom_error *err) {
     loom_status st = LOOM_OK;
     /* Join: the main stream waits for every other stream's work of this step. */
     for (uint32_t s = 1; s < c->step_streams && ok; s++) {
@@ -911,6 +945,7 @@ static bool cuda_replay_step(loom_exec_backend *b, uint32_t n_streams, int64_t n
     if (!c->exec || !c->exec_replayable || !c->replay_on || !c->graphs_on || c->host_fallback ||
         c->profile || n_tokens != 1 || n_streams != c->exec_streams)
         return false;
+    step_lock(c); /* kept for the begin_step that follows a false; synchronize releases it */
     if (loom_cuda_scratch_base() != c->exec_scratch) return false; /* moved: capture again */
     for (uint32_t i = 0; i < c->n_checks; i++) {
         const pos_check *k = &c->checks[i];
@@ -922,6 +957,7 @@ static bool cuda_replay_step(loom_exec_backend *b, uint32_t n_streams, int64_t n
         bool consecutive;
         if ((*st = loom_exec_check_positions(in->host, k->n, k->n_ctx, &consecutive, err))) {
             loom_error_prefix(err, "cuda backend: %s (graph replay): ", k->op);
+            step_unlock(c);
             return true;
         }
     }
@@ -929,14 +965,24 @@ static bool cuda_replay_step(loom_exec_backend *b, uint32_t n_streams, int64_t n
     if (e != cudaSuccess) {
         *st = cuda_fail(err, e, "cudaGraphLaunch(c->exec, c->streams[0]) (replay)", __func__,
                         __FILE__, __LINE__);
+        step_unlock(c);
         return true;
     }
     c->n_launch++;
     return true;
 }
 
+static loom_status synchronize(cuda_backend *c, loom_error *err);
+
+/* The step's end: its lock released whatever the outcome. */
 static loom_status cuda_synchronize(loom_exec_backend *b, loom_error *err) {
     cuda_backend *c = b->impl;
+    loom_status st = synchronize(c, err);
+    step_unlock(c);
+    return st;
+}
+
+static loom_status synchronize(cuda_backend *c, loom_error *err) {
     if (c->prof_step) CK(cudaEventRecord(c->prof_end, c->streams[0]));
     for (uint32_t s = 0; s < c->n_streams_made; s++) CK(cudaStreamSynchronize(c->streams[s]));
     CK(cudaGetLastError());
@@ -1483,6 +1529,12 @@ static void cuda_destroy(loom_exec_backend *b) {
     free(c->checks);
     free(c->writes);
     free(c->node_ev);
+    step_unlock(c);
+    if (c->counted) {
+        pthread_mutex_lock(&g_step_mu);
+        if (--g_backends == 0) loom_cuda_release_scratch(); /* nothing of loom's runs */
+        pthread_mutex_unlock(&g_step_mu);
+    }
     free(c);
     free(b);
 }
@@ -1596,6 +1648,10 @@ loom_status loom_exec_cuda_backend_create(const loom_cuda_backend_options *o,
         cuda_destroy(b);
         return st;
     }
+    pthread_mutex_lock(&g_step_mu);
+    g_backends++;
+    c->counted = true;
+    pthread_mutex_unlock(&g_step_mu);
     *out = b;
     return LOOM_OK;
 }

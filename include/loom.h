@@ -23,8 +23,10 @@
  * Threads: one session per thread is safe; a model may be shared by sessions on several threads
  * (it is immutable after load). loom keeps no global mutable state of its own; the process-wide
  * state it uses is the CPU kernels' thread pool, whose size the last session created with a
- * non-zero n_threads sets (results never depend on it), and the CUDA kernels' device scratch
- * (guarded by a lock inside the kernel library).
+ * non-zero n_threads sets (results never depend on it), and the CUDA kernels' device scratch and
+ * split counters, which CUDA sessions on several threads take turns for: a CUDA step holds a
+ * process-wide lock from its launch to its end, so concurrent CUDA evals run one after another
+ * (the last CUDA session destroyed frees the scratch).
  * Backends: cpu always; cuda (session option) when a usable GPU is present, with several
  * streams, CUDA graphs for decode steps, F16/F32 or INT8 KV; see executor/cuda_backend.h.
  */
