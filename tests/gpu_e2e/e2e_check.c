@@ -27,9 +27,14 @@
  *   fold (fuse-rope-kv-attention) alike: -O2 against -O2 without it, bit for bit (loom_cuda_rope_kv_attention_at's contract: the
  *   cache bytes and output bits of rope_kv_write + attention_at; the launcher's fused kernel is
  *   the default, run it once more with LOOM_ATTN_FUSED=0 for its two launches).
+ * Then two CUDA sessions of each model on two threads at once (one on 1 stream, one on 2),
+ *   S33 as above with KV f16: every thread's logits bit for bit those of one thread alone; with
+ *   --concurrent MODEL.gguf also that model with a 512-token prefill and 16 decode steps (the
+ *   4B shape: its prefill GEMMs use the kernel library's shared scratch).
  * A table is printed; the exit code is non-zero when any comparison fails.
  */
 #include <math.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -77,15 +82,16 @@ static const struct {
      "fuse-norm-matmul,cse,dce"},
 };
 
-/* Runs prefill of n_pre tokens then decode of the rest with pass pipeline passes (NULL: -O2);
- * keeps every row. */
-static int run_model(const char *path, const char *passes, loom_cache_type cache,
-                     const loom_session_options *so, const int32_t *toks, int32_t n,
-                     int32_t n_pre, run *out, char *why, size_t why_len) {
+/* Runs prefill of n_pre tokens then decode of the rest with pass pipeline passes (NULL: -O2)
+ * in a session of n_ctx positions and steps of max_tokens; keeps every row. */
+static int run_model_at(const char *path, const char *passes, int32_t n_ctx, int32_t max_tokens,
+                        loom_cache_type cache, const loom_session_options *so,
+                        const int32_t *toks, int32_t n, int32_t n_pre, run *out, char *why,
+                        size_t why_len) {
     loom_test_session t;
     loom_error err = {0};
     memset(out, 0, sizeof *out);
-    if (loom_test_session_open_passes(path, passes, N_CTX, MAX_TOKENS, cache, so, &t, &err)) {
+    if (loom_test_session_open_passes(path, passes, n_ctx, max_tokens, cache, so, &t, &err)) {
         snprintf(why, why_len, "%s", err.msg);
         return 1;
     }
@@ -113,6 +119,66 @@ static int run_model(const char *path, const char *passes, loom_cache_type cache
     }
     loom_test_session_close(&t);
     return rc;
+}
+
+/* run_model_at in the sessions of every other section (N_CTX, MAX_TOKENS). */
+static int run_model(const char *path, const char *passes, loom_cache_type cache,
+                     const loom_session_options *so, const int32_t *toks, int32_t n,
+                     int32_t n_pre, run *out, char *why, size_t why_len) {
+    return run_model_at(path, passes, N_CTX, MAX_TOKENS, cache, so, toks, n, n_pre, out, why,
+                        why_len);
+}
+
+/* One thread's run of the concurrency section. */
+typedef struct job {
+    const char *path;
+    int32_t n_ctx, max_tokens;
+    loom_session_options so;
+    const int32_t *toks;
+    int32_t n, n_pre;
+    run out;
+    int rc;
+    char why[600];
+} job;
+
+static void *run_job(void *arg) {
+    job *j = arg;
+    j->rc = run_model_at(j->path, NULL, j->n_ctx, j->max_tokens, LOOM_CACHE_F16, &j->so, j->toks,
+                         j->n, j->n_pre, &j->out, j->why, sizeof j->why);
+    return NULL;
+}
+
+/* Two CUDA sessions of one model on two threads at once (loom.h: one session per thread is
+ * safe; the kernel library's scratch and split counters are shared, so CUDA steps take turns):
+ * each thread's logits must equal one thread's run alone, bit for bit. Prints a row; returns 1
+ * on failure. */
+static int concurrent_check(const char *label, const char *path, int32_t n_ctx,
+                            int32_t max_tokens, const int32_t *toks, int32_t n, int32_t n_pre) {
+    job ref = {path, n_ctx, max_tokens, cuda_options(1, 1, false), toks, n, n_pre, {0}, 0, ""};
+    job jobs[2] = {ref, ref};
+    jobs[1].so = cuda_options(2, 1, false); /* the other thread on two streams */
+    run_job(&ref);
+    pthread_t th[2];
+    int started = 0;
+    for (int i = 0; i < 2 && !ref.rc; i++)
+        if (pthread_create(&th[i], NULL, run_job, &jobs[i]) == 0) started++;
+    for (int i = 0; i < started; i++) pthread_join(th[i], NULL);
+    size_t nf = (size_t)ref.out.rows * ref.out.V, diff = 0;
+    bool ok = !ref.rc && started == 2;
+    for (int i = 0; i < 2 && ok; i++) {
+        ok = !jobs[i].rc && jobs[i].out.rows == ref.out.rows;
+        for (size_t f = 0; ok && f < nf; f++)
+            diff += memcmp(&jobs[i].out.logits[f], &ref.out.logits[f], sizeof(float)) != 0;
+    }
+    ok = ok && diff == 0;
+    const char *why = ref.rc ? ref.why : jobs[0].rc ? jobs[0].why : jobs[1].rc ? jobs[1].why
+                      : started < 2 ? "pthread_create failed" : "";
+    printf("%-34s %s: %zu of %zu floats differ%s%s\n", label, ok ? "ok" : "FAIL", diff, 2 * nf,
+           *why ? ": " : "", why);
+    free(ref.out.logits);
+    free(jobs[0].out.logits);
+    free(jobs[1].out.logits);
+    return ok ? 0 : 1;
 }
 
 /* Whether the model has a Q4_K weight among those whose matmul fuse-norm-matmul gives the
@@ -209,11 +275,19 @@ done:
 
 int main(int argc, char **argv) {
     if (argc < 2) {
-        fprintf(stderr, "usage: e2e_check TESTDATA_DIR [--quick]\n");
+        fprintf(stderr, "usage: e2e_check TESTDATA_DIR [--quick] [--concurrent MODEL.gguf]\n");
         return 2;
     }
-    const char *dir = argv[1];
-    bool quick = argc > 2 && !strcmp(argv[2], "--quick");
+    const char *dir = argv[1], *big = NULL;
+    bool quick = false;
+    for (int i = 2; i < argc; i++) {
+        if (!strcmp(argv[i], "--quick")) quick = true;
+        else if (!strcmp(argv[i], "--concurrent") && i + 1 < argc) big = argv[++i];
+        else {
+            fprintf(stderr, "e2e_check: unknown argument '%s'\n", argv[i]);
+            return 2;
+        }
+    }
     static const char *models[] = {
         "golden/tiny_llama_f32.gguf",  "golden/tiny_llama_f16.gguf",  "golden/tiny_llama_q8_0.gguf",
         "golden/tiny_llama_q6_k.gguf", "golden/tiny_llama_q5_k.gguf", "golden/tiny_llama_q4_k.gguf",
@@ -397,6 +471,19 @@ int main(int argc, char **argv) {
                 free(b.logits);
             }
         }
+    }
+    printf("\n%-34s %s\n", "two sessions on two threads", "bits against one thread alone");
+    for (int mi = 0; mi < n_models; mi++) {
+        char path[1024];
+        snprintf(path, sizeof path, "%s/%s", dir, models[mi]);
+        failures += concurrent_check(models[mi], path, N_CTX, MAX_TOKENS, S33, 33, 17);
+    }
+    if (big) { /* a 512-token prefill (the wide GEMMs' x limbs in the scratch) + 16 decode steps */
+        int32_t *toks = malloc(528 * sizeof *toks);
+        uint32_t h = 12345u;
+        for (int i = 0; toks && i < 528; i++) toks[i] = (int32_t)((h = h * 1103515245u + 12345u) >> 16) % 500;
+        failures += toks ? concurrent_check(big, big, 640, 512, toks, 528, 512) : 1;
+        free(toks);
     }
     printf("\n%s: %d failure(s)\n", failures ? "FAIL" : "PASS", failures);
     return failures ? 1 : 0;
