@@ -663,12 +663,16 @@ static loom_status cuda_download(loom_exec_backend *b, void *dst, const void *sr
 /* A plain matmul's f32 graph output (the logits) in page-locked host memory mapped into the
  * device: the GEMV's stores cross the bus while it runs, so the step ends without the
  * download's copy (~0.6 MB a token at a 152K vocabulary) and its latency. Other ops keep the
- * device: only a kernel that stores each element once belongs in host memory. */
+ * device: only a kernel that stores each element once belongs in host memory. So do outputs
+ * larger than MAPPED_OUTPUT_MAX (every row of a long prompt's logits: 311 MB at 512 x 152K),
+ * for which page-locked memory is scarce and whose arena block would stand unused. */
+enum { MAPPED_OUTPUT_MAX = 8 << 20 };
+
 static bool cuda_map_output(loom_exec_backend *b, const loom_ir_graph *g, loom_ir_value_id v,
                             size_t bytes, void **dev, void **host) {
     cuda_backend *c = b->impl;
     const loom_ir_value *val = loom_ir_value_get(g, v);
-    if (!c->map_outputs || val->type.dtype != LOOM_IR_F32 ||
+    if (!c->map_outputs || bytes > MAPPED_OUTPUT_MAX || val->type.dtype != LOOM_IR_F32 ||
         loom_ir_node_get(g, val->def)->op != LOOM_IR_OP_MATMUL)
         return false;
     void *p = NULL;
