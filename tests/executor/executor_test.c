@@ -210,6 +210,14 @@ static const char *attn_graph =
 /* q[p], k[p], v[p]: the vectors of the token at position p (6 positions). */
 static float Q[6][4][8], K[6][2][8], V[6][2][8];
 
+static void random_qkv(void) {
+    for (int p = 0; p < 6; p++)
+        for (int i = 0; i < 32; i++) {
+            ((float *)Q[p])[i] = frand();
+            if (i < 16) ((float *)K[p])[i] = frand(), ((float *)V[p])[i] = frand();
+        }
+}
+
 /* Double reference of attention for the token at position p (sees 0..p). */
 static void ref_attention(int p, double out[4][8]) {
     for (int h = 0; h < 4; h++) {
@@ -246,11 +254,7 @@ static void attn_step(loom_exec *e, const int32_t *pos, int n, float *a) {
 }
 
 Test(executor, kv_write_and_attention_match_a_reference_over_steps) {
-    for (int p = 0; p < 6; p++)
-        for (int i = 0; i < 32; i++) {
-            ((float *)Q[p])[i] = frand();
-            if (i < 16) ((float *)K[p])[i] = frand(), ((float *)V[p])[i] = frand();
-        }
+    random_qkv();
     loom_ir_graph *g = parse(attn_graph);
     weights ws = {0};
     loom_exec *e = exec_create(g, &ws);
@@ -798,11 +802,7 @@ static loom_status logging_upload(loom_exec_backend *b, void *dst, const void *s
 static void log_uploads(loom_exec_backend_vtable *vt) { vt->upload = logging_upload; }
 
 Test(executor, a_step_uploads_all_its_inputs_in_one_copy) {
-    for (int p = 0; p < 6; p++)
-        for (int i = 0; i < 32; i++) {
-            ((float *)Q[p])[i] = frand();
-            if (i < 16) ((float *)K[p])[i] = frand(), ((float *)V[p])[i] = frand();
-        }
+    random_qkv();
     loom_ir_graph *g = parse(attn_graph);
     weights ws = {0};
     loom_exec *e = NULL;
