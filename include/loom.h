@@ -21,12 +21,12 @@
  * Ownership: every handle is created by a _load/_create call and freed by its _destroy
  * (destroy(NULL) is a no-op). A session borrows its model: destroy sessions before the model.
  * Threads: one session per thread is safe; a model may be shared by sessions on several threads
- * (it is immutable after load). loom keeps no global mutable state of its own; the process-wide
- * state it uses is the CPU kernels' thread pool, whose size the last session created with a
- * non-zero n_threads sets (results never depend on it), and the CUDA kernels' device scratch and
- * split counters, which CUDA sessions on several threads take turns for: a CUDA step holds a
- * process-wide lock from its launch to its end, so concurrent CUDA evals run one after another
- * (the last CUDA session destroyed frees the scratch).
+ * (it is immutable after load). The process-wide state loom uses is the CPU kernels' thread
+ * pool, whose size the last session created with a non-zero n_threads sets (results never
+ * depend on it), and on CUDA the kernels' device scratch and split counters, with a lock and a
+ * count of CUDA sessions around them: a CUDA step holds the lock from its launch to its end, so
+ * concurrent CUDA evals run one after another, and the last CUDA session destroyed frees the
+ * scratch.
  * Backends: cpu always; cuda (session option) when a usable GPU is present, with several
  * streams, CUDA graphs for decode steps, F16/F32 or INT8 KV; see executor/cuda_backend.h.
  */
