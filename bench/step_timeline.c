@@ -13,9 +13,10 @@
  *   incr = its end - that latest end: what it adds to the step's critical path; the increments
  *          of a step sum to its span (first start -> last end).
  * Between two steps (the last kernel's end -> the next step's first start: the host's eval, the
- * inputs' uploads, the graph launch, the logits' download) the copies that start there are
- * listed by kind; the traced time between steps carries CUPTI's cost a call (H200: +0.2-0.4
- * ms a token), so the untraced wall clock minus the span is printed beside it. Kernels are labelled by their place relative to the last decode-attention kernel before them
+ * inputs' upload, the graph launch, a download of the outputs) the copies that start there are
+ * listed by kind; the traced time between steps carries CUPTI's cost a call (H200: +0.2-0.4 ms
+ * a token), so the untraced wall clock minus the traced span is printed beside it.
+ * Kernels are labelled by their place relative to the last decode-attention kernel before them
  * (one a layer; "L+1" = the first kernel after a layer's attention, "L-1" = the one before the
  * first layer's attention), so a layer's matmuls with equal kernels and grids (attention output
  * and down projection) get separate rows. Exit codes: 0, 1 runtime error, 2 usage error.
@@ -195,16 +196,16 @@ int main(int argc, char **argv) {
     if (dropped) fprintf(stderr, "step_timeline: CUPTI dropped %llu records\n",
                          (unsigned long long)dropped);
 
-    /* Copies to the end (in start order), kernels first. */
-    size_t ncopy = 0;
-    for (size_t i = 0, w = 0; i < nrec; i++)
+    /* Kernels first, the copies after them (in start order). */
+    size_t nk = 0;
+    for (size_t i = 0; i < nrec; i++)
         if (!is_copy(&recs[i])) {
             loom_kernel_rec k = recs[i];
-            recs[i] = recs[w];
-            recs[w++] = k;
+            recs[i] = recs[nk];
+            recs[nk++] = k;
         }
-    for (size_t i = 0; i < nrec; i++) ncopy += (size_t)is_copy(&recs[i]);
-    nrec -= ncopy;
+    const size_t ncopy = nrec - nk;
+    nrec = nk;
     loom_kernel_rec *copies = recs + nrec;
     qsort(copies, ncopy, sizeof *copies, by_start);
     if (!(sp = malloc((nrec + 1) * sizeof *sp))) {
