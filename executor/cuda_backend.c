@@ -900,17 +900,6 @@ done:
     return st;
 }
 
-static loom_status end_step(cuda_backend *c, bool ok, loom_error *err);
-
-/* end_step, and the step's lock released where no synchronize follows (a failed or abandoned
- * step). */
-static loom_status cuda_end_step(loom_exec_backend *b, bool ok, loom_error *err) {
-    cuda_backend *c = b->impl;
-    loom_status st = end_step(c, ok, err);
-    if (st || !ok) step_unlock(c);
-    return st;
-}
-
 static loom_status end_step(cuda_backend *c, bool ok, loom_error *err) {
     loom_status st = LOOM_OK;
     /* Join: the main stream waits for every other stream's work of this step. */
@@ -935,6 +924,15 @@ static loom_status end_step(cuda_backend *c, bool ok, loom_error *err) {
         }
         c->exec_replayable = false;
     }
+    return st;
+}
+
+/* end_step, and the step's lock released where no synchronize follows (a failed or abandoned
+ * step). */
+static loom_status cuda_end_step(loom_exec_backend *b, bool ok, loom_error *err) {
+    cuda_backend *c = b->impl;
+    loom_status st = end_step(c, ok, err);
+    if (st || !ok) step_unlock(c);
     return st;
 }
 
@@ -976,16 +974,6 @@ static bool cuda_replay_step(loom_exec_backend *b, uint32_t n_streams, int64_t n
     return true;
 }
 
-static loom_status synchronize(cuda_backend *c, loom_error *err);
-
-/* The step's end: its lock released whatever the outcome. */
-static loom_status cuda_synchronize(loom_exec_backend *b, loom_error *err) {
-    cuda_backend *c = b->impl;
-    loom_status st = synchronize(c, err);
-    step_unlock(c);
-    return st;
-}
-
 static loom_status synchronize(cuda_backend *c, loom_error *err) {
     if (c->prof_step) CK(cudaEventRecord(c->prof_end, c->streams[0]));
     for (uint32_t s = 0; s < c->n_streams_made; s++) CK(cudaStreamSynchronize(c->streams[s]));
@@ -1005,6 +993,14 @@ static loom_status synchronize(cuda_backend *c, loom_error *err) {
         }
     }
     return LOOM_OK;
+}
+
+/* The step's end: its lock released whatever the outcome. */
+static loom_status cuda_synchronize(loom_exec_backend *b, loom_error *err) {
+    cuda_backend *c = b->impl;
+    loom_status st = synchronize(c, err);
+    step_unlock(c);
+    return st;
 }
 
 /* ---------------------------------------------------------------- dispatch helpers */
