@@ -121,6 +121,13 @@ static int run_model_at(const char *path, const char *passes, int32_t n_ctx, int
     return rc;
 }
 
+/* How many of the n floats of a and b differ in their bits. */
+static size_t floats_differ(const float *a, const float *b, size_t n) {
+    size_t d = 0;
+    for (size_t i = 0; i < n; i++) d += memcmp(&a[i], &b[i], sizeof(float)) != 0;
+    return d;
+}
+
 /* run_model_at in the sessions of every other section (N_CTX, MAX_TOKENS). */
 static int run_model(const char *path, const char *passes, loom_cache_type cache,
                      const loom_session_options *so, const int32_t *toks, int32_t n,
@@ -167,8 +174,7 @@ static int concurrent_check(const char *label, const char *path, int32_t n_ctx,
     bool ok = !ref.rc && started == 2;
     for (int i = 0; i < 2 && ok; i++) {
         ok = !jobs[i].rc && jobs[i].out.rows == ref.out.rows;
-        for (size_t f = 0; ok && f < nf; f++)
-            diff += memcmp(&jobs[i].out.logits[f], &ref.out.logits[f], sizeof(float)) != 0;
+        if (ok) diff += floats_differ(jobs[i].out.logits, ref.out.logits, nf);
     }
     ok = ok && diff == 0;
     const char *why = ref.rc ? ref.why : jobs[0].rc ? jobs[0].why : jobs[1].rc ? jobs[1].why
@@ -337,9 +343,8 @@ int main(int argc, char **argv) {
                         continue;
                     }
                     if (!graphs && !rc && on.logits) {
-                        size_t nf = (size_t)got.rows * got.V, diff = 0;
-                        for (size_t i = 0; i < nf; i++)
-                            diff += memcmp(&on.logits[i], &got.logits[i], sizeof(float)) != 0;
+                        const size_t nf = (size_t)got.rows * got.V;
+                        const size_t diff = floats_differ(on.logits, got.logits, nf);
                         bool same = on.rows == got.rows && diff == 0;
                         if (!same) failures++;
                         printf("%-34s %-5s %-7d on==off %s (%zu of %zu floats differ)\n", models[mi],
@@ -458,9 +463,8 @@ int main(int argc, char **argv) {
                 if (!rc)
                     rc = run_model(path, folds[fi].pipeline, kvs[k].cache, &so, S33, 33, 17, &b,
                                    why, sizeof why);
-                size_t nf = (size_t)a.rows * a.V, diff = 0;
-                for (size_t i = 0; !rc && i < nf; i++)
-                    diff += memcmp(&a.logits[i], &b.logits[i], sizeof(float)) != 0;
+                const size_t nf = (size_t)a.rows * a.V;
+                const size_t diff = rc ? 0 : floats_differ(a.logits, b.logits, nf);
                 const double e = rc ? 0 : compare(&a, &b);
                 bool ok = !rc && a.rows == b.rows && a.rows == 33 && (near ? e <= kFoldTol : diff == 0);
                 if (!ok) failures++;
