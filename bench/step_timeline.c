@@ -101,7 +101,7 @@ typedef struct {
     double dur, bytes;
 } copy_row;
 
-static int is_copy(const loom_kernel_rec *r) { return r->bytes > 0 || !strncmp(r->name, "memcpy ", 7); }
+static int is_copy(const loom_kernel_rec *r) { return !strncmp(r->name, "memcpy ", 7); }
 
 static int by_incr(const void *a, const void *b) {
     const row *x = a, *y = b;
