@@ -126,10 +126,16 @@ __device__ __forceinline__ void cp_async_wait() {
 
 // kernel<<<grid, block, smem, stream>>>(args...) in thread-block clusters of cluster.x x
 // cluster.y x cluster.z blocks (sm_90; dim3(1, 1, 1): no cluster), with the PDL attribute when
-// `early` (the kernel may then start before its predecessor on the stream completes).
+// `early` (the kernel may then start before its predecessor on the stream completes), and the
+// carveout of LOOM_CUDA_CARVEOUT.
+// Sets kernel's preferred shared-memory carveout to LOOM_CUDA_CARVEOUT's where it differs from
+// what was set on it last (runtime.cu): launch_with's first step.
+cudaError_t prefer_carveout(const void *kernel);
+
 template <typename... Params, typename... Args>
 cudaError_t launch_with(void (*kernel)(Params...), bool early, dim3 grid, dim3 cluster,
                         dim3 block, size_t smem, cudaStream_t stream, Args... args) {
+    if (const cudaError_t e = prefer_carveout(reinterpret_cast<const void *>(kernel))) return e;
     cudaLaunchAttribute attr[2];
     unsigned n = 0;
     if (cluster.x * cluster.y * cluster.z > 1) {

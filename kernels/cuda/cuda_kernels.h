@@ -106,6 +106,14 @@
  *                         may start during the previous one's tail and waits for it in-kernel
  *                         (common.cuh); on by default, =0: plain stream order. Same results
  *                         either way.
+ *   LOOM_CUDA_CARVEOUT    the shared-memory carveout every kernel prefers, in percent of the
+ *                         SM's maximum (cudaFuncAttributePreferredSharedMemoryCarveout), set on
+ *                         each kernel before its launch; -1: the driver's choice a kernel.
+ *                         Default 78 on compute capability 9.x (one carveout for the whole decode
+ *                         step, so the next kernel's blocks become resident beside the previous
+ *                         one's tail instead of waiting for the SM to drain and be reconfigured:
+ *                         4B decode -0.8..-1.1%, bench/NOTES.md 7 session 20), -1 elsewhere (not
+ *                         measured). Same results either way.
  *   LOOM_ROPE_KV_REG      removed in session 11 (=0 forced rope_kv_write's strided loops for
  *                         head_dim <= 256 too: the same results, no measured difference): no
  *                         longer read; head_dim <= 256 always takes the register path.
@@ -385,6 +393,10 @@ const void *loom_cuda_scratch_base(void);
 
 /* Frees the scratch (at exit; nothing may be running). */
 void loom_cuda_release_scratch(void);
+
+/* The shared-memory carveout the kernels prefer under the switches as read (LOOM_CUDA_CARVEOUT:
+ * percent, or -1 for the driver's choice). */
+int loom_cuda_carveout(void);
 
 /* Re-reads every switch listed above (tests use it after setenv; normally read once). */
 void loom_cuda_reload_switches(void);

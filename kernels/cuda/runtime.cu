@@ -1,5 +1,6 @@
 // runtime.cu: module services of kernels/cuda: the CUDA error recorder behind CUDA_CHECK, the
-// fast-path switches (and LOOM_CUDA_PDL, programmatic dependent launch), the log-once fallback
+// fast-path switches (and LOOM_CUDA_PDL, programmatic dependent launch; LOOM_CUDA_CARVEOUT, the
+// shared-memory carveout set on each kernel before its launch), the log-once fallback
 // message, the device scratch for split-KV attention and two-pass softmax/argmax, and the
 // multiprocessor count. No kernels live here.
 //
@@ -8,6 +9,7 @@
 // being captured (a graph must not contain a pointer that a later growth frees).
 #include <atomic>
 #include <mutex>
+#include <unordered_map>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -89,6 +91,17 @@ static int g_gemm_wide_q4k_i8 = kDefaultGemmWideQ4kI8;
 static const int kDefaultGemmWideQ6k = 7;
 static int g_gemm_wide_q6k = kDefaultGemmWideQ6k;
 static bool g_pdl = false;
+// The shared-memory carveout every kernel prefers (LOOM_CUDA_CARVEOUT, percent of the maximum;
+// -1 = cudaSharedmemCarveoutDefault, the driver's choice a kernel). The driver sizes an SM's
+// shared memory for the kernel it runs, and an SM changes that size only once it is empty: in
+// the decode step, whose kernels need 8-72 KB a block, a kernel whose blocks need another
+// carveout than its predecessor's cannot become resident beside that one's tail (programmatic
+// dependent launch) but waits for its SMs to drain. One carveout for every kernel avoids it; 78
+// is the measured best on the H200 (bench/NOTES.md 7, session 20: 4B decode after 512 tokens
+// 1.5765 -> 1.5645 ms/token, 72 alike, 71 and below as the default, 85 and above 3-5% slower:
+// less L1 for the register-loading GEMVs, whose loads in flight take L1 lines), so it is the
+// default on compute capability 9.x; elsewhere (sm_87 not measured) the driver's choice.
+static int g_carveout = -1;
 // Decode attention: blocks per SM the split choice aims at. 1 measured best on the H200
 // (bench/NOTES.md section 3, v4: each split costs ~0.3 us, so fewer and longer splits win).
 static const int kDefaultAttnBpsm = 1;
@@ -147,6 +160,7 @@ static void read_switches_locked() {
     // 4B decode step (bench/NOTES.md 7.9); since session 12 decode attention v6 has it too, its
     // first KV tiles requested before its wait (NOTES section 3).
     g_pdl = !env_is("LOOM_CUDA_PDL", "0") && cc_major() >= 9;
+    g_carveout = env_int("LOOM_CUDA_CARVEOUT", -1, 100, false, cc_major() == 9 ? 78 : -1);
     g_mma_split = env_int("LOOM_GEMV_MMA_SPLIT", 1, 8, true, 0);
     g_pair_warps = env_int("LOOM_GEMV_PAIR_WARPS", 3, 4, false, 0);
     g_q6k_variant = env_int("LOOM_GEMV_MMA_Q6K_V", 1, 2, false, kDefaultQ6kVariant);
@@ -188,6 +202,19 @@ int gemv_unroll() {
 bool pdl_on() {
     ensure_switches();
     return g_pdl;
+}
+
+cudaError_t prefer_carveout(const void *kernel) {
+    ensure_switches();
+    static std::mutex mu;
+    static std::unordered_map<const void *, int> set;  // the carveout set on each kernel
+    std::lock_guard<std::mutex> lock(mu);
+    auto it = set.find(kernel);
+    if (it == set.end() ? g_carveout < 0 : it->second == g_carveout) return cudaSuccess;
+    const cudaError_t e =
+        cudaFuncSetAttribute(kernel, cudaFuncAttributePreferredSharedMemoryCarveout, g_carveout);
+    if (e == cudaSuccess) set[kernel] = g_carveout;
+    return e;
 }
 
 int gemv_mma_split() {
@@ -361,6 +388,11 @@ extern "C" void loom_cuda_release_scratch(void) {
 }
 
 // Not while launches run on other threads (they read the switches without the lock).
+extern "C" int loom_cuda_carveout(void) {
+    loom_cuda::ensure_switches();
+    return loom_cuda::g_carveout;
+}
+
 extern "C" void loom_cuda_reload_switches(void) {
     std::lock_guard<std::mutex> lock(loom_cuda::g_mu);
     loom_cuda::read_switches_locked();

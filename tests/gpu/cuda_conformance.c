@@ -2865,6 +2865,50 @@ static void test_tiles_section(void) {
     test_tiles_q6_section();
 }
 
+/* LOOM_CUDA_CARVEOUT: the preference as read (78 on compute capability 9.x by default, else
+ * -1; a value outside -1..100 is the default), and the results the same under every carveout:
+ * the Q4_K pair GEMV (8 KB of shared memory a block) and the Q6_K matmul (~38 KB) at 0, 100 and
+ * -1 (a kernel set before, back to the driver's choice) == the default's bits. */
+static void test_carveout(int major) {
+    printf("-- the shared-memory carveout (LOOM_CUDA_CARVEOUT)\n");
+    const int dflt = major == 9 ? 78 : -1;
+    reset_switch("LOOM_CUDA_CARVEOUT");
+    report("carveout default", major == 9 ? "cc 9: 78" : "-1", loom_cuda_carveout() == dflt ? 0 : 1, 0);
+    set_switch("LOOM_CUDA_CARVEOUT", "101");
+    report("carveout out of range", "101 -> default", loom_cuda_carveout() == dflt ? 0 : 1, 0);
+    const int64_t M = 9728, K = 2560;
+    loom_error err = {0};
+    float *dx, *dg;
+    dev_tokens_and_norm(1, K, &dx, &dg);
+    const loom_kweight w0 = dev_rand_weights(LOOM_GGML_Q4_K, M, K), w1 = dev_rand_weights(LOOM_GGML_Q4_K, M, K);
+    const loom_kweight w6 = dev_rand_weights(LOOM_GGML_Q6_K, M, K);
+    const size_t yb = sizeof(float) * (size_t)M;
+    float *dy = dev_poison(yb), *ref = xmalloc(2 * yb), *got = xmalloc(2 * yb);
+    static const char *vals[4] = {NULL, "0", "100", "-1"};
+    for (int v = 0; v < 4; v++) {
+        if (vals[v]) set_switch("LOOM_CUDA_CARVEOUT", vals[v]);
+        else reset_switch("LOOM_CUDA_CARVEOUT");
+        char shape[64];
+        snprintf(shape, sizeof shape, "carveout %s", vals[v] ? vals[v] : "default");
+        report("carveout as read", shape, loom_cuda_carveout() == (vals[v] ? atoi(vals[v]) : dflt) ? 0 : 1, 0);
+        float *h = v ? got : ref;
+        CK(cudaMemset(dy, 0xFF, yb));
+        report_status("carveout pair", shape,
+                      loom_cuda_matmul_pair(dx, 1, w0, w1, LOOM_PAIR_SWIGLU, dy, NULL, &err, 0), &err);
+        to_host(h, dy, yb);
+        CK(cudaMemset(dy, 0xFF, yb));
+        report_status("carveout q6k", shape, loom_cuda_matmul(dx, 1, w6, dy, &err, 0), &err);
+        to_host(h + M, dy, yb);
+        if (v) report_bits("carveout == default", shape, ref, got, 2 * yb);
+    }
+    reset_switch("LOOM_CUDA_CARVEOUT");
+    cudaFree(dy);
+    free(ref);
+    free(got);
+    cudaFree((void *)w0.data); cudaFree((void *)w1.data); cudaFree((void *)w6.data);
+    cudaFree(dx); cudaFree(dg);
+}
+
 static void test_bad_args(void) {
     loom_error err = {0};
     loom_kweight w = {(void *)16, LOOM_GGML_Q4_K, 4, 300};
@@ -3111,6 +3155,7 @@ int main(int argc, char **argv) {
     set_switch("LOOM_CUDA_PDL", "0");
     test_pdl_chain(g_quick ? 100000 : 1000003, 9);
     }
+    test_carveout(major);
     test_bad_args();
 done:
     CK(cudaDeviceSynchronize());
