@@ -124,14 +124,14 @@ __device__ __forceinline__ void cp_async_wait() {
     asm volatile("cp.async.wait_group %0;\n" ::"n"(N) : "memory");
 }
 
-// kernel<<<grid, block, smem, stream>>>(args...) in thread-block clusters of cluster.x x
-// cluster.y x cluster.z blocks (sm_90; dim3(1, 1, 1): no cluster), with the PDL attribute when
-// `early` (the kernel may then start before its predecessor on the stream completes), and the
-// carveout of LOOM_CUDA_CARVEOUT.
 // Sets kernel's preferred shared-memory carveout to LOOM_CUDA_CARVEOUT's where it differs from
 // what was set on it last (runtime.cu): launch_with's first step.
 cudaError_t prefer_carveout(const void *kernel);
 
+// kernel<<<grid, block, smem, stream>>>(args...) in thread-block clusters of cluster.x x
+// cluster.y x cluster.z blocks (sm_90; dim3(1, 1, 1): no cluster), with the PDL attribute when
+// `early` (the kernel may then start before its predecessor on the stream completes), and the
+// carveout of LOOM_CUDA_CARVEOUT.
 template <typename... Params, typename... Args>
 cudaError_t launch_with(void (*kernel)(Params...), bool early, dim3 grid, dim3 cluster,
                         dim3 block, size_t smem, cudaStream_t stream, Args... args) {

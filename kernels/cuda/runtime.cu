@@ -98,9 +98,10 @@ static bool g_pdl = false;
 // carveout than its predecessor's cannot become resident beside that one's tail (programmatic
 // dependent launch) but waits for its SMs to drain. One carveout for every kernel avoids it; 78
 // is the measured best on the H200 (bench/NOTES.md 7, session 20: 4B decode after 512 tokens
-// 1.5765 -> 1.5645 ms/token, 72 alike, 71 and below as the default, 85 and above 3-5% slower:
-// less L1 for the register-loading GEMVs, whose loads in flight take L1 lines), so it is the
-// default on compute capability 9.x; elsewhere (sm_87 not measured) the driver's choice.
+// 1.5765 -> 1.5645 ms/token, 72-74 alike, 71 like the driver's choice and lower values slower,
+// 82 and above 3-5% slower: less L1 for the register-loading GEMVs, whose loads in flight take
+// L1 lines), so it is the default on compute capability 9.x; elsewhere (sm_87 not measured) the
+// driver's choice.
 static int g_carveout = -1;
 // Decode attention: blocks per SM the split choice aims at. 1 measured best on the H200
 // (bench/NOTES.md section 3, v4: each split costs ~0.3 us, so fewer and longer splits win).
@@ -387,12 +388,12 @@ extern "C" void loom_cuda_release_scratch(void) {
     loom_cuda::g_scratch_bytes = 0;
 }
 
-// Not while launches run on other threads (they read the switches without the lock).
 extern "C" int loom_cuda_carveout(void) {
     loom_cuda::ensure_switches();
     return loom_cuda::g_carveout;
 }
 
+// Not while launches run on other threads (they read the switches without the lock).
 extern "C" void loom_cuda_reload_switches(void) {
     std::lock_guard<std::mutex> lock(loom_cuda::g_mu);
     loom_cuda::read_switches_locked();
