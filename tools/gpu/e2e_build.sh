@@ -5,23 +5,26 @@
 # gpu-bin-exec: carry it). On the GPU machine:
 #   bash DEST/e2e.sh [steps]           # logs under $OUT
 # Usage: e2e_build.sh [DEST] [bazel flags...]. Refuses binaries linked against a sanitizer.
+# E2E_EXTRA="pkg/name ..." builds and copies those binaries too (//pkg:name; tools/gpu/pack_bin.sh).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 TD="${LOOM_TESTDATA:-$(pwd)/../shared/testdata}"
 D=gpu-bin/e2e
 if [ $# -gt 0 ] && [ "${1#-}" = "$1" ]; then D="$1"; shift; fi
-bazel build -c opt //tools:loom //tests/gpu_e2e:e2e_check "$@"
+bins="tools/loom tests/gpu_e2e/e2e_check ${E2E_EXTRA:-}"
+targets=""
+for f in $bins; do targets+=" //${f%/*}:${f##*/}"; done
+bazel build -c opt $targets "$@"
 bin="$(bazel info -c opt "$@" bazel-bin 2>/dev/null)"
-for b in "$bin/tools/loom" "$bin/tests/gpu_e2e/e2e_check"; do
-    if ldd "$b" | grep -q -E "libasan|libubsan"; then
-        echo "e2e_build: $b is linked against a sanitizer; rebuild plain" >&2
+for f in $bins; do
+    if ldd "$bin/$f" | grep -q -E "libasan|libubsan"; then
+        echo "e2e_build: $bin/$f is linked against a sanitizer; rebuild plain" >&2
         exit 1
     fi
 done
 rm -rf "$D"
 mkdir -p "$D/testdata/golden" "$D/testdata/models"
-install -m 0755 "$bin/tools/loom" "$D/loom"
-install -m 0755 "$bin/tests/gpu_e2e/e2e_check" "$D/e2e_check"
+for f in $bins; do install -m 0755 "$bin/$f" "$D/${f##*/}"; done
 install -m 0755 tools/gpu/e2e.sh "$D/e2e.sh"
 cp "$TD"/golden/*.gguf "$TD"/golden/sequences.txt "$D/testdata/golden/"
 cp "$TD"/models/*.gguf "$D/testdata/models/"
