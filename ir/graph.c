@@ -5,6 +5,7 @@
  * and public pointers stay valid for the graph's lifetime (see ir_impl.h for the invariants).
  * Every allocation failure leaves the graph as it was and returns LOOM_ERR_OUT_OF_MEMORY.
  */
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -442,7 +443,7 @@ loom_status loom_ir_meta_set_float(loom_ir_graph *g, const char *key, double v,
     loom_status st = meta_slot(g, key, &m, err);
     if (st) return st;
     m->kind = LOOM_IR_META_FLOAT;
-    m->f = v;
+    m->f = isnan(v) ? (double)NAN : v; /* (loom_ir_attr_float: one NaN, as the text form has) */
     m->i = 0;
     m->s = NULL;
     return LOOM_OK;

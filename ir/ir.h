@@ -262,7 +262,9 @@ typedef struct loom_ir_attr {
  * (elide_default) and it holds its default value (FLOAT compared bit for bit). */
 bool loom_ir_attr_elided(const loom_ir_attr *a);
 
-/* Attribute constructors for builders (strings and lists are copied by the builder). */
+/* Attribute constructors for builders (strings and lists are copied by the builder). A NaN
+ * float is stored as the canonical quiet NaN (as loom_ir_meta_set_float does): the text form
+ * has no sign or payload for it, so every graph round-trips through print and parse. */
 loom_ir_attr loom_ir_attr_int(loom_ir_attr_id id, int64_t v);   /* also ENUM and DTYPE ids */
 loom_ir_attr loom_ir_attr_float(loom_ir_attr_id id, float v);
 loom_ir_attr loom_ir_attr_ints(loom_ir_attr_id id, const int64_t *v, uint32_t n); /* INTS/SHAPE */
@@ -361,7 +363,8 @@ typedef struct loom_ir_meta {
     const char *s;            /* STRING, owned by the graph */
 } loom_ir_meta;
 
-/* Sets key (replacing an earlier value of any kind; a new key goes last). Errors: bad key, OOM. */
+/* Sets key (replacing an earlier value of any kind; a new key goes last; a NaN float becomes the
+ * canonical quiet NaN, see loom_ir_attr_float). Errors: bad key, OOM. */
 loom_status loom_ir_meta_set_int(loom_ir_graph *g, const char *key, int64_t v, loom_error *err);
 loom_status loom_ir_meta_set_float(loom_ir_graph *g, const char *key, double v, loom_error *err);
 loom_status loom_ir_meta_set_string(loom_ir_graph *g, const char *key, const char *v,

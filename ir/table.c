@@ -200,7 +200,7 @@ loom_ir_attr loom_ir_attr_int(loom_ir_attr_id id, int64_t v) {
 
 loom_ir_attr loom_ir_attr_float(loom_ir_attr_id id, float v) {
     loom_ir_attr a = attr_base(id);
-    a.u.f = v;
+    a.u.f = isnan(v) ? NAN : v;
     return a;
 }
 

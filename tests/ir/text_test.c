@@ -3,6 +3,7 @@
  * printed form of a small graph, float/string/name formatting, and parse errors with line:col
  * (table-driven). */
 #include <criterion/criterion.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -109,6 +110,34 @@ Test(text, floats_strings_and_quoted_names) {
     cr_assert_eq(loom_ir_meta_get(g, "f1")->f, 0.1);
     cr_assert_eq(loom_ir_parse(s, strlen(s), &g2, &err), LOOM_OK, "%s", err.msg);
     cr_assert(loom_ir_graph_equal(g, g2, &err), "%s", err.msg);
+    free(s);
+    loom_ir_graph_destroy(g);
+    loom_ir_graph_destroy(g2);
+}
+
+/* Found by tools/fuzz/ir_text_fuzz.c: "meta r = -nan" parsed to a NaN with its sign bit set,
+ * printed as "nan" and parsed back without it, so the round trip compared unequal. A NaN is one
+ * value in the graph (the canonical quiet NaN), in metadata and in float attributes alike (the
+ * verifier refuses NaN in the attributes ops have today, so those are checked directly). */
+Test(text, nan_is_one_value_and_round_trips) {
+    const char *in = "meta a = -nan\n"
+                     "meta b = nan\n"
+                     "input %x : f32[4]\n"
+                     "%y = silu(%x)\n"
+                     "output o = %y\n";
+    loom_ir_graph *g, *g2;
+    loom_error err = {0};
+    cr_assert_eq(loom_ir_parse(in, strlen(in), &g, &err), LOOM_OK, "%s", err.msg);
+    const double canon = NAN;
+    const double a = loom_ir_meta_get(g, "a")->f, b = loom_ir_meta_get(g, "b")->f;
+    cr_assert(!memcmp(&a, &canon, sizeof a) && !memcmp(&b, &canon, sizeof b));
+    char *s = loom_ir_print_string(g, &err);
+    cr_assert(strstr(s, "meta a = nan\n"), "%s", s);
+    cr_assert_eq(loom_ir_parse(s, strlen(s), &g2, &err), LOOM_OK, "%s", err.msg);
+    cr_assert(loom_ir_graph_equal(g, g2, &err), "%s", err.msg);
+    const float fcanon = NAN;
+    const loom_ir_attr at = loom_ir_attr_float(LOOM_IR_ATTR_EPS, -NAN);
+    cr_assert(!memcmp(&at.u.f, &fcanon, sizeof fcanon));
     free(s);
     loom_ir_graph_destroy(g);
     loom_ir_graph_destroy(g2);
