@@ -11,10 +11,8 @@ set -euo pipefail
 cd "$(dirname "$0")/../.."
 out=.fuzz
 mkdir -p "$out/corpus/gguf" "$out/work/gguf"
-CC="${CC:-clang}"
-flags=(-std=c11 -D_GNU_SOURCE -g -O1 -fno-omit-frame-pointer -fsanitize=fuzzer,address,undefined
-       -fno-sanitize-recover=undefined -I. -Iinclude)
-"$CC" "${flags[@]}" tools/fuzz/gguf_fuzz.c loaders/gguf.c loaders/gguf_access.c \
+source tools/fuzz/common.sh
+"$CC" "${fuzz_flags[@]}" tools/fuzz/gguf_fuzz.c loaders/gguf.c loaders/gguf_access.c \
     kernels/quant/types.c include/status.c \
     -o "$out/gguf_fuzz"
 testdata="${LOOM_TESTDATA:-../shared/testdata}"

@@ -12,15 +12,13 @@ out=.fuzz
 gen="$out/gen/ir/serialize"
 mkdir -p "$gen" "$out/corpus/ir"
 protoc-c --proto_path=ir/serialize --c_out="$gen" ir/serialize/loom_graph.proto
-CC="${CC:-clang}"
-common=(-std=c11 -D_GNU_SOURCE -g -I. -Iinclude -I"$out/gen")
-ir_srcs=(ir/build.c ir/compare.c ir/dot.c ir/graph.c ir/infer.c ir/parse.c ir/print.c
-         ir/rewrite.c ir/table.c ir/verify.c include/status.c kernels/quant/types.c)
-ser_srcs=(ir/serialize/read.c ir/serialize/write.c ir/serialize/source_id.c "$gen/loom_graph.pb-c.c")
-"$CC" "${common[@]}" -O1 -fno-omit-frame-pointer -DLOOM_DEBUG=1 \
-    -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined \
-    tools/fuzz/ir_fuzz.c "${ir_srcs[@]}" "${ser_srcs[@]}" -l:libprotobuf-c.a -lm -o "$out/ir_fuzz"
-"$CC" "${common[@]}" -O1 tools/fuzz/ir_seed.c "${ir_srcs[@]}" "${ser_srcs[@]}" \
+source tools/fuzz/common.sh
+ser_srcs=(ir/serialize/read.c ir/serialize/write.c ir/serialize/source_id.c
+          "$gen/loom_graph.pb-c.c")
+"$CC" "${fuzz_flags[@]}" -I"$out/gen" tools/fuzz/ir_fuzz.c "${ir_srcs[@]}" "${ser_srcs[@]}" \
+    -l:libprotobuf-c.a -lm -o "$out/ir_fuzz"
+"$CC" -std=c11 -D_GNU_SOURCE -g -O1 -I. -Iinclude -I"$out/gen" tools/fuzz/ir_seed.c \
+    "${ir_srcs[@]}" "${ser_srcs[@]}" \
     loaders/gguf.c loaders/gguf_access.c loaders/lower.c -l:libprotobuf-c.a -lm -o "$out/ir_seed"
 testdata="${LOOM_TESTDATA:-../shared/testdata}"
 models=()

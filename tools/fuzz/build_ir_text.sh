@@ -8,11 +8,8 @@ cd "$(dirname "$0")/../.."
 out=.fuzz
 mkdir -p "$out/corpus/ir_text"
 cp tests/ir/graphs/*.loom "$out/corpus/ir_text/"
-ir_srcs=(ir/build.c ir/compare.c ir/dot.c ir/graph.c ir/infer.c ir/parse.c ir/print.c
-         ir/rewrite.c ir/table.c ir/verify.c include/status.c kernels/quant/types.c)
-"${CC:-clang}" -std=c11 -D_GNU_SOURCE -g -O1 -I. -Iinclude -fno-omit-frame-pointer \
-    -DLOOM_DEBUG=1 -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined \
-    tools/fuzz/ir_text_fuzz.c "${ir_srcs[@]}" -lm -o "$out/ir_text_fuzz"
+source tools/fuzz/common.sh
+"$CC" "${fuzz_flags[@]}" tools/fuzz/ir_text_fuzz.c "${ir_srcs[@]}" -lm -o "$out/ir_text_fuzz"
 # Tokens of the syntax, so mutations stay close to valid text.
 {
     for w in symbol meta input weight state output max= offset= size= '%' '@' ' = ' '(' ')' \

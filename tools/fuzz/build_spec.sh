@@ -8,12 +8,9 @@ set -euo pipefail
 cd "$(dirname "$0")/../.."
 out=.fuzz
 mkdir -p "$out/corpus/spec"
-srcs=(ir/build.c ir/compare.c ir/dot.c ir/graph.c ir/infer.c ir/parse.c ir/print.c
-      ir/rewrite.c ir/table.c ir/verify.c include/status.c kernels/quant/types.c
-      passes/*.c executor/backend_common.c tools/cli.c)
-"${CC:-clang}" -std=c11 -D_GNU_SOURCE -g -O1 -I. -Iinclude -fno-omit-frame-pointer \
-    -DLOOM_DEBUG=1 -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined \
-    tools/fuzz/spec_fuzz.c "${srcs[@]}" -lm -o "$out/spec_fuzz"
+source tools/fuzz/common.sh
+"$CC" "${fuzz_flags[@]}" tools/fuzz/spec_fuzz.c "${ir_srcs[@]}" passes/*.c \
+    executor/backend_common.c tools/cli.c -lm -o "$out/spec_fuzz"
 # Seeds: valid and invalid forms of each field (fields are lines; see spec_fuzz.c).
 printf '%s\n' "-O2" "" "matmul,attention" "42" "AB" "-n" "16" "--kv=f16" "model.gguf" \
     > "$out/corpus/spec/valid"
@@ -31,4 +28,4 @@ printf '%s\n' "-O3" "nope" ",," "-9223372036854775809" "zz" "-f=1" "--big" "1099
     done
     echo '"\x0a"'
 } > "$out/spec.dict"
-echo "built $out/spec_fuzz; seed corpus in $out/corpus/spec ($(ls "$out/corpus/spec" | wc -l) files)"
+echo "built $out/spec_fuzz; seeds in $out/corpus/spec ($(ls "$out/corpus/spec" | wc -l) files)"

@@ -8,12 +8,11 @@ set -euo pipefail
 cd "$(dirname "$0")/../.."
 out=.fuzz
 mkdir -p "$out/corpus/tokenizer"
-CC="${CC:-clang}"
-flags=(-std=c11 -D_GNU_SOURCE -g -O1 -fno-omit-frame-pointer -fsanitize=fuzzer,address,undefined
-       -fno-sanitize-recover=undefined -DLOOM_DEBUG=1 -I. -Iinclude)
-"$CC" "${flags[@]}" tools/fuzz/tokenizer_fuzz.c loaders/tokenizer.c loaders/tokenizer_encode.c \
-    loaders/pretok.c loaders/unicode.c loaders/gguf.c loaders/gguf_access.c loaders/gguf_writer.c \
-    kernels/quant/types.c include/status.c -lm -o "$out/tokenizer_fuzz"
+source tools/fuzz/common.sh
+"$CC" "${fuzz_flags[@]}" tools/fuzz/tokenizer_fuzz.c loaders/tokenizer.c \
+    loaders/tokenizer_encode.c loaders/pretok.c loaders/unicode.c loaders/gguf.c \
+    loaders/gguf_access.c loaders/gguf_writer.c kernels/quant/types.c include/status.c -lm \
+    -o "$out/tokenizer_fuzz"
 testdata="${LOOM_TESTDATA:-../shared/testdata}"
 if [ -d "$testdata/vocab" ]; then
     python3 - "$testdata" "$out/corpus/tokenizer" <<'PY'
