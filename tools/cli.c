@@ -34,6 +34,34 @@ bool loom_cli_parse_float(const char *s, float *out) {
     return true;
 }
 
+bool loom_cli_parse_ids(const char *s, int32_t **ids, int32_t *n) {
+    if (!s || !*s) return false;
+    size_t cap = 1;
+    for (const char *p = s; *p; p++) cap += *p == ',';
+    if (cap > INT32_MAX) return false;
+    int32_t *v = malloc(cap * sizeof *v), k = 0;
+    if (!v) return false;
+    for (const char *p = s;;) {
+        const char *comma = strchr(p, ',');
+        size_t len = comma ? (size_t)(comma - p) : strlen(p);
+        char word[24];
+        long x;
+        if (len == 0 || len >= sizeof word) break;
+        memcpy(word, p, len);
+        word[len] = '\0';
+        if (!loom_cli_parse_long(word, INT32_MIN, INT32_MAX, &x)) break;
+        v[k++] = (int32_t)x;
+        if (!comma) {
+            *ids = v;
+            *n = k;
+            return true;
+        }
+        p = comma + 1;
+    }
+    free(v);
+    return false;
+}
+
 /* True when `name` (n bytes) is one of the '|'-separated words of list. */
 static bool in_list(const char *list, const char *name, size_t n) {
     for (const char *p = list; *p;) {

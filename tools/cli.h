@@ -15,6 +15,10 @@ bool loom_cli_parse_long(const char *s, long lo, long hi, long *out);
 bool loom_cli_parse_int(const char *s, long lo, long hi, int32_t *out);
 /* A finite float. */
 bool loom_cli_parse_float(const char *s, float *out);
+/* A comma-separated list of at least one token id ("1,2,3"; each as loom_cli_parse_long within
+ * int32_t, so "1, 2" passes and "1,,2", "1," and "" do not) into a malloc'd array *ids of *n;
+ * false (nothing allocated, *ids and *n unchanged) on anything else or out of memory. */
+bool loom_cli_parse_ids(const char *s, int32_t **ids, int32_t *n);
 /* ---- option parsing: a subcommand lists its options in a table, one row an option ---- */
 typedef enum loom_cli_opt_kind {
     LOOM_CLI_FLAG,      /* no value: *(bool *)dst = true */

@@ -55,34 +55,6 @@ static void usage(FILE *f) {
             "  -h, --help          this help\n");
 }
 
-/* Parses "1,2,3" into a malloc'd array; false on anything else. */
-static bool parse_ids(const char *s, int32_t **ids, int32_t *n) {
-    size_t cap = 1;
-    for (const char *p = s; *p; p++) cap += *p == ',';
-    int32_t *v = malloc(cap * sizeof *v);
-    if (!v) return false;
-    int32_t k = 0;
-    const char *p = s;
-    while (*p) {
-        errno = 0;
-        char *end;
-        long x = strtol(p, &end, 10);
-        if (end == p || errno || x < INT32_MIN || x > INT32_MAX || (*end && *end != ',')) {
-            free(v);
-            return false;
-        }
-        v[k++] = (int32_t)x;
-        p = *end ? end + 1 : end;
-        if (*end && !*p) { /* trailing comma */
-            free(v);
-            return false;
-        }
-    }
-    *ids = v;
-    *n = k;
-    return true;
-}
-
 /* A protobuf graph rather than a GGUF (by magic). */
 static bool is_pb_path(const char *path) {
     FILE *f = fopen(path, "rb");
@@ -160,7 +132,7 @@ int loom_cmd_run(int argc, char **argv) {
         loom_pass_manager_destroy(pm);
     }
     int32_t *prompt = NULL, n_prompt = 0;
-    if (tokens && !parse_ids(tokens, &prompt, &n_prompt)) {
+    if (tokens && !loom_cli_parse_ids(tokens, &prompt, &n_prompt)) {
         fprintf(stderr, "loom run: --tokens '%s' is not a comma-separated list of ids\n", tokens);
         return 2;
     }

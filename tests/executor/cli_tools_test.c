@@ -74,6 +74,25 @@ static char *put(const char *s, size_t len, bool json, size_t max) {
     return buf;
 }
 
+Test(cli_tools, parse_ids_takes_a_list_of_at_least_one_id) {
+    int32_t *ids = NULL, n = 0;
+    cr_assert(loom_cli_parse_ids("338,281,-1,2147483647", &ids, &n));
+    cr_assert_eq(n, 4);
+    cr_assert(ids[0] == 338 && ids[1] == 281 && ids[2] == -1 && ids[3] == 2147483647);
+    free(ids);
+    cr_assert(loom_cli_parse_ids("7", &ids, &n));
+    cr_assert(n == 1 && ids[0] == 7);
+    free(ids);
+    static const char *bad[] = {"", ",", "1,", ",1", "1,,2", "1;2", "x", "2147483648",
+                                "1,2a", "99999999999999999999999"};
+    for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
+        ids = NULL;
+        n = -5;
+        cr_expect_not(loom_cli_parse_ids(bad[i], &ids, &n), "'%s' accepted", bad[i]);
+        cr_expect(ids == NULL && n == -5, "'%s' wrote its outputs", bad[i]);
+    }
+}
+
 Test(cli_tools, put_string_escapes_for_json_and_text) {
     const char s[] = "a\"b\\c\nd\x01\xc3\xa9\xff";
     cr_assert_str_eq(put(s, sizeof s - 1, true, SIZE_MAX), "\"a\\\"b\\\\c\\nd\\u0001\xc3\xa9\\ufffd\"");

@@ -1,13 +1,13 @@
 /* spec_fuzz.c: libFuzzer harness of the small text parsers a user reaches from the command line
  * and the environment: the pass pipeline spec (`--passes`, loom_pass_manager_create, with a
  * --print-after name), an op list (LOOM_CUDA_SKIP_OPS and alike, loom_exec_parse_op_list), the
- * CLI's number parsers and its table-driven option parser (tools/cli.c), and the CLI's string
- * quoting. The input is split at newlines into fields: 0 the pipeline, 1 the print-after name,
- * 2 an op list, 3 a number (parsed as long, int and float against ranges from field 4's bytes),
- * 5.. the arguments of one option-parser call. What must hold for any input: no crash, leak or
+ * CLI's number and id-list parsers and its table-driven option parser (tools/cli.c), and the
+ * CLI's string quoting. The input is split at newlines into fields: 0 the pipeline, 1 the
+ * print-after name, 2 an op list, 3 a number (parsed as long, int and float against ranges from
+ * field 4's bytes, and as an id list), 5.. the arguments of one option-parser call. What must hold for any input: no crash, leak or
  * undefined behaviour; a refusal leaves no manager and says what ("passes: ..." / the list's
  * name); an accepted number lies in its range (a float is finite) and a refused one leaves the
- * output as it was; the option parser returns one of its three codes and writes only values its
+ * output as it was; an accepted id list has one id more than the string has commas; the option parser returns one of its three codes and writes only values its
  * table accepts. Build and run: bash tools/fuzz/build_spec.sh. */
 #include <math.h>
 #include <stdint.h>
@@ -60,6 +60,15 @@ static void check_numbers(const char *s, const char *range) {
     if (loom_cli_parse_int(s, lo, hi, &i) ? i < lo || i > hi : i != 7654321) abort();
     float f = 0.5f;
     if (loom_cli_parse_float(s, &f) ? !isfinite(f) : f != 0.5f) abort();
+    int32_t *ids = NULL, n = -1;
+    if (loom_cli_parse_ids(s, &ids, &n)) {
+        int32_t commas = 0;
+        for (const char *p = s; *p; p++) commas += *p == ',';
+        if (!ids || n != commas + 1) abort();
+        free(ids);
+    } else if (ids || n != -1) {
+        abort();
+    }
 }
 
 /* One option of every kind, their values checked after the call. */
