@@ -4,11 +4,12 @@
  * CLI's number and id-list parsers and its table-driven option parser (tools/cli.c), and the
  * CLI's string quoting. The input is split at newlines into fields: 0 the pipeline, 1 the
  * print-after name, 2 an op list, 3 a number (parsed as long, int and float against ranges from
- * field 4's bytes, and as an id list), 5.. the arguments of one option-parser call. What must hold for any input: no crash, leak or
- * undefined behaviour; a refusal leaves no manager and says what ("passes: ..." / the list's
- * name); an accepted number lies in its range (a float is finite) and a refused one leaves the
- * output as it was; an accepted id list has one id more than the string has commas; the option parser returns one of its three codes and writes only values its
- * table accepts. Build and run: bash tools/fuzz/build_spec.sh. */
+ * field 4's bytes, and as an id list), 5.. the arguments of one option-parser call.
+ * What must hold for any input: no crash, leak or undefined behaviour; a refusal leaves no
+ * manager and says what ("passes: ..." / the list's name); an accepted number lies in its range
+ * (a float is finite) and a refused one leaves the output as it was; an accepted id list has one
+ * id more than the string has commas; the option parser returns one of its three codes and
+ * writes only values its table accepts. Build and run: bash tools/fuzz/build_spec.sh. */
 #include <math.h>
 #include <stdint.h>
 #include <stdio.h>
