@@ -207,6 +207,10 @@ bool pdl_on() {
 
 cudaError_t prefer_carveout(const void *kernel) {
     ensure_switches();
+    // No lock and no lookup a launch while the driver's choice holds everywhere (sm_87's
+    // default, LOOM_CUDA_CARVEOUT=-1): nothing to set, nothing set earlier to undo.
+    static std::atomic<bool> any_set{false};
+    if (g_carveout < 0 && !any_set.load(std::memory_order_acquire)) return cudaSuccess;
     static std::mutex mu;
     static std::unordered_map<const void *, int> set;  // the carveout set on each kernel
     std::lock_guard<std::mutex> lock(mu);
@@ -214,7 +218,10 @@ cudaError_t prefer_carveout(const void *kernel) {
     if (it == set.end() ? g_carveout < 0 : it->second == g_carveout) return cudaSuccess;
     const cudaError_t e =
         cudaFuncSetAttribute(kernel, cudaFuncAttributePreferredSharedMemoryCarveout, g_carveout);
-    if (e == cudaSuccess) set[kernel] = g_carveout;
+    if (e == cudaSuccess) {
+        set[kernel] = g_carveout;
+        any_set.store(true, std::memory_order_release);
+    }
     return e;
 }
 
