@@ -68,14 +68,6 @@
             exit(1);                                                                         \
         }                                                                                    \
     } while (0)
-#define LK(x)                                                                  \
-    do {                                                                       \
-        loom_error er_ = {};                                                   \
-        if ((x) != LOOM_OK) {                                                  \
-            fprintf(stderr, "%s:%d %s: %s\n", __FILE__, __LINE__, #x, er_.msg); \
-            exit(1);                                                           \
-        }                                                                      \
-    } while (0)
 
 namespace loom_cuda {
 namespace ffn {
@@ -156,10 +148,146 @@ __device__ __forceinline__ uint32_t map_rank(uint32_t addr, int rank) {
     return r;
 }
 
+// The block's RMS partials of x: double sums of squares, one a warp into npart[w].
+template <int NW>
+__device__ __forceinline__ void rms_npart(const float *x, int K, double *npart, int w, int lane) {
+    double ss = 0.0;
+    const float4 *x4 = reinterpret_cast<const float4 *>(x);
+    for (int i = threadIdx.x; i < K / 4; i += NW * 32) {
+        const float4 v = x4[i];
+        ss = __dadd_rn(ss, (double)v.x * v.x + (double)v.y * v.y + (double)v.z * v.z + (double)v.w * v.w);
+    }
+#pragma unroll
+    for (int o = 16; o; o >>= 1) ss = __dadd_rn(ss, __shfl_xor_sync(0xffffffffu, ss, o));
+    if (lane == 0) npart[w] = ss;
+}
+
+// The end of phase 1: warp w's gate / up sums of rows g, g + 8 into red[w] (lanes t == 0), the
+// block barrier, then in warp 0's lanes r < 16 the tile's activation of row r (the warps' sums in
+// warp order times the RMS scale, silu(gate) up) into act[r]; nonzero lanes return 0.
+template <int NW>
+__device__ __forceinline__ void tile_acts(float (&acc)[2][1][2], float (&red)[NW][2][16],
+                                          const double *npart, int K, float eps, int w, int lane,
+                                          float *act) {
+    const int g = lane >> 2;
+    float v[2][2];
+#pragma unroll
+    for (int m = 0; m < 2; m++) q4_i8_lane_sum<1, 1>(acc[m], v[m], lane);
+    if ((lane & 3) == 0) {
+#pragma unroll
+        for (int m = 0; m < 2; m++) {
+            red[w][m][g] = v[m][0];
+            red[w][m][g + 8] = v[m][1];
+        }
+    }
+    __syncthreads();
+    if (w == 0 && lane < 16) {
+        double tot = 0.0;
+        for (int q = 0; q < NW; q++) tot = __dadd_rn(tot, npart[q]);
+        const float sc = (float)(1.0 / sqrt(tot / (double)K + (double)eps));
+        float gs = red[0][0][lane], us = red[0][1][lane];
+        for (int q = 1; q < NW; q++) {
+            gs = __fadd_rn(gs, red[q][0][lane]);
+            us = __fadd_rn(us, red[q][1][lane]);
+        }
+        act[lane] = __fmul_rn(silu_f(__fmul_rn(gs, sc)), __fmul_rn(us, sc));
+    }
+}
+
+// XG's exchange: the block's 16 activations into acts, then thread 0 adds 1 to its group's
+// counter and polls until the group's CS blocks are in (the others wait at the barriers).
+__device__ __forceinline__ void global_exchange(const float *act, float *acts, unsigned *cnt,
+                                                int tile, int grp, int cs) {
+    if (threadIdx.x < 16) acts[16 * tile + threadIdx.x] = act[threadIdx.x];
+    __syncthreads();
+    if (threadIdx.x == 0) {
+        __threadfence();
+        atomicAdd(&cnt[grp], 1u);
+        while (*(volatile unsigned *)&cnt[grp] < (unsigned)cs) __nanosleep(64);
+        __threadfence();
+    }
+    __syncthreads();
+}
+
+// Lane L's 8 activations of the down's staged super-block (positions q4_i8_xoff(L) + 0..7; the
+// group's 16 CS rows at 128 hsel (CS 8) or 0): from acts (XG) or rank p / 16's act in the cluster
+// (LOCAL: the block's own, a diagnostic); zeros outside the group's columns.
+__device__ __forceinline__ void group_x(int lane, int cs, int grp, int hsel, bool xg, bool local,
+                                        const float *acts, const float *act, float4 &xa,
+                                        float4 &xc) {
+    xa = xc = make_float4(0.f, 0.f, 0.f, 0.f);
+    const int p = q4_i8_xoff(lane) - 128 * hsel;
+    if (p < 0 || p >= 16 * cs) return;
+    if (xg) {
+        const float *src = acts + 16 * cs * grp + p;
+        xa = __ldcg(reinterpret_cast<const float4 *>(src));
+        xc = __ldcg(reinterpret_cast<const float4 *>(src + 4));
+        return;
+    }
+    const uint32_t la = smem_addr(&act[p & 15]);
+    const uint32_t ra = local ? la : map_rank(la, p >> 4);
+    xa = ld_dsmem4(ra);
+    xc = ld_dsmem4(ra + 16);
+}
+
+// One item's bytes into a ring slot (whole warp, cp.async): a whole tile block (144 copies of 16
+// bytes), or a half item (each row's header and its half's 64 quant bytes, in the slot at the
+// offsets of the whole block; from the split layout when HL).
+__device__ __forceinline__ void copy_item(uint8_t *d, const uint8_t *src, int lane, bool half,
+                                          int hsel, bool hl) {
+    if (half) {
+        for (int c = lane; c < 80; c += 32) {
+            const int r = c / 5, k = c % 5;
+            const int off = r * kQ4 + (k ? 16 + 64 * hsel + 16 * (k - 1) : 0);
+            const int so = !hl ? off : k ? 256 + 1024 * hsel + 64 * r + 16 * (k - 1) : 16 * r;
+            cp_async16(d + off, src + so, true);
+        }
+    } else {
+        for (int c = lane; c < kTileBlk / 16; c += 32) cp_async16(d + 16 * c, src + 16 * c, true);
+    }
+}
+
+// A ring slot's item as q4_load_i8 (whole) or load_half (half) would have loaded it.
+__device__ __forceinline__ Q4RawI8 slot_raw(const uint8_t *slot, int lane, bool half, int hsel) {
+    const int g = lane >> 2, t = lane & 3;
+    const uint8_t *rg = slot + g * kQ4, *r8 = rg + 8 * kQ4;
+    Q4RawI8 r;
+    r.h0 = *reinterpret_cast<const uint4 *>(rg);
+    r.h8 = *reinterpret_cast<const uint4 *>(r8);
+#pragma unroll
+    for (int c = 0; c < 4; c++) {
+        const int cc = half ? 2 * hsel + c : c;
+        const bool ld = c < 2 || !half;
+        r.q0[c] = ld ? *reinterpret_cast<const uint2 *>(rg + 16 + 32 * cc + 8 * t) : make_uint2(0u, 0u);
+        r.q8[c] = ld ? *reinterpret_cast<const uint2 *>(r8 + 16 + 32 * cc + 8 * t) : make_uint2(0u, 0u);
+    }
+    return r;
+}
+
+// The stream-only diagnostics' fold of an item's words.
+__device__ __forceinline__ uint32_t fold_raw(const Q4RawI8 &r) {
+    uint32_t c = r.h0.x ^ r.h8.y;
+#pragma unroll
+    for (int i = 0; i < 4; i++) c ^= r.q0[i].x ^ r.q0[i].y ^ r.q8[i].x ^ r.q8[i].y;
+    return c;
+}
+
+// A down item's 16 partials (rows g, g + 8 in lanes t == 0) into part[grp][16 T ..].
+__device__ __forceinline__ void store_partial(float (&d)[1][2], float *part, int K, int grp, int T,
+                                              int lane) {
+    float v[2];
+    q4_i8_lane_sum<1, 1>(d, v, lane);
+    if ((lane & 3) == 0) {
+        float *o = part + (int64_t)grp * K + T * 16;
+        o[lane >> 2] = v[0];
+        o[(lane >> 2) + 8] = v[1];
+    }
+}
+
 // MODE (diagnostics, wrong results): 0 full; 2 no cluster exchange (acts from the block's own
-// tile); 3 stream only (each item's bytes folded by XOR: no
-// staging, no math, no exchange); 4 as 3 without the norm's reads and the block barrier at the
-// phase boundary. LA: each item also asks L2 for the item after next.
+// tile); 3 stream only (each item's bytes folded by XOR: no staging, no math, no exchange); 4 as
+// 3 without the norm's reads and the block barrier at the phase boundary.
+// LA: each item also asks L2 for the item after next.
 // D: 0 = each warp loads its next item into registers while it works on the current one; D > 0
 // = each warp streams its items through a ring of D slots of shared memory (cp.async by every
 // lane, 16 bytes a copy, one group an item; dynamic shared memory NW * D * 2,304 bytes), so D
@@ -217,93 +345,27 @@ __global__ void __launch_bounds__(NW * 32, NW == 3 ? 5 : 4) ffn_fused(const Args
     uint8_t *slots = ring + w * D * kTileBlk;
     // the ring: item i's bytes into slot i % D (a half item: each row's header and its half's
     // 64 quant bytes), one commit group an item (an empty one past the end)
+    constexpr int kD = D > 0 ? D : 1;
     auto issue = [&](int i) {
-        if (D > 0 && i < n) {
-            const uint8_t *src = item(i);
-            uint8_t *dst_ = slots + (i % (D > 0 ? D : 1)) * kTileBlk;
-            if (i >= n1 && kHalf) {
-                for (int c = lane; c < 80; c += 32) {
-                    const int r = c / 5, k = c % 5;
-                    const int off = r * kQ4 + (k ? 16 + 64 * hsel + 16 * (k - 1) : 0);
-                    const int so = !HL ? off : k ? 256 + 1024 * hsel + 64 * r + 16 * (k - 1) : 16 * r;
-                    cp_async16(dst_ + off, src + so, true);
-                }
-            } else {
-                for (int c = lane; c < kTileBlk / 16; c += 32) cp_async16(dst_ + 16 * c, src + 16 * c, true);
-            }
-        }
+        if (D > 0 && i < n) copy_item(slots + (i % kD) * kTileBlk, item(i), lane, i >= n1 && kHalf, hsel, HL);
         cp_async_commit();
     };
-    auto get = [&](int i) -> Q4RawI8 {
-        const uint8_t *rg = slots + (i % (D > 0 ? D : 1)) * kTileBlk + g * kQ4, *r8 = rg + 8 * kQ4;
-        const bool half = i >= n1 && kHalf;
-        Q4RawI8 r;
-        r.h0 = *reinterpret_cast<const uint4 *>(rg);
-        r.h8 = *reinterpret_cast<const uint4 *>(r8);
-#pragma unroll
-        for (int c = 0; c < 4; c++) {
-            const int cc = half ? 2 * hsel + c : c;
-            r.q0[c] = c < 2 || !half ? *reinterpret_cast<const uint2 *>(rg + 16 + 32 * cc + 8 * t) : make_uint2(0u, 0u);
-            r.q8[c] = c < 2 || !half ? *reinterpret_cast<const uint2 *>(r8 + 16 + 32 * cc + 8 * t) : make_uint2(0u, 0u);
-        }
-        return r;
-    };
+    auto get = [&](int i) { return slot_raw(slots + (i % kD) * kTileBlk, lane, i >= n1 && kHalf, hsel); };
     Q4RawI8 cur;
     if (D == 0) cur = load(0);  // constant: before the wait
     for (int i = 0; i < D; i++) issue(i);
     q4_i8_stage_init<1>(st[w], lane);
     if (w == 0) q4_i8_stage_init<1>(dst, lane);
     pdl_wait();
-    // the RMS partials (double, as the product's norm)
-    if (MODE != 4) {  // (MODE 4: stream only without the norm's reads)
-        double ss = 0.0;
-        const float4 *x4 = reinterpret_cast<const float4 *>(a.x);
-        for (int i = threadIdx.x; i < a.K / 4; i += NW * 32) {
-            const float4 v = x4[i];
-            ss = __dadd_rn(ss, (double)v.x * v.x + (double)v.y * v.y + (double)v.z * v.z +
-                                   (double)v.w * v.w);
-        }
-#pragma unroll
-        for (int o = 16; o; o >>= 1) ss = __dadd_rn(ss, __shfl_xor_sync(0xffffffffu, ss, o));
-        if (lane == 0) npart[w] = ss;
-    }
+    if (MODE != 4) rms_npart<NW>(a.x, a.K, npart, w, lane);  // (MODE 4: not even the norm's reads)
     const int xoff = q4_i8_xoff(lane);
     float acc[2][1][2] = {{{0.f, 0.f}}, {{0.f, 0.f}}};
     uint32_t chk = 0;  // MODE 3
     for (int i = 0; i <= n; i++) {
         if (i == n1 && MODE != 4) {  // the boundary (every warp once; MODE 4: none)
-            float v[2][2];
-#pragma unroll
-            for (int m = 0; m < 2; m++) q4_i8_lane_sum<1, 1>(acc[m], v[m], lane);
-            if (t == 0) {
-#pragma unroll
-                for (int m = 0; m < 2; m++) {
-                    red[w][m][g] = v[m][0];
-                    red[w][m][g + 8] = v[m][1];
-                }
-            }
-            __syncthreads();
-            if (w == 0 && lane < 16) {
-                double tot = 0.0;
-                for (int q = 0; q < NW; q++) tot = __dadd_rn(tot, npart[q]);
-                const float sc = (float)(1.0 / sqrt(tot / (double)a.K + (double)a.eps));
-                float gs = red[0][0][lane], us = red[0][1][lane];
-                for (int q = 1; q < NW; q++) {
-                    gs = __fadd_rn(gs, red[q][0][lane]);
-                    us = __fadd_rn(us, red[q][1][lane]);
-                }
-                act[lane] = __fmul_rn(silu_f(__fmul_rn(gs, sc)), __fmul_rn(us, sc));
-            }
+            tile_acts<NW>(acc, red, npart, a.K, a.eps, w, lane, act);
             if (XG && MODE < 2) {
-                if (w == 0 && lane < 16) a.acts[16 * tile + lane] = act[lane];
-                __syncthreads();
-                if (threadIdx.x == 0) {
-                    __threadfence();
-                    atomicAdd(&a.cnt[grp], 1u);
-                    while (*(volatile unsigned *)&a.cnt[grp] < (unsigned)CS) __nanosleep(64);
-                    __threadfence();
-                }
-                __syncthreads();
+                global_exchange(act, a.acts, a.cnt, tile, grp, CS);
             } else if (MODE < 2) {
                 asm volatile("barrier.cluster.arrive.release;" ::: "memory");
                 asm volatile("barrier.cluster.wait.acquire;" ::: "memory");
@@ -311,19 +373,8 @@ __global__ void __launch_bounds__(NW * 32, NW == 3 ? 5 : 4) ffn_fused(const Args
                 __syncthreads();
             }
             if (w == 0) {
-                // lane L: super-block positions xoff .. xoff + 7 (one rank's 16-row chunk)
-                float4 xa = make_float4(0.f, 0.f, 0.f, 0.f), xc = xa;
-                const int p = xoff - 128 * hsel;
-                if (XG && MODE < 2 && (!kHalf || (p >= 0 && p < 128))) {
-                    const float *src = a.acts + 16 * CS * grp + p;
-                    xa = __ldcg(reinterpret_cast<const float4 *>(src));
-                    xc = __ldcg(reinterpret_cast<const float4 *>(src + 4));
-                } else if (!kHalf || (p >= 0 && p < 128)) {
-                    const uint32_t la = smem_addr(&act[p & 15]);
-                    const uint32_t ra = MODE >= 2 ? la : map_rank(la, p >> 4);
-                    xa = ld_dsmem4(ra);
-                    xc = ld_dsmem4(ra + 16);
-                }
+                float4 xa, xc;
+                group_x(lane, CS, grp, hsel, XG && MODE < 2, MODE >= 2, a.acts, act, xa, xc);
                 stage_q4i8<1>(dst, 0, xa, xc, lane);
             }
             if (!XG && MODE < 2) asm volatile("barrier.cluster.arrive.release;" ::: "memory");
@@ -346,9 +397,7 @@ __global__ void __launch_bounds__(NW * 32, NW == 3 ? 5 : 4) ffn_fused(const Args
             prefetch_l2(p + 8 * kQ4 + 64 * t);
         }
         if (MODE >= 3) {
-            chk ^= cur.h0.x ^ cur.h8.y;
-#pragma unroll
-            for (int c = 0; c < 4; c++) chk ^= cur.q0[c].x ^ cur.q0[c].y ^ cur.q8[c].x ^ cur.q8[c].y;
+            chk ^= fold_raw(cur);
         } else if (i < n1) {
             const int sb = sb_of(i);
             if ((i & 1) == 0) {
@@ -365,14 +414,7 @@ __global__ void __launch_bounds__(NW * 32, NW == 3 ? 5 : 4) ffn_fused(const Args
             float d[1][2] = {{0.f, 0.f}};
             if (kHalf) half_i8(cur, dst, lane, hsel, d[0]);
             else q4_superblock_i8<1>(cur, dst, lane, d);
-            float v[2];
-            q4_i8_lane_sum<1, 1>(d, v, lane);
-            if (t == 0) {
-                const int T = tile_of(i);
-                float *o = a.part + (int64_t)grp * a.K + T * 16;
-                o[g] = v[0];
-                o[g + 8] = v[1];
-            }
+            store_partial(d, a.part, a.K, grp, tile_of(i), lane);
         }
         if (D == 0 && i + 1 < n) cur = nxt;
     }
@@ -417,111 +459,37 @@ __global__ void __launch_bounds__(96, 5) ffn_fused2(const Args a) {
     uint8_t *slots = ring + w * D * kSlot;
     auto issue = [&](int i) {
         if (i < n) {
-            uint8_t *d0 = slots + (i % D) * kSlot;
 #pragma unroll
-            for (int p = 0; p < 2; p++) {
-                const uint8_t *src = piece(i, p);
-                uint8_t *d = d0 + p * kTileBlk;
-                if (i >= n1) {
-                    for (int c = lane; c < 80; c += 32) {
-                        const int r = c / 5, k = c % 5;
-                        const int off = r * kQ4 + (k ? 16 + 64 * hsel + 16 * (k - 1) : 0);
-                        cp_async16(d + off, src + off, true);
-                    }
-                } else {
-                    for (int c = lane; c < kTileBlk / 16; c += 32) cp_async16(d + 16 * c, src + 16 * c, true);
-                }
-            }
+            for (int p = 0; p < 2; p++)
+                copy_item(slots + (i % D) * kSlot + p * kTileBlk, piece(i, p), lane, i >= n1, hsel, false);
         }
         cp_async_commit();
     };
-    auto get = [&](int i, int p) -> Q4RawI8 {
-        const uint8_t *rg = slots + (i % D) * kSlot + p * kTileBlk + g * kQ4, *r8 = rg + 8 * kQ4;
-        const bool half = i >= n1;
-        Q4RawI8 r;
-        r.h0 = *reinterpret_cast<const uint4 *>(rg);
-        r.h8 = *reinterpret_cast<const uint4 *>(r8);
-#pragma unroll
-        for (int c = 0; c < 4; c++) {
-            const int cc = half ? 2 * hsel + c : c;
-            r.q0[c] = c < 2 || !half ? *reinterpret_cast<const uint2 *>(rg + 16 + 32 * cc + 8 * t) : make_uint2(0u, 0u);
-            r.q8[c] = c < 2 || !half ? *reinterpret_cast<const uint2 *>(r8 + 16 + 32 * cc + 8 * t) : make_uint2(0u, 0u);
-        }
-        return r;
+    auto get = [&](int i, int p) {
+        return slot_raw(slots + (i % D) * kSlot + p * kTileBlk, lane, i >= n1, hsel);
     };
     for (int i = 0; i < D; i++) issue(i);
     q4_i8_stage_init<1>(st[w], lane);
     if (w == 0) q4_i8_stage_init<1>(dst, lane);
     pdl_wait();
-    if (MODE != 4) {  // (MODE 4: stream only without the norm's reads)
-        double ss = 0.0;
-        const float4 *x4 = reinterpret_cast<const float4 *>(a.x);
-        for (int i = threadIdx.x; i < a.K / 4; i += NW * 32) {
-            const float4 v = x4[i];
-            ss = __dadd_rn(ss, (double)v.x * v.x + (double)v.y * v.y + (double)v.z * v.z +
-                                   (double)v.w * v.w);
-        }
-#pragma unroll
-        for (int o = 16; o; o >>= 1) ss = __dadd_rn(ss, __shfl_xor_sync(0xffffffffu, ss, o));
-        if (lane == 0) npart[w] = ss;
-    }
+    if (MODE != 4) rms_npart<NW>(a.x, a.K, npart, w, lane);
     const int xoff = q4_i8_xoff(lane);
     float acc[2][1][2] = {{{0.f, 0.f}}, {{0.f, 0.f}}};
     uint32_t chk = 0;
     for (int i = 0; i <= n; i++) {
         if (i == n1 && MODE != 4) {
-            float v[2][2];
-#pragma unroll
-            for (int m = 0; m < 2; m++) q4_i8_lane_sum<1, 1>(acc[m], v[m], lane);
-            if (t == 0) {
-#pragma unroll
-                for (int m = 0; m < 2; m++) {
-                    red[w][m][g] = v[m][0];
-                    red[w][m][g + 8] = v[m][1];
-                }
-            }
-            __syncthreads();
-            if (w == 0 && lane < 16) {
-                double tot = 0.0;
-                for (int q = 0; q < NW; q++) tot = __dadd_rn(tot, npart[q]);
-                const float sc = (float)(1.0 / sqrt(tot / (double)a.K + (double)a.eps));
-                float gs = red[0][0][lane], us = red[0][1][lane];
-                for (int q = 1; q < NW; q++) {
-                    gs = __fadd_rn(gs, red[q][0][lane]);
-                    us = __fadd_rn(us, red[q][1][lane]);
-                }
-                act[lane] = __fmul_rn(silu_f(__fmul_rn(gs, sc)), __fmul_rn(us, sc));
-                if (XG) a.acts[16 * tile + lane] = act[lane];
-            }
+            tile_acts<NW>(acc, red, npart, a.K, a.eps, w, lane, act);
             if (MODE >= 3) {
                 __syncthreads();
             } else if (XG) {
-                __syncthreads();
-                if (threadIdx.x == 0) {
-                    __threadfence();
-                    atomicAdd(&a.cnt[grp], 1u);
-                    while (*(volatile unsigned *)&a.cnt[grp] < (unsigned)CS) __nanosleep(64);
-                    __threadfence();
-                }
-                __syncthreads();
+                global_exchange(act, a.acts, a.cnt, tile, grp, CS);
             } else {
                 asm volatile("barrier.cluster.arrive.release;" ::: "memory");
                 asm volatile("barrier.cluster.wait.acquire;" ::: "memory");
             }
             if (w == 0 && MODE != 3) {
-                float4 xa = make_float4(0.f, 0.f, 0.f, 0.f), xc = xa;
-                const int p = xoff - 128 * hsel;
-                if (p >= 0 && p < 128) {
-                    if (XG) {
-                        const float *src = a.acts + 16 * CS * grp + p;
-                        xa = __ldcg(reinterpret_cast<const float4 *>(src));
-                        xc = __ldcg(reinterpret_cast<const float4 *>(src + 4));
-                    } else {
-                        const uint32_t ra = map_rank(smem_addr(&act[p & 15]), p >> 4);
-                        xa = ld_dsmem4(ra);
-                        xc = ld_dsmem4(ra + 16);
-                    }
-                }
+                float4 xa, xc;
+                group_x(lane, CS, grp, hsel, XG, false, a.acts, act, xa, xc);
                 stage_q4i8<1>(dst, 0, xa, xc, lane);
             }
             if (!XG && MODE != 3) asm volatile("barrier.cluster.arrive.release;" ::: "memory");
@@ -531,13 +499,7 @@ __global__ void __launch_bounds__(96, 5) ffn_fused2(const Args a) {
         cp_async_wait<D - 1>();
         __syncwarp();
         if (MODE >= 3) {
-#pragma unroll
-            for (int p = 0; p < 2; p++) {
-                const Q4RawI8 r = get(i, p);
-                chk ^= r.h0.x ^ r.h8.y;
-#pragma unroll
-                for (int c = 0; c < 4; c++) chk ^= r.q0[c].x ^ r.q0[c].y ^ r.q8[c].x ^ r.q8[c].y;
-            }
+            chk ^= fold_raw(get(i, 0)) ^ fold_raw(get(i, 1));
         } else if (i < n1) {
             const int sb = w + NW * i;
             const float4 xa = ld_x4(a.x + sb * 256 + xoff), xc = ld_x4(a.x + sb * 256 + xoff + 4);
@@ -549,15 +511,9 @@ __global__ void __launch_bounds__(96, 5) ffn_fused2(const Args a) {
         } else {
 #pragma unroll 1
             for (int p = 0; p < 2; p++) {
-                float d[2] = {0.f, 0.f};
-                half_i8(get(i, p), dst, lane, hsel, d);
-                float dd[1][2] = {{d[0], d[1]}}, v[2];
-                q4_i8_lane_sum<1, 1>(dd, v, lane);
-                if (t == 0) {
-                    float *o = a.part + (int64_t)grp * a.K + tile_of(i, p) * 16;
-                    o[g] = v[0];
-                    o[g + 8] = v[1];
-                }
+                float d[1][2] = {{0.f, 0.f}};
+                half_i8(get(i, p), dst, lane, hsel, d[0]);
+                store_partial(d, a.part, a.K, grp, tile_of(i, p), lane);
             }
         }
         __syncwarp();  // the slot (and the stage) read by every lane
@@ -616,10 +572,10 @@ __global__ void __launch_bounds__(128) ffn_reduce(const float *part, int G, cons
 }
 
 template <int CS, int NW, int MODE, bool LA = false, int D = 0, bool CONTIG = false,
-          bool NOCL = false, bool HL = false>
+          bool XG = false, bool HL = false>
 static void launch_fused(const Args &a, int groups, float *y, cudaStream_t st) {
     static bool once = false;
-    auto k = ffn_fused<CS, NW, MODE, LA, D, CONTIG, NOCL, HL>;
+    auto k = ffn_fused<CS, NW, MODE, LA, D, CONTIG, XG, HL>;
     const size_t smem = (size_t)NW * D * kTileBlk;
     if (!once) {
         if (CS > 8) CK(cudaFuncSetAttribute(k, cudaFuncAttributeNonPortableClusterSizeAllowed, 1));
@@ -640,8 +596,8 @@ static void launch_fused(const Args &a, int groups, float *y, cudaStream_t st) {
     cfg.dynamicSmemBytes = smem;
     cfg.stream = st;
     cfg.attrs = at;
-    cfg.attrs = NOCL ? at + 1 : at;  // NOCL: no clusters (XG, or MODE 3)
-    cfg.numAttrs = NOCL ? 1 : 2;
+    cfg.attrs = XG ? at + 1 : at;  // XG: no clusters (so also the stream-only rows without them)
+    cfg.numAttrs = XG ? 1 : 2;
     CK(cudaLaunchKernelEx(&cfg, k, a));
     CK(launch_with(ffn_reduce, true, dim3(a.K / 32), dim3(1), dim3(128), 0, st,
                    (const float *)a.part, groups, a.x, y, a.K, a.cnt));
@@ -672,8 +628,7 @@ __global__ void __launch_bounds__(96, 5) stream_items(const uint8_t *base, int n
     auto issue = [&](int i) {
         if (ok(i)) {
             const uint8_t *src = base + (int64_t)idx(i) * kTileBlk;
-            uint8_t *d = slots + (i % D) * kTileBlk;
-            for (int c = lane; c < kTileBlk / 16; c += 32) cp_async16(d + 16 * c, src + 16 * c, true);
+            copy_item(slots + (i % D) * kTileBlk, src, lane, false, 0, false);
         }
         cp_async_commit();
     };
@@ -696,12 +651,7 @@ __global__ void __launch_bounds__(96, 5) stream_items(const uint8_t *base, int n
 
 template <int D, bool SEQ, int CL = 1, int PAT = 0>
 static void launch_stream(const uint8_t *base, int n, uint32_t *out, cudaStream_t st) {
-    auto k = stream_items<D, SEQ, PAT>;
-    static bool once = false;
-    if (!once) {
-        CK(cudaFuncSetAttribute(k, cudaFuncAttributePreferredSharedMemoryCarveout, 100));
-        once = true;
-    }
+    auto k = stream_items<D, SEQ, PAT>;  // (at the library's carveout: launch_with sets it)
     CK(launch_with(k, true, dim3(608), dim3(CL), dim3(96), (size_t)3 * D * kTileBlk, st, base, n, out));
 }
 
