@@ -665,7 +665,8 @@ static loom_status cuda_download(loom_exec_backend *b, void *dst, const void *sr
  * download's copy (~0.6 MB a token at a 152K vocabulary) and its latency. Other ops keep the
  * device: only a kernel that stores each element once belongs in host memory. So do outputs
  * larger than MAPPED_OUTPUT_MAX (every row of a long prompt's logits: 311 MB at 512 x 152K),
- * for which page-locked memory is scarce and whose arena block would stand unused. */
+ * for which page-locked memory is scarce. A mapped output takes no arena bytes (the executor
+ * plans the arena without it). */
 enum { MAPPED_OUTPUT_MAX = 8 << 20 };
 
 static bool cuda_map_output(loom_exec_backend *b, const loom_ir_graph *g, loom_ir_value_id v,

@@ -81,6 +81,35 @@ static bool output_mappable(const loom_exec *e, loom_ir_value_id v) {
     return true;
 }
 
+/* Outputs the backend keeps where the host reads them (vtable map_output), offered once a first
+ * plan has said which own their memory (output_mappable); if it takes any, the plan is made
+ * again with them outside the arena (loom_exec_plan_create_external), so that they cost it no
+ * bytes: the same order, roots and streams, the other blocks placed without them. */
+static loom_status map_outputs(loom_exec *e, uint32_t n_streams, loom_error *err) {
+    const loom_ir_graph *g = e->g;
+    bool *ext = NULL, any = false;
+    for (uint32_t i = 0; i < loom_ir_output_count(g); i++) {
+        loom_ir_value_id v = loom_ir_output_at(g, i, NULL);
+        void *dev = NULL, *host = NULL;
+        int64_t b = max_bytes(g, loom_ir_value_get(g, v));
+        if (b <= 0 || !output_mappable(e, v)) continue;
+        if (!ext && !(ext = calloc(e->n_values + 1, sizeof *ext)))
+            return loom_error_set(err, LOOM_ERR_OUT_OF_MEMORY, "executor: out of memory");
+        if (e->be->vt->map_output(e->be, g, v, (size_t)b, &dev, &host)) {
+            e->ptr[v] = dev;
+            e->view[v] = host;
+            ext[v] = any = true;
+        }
+    }
+    loom_status st = LOOM_OK;
+    if (any) {
+        loom_exec_plan_destroy(e->plan);
+        st = loom_exec_plan_create_external(g, n_streams, ext, &e->plan, err);
+    }
+    free(ext);
+    return st;
+}
+
 /* Builds the plan, allocates the arena and the input buffers (and the mapped outputs), and
  * points every root at its memory. */
 static loom_status plan(loom_exec *e, uint32_t n_streams, loom_error *err) {
@@ -88,6 +117,7 @@ static loom_status plan(loom_exec *e, uint32_t n_streams, loom_error *err) {
     loom_status st = loom_exec_plan_create(g, n_streams, &e->plan, err);
     if (st) return st;
     for (uint32_t v = 0; v < e->n_values; v++) e->root[v] = loom_exec_plan_root(e->plan, v);
+    if (e->be->vt->map_output && (st = map_outputs(e, n_streams, err))) return st;
     for (uint32_t i = 0; i < loom_exec_plan_node_count(e->plan); i++)
         e->order[i] = loom_exec_plan_node_at(e->plan, i);
     /* Graph inputs share one buffer of their own, each at its largest size: a step uploads them
@@ -121,18 +151,6 @@ static loom_status plan(loom_exec *e, uint32_t n_streams, loom_error *err) {
         if (b != LOOM_PLAN_NO_BLOCK)
             e->ptr[v] = (char *)e->arena + loom_exec_plan_block_at(e->plan, b)->offset;
     }
-    /* Outputs the backend keeps where the host reads them; their arena blocks stay unused. */
-    if (e->be->vt->map_output)
-        for (uint32_t i = 0; i < loom_ir_output_count(g); i++) {
-            loom_ir_value_id v = loom_ir_output_at(g, i, NULL);
-            void *dev = NULL, *host = NULL;
-            int64_t b = max_bytes(g, loom_ir_value_get(g, v));
-            if (b > 0 && output_mappable(e, v) &&
-                e->be->vt->map_output(e->be, g, v, (size_t)b, &dev, &host)) {
-                e->ptr[v] = dev;
-                e->view[v] = host;
-            }
-        }
     e->stats.activation_bytes = arena;
     e->stats.activation_sum = loom_exec_plan_sum_bytes(e->plan);
     e->stats.activation_lower_bound = loom_exec_plan_lower_bound_bytes(e->plan);

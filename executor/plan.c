@@ -207,6 +207,12 @@ static uint64_t place(const place_item *items, uint32_t m, uint64_t *offsets, sp
 
 loom_status loom_exec_plan_create(const loom_ir_graph *g, uint32_t n_streams,
                                   loom_exec_plan **out, loom_error *err) {
+    return loom_exec_plan_create_external(g, n_streams, NULL, out, err);
+}
+
+loom_status loom_exec_plan_create_external(const loom_ir_graph *g, uint32_t n_streams,
+                                           const bool *external, loom_exec_plan **out,
+                                           loom_error *err) {
     *out = NULL;
     if (!g || n_streams < 1 || n_streams > LOOM_PLAN_MAX_STREAMS)
         return loom_error_set(err, LOOM_ERR_INVALID_ARGUMENT,
@@ -302,6 +308,7 @@ loom_status loom_exec_plan_create(const loom_ir_graph *g, uint32_t n_streams,
         for (uint32_t o = 0; o < nd->n_out; o++) {
             loom_ir_value_id v = nd->out[o];
             if (p->root[v] != v) continue;
+            if (external && external[v] && !loom_ir_value_use_count(g, v)) continue;
             const loom_ir_value *val = loom_ir_value_get(g, v);
             int64_t b = loom_ir_type_bytes(g, &val->type, NULL);
             if (b < 0) {

@@ -23,7 +23,8 @@
  * Offsets come from greedy-by-size placement (largest first, into the smallest fitting gap
  * among blocks alive at the same time), tried under a few orderings, the smallest arena kept.
  * Block sizes are rounded up to LOOM_PLAN_ALIGN. Sizes use each symbol's declared maximum.
- * Graph inputs, weights and state are not in the arena.
+ * Graph inputs, weights, state and external results (loom_exec_plan_create_external) are not in
+ * the arena.
  *
  * Invariant (checked by tests by brute force): two blocks overlapping in bytes are ordered: every
  * access of one happens before the first node of the other.
@@ -63,6 +64,14 @@ typedef struct loom_exec_plan_block {
  * Errors: invalid n_streams, a value too large to size, out of memory. *out is NULL on failure. */
 loom_status loom_exec_plan_create(const loom_ir_graph *g, uint32_t n_streams,
                                   loom_exec_plan **out, loom_error *err);
+/* The same with external[v] (an array of loom_ir_value_bound(g) flags, or NULL) marking node
+ * results that live outside the arena (memory the backend gives them: the executor's mapped
+ * outputs): such a value gets no block, is not counted in the sums, and no result is planned in
+ * place over it or it over another. Only a root that no node reads may be external (a result
+ * read later would need its memory ordered like the arena's); other flags are ignored. */
+loom_status loom_exec_plan_create_external(const loom_ir_graph *g, uint32_t n_streams,
+                                           const bool *external, loom_exec_plan **out,
+                                           loom_error *err);
 void loom_exec_plan_destroy(loom_exec_plan *p); /* NULL is a no-op */
 
 /* Program order: node_count nodes, node_at(i) the i-th node's id. */
@@ -83,7 +92,7 @@ bool loom_exec_plan_happens_before(const loom_exec_plan *p, uint32_t i, uint32_t
 /* Value v's root (itself for inputs, weights, state and owning results; the viewed/written
  * root otherwise; LOOM_IR_NO_VALUE for dead or unknown ids). */
 loom_ir_value_id loom_exec_plan_root(const loom_exec_plan *p, loom_ir_value_id v);
-/* The arena block of v's root, or LOOM_PLAN_NO_BLOCK (inputs, weights, state). */
+/* The arena block of v's root, or LOOM_PLAN_NO_BLOCK (inputs, weights, state, external). */
 uint32_t loom_exec_plan_block_of(const loom_exec_plan *p, loom_ir_value_id v);
 uint32_t loom_exec_plan_block_count(const loom_exec_plan *p);
 const loom_exec_plan_block *loom_exec_plan_block_at(const loom_exec_plan *p, uint32_t b);

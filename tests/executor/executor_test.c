@@ -706,8 +706,8 @@ static bool was_offered(const char *name) {
 
 Test(executor, map_output_is_offered_only_outputs_with_memory_no_node_reads_and_they_read_alike) {
     /* y: a matmul nobody reads (offered); z: read by s (kept); s: memory of its own (offered);
-     * t: silu planned in place over u (offered: mapped, it runs out of place); w: a reshape,
-     * an alias of v's memory (kept). */
+     * t: silu planned in place over u (offered: mapped, it runs out of place and u keeps its
+     * block); w: a reshape, an alias of v's memory (kept). */
     loom_ir_graph *g = parse("symbol T max=4\n"
                              "input %x : f32[T,256]\n"
                              "weight @a : q8_0[32,256]\n"
@@ -751,16 +751,30 @@ Test(executor, map_output_is_offered_only_outputs_with_memory_no_node_reads_and_
         const loom_exec_plan *p = loom_exec_get_plan(e);
         const loom_ir_value_id t = loom_ir_find_output(g, "t");
         const loom_ir_value_id u = loom_ir_node_get(g, loom_ir_value_get(g, t)->def)->in[0];
-        cr_assert_eq(loom_exec_plan_block_of(p, t), loom_exec_plan_block_of(p, u),
-                     "t is not planned in place over u");
+        if (refuse) {
+            cr_assert_eq(loom_exec_plan_block_of(p, t), loom_exec_plan_block_of(p, u),
+                         "t is not planned in place over u");
+        } else {
+            /* Mapped outputs take no arena block; u keeps its own, which t no longer reuses. */
+            cr_assert_neq(loom_exec_plan_block_of(p, u), LOOM_PLAN_NO_BLOCK);
+        }
         cr_assert_eq(n_offered, 3, "offered %d outputs", n_offered);
         for (int i = 0; i < 5; i++) {
             const loom_ir_value_id v = loom_ir_find_output(g, names[i]);
             cr_assert_eq(was_offered(names[i]), want_mapped[i], "output %s", names[i]);
+            cr_assert_eq(loom_exec_plan_block_of(p, v) == LOOM_PLAN_NO_BLOCK,
+                         want_mapped[i] && !refuse, "output %s's arena block", names[i]);
             cr_assert_eq(loom_exec_output_mapped(e, v), want_mapped[i] && !refuse, "output %s",
                          names[i]);
             cr_assert_null(loom_exec_output_view(e, v), "output %s viewed before a step", names[i]);
         }
+        /* Without reuse the arena holds y, z, s, u, t and v (w views v), 512 bytes each at
+         * T=4; mapped, y, s and t are not in it. */
+        loom_exec_stats stats;
+        loom_exec_get_stats(e, &stats);
+        cr_assert_eq(stats.activation_sum, (refuse ? 6u : 3u) * 4 * 32 * sizeof(float));
+        cr_assert_leq(stats.activation_bytes, stats.activation_sum);
+        cr_assert_geq(stats.activation_bytes, stats.activation_lower_bound);
         cr_assert_eq(loom_exec_run(e, &T, in, 1, &err), LOOM_OK, "%s", err.msg);
         for (int i = 0; i < 5; i++) {
             const loom_ir_value_id v = loom_ir_find_output(g, names[i]);

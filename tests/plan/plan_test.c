@@ -111,6 +111,45 @@ static void check_plan(const char *what, const loom_ir_graph *g, const loom_exec
     free(is_out);
 }
 
+/* The plan made again with every output that owns its memory and that no node reads (the
+ * logits: what the executor maps) external: those outputs get no block, the sum drops by their
+ * bytes exactly, the order is the same, and the invariants hold. */
+static void check_external_outputs(const char *what, const loom_ir_graph *g,
+                                   const loom_exec_plan *p, uint32_t streams) {
+    uint32_t nv = loom_ir_value_bound(g);
+    bool *ext = calloc(nv + 1, sizeof *ext);
+    cr_assert(ext);
+    uint64_t ext_bytes = 0;
+    uint32_t n_ext = 0;
+    for (uint32_t i = 0; i < loom_ir_output_count(g); i++) {
+        loom_ir_value_id v = loom_ir_output_at(g, i, NULL);
+        const loom_ir_value *val = loom_ir_value_get(g, v);
+        if (val->kind != LOOM_IR_VALUE_NODE || loom_exec_plan_root(p, v) != v ||
+            loom_ir_value_use_count(g, v))
+            continue;
+        ext[v] = true;
+        ext_bytes += (uint64_t)loom_ir_type_bytes(g, &val->type, NULL);
+        n_ext++;
+    }
+    cr_assert(n_ext > 0, "%s: no output to make external", what);
+    loom_exec_plan *q = NULL;
+    loom_error err = {0};
+    cr_assert(!loom_exec_plan_create_external(g, streams, ext, &q, &err), "%s", err.msg);
+    cr_assert_eq(loom_exec_plan_node_count(q), loom_exec_plan_node_count(p));
+    for (uint32_t k = 0; k < loom_exec_plan_node_count(p); k++)
+        cr_assert_eq(loom_exec_plan_node_at(q, k), loom_exec_plan_node_at(p, k));
+    cr_assert_eq(loom_exec_plan_sum_bytes(q) + ext_bytes, loom_exec_plan_sum_bytes(p),
+                 "%s: external outputs still counted", what);
+    cr_assert_leq(loom_exec_plan_arena_bytes(q), loom_exec_plan_arena_bytes(p), "%s", what);
+    for (uint32_t v = 0; v < nv; v++)
+        if (ext[v])
+            cr_assert_eq(loom_exec_plan_block_of(q, v), LOOM_PLAN_NO_BLOCK,
+                         "%s: external value %u has a block", what, v);
+    check_plan(what, g, q);
+    loom_exec_plan_destroy(q);
+    free(ext);
+}
+
 static void check_model(const char *path) {
     static const char *levels[] = {"-O0", "-O2"};
     static const uint32_t streams[] = {1, 2, 4};
@@ -134,6 +173,7 @@ static void check_model(const char *path) {
             cr_assert(loom_exec_plan_streams(p) <= streams[s]);
             if (streams[s] == 1) cr_assert_eq(loom_exec_plan_wait_count(p), 0);
             check_plan(what, g, p);
+            check_external_outputs(what, g, p, streams[s]);
             loom_exec_plan_destroy(p);
         }
         loom_ir_graph_destroy(g);
