@@ -13,6 +13,18 @@
 #include "kernels/cpu/cpu_kernels.h"
 #include "kernels/cpu/cpu_workspace.h"
 
+/* LOOM_CPU_HOT: on x86-64 with GCC or clang, the hot loops (block decoding, the matmul's dot
+ * products) are compiled twice, for AVX2 and for the baseline, and the loader picks the clone
+ * the CPU runs (target_clones, an ifunc). The clones compute the same float operations in the
+ * same order lane by lane (no FMA contraction: -ffp-contract=off in BUILD), so they give the
+ * same bits; only the vector width differs. Elsewhere it is empty. */
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__)) && \
+    !defined(LOOM_CPU_NO_CLONES)
+#define LOOM_CPU_HOT __attribute__((target_clones("avx2", "default")))
+#else
+#define LOOM_CPU_HOT
+#endif
+
 /* Work on items [begin, end) as worker `worker` (0 .. loom_cpu_get_threads() - 1). */
 typedef void (*loom_cpu_range_fn)(void *ctx, int64_t begin, int64_t end, int worker);
 

@@ -3,9 +3,11 @@
  *
  * Contract: bit-identical to loom_dequantize_row (kernels/quant), which stays the definition of
  * every format; tests/kernels_cpu compares the two on random blocks. These versions only
- * reorganise the loops so the compiler can vectorise them (fixed-trip inner loops over 32
- * values, no per-value index arithmetic, the F16 table instead of a call per half) and compute
- * each value with the same float operations in the same order:
+ * reorganise the loops so the compiler vectorises them (fixed-trip inner loops over 32 values,
+ * no per-value index arithmetic, the F16 table instead of a call per half; BUILD turns GCC's
+ * vectoriser on with its full cost model, which -O2 alone keeps off for these loops, and
+ * LOOM_CPU_HOT adds an AVX2 clone) and compute each value with the same float operations in the
+ * same order:
  *   Q8_0  (float)q * d
  *   Q4_K  (d * (float)sc) * (float)q - (dmin * (float)m)
  *   Q5_K  same as Q4_K with the fifth bit from qh
@@ -19,13 +21,13 @@ static inline float half(const float *f16, const uint8_t *p) {
     return f16[(uint16_t)(p[0] | (p[1] << 8))];
 }
 
-static void decode_q8_0(const float *f16, const uint8_t *b, float *y) {
+static inline __attribute__((always_inline)) void decode_q8_0(const float *f16, const uint8_t *b, float *y) {
     const float d = half(f16, b);
     const int8_t *q = (const int8_t *)(b + 2);
     for (int i = 0; i < 32; i++) y[i] = (float)q[i] * d;
 }
 
-static void decode_q4_k(const float *f16, const uint8_t *b, float *y) {
+static inline __attribute__((always_inline)) void decode_q4_k(const float *f16, const uint8_t *b, float *y) {
     const float d = half(f16, b), dmin = half(f16, b + 2);
     const uint8_t *scales = b + 4, *qs = b + 16;
     for (int c = 0; c < 4; c++) { /* 32 bytes: sub-block 2c low nibbles, 2c+1 high nibbles */
@@ -43,7 +45,7 @@ static void decode_q4_k(const float *f16, const uint8_t *b, float *y) {
     }
 }
 
-static void decode_q5_k(const float *f16, const uint8_t *b, float *y) {
+static inline __attribute__((always_inline)) void decode_q5_k(const float *f16, const uint8_t *b, float *y) {
     const float d = half(f16, b), dmin = half(f16, b + 2);
     const uint8_t *scales = b + 4, *qh = b + 16, *qs = b + 48;
     for (int c = 0; c < 4; c++) {
@@ -64,7 +66,7 @@ static void decode_q5_k(const float *f16, const uint8_t *b, float *y) {
     }
 }
 
-static void decode_q6_k(const float *f16, const uint8_t *b, float *y) {
+static inline __attribute__((always_inline)) void decode_q6_k(const float *f16, const uint8_t *b, float *y) {
     const float d = half(f16, b + 208);
     const uint8_t *ql = b, *qh = b + 128;
     const int8_t *sc = (const int8_t *)(b + 192);
@@ -89,7 +91,7 @@ static void decode_q6_k(const float *f16, const uint8_t *b, float *y) {
     }
 }
 
-void loom_cpu_decode(loom_ggml_type type, const void *src, float *dst, int64_t n) {
+LOOM_CPU_HOT void loom_cpu_decode(loom_ggml_type type, const void *src, float *dst, int64_t n) {
     const uint8_t *b = src;
     const float *f16 = loom_cpu_f16_table();
     switch (type) {

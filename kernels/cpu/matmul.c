@@ -6,7 +6,9 @@
  * of up to TOKEN_GROUP: each 256-value chunk of the row is decoded once (loom_cpu_decode,
  * bit-identical to loom_dequantize_row) into a stack buffer and
  * dotted with the group's tokens, so a row is decoded ceil(N / TOKEN_GROUP) times and never
- * stored whole.
+ * stored whole. The weight bytes PREFETCH_CHUNKS chunks ahead are prefetched as a chunk is
+ * decoded (the hardware prefetcher alone left a decode step ~10% slower, bench/NOTES.md 8), and
+ * dot_group has an AVX2 clone (LOOM_CPU_HOT).
  *
  * Numeric contract (cpu_kernels.h): products summed in float32 into 8 lanes (element k into
  * lane k % 8, increasing k), combined ((l0+l1)+(l2+l3))+((l4+l5)+(l6+l7)). The chunk and group
@@ -27,58 +29,54 @@ enum {
     CHUNK = 256,      /* values decoded at a time: one K-quant super-block, 8 Q8_0 blocks */
     TOKEN_GROUP = 8,  /* tokens dotted per decoded chunk */
     LANES = 8,
+    PREFETCH_CHUNKS = 8, /* how far ahead dot_group prefetches weight bytes (the next row's) */
 };
 
-/* The 8 lanes as two 4-float vectors (lanes 0-3 and 4-7): native SSE on baseline x86-64, NEON
- * on arm64. Vector arithmetic is lane by lane, so the result is that of scalar code. */
-typedef float lanes4 __attribute__((vector_size(4 * sizeof(float))));
-typedef struct { lanes4 lo, hi; } lanes8;
-
-static inline lanes4 load4(const float *p) {
-    lanes4 v;
-    memcpy(&v, p, sizeof v);
-    return v;
-}
+/* The 8 lanes. Plain floats, with the lane loop written out so that GCC's SLP vectoriser maps
+ * them onto registers: two SSE registers on baseline x86-64 (two NEON on arm64), one AVX2
+ * register in LOOM_CPU_HOT's AVX2 clone. (A GCC vector type of 32 bytes would be one AVX2
+ * register there, but the baseline build keeps it on the stack: ~2x slower batched matmuls.)
+ * Vectorised or not, each lane's sum is the scalar one. */
+typedef struct { float l[LANES]; } lanes8;
 
 /* acc[k % 8] += w[k] * x[k] for k in [0, len): len need not be a multiple of 8, but the chunk
  * must start at a multiple of 8 of the row for the lane assignment to hold (chunks start at
  * multiples of CHUNK). */
 static inline void accumulate(lanes8 *acc, const float *w, const float *x, int64_t len) {
     int64_t k = 0;
-    lanes4 lo = acc->lo, hi = acc->hi;
-    for (; k + LANES <= len; k += LANES) {
-        lo += load4(w + k) * load4(x + k);
-        hi += load4(w + k + 4) * load4(x + k + 4);
-    }
-    for (int l = 0; k < len; k++, l++) {
-        if (l < 4) lo[l] += w[k] * x[k];
-        else hi[l - 4] += w[k] * x[k];
-    }
-    acc->lo = lo;
-    acc->hi = hi;
+    lanes8 a = *acc;
+    for (; k + LANES <= len; k += LANES)
+        for (int l = 0; l < LANES; l++) a.l[l] += w[k + l] * x[k + l];
+    for (int l = 0; k < len; k++, l++) a.l[l] += w[k] * x[k];
+    *acc = a;
 }
 
 static inline float combine(const lanes8 *a) {
-    return ((a->lo[0] + a->lo[1]) + (a->lo[2] + a->lo[3])) +
-           ((a->hi[0] + a->hi[1]) + (a->hi[2] + a->hi[3]));
+    const float *v = a->l;
+    return ((v[0] + v[1]) + (v[2] + v[3])) + ((v[4] + v[5]) + (v[6] + v[7]));
 }
 
-/* out[g] = dot(W[m, :], x[t0 + g, :]) for g in [0, count), count <= TOKEN_GROUP. */
-static void dot_group(const loom_kweight *w, int64_t row_bytes, int64_t m, const float *x,
-                      int64_t t0, int count, float *out) {
+/* out[g] = dot(W[m, :], x[t0 + g, :]) for g in [0, count), count <= TOKEN_GROUP. chunk_bytes:
+ * the bytes of CHUNK values of w's type (CHUNK is a multiple of every supported block size). */
+LOOM_CPU_HOT static void dot_group(const loom_kweight *w, int64_t row_bytes, int64_t chunk_bytes,
+                                   int64_t m, const float *x, int64_t t0, int count, float *out) {
     const int64_t K = w->cols;
     const uint8_t *row = (const uint8_t *)w->data + m * row_bytes;
     lanes8 acc[TOKEN_GROUP];
     memset(acc, 0, sizeof acc);
     float buf[CHUNK];
-    for (int64_t k0 = 0; k0 < K; k0 += CHUNK) {
+    for (int64_t k0 = 0, c = 0; k0 < K; k0 += CHUNK, c++) {
         int64_t len = K - k0 < CHUNK ? K - k0 : CHUNK;
         const float *wv;
         if (w->type == LOOM_GGML_F32) {
             wv = (const float *)row + k0;
         } else {
-            /* k0 is a multiple of 256, hence of every supported block size. */
-            loom_cpu_decode(w->type, row + loom_ggml_row_bytes((uint32_t)w->type, k0), buf, len);
+            /* May lie past the weight's end: an address, not a pointer (a prefetch never
+             * faults). */
+            const uintptr_t next = (uintptr_t)row + (uintptr_t)((c + PREFETCH_CHUNKS) * chunk_bytes);
+            for (int64_t o = 0; o < chunk_bytes; o += 64)
+                __builtin_prefetch((const void *)(next + (uintptr_t)o), 0, 0);
+            loom_cpu_decode(w->type, row + c * chunk_bytes, buf, len);
             wv = buf;
         }
         for (int g = 0; g < count; g++) accumulate(&acc[g], wv, x + (t0 + g) * K + k0, len);
@@ -95,7 +93,7 @@ typedef struct matmul_job {
     int64_t n;
     int n_w;
     loom_kweight w[3];
-    int64_t row_bytes[3];
+    int64_t row_bytes[3], chunk_bytes[3];
     int64_t row_start[4]; /* prefix sums of the rows each weight contributes */
     float *y[3];
     const float *extra[3]; /* residual (EPI_ADD) or bias (EPI_BIAS) per weight, may be NULL */
@@ -113,7 +111,7 @@ static void matmul_range(void *ctx, int64_t begin, int64_t end, int worker) {
         float *y = j->y[i];
         for (int64_t t0 = 0; t0 < j->n; t0 += TOKEN_GROUP) {
             int count = j->n - t0 < TOKEN_GROUP ? (int)(j->n - t0) : TOKEN_GROUP;
-            dot_group(&j->w[i], j->row_bytes[i], m, j->x, t0, count, d0);
+            dot_group(&j->w[i], j->row_bytes[i], j->chunk_bytes[i], m, j->x, t0, count, d0);
             switch (j->epi) {
             case EPI_NONE:
                 for (int g = 0; g < count; g++) y[(t0 + g) * M + m] = d0[g];
@@ -131,7 +129,7 @@ static void matmul_range(void *ctx, int64_t begin, int64_t end, int worker) {
                 break;
             }
             case EPI_SWIGLU:
-                dot_group(&j->w[1], j->row_bytes[1], m, j->x, t0, count, d1);
+                dot_group(&j->w[1], j->row_bytes[1], j->chunk_bytes[1], m, j->x, t0, count, d1);
                 for (int g = 0; g < count; g++) y[(t0 + g) * M + m] = loom_silu(d0[g]) * d1[g];
                 break;
             }
@@ -156,6 +154,7 @@ static loom_status run_job(const char *who, matmul_job *j, const loom_prenorm *n
                                   "%s: weight %d has row length %lld, weight 0 has %lld", who, i,
                                   (long long)j->w[i].cols, (long long)j->w[0].cols);
         j->row_bytes[i] = loom_cpu_weight_row_bytes(&j->w[i]);
+        j->chunk_bytes[i] = loom_ggml_row_bytes((uint32_t)j->w[i].type, CHUNK);
     }
     if (j->epi == EPI_SWIGLU && j->w[1].rows != j->w[0].rows)
         return loom_error_set(err, LOOM_ERR_INVALID_ARGUMENT,

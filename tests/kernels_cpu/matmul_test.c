@@ -1,7 +1,8 @@
 /* matmul_test.c: the matmul family against a naive double-precision reference (weights
  * dequantized with loom_dequantize_row, then plain loops), thread-count and batch independence,
  * and the fused variants against their unfused composition (bit for bit), including the
- * _normed forms (RMSNorm folded in) against loom_cpu_rms_norm followed by the plain call.
+ * _normed forms (RMSNorm folded in) against loom_cpu_rms_norm followed by the plain call,
+ * and every type bit for bit against the numeric contract written out in scalar code.
  *
  * Tolerance: the kernel sums K products in float32 over 8 lanes, so its error is at most about
  * (K/8 + 3) float roundings of sum_k |w_k x_k|; the tests allow (K/8 + 8) * FLT_EPSILON of it.
@@ -86,6 +87,49 @@ Test(matmul, f32_row_length_not_a_multiple_of_anything) {
         free(x);
         free_weight(&w);
     }
+}
+
+/* The numeric contract (cpu_kernels.h) written out in scalar code: the weight row dequantized
+ * by loom_dequantize_row, products summed in float32 into lane k % 8 in increasing k, the lanes
+ * combined ((l0+l1)+(l2+l3))+((l4+l5)+(l6+l7)). The kernel must give these bits exactly, in
+ * every build (this file also runs as matmul_test_baseline, on the kernels without AVX2). */
+static float contract_dot(const float *w, const float *x, int64_t K) {
+    float l[8] = {0};
+    for (int64_t k = 0; k < K; k++) {
+        const float p = w[k] * x[k];
+        l[k % 8] = l[k % 8] + p;
+    }
+    return ((l[0] + l[1]) + (l[2] + l[3])) + ((l[4] + l[5]) + (l[6] + l[7]));
+}
+
+Test(matmul, bit_identical_to_the_scalar_definition) {
+    rng r = {11};
+    const shape more[] = {{7, 1, 2}, {9, 172, 3}, {5, 300, 9}};
+    for (int ti = 0; ti < N_TYPES; ti++)
+        for (size_t si = 0; si < sizeof shapes / sizeof shapes[0] + 3; si++) {
+            const bool odd = si >= sizeof shapes / sizeof shapes[0];
+            if (odd && all_types[ti] != LOOM_GGML_F32) continue; /* rows of any length: F32 */
+            const shape s = odd ? more[si - sizeof shapes / sizeof shapes[0]] : shapes[si];
+            loom_kweight w = random_weight(&r, all_types[ti], s.m, s.k);
+            float *wd = dequant_weight(&w);
+            float *x = random_floats(&r, s.n * s.k, 1.0f);
+            float *y = malloc((size_t)(s.n * s.m) * sizeof(float));
+            poison(y, s.n * s.m);
+            cr_assert_eq(loom_cpu_matmul(x, s.n, w, y, NULL), LOOM_OK);
+            for (int64_t t = 0; t < s.n; t++)
+                for (int64_t m = 0; m < s.m; m++) {
+                    const float want = contract_dot(wd + m * s.k, x + t * s.k, s.k);
+                    cr_assert(memcmp(&want, &y[t * s.m + m], sizeof want) == 0,
+                              "type %d M %lld K %lld N %lld: y[%lld,%lld] = %.9g, the "
+                              "definition %.9g",
+                              (int)all_types[ti], (long long)s.m, (long long)s.k, (long long)s.n,
+                              (long long)t, (long long)m, y[t * s.m + m], want);
+                }
+            free(wd);
+            free(x);
+            free(y);
+            free_weight(&w);
+        }
 }
 
 Test(matmul, result_independent_of_thread_count_and_batch) {
