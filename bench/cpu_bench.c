@@ -162,7 +162,8 @@ int main(int argc, char **argv) {
             float *x = malloc((size_t)(r.n * r.k) * sizeof(float));
             float *y = malloc((size_t)(r.n * r.m) * sizeof(float));
             float *row = malloc((size_t)r.k * sizeof(float));
-            if (!w || !x || !y || !row) {
+            double *t = malloc((size_t)reps * sizeof(double));
+            if (!w || !x || !y || !row || !t) {
                 fprintf(stderr, "cpu_bench: out of memory\n");
                 return 1;
             }
@@ -182,12 +183,12 @@ int main(int argc, char **argv) {
                 }
             }
             for (size_t c = 1; c < copies; c++) memcpy(w + c * wbytes, w, wbytes);
-            double *t = malloc((size_t)reps * sizeof(double));
             loom_error err = {0};
             for (int rep = 0; rep <= reps && !status; rep++) { /* rep 0 warms up */
                 double t0 = now();
                 for (size_t c = 0; c < copies && !status; c++) {
-                    loom_kweight kw = {.data = w + c * wbytes, .type = types[ti], .rows = r.m, .cols = r.k};
+                    loom_kweight kw = {
+                        .data = w + c * wbytes, .type = types[ti], .rows = r.m, .cols = r.k};
                     if (loom_cpu_matmul(x, r.n, kw, y, &err) != LOOM_OK) {
                         fprintf(stderr, "cpu_bench: %s\n", err.msg);
                         status = 1;

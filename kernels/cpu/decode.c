@@ -21,13 +21,15 @@ static inline float half(const float *f16, const uint8_t *p) {
     return f16[(uint16_t)(p[0] | (p[1] << 8))];
 }
 
-static inline __attribute__((always_inline)) void decode_q8_0(const float *f16, const uint8_t *b, float *y) {
+static inline __attribute__((always_inline)) void
+decode_q8_0(const float *f16, const uint8_t *b, float *y) {
     const float d = half(f16, b);
     const int8_t *q = (const int8_t *)(b + 2);
     for (int i = 0; i < 32; i++) y[i] = (float)q[i] * d;
 }
 
-static inline __attribute__((always_inline)) void decode_q4_k(const float *f16, const uint8_t *b, float *y) {
+static inline __attribute__((always_inline)) void
+decode_q4_k(const float *f16, const uint8_t *b, float *y) {
     const float d = half(f16, b), dmin = half(f16, b + 2);
     const uint8_t *scales = b + 4, *qs = b + 16;
     for (int c = 0; c < 4; c++) { /* 32 bytes: sub-block 2c low nibbles, 2c+1 high nibbles */
@@ -45,7 +47,8 @@ static inline __attribute__((always_inline)) void decode_q4_k(const float *f16, 
     }
 }
 
-static inline __attribute__((always_inline)) void decode_q5_k(const float *f16, const uint8_t *b, float *y) {
+static inline __attribute__((always_inline)) void
+decode_q5_k(const float *f16, const uint8_t *b, float *y) {
     const float d = half(f16, b), dmin = half(f16, b + 2);
     const uint8_t *scales = b + 4, *qh = b + 16, *qs = b + 48;
     for (int c = 0; c < 4; c++) {
@@ -66,7 +69,8 @@ static inline __attribute__((always_inline)) void decode_q5_k(const float *f16, 
     }
 }
 
-static inline __attribute__((always_inline)) void decode_q6_k(const float *f16, const uint8_t *b, float *y) {
+static inline __attribute__((always_inline)) void
+decode_q6_k(const float *f16, const uint8_t *b, float *y) {
     const float d = half(f16, b + 208);
     const uint8_t *ql = b, *qh = b + 128;
     const int8_t *sc = (const int8_t *)(b + 192);

@@ -7,8 +7,8 @@
  * bit-identical to loom_dequantize_row) into a stack buffer and
  * dotted with the group's tokens, so a row is decoded ceil(N / TOKEN_GROUP) times and never
  * stored whole. The weight bytes PREFETCH_CHUNKS chunks ahead are prefetched as a chunk is
- * decoded (the hardware prefetcher alone left a decode step ~10% slower, bench/NOTES.md 8), and
- * dot_group has an AVX2 clone (LOOM_CPU_HOT).
+ * decoded (with the hardware prefetcher alone a decode step took ~1.4x as long, bench/NOTES.md
+ * 8), and dot_group has an AVX2 clone (LOOM_CPU_HOT).
  *
  * Numeric contract (cpu_kernels.h): products summed in float32 into 8 lanes (element k into
  * lane k % 8, increasing k), combined ((l0+l1)+(l2+l3))+((l4+l5)+(l6+l7)). The chunk and group
@@ -72,10 +72,12 @@ LOOM_CPU_HOT static void dot_group(const loom_kweight *w, int64_t row_bytes, int
             wv = (const float *)row + k0;
         } else {
             /* May lie past the weight's end: an address, not a pointer (a prefetch never
-             * faults). */
-            const uintptr_t next = (uintptr_t)row + (uintptr_t)((c + PREFETCH_CHUNKS) * chunk_bytes);
+             * faults). Into every cache level: a non-temporal prefetch (L1 only) loses F16
+             * rows to the conversion table's traffic, ~1.8x slower than none at all. */
+            const uintptr_t next =
+                (uintptr_t)row + (uintptr_t)((c + PREFETCH_CHUNKS) * chunk_bytes);
             for (int64_t o = 0; o < chunk_bytes; o += 64)
-                __builtin_prefetch((const void *)(next + (uintptr_t)o), 0, 0);
+                __builtin_prefetch((const void *)(next + (uintptr_t)o), 0, 3);
             loom_cpu_decode(w->type, row + c * chunk_bytes, buf, len);
             wv = buf;
         }
