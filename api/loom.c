@@ -17,6 +17,7 @@
 #include "executor/cuda_backend.h"
 #include "executor/executor.h"
 #include "ir/serialize/serialize.h"
+#include "kernels/cpu/cpu_kernels.h"
 #include "loaders/gguf.h"
 #include "loaders/graph_check.h"
 #include "loaders/lower.h"
@@ -434,10 +435,13 @@ bool loom_session_cuda_info(loom_session *s, loom_cuda_backend_info *out) {
 
 loom_status loom_session_copy_bandwidth(loom_session *s, double *gbs, loom_error *err) {
     *gbs = 0;
-    if (!loom_exec_cuda_copy_bandwidth)
-        return loom_error_set(err, LOOM_ERR_UNSUPPORTED, "built without the CUDA backend");
-    return loom_exec_cuda_copy_bandwidth(loom_exec_get_backend(s->exec), (size_t)1 << 30, gbs,
-                                         err);
+    loom_cuda_backend_info info;
+    if (loom_session_cuda_info(s, &info))
+        return loom_exec_cuda_copy_bandwidth(loom_exec_get_backend(s->exec), (size_t)1 << 30, gbs,
+                                             err);
+    /* The CPU backend: 512 MiB each way, beyond the last-level caches of the machines loom
+     * runs on. */
+    return loom_cpu_copy_bandwidth((size_t)512 << 20, gbs, err);
 }
 
 void loom_session_reset(loom_session *s) {

@@ -158,6 +158,12 @@ void loom_cpu_set_threads(int n);
 /* The worker count kernels use now (>= 1). */
 int loom_cpu_get_threads(void);
 
+/* The host's copy bandwidth in GB/s (read + write counted, as the CUDA backend's device copy):
+ * `bytes` copied by the pool's threads, each its contiguous part, best of 5 after a warm-up
+ * (bandwidth.c). Allocates 2 x bytes for the call. Errors: bytes below 1 MiB, out of memory
+ * (naming the size). `loom bench` divides a decode step's bytes by it for the CPU roofline. */
+loom_status loom_cpu_copy_bandwidth(size_t bytes, double *gbs, loom_error *err);
+
 /* ---------------------------------------------------------------------------------------------
  * Matmul / GEMV family (matmul.c)
  *

@@ -138,6 +138,29 @@ Test(cli_tools, bench_passes_picks_the_pipeline) {
     cr_assert(strstr(err, "unknown pass 'no-such-pass'"), "%s", err);
 }
 
+/* The CPU roofline: the host's copy bandwidth measured, roofline = bytes / it, fraction =
+ * roofline / measured time. */
+Test(cli_tools, bench_cpu_reports_the_roofline) {
+    const char *golden = loom_test_testdata("golden/tiny_llama_q8_0.gguf");
+    char args[4096], out[4096], err[4096];
+    snprintf(args, sizeof args, "bench '%s/golden/tiny_llama_q8_0.gguf' -p 4 -n 2 -r 1 --json",
+             golden);
+    cr_assert_eq(run(args, out, sizeof out, err, sizeof err), 0, "%s", err);
+    const char *ms = strstr(out, "\"ms_per_token\": "), *rf = strstr(out, "\"roofline\": {");
+    cr_assert(ms && rf, "%s", out);
+    unsigned long long wb = 0, kb = 0;
+    double bw = 0, copy = 0, roof = 0, frac = 0, mspt = strtod(ms + 16, NULL);
+    cr_assert_eq(sscanf(rf, "\"roofline\": {\"weight_bytes_per_token\": %llu, "
+                            "\"kv_bytes_per_token\": %llu, \"bandwidth_gbs\": %lf, "
+                            "\"copy_bandwidth_gbs\": %lf, \"roofline_ms\": %lf, \"fraction\": %lf",
+                        &wb, &kb, &bw, &copy, &roof, &frac),
+                 6, "%s", out);
+    cr_assert(copy > 0.1 && copy < 1e5, "copy bandwidth %g GB/s", copy);
+    cr_assert(wb > 0 && mspt > 0, "%s", out);
+    cr_assert_float_eq(roof, (double)(wb + kb) / (copy * 1e9) * 1e3, 1e-4 + roof * 1e-3, "%s", out);
+    cr_assert_float_eq(frac, roof / mspt, 1e-3 + frac * 1e-2, "%s", out);
+}
+
 Test(cli_tools, bench_ctx_sizes_the_graph_and_cache) {
     const char *golden = loom_test_testdata("golden/tiny_llama_q8_0.gguf");
     char args[4096], out[4096], err[4096];

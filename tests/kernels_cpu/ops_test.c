@@ -431,3 +431,13 @@ Test(embed, decode_bit_identical_to_dequantize_row_on_random_blocks) {
         free(ids);
     }
 }
+
+Test(copy_bandwidth, measures_and_refuses_tiny_sizes) {
+    double gbs = -1;
+    loom_error err = {0};
+    cr_assert_eq(loom_cpu_copy_bandwidth(1000, &gbs, &err), LOOM_ERR_INVALID_ARGUMENT);
+    cr_assert(strstr(err.msg, "1000 bytes is below the 1 MiB minimum"), "%s", err.msg);
+    cr_assert_eq(gbs, 0);
+    cr_assert_eq(loom_cpu_copy_bandwidth((size_t)8 << 20, &gbs, &err), LOOM_OK, "%s", err.msg);
+    cr_assert(gbs > 0.1 && gbs < 1e5, "%g GB/s", gbs);
+}
