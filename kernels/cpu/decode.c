@@ -17,6 +17,9 @@
 
 #include "kernels/cpu/cpu_internal.h"
 
+/* The per-type decoders below are always inlined into loom_cpu_decode, so that each of its
+ * clones (LOOM_CPU_HOT) holds its own vector code for them; called, they ran the baseline's. */
+
 static inline float half(const float *f16, const uint8_t *p) {
     return f16[(uint16_t)(p[0] | (p[1] << 8))];
 }
