@@ -1,5 +1,5 @@
 /* cpu_bench.c: the CPU backend's matmul (loom_cpu_matmul) at Qwen3-4B shapes, against the
- * machine's read bandwidth measured in the same run.
+ * machine's copy bandwidth measured in the same run.
  *
  *   bazel build -c opt //bench:cpu_bench //bench:cpu_bench_baseline
  *   bazel-bin/bench/cpu_bench [--threads N] [--reps R] [--pool MIB] [--only TYPE]
@@ -10,10 +10,11 @@
  * by fresh copies of it that together fill --pool MiB (default 1024, more than the caches), one
  * GEMV (or N-token GEMM) per copy, so the weight bytes come from DRAM; time per call is the
  * median over R passes (default 5) of a pass's time divided by its copies. GB/s counts weight
- * bytes only; "% read" divides by the read bandwidth (all threads streaming a --pool buffer,
- * best of 3).
+ * bytes only; "% copy" divides by the host's copy bandwidth (loom_cpu_copy_bandwidth over
+ * half of --pool each way, read + write counted: the denominator of `loom bench --backend cpu`'s
+ * roofline). Up to commit 6c312e1 the column was "% read", against a read-only stream of its own
+ * (bench/RESULTS.md "Session 23" was taken with that).
  */
-#include <pthread.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -34,51 +35,6 @@ static double now(void) {
     struct timespec t;
     clock_gettime(CLOCK_MONOTONIC, &t);
     return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
-}
-
-typedef struct reader {
-    const uint64_t *p;
-    size_t n;
-    uint64_t sum;
-} reader;
-
-static void *read_part(void *arg) {
-    reader *r = arg;
-    uint64_t a = 0, b = 0, c = 0, d = 0;
-    for (size_t i = 0; i + 4 <= r->n; i += 4) {
-        a ^= r->p[i];
-        b ^= r->p[i + 1];
-        c ^= r->p[i + 2];
-        d ^= r->p[i + 3];
-    }
-    r->sum = a ^ b ^ c ^ d;
-    return NULL;
-}
-
-/* Bytes per second of `threads` threads each streaming its part of buf once (best of 3). */
-static double read_bandwidth(const uint64_t *buf, size_t words, int threads) {
-    pthread_t tid[256];
-    reader rs[256];
-    double best = 0;
-    for (int rep = 0; rep < 3; rep++) {
-        double t0 = now();
-        for (int i = 0; i < threads; i++) {
-            rs[i] = (reader){buf + words / (size_t)threads * (size_t)i, words / (size_t)threads, 0};
-            if (pthread_create(&tid[i], NULL, read_part, &rs[i])) {
-                fprintf(stderr, "cpu_bench: pthread_create failed\n");
-                exit(1);
-            }
-        }
-        uint64_t sink = 0;
-        for (int i = 0; i < threads; i++) {
-            pthread_join(tid[i], NULL);
-            sink ^= rs[i].sum;
-        }
-        double bw = (double)(words / (size_t)threads * (size_t)threads * 8) / (now() - t0);
-        if (bw > best) best = bw;
-        if (sink == 42) fputc(' ', stderr); /* keeps the reads */
-    }
-    return best;
 }
 
 static int cmp_double(const void *a, const void *b) {
@@ -114,14 +70,12 @@ int main(int argc, char **argv) {
     loom_cpu_set_threads(threads);
     threads = loom_cpu_get_threads();
     const size_t pool = (size_t)pool_mib << 20;
-    uint64_t *buf = malloc(pool);
-    if (!buf) {
-        fprintf(stderr, "cpu_bench: cannot allocate %ld MiB\n", pool_mib);
+    double bw = 0; /* GB/s */
+    loom_error err = {0};
+    if (loom_cpu_copy_bandwidth(pool / 2, &bw, &err) != LOOM_OK) {
+        fprintf(stderr, "cpu_bench: %s\n", err.msg);
         return 1;
     }
-    memset(buf, 0x5a, pool);
-    const double bw = read_bandwidth(buf, pool / 8, threads);
-    free(buf);
 
     char model[128] = "unknown CPU";
     FILE *f = fopen("/proc/cpuinfo", "r");
@@ -136,8 +90,9 @@ int main(int argc, char **argv) {
         fclose(f);
     }
     printf("cpu_bench: %s, %d threads, build: %s\n", model, threads, CPU_BENCH_BUILD);
-    printf("read bandwidth: %.1f GB/s (%d threads, %ld MiB)\n\n", bw / 1e9, threads, pool_mib);
-    printf("| type | shape (M x K) | N | us / call | weight GB/s | %% read | G weights/s |\n");
+    printf("copy bandwidth: %.1f GB/s (read + write, %d threads, %ld MiB each way)\n\n", bw,
+           threads, pool_mib / 2);
+    printf("| type | shape (M x K) | N | us / call | weight GB/s | %% copy | G weights/s |\n");
     printf("| ---- | ------------- | -: | --------: | ----------: | -----: | ----------: |\n");
 
     static const loom_ggml_type types[] = {LOOM_GGML_Q4_K, LOOM_GGML_Q5_K, LOOM_GGML_Q6_K,
@@ -183,7 +138,6 @@ int main(int argc, char **argv) {
                 }
             }
             for (size_t c = 1; c < copies; c++) memcpy(w + c * wbytes, w, wbytes);
-            loom_error err = {0};
             for (int rep = 0; rep <= reps && !status; rep++) { /* rep 0 warms up */
                 double t0 = now();
                 for (size_t c = 0; c < copies && !status; c++) {
@@ -202,7 +156,7 @@ int main(int argc, char **argv) {
                 printf("| %s | %s %lld x %lld | %lld | %.1f | %.2f | %.1f%% | %.2f |\n",
                        loom_ggml_type_get((uint32_t)types[ti])->name, r.what, (long long)r.m,
                        (long long)r.k, (long long)r.n, sec * 1e6, (double)wbytes / sec / 1e9,
-                       100.0 * (double)wbytes / sec / bw,
+                       100.0 * (double)wbytes / sec / (bw * 1e9),
                        (double)(r.m * r.k) / sec / 1e9);
                 fflush(stdout);
             }
