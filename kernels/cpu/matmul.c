@@ -65,8 +65,8 @@ LOOM_CPU_HOT static void dot_group(const loom_kweight *w, int64_t row_bytes, int
     lanes8 acc[TOKEN_GROUP];
     memset(acc, 0, sizeof acc);
     float buf[CHUNK];
-    for (int64_t k0 = 0, c = 0; k0 < K; k0 += CHUNK, c++) {
-        int64_t len = K - k0 < CHUNK ? K - k0 : CHUNK;
+    for (int64_t c = 0; c * CHUNK < K; c++) {
+        const int64_t k0 = c * CHUNK, len = K - k0 < CHUNK ? K - k0 : CHUNK;
         const float *wv;
         if (w->type == LOOM_GGML_F32) {
             wv = (const float *)row + k0;
