@@ -1693,8 +1693,11 @@ int main(int argc, char **argv) {
     CK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0));
     g_sms = sms;
     CK(cudaDeviceGetAttribute(&l2, cudaDevAttrL2CacheSize, 0));
-    printf("cuda_bench: %d SMs, L2 %d MB; weights rotate over > 256 MB; median of 7 x many launches\n\n",
-           sms, l2 >> 20);
+    LK(loom_cuda_apply_l2_fetch(&g_err)); /* as the CUDA backend sets it (LOOM_CUDA_L2_FETCH) */
+    size_t fetch = 0;
+    CK(cudaDeviceGetLimit(&fetch, cudaLimitMaxL2FetchGranularity));
+    printf("cuda_bench: %d SMs, L2 %d MB, L2 fetch granularity %zu B; weights rotate over > 256 MB; "
+           "median of 7 x many launches\n\n", sms, l2 >> 20, fetch);
     printf("| %-34s | %-30s | %9s | %8s | %6s |\n", "kernel", "shape", "us/call", "GB/s", "%copy");
     printf("|%s|%s|%s|%s|%s|\n", "------------------------------------", "--------------------------------",
            "-----------", "----------", "--------");

@@ -1587,6 +1587,10 @@ static loom_status setup(cuda_backend *c, loom_error *err) {
         return loom_error_set(err, LOOM_ERR_UNSUPPORTED,
                               "cuda backend: device %d cannot map host memory (weights mode mapped)",
                               c->opt.device);
+    loom_error l2 = {0};
+    if (loom_cuda_apply_l2_fetch(&l2))  /* a hint: the session runs without it */
+        fprintf(stderr, "loom cuda: device %d: L2 fetch granularity of %d bytes not set: %s\n",
+                c->opt.device, loom_cuda_l2_fetch(), l2.msg);
     CK(cudaStreamCreateWithFlags(&c->streams[0], cudaStreamNonBlocking));
     CK(cudaEventCreateWithFlags(&c->join_ev[0], cudaEventDisableTiming));
     c->n_streams_made = 1;

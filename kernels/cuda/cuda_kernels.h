@@ -114,6 +114,13 @@
  *                         one's tail instead of waiting for the SM to drain and be reconfigured:
  *                         4B decode -0.8..-1.1%, bench/NOTES.md 7 session 20), -1 elsewhere (not
  *                         measured). Same results either way.
+ *   LOOM_CUDA_L2_FETCH    the L2's fetch granularity from DRAM in bytes (0..128; the device
+ *                         limit cudaLimitMaxL2FetchGranularity, a hint the platform may clamp),
+ *                         applied to the current device by loom_cuda_apply_l2_fetch (the CUDA
+ *                         backend calls it at setup); -1: the driver's choice. Default 128 on
+ *                         compute capability 9.x, where the driver's 64 costs the 4B decode step
+ *                         0.9-1.6% (bench/NOTES.md 7 session 24); -1 elsewhere (not measured).
+ *                         Same results either way.
  *   LOOM_ROPE_KV_REG      removed in session 11 (=0 forced rope_kv_write's strided loops for
  *                         head_dim <= 256 too: the same results, no measured difference): no
  *                         longer read; head_dim <= 256 always takes the register path.
@@ -397,6 +404,13 @@ void loom_cuda_release_scratch(void);
 /* The shared-memory carveout the kernels prefer under the switches as read (LOOM_CUDA_CARVEOUT:
  * percent, or -1 for the driver's choice). */
 int loom_cuda_carveout(void);
+
+/* The L2 fetch granularity the switches ask for (LOOM_CUDA_L2_FETCH: bytes, or -1 for the
+ * driver's choice), and that value set as the current device's limit (a context-wide setting:
+ * every kernel of the process on that device sees it; nothing is set for -1). The limit is a
+ * hint, so a caller may go on after a failure (the runtime's error is cleared). */
+int loom_cuda_l2_fetch(void);
+loom_status loom_cuda_apply_l2_fetch(loom_error *err);
 
 /* Re-reads every switch listed above (tests use it after setenv; normally read once). */
 void loom_cuda_reload_switches(void);

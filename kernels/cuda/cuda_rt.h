@@ -38,11 +38,13 @@ enum { cudaHostRegisterMapped = 0x02, cudaHostRegisterReadOnly = 0x08 };
 enum { cudaHostAllocMapped = 0x02 };
 enum { cudaStreamNonBlocking = 0x01 };
 enum { cudaEventDisableTiming = 0x02 };
+enum { cudaLimitMaxL2FetchGranularity = 0x05 }; /* enum cudaLimit */
 
 /* devices and errors */
 cudaError_t cudaGetDeviceCount(int *count);
 cudaError_t cudaSetDevice(int device);
 cudaError_t cudaDeviceGetAttribute(int *value, int attr, int device);
+cudaError_t cudaDeviceGetLimit(size_t *value, int limit);
 cudaError_t cudaDeviceSynchronize(void);
 cudaError_t cudaGetLastError(void);
 const char *cudaGetErrorString(cudaError_t e);

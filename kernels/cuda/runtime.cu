@@ -103,6 +103,7 @@ static bool g_pdl = false;
 // L1 lines), so it is the default on compute capability 9.x; elsewhere (sm_87 not measured) the
 // driver's choice.
 static int g_carveout = -1;
+static int g_l2_fetch = -1;  // bytes, -1: the driver's choice (loom_cuda_apply_l2_fetch)
 // Decode attention: blocks per SM the split choice aims at. 1 measured best on the H200
 // (bench/NOTES.md section 3, v4: each split costs ~0.3 us, so fewer and longer splits win).
 static const int kDefaultAttnBpsm = 1;
@@ -162,6 +163,9 @@ static void read_switches_locked() {
     // first KV tiles requested before its wait (NOTES section 3).
     g_pdl = !env_is("LOOM_CUDA_PDL", "0") && cc_major() >= 9;
     g_carveout = env_int("LOOM_CUDA_CARVEOUT", -1, 100, false, cc_major() == 9 ? 78 : -1);
+    // The L2's DRAM fetch granularity: 128 bytes on sm_90, where the driver's is 64 (4B decode
+    // -0.9..-1.6%, the decode-layer GEMVs -3%; bench/NOTES.md 7 session 24).
+    g_l2_fetch = env_int("LOOM_CUDA_L2_FETCH", -1, 128, false, cc_major() == 9 ? 128 : -1);
     g_mma_split = env_int("LOOM_GEMV_MMA_SPLIT", 1, 8, true, 0);
     g_pair_warps = env_int("LOOM_GEMV_PAIR_WARPS", 3, 4, false, 0);
     g_q6k_variant = env_int("LOOM_GEMV_MMA_Q6K_V", 1, 2, false, kDefaultQ6kVariant);
@@ -398,6 +402,18 @@ extern "C" void loom_cuda_release_scratch(void) {
 extern "C" int loom_cuda_carveout(void) {
     loom_cuda::ensure_switches();
     return loom_cuda::g_carveout;
+}
+
+extern "C" int loom_cuda_l2_fetch(void) {
+    loom_cuda::ensure_switches();
+    return loom_cuda::g_l2_fetch;
+}
+
+extern "C" loom_status loom_cuda_apply_l2_fetch(loom_error *err) {
+    const int bytes = loom_cuda_l2_fetch();
+    if (bytes < 0) return LOOM_OK;
+    CUDA_CHECK(cudaDeviceSetLimit(cudaLimitMaxL2FetchGranularity, (size_t)bytes));
+    return LOOM_OK;
 }
 
 // Not while launches run on other threads (they read the switches without the lock).

@@ -2909,6 +2909,55 @@ static void test_carveout(int major) {
     cudaFree(dx); cudaFree(dg);
 }
 
+/* LOOM_CUDA_L2_FETCH: the granularity as read (128 bytes on compute capability 9.x by default,
+ * else -1; a value outside -1..128 is the default), loom_cuda_apply_l2_fetch setting it as the
+ * device's limit (read back with cudaDeviceGetLimit; -1 leaves the limit as it was), and the
+ * Q4_K pair GEMV's bits the same at 32 bytes as at the default. */
+static void test_l2_fetch(int major) {
+    printf("-- the L2 fetch granularity (LOOM_CUDA_L2_FETCH)\n");
+    const int dflt = major == 9 ? 128 : -1;
+    reset_switch("LOOM_CUDA_L2_FETCH");
+    report("l2 fetch default", major == 9 ? "cc 9: 128" : "-1", loom_cuda_l2_fetch() == dflt ? 0 : 1, 0);
+    set_switch("LOOM_CUDA_L2_FETCH", "129");
+    report("l2 fetch out of range", "129 -> default", loom_cuda_l2_fetch() == dflt ? 0 : 1, 0);
+    const int64_t M = 9728, K = 2560;
+    loom_error err = {0};
+    float *dx, *dg;
+    dev_tokens_and_norm(1, K, &dx, &dg);
+    const loom_kweight w0 = dev_rand_weights(LOOM_GGML_Q4_K, M, K), w1 = dev_rand_weights(LOOM_GGML_Q4_K, M, K);
+    const size_t yb = sizeof(float) * (size_t)M;
+    float *dy = dev_poison(yb), *ref = xmalloc(yb), *got = xmalloc(yb);
+    size_t before = 0, lim = 0;
+    CK(cudaDeviceGetLimit(&before, cudaLimitMaxL2FetchGranularity));
+    static const char *vals[4] = {NULL, "64", "-1", "32"};
+    for (int v = 0; v < 4; v++) {
+        if (vals[v]) set_switch("LOOM_CUDA_L2_FETCH", vals[v]);
+        else reset_switch("LOOM_CUDA_L2_FETCH");
+        char shape[64];
+        snprintf(shape, sizeof shape, "l2 fetch %s", vals[v] ? vals[v] : "default");
+        const int want = vals[v] ? atoi(vals[v]) : dflt;
+        report("l2 fetch as read", shape, loom_cuda_l2_fetch() == want ? 0 : 1, 0);
+        report_status("l2 fetch applied", shape, loom_cuda_apply_l2_fetch(&err), &err);
+        CK(cudaDeviceGetLimit(&lim, cudaLimitMaxL2FetchGranularity));
+        /* -1 sets nothing: the limit stays what the value before it (64) left */
+        const size_t expect = want >= 0 ? (size_t)want : v == 2 ? 64 : before;
+        report("l2 fetch limit", shape, lim == expect ? 0 : 1, 0);
+        if (v == 1 || v == 2) continue;
+        CK(cudaMemset(dy, 0xFF, yb));
+        report_status("l2 fetch pair", shape,
+                      loom_cuda_matmul_pair(dx, 1, w0, w1, LOOM_PAIR_SWIGLU, dy, NULL, &err, 0), &err);
+        to_host(v ? got : ref, dy, yb);
+        if (v) report_bits("l2 fetch == default", shape, ref, got, yb);
+    }
+    reset_switch("LOOM_CUDA_L2_FETCH");
+    report_status("l2 fetch applied", "default again", loom_cuda_apply_l2_fetch(&err), &err);
+    cudaFree(dy);
+    free(ref);
+    free(got);
+    cudaFree((void *)w0.data); cudaFree((void *)w1.data);
+    cudaFree(dx); cudaFree(dg);
+}
+
 static void test_bad_args(void) {
     loom_error err = {0};
     loom_kweight w = {(void *)16, LOOM_GGML_Q4_K, 4, 300};
@@ -3156,6 +3205,7 @@ int main(int argc, char **argv) {
     test_pdl_chain(g_quick ? 100000 : 1000003, 9);
     }
     test_carveout(major);
+    test_l2_fetch(major);
     test_bad_args();
 done:
     CK(cudaDeviceSynchronize());
