@@ -250,12 +250,14 @@ int loom_cmd_bench(int argc, char **argv) {
     }
     loom_session_stats ss;
     loom_session_get_stats(s, &ss);
-    fprintf(stderr,
-            "loom bench: KV cache %.1f MiB, activations %.1f MiB; cuda graphs: %llu instantiated, "
-            "%llu updated, %llu launched (decode steps run as graphs)\n",
-            ss.kv_bytes / 1048576.0, ss.activation_bytes / 1048576.0,
-            (unsigned long long)ss.graph_instantiations, (unsigned long long)ss.graph_updates,
-            (unsigned long long)ss.graph_launches);
+    fprintf(stderr, "loom bench: KV cache %.1f MiB, activations %.1f MiB", ss.kv_bytes / 1048576.0,
+            ss.activation_bytes / 1048576.0);
+    if (cuda)
+        fprintf(stderr, "; cuda graphs: %llu instantiated, %llu updated, %llu launched%s",
+                (unsigned long long)ss.graph_instantiations, (unsigned long long)ss.graph_updates,
+                (unsigned long long)ss.graph_launches,
+                ss.graph_launches ? " (decode steps run as graphs)" : "");
+    fprintf(stderr, "\n");
     rc = 0;
     goto done;
 fail:

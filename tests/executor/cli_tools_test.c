@@ -161,6 +161,9 @@ Test(cli_tools, bench_cpu_reports_the_roofline) {
     cr_assert_float_eq(roof, (double)(wb + kb) / (copy * 1e9) * 1e3,
                        roof * (0.05 / copy + 1e-3) + 1e-4, "%s", out);
     cr_assert_float_eq(frac, roof / mspt, 1e-3 + frac * 1e-2, "%s", out);
+    /* the memory line without the CUDA backend's graph counts */
+    cr_assert(strstr(err, "loom bench: KV cache ") && strstr(err, " MiB, activations "), "%s", err);
+    cr_assert(!strstr(err, "cuda graphs"), "%s", err);
 }
 
 Test(cli_tools, bench_ctx_sizes_the_graph_and_cache) {
