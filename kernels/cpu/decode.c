@@ -98,6 +98,14 @@ decode_q6_k(const float *f16, const uint8_t *b, float *y) {
     }
 }
 
+/* Q6_K's blocks in the baseline instruction set even when the AVX2 clone of loom_cpu_decode
+ * calls them: GCC's AVX2 form of this decoder ran ~10% slower (bench/cpu_bench, bench/NOTES.md 8
+ * "Session 24"); every other type's AVX2 form is as fast or faster. */
+static __attribute__((noinline)) void decode_q6_k_blocks(const float *f16, const uint8_t *b,
+                                                         float *y, int64_t n_blocks) {
+    for (int64_t i = 0; i < n_blocks; i++) decode_q6_k(f16, b + 210 * i, y + 256 * i);
+}
+
 LOOM_CPU_HOT void loom_cpu_decode(loom_ggml_type type, const void *src, float *dst, int64_t n) {
     const uint8_t *b = src;
     const float *f16 = loom_cpu_f16_table();
@@ -128,7 +136,7 @@ LOOM_CPU_HOT void loom_cpu_decode(loom_ggml_type type, const void *src, float *d
         return;
     case LOOM_GGML_Q6_K:
         LOOM_ASSERT(n % 256 == 0);
-        for (int64_t i = 0; i < n / 256; i++) decode_q6_k(f16, b + 210 * i, dst + 256 * i);
+        decode_q6_k_blocks(f16, b, dst, n / 256);
         return;
     default:
         LOOM_ASSERT(!"loom_cpu_decode: type not checked by loom_cpu_check_weight");
