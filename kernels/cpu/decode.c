@@ -18,7 +18,8 @@
 #include "kernels/cpu/cpu_internal.h"
 
 /* The per-type decoders below are always inlined into loom_cpu_decode, so that each of its
- * clones (LOOM_CPU_HOT) holds its own vector code for them; called, they ran the baseline's. */
+ * clones (LOOM_CPU_HOT) holds its own vector code for them; called, they ran the baseline's.
+ * (Q6_K's is inlined into decode_q6_k_blocks instead, which has no AVX2 clone.) */
 
 static inline float half(const float *f16, const uint8_t *p) {
     return f16[(uint16_t)(p[0] | (p[1] << 8))];
@@ -100,7 +101,7 @@ decode_q6_k(const float *f16, const uint8_t *b, float *y) {
 
 /* Q6_K's blocks in the baseline instruction set even when the AVX2 clone of loom_cpu_decode
  * calls them: GCC's AVX2 form of this decoder ran ~10% slower (bench/cpu_bench, bench/NOTES.md 8
- * "Session 24"); every other type's AVX2 form is as fast or faster. */
+ * "Session 24"); no other type's measured slower beyond the machine's ~5% noise. */
 static __attribute__((noinline)) void decode_q6_k_blocks(const float *f16, const uint8_t *b,
                                                          float *y, int64_t n_blocks) {
     for (int64_t i = 0; i < n_blocks; i++) decode_q6_k(f16, b + 210 * i, y + 256 * i);
