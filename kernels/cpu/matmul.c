@@ -5,8 +5,8 @@
  * over the pool; a thread computes every token of its rows. Within a row, tokens go in groups
  * of up to TOKEN_GROUP: each 256-value chunk of the row is decoded once (loom_cpu_decode,
  * bit-identical to loom_dequantize_row) into a stack buffer and
- * dotted with the group's tokens, so a row is decoded ceil(N / TOKEN_GROUP) times and never
- * stored whole. The weight bytes PREFETCH_CHUNKS chunks ahead are prefetched as a chunk is
+ * dotted with the group's tokens, four at a time (accumulate4: each 8 weights loaded once for
+ * four tokens), so a row is decoded ceil(N / TOKEN_GROUP) times and never stored whole. The weight bytes PREFETCH_CHUNKS chunks ahead are prefetched as a chunk is
  * decoded (with the hardware prefetcher alone a decode step took ~1.4x as long, bench/NOTES.md
  * 8), and dot_group has an AVX2 clone (LOOM_CPU_HOT).
  *
@@ -51,6 +51,28 @@ static inline void accumulate(lanes8 *acc, const float *w, const float *x, int64
     *acc = a;
 }
 
+/* accumulate() for 4 tokens at once: each 8 weights loaded once for the 4 tokens' products, the
+ * four sums in separate locals so that the vectoriser keeps each in a register. Every token's
+ * lanes get the same operations in the same order as accumulate() gives them. */
+static inline void accumulate4(lanes8 *acc, const float *w, const float *x0, const float *x1,
+                               const float *x2, const float *x3, int64_t len) {
+    lanes8 a0 = acc[0], a1 = acc[1], a2 = acc[2], a3 = acc[3];
+    int64_t k = 0;
+    for (; k + LANES <= len; k += LANES) {
+        for (int l = 0; l < LANES; l++) a0.l[l] += w[k + l] * x0[k + l];
+        for (int l = 0; l < LANES; l++) a1.l[l] += w[k + l] * x1[k + l];
+        for (int l = 0; l < LANES; l++) a2.l[l] += w[k + l] * x2[k + l];
+        for (int l = 0; l < LANES; l++) a3.l[l] += w[k + l] * x3[k + l];
+    }
+    acc[0] = a0, acc[1] = a1, acc[2] = a2, acc[3] = a3;
+    if (k < len) {
+        accumulate(&acc[0], w + k, x0 + k, len - k);
+        accumulate(&acc[1], w + k, x1 + k, len - k);
+        accumulate(&acc[2], w + k, x2 + k, len - k);
+        accumulate(&acc[3], w + k, x3 + k, len - k);
+    }
+}
+
 static inline float combine(const lanes8 *a) {
     const float *v = a->l;
     return ((v[0] + v[1]) + (v[2] + v[3])) + ((v[4] + v[5]) + (v[6] + v[7]));
@@ -81,7 +103,12 @@ LOOM_CPU_HOT static void dot_group(const loom_kweight *w, int64_t row_bytes, int
             loom_cpu_decode(w->type, row + c * chunk_bytes, buf, len);
             wv = buf;
         }
-        for (int g = 0; g < count; g++) accumulate(&acc[g], wv, x + (t0 + g) * K + k0, len);
+        const float *xg = x + t0 * K + k0;
+        int g = 0;
+        for (; g + 4 <= count; g += 4)
+            accumulate4(&acc[g], wv, xg + g * K, xg + (g + 1) * K, xg + (g + 2) * K,
+                        xg + (g + 3) * K, len);
+        for (; g < count; g++) accumulate(&acc[g], wv, xg + g * K, len);
     }
     for (int g = 0; g < count; g++) out[g] = combine(&acc[g]);
 }
