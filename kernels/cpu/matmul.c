@@ -4,11 +4,11 @@
  * Work split: the rows of W (over all weights of a fused call) are split into contiguous ranges
  * over the pool; a thread computes every token of its rows. Within a row, tokens go in groups
  * of up to TOKEN_GROUP: each 256-value chunk of the row is decoded once (loom_cpu_decode,
- * bit-identical to loom_dequantize_row) into a stack buffer and
- * dotted with the group's tokens, four at a time (accumulate4: each 8 weights loaded once for
- * four tokens), so a row is decoded ceil(N / TOKEN_GROUP) times and never stored whole. The weight bytes PREFETCH_CHUNKS chunks ahead are prefetched as a chunk is
- * decoded (with the hardware prefetcher alone a decode step took ~1.4x as long, bench/NOTES.md
- * 8), and dot_group has an AVX2 clone (LOOM_CPU_HOT).
+ * bit-identical to loom_dequantize_row) into a stack buffer and dotted with the group's tokens,
+ * four at a time (accumulate4: each 8 weights loaded once for four tokens), so a row is decoded
+ * ceil(N / TOKEN_GROUP) times and never stored whole. The weight bytes PREFETCH_CHUNKS chunks
+ * ahead are prefetched as a chunk is decoded (with the hardware prefetcher alone a decode step
+ * took ~1.4x as long, bench/NOTES.md 8), and dot_group has an AVX2 clone (LOOM_CPU_HOT).
  *
  * Numeric contract (cpu_kernels.h): products summed in float32 into 8 lanes (element k into
  * lane k % 8, increasing k), combined ((l0+l1)+(l2+l3))+((l4+l5)+(l6+l7)). The chunk and group
