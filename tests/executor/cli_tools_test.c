@@ -118,34 +118,33 @@ Test(cli_tools, bench_json_escapes_the_model_name) {
     cr_assert(strstr(out, "{\"model\": \"we\\\"ird\\\\name.gguf\", \"arch\": \"llama\", "), "%s", out);
 }
 
+/* `loom bench` on the tiny golden Llama (-p 4 -n 2 -r 1) with `extra` arguments appended: its
+ * exit code, stdout in out and stderr in err (4096 bytes each). */
+static int bench_tiny(const char *extra, char *out, char *err) {
+    const char *td = loom_test_testdata("golden/tiny_llama_q8_0.gguf");
+    char args[4096];
+    snprintf(args, sizeof args, "bench '%s/golden/tiny_llama_q8_0.gguf' -p 4 -n 2 -r 1 %s", td,
+             extra);
+    return run(args, out, 4096, err, 4096);
+}
+
 Test(cli_tools, bench_passes_picks_the_pipeline) {
-    const char *golden = loom_test_testdata("golden/tiny_llama_q8_0.gguf");
-    char args[4096], out[4096], err[4096];
-    snprintf(args, sizeof args, "bench '%s/golden/tiny_llama_q8_0.gguf' -p 4 -n 2 -r 1 --json",
-             golden);
-    cr_assert_eq(run(args, out, sizeof out, err, sizeof err), 0, "%s", err);
+    char out[4096], err[4096];
+    cr_assert_eq(bench_tiny("--json", out, err), 0, "%s", err);
     cr_assert(strstr(out, "\"passes\": \"fuse-norm-weight,fuse-qkv,fuse-gate-up,fuse-residual-add,"
                           "fuse-rope-kv-write,fuse-rope-kv-attention,fuse-norm-matmul,cse,dce\""),
               "%s", out);
-    snprintf(args, sizeof args,
-             "bench '%s/golden/tiny_llama_q8_0.gguf' -p 4 -n 2 -r 1 --json --passes=fuse-qkv,dce",
-             golden);
-    cr_assert_eq(run(args, out, sizeof out, err, sizeof err), 0, "%s", err);
+    cr_assert_eq(bench_tiny("--json --passes=fuse-qkv,dce", out, err), 0, "%s", err);
     cr_assert(strstr(out, "\"passes\": \"fuse-qkv,dce\""), "%s", out);
-    snprintf(args, sizeof args,
-             "bench '%s/golden/tiny_llama_q8_0.gguf' -p 4 -n 2 -r 1 --passes no-such-pass", golden);
-    cr_assert_eq(run(args, out, sizeof out, err, sizeof err), 1, "%s", err);
+    cr_assert_eq(bench_tiny("--passes no-such-pass", out, err), 1, "%s", err);
     cr_assert(strstr(err, "unknown pass 'no-such-pass'"), "%s", err);
 }
 
 /* The CPU roofline: the host's copy bandwidth measured, roofline = bytes / it, fraction =
  * roofline / measured time. */
 Test(cli_tools, bench_cpu_reports_the_roofline) {
-    const char *golden = loom_test_testdata("golden/tiny_llama_q8_0.gguf");
-    char args[4096], out[4096], err[4096];
-    snprintf(args, sizeof args, "bench '%s/golden/tiny_llama_q8_0.gguf' -p 4 -n 2 -r 1 --json",
-             golden);
-    cr_assert_eq(run(args, out, sizeof out, err, sizeof err), 0, "%s", err);
+    char out[4096], err[4096];
+    cr_assert_eq(bench_tiny("--json", out, err), 0, "%s", err);
     const char *ms = strstr(out, "\"ms_per_token\": "), *rf = strstr(out, "\"roofline\": {");
     cr_assert(ms && rf, "%s", out);
     unsigned long long wb = 0, kb = 0;
@@ -167,19 +166,12 @@ Test(cli_tools, bench_cpu_reports_the_roofline) {
 }
 
 Test(cli_tools, bench_ctx_sizes_the_graph_and_cache) {
-    const char *golden = loom_test_testdata("golden/tiny_llama_q8_0.gguf");
-    char args[4096], out[4096], err[4096];
-    snprintf(args, sizeof args, "bench '%s/golden/tiny_llama_q8_0.gguf' -p 4 -n 2 -r 1 --json",
-             golden);
-    cr_assert_eq(run(args, out, sizeof out, err, sizeof err), 0, "%s", err);
+    char out[4096], err[4096];
+    cr_assert_eq(bench_tiny("--json", out, err), 0, "%s", err);
     cr_assert(strstr(out, "\"n_ctx\": 7, "), "default p + n + 1: %s", out);
-    snprintf(args, sizeof args,
-             "bench '%s/golden/tiny_llama_q8_0.gguf' -p 4 -n 2 -r 1 --json --ctx 64", golden);
-    cr_assert_eq(run(args, out, sizeof out, err, sizeof err), 0, "%s", err);
+    cr_assert_eq(bench_tiny("--json --ctx 64", out, err), 0, "%s", err);
     cr_assert(strstr(out, "\"n_ctx\": 64, "), "%s", out);
-    snprintf(args, sizeof args, "bench '%s/golden/tiny_llama_q8_0.gguf' -p 4 -n 2 -r 1 --ctx 6",
-             golden);
-    cr_assert_eq(run(args, out, sizeof out, err, sizeof err), 2, "%s", err);
+    cr_assert_eq(bench_tiny("--ctx 6", out, err), 2, "%s", err);
     cr_assert(strstr(err, "--ctx 6 is below the 7 positions the run needs"), "%s", err);
 }
 
