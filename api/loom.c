@@ -17,7 +17,6 @@
 #include "executor/cuda_backend.h"
 #include "executor/executor.h"
 #include "ir/serialize/serialize.h"
-#include "kernels/cpu/cpu_kernels.h"
 #include "loaders/gguf.h"
 #include "loaders/graph_check.h"
 #include "loaders/lower.h"
@@ -252,8 +251,6 @@ extern loom_status loom_exec_cuda_backend_create(const loom_cuda_backend_options
     __attribute__((weak));
 extern bool loom_exec_cuda_backend_info(loom_exec_backend *b, loom_cuda_backend_info *out)
     __attribute__((weak));
-extern loom_status loom_exec_cuda_copy_bandwidth(loom_exec_backend *b, size_t bytes, double *gbs,
-                                                 loom_error *err) __attribute__((weak));
 
 /* The backend a session asks for. */
 static loom_status make_backend(const loom_session_options *o, loom_exec_backend **be,
@@ -434,14 +431,7 @@ bool loom_session_cuda_info(loom_session *s, loom_cuda_backend_info *out) {
 }
 
 loom_status loom_session_copy_bandwidth(loom_session *s, double *gbs, loom_error *err) {
-    *gbs = 0;
-    loom_cuda_backend_info info;
-    if (loom_session_cuda_info(s, &info))
-        return loom_exec_cuda_copy_bandwidth(loom_exec_get_backend(s->exec), (size_t)1 << 30, gbs,
-                                             err);
-    /* The CPU backend: 512 MiB each way, beyond the last-level caches of the machines loom
-     * runs on. */
-    return loom_cpu_copy_bandwidth((size_t)512 << 20, gbs, err);
+    return loom_exec_backend_copy_bandwidth(loom_exec_get_backend(s->exec), gbs, err);
 }
 
 void loom_session_reset(loom_session *s) {

@@ -34,8 +34,9 @@ void loom_session_exec_stats(const loom_session *s, loom_exec_stats *out);
 bool loom_session_cuda_info(loom_session *s, loom_cuda_backend_info *out);
 
 /* The measured copy bandwidth (GB/s, read + write) of the memory the session's weights are read
- * from: the device's (CUDA: 1 GiB device to device) or the host's (CPU: 512 MiB by the kernel
- * threads, loom_cpu_copy_bandwidth). */
+ * from, as its backend measures it (vtable copy_bandwidth): the device's (CUDA: 1 GiB device to
+ * device) or the host's (CPU: 512 MiB by the kernel threads). LOOM_ERR_UNSUPPORTED when the
+ * backend does not measure it. */
 loom_status loom_session_copy_bandwidth(loom_session *s, double *gbs, loom_error *err);
 
 #ifdef __cplusplus

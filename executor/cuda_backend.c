@@ -425,6 +425,43 @@ static loom_status cuda_zero(loom_exec_backend *b, void *p, size_t bytes, loom_e
     return LOOM_OK;
 }
 
+/* The device's copy bandwidth (vtable copy_bandwidth): a device-to-device copy of 1 GiB, far
+ * beyond the L2, best of 5 after a warm-up, counted as read + write (2 x bytes per copy). */
+static loom_status cuda_copy_bandwidth(loom_exec_backend *b, double *gbs, loom_error *err) {
+    cuda_backend *c = b->impl;
+    const size_t bytes = (size_t)1 << 30;
+    void *src = NULL, *dst = NULL;
+    cudaEvent_t a = NULL, z = NULL;
+    loom_status st = LOOM_OK;
+    cudaError_t e = cudaMalloc(&src, bytes);
+    if (e) return alloc_fail(err, e, bytes, "the bandwidth probe");
+    e = cudaMalloc(&dst, bytes);
+    if (e) {
+        cudaFree(src);
+        return alloc_fail(err, e, bytes, "the bandwidth probe");
+    }
+    e = cudaEventCreateWithFlags(&a, 0);
+    if (!e) e = cudaEventCreateWithFlags(&z, 0);
+    if (!e) e = cudaMemsetAsync(src, 1, bytes, c->streams[0]);
+    float best = 1e30f;
+    for (int r = 0; r < 6 && !e; r++) {
+        float ms = 0;
+        e = cudaEventRecord(a, c->streams[0]);
+        if (!e) e = cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, c->streams[0]);
+        if (!e) e = cudaEventRecord(z, c->streams[0]);
+        if (!e) e = cudaEventSynchronize(z);
+        if (!e) e = cudaEventElapsedTime(&ms, a, z);
+        if (!e && r > 0 && ms < best) best = ms;
+    }
+    if (e) st = cuda_fail(err, e, "bandwidth probe", __func__, __FILE__, __LINE__);
+    else *gbs = 2.0 * (double)bytes / (best * 1e-3) / 1e9;
+    if (a) cudaEventDestroy(a);
+    if (z) cudaEventDestroy(z);
+    cudaFree(src);
+    cudaFree(dst);
+    return st;
+}
+
 /* Finds the /proc/self/maps mapping holding p: [*lo, *hi). */
 static bool find_mapping(const void *p, uintptr_t *lo, uintptr_t *hi) {
     FILE *f = fopen("/proc/self/maps", "r");
@@ -1562,6 +1599,7 @@ static const loom_exec_backend_vtable cuda_vtable = {
     .record = cuda_record,
     .end_step = cuda_end_step,
     .zero = cuda_zero,
+    .copy_bandwidth = cuda_copy_bandwidth,
     .state_bytes = cuda_state_bytes,
     .replay_step = cuda_replay_step,
 };
@@ -1681,42 +1719,4 @@ bool loom_exec_cuda_backend_info(loom_exec_backend *b, loom_cuda_backend_info *o
     out->host_fallback_nodes = c->n_fallback;
     if (cudaMemGetInfo(&out->free_bytes, &out->total_bytes) != cudaSuccess) (void)cudaGetLastError();
     return true;
-}
-
-loom_status loom_exec_cuda_copy_bandwidth(loom_exec_backend *b, size_t bytes, double *gbs,
-                                          loom_error *err) {
-    *gbs = 0;
-    if (!b || b->vt != &cuda_vtable)
-        return loom_error_set(err, LOOM_ERR_INVALID_ARGUMENT, "copy bandwidth: not a CUDA backend");
-    cuda_backend *c = b->impl;
-    void *src = NULL, *dst = NULL;
-    cudaEvent_t a = NULL, z = NULL;
-    loom_status st = LOOM_OK;
-    cudaError_t e = cudaMalloc(&src, bytes);
-    if (e) return alloc_fail(err, e, bytes, "the bandwidth probe");
-    e = cudaMalloc(&dst, bytes);
-    if (e) {
-        cudaFree(src);
-        return alloc_fail(err, e, bytes, "the bandwidth probe");
-    }
-    e = cudaEventCreateWithFlags(&a, 0);
-    if (!e) e = cudaEventCreateWithFlags(&z, 0);
-    if (!e) e = cudaMemsetAsync(src, 1, bytes, c->streams[0]);
-    float best = 1e30f;
-    for (int r = 0; r < 6 && !e; r++) {
-        float ms = 0;
-        e = cudaEventRecord(a, c->streams[0]);
-        if (!e) e = cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, c->streams[0]);
-        if (!e) e = cudaEventRecord(z, c->streams[0]);
-        if (!e) e = cudaEventSynchronize(z);
-        if (!e) e = cudaEventElapsedTime(&ms, a, z);
-        if (!e && r > 0 && ms < best) best = ms;
-    }
-    if (e) st = cuda_fail(err, e, "bandwidth probe", __func__, __FILE__, __LINE__);
-    else *gbs = 2.0 * (double)bytes / (best * 1e-3) / 1e9;
-    if (a) cudaEventDestroy(a);
-    if (z) cudaEventDestroy(z);
-    cudaFree(src);
-    cudaFree(dst);
-    return st;
 }

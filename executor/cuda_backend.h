@@ -86,11 +86,6 @@ typedef struct loom_cuda_backend_info {
     size_t free_bytes, total_bytes; /* device memory at the time of the call */
 } loom_cuda_backend_info;
 
-/* Measures the device's copy bandwidth: a device-to-device copy of `bytes` (e.g. 1 GiB),
- * best of 5, counted as read + write (2 x bytes per copy), in GB/s (1e9). */
-loom_status loom_exec_cuda_copy_bandwidth(loom_exec_backend *b, size_t bytes, double *gbs,
-                                          loom_error *err);
-
 /* Fills *out when b is a CUDA backend and returns true; false otherwise. */
 bool loom_exec_cuda_backend_info(loom_exec_backend *b, loom_cuda_backend_info *out);
 

@@ -331,6 +331,14 @@ void loom_exec_backend_destroy(loom_exec_backend *b) {
     if (b) b->vt->destroy(b);
 }
 
+loom_status loom_exec_backend_copy_bandwidth(loom_exec_backend *b, double *gbs, loom_error *err) {
+    *gbs = 0;
+    if (!b->vt->copy_bandwidth)
+        return loom_error_set(err, LOOM_ERR_UNSUPPORTED,
+                              "backend %s does not measure its copy bandwidth", b->vt->name);
+    return b->vt->copy_bandwidth(b, gbs, err);
+}
+
 /* ---------------------------------------------------------------- running */
 
 /* The tensor view of v for this step. */

@@ -154,6 +154,12 @@ typedef struct loom_exec_backend_vtable {
     void (*unmap_output)(loom_exec_backend *b, void *dev, void *host);
     /* Optional: zeroes `bytes` of backend memory at p (NULL: upload of zeros / memset). */
     loom_status (*zero)(loom_exec_backend *b, void *p, size_t bytes, loom_error *err);
+    /* Optional: measures the backend's copy bandwidth into *gbs, in GB/s (1e9 bytes a second),
+     * read + write counted (2 x the bytes of each copy), over buffers the backend picks large
+     * enough to leave its caches (CPU: 512 MiB by the kernel threads; CUDA: 1 GiB device to
+     * device); for rooflines. Allocates them for the call. NULL member: not available
+     * (loom_exec_backend_copy_bandwidth refuses with LOOM_ERR_UNSUPPORTED). */
+    loom_status (*copy_bandwidth)(loom_exec_backend *b, double *gbs, loom_error *err);
     /* Frees the backend itself. */
     void (*destroy)(loom_exec_backend *b);
 } loom_exec_backend_vtable;
@@ -169,6 +175,9 @@ struct loom_exec_backend {
 loom_status loom_exec_cpu_backend_create(int n_threads, loom_exec_backend **out, loom_error *err);
 /* Destroys a backend that was not handed to loom_exec_create. NULL is a no-op. */
 void loom_exec_backend_destroy(loom_exec_backend *b);
+/* The backend's copy bandwidth in GB/s (vtable copy_bandwidth) into *gbs (0 on failure);
+ * LOOM_ERR_UNSUPPORTED naming the backend when it has no such member. */
+loom_status loom_exec_backend_copy_bandwidth(loom_exec_backend *b, double *gbs, loom_error *err);
 
 /* Resolves weight value w (kind WEIGHT: name, ggml dtype, dims, file offset, size) to a pointer
  * to its size bytes, checking that they are what the graph says. */

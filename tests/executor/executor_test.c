@@ -10,6 +10,8 @@
  *   backend cannot run.
  * - A backend's reserve_node comes once for every node, right after supports_op accepted it, and
  *   its error refuses the graph with the node named.
+ * - The CPU backend measures its copy bandwidth (vtable copy_bandwidth, > 0 GB/s); a backend
+ *   without the member is refused with LOOM_ERR_UNSUPPORTED.
  * Weights live in test memory and are handed over by a resolver, as the GGUF mapping is.
  */
 #include <criterion/criterion.h>
@@ -841,4 +843,25 @@ Test(executor, a_step_uploads_all_its_inputs_in_one_copy) {
                   ((double *)ref)[i]);
     loom_exec_destroy(e);
     loom_ir_graph_destroy(g);
+}
+
+/* ---------------------------------------------------------------- copy bandwidth */
+
+static void drop_copy_bandwidth(loom_exec_backend_vtable *vt) { vt->copy_bandwidth = NULL; }
+
+Test(executor, cpu_backend_measures_its_copy_bandwidth_and_a_backend_without_it_refuses) {
+    loom_exec_backend *be = NULL;
+    loom_error err = {0};
+    cr_assert_eq(loom_exec_cpu_backend_create(0, &be, &err), LOOM_OK, "%s", err.msg);
+    cr_assert_not_null(be->vt->copy_bandwidth);
+    double gbs = 0;
+    cr_assert_eq(loom_exec_backend_copy_bandwidth(be, &gbs, &err), LOOM_OK, "%s", err.msg);
+    cr_assert_gt(gbs, 0.0);
+    loom_exec_backend_destroy(be);
+    be = patched_cpu_backend(drop_copy_bandwidth);
+    gbs = 1;
+    cr_assert_eq(loom_exec_backend_copy_bandwidth(be, &gbs, &err), LOOM_ERR_UNSUPPORTED);
+    cr_assert_eq(gbs, 0.0);
+    cr_assert(strstr(err.msg, "cpu") && strstr(err.msg, "copy bandwidth"), "%s", err.msg);
+    loom_exec_backend_destroy(be);
 }
