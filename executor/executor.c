@@ -69,55 +69,30 @@ static int64_t state_size(const loom_exec *e, loom_ir_value_id v) {
     return s == 0 ? b : s > (size_t)INT64_MAX ? -1 : (int64_t)s;
 }
 
-/* Output v may live outside the arena (map_output): a node's result with memory of its own
- * (its own root, which no in-place result shares), read by no node, not already mapped (an
- * output listed twice). */
-static bool output_mappable(const loom_exec *e, loom_ir_value_id v) {
-    if (loom_ir_value_get(e->g, v)->kind != LOOM_IR_VALUE_NODE || e->root[v] != v ||
-        loom_ir_value_use_count(e->g, v) || e->view[v])
+/* The plan's question (loom_exec_plan_external_fn) about v, a root of its own that no node reads:
+ * a graph output such as v may live where the host reads it (vtable map_output). True when the
+ * backend placed it so: the plan then leaves it out of the arena (no bytes, no in-place
+ * hand-over: it runs out of place). The plan asks once per value, so an output listed twice is
+ * offered once. */
+static bool map_output(void *ctx, loom_ir_value_id v, uint64_t bytes) {
+    loom_exec *e = ctx;
+    void *dev = NULL, *host = NULL;
+    if (!bytes || !loom_ir_value_is_output(e->g, v) ||
+        !e->be->vt->map_output(e->be, e->g, v, (size_t)bytes, &dev, &host))
         return false;
-    for (uint32_t w = 0; w < e->n_values; w++)
-        if (w != v && e->root[w] == v) return false;
+    e->ptr[v] = dev;
+    e->view[v] = host;
     return true;
 }
 
-/* Outputs the backend keeps where the host reads them (vtable map_output), offered once a first
- * plan has said which own their memory (output_mappable); if it takes any, the plan is made
- * again with them outside the arena (loom_exec_plan_create_external), so that they cost it no
- * bytes: the same order, roots and streams, the other blocks placed without them. */
-static loom_status map_outputs(loom_exec *e, uint32_t n_streams, loom_error *err) {
-    const loom_ir_graph *g = e->g;
-    bool *ext = NULL, any = false;
-    for (uint32_t i = 0; i < loom_ir_output_count(g); i++) {
-        loom_ir_value_id v = loom_ir_output_at(g, i, NULL);
-        void *dev = NULL, *host = NULL;
-        int64_t b = max_bytes(g, loom_ir_value_get(g, v));
-        if (b <= 0 || !output_mappable(e, v)) continue;
-        if (!ext && !(ext = calloc(e->n_values + 1, sizeof *ext)))
-            return loom_error_set(err, LOOM_ERR_OUT_OF_MEMORY, "executor: out of memory");
-        if (e->be->vt->map_output(e->be, g, v, (size_t)b, &dev, &host)) {
-            e->ptr[v] = dev;
-            e->view[v] = host;
-            ext[v] = any = true;
-        }
-    }
-    loom_status st = LOOM_OK;
-    if (any) {
-        loom_exec_plan_destroy(e->plan);
-        st = loom_exec_plan_create_external(g, n_streams, ext, &e->plan, err);
-    }
-    free(ext);
-    return st;
-}
-
-/* Builds the plan, allocates the arena and the input buffers (and the mapped outputs), and
- * points every root at its memory. */
+/* Builds the plan (mapping the outputs the backend takes as it goes), allocates the arena and
+ * the input buffers, and points every root at its memory. */
 static loom_status plan(loom_exec *e, uint32_t n_streams, loom_error *err) {
     const loom_ir_graph *g = e->g;
-    loom_status st = loom_exec_plan_create(g, n_streams, &e->plan, err);
+    loom_status st = loom_exec_plan_create_external(
+        g, n_streams, e->be->vt->map_output ? map_output : NULL, e, &e->plan, err);
     if (st) return st;
     for (uint32_t v = 0; v < e->n_values; v++) e->root[v] = loom_exec_plan_root(e->plan, v);
-    if (e->be->vt->map_output && (st = map_outputs(e, n_streams, err))) return st;
     for (uint32_t i = 0; i < loom_exec_plan_node_count(e->plan); i++)
         e->order[i] = loom_exec_plan_node_at(e->plan, i);
     /* Graph inputs share one buffer of their own, each at its largest size: a step uploads them

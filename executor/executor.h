@@ -146,9 +146,10 @@ typedef struct loom_exec_backend_vtable {
      * shares its memory and no node reads it), to live in where the host reads it without a
      * download: *dev receives the pointer kernels write, *host the host's view of the same bytes
      * (CUDA: page-locked host memory mapped into the device, filled by the producing kernel as
-     * it runs, so no copy follows the step); the executor then plans the arena without it
-     * (loom_exec_plan_create_external). False: nothing allocated, the output stays in the
-     * activation arena (always correct). unmap_output releases it. */
+     * it runs, so no copy follows the step). Asked once per such output at create, while the
+     * plan is made (loom_exec_plan_create_external), which then leaves it out of the arena.
+     * False: nothing allocated, the output stays in the activation arena (always correct).
+     * unmap_output releases it. */
     bool (*map_output)(loom_exec_backend *b, const loom_ir_graph *g, loom_ir_value_id v,
                        size_t bytes, void **dev, void **host);
     void (*unmap_output)(loom_exec_backend *b, void *dev, void *host);

@@ -207,12 +207,12 @@ static uint64_t place(const place_item *items, uint32_t m, uint64_t *offsets, sp
 
 loom_status loom_exec_plan_create(const loom_ir_graph *g, uint32_t n_streams,
                                   loom_exec_plan **out, loom_error *err) {
-    return loom_exec_plan_create_external(g, n_streams, NULL, out, err);
+    return loom_exec_plan_create_external(g, n_streams, NULL, NULL, out, err);
 }
 
 loom_status loom_exec_plan_create_external(const loom_ir_graph *g, uint32_t n_streams,
-                                           const bool *external, loom_exec_plan **out,
-                                           loom_error *err) {
+                                           loom_exec_plan_external_fn external, void *ctx,
+                                           loom_exec_plan **out, loom_error *err) {
     *out = NULL;
     if (!g || n_streams < 1 || n_streams > LOOM_PLAN_MAX_STREAMS)
         return loom_error_set(err, LOOM_ERR_INVALID_ARGUMENT,
@@ -285,7 +285,7 @@ loom_status loom_exec_plan_create_external(const loom_ir_graph *g, uint32_t n_st
             if ((int64_t)k > maxuse[r]) maxuse[r] = k;
         }
     }
-    /* Roots that own arena memory: node results that are their own root. */
+    /* Roots that own arena memory: node results that are their own root, except the external ones. */
     uint32_t nb = 0;
     bool *blk_out = calloc(nv + 1, sizeof *blk_out);
     int32_t *blk_use = malloc(((size_t)nv * S + 1) * sizeof *blk_use);
@@ -308,7 +308,6 @@ loom_status loom_exec_plan_create_external(const loom_ir_graph *g, uint32_t n_st
         for (uint32_t o = 0; o < nd->n_out; o++) {
             loom_ir_value_id v = nd->out[o];
             if (p->root[v] != v) continue;
-            if (external && external[v] && !loom_ir_value_use_count(g, v)) continue;
             const loom_ir_value *val = loom_ir_value_get(g, v);
             int64_t b = loom_ir_type_bytes(g, &val->type, NULL);
             if (b < 0) {
@@ -317,6 +316,8 @@ loom_status loom_exec_plan_create_external(const loom_ir_graph *g, uint32_t n_st
                                     p->order[k], loom_ir_op_info_get(nd->op)->name);
                 break;
             }
+            if (external && !loom_ir_value_use_count(g, v) && external(ctx, v, (uint64_t)b))
+                continue;
             p->sum += (uint64_t)b;
             bool is_out = loom_ir_value_is_output(g, v);
             /* In place: out[0] over in[0]'s root when every access of that root is ordered

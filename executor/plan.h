@@ -64,14 +64,21 @@ typedef struct loom_exec_plan_block {
  * Errors: invalid n_streams, a value too large to size, out of memory. *out is NULL on failure. */
 loom_status loom_exec_plan_create(const loom_ir_graph *g, uint32_t n_streams,
                                   loom_exec_plan **out, loom_error *err);
-/* The same with external[v] (an array of loom_ir_value_bound(g) flags, or NULL) marking node
- * results that live outside the arena (memory the backend gives them: the executor's mapped
- * outputs): such a value gets no block, is not counted in the sums, and no result is planned in
- * place over it or it over another. Only a root that no node reads may be external (a result
- * read later would need its memory ordered like the arena's); other flags are ignored. */
+
+/* Asks whether node result v, a root of its own that no node reads (so nothing aliases it and no
+ * in-place op writes over it), lives outside the arena, in memory the caller gives it (the
+ * executor's mapped outputs); bytes is its size at the symbols' maxima. */
+typedef bool (*loom_exec_plan_external_fn)(void *ctx, loom_ir_value_id v, uint64_t bytes);
+
+/* loom_exec_plan_create, asking external(ctx, ...) (NULL: never) about every root that no node
+ * reads: once per value, in program order, after the order, roots and streams are fixed and
+ * before any block is placed in the arena, so one pass plans the arena without the values it
+ * answers true for. Such a value gets no block, is not counted in the sums, and is not planned
+ * in place over another result (it runs out of place). No other value is asked about: a result
+ * read later would need its memory ordered like the arena's. */
 loom_status loom_exec_plan_create_external(const loom_ir_graph *g, uint32_t n_streams,
-                                           const bool *external, loom_exec_plan **out,
-                                           loom_error *err);
+                                           loom_exec_plan_external_fn external, void *ctx,
+                                           loom_exec_plan **out, loom_error *err);
 void loom_exec_plan_destroy(loom_exec_plan *p); /* NULL is a no-op */
 
 /* Program order: node_count nodes, node_at(i) the i-th node's id. */

@@ -4,7 +4,11 @@
  *   llama-2-tiny-random; a qwen3 from mkmodel, always available), lowered at T max 512, -O0 and
  *   -O2, with 1, 2 and 4 streams: arena <= 1.10 x lower bound, lower bound <= arena <= sum, and
  *   a brute-force check that two blocks sharing bytes are ordered (every access of one happens
- *   before the first access of the other), graph outputs never overwritten.
+ *   before the first access of the other), graph outputs never overwritten; planned again with
+ *   the outputs no node reads external (loom_exec_plan_create_external): each asked about once,
+ *   no block, out of the sum, the same order, streams and roots.
+ * - External outputs on a small graph: only roots no node reads are asked about; answered true,
+ *   they leave the arena (it shrinks by their bytes) and an in-place output runs out of place.
  * - A two-branch graph: the branches land on two streams, the join waits, and a block dead on
  *   branch A is not reused by branch B before the join (it is with one stream).
  * - Unfused Q/K/V (-O0): the three projections land on three different streams.
@@ -111,21 +115,43 @@ static void check_plan(const char *what, const loom_ir_graph *g, const loom_exec
     free(is_out);
 }
 
+/* What a plan asks its external callback (loom_exec_plan_external_fn): each value at most once,
+ * only roots of their own that no node reads, with their size; true for those flagged. */
+typedef struct external_asks {
+    const loom_ir_graph *g;
+    const loom_exec_plan *p; /* a plan of g: its roots */
+    const bool *ext;         /* [values] the answers */
+    uint32_t *asked;         /* [values] times asked */
+} external_asks;
+
+static bool ask_external(void *ctx, loom_ir_value_id v, uint64_t bytes) {
+    external_asks *a = ctx;
+    const loom_ir_value *val = loom_ir_value_get(a->g, v);
+    cr_assert(val->kind == LOOM_IR_VALUE_NODE && loom_exec_plan_root(a->p, v) == v &&
+                  !loom_ir_value_use_count(a->g, v),
+              "asked about value %u, which is not a root no node reads", v);
+    cr_assert_eq(bytes, (uint64_t)loom_ir_type_bytes(a->g, &val->type, NULL), "value %u", v);
+    cr_assert_eq(a->asked[v]++, 0, "value %u asked twice", v);
+    return a->ext[v];
+}
+
 /* The plan made again with every output that owns its memory and that no node reads (the
- * logits: what the executor maps) external: those outputs get no block, the sum drops by their
- * bytes exactly, the order is the same, and the invariants hold. */
+ * logits: what the executor maps) external: each was asked about, those outputs get no block,
+ * the sum drops by their bytes exactly, the order and streams are the same, and the invariants
+ * hold. */
 static void check_external_outputs(const char *what, const loom_ir_graph *g,
                                    const loom_exec_plan *p, uint32_t streams) {
     uint32_t nv = loom_ir_value_bound(g);
     bool *ext = calloc(nv + 1, sizeof *ext);
-    cr_assert(ext);
+    uint32_t *asked = calloc(nv + 1, sizeof *asked);
+    cr_assert(ext && asked);
     uint64_t ext_bytes = 0;
     uint32_t n_ext = 0;
     for (uint32_t i = 0; i < loom_ir_output_count(g); i++) {
         loom_ir_value_id v = loom_ir_output_at(g, i, NULL);
         const loom_ir_value *val = loom_ir_value_get(g, v);
         if (val->kind != LOOM_IR_VALUE_NODE || loom_exec_plan_root(p, v) != v ||
-            loom_ir_value_use_count(g, v))
+            loom_ir_value_use_count(g, v) || ext[v])
             continue;
         ext[v] = true;
         ext_bytes += (uint64_t)loom_ir_type_bytes(g, &val->type, NULL);
@@ -134,20 +160,30 @@ static void check_external_outputs(const char *what, const loom_ir_graph *g,
     cr_assert(n_ext > 0, "%s: no output to make external", what);
     loom_exec_plan *q = NULL;
     loom_error err = {0};
-    cr_assert(!loom_exec_plan_create_external(g, streams, ext, &q, &err), "%s", err.msg);
+    external_asks a = {g, p, ext, asked};
+    cr_assert(!loom_exec_plan_create_external(g, streams, ask_external, &a, &q, &err), "%s",
+              err.msg);
     cr_assert_eq(loom_exec_plan_node_count(q), loom_exec_plan_node_count(p));
-    for (uint32_t k = 0; k < loom_exec_plan_node_count(p); k++)
+    cr_assert_eq(loom_exec_plan_streams(q), loom_exec_plan_streams(p));
+    for (uint32_t k = 0; k < loom_exec_plan_node_count(p); k++) {
         cr_assert_eq(loom_exec_plan_node_at(q, k), loom_exec_plan_node_at(p, k));
+        cr_assert_eq(loom_exec_plan_stream_of(q, k), loom_exec_plan_stream_of(p, k));
+    }
     cr_assert_eq(loom_exec_plan_sum_bytes(q) + ext_bytes, loom_exec_plan_sum_bytes(p),
                  "%s: external outputs still counted", what);
     cr_assert_leq(loom_exec_plan_arena_bytes(q), loom_exec_plan_arena_bytes(p), "%s", what);
-    for (uint32_t v = 0; v < nv; v++)
-        if (ext[v])
+    for (uint32_t v = 0; v < nv; v++) {
+        cr_assert_eq(loom_exec_plan_root(q, v), loom_exec_plan_root(p, v));
+        if (ext[v]) {
+            cr_assert_eq(asked[v], 1, "%s: external value %u not asked about", what, v);
             cr_assert_eq(loom_exec_plan_block_of(q, v), LOOM_PLAN_NO_BLOCK,
                          "%s: external value %u has a block", what, v);
+        }
+    }
     check_plan(what, g, q);
     loom_exec_plan_destroy(q);
     free(ext);
+    free(asked);
 }
 
 static void check_model(const char *path) {
@@ -276,6 +312,66 @@ Test(plan, two_branches_stream_aware_reuse) {
     cr_assert_gt(loom_exec_plan_arena_bytes(p2), loom_exec_plan_arena_bytes(p1));
     loom_exec_plan_destroy(p1);
     loom_exec_plan_destroy(p2);
+    loom_ir_graph_destroy(g);
+}
+
+/* h is read by y; y and t (silu, in place over u) are outputs no node reads; 1 KiB each at T=4. */
+static const char outputs_graph[] =
+    "symbol T max=4\n"
+    "input %x : f32[T,64]\n"
+    "weight @a : f32[64,64]\n"
+    "%h = matmul(%x, @a)\n"
+    "%y = matmul(%h, @a)\n"
+    "%u = matmul(%x, @a)\n"
+    "%t = silu(%u)\n"
+    "output h = %h\n"
+    "output y = %y\n"
+    "output t = %t\n";
+
+Test(plan, external_outputs_are_asked_about_once_and_leave_the_arena) {
+    loom_ir_graph *g = NULL;
+    loom_error err = {0};
+    cr_assert(!loom_ir_parse(outputs_graph, strlen(outputs_graph), &g, &err), "%s", err.msg);
+    const loom_ir_value_id h = loom_ir_find_output(g, "h"), y = loom_ir_find_output(g, "y");
+    const loom_ir_value_id t = loom_ir_find_output(g, "t");
+    const loom_ir_value_id u = loom_ir_node_get(g, loom_ir_value_get(g, t)->def)->in[0];
+    loom_exec_plan *p = NULL, *q = NULL;
+    cr_assert(!loom_exec_plan_create(g, 1, &p, &err), "%s", err.msg);
+    /* Without externals: h, y and u/t (t in place over u) all live to the end. */
+    cr_assert_eq(loom_exec_plan_block_of(p, t), loom_exec_plan_block_of(p, u));
+    cr_assert_eq(loom_exec_plan_arena_bytes(p), 3 * 1024);
+    cr_assert_eq(loom_exec_plan_sum_bytes(p), 4 * 1024);
+    uint32_t nv = loom_ir_value_bound(g), asked[16] = {0};
+    bool ext[16] = {0};
+    cr_assert_leq(nv, 16);
+    for (int answer = 0; answer < 2; answer++) {
+        ext[y] = ext[t] = answer;
+        memset(asked, 0, sizeof asked);
+        external_asks a = {g, p, ext, asked};
+        cr_assert(!loom_exec_plan_create_external(g, 1, ask_external, &a, &q, &err), "%s",
+                  err.msg);
+        /* Only y and t, which no node reads, are asked about; not h (y reads it) nor u. */
+        for (uint32_t v = 0; v < nv; v++)
+            cr_assert_eq(asked[v], v == y || v == t, "value %u asked %u times", v, asked[v]);
+        if (!answer) {
+            cr_assert_eq(loom_exec_plan_arena_bytes(q), loom_exec_plan_arena_bytes(p));
+            cr_assert_eq(loom_exec_plan_block_of(q, t), loom_exec_plan_block_of(q, u));
+        } else {
+            /* y and t take no bytes; t runs out of place and u keeps its own block, so the
+             * arena is h and u. */
+            cr_assert_eq(loom_exec_plan_block_of(q, y), LOOM_PLAN_NO_BLOCK);
+            cr_assert_eq(loom_exec_plan_block_of(q, t), LOOM_PLAN_NO_BLOCK);
+            cr_assert_neq(loom_exec_plan_block_of(q, u), LOOM_PLAN_NO_BLOCK);
+            cr_assert_neq(loom_exec_plan_block_of(q, h), LOOM_PLAN_NO_BLOCK);
+            cr_assert_eq(loom_exec_plan_inplace_count(q), 0);
+            cr_assert_eq(loom_exec_plan_block_count(q), 2);
+            cr_assert_eq(loom_exec_plan_arena_bytes(q), 2 * 1024);
+            cr_assert_eq(loom_exec_plan_sum_bytes(q), 2 * 1024);
+        }
+        check_plan(answer ? "outputs external" : "outputs asked, none external", g, q);
+        loom_exec_plan_destroy(q);
+    }
+    loom_exec_plan_destroy(p);
     loom_ir_graph_destroy(g);
 }
 
