@@ -2865,10 +2865,51 @@ static void test_tiles_section(void) {
     test_tiles_q6_section();
 }
 
+/* The probe the device-wide settings' tests run under each setting: the Q4_K pair GEMV with
+ * SwiGLU (8 KB of shared memory a block) and a Q6_K matmul (~38 KB), both 9728 x 2560, on the
+ * same inputs every time; run() stores the pair's M floats, then the Q6_K matmul's, in h (2 M). */
+typedef struct {
+    int64_t M, K;
+    float *dx, *dg, *dy;
+    loom_kweight w0, w1, w6;
+} switch_probe;
+
+static void switch_probe_init(switch_probe *p) {
+    p->M = 9728;
+    p->K = 2560;
+    dev_tokens_and_norm(1, p->K, &p->dx, &p->dg);
+    p->w0 = dev_rand_weights(LOOM_GGML_Q4_K, p->M, p->K);
+    p->w1 = dev_rand_weights(LOOM_GGML_Q4_K, p->M, p->K);
+    p->w6 = dev_rand_weights(LOOM_GGML_Q6_K, p->M, p->K);
+    p->dy = dev_poison(sizeof(float) * (size_t)p->M);
+}
+
+static void switch_probe_run(const switch_probe *p, const char *what, const char *shape, float *h) {
+    const size_t yb = sizeof(float) * (size_t)p->M;
+    loom_error err = {0};
+    char name[64];
+    CK(cudaMemset(p->dy, 0xFF, yb));
+    snprintf(name, sizeof name, "%s pair", what);
+    report_status(name, shape,
+                  loom_cuda_matmul_pair(p->dx, 1, p->w0, p->w1, LOOM_PAIR_SWIGLU, p->dy, NULL, &err, 0),
+                  &err);
+    to_host(h, p->dy, yb);
+    CK(cudaMemset(p->dy, 0xFF, yb));
+    snprintf(name, sizeof name, "%s q6k", what);
+    report_status(name, shape, loom_cuda_matmul(p->dx, 1, p->w6, p->dy, &err, 0), &err);
+    to_host(h + p->M, p->dy, yb);
+}
+
+static void switch_probe_free(switch_probe *p) {
+    cudaFree(p->dy);
+    cudaFree((void *)p->w0.data); cudaFree((void *)p->w1.data); cudaFree((void *)p->w6.data);
+    cudaFree(p->dx); cudaFree(p->dg);
+}
+
 /* LOOM_CUDA_CARVEOUT: the preference as read (78 on compute capability 9.x by default, else
- * -1; a value outside -1..100 is the default), and the results the same under every carveout:
- * the Q4_K pair GEMV (8 KB of shared memory a block) and the Q6_K matmul (~38 KB) at 0, 100 and
- * -1 (a kernel set before, back to the driver's choice) == the default's bits. */
+ * -1; a value outside -1..100 is the default), and the probe's results the same under every
+ * carveout: 0, 100 and -1 (a kernel set before, back to the driver's choice) == the default's
+ * bits. */
 static void test_carveout(int major) {
     printf("-- the shared-memory carveout (LOOM_CUDA_CARVEOUT)\n");
     const int dflt = major == 9 ? 78 : -1;
@@ -2876,14 +2917,10 @@ static void test_carveout(int major) {
     report("carveout default", major == 9 ? "cc 9: 78" : "-1", loom_cuda_carveout() == dflt ? 0 : 1, 0);
     set_switch("LOOM_CUDA_CARVEOUT", "101");
     report("carveout out of range", "101 -> default", loom_cuda_carveout() == dflt ? 0 : 1, 0);
-    const int64_t M = 9728, K = 2560;
-    loom_error err = {0};
-    float *dx, *dg;
-    dev_tokens_and_norm(1, K, &dx, &dg);
-    const loom_kweight w0 = dev_rand_weights(LOOM_GGML_Q4_K, M, K), w1 = dev_rand_weights(LOOM_GGML_Q4_K, M, K);
-    const loom_kweight w6 = dev_rand_weights(LOOM_GGML_Q6_K, M, K);
-    const size_t yb = sizeof(float) * (size_t)M;
-    float *dy = dev_poison(yb), *ref = xmalloc(2 * yb), *got = xmalloc(2 * yb);
+    switch_probe p;
+    switch_probe_init(&p);
+    const size_t hb = 2 * sizeof(float) * (size_t)p.M;
+    float *ref = xmalloc(hb), *got = xmalloc(hb);
     static const char *vals[4] = {NULL, "0", "100", "-1"};
     for (int v = 0; v < 4; v++) {
         if (vals[v]) set_switch("LOOM_CUDA_CARVEOUT", vals[v]);
@@ -2891,28 +2928,19 @@ static void test_carveout(int major) {
         char shape[64];
         snprintf(shape, sizeof shape, "carveout %s", vals[v] ? vals[v] : "default");
         report("carveout as read", shape, loom_cuda_carveout() == (vals[v] ? atoi(vals[v]) : dflt) ? 0 : 1, 0);
-        float *h = v ? got : ref;
-        CK(cudaMemset(dy, 0xFF, yb));
-        report_status("carveout pair", shape,
-                      loom_cuda_matmul_pair(dx, 1, w0, w1, LOOM_PAIR_SWIGLU, dy, NULL, &err, 0), &err);
-        to_host(h, dy, yb);
-        CK(cudaMemset(dy, 0xFF, yb));
-        report_status("carveout q6k", shape, loom_cuda_matmul(dx, 1, w6, dy, &err, 0), &err);
-        to_host(h + M, dy, yb);
-        if (v) report_bits("carveout == default", shape, ref, got, 2 * yb);
+        switch_probe_run(&p, "carveout", shape, v ? got : ref);
+        if (v) report_bits("carveout == default", shape, ref, got, hb);
     }
     reset_switch("LOOM_CUDA_CARVEOUT");
-    cudaFree(dy);
     free(ref);
     free(got);
-    cudaFree((void *)w0.data); cudaFree((void *)w1.data); cudaFree((void *)w6.data);
-    cudaFree(dx); cudaFree(dg);
+    switch_probe_free(&p);
 }
 
 /* LOOM_CUDA_L2_FETCH: the granularity as read (128 bytes on compute capability 9.x by default,
  * else -1; a value outside -1..128 is the default), loom_cuda_apply_l2_fetch setting it as the
  * device's limit (read back with cudaDeviceGetLimit; -1 leaves the limit as it was), and the
- * Q4_K pair GEMV's bits the same at 32 bytes as at the default. */
+ * probe's bits the same at 32 bytes as at the default. */
 static void test_l2_fetch(int major) {
     printf("-- the L2 fetch granularity (LOOM_CUDA_L2_FETCH)\n");
     const int dflt = major == 9 ? 128 : -1;
@@ -2920,13 +2948,11 @@ static void test_l2_fetch(int major) {
     report("l2 fetch default", major == 9 ? "cc 9: 128" : "-1", loom_cuda_l2_fetch() == dflt ? 0 : 1, 0);
     set_switch("LOOM_CUDA_L2_FETCH", "129");
     report("l2 fetch out of range", "129 -> default", loom_cuda_l2_fetch() == dflt ? 0 : 1, 0);
-    const int64_t M = 9728, K = 2560;
     loom_error err = {0};
-    float *dx, *dg;
-    dev_tokens_and_norm(1, K, &dx, &dg);
-    const loom_kweight w0 = dev_rand_weights(LOOM_GGML_Q4_K, M, K), w1 = dev_rand_weights(LOOM_GGML_Q4_K, M, K);
-    const size_t yb = sizeof(float) * (size_t)M;
-    float *dy = dev_poison(yb), *ref = xmalloc(yb), *got = xmalloc(yb);
+    switch_probe p;
+    switch_probe_init(&p);
+    const size_t hb = 2 * sizeof(float) * (size_t)p.M;
+    float *ref = xmalloc(hb), *got = xmalloc(hb);
     size_t before = 0, lim = 0;
     CK(cudaDeviceGetLimit(&before, cudaLimitMaxL2FetchGranularity));
     static const char *vals[4] = {NULL, "64", "-1", "32"};
@@ -2943,19 +2969,14 @@ static void test_l2_fetch(int major) {
         const size_t expect = want >= 0 ? (size_t)want : v == 2 ? 64 : before;
         report("l2 fetch limit", shape, lim == expect ? 0 : 1, 0);
         if (v == 1 || v == 2) continue;
-        CK(cudaMemset(dy, 0xFF, yb));
-        report_status("l2 fetch pair", shape,
-                      loom_cuda_matmul_pair(dx, 1, w0, w1, LOOM_PAIR_SWIGLU, dy, NULL, &err, 0), &err);
-        to_host(v ? got : ref, dy, yb);
-        if (v) report_bits("l2 fetch == default", shape, ref, got, yb);
+        switch_probe_run(&p, "l2 fetch", shape, v ? got : ref);
+        if (v) report_bits("l2 fetch == default", shape, ref, got, hb);
     }
     reset_switch("LOOM_CUDA_L2_FETCH");
     report_status("l2 fetch applied", "default again", loom_cuda_apply_l2_fetch(&err), &err);
-    cudaFree(dy);
     free(ref);
     free(got);
-    cudaFree((void *)w0.data); cudaFree((void *)w1.data);
-    cudaFree(dx); cudaFree(dg);
+    switch_probe_free(&p);
 }
 
 static void test_bad_args(void) {
