@@ -435,6 +435,9 @@ template <int D, bool XG, int MODE = 0>
 __global__ void __launch_bounds__(96, 5) ffn_fused2(const Args a) {
     constexpr int CS = 8, NW = 3, kSlot = 2 * kTileBlk;
     extern __shared__ __align__(16) uint8_t ring[];
+    // ffn_fused's shared arrays, declared one by one on purpose: the compiler drops those a
+    // diagnostic MODE never touches (MODE 3: 416 bytes), which one struct of them would keep
+    // (8,736 bytes a block, checked with ptxas -v), changing what the stream-only rows measure.
     __shared__ Q4I8Stage<1> st[NW];
     __shared__ Q4I8Stage<1> dst;
     __shared__ double npart[NW];
