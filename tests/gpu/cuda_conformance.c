@@ -2867,10 +2867,11 @@ static void test_tiles_section(void) {
 
 /* The probe the device-wide settings' tests run under each setting: the Q4_K pair GEMV with
  * SwiGLU (8 KB of shared memory a block) and a Q6_K matmul (~38 KB), both 9728 x 2560, on the
- * same inputs every time; run() stores the pair's M floats, then the Q6_K matmul's, in h (2 M). */
+ * same inputs every time. ref / got: the host copies of both outputs (2 M floats) under the
+ * default setting and under the one being checked. */
 typedef struct {
     int64_t M, K;
-    float *dx, *dg, *dy;
+    float *dx, *dg, *dy, *ref, *got;
     loom_kweight w0, w1, w6;
 } switch_probe;
 
@@ -2882,10 +2883,23 @@ static void switch_probe_init(switch_probe *p) {
     p->w1 = dev_rand_weights(LOOM_GGML_Q4_K, p->M, p->K);
     p->w6 = dev_rand_weights(LOOM_GGML_Q6_K, p->M, p->K);
     p->dy = dev_poison(sizeof(float) * (size_t)p->M);
+    p->ref = xmalloc(2 * sizeof(float) * (size_t)p->M);
+    p->got = xmalloc(2 * sizeof(float) * (size_t)p->M);
 }
 
-static void switch_probe_run(const switch_probe *p, const char *what, const char *shape, float *h) {
+/* Sets switch env to val (NULL: unset, the default) and names the setting "what val" (or "what
+ * default") in shape[64]. */
+static void switch_probe_set(const char *env, const char *val, const char *what, char *shape) {
+    if (val) set_switch(env, val);
+    else reset_switch(env);
+    snprintf(shape, 64, "%s %s", what, val ? val : "default");
+}
+
+/* Runs both matmuls under the setting in force: into ref when it is the default (dflt), else
+ * into got, which must equal ref bit for bit. */
+static void switch_probe_run(const switch_probe *p, const char *what, const char *shape, bool dflt) {
     const size_t yb = sizeof(float) * (size_t)p->M;
+    float *h = dflt ? p->ref : p->got;
     loom_error err = {0};
     char name[64];
     CK(cudaMemset(p->dy, 0xFF, yb));
@@ -2898,12 +2912,18 @@ static void switch_probe_run(const switch_probe *p, const char *what, const char
     snprintf(name, sizeof name, "%s q6k", what);
     report_status(name, shape, loom_cuda_matmul(p->dx, 1, p->w6, p->dy, &err, 0), &err);
     to_host(h + p->M, p->dy, yb);
+    if (!dflt) {
+        snprintf(name, sizeof name, "%s == default", what);
+        report_bits(name, shape, p->ref, p->got, 2 * yb);
+    }
 }
 
 static void switch_probe_free(switch_probe *p) {
     cudaFree(p->dy);
     cudaFree((void *)p->w0.data); cudaFree((void *)p->w1.data); cudaFree((void *)p->w6.data);
     cudaFree(p->dx); cudaFree(p->dg);
+    free(p->ref);
+    free(p->got);
 }
 
 /* LOOM_CUDA_CARVEOUT: the preference as read (78 on compute capability 9.x by default, else
@@ -2919,21 +2939,14 @@ static void test_carveout(int major) {
     report("carveout out of range", "101 -> default", loom_cuda_carveout() == dflt ? 0 : 1, 0);
     switch_probe p;
     switch_probe_init(&p);
-    const size_t hb = 2 * sizeof(float) * (size_t)p.M;
-    float *ref = xmalloc(hb), *got = xmalloc(hb);
     static const char *vals[4] = {NULL, "0", "100", "-1"};
     for (int v = 0; v < 4; v++) {
-        if (vals[v]) set_switch("LOOM_CUDA_CARVEOUT", vals[v]);
-        else reset_switch("LOOM_CUDA_CARVEOUT");
         char shape[64];
-        snprintf(shape, sizeof shape, "carveout %s", vals[v] ? vals[v] : "default");
+        switch_probe_set("LOOM_CUDA_CARVEOUT", vals[v], "carveout", shape);
         report("carveout as read", shape, loom_cuda_carveout() == (vals[v] ? atoi(vals[v]) : dflt) ? 0 : 1, 0);
-        switch_probe_run(&p, "carveout", shape, v ? got : ref);
-        if (v) report_bits("carveout == default", shape, ref, got, hb);
+        switch_probe_run(&p, "carveout", shape, v == 0);
     }
     reset_switch("LOOM_CUDA_CARVEOUT");
-    free(ref);
-    free(got);
     switch_probe_free(&p);
 }
 
@@ -2951,16 +2964,12 @@ static void test_l2_fetch(int major) {
     loom_error err = {0};
     switch_probe p;
     switch_probe_init(&p);
-    const size_t hb = 2 * sizeof(float) * (size_t)p.M;
-    float *ref = xmalloc(hb), *got = xmalloc(hb);
     size_t before = 0, lim = 0;
     CK(cudaDeviceGetLimit(&before, cudaLimitMaxL2FetchGranularity));
     static const char *vals[4] = {NULL, "64", "-1", "32"};
     for (int v = 0; v < 4; v++) {
-        if (vals[v]) set_switch("LOOM_CUDA_L2_FETCH", vals[v]);
-        else reset_switch("LOOM_CUDA_L2_FETCH");
         char shape[64];
-        snprintf(shape, sizeof shape, "l2 fetch %s", vals[v] ? vals[v] : "default");
+        switch_probe_set("LOOM_CUDA_L2_FETCH", vals[v], "l2 fetch", shape);
         const int want = vals[v] ? atoi(vals[v]) : dflt;
         report("l2 fetch as read", shape, loom_cuda_l2_fetch() == want ? 0 : 1, 0);
         report_status("l2 fetch applied", shape, loom_cuda_apply_l2_fetch(&err), &err);
@@ -2968,14 +2977,10 @@ static void test_l2_fetch(int major) {
         /* -1 sets nothing: the limit stays what the value before it (64) left */
         const size_t expect = want >= 0 ? (size_t)want : v == 2 ? 64 : before;
         report("l2 fetch limit", shape, lim == expect ? 0 : 1, 0);
-        if (v == 1 || v == 2) continue;
-        switch_probe_run(&p, "l2 fetch", shape, v ? got : ref);
-        if (v) report_bits("l2 fetch == default", shape, ref, got, hb);
+        if (v == 0 || v == 3) switch_probe_run(&p, "l2 fetch", shape, v == 0);
     }
     reset_switch("LOOM_CUDA_L2_FETCH");
     report_status("l2 fetch applied", "default again", loom_cuda_apply_l2_fetch(&err), &err);
-    free(ref);
-    free(got);
     switch_probe_free(&p);
 }
 
