@@ -87,6 +87,37 @@ __device__ __forceinline__ void mb_expect_tx(uint32_t bar, uint32_t bytes) {
                          "r"(bytes)
                          : "memory");)
 }
+// The cluster combine's pushes (v6): a store into a block of the cluster counted by that block's
+// mbarrier (st.async, complete_tx), and the wait for them (acquire at cluster scope).
+__device__ __forceinline__ uint32_t cl_addr(const void *p, uint32_t rank) {
+    uint32_t r = 0;
+    V6_SM90(asm volatile("mapa.shared::cluster.u32 %0, %1, %2;" : "=r"(r) : "r"(smaddr(p)), "r"(rank));)
+    return r;
+}
+__device__ __forceinline__ void st_async(uint32_t addr, float v, uint32_t bar) {
+    V6_SM90(asm volatile("st.async.shared::cluster.mbarrier::complete_tx::bytes.b32 [%0], %1, [%2];" ::"r"(addr),
+                         "r"(__float_as_uint(v)), "r"(bar)
+                         : "memory");)
+}
+__device__ __forceinline__ void st_async4(uint32_t addr, float4 v, uint32_t bar) {
+    V6_SM90(asm volatile(
+                "st.async.shared::cluster.mbarrier::complete_tx::bytes.v4.b32 [%0], {%1, %2, %3, %4}, [%5];" ::"r"(
+                    addr),
+                "r"(__float_as_uint(v.x)), "r"(__float_as_uint(v.y)), "r"(__float_as_uint(v.z)),
+                "r"(__float_as_uint(v.w)), "r"(bar)
+                : "memory");)
+}
+__device__ __forceinline__ void mb_wait_cluster(uint32_t bar, uint32_t parity) {
+    uint32_t ok = 1;
+    do {
+        V6_SM90(asm volatile(
+                    "{ .reg .pred p; mbarrier.try_wait.parity.acquire.cluster.shared::cta.b64 p, [%1], %2; "
+                    "selp.u32 %0, 1, 0, p; }"
+                    : "=r"(ok)
+                    : "r"(bar), "r"(parity)
+                    : "memory");)
+    } while (!ok);
+}
 __device__ __forceinline__ void mb_wait(uint32_t bar, uint32_t parity) {
     uint32_t ok = 1;
     do {
@@ -239,8 +270,14 @@ static __global__ void __launch_bounds__(kThreads, WT ? 1 : 0)
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
     // v6 pushes into the other blocks' shared memory, which is allowed only once they have
     // started: every thread arrives here (relaxed, no wait) and waits before its first push.
+    // Each block's combine barrier counts the bytes pushed into it (initialised before the
+    // arrival, so every pusher finds it initialised).
+    __shared__ __align__(8) uint64_t cbar;
     if constexpr (WT)
-        if (clc) asm volatile("barrier.cluster.arrive.relaxed.aligned;" ::: "memory");
+        if (clc) {
+            if (tid == 0) mb_init(smaddr(&cbar), 1);
+            asm volatile("barrier.cluster.arrive.relaxed.aligned;" ::: "memory");
+        }
 #endif
     if (TS && tr) tr[12] = smid() | (unsigned long long)(unsigned)S << 32;
     if ((int)blockIdx.z >= S && !clc) {
@@ -782,10 +819,12 @@ static __global__ void __launch_bounds__(kThreads, WT ? 1 : 0)
         // v6: the partials are pushed. Once every block has started (the wait below), rank s
         // stores its warps' sum of output idx into rank (idx / opr)'s recv[s][idx % opr] and
         // its (max, sum) of each head into every rank's rm/rl[s][g] (the other blocks' static
-        // shared memory, which no tile touches); after one cluster barrier (release/acquire)
-        // each rank combines its opr
-        // outputs from its own shared memory, in v5's order and arithmetic (the same bits),
-        // and may leave at once (nobody reads its shared memory).
+        // shared memory, which no tile touches) with st.async, each store counted by the
+        // receiving block's cbar; once its cbar has all its bytes (acquire) each rank combines
+        // its opr outputs from its own shared memory, in v5's order and arithmetic (the same
+        // bits), and may leave at once (nobody reads its shared memory, and every store into it
+        // has landed). No block releases: a release at cluster scope waits for everything its
+        // SM has in flight (bench/NOTES.md 7 "Session 26").
         namespace cg = cooperative_groups;
         cg::cluster_group cl = cg::this_cluster();
         constexpr int OPR = GM * D / kV5Cluster;  // outputs a rank (>= 8, a multiple of 4)
@@ -794,6 +833,9 @@ static __global__ void __launch_bounds__(kThreads, WT ? 1 : 0)
         const int C = a.cl, me = (int)cl.block_rank();
         const int opr = (G * D + C - 1) / C;  // outputs a rank in use: a multiple of 4 (D is)
         asm volatile("barrier.cluster.wait.aligned;" ::: "memory");  // every block has started
+        const int i0 = me * opr, i1 = min(G * D, i0 + opr);
+        if (tid == 0)  // the bytes pushed into this block: its outputs and every head's (max, sum), from each split
+            mb_expect_tx(smaddr(&cbar), (uint32_t)(S * ((i1 > i0 ? i1 - i0 : 0) + 2 * G) * 4));
         if (me < S) {
             for (int i4 = tid; i4 < G * D / 4; i4 += kThreads) {
                 float4 x = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
@@ -803,17 +845,16 @@ static __global__ void __launch_bounds__(kThreads, WT ? 1 : 0)
                     x.x += y.x; x.y += y.y; x.z += y.z; x.w += y.w;
                 }
                 const int r = 4 * i4 / opr, off = 4 * i4 - r * opr;
-                *reinterpret_cast<float4 *>(cl.map_shared_rank(recv + me * OPR + off, r)) = x;
+                st_async4(cl_addr(recv + me * OPR + off, r), x, cl_addr(&cbar, r));
             }
             if (tid < G * C) {
                 const int g = tid / C, r = tid % C;
-                *cl.map_shared_rank(&rm[me][g], r) = m_sh[g];
-                *cl.map_shared_rank(&rl[me][g], r) = l_sh[g];
+                st_async(cl_addr(&rm[me][g], r), m_sh[g], cl_addr(&cbar, r));
+                st_async(cl_addr(&rl[me][g], r), l_sh[g], cl_addr(&cbar, r));
             }
         }
-        cl.sync();
+        mb_wait_cluster(smaddr(&cbar), 0);
         V5_MARK(9);
-        const int i0 = me * opr, i1 = min(G * D, i0 + opr);
         if (i0 < i1) {
             for (int g = warp; g < G; g += kWarps) {
                 if (g * D >= i1 || (g + 1) * D <= i0) continue;  // no output of head g here
