@@ -88,7 +88,7 @@ __device__ __forceinline__ void mb_expect_tx(uint32_t bar, uint32_t bytes) {
                          : "memory");)
 }
 // The cluster combine's pushes (v6): a store into a block of the cluster counted by that block's
-// mbarrier (st.async, complete_tx), and the wait for them (acquire at cluster scope).
+// mbarrier (st.async, complete_tx; the wait for them: mb_wait<true>).
 __device__ __forceinline__ uint32_t cl_addr(const void *p, uint32_t rank) {
     uint32_t r = 0;
     V6_SM90(asm volatile("mapa.shared::cluster.u32 %0, %1, %2;" : "=r"(r) : "r"(smaddr(p)), "r"(rank));)
@@ -107,26 +107,27 @@ __device__ __forceinline__ void st_async4(uint32_t addr, float4 v, uint32_t bar)
                 "r"(__float_as_uint(v.w)), "r"(bar)
                 : "memory");)
 }
-__device__ __forceinline__ void mb_wait_cluster(uint32_t bar, uint32_t parity) {
-    uint32_t ok = 1;
-    do {
-        V6_SM90(asm volatile(
-                    "{ .reg .pred p; mbarrier.try_wait.parity.acquire.cluster.shared::cta.b64 p, [%1], %2; "
-                    "selp.u32 %0, 1, 0, p; }"
-                    : "=r"(ok)
-                    : "r"(bar), "r"(parity)
-                    : "memory");)
-    } while (!ok);
-}
+// Waits for phase `parity` of the mbarrier at bar (acquire; CLUSTER: at cluster scope, for a
+// barrier that counts other blocks' stores).
+template <bool CLUSTER = false>
 __device__ __forceinline__ void mb_wait(uint32_t bar, uint32_t parity) {
     uint32_t ok = 1;
     do {
-        V6_SM90(asm volatile(
-                    "{ .reg .pred p; mbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2; "
-                    "selp.u32 %0, 1, 0, p; }"
-                    : "=r"(ok)
-                    : "r"(bar), "r"(parity)
-                    : "memory");)
+        if constexpr (CLUSTER) {
+            V6_SM90(asm volatile(
+                        "{ .reg .pred p; mbarrier.try_wait.parity.acquire.cluster.shared::cta.b64 p, [%1], %2; "
+                        "selp.u32 %0, 1, 0, p; }"
+                        : "=r"(ok)
+                        : "r"(bar), "r"(parity)
+                        : "memory");)
+        } else {
+            V6_SM90(asm volatile(
+                        "{ .reg .pred p; mbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2; "
+                        "selp.u32 %0, 1, 0, p; }"
+                        : "=r"(ok)
+                        : "r"(bar), "r"(parity)
+                        : "memory");)
+        }
     } while (!ok);
 }
 __device__ __forceinline__ void tma_load_4d(uint32_t dst, const CUtensorMap *map, int c0, int c1,
@@ -853,7 +854,7 @@ static __global__ void __launch_bounds__(kThreads, WT ? 1 : 0)
                 st_async(cl_addr(&rl[me][g], r), l_sh[g], cl_addr(&cbar, r));
             }
         }
-        mb_wait_cluster(smaddr(&cbar), 0);
+        mb_wait<true>(smaddr(&cbar), 0);
         V5_MARK(9);
         if (i0 < i1) {
             for (int g = warp; g < G; g += kWarps) {
