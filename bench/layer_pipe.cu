@@ -33,6 +33,8 @@
 // warp after the counter; 2 none; 3 written by the phase before as (value, flag) pairs and polled
 // in place (no counter); 4 the same pairs copied in after a relaxed counter, a stale pair polled.
 // cl_kernel: the hubs' protocol (see there): no release fence on a streaming SM.
+// Timing: a graph of three small memsets (the sum, the counters, the flagged rows) and the launch,
+// replayed 11 times, median over the 36 layers (the memsets add < 0.2 us a layer to every row).
 // Check: the blocks' sums of every launch add up to the pool span's sum (computed on the device by
 // a plain reduction), so every word was read exactly once or the run is reported; trace_row prints
 // per-phase %globaltimer figures of one launch (skew, the dependency's latency).
