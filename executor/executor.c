@@ -74,7 +74,7 @@ static int64_t state_size(const loom_exec *e, loom_ir_value_id v) {
  * backend placed it so: the plan then leaves it out of the arena (no bytes, no in-place
  * hand-over: it runs out of place). The plan asks once per value, so an output listed twice is
  * offered once. */
-static bool map_output(void *ctx, loom_ir_value_id v, uint64_t bytes) {
+static bool place_external_output(void *ctx, loom_ir_value_id v, uint64_t bytes) {
     loom_exec *e = ctx;
     void *dev = NULL, *host = NULL;
     if (!bytes || !loom_ir_value_is_output(e->g, v) ||
@@ -90,7 +90,7 @@ static bool map_output(void *ctx, loom_ir_value_id v, uint64_t bytes) {
 static loom_status plan(loom_exec *e, uint32_t n_streams, loom_error *err) {
     const loom_ir_graph *g = e->g;
     loom_status st = loom_exec_plan_create_external(
-        g, n_streams, e->be->vt->map_output ? map_output : NULL, e, &e->plan, err);
+        g, n_streams, e->be->vt->map_output ? place_external_output : NULL, e, &e->plan, err);
     if (st) return st;
     for (uint32_t v = 0; v < e->n_values; v++) e->root[v] = loom_exec_plan_root(e->plan, v);
     for (uint32_t i = 0; i < loom_exec_plan_node_count(e->plan); i++)
