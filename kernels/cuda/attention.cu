@@ -27,8 +27,9 @@
 // are issued before the tiles' copies (behind them they arrived last, so no tile was computed
 // before all had arrived; launched early (EA, below) q follows the copies, which were issued
 // before the PDL wait); the cluster combine covers caches up to 4K positions
-// (LOOM_ATTN_CL_TILES) and pushes the partials into the owning blocks' shared memory (one
-// cluster barrier, no remote loads); both combines keep v5's arithmetic and split order.
+// (LOOM_ATTN_CL_TILES) and pushes the partials into the owning blocks' shared memory (st.async
+// stores counted by the receiving block's mbarrier since session 26, no cluster barrier and no
+// remote loads); both combines keep v5's arithmetic and split order.
 // (An L2 prefetch of each block's rows before the PDL wait, LOOM_ATTN_PREFETCH=1, opt-in since
 // it measured slower, bench/NOTES.md section 3, was removed in session 11.)
 // TMA tiles (F16, head_dim 128, sm_90; session 7, the default since session 17, LOOM_ATTN_TMA=0
