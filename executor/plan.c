@@ -285,7 +285,8 @@ loom_status loom_exec_plan_create_external(const loom_ir_graph *g, uint32_t n_st
             if ((int64_t)k > maxuse[r]) maxuse[r] = k;
         }
     }
-    /* Roots that own arena memory: node results that are their own root, except the external ones. */
+    /* Roots that own arena memory: node results that are their own root, except the external
+     * ones. */
     uint32_t nb = 0;
     bool *blk_out = calloc(nv + 1, sizeof *blk_out);
     int32_t *blk_use = malloc(((size_t)nv * S + 1) * sizeof *blk_use);

@@ -91,18 +91,21 @@ __device__ __forceinline__ void mb_expect_tx(uint32_t bar, uint32_t bytes) {
 // mbarrier (st.async, complete_tx; the wait for them: mb_wait<true>).
 __device__ __forceinline__ uint32_t cl_addr(const void *p, uint32_t rank) {
     uint32_t r = 0;
-    V6_SM90(asm volatile("mapa.shared::cluster.u32 %0, %1, %2;" : "=r"(r) : "r"(smaddr(p)), "r"(rank));)
+    V6_SM90(asm volatile("mapa.shared::cluster.u32 %0, %1, %2;"
+                         : "=r"(r)
+                         : "r"(smaddr(p)), "r"(rank));)
     return r;
 }
 __device__ __forceinline__ void st_async(uint32_t addr, float v, uint32_t bar) {
-    V6_SM90(asm volatile("st.async.shared::cluster.mbarrier::complete_tx::bytes.b32 [%0], %1, [%2];" ::"r"(addr),
+    V6_SM90(asm volatile("st.async.shared::cluster.mbarrier::complete_tx::bytes.b32 "
+                         "[%0], %1, [%2];" ::"r"(addr),
                          "r"(__float_as_uint(v)), "r"(bar)
                          : "memory");)
 }
 __device__ __forceinline__ void st_async4(uint32_t addr, float4 v, uint32_t bar) {
     V6_SM90(asm volatile(
-                "st.async.shared::cluster.mbarrier::complete_tx::bytes.v4.b32 [%0], {%1, %2, %3, %4}, [%5];" ::"r"(
-                    addr),
+                "st.async.shared::cluster.mbarrier::complete_tx::bytes.v4.b32 "
+                "[%0], {%1, %2, %3, %4}, [%5];" ::"r"(addr),
                 "r"(__float_as_uint(v.x)), "r"(__float_as_uint(v.y)), "r"(__float_as_uint(v.z)),
                 "r"(__float_as_uint(v.w)), "r"(bar)
                 : "memory");)
@@ -115,7 +118,8 @@ __device__ __forceinline__ void mb_wait(uint32_t bar, uint32_t parity) {
     do {
         if constexpr (CLUSTER) {
             V6_SM90(asm volatile(
-                        "{ .reg .pred p; mbarrier.try_wait.parity.acquire.cluster.shared::cta.b64 p, [%1], %2; "
+                        "{ .reg .pred p; "
+                        "mbarrier.try_wait.parity.acquire.cluster.shared::cta.b64 p, [%1], %2; "
                         "selp.u32 %0, 1, 0, p; }"
                         : "=r"(ok)
                         : "r"(bar), "r"(parity)
@@ -835,7 +839,8 @@ static __global__ void __launch_bounds__(kThreads, WT ? 1 : 0)
         const int opr = (G * D + C - 1) / C;  // outputs a rank in use: a multiple of 4 (D is)
         asm volatile("barrier.cluster.wait.aligned;" ::: "memory");  // every block has started
         const int i0 = me * opr, i1 = min(G * D, i0 + opr);
-        if (tid == 0)  // the bytes pushed into this block: its outputs and every head's (max, sum), from each split
+        // the bytes pushed into this block: its outputs, every head's (max, sum), from each split
+        if (tid == 0)
             mb_expect_tx(smaddr(&cbar), (uint32_t)(S * ((i1 > i0 ? i1 - i0 : 0) + 2 * G) * 4));
         if (me < S) {
             for (int i4 = tid; i4 < G * D / 4; i4 += kThreads) {
