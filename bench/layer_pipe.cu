@@ -169,6 +169,84 @@ __device__ __forceinline__ bool ll_ok(ulonglong2 v, unsigned ep) {
     return (unsigned)(v.x >> 32) == ep && (unsigned)(v.y >> 32) == ep;
 }
 
+// The ring's two sides, shared by pipe_kernel and cl_kernel. A streaming block blk of nblk owns
+// pieces blk, blk + nblk, ... of every phase; `it` counts the block's pieces over all phases and
+// layers, piece it in page it % NP.
+// The producer warp: for every layer and phase (before(l, f) first: a dependency the producer
+// waits for, or nothing), each piece's page once its consumers released it, its full barrier armed
+// with the bytes and the piece copied by CH lanes (one cp.async.bulk each, whole 16-byte multiples).
+template <int NP, int CH, typename Before>
+__device__ __forceinline__ void produce_pieces(const Pipe &p, uint8_t *ring, uint64_t *full,
+                                               uint64_t *empty, int lane, uint32_t blk,
+                                               uint32_t nblk, Before before) {
+    uint32_t it = 0;
+    for (int l = 0; l < p.layers; l++)
+#pragma unroll
+        for (int f = 0; f < kPhases; f++) {
+            before(l, f);
+            const uint8_t *src = p.base + (u64)l * p.layer + p.off[f];
+            const uint32_t n = n_items(p, f);
+            for (uint32_t j = blk; j < n; j += nblk, it++) {
+                const uint32_t pg = it % NP;
+                if (it >= NP) mb_wait(smaddr(&empty[pg]), ((it / NP) - 1) & 1);
+                const u64 o = (u64)j * p.item[f];
+                const uint32_t bytes = (uint32_t)min((u64)p.item[f], p.bytes[f] - o);
+                if (lane == 0) mb_expect_tx(smaddr(&full[pg]), bytes);
+                __syncwarp();
+                const uint32_t piece = (bytes / CH + 15) & ~15u;
+                if (lane < CH) {
+                    const uint32_t s = lane * piece;
+                    if (s < bytes)
+                        bulk_g2s(smaddr(ring + (size_t)pg * p.page + s), src + o + s,
+                                 min(piece, bytes - s), smaddr(&full[pg]));
+                }
+            }
+        }
+}
+
+// The consumers' walk of phase f's pieces (CW warps, T threads): each page waited for, every
+// 16-byte word summed into acc with K FFMA of work() into m (OWN: piece it read by warp it % CW
+// alone), the page released; tr (or null): the first page's stamp.
+template <int NP, int CW, int K, bool OWN>
+__device__ __forceinline__ void consume_pieces(const Pipe &p, int f, const uint8_t *ring,
+                                               uint64_t *full, uint64_t *empty, uint32_t blk,
+                                               uint32_t nblk, uint32_t &it, unsigned &acc,
+                                               float (&m)[4], u64 *tr) {
+    const int w = threadIdx.x >> 5, lane = threadIdx.x & 31, T = CW * 32;
+    const uint32_t n = n_items(p, f);
+    for (uint32_t j = blk; j < n; j += nblk, it++) {
+        if (OWN && (int)(it % CW) != w) continue;
+        const uint32_t pg = it % NP;
+        mb_wait(smaddr(&full[pg]), (it / NP) & 1);
+        if (tr && j == blk) tr[1] = gtime();  // its first page in hand
+        const u64 o = (u64)j * p.item[f];
+        const uint32_t words = (uint32_t)min((u64)p.item[f], p.bytes[f] - o) / 16;
+        const uint4 *q = reinterpret_cast<const uint4 *>(ring + (size_t)pg * p.page);
+        for (uint32_t k = OWN ? lane : threadIdx.x; k < words; k += OWN ? 32 : T) {
+            const uint4 v = q[k];
+            work<K>(v, m);
+            acc += (v.x + v.y) + (v.z + v.w);
+        }
+        __syncwarp();
+        if (lane == 0) mb_arrive(smaddr(&empty[pg]));
+    }
+}
+
+// The consumers' end: their sums (and the math's result, so that it is not dead) added to total.
+template <int CW, int K>
+__device__ __forceinline__ void consumers_total(unsigned acc, const float (&m)[4], unsigned *part,
+                                                unsigned *total) {
+    if (K) acc += ((m[0] + m[1]) + (m[2] + m[3]) == 1234.5f);
+    for (int o = 16; o; o >>= 1) acc += __shfl_xor_sync(0xffffffffu, acc, o);
+    if ((threadIdx.x & 31) == 0) part[threadIdx.x >> 5] = acc;
+    consumers_sync(CW);
+    if (threadIdx.x == 0) {
+        unsigned s = 0;
+        for (int i = 0; i < CW; i++) s += part[i];
+        atomicAdd(total, s);
+    }
+}
+
 template <int CW, int NP, int CH, int BAR, int K, bool OWN, int XM, int SP>
 __global__ void __launch_bounds__((CW + 2) * 32, 1) pipe_kernel(const Pipe p) {
     extern __shared__ __align__(128) uint8_t ring[];
@@ -187,30 +265,9 @@ __global__ void __launch_bounds__((CW + 2) * 32, 1) pipe_kernel(const Pipe p) {
     }
     __syncthreads();
     if (w == CW) {  // the producer
-        uint32_t it = 0;
-        for (int l = 0; l < p.layers; l++)
-#pragma unroll
-            for (int f = 0; f < kPhases; f++) {
-                if (BAR == 2 && (l | f) && lane == 0) spin_until<SP>(p.ctr + l * kPhases + f - 1, G);
-                const uint8_t *src = p.base + (u64)l * p.layer + p.off[f];
-                const uint32_t n = n_items(p, f);
-                for (uint32_t j = b; j < n; j += G, it++) {
-                    const uint32_t pg = it % NP;
-                    if (it >= NP) mb_wait(smaddr(&empty[pg]), ((it / NP) - 1) & 1);
-                    const u64 o = (u64)j * p.item[f];
-                    const uint32_t bytes = (uint32_t)min((u64)p.item[f], p.bytes[f] - o);
-                    if (lane == 0) mb_expect_tx(smaddr(&full[pg]), bytes);
-                    __syncwarp();
-                    // CH copies of whole 16-byte multiples, the last one the rest
-                    const uint32_t piece = (bytes / CH + 15) & ~15u;
-                    if (lane < CH) {
-                        const uint32_t s = lane * piece;
-                        if (s < bytes)
-                            bulk_g2s(smaddr(ring + (size_t)pg * p.page + s), src + o + s,
-                                     min(piece, bytes - s), smaddr(&full[pg]));
-                    }
-                }
-            }
+        produce_pieces<NP, CH>(p, ring, full, empty, lane, b, G, [&](int l, int f) {
+            if (BAR == 2 && (l | f) && lane == 0) spin_until<SP>(p.ctr + l * kPhases + f - 1, G);
+        });
         return;
     }
     if (w == CW + 1) {  // the row's producer (XM 1): after the previous phase's counter, one copy
@@ -292,23 +349,7 @@ __global__ void __launch_bounds__((CW + 2) * 32, 1) pipe_kernel(const Pipe p) {
             }
             u64 *tr = p.trace && threadIdx.x == 0 ? p.trace + (((u64)b * p.layers + l) * kPhases + f) * 3 : nullptr;
             if (tr) tr[0] = gtime();  // the phase's start (its dependency met)
-            const uint32_t n = n_items(p, f);
-            for (uint32_t j = b; j < n; j += G, it++) {
-                if (OWN && (int)(it % CW) != w) continue;
-                const uint32_t pg = it % NP;
-                mb_wait(smaddr(&full[pg]), (it / NP) & 1);
-                if (tr && j == b) tr[1] = gtime();  // its first page in hand
-                const u64 o = (u64)j * p.item[f];
-                const uint32_t words = (uint32_t)min((u64)p.item[f], p.bytes[f] - o) / 16;
-                const uint4 *q = reinterpret_cast<const uint4 *>(ring + (size_t)pg * p.page);
-                for (uint32_t k = OWN ? lane : threadIdx.x; k < words; k += OWN ? 32 : T) {
-                    const uint4 v = q[k];
-                    work<K>(v, m);
-                    acc += (v.x + v.y) + (v.z + v.w);
-                }
-                __syncwarp();
-                if (lane == 0) mb_arrive(smaddr(&empty[pg]));
-            }
+            consume_pieces<NP, CW, K, OWN>(p, f, ring, full, empty, b, G, it, acc, m, tr);
             if (BAR || XM >= 3) consumers_sync(CW);
             if (XM >= 3 && l * kPhases + f + 1 < p.layers * kPhases) {  // this block's share of the next row
                 const unsigned g = (unsigned)(l * kPhases + f + 1);
@@ -322,15 +363,7 @@ __global__ void __launch_bounds__((CW + 2) * 32, 1) pipe_kernel(const Pipe p) {
             if (tr) tr[2] = gtime();  // its last item done
             if ((BAR || XM == 4) && threadIdx.x == 0) arrive<XM == 4 ? 3 : SP>(p.ctr + l * kPhases + f);
         }
-    if (K) acc += ((m[0] + m[1]) + (m[2] + m[3]) == 1234.5f);
-    for (int o = 16; o; o >>= 1) acc += __shfl_xor_sync(0xffffffffu, acc, o);
-    if (lane == 0) part[w] = acc;
-    consumers_sync(CW);
-    if (threadIdx.x == 0) {
-        unsigned s = 0;
-        for (int i = 0; i < CW; i++) s += part[i];
-        atomicAdd(p.total, s);
-    }
+    consumers_total<CW, K>(acc, m, part, p.total);
 }
 
 // ---- The cluster protocol (cl_kernel): no release fence on a streaming SM ----------------------
@@ -426,25 +459,8 @@ __global__ void __launch_bounds__((CW + 1) * 32, 1) cl_kernel(const Pipe p) {
         }
         return;
     }
-    if (w == CW) {  // the producer (as pipe_kernel's, over the NC streaming blocks)
-        uint32_t it = 0;
-        for (int l = 0; l < p.layers; l++)
-#pragma unroll
-            for (int f = 0; f < kPhases; f++) {
-                const uint8_t *src = p.base + (u64)l * p.layer + p.off[f];
-                const uint32_t n = n_items(p, f);
-                for (uint32_t j = cb; j < n; j += NC, it++) {
-                    const uint32_t pg = it % NP;
-                    if (it >= NP) mb_wait(smaddr(&empty[pg]), ((it / NP) - 1) & 1);
-                    const u64 o = (u64)j * p.item[f];
-                    const uint32_t bytes = (uint32_t)min((u64)p.item[f], p.bytes[f] - o);
-                    if (lane == 0) {
-                        mb_expect_tx(smaddr(&full[pg]), bytes);
-                        bulk_g2s(smaddr(ring + (size_t)pg * p.page), src + o, bytes, smaddr(&full[pg]));
-                    }
-                    __syncwarp();
-                }
-            }
+    if (w == CW) {  // the producer, over the NC streaming blocks
+        produce_pieces<NP, 1>(p, ring, full, empty, lane, cb, NC, [](int, int) {});
         return;
     }
     unsigned acc = 0;
@@ -464,21 +480,7 @@ __global__ void __launch_bounds__((CW + 1) * 32, 1) cl_kernel(const Pipe p) {
                     acc += (v.x + v.y) + (v.z + v.w);
                 }
             }
-            const uint32_t n = n_items(p, f);
-            for (uint32_t j = cb; j < n; j += NC, it++) {
-                const uint32_t pg = it % NP;
-                mb_wait(smaddr(&full[pg]), (it / NP) & 1);
-                const u64 o = (u64)j * p.item[f];
-                const uint32_t words = (uint32_t)min((u64)p.item[f], p.bytes[f] - o) / 16;
-                const uint4 *q = reinterpret_cast<const uint4 *>(ring + (size_t)pg * p.page);
-                for (uint32_t k = threadIdx.x; k < words; k += T) {
-                    const uint4 v = q[k];
-                    work<K>(v, m);
-                    acc += (v.x + v.y) + (v.z + v.w);
-                }
-                __syncwarp();
-                if (lane == 0) mb_arrive(smaddr(&empty[pg]));
-            }
+            consume_pieces<NP, CW, K, false>(p, f, ring, full, empty, cb, NC, it, acc, m, nullptr);
             consumers_sync(CW);  // every read of the row and of this phase's pages done
             if (g + 1 < nph) {
                 const int nf = (f + 1) % kPhases;
@@ -490,15 +492,7 @@ __global__ void __launch_bounds__((CW + 1) * 32, 1) cl_kernel(const Pipe p) {
                     st_async4(hub_xbuf + (k - v0) * 4, make_uint4(0u, 0u, 0u, 0u), hub_collect);
             }
         }
-    if (K) acc += ((m[0] + m[1]) + (m[2] + m[3]) == 1234.5f);
-    for (int o = 16; o; o >>= 1) acc += __shfl_xor_sync(0xffffffffu, acc, o);
-    if (lane == 0) part[w] = acc;
-    consumers_sync(CW);
-    if (threadIdx.x == 0) {
-        unsigned s2 = 0;
-        for (int i = 0; i < CW; i++) s2 += part[i];
-        atomicAdd(p.total, s2);
-    }
+    consumers_total<CW, K>(acc, m, part, p.total);
 }
 
 __global__ void fill_kernel(unsigned *p, u64 n) {
