@@ -32,7 +32,11 @@
 // (XM): 0 read from global memory by the consumers; 1 one bulk copy into shared memory by the row
 // warp after the counter; 2 none; 3 written by the phase before as (value, flag) pairs and polled
 // in place (no counter); 4 the same pairs copied in after a relaxed counter, a stale pair polled.
-// cl_kernel: the hubs' protocol (see there): no release fence on a streaming SM.
+// cl_kernel: the hubs' protocol (see there): no release fence on a streaming SM. ix_kernel (session
+// 27): every block computes and releases as pipe_kernel's BAR 1, but its weights are copied in by
+// another block of its cluster (an issuer that computes nothing, or its partner), so no releasing
+// SM has copies of its own in flight; the "arrival" column gives the SM cycles a phase arrival
+// (its release fence) took.
 // Timing: a graph of three small memsets (the sum, the counters, the flagged rows) and the launch,
 // replayed 11 times, median over the 36 layers (the memsets add < 0.2 us a layer to every row).
 // Check: the blocks' sums of every launch add up to the pool span's sum (computed on the device by
@@ -40,8 +44,8 @@
 // per-phase %globaltimer figures of one launch (skew, the dependency's latency).
 //
 // Build: nvcc -O3 -std=c++17 -arch=sm_90a -Xptxas -v -o layer_pipe bench/layer_pipe.cu
-// Run:   ./layer_pipe [--quick]   (--quick: 2 layers of 1/64 the bytes, one replay: for
-//        compute-sanitizer)
+// Run:   ./layer_pipe [--quick] [--ix]   (--quick: 2 layers of 1/64 the bytes, one replay: for
+//        compute-sanitizer; --ix: only session 27's rows, ix_kernel's forms beside their baselines)
 #include <cuda_runtime.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -72,6 +76,7 @@ struct Pipe {
     u64 *trace;                   // null, or [G][layers][4][3] %globaltimer stamps (trace_row)
     u64 *ll;                      // XM 3, 4: two rows of kXMax / 4 (value, flag) pairs, zero at launch
     unsigned *stale;              // XM 4: pairs found stale in the copy (polled from global)
+    u64 *rel;                     // [0] SM cycles thread 0 spent in its phase arrivals, [1] arrivals
     int layers;
 };
 
@@ -85,12 +90,30 @@ __device__ __forceinline__ void mb_expect_tx(uint32_t a, uint32_t bytes) {
 __device__ __forceinline__ void mb_arrive(uint32_t a) {
     asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];" ::"r"(a) : "memory");
 }
+template <bool CLUSTER = false>  // CLUSTER: acquire at cluster scope (arrivals from other blocks)
 __device__ __forceinline__ void mb_wait(uint32_t a, uint32_t parity) {
     uint32_t ok;
     do {
-        asm volatile("{ .reg .pred p; mbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2; selp.u32 %0, 1, 0, p; }"
-                     : "=r"(ok) : "r"(a), "r"(parity) : "memory");
+        if constexpr (CLUSTER)
+            asm volatile("{ .reg .pred p; mbarrier.try_wait.parity.acquire.cluster.shared::cta.b64 p, [%1], %2; selp.u32 %0, 1, 0, p; }"
+                         : "=r"(ok) : "r"(a), "r"(parity) : "memory");
+        else
+            asm volatile("{ .reg .pred p; mbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2; selp.u32 %0, 1, 0, p; }"
+                         : "=r"(ok) : "r"(a), "r"(parity) : "memory");
     } while (!ok);
+}
+// Another block's barrier (a shared::cluster address): armed with the bytes of a copy by a relaxed
+// arrival; arrived on with release (REL) or relaxed.
+__device__ __forceinline__ void mb_arm_remote(uint32_t a, uint32_t bytes) {
+    asm volatile("mbarrier.arrive.expect_tx.relaxed.cluster.shared::cluster.b64 _, [%0], %1;" ::"r"(a), "r"(bytes) : "memory");
+}
+// RA 1: release at cluster scope; 2: relaxed; 3: release at CTA scope (PTX's default, CUTLASS's
+// consumer release of a TMA pipeline's page).
+template <int RA>
+__device__ __forceinline__ void mb_arrive_remote(uint32_t a) {
+    if constexpr (RA == 1) asm volatile("mbarrier.arrive.release.cluster.shared::cluster.b64 _, [%0];" ::"r"(a) : "memory");
+    else if constexpr (RA == 2) asm volatile("mbarrier.arrive.relaxed.cluster.shared::cluster.b64 _, [%0];" ::"r"(a) : "memory");
+    else asm volatile("mbarrier.arrive.release.cta.shared::cluster.b64 _, [%0];" ::"r"(a) : "memory");
 }
 __device__ __forceinline__ void bulk_g2s(uint32_t dst, const void *src, uint32_t bytes, uint32_t bar) {
     asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];"
@@ -137,6 +160,16 @@ __device__ __forceinline__ u64 gtime() {
 __device__ __forceinline__ void consumers_sync(int cw) {
     asm volatile("bar.sync 1, %0;" ::"r"(cw * 32) : "memory");
 }
+// A block's arrival on a phase counter (thread 0), its duration added to p.rel: the red itself
+// does not wait, so the time is the release's fence (MEMBAR) waiting for the SM's memory accesses.
+template <int SP>
+__device__ __forceinline__ void arrive_timed(const Pipe &p, unsigned *c) {
+    const long long t0 = clock64();
+    arrive<SP>(c);
+    const long long t1 = clock64();
+    atomicAdd(p.rel, (u64)(t1 - t0));
+    atomicAdd(p.rel + 1, 1ull);
+}
 
 // K FFMA a 16-byte word (stream_floor.cu's work(), four chains a word).
 template <int K>
@@ -169,15 +202,21 @@ __device__ __forceinline__ bool ll_ok(ulonglong2 v, unsigned ep) {
     return (unsigned)(v.x >> 32) == ep && (unsigned)(v.y >> 32) == ep;
 }
 
-// The ring's two sides, shared by pipe_kernel and cl_kernel. A streaming block blk of nblk owns
-// pieces blk, blk + nblk, ... of every phase; `it` counts the block's pieces over all phases and
-// layers, piece it in page it % NP.
+// The ring's two sides, shared by pipe_kernel, cl_kernel and ix_kernel. A streaming block blk of
+// nblk owns pieces blk, blk + nblk, ... of every phase; `it` counts the block's pieces over all
+// phases and layers, piece it in page it % NP. Ring: where the pieces go, as shared::cluster
+// addresses (a block's own shared memory or, REMOTE, another block's of the cluster: ix_kernel).
+struct Ring {
+    uint32_t ring, full;  // the consumer block's pages and full barriers
+    uint32_t empty;       // the empty barriers (in the producer's block)
+};
 // The producer warp: for every layer and phase (before(l, f) first: a dependency the producer
 // waits for, or nothing), each piece's page once its consumers released it, its full barrier armed
 // with the bytes and the piece copied by CH lanes (one cp.async.bulk each, whole 16-byte multiples).
-template <int NP, int CH, typename Before>
-__device__ __forceinline__ void produce_pieces(const Pipe &p, uint8_t *ring, uint64_t *full,
-                                               uint64_t *empty, int lane, uint32_t blk,
+// REMOTE: the consumers release pages from another block (the wait acquires at cluster scope) and
+// the full barrier is armed by a relaxed remote arrival (no fence on the producer's SM).
+template <int NP, int CH, bool REMOTE = false, typename Before>
+__device__ __forceinline__ void produce_pieces(const Pipe &p, Ring r, int lane, uint32_t blk,
                                                uint32_t nblk, Before before) {
     uint32_t it = 0;
     for (int l = 0; l < p.layers; l++)
@@ -188,17 +227,20 @@ __device__ __forceinline__ void produce_pieces(const Pipe &p, uint8_t *ring, uin
             const uint32_t n = n_items(p, f);
             for (uint32_t j = blk; j < n; j += nblk, it++) {
                 const uint32_t pg = it % NP;
-                if (it >= NP) mb_wait(smaddr(&empty[pg]), ((it / NP) - 1) & 1);
+                if (it >= NP) mb_wait<REMOTE>(r.empty + 8 * pg, ((it / NP) - 1) & 1);
                 const u64 o = (u64)j * p.item[f];
                 const uint32_t bytes = (uint32_t)min((u64)p.item[f], p.bytes[f] - o);
-                if (lane == 0) mb_expect_tx(smaddr(&full[pg]), bytes);
+                if (lane == 0) {
+                    if (REMOTE) mb_arm_remote(r.full + 8 * pg, bytes);
+                    else mb_expect_tx(r.full + 8 * pg, bytes);
+                }
                 __syncwarp();
                 const uint32_t piece = (bytes / CH + 15) & ~15u;
                 if (lane < CH) {
                     const uint32_t s = lane * piece;
                     if (s < bytes)
-                        bulk_g2s(smaddr(ring + (size_t)pg * p.page + s), src + o + s,
-                                 min(piece, bytes - s), smaddr(&full[pg]));
+                        bulk_g2s(r.ring + pg * p.page + s, src + o + s, min(piece, bytes - s),
+                                 r.full + 8 * pg);
                 }
             }
         }
@@ -206,10 +248,12 @@ __device__ __forceinline__ void produce_pieces(const Pipe &p, uint8_t *ring, uin
 
 // The consumers' walk of phase f's pieces (CW warps, T threads): each page waited for, every
 // 16-byte word summed into acc with K FFMA of work() into m (OWN: piece it read by warp it % CW
-// alone), the page released; tr (or null): the first page's stamp.
-template <int NP, int CW, int K, bool OWN>
+// alone), the page released (RA: 0 a local arrival; 1 a remote one with release at cluster scope;
+// 2 a remote relaxed one, ordered only by the reads' values being used: not a protocol; 3 a remote
+// one with release at CTA scope); tr (or null): the first page's stamp.
+template <int NP, int CW, int K, bool OWN, int RA = 0>
 __device__ __forceinline__ void consume_pieces(const Pipe &p, int f, const uint8_t *ring,
-                                               uint64_t *full, uint64_t *empty, uint32_t blk,
+                                               uint64_t *full, uint32_t empty, uint32_t blk,
                                                uint32_t nblk, uint32_t &it, unsigned &acc,
                                                float (&m)[4], u64 *tr) {
     const int w = threadIdx.x >> 5, lane = threadIdx.x & 31, T = CW * 32;
@@ -228,7 +272,10 @@ __device__ __forceinline__ void consume_pieces(const Pipe &p, int f, const uint8
             acc += (v.x + v.y) + (v.z + v.w);
         }
         __syncwarp();
-        if (lane == 0) mb_arrive(smaddr(&empty[pg]));
+        if (lane == 0) {
+            if (RA == 0) mb_arrive(empty + 8 * pg);
+            else mb_arrive_remote<RA>(empty + 8 * pg);
+        }
     }
 }
 
@@ -265,7 +312,8 @@ __global__ void __launch_bounds__((CW + 2) * 32, 1) pipe_kernel(const Pipe p) {
     }
     __syncthreads();
     if (w == CW) {  // the producer
-        produce_pieces<NP, CH>(p, ring, full, empty, lane, b, G, [&](int l, int f) {
+        const Ring r = {smaddr(ring), smaddr(full), smaddr(empty)};
+        produce_pieces<NP, CH>(p, r, lane, b, G, [&](int l, int f) {
             if (BAR == 2 && (l | f) && lane == 0) spin_until<SP>(p.ctr + l * kPhases + f - 1, G);
         });
         return;
@@ -349,7 +397,7 @@ __global__ void __launch_bounds__((CW + 2) * 32, 1) pipe_kernel(const Pipe p) {
             }
             u64 *tr = p.trace && threadIdx.x == 0 ? p.trace + (((u64)b * p.layers + l) * kPhases + f) * 3 : nullptr;
             if (tr) tr[0] = gtime();  // the phase's start (its dependency met)
-            consume_pieces<NP, CW, K, OWN>(p, f, ring, full, empty, b, G, it, acc, m, tr);
+            consume_pieces<NP, CW, K, OWN>(p, f, ring, full, smaddr(empty), b, G, it, acc, m, tr);
             if (BAR || XM >= 3) consumers_sync(CW);
             if (XM >= 3 && l * kPhases + f + 1 < p.layers * kPhases) {  // this block's share of the next row
                 const unsigned g = (unsigned)(l * kPhases + f + 1);
@@ -361,7 +409,7 @@ __global__ void __launch_bounds__((CW + 2) * 32, 1) pipe_kernel(const Pipe p) {
                     st_relaxed_v2(row + k, (u64)g << 32, (u64)g << 32);
             }
             if (tr) tr[2] = gtime();  // its last item done
-            if ((BAR || XM == 4) && threadIdx.x == 0) arrive<XM == 4 ? 3 : SP>(p.ctr + l * kPhases + f);
+            if ((BAR || XM == 4) && threadIdx.x == 0) arrive_timed<XM == 4 ? 3 : SP>(p, p.ctr + l * kPhases + f);
         }
     consumers_total<CW, K>(acc, m, part, p.total);
 }
@@ -460,7 +508,8 @@ __global__ void __launch_bounds__((CW + 1) * 32, 1) cl_kernel(const Pipe p) {
         return;
     }
     if (w == CW) {  // the producer, over the NC streaming blocks
-        produce_pieces<NP, 1>(p, ring, full, empty, lane, cb, NC, [](int, int) {});
+        const Ring r = {smaddr(ring), smaddr(full), smaddr(empty)};
+        produce_pieces<NP, 1>(p, r, lane, cb, NC, [](int, int) {});
         return;
     }
     unsigned acc = 0;
@@ -480,7 +529,7 @@ __global__ void __launch_bounds__((CW + 1) * 32, 1) cl_kernel(const Pipe p) {
                     acc += (v.x + v.y) + (v.z + v.w);
                 }
             }
-            consume_pieces<NP, CW, K, false>(p, f, ring, full, empty, cb, NC, it, acc, m, nullptr);
+            consume_pieces<NP, CW, K, false>(p, f, ring, full, smaddr(empty), cb, NC, it, acc, m, nullptr);
             consumers_sync(CW);  // every read of the row and of this phase's pages done
             if (g + 1 < nph) {
                 const int nf = (f + 1) % kPhases;
@@ -493,6 +542,98 @@ __global__ void __launch_bounds__((CW + 1) * 32, 1) cl_kernel(const Pipe p) {
             }
         }
     consumers_total<CW, K>(acc, m, part, p.total);
+}
+
+// ---- Copies issued by another SM (ix_kernel): no bulk copy in flight from a releasing SM ---------
+// Session 26's cost is a release fence waiting for the copies its SM issued. Here the blocks that
+// compute and release issue no copy of their own weights: MODE 0, clusters of CS whose rank CS - 1
+// (the issuer) streams nothing into itself and runs one producer warp for each of the other CS - 1
+// ranks, copying their pieces into their rings (cp.async.bulk into peer shared memory, complete_tx
+// on the peer's full barrier; the peer releases a page by a remote arrival on the issuer's empty
+// barrier); MODE 1, pairs (CS 2) where each block's producer warp streams its partner's pieces (so
+// every SM computes, and each has the partner's copies in flight: does the fence wait for copies
+// its SM issued into another SM?). The computing blocks meet the phases as pipe_kernel's BAR 1
+// (release arrival, acquire poll; BAR 0: no dependency) with the row (XM) 0 from L2, 1 one bulk
+// copy by the row warp after the counter, 2 none; RA as consume_pieces'. Every thread ends at a
+// cluster barrier, so no block leaves while a peer may still arrive on its barriers.
+constexpr int ix_warps(int CW) { return CW + 2 > 8 ? CW + 2 : 8; }
+template <int CW, int NP, int CS, int K, int BAR, int XM, int RA, int MODE, int CH>
+__global__ void __launch_bounds__(ix_warps(CW) * 32, 1) ix_kernel(const Pipe p) {
+    static_assert(CS - 1 <= 8 && (MODE == 0 || CS == 2), "ix_kernel's shape");
+    extern __shared__ __align__(128) uint8_t ring[];
+    uint8_t *xbuf = ring + (size_t)NP * p.page;
+    __shared__ __align__(8) uint64_t full[NP], empty[CS][NP], xbar;
+    __shared__ unsigned part[CW];
+    const int w = threadIdx.x >> 5, lane = threadIdx.x & 31;
+    const uint32_t rank = cluster_rank(), cl = blockIdx.x / CS, ncl = gridDim.x / CS;
+    const bool issuer = MODE == 0 && rank == CS - 1;
+    const uint32_t NC = MODE == 0 ? ncl * (CS - 1) : gridDim.x;  // computing blocks
+    const uint32_t cb = MODE == 0 ? cl * (CS - 1) + rank : blockIdx.x;
+    if (threadIdx.x == 0) {
+        for (int i = 0; i < NP; i++) {
+            mb_init(smaddr(&full[i]), 1);
+            for (int r = 0; r < CS; r++) mb_init(smaddr(&empty[r][i]), CW);
+        }
+        mb_init(smaddr(&xbar), 1);
+        asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
+    }
+    cluster_sync_all();  // every barrier of the cluster initialised before any remote use
+    const auto nothing = [](int, int) {};
+    if (issuer) {
+        if (w < CS - 1) {  // rank w's producer
+            const Ring r = {mapa(smaddr(ring), w), mapa(smaddr(full), w), smaddr(&empty[w][0])};
+            produce_pieces<NP, CH, true>(p, r, lane, cl * (CS - 1) + w, NC, nothing);
+        }
+    } else if (w == CW && MODE == 1) {  // the partner's producer
+        const uint32_t pr = rank ^ 1;
+        const Ring r = {mapa(smaddr(ring), pr), mapa(smaddr(full), pr), smaddr(&empty[0][0])};
+        produce_pieces<NP, CH, true>(p, r, lane, blockIdx.x ^ 1, NC, nothing);
+    } else if (w == CW + 1 && XM == 1) {  // the row, after each counter
+        if (lane == 0)
+            for (int g = 0; g < p.layers * kPhases; g++) {
+                if (g) spin_until<0>(p.ctr + g - 1, NC);
+                const int f = g % kPhases;
+                mb_expect_tx(smaddr(&xbar), p.xwords[f] * 16);
+                bulk_g2s(smaddr(xbuf), p.x, p.xwords[f] * 16, smaddr(&xbar));
+            }
+    } else if (w < CW) {  // the consumers
+        // MODE 0: this block's pages are released on the issuer's barriers; MODE 1: the partner's
+        const uint32_t src = MODE == 0 ? CS - 1 : rank ^ 1;
+        const uint32_t emp = mapa(smaddr(&empty[MODE == 0 ? rank : 0][0]), src);
+        unsigned acc = 0;
+        float m[4] = {0.f, 0.f, 0.f, 0.f};
+        const int T = CW * 32;
+        uint32_t it = 0;
+        for (int l = 0; l < p.layers; l++)
+#pragma unroll
+            for (int f = 0; f < kPhases; f++) {
+                const int g = l * kPhases + f;
+                if (XM == 1) {
+                    mb_wait(smaddr(&xbar), g & 1);
+                    const uint4 *xs = reinterpret_cast<const uint4 *>(xbuf);
+                    for (uint32_t k = threadIdx.x; k < p.xwords[f]; k += T) {
+                        const uint4 v = xs[k];
+                        acc += (v.x + v.y) + (v.z + v.w);
+                    }
+                } else {
+                    if (BAR && g) {
+                        if (threadIdx.x == 0) spin_until<0>(p.ctr + g - 1, NC);
+                        consumers_sync(CW);
+                    }
+                    for (uint32_t k = threadIdx.x; XM == 0 && k < p.xwords[f]; k += T) {
+                        const uint4 v = __ldcg(p.x + k);
+                        acc += (v.x + v.y) + (v.z + v.w);
+                    }
+                }
+                consume_pieces<NP, CW, K, false, RA>(p, f, ring, full, emp, cb, NC, it, acc, m, nullptr);
+                if (BAR) {
+                    consumers_sync(CW);
+                    if (threadIdx.x == 0) arrive_timed<0>(p, p.ctr + g);
+                }
+            }
+        consumers_total<CW, K>(acc, m, part, p.total);
+    }
+    cluster_sync_all();
 }
 
 __global__ void fill_kernel(unsigned *p, u64 n) {
@@ -528,6 +669,7 @@ static double graph_ms(const char *name, F enqueue) {
     CK(cudaMemsetAsync(g_total, 0, 4, g_s));
     CK(cudaMemsetAsync(g_ctr, 0, (size_t)g_p.layers * kPhases * 4, g_s));
     CK(cudaMemsetAsync(g_p.ll, 0, 2 * kLLMax * 8, g_s));
+    CK(cudaMemsetAsync(g_p.rel, 0, 16, g_s));
     enqueue();
     CK(cudaStreamEndCapture(g_s, &g));
     CK(cudaGraphInstantiate(&ge, g, 0));
@@ -559,11 +701,17 @@ static double graph_ms(const char *name, F enqueue) {
     return ms[g_reps / 2];
 }
 
+// A row of the table: us a layer, GB/s, % of copy, and the mean SM cycles of a phase arrival
+// (its release fence) in the last replay, where the form has arrivals.
 static void row(const char *name, double ms) {
     const double us = ms * 1e3 / g_p.layers;
     const double bytes = (double)(g_p.bytes[0] + g_p.bytes[1] + g_p.bytes[2] + g_p.bytes[3]);
     const double gbs = bytes / (us * 1e3);
-    printf("| %-64s | %8.2f | %7.0f | %6.1f%% |\n", name, us, gbs, 100.0 * gbs / g_copy);
+    u64 rel[2];
+    CK(cudaMemcpy(rel, g_p.rel, 16, cudaMemcpyDeviceToHost));
+    char rs[32] = "";
+    if (rel[1]) snprintf(rs, sizeof rs, "%.0f", (double)rel[0] / rel[1]);
+    printf("| %-64s | %8.2f | %7.0f | %6.1f%% | %8s |\n", name, us, gbs, 100.0 * gbs / g_copy, rs);
 }
 
 // XM: the activation row read at each phase's start: 0 by the consumers from global memory, 1
@@ -681,9 +829,47 @@ static void cl_row(const char *what) {
     row(name, ms);
 }
 
+// ix_kernel's forms: clusters of CS, as many as fit at once.
+template <int CW, int NP, int CS, int K, int BAR, int XM, int RA, int MODE, int CH = 1>
+static void ix_row(const char *what) {
+    static_assert(XM != 1 || BAR == 1, "the row's copy follows the counters");
+    auto kern = ix_kernel<CW, NP, CS, K, BAR, XM, RA, MODE, CH>;
+    const int smem = NP * g_p.page + kXMax;
+    CK(cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
+    cudaLaunchConfig_t c = {};
+    cudaLaunchAttribute at[1];
+    at[0].id = cudaLaunchAttributeClusterDimension;
+    at[0].val.clusterDim.x = CS;
+    at[0].val.clusterDim.y = 1;
+    at[0].val.clusterDim.z = 1;
+    c.blockDim = dim3(ix_warps(CW) * 32);
+    c.dynamicSmemBytes = smem;
+    c.stream = g_s;
+    c.attrs = at;
+    c.numAttrs = 1;
+    c.gridDim = dim3(CS * (g_sms / CS));
+    int ncl = 0;
+    CK(cudaOccupancyMaxActiveClusters(&ncl, kern, &c));
+    ncl = std::min(ncl, g_sms / CS);
+    if (ncl < 1) {
+        printf("| %-64s | does not fit |\n", what);
+        return;
+    }
+    c.gridDim = dim3(CS * ncl);
+    const int nc = MODE == 0 ? ncl * (CS - 1) : ncl * CS;
+    char name[160];
+    snprintf(name, sizeof name, "%s CS %d (%d computing SMs) CW %d BAR %d x%d ra%d K %d CH %d: %s",
+             MODE == 0 ? "issuer" : "partner", CS, nc, CW, BAR, XM, RA, K, CH, what);
+    const double ms = graph_ms(name, [&] { CK(cudaLaunchKernelEx(&c, kern, g_p)); });
+    row(name, ms);
+}
+
 int main(int argc, char **argv) {
-    int quick = 0;
-    for (int i = 1; i < argc; i++) quick |= !strcmp(argv[i], "--quick");
+    int quick = 0, ix = 0;
+    for (int i = 1; i < argc; i++) {
+        quick |= !strcmp(argv[i], "--quick");
+        ix |= !strcmp(argv[i], "--ix");
+    }
     setvbuf(stdout, NULL, _IOLBF, 0);
     CK(cudaStreamCreateWithFlags(&g_s, cudaStreamNonBlocking));
     cudaDeviceProp prop;
@@ -715,6 +901,7 @@ int main(int argc, char **argv) {
     p.ctr = g_ctr;
     CK(cudaMalloc(&p.ll, 2 * kLLMax * 8));
     CK(cudaMalloc(&p.stale, 4));
+    CK(cudaMalloc(&p.rel, 16));
     CK(cudaMemset(p.stale, 0, 4));
     p.total = g_total;
     for (int l = 0; l < p.layers; l++)
@@ -754,8 +941,8 @@ int main(int argc, char **argv) {
            prop.name, g_sms, prop.l2CacheSize >> 20, g_copy, p.layers,
            (p.bytes[0] + p.bytes[1] + p.bytes[2] + p.bytes[3]) / 1e6, p.bytes[0] / 1e6, p.bytes[1] / 1e6,
            p.bytes[2] / 1e6, p.bytes[3] / 1e6, g_reps);
-    printf("| %-64s | %8s | %7s | %7s |\n", "row (us a layer)", "us", "GB/s", "% copy");
-    printf("|---|---:|---:|---:|\n");
+    printf("| %-64s | %8s | %7s | %7s | %8s |\n", "row (us a layer)", "us", "GB/s", "% copy", "arrival");
+    printf("|---|---:|---:|---:|---:|\n");
     auto items = [&](int a, int b, int c, int d) {
         const int sb[kPhases] = {a, b, c, d};
         p.page = 0;
@@ -765,6 +952,62 @@ int main(int argc, char **argv) {
         }
     };
     items(10, 8, 10, 10);
+    for (int round = 0; round < (quick ? 1 : 2); round++) {  // copies issued by another SM
+        pipe_row<4, 8, 1, 0, 0, false, 2>("no dependency, no row (the stream)");
+        pipe_row<4, 8, 1, 1, 0, false, 2, 0>("counters, no row");
+        pipe_row<4, 8, 1, 1, 0, false, 1, 0>("counters, the row copied");
+        pipe_row<6, 8, 1, 1, 32, false, 1, 0>("K 32, the row copied");
+        pipe_row<8, 8, 1, 1, 32, false, 1, 0>("K 32, the row copied");
+        pipe_row<14, 8, 1, 1, 32, false, 1, 0>("K 32, the row copied");
+        pipe_row<14, 8, 1, 1, 48, false, 1, 0>("K 48, the row copied");
+        // ix_row<CW, NP, CS, K, BAR, XM, RA, MODE, CH>
+        ix_row<4, 8, 2, 0, 0, 2, 1, 0>("the stream");
+        ix_row<4, 8, 4, 0, 0, 2, 1, 0>("the stream");
+        ix_row<4, 8, 5, 0, 0, 2, 1, 0>("the stream");
+        ix_row<4, 8, 6, 0, 0, 2, 1, 0>("the stream");
+        ix_row<4, 8, 7, 0, 0, 2, 1, 0>("the stream");
+        ix_row<4, 8, 8, 0, 0, 2, 1, 0>("the stream");
+        ix_row<4, 8, 4, 0, 0, 2, 1, 0, 4>("the stream");
+        ix_row<4, 8, 8, 0, 0, 2, 1, 0, 4>("the stream");
+        ix_row<4, 8, 2, 0, 1, 2, 1, 0>("counters, no row");
+        ix_row<4, 8, 4, 0, 1, 2, 1, 0>("counters, no row");
+        ix_row<4, 8, 8, 0, 1, 2, 1, 0>("counters, no row");
+        ix_row<4, 8, 4, 0, 1, 2, 2, 0>("counters, no row, relaxed page release");
+        ix_row<4, 8, 8, 0, 1, 2, 2, 0>("counters, no row, relaxed page release");
+        ix_row<4, 8, 8, 0, 1, 2, 3, 0>("counters, no row, cta-scope page release");
+        ix_row<4, 8, 4, 0, 1, 1, 1, 0>("counters, the row copied");
+        ix_row<4, 8, 8, 0, 1, 1, 1, 0>("counters, the row copied");
+        ix_row<4, 8, 4, 0, 1, 1, 2, 0>("counters, the row copied, relaxed page release");
+        ix_row<4, 8, 8, 0, 1, 1, 2, 0>("counters, the row copied, relaxed page release");
+        ix_row<4, 8, 8, 0, 1, 1, 2, 0, 4>("counters, the row copied, relaxed page release");
+        ix_row<4, 8, 4, 0, 1, 0, 2, 0>("counters, the row from L2, relaxed page release");
+        ix_row<4, 8, 4, 0, 1, 1, 3, 0>("counters, the row copied, cta-scope page release");
+        ix_row<4, 8, 5, 0, 1, 1, 3, 0>("counters, the row copied, cta-scope page release");
+        ix_row<4, 8, 6, 0, 1, 1, 3, 0>("counters, the row copied, cta-scope page release");
+        ix_row<4, 8, 7, 0, 1, 1, 3, 0>("counters, the row copied, cta-scope page release");
+        ix_row<4, 8, 8, 0, 1, 1, 3, 0>("counters, the row copied, cta-scope page release");
+        ix_row<14, 8, 8, 0, 1, 1, 3, 0>("counters, the row copied, cta-scope page release");
+        ix_row<6, 8, 4, 32, 1, 1, 1, 0>("K 32, the row copied");
+        ix_row<6, 8, 4, 32, 1, 1, 2, 0>("K 32, the row copied, relaxed page release");
+        ix_row<6, 8, 8, 32, 1, 1, 2, 0>("K 32, the row copied, relaxed page release");
+        ix_row<6, 8, 8, 32, 1, 1, 3, 0>("K 32, the row copied, cta-scope page release");
+        ix_row<10, 8, 8, 32, 1, 1, 3, 0>("K 32, the row copied, cta-scope page release");
+        ix_row<14, 8, 8, 32, 1, 1, 3, 0>("K 32, the row copied, cta-scope page release");
+        ix_row<14, 8, 7, 32, 1, 1, 3, 0>("K 32, the row copied, cta-scope page release");
+        ix_row<14, 8, 6, 32, 1, 1, 3, 0>("K 32, the row copied, cta-scope page release");
+        ix_row<14, 8, 5, 32, 1, 1, 3, 0>("K 32, the row copied, cta-scope page release");
+        ix_row<14, 8, 8, 48, 1, 1, 3, 0>("K 48, the row copied, cta-scope page release");
+        ix_row<14, 8, 7, 48, 1, 1, 3, 0>("K 48, the row copied, cta-scope page release");
+        ix_row<4, 8, 2, 0, 0, 2, 1, 1>("the stream");
+        ix_row<4, 8, 2, 0, 1, 2, 1, 1>("counters, no row");
+        ix_row<4, 8, 2, 0, 1, 1, 1, 1>("counters, the row copied");
+        ix_row<4, 8, 2, 0, 1, 1, 2, 1>("counters, the row copied, relaxed page release");
+        ix_row<6, 8, 2, 32, 1, 1, 1, 1>("K 32, the row copied");
+    }
+    if (ix) {
+        printf("\n%s\n", g_fail ? "FAILED" : "every launch's sum checked: ok");
+        return g_fail ? 1 : 0;
+    }
     trace_row<4, 8, 1, 2>("counters, no row");
     trace_row<4, 8, 1, 2, 3>("relaxed counters, no row");
     trace_row<4, 6, 0, 4>("the flagged row copied after a relaxed counter");
