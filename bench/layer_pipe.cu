@@ -43,9 +43,10 @@
 // a plain reduction), so every word was read exactly once or the run is reported; trace_row prints
 // per-phase %globaltimer figures of one launch (skew, the dependency's latency).
 //
-// Build: nvcc -O3 -std=c++17 -arch=sm_90a -Xptxas -v -o layer_pipe bench/layer_pipe.cu
-// Run:   ./layer_pipe [--quick] [--ix]   (--quick: 2 layers of 1/64 the bytes, one replay: for
-//        compute-sanitizer; --ix: only session 27's rows, ix_kernel's forms beside their baselines)
+// Build: nvcc -O3 -std=c++17 -arch=sm_90a -I. -Iinclude -Xptxas -v -o layer_pipe bench/layer_pipe.cu
+// Run:   ./layer_pipe [--quick] [--ix | --body]   (--quick: 2 layers of 1/64 the bytes, one replay:
+//        for compute-sanitizer; --ix: only session 27's rows, ix_kernel's forms beside their
+//        baselines; --body: the Q4_K body's pipe row alone, for ncu)
 #include <cuda_runtime.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -54,6 +55,10 @@
 
 #include <algorithm>
 #include <vector>
+
+#include "kernels/cuda/q4k_i8_body.cuh"  // K < 0 rows: the library's INT8 Q4_K super-block body
+
+using loom_cuda::Q4I8Stage;
 
 #define CK(x) do { cudaError_t e_ = (x); if (e_ != cudaSuccess) { \
     fprintf(stderr, "%s:%d %s: %s\n", __FILE__, __LINE__, #x, cudaGetErrorString(e_)); exit(1); } } while (0)
@@ -246,16 +251,67 @@ __device__ __forceinline__ void produce_pieces(const Pipe &p, Ring r, int lane, 
         }
 }
 
+// K < 0 (session 27): the real work of a Q4_K GEMV on a page instead of synthetic FFMA. Each warp
+// takes whole 2,304-byte super-blocks of 16-row tiles (loom's tile layout: row i's 144-byte block
+// at i * 144), loads them as q4_load_i8 does (from shared memory), stages the row's x of that
+// super-block as int8 limbs (stage_q4i8) and runs q4_superblock_i8, the GEMV's per-super-block
+// body; the split reductions and epilogues are not modelled. Every word of the page is still summed
+// once (quants by their lanes, headers by lanes t == 0; a tail shorter than a super-block plainly)
+// so the check holds. j: the piece's index in its phase (its super-blocks' place in the row); sbc:
+// the block's super-blocks before this page (warp w takes those with (sbc + sb) % CW == w, so the
+// warps share the stream evenly whatever a page holds).
+template <int CW>
+__device__ __forceinline__ void q4_page(const uint8_t *page, uint32_t bytes, uint32_t j,
+                                        uint32_t item, const float *xrow, uint32_t xwords,
+                                        Q4I8Stage<1> &st, uint32_t &sbc, unsigned &acc,
+                                        float (&m)[4]) {
+    const int w = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
+    const uint32_t nsb = bytes / kSb, xsb = xwords / 64;  // the row's super-blocks (256 floats)
+    const uint32_t sb0 = j * (item / kSb);
+    float a[1][2] = {{0.f, 0.f}};
+    const uint32_t first = (uint32_t)(w - (int)(sbc % CW) + CW) % CW;
+    sbc += nsb;
+    for (uint32_t sb = first; sb < nsb; sb += CW) {
+        const uint8_t *bg = page + sb * kSb + g * 144, *b8 = bg + 8 * 144;
+        loom_cuda::Q4RawI8 r;
+#pragma unroll
+        for (int c = 0; c < 4; c++) {
+            r.q0[c] = *reinterpret_cast<const uint2 *>(bg + 16 + 32 * c + 8 * t);
+            r.q8[c] = *reinterpret_cast<const uint2 *>(b8 + 16 + 32 * c + 8 * t);
+            acc += (r.q0[c].x + r.q0[c].y) + (r.q8[c].x + r.q8[c].y);
+        }
+        r.h0 = *reinterpret_cast<const uint4 *>(bg);
+        r.h8 = *reinterpret_cast<const uint4 *>(b8);
+        if (t == 0) acc += (r.h0.x + r.h0.y) + (r.h0.z + r.h0.w) + (r.h8.x + r.h8.y) + (r.h8.z + r.h8.w);
+        const float *xs = xrow + (size_t)((sb0 + sb) % xsb) * 256 + loom_cuda::q4_i8_xoff(lane);
+        const float4 xa = *reinterpret_cast<const float4 *>(xs);
+        const float4 xc = *reinterpret_cast<const float4 *>(xs + loom_cuda::kQ4I8Xc);
+        __syncwarp();  // the stage's last super-block read by every lane
+        loom_cuda::stage_q4i8<1>(st, 0, xa, xc, lane);
+        __syncwarp();
+        loom_cuda::q4_superblock_i8<1>(r, st, lane, a);
+    }
+    m[0] += a[0][0] + a[0][1];
+    const uint4 *q = reinterpret_cast<const uint4 *>(page);
+    for (uint32_t k = nsb * (kSb / 16) + threadIdx.x; k < bytes / 16; k += CW * 32) {
+        const uint4 v = q[k];
+        acc += (v.x + v.y) + (v.z + v.w);
+    }
+}
+
 // The consumers' walk of phase f's pieces (CW warps, T threads): each page waited for, every
 // 16-byte word summed into acc with K FFMA of work() into m (OWN: piece it read by warp it % CW
 // alone), the page released (RA: 0 a local arrival; 1 a remote one with release at cluster scope;
 // 2 a remote relaxed one, ordered only by the reads' values being used: not a protocol; 3 a remote
-// one with release at CTA scope); tr (or null): the first page's stamp.
+// one with release at CTA scope); tr (or null): the first page's stamp. K < 0: q4_page's work
+// instead of the words' (xrow: the row in shared memory, st: the warps' stages, sbc: q4_page's).
 template <int NP, int CW, int K, bool OWN, int RA = 0>
 __device__ __forceinline__ void consume_pieces(const Pipe &p, int f, const uint8_t *ring,
                                                uint64_t *full, uint32_t empty, uint32_t blk,
                                                uint32_t nblk, uint32_t &it, unsigned &acc,
-                                               float (&m)[4], u64 *tr) {
+                                               float (&m)[4], u64 *tr, const float *xrow = nullptr,
+                                               Q4I8Stage<1> *st = nullptr, uint32_t *sbc = nullptr) {
+    static_assert(K >= 0 || !OWN, "the Q4_K body walks a page with every warp");
     const int w = threadIdx.x >> 5, lane = threadIdx.x & 31, T = CW * 32;
     const uint32_t n = n_items(p, f);
     for (uint32_t j = blk; j < n; j += nblk, it++) {
@@ -266,10 +322,15 @@ __device__ __forceinline__ void consume_pieces(const Pipe &p, int f, const uint8
         const u64 o = (u64)j * p.item[f];
         const uint32_t words = (uint32_t)min((u64)p.item[f], p.bytes[f] - o) / 16;
         const uint4 *q = reinterpret_cast<const uint4 *>(ring + (size_t)pg * p.page);
-        for (uint32_t k = OWN ? lane : threadIdx.x; k < words; k += OWN ? 32 : T) {
-            const uint4 v = q[k];
-            work<K>(v, m);
-            acc += (v.x + v.y) + (v.z + v.w);
+        if constexpr (K < 0) {
+            q4_page<CW>(ring + (size_t)pg * p.page, words * 16, j, p.item[f], xrow, p.xwords[f], st[w], *sbc,
+                        acc, m);
+        } else {
+            for (uint32_t k = OWN ? lane : threadIdx.x; k < words; k += OWN ? 32 : T) {
+                const uint4 v = q[k];
+                work<K>(v, m);
+                acc += (v.x + v.y) + (v.z + v.w);
+            }
         }
         __syncwarp();
         if (lane == 0) {
@@ -298,7 +359,7 @@ template <int CW, int NP, int CH, int BAR, int K, bool OWN, int XM, int SP>
 __global__ void __launch_bounds__((CW + 2) * 32, 1) pipe_kernel(const Pipe p) {
     extern __shared__ __align__(128) uint8_t ring[];
     uint8_t *xbuf = ring + (size_t)NP * p.page;  // XM 1: the phase's row
-    __shared__ __align__(8) uint64_t full[NP], empty[NP], xbar;
+    __shared__ __align__(8) uint64_t full[NP], empty[NP], xbar, xfree;
     __shared__ unsigned part[CW];
     const int w = threadIdx.x >> 5, lane = threadIdx.x & 31;
     const unsigned G = gridDim.x, b = blockIdx.x;
@@ -308,6 +369,7 @@ __global__ void __launch_bounds__((CW + 2) * 32, 1) pipe_kernel(const Pipe p) {
             mb_init(smaddr(&empty[i]), OWN ? 1 : CW);
         }
         mb_init(smaddr(&xbar), 1);
+        mb_init(smaddr(&xfree), CW);
         asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
     }
     __syncthreads();
@@ -318,11 +380,14 @@ __global__ void __launch_bounds__((CW + 2) * 32, 1) pipe_kernel(const Pipe p) {
         });
         return;
     }
-    if (w == CW + 1) {  // the row's producer (XM 1): after the previous phase's counter, one copy
+    if (w == CW + 1) {  // the row's producer (XM 1): after the previous phase's counter (BAR 0:
+                        // once this block's consumers are done with the last row), one copy
         if (XM == 1 && lane == 0)
             for (int l = 0; l < p.layers; l++)
                 for (int f = 0; f < kPhases; f++) {
-                    if (l | f) spin_until<SP>(p.ctr + l * kPhases + f - 1, G);
+                    const int g = l * kPhases + f;
+                    if (g && BAR) spin_until<SP>(p.ctr + g - 1, G);
+                    if (g && !BAR) mb_wait(smaddr(&xfree), (g - 1) & 1);
                     mb_expect_tx(smaddr(&xbar), p.xwords[f] * 16);
                     bulk_g2s(smaddr(xbuf), p.x, p.xwords[f] * 16, smaddr(&xbar));
                 }
@@ -342,6 +407,10 @@ __global__ void __launch_bounds__((CW + 2) * 32, 1) pipe_kernel(const Pipe p) {
     float m[4] = {0.f, 0.f, 0.f, 0.f};
     const int T = CW * 32;
     uint32_t it = 0;
+    static_assert(K >= 0 || XM == 1, "the Q4_K body stages x from the row in shared memory");
+    Q4I8Stage<1> *st = reinterpret_cast<Q4I8Stage<1> *>(xbuf + kXMax);  // K < 0: the warps' stages
+    if constexpr (K < 0) loom_cuda::q4_i8_stage_init<1>(st[w], lane);
+    uint32_t sbc = 0;
     for (int l = 0; l < p.layers; l++)
 #pragma unroll
         for (int f = 0; f < kPhases; f++) {
@@ -397,7 +466,9 @@ __global__ void __launch_bounds__((CW + 2) * 32, 1) pipe_kernel(const Pipe p) {
             }
             u64 *tr = p.trace && threadIdx.x == 0 ? p.trace + (((u64)b * p.layers + l) * kPhases + f) * 3 : nullptr;
             if (tr) tr[0] = gtime();  // the phase's start (its dependency met)
-            consume_pieces<NP, CW, K, OWN>(p, f, ring, full, smaddr(empty), b, G, it, acc, m, tr);
+            consume_pieces<NP, CW, K, OWN>(p, f, ring, full, smaddr(empty), b, G, it, acc, m, tr,
+                                           reinterpret_cast<const float *>(xbuf), st, &sbc);
+            if (XM == 1 && !BAR && lane == 0) mb_arrive(smaddr(&xfree));  // the row is free
             if (BAR || XM >= 3) consumers_sync(CW);
             if (XM >= 3 && l * kPhases + f + 1 < p.layers * kPhases) {  // this block's share of the next row
                 const unsigned g = (unsigned)(l * kPhases + f + 1);
@@ -604,6 +675,10 @@ __global__ void __launch_bounds__(ix_warps(CW) * 32, 1) ix_kernel(const Pipe p) 
         float m[4] = {0.f, 0.f, 0.f, 0.f};
         const int T = CW * 32;
         uint32_t it = 0;
+        static_assert(K >= 0 || XM == 1, "the Q4_K body stages x from the row in shared memory");
+        Q4I8Stage<1> *st = reinterpret_cast<Q4I8Stage<1> *>(xbuf + kXMax);  // K < 0: the warps' stages
+        if constexpr (K < 0) loom_cuda::q4_i8_stage_init<1>(st[w], lane);
+        uint32_t sbc = 0;
         for (int l = 0; l < p.layers; l++)
 #pragma unroll
             for (int f = 0; f < kPhases; f++) {
@@ -625,7 +700,8 @@ __global__ void __launch_bounds__(ix_warps(CW) * 32, 1) ix_kernel(const Pipe p) 
                         acc += (v.x + v.y) + (v.z + v.w);
                     }
                 }
-                consume_pieces<NP, CW, K, false, RA>(p, f, ring, full, emp, cb, NC, it, acc, m, nullptr);
+                consume_pieces<NP, CW, K, false, RA>(p, f, ring, full, emp, cb, NC, it, acc, m, nullptr,
+                                                     reinterpret_cast<const float *>(xbuf), st, &sbc);
                 if (BAR) {
                     consumers_sync(CW);
                     if (threadIdx.x == 0) arrive_timed<0>(p, p.ctr + g);
@@ -720,10 +796,10 @@ static void row(const char *name, double ms) {
 // into shared memory after a relaxed counter (a hint only: a stale pair is polled from global).
 template <int CW, int NP, int CH, int BAR, int K, bool OWN = false, int XM = 0, int SP = 0>
 static void pipe_row(const char *what) {
-    static_assert(XM != 1 || BAR == 1, "the row's copy follows the counters");
     static_assert(XM < 3 || BAR == 0, "the row's flags are the dependency");
     auto kern = pipe_kernel<CW, NP, CH, BAR, K, OWN, XM, SP>;
-    const int smem = NP * g_p.page + (XM == 1 ? kXMax : XM == 4 ? 2 * kXMax : 0);
+    const int smem = NP * g_p.page + (XM == 1 ? kXMax : XM == 4 ? 2 * kXMax : 0) +
+                     (K < 0 ? CW * (int)sizeof(Q4I8Stage<1>) : 0);
     CK(cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
     int per_sm = 0;
     CK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kern, (CW + 2) * 32, smem));
@@ -834,7 +910,7 @@ template <int CW, int NP, int CS, int K, int BAR, int XM, int RA, int MODE, int 
 static void ix_row(const char *what) {
     static_assert(XM != 1 || BAR == 1, "the row's copy follows the counters");
     auto kern = ix_kernel<CW, NP, CS, K, BAR, XM, RA, MODE, CH>;
-    const int smem = NP * g_p.page + kXMax;
+    const int smem = NP * g_p.page + kXMax + (K < 0 ? CW * (int)sizeof(Q4I8Stage<1>) : 0);
     CK(cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
     cudaLaunchConfig_t c = {};
     cudaLaunchAttribute at[1];
@@ -865,10 +941,11 @@ static void ix_row(const char *what) {
 }
 
 int main(int argc, char **argv) {
-    int quick = 0, ix = 0;
+    int quick = 0, ix = 0, body = 0;
     for (int i = 1; i < argc; i++) {
         quick |= !strcmp(argv[i], "--quick");
         ix |= !strcmp(argv[i], "--ix");
+        body |= !strcmp(argv[i], "--body");
     }
     setvbuf(stdout, NULL, _IOLBF, 0);
     CK(cudaStreamCreateWithFlags(&g_s, cudaStreamNonBlocking));
@@ -952,6 +1029,11 @@ int main(int argc, char **argv) {
         }
     };
     items(10, 8, 10, 10);
+    if (body) {  // one form alone (for ncu): the Q4_K body on the pages, counters, the row copied
+        pipe_row<8, 7, 1, 1, -1, false, 1, 0>("Q4_K body, the row copied");
+        printf("\n%s\n", g_fail ? "FAILED" : "every launch's sum checked: ok");
+        return g_fail ? 1 : 0;
+    }
     for (int round = 0; round < (quick ? 1 : 2); round++) {  // copies issued by another SM
         pipe_row<4, 8, 1, 0, 0, false, 2>("no dependency, no row (the stream)");
         pipe_row<4, 8, 1, 1, 0, false, 2, 0>("counters, no row");
@@ -1003,6 +1085,19 @@ int main(int argc, char **argv) {
         ix_row<4, 8, 2, 0, 1, 1, 1, 1>("counters, the row copied");
         ix_row<4, 8, 2, 0, 1, 1, 2, 1>("counters, the row copied, relaxed page release");
         ix_row<6, 8, 2, 32, 1, 1, 1, 1>("K 32, the row copied");
+        // K -1: the library's INT8 Q4_K super-block body on the pages (q4_page)
+        pipe_row<8, 7, 1, 1, -1, false, 1, 0>("Q4_K body, the row copied");
+        pipe_row<14, 7, 1, 1, -1, false, 1, 0>("Q4_K body, the row copied");
+        ix_row<8, 7, 8, -1, 1, 1, 3, 0>("Q4_K body, the row copied, cta-scope page release");
+        ix_row<14, 7, 8, -1, 1, 1, 3, 0>("Q4_K body, the row copied, cta-scope page release");
+        ix_row<14, 7, 4, -1, 1, 1, 3, 0>("Q4_K body, the row copied, cta-scope page release");
+        ix_row<14, 7, 8, 0, 1, 1, 3, 0>("K 0, 7 pages, the row copied, cta-scope page release");
+        pipe_row<6, 7, 1, 1, -1, false, 1, 0>("Q4_K body, the row copied");
+        pipe_row<8, 7, 1, 0, -1, false, 1, 0>("Q4_K body, no dependency, the row copied");
+        pipe_row<14, 7, 1, 0, -1, false, 1, 0>("Q4_K body, no dependency, the row copied");
+        pipe_row<8, 7, 1, 0, 0, false, 1, 0>("no dependency, the row copied");
+        pipe_row<10, 7, 1, 1, -1, false, 1, 0>("Q4_K body, the row copied");
+        ix_row<10, 7, 8, -1, 1, 1, 3, 0>("Q4_K body, the row copied, cta-scope page release");
     }
     if (ix) {
         printf("\n%s\n", g_fail ? "FAILED" : "every launch's sum checked: ok");
