@@ -24,20 +24,22 @@
 // walk the same items: at a phase's start they meet its dependency and take the phase's activation
 // row (the x a matmul stages: 10 / 16 / 10 / 38 KB, zeros), then for each item wait for its page,
 // read every 16-byte word (summed as uint32, plus K FFMA a word of synthetic math, stream_floor's
-// work()), release the page (OWN: each item read by one warp instead of all). After its last item
+// work(); K < 0: the library's INT8 Q4_K super-block body instead, q4_page), release the page
+// (OWN: each item read by one warp instead of all). After its last item
 // a block signals the phase done. The dependency (BAR): 0 none (the stream); 1 a counter a phase
 // that every block adds 1 to and waits on (SP: release arrival + acquire poll, variants with
 // relaxed or fenced halves; counters zeroed before each launch); 2 as 1, and the producer also waits
 // for the counter before its first copy of a phase (no prefetch across the dependency). The row
 // (XM): 0 read from global memory by the consumers; 1 one bulk copy into shared memory by the row
-// warp after the counter; 2 none; 3 written by the phase before as (value, flag) pairs and polled
+// warp after the counter (BAR 0: once the block's consumers are done with the last row); 2 none; 3 written by the phase before as (value, flag) pairs and polled
 // in place (no counter); 4 the same pairs copied in after a relaxed counter, a stale pair polled.
 // cl_kernel: the hubs' protocol (see there): no release fence on a streaming SM. ix_kernel (session
 // 27): every block computes and releases as pipe_kernel's BAR 1, but its weights are copied in by
 // another block of its cluster (an issuer that computes nothing, or its partner), so no releasing
 // SM has copies of its own in flight; the "arrival" column gives the SM cycles a phase arrival
 // (its release fence) took.
-// Timing: a graph of three small memsets (the sum, the counters, the flagged rows) and the launch,
+// Timing: a graph of four small memsets (the sum, the counters, the flagged rows, the arrivals'
+// cycles) and the launch,
 // replayed 11 times, median over the 36 layers (the memsets add < 0.2 us a layer to every row).
 // Check: the blocks' sums of every launch add up to the pool span's sum (computed on the device by
 // a plain reduction), so every word was read exactly once or the run is reported; trace_row prints
