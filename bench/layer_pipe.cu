@@ -905,6 +905,30 @@ static void trace_row(const char *what) {
     }
 }
 
+// A launch of kern in clusters of CS blocks of `threads`, as many clusters as are resident at once
+// (a persistent grid must be resident as a whole): c (which points at `at`) gets that grid; returns
+// the number of clusters (0: none fits).
+template <typename Kern>
+static int cluster_config(Kern kern, int CS, int threads, int smem, cudaLaunchConfig_t &c,
+                          cudaLaunchAttribute &at) {
+    c = {};
+    at.id = cudaLaunchAttributeClusterDimension;
+    at.val.clusterDim.x = CS;
+    at.val.clusterDim.y = 1;
+    at.val.clusterDim.z = 1;
+    c.blockDim = dim3(threads);
+    c.dynamicSmemBytes = smem;
+    c.stream = g_s;
+    c.attrs = &at;
+    c.numAttrs = 1;
+    c.gridDim = dim3(CS * (g_sms / CS));
+    int ncl = 0;
+    CK(cudaOccupancyMaxActiveClusters(&ncl, kern, &c));
+    ncl = std::min(ncl, g_sms / CS);
+    c.gridDim = dim3(CS * std::max(ncl, 1));
+    return ncl;
+}
+
 // The cluster protocol: clusters of CS (CS - 1 streaming blocks and a hub), as many clusters as
 // fit at once (a persistent grid must be resident as a whole).
 template <int CW, int NP, int CS, int K>
@@ -912,26 +936,13 @@ static void cl_row(const char *what) {
     auto kern = cl_kernel<CW, NP, CS, K>;
     const int smem = NP * g_p.page + kXMax;
     CK(cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
-    cudaLaunchConfig_t c = {};
-    cudaLaunchAttribute at[1];
-    at[0].id = cudaLaunchAttributeClusterDimension;
-    at[0].val.clusterDim.x = CS;
-    at[0].val.clusterDim.y = 1;
-    at[0].val.clusterDim.z = 1;
-    c.blockDim = dim3((CW + 1) * 32);
-    c.dynamicSmemBytes = smem;
-    c.stream = g_s;
-    c.attrs = at;
-    c.numAttrs = 1;
-    c.gridDim = dim3(CS * (g_sms / CS));
-    int ncl = 0;
-    CK(cudaOccupancyMaxActiveClusters(&ncl, kern, &c));
-    ncl = std::min(ncl, g_sms / CS);
+    cudaLaunchConfig_t c;
+    cudaLaunchAttribute at;
+    const int ncl = cluster_config(kern, CS, (CW + 1) * 32, smem, c, at);
     if (ncl < 1) {
         printf("| %-64s | does not fit |\n", what);
         return;
     }
-    c.gridDim = dim3(CS * ncl);
     char name[160];
     snprintf(name, sizeof name, "cluster CW %d NP %d CS %d (%d clusters, %d streaming SMs) K %d: %s", CW, NP, CS, ncl,
              ncl * (CS - 1), K, what);
@@ -963,26 +974,13 @@ static void ix_row(const char *what) {
     auto kern = ix_kernel<CW, NP, CS, K, BAR, XM, RA, MODE, CH>;
     const int smem = NP * g_p.page + kXMax + (K < 0 ? CW * (int)sizeof(Q4I8Stage<1>) : 0);
     CK(cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
-    cudaLaunchConfig_t c = {};
-    cudaLaunchAttribute at[1];
-    at[0].id = cudaLaunchAttributeClusterDimension;
-    at[0].val.clusterDim.x = CS;
-    at[0].val.clusterDim.y = 1;
-    at[0].val.clusterDim.z = 1;
-    c.blockDim = dim3(ix_warps(CW) * 32);
-    c.dynamicSmemBytes = smem;
-    c.stream = g_s;
-    c.attrs = at;
-    c.numAttrs = 1;
-    c.gridDim = dim3(CS * (g_sms / CS));
-    int ncl = 0;
-    CK(cudaOccupancyMaxActiveClusters(&ncl, kern, &c));
-    ncl = std::min(ncl, g_sms / CS);
+    cudaLaunchConfig_t c;
+    cudaLaunchAttribute at;
+    const int ncl = cluster_config(kern, CS, ix_warps(CW) * 32, smem, c, at);
     if (ncl < 1) {
         printf("| %-64s | does not fit |\n", what);
         return;
     }
-    c.gridDim = dim3(CS * ncl);
     const int nc = MODE == 0 ? ncl * (CS - 1) : ncl * CS;
     char name[160];
     snprintf(name, sizeof name, "%s CS %d (%d computing SMs) CW %d BAR %d x%d ra%d K %d CH %d: %s",
