@@ -31,8 +31,9 @@
 // relaxed or fenced halves; counters zeroed before each launch); 2 as 1, and the producer also waits
 // for the counter before its first copy of a phase (no prefetch across the dependency). The row
 // (XM): 0 read from global memory by the consumers; 1 one bulk copy into shared memory by the row
-// warp after the counter (BAR 0: once the block's consumers are done with the last row); 2 none; 3 written by the phase before as (value, flag) pairs and polled
-// in place (no counter); 4 the same pairs copied in after a relaxed counter, a stale pair polled.
+// warp after the counter (BAR 0: once the block's consumers are done with the last row); 2 none;
+// 3 written by the phase before as (value, flag) pairs and polled in place (no counter); 4 the
+// same pairs copied in after a relaxed counter, a stale pair polled.
 // cl_kernel: the hubs' protocol (see there): no release fence on a streaming SM. ix_kernel (session
 // 27): every block computes and releases as pipe_kernel's BAR 1, but its weights are copied in by
 // another block of its cluster (an issuer that computes nothing, or its partner), so no releasing
@@ -40,8 +41,8 @@
 // (its release fence) took. body_kernel: q4_page's work alone, on one resident page (no ring, no
 // DRAM, no dependency).
 // Timing: a graph of four small memsets (the sum, the counters, the flagged rows, the arrivals'
-// cycles) and the launch,
-// replayed 11 times, median over the 36 layers (the memsets add < 0.2 us a layer to every row).
+// cycles) and the launch, replayed 11 times, median over the 36 layers (the memsets add < 0.2 us
+// a layer to every row).
 // Check: the blocks' sums of every launch add up to the pool span's sum (computed on the device by
 // a plain reduction), so every word was read exactly once or the run is reported; trace_row prints
 // per-phase %globaltimer figures of one launch (skew, the dependency's latency).
@@ -110,18 +111,22 @@ __device__ __forceinline__ void mb_wait(uint32_t a, uint32_t parity) {
                          : "=r"(ok) : "r"(a), "r"(parity) : "memory");
     } while (!ok);
 }
-// Another block's barrier (a shared::cluster address): armed with the bytes of a copy by a relaxed
-// arrival; arrived on with release (REL) or relaxed.
+// Another block's barrier (a shared::cluster address): mb_arm_remote arms it with the bytes of a
+// copy by a relaxed arrival; mb_arrive_remote arrives on it (a page given back), RA 1 with release
+// at cluster scope, 2 relaxed, 3 with release at CTA scope (PTX's default, CUTLASS's consumer
+// release of a TMA pipeline's page).
 __device__ __forceinline__ void mb_arm_remote(uint32_t a, uint32_t bytes) {
-    asm volatile("mbarrier.arrive.expect_tx.relaxed.cluster.shared::cluster.b64 _, [%0], %1;" ::"r"(a), "r"(bytes) : "memory");
+    asm volatile("mbarrier.arrive.expect_tx.relaxed.cluster.shared::cluster.b64 _, [%0], %1;"
+                 ::"r"(a), "r"(bytes) : "memory");
 }
-// RA 1: release at cluster scope; 2: relaxed; 3: release at CTA scope (PTX's default, CUTLASS's
-// consumer release of a TMA pipeline's page).
 template <int RA>
 __device__ __forceinline__ void mb_arrive_remote(uint32_t a) {
-    if constexpr (RA == 1) asm volatile("mbarrier.arrive.release.cluster.shared::cluster.b64 _, [%0];" ::"r"(a) : "memory");
-    else if constexpr (RA == 2) asm volatile("mbarrier.arrive.relaxed.cluster.shared::cluster.b64 _, [%0];" ::"r"(a) : "memory");
-    else asm volatile("mbarrier.arrive.release.cta.shared::cluster.b64 _, [%0];" ::"r"(a) : "memory");
+    if constexpr (RA == 1)
+        asm volatile("mbarrier.arrive.release.cluster.shared::cluster.b64 _, [%0];" ::"r"(a) : "memory");
+    else if constexpr (RA == 2)
+        asm volatile("mbarrier.arrive.relaxed.cluster.shared::cluster.b64 _, [%0];" ::"r"(a) : "memory");
+    else
+        asm volatile("mbarrier.arrive.release.cta.shared::cluster.b64 _, [%0];" ::"r"(a) : "memory");
 }
 __device__ __forceinline__ void bulk_g2s(uint32_t dst, const void *src, uint32_t bytes, uint32_t bar) {
     asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];"
@@ -285,7 +290,8 @@ __device__ __forceinline__ void q4_page(const uint8_t *page, uint32_t bytes, uin
         }
         r.h0 = *reinterpret_cast<const uint4 *>(bg);
         r.h8 = *reinterpret_cast<const uint4 *>(b8);
-        if (t == 0) acc += (r.h0.x + r.h0.y) + (r.h0.z + r.h0.w) + (r.h8.x + r.h8.y) + (r.h8.z + r.h8.w);
+        if (t == 0)
+            acc += (r.h0.x + r.h0.y) + (r.h0.z + r.h0.w) + (r.h8.x + r.h8.y) + (r.h8.z + r.h8.w);
         const float *xs = xrow + (size_t)((sb0 + sb) % xsb) * 256 + loom_cuda::q4_i8_xoff(lane);
         const float4 xa = *reinterpret_cast<const float4 *>(xs);
         const float4 xc = *reinterpret_cast<const float4 *>(xs + loom_cuda::kQ4I8Xc);
@@ -326,8 +332,8 @@ __device__ __forceinline__ void consume_pieces(const Pipe &p, int f, const uint8
         const uint32_t words = (uint32_t)min((u64)p.item[f], p.bytes[f] - o) / 16;
         const uint4 *q = reinterpret_cast<const uint4 *>(ring + (size_t)pg * p.page);
         if constexpr (K < 0) {
-            q4_page<CW>(ring + (size_t)pg * p.page, words * 16, j, p.item[f], xrow, p.xwords[f], st[w], *sbc,
-                        acc, m);
+            q4_page<CW>(ring + (size_t)pg * p.page, words * 16, j, p.item[f], xrow, p.xwords[f],
+                        st[w], *sbc, acc, m);
         } else {
             for (uint32_t k = OWN ? lane : threadIdx.x; k < words; k += OWN ? 32 : T) {
                 const uint4 v = q[k];
@@ -483,7 +489,8 @@ __global__ void __launch_bounds__((CW + 2) * 32, 1) pipe_kernel(const Pipe p) {
                     st_relaxed_v2(row + k, (u64)g << 32, (u64)g << 32);
             }
             if (tr) tr[2] = gtime();  // its last item done
-            if ((BAR || XM == 4) && threadIdx.x == 0) arrive_timed<XM == 4 ? 3 : SP>(p, p.ctr + l * kPhases + f);
+            if ((BAR || XM == 4) && threadIdx.x == 0)
+                arrive_timed<XM == 4 ? 3 : SP>(p, p.ctr + l * kPhases + f);
         }
     consumers_total<CW, K>(acc, m, part, p.total);
 }
@@ -603,7 +610,8 @@ __global__ void __launch_bounds__((CW + 1) * 32, 1) cl_kernel(const Pipe p) {
                     acc += (v.x + v.y) + (v.z + v.w);
                 }
             }
-            consume_pieces<NP, CW, K, false>(p, f, ring, full, smaddr(empty), cb, NC, it, acc, m, nullptr);
+            consume_pieces<NP, CW, K, false>(p, f, ring, full, smaddr(empty), cb, NC, it, acc, m,
+                                             nullptr);
             consumers_sync(CW);  // every read of the row and of this phase's pages done
             if (g + 1 < nph) {
                 const int nf = (f + 1) % kPhases;
@@ -679,7 +687,7 @@ __global__ void __launch_bounds__(ix_warps(CW) * 32, 1) ix_kernel(const Pipe p) 
         const int T = CW * 32;
         uint32_t it = 0;
         static_assert(K >= 0 || XM == 1, "the Q4_K body stages x from the row in shared memory");
-        Q4I8Stage<1> *st = reinterpret_cast<Q4I8Stage<1> *>(xbuf + kXMax);  // K < 0: the warps' stages
+        Q4I8Stage<1> *st = reinterpret_cast<Q4I8Stage<1> *>(xbuf + kXMax);  // K < 0: warps' stages
         if constexpr (K < 0) loom_cuda::q4_i8_stage_init<1>(st[w], lane);
         uint32_t sbc = 0;
         for (int l = 0; l < p.layers; l++)
@@ -703,8 +711,9 @@ __global__ void __launch_bounds__(ix_warps(CW) * 32, 1) ix_kernel(const Pipe p) 
                         acc += (v.x + v.y) + (v.z + v.w);
                     }
                 }
-                consume_pieces<NP, CW, K, false, RA>(p, f, ring, full, emp, cb, NC, it, acc, m, nullptr,
-                                                     reinterpret_cast<const float *>(xbuf), st, &sbc);
+                consume_pieces<NP, CW, K, false, RA>(p, f, ring, full, emp, cb, NC, it, acc, m,
+                                                     nullptr, reinterpret_cast<const float *>(xbuf),
+                                                     st, &sbc);
                 if (BAR) {
                     consumers_sync(CW);
                     if (threadIdx.x == 0) arrive_timed<0>(p, p.ctr + g);
@@ -957,7 +966,8 @@ static void body_row() {
     const int smem = g_p.page + kXMax + CW * (int)sizeof(Q4I8Stage<1>);
     CK(cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
     char name[160];
-    snprintf(name, sizeof name, "body alone CW %d: the Q4_K body on one resident page, no ring (no check)", CW);
+    snprintf(name, sizeof name,
+             "body alone CW %d: the Q4_K body on one resident page, no ring (no check)", CW);
     g_nocheck = true;
     const double ms = graph_ms(name, [&] {
         kern<<<g_sms, CW * 32, smem, g_s>>>(g_p);
