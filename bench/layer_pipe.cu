@@ -999,6 +999,12 @@ static void ix_row(const char *what) {
     row(name, ms);
 }
 
+// The run's last line and exit status: every checked launch's sum, or FAILED.
+static int verdict() {
+    printf("\n%s\n", g_fail ? "FAILED" : "every launch's sum checked: ok");
+    return g_fail ? 1 : 0;
+}
+
 int main(int argc, char **argv) {
     int quick = 0, ix = 0, body = 0;
     for (int i = 1; i < argc; i++) {
@@ -1090,8 +1096,7 @@ int main(int argc, char **argv) {
     items(10, 8, 10, 10);
     if (body) {  // one form alone (for ncu): the Q4_K body on the pages, counters, the row copied
         pipe_row<8, 7, 1, 1, -1, false, 1, 0>("Q4_K body, the row copied");
-        printf("\n%s\n", g_fail ? "FAILED" : "every launch's sum checked: ok");
-        return g_fail ? 1 : 0;
+        return verdict();
     }
     for (int round = 0; round < (quick ? 1 : 2); round++) {  // copies issued by another SM
         pipe_row<4, 8, 1, 0, 0, false, 2>("no dependency, no row (the stream)");
@@ -1172,8 +1177,7 @@ int main(int argc, char **argv) {
         ix_row<10, 7, 8, -1, 1, 1, 3, 0>("Q4_K body, the row copied, cta-scope page release");
     }
     if (ix) {
-        printf("\n%s\n", g_fail ? "FAILED" : "every launch's sum checked: ok");
-        return g_fail ? 1 : 0;
+        return verdict();
     }
     trace_row<4, 8, 1, 2>("counters, no row");
     trace_row<4, 8, 1, 2, 3>("relaxed counters, no row");
@@ -1226,6 +1230,5 @@ int main(int argc, char **argv) {
     unsigned stale = 0;
     CK(cudaMemcpy(&stale, p.stale, 4, cudaMemcpyDeviceToHost));
     printf("\nflagged rows: %u pairs found stale in the copy after the counter (polled from global)\n", stale);
-    printf("\n%s\n", g_fail ? "FAILED" : "every launch's sum checked: ok");
-    return g_fail ? 1 : 0;
+    return verdict();
 }
