@@ -33,10 +33,14 @@
 // and integer sums are exact, x keeps 24 bits of the super-block's max (q6k_i8_body.cuh's error
 // analysis: an x whose values span more than ~2^20 inside one super-block loses its smallest).
 //
-// Cost (per warp and 16-row super-block, counted): GEMV loads 10 (8 LDG.64 + 2 headers), A 32
-// LOP3, scales/mins ~12 + 24 PRMT, 16 IMMA, 32 IMAD, B 4 LDS.128, fold ~20, x staging ~60: ~230
-// SASS against v11's 432. GEMM: the A work once for 8 tokens, then per token 8 IMMA, 16 IMAD,
-// 2 LDS.128 and half a fold. Measured: bench/NOTES.md 2.4.
+// Cost (per warp and 16-row super-block, counted when written): GEMV loads 10 (8 LDG.64 + 2
+// headers), A 32 LOP3, scales/mins ~12 + 24 PRMT, 16 IMMA, 32 IMAD, B 4 LDS.128, fold ~20, x
+// staging ~60: ~230 SASS against v11's 432. The build's SASS (session 27, cuobjdump, sm_90a, the
+// innermost loop of the tile GEMV) has more: 354 a step for one matrix, 369 with the folded norm,
+// 551 for the pair's two (IMAD 72, LOP3 63, PRMT 48, SEL 24, IADD3 17, IMMA 16, FMUL 14, LDG 12
+// in the one-matrix step), i.e. ~120 of address, select and loop work the count above leaves out.
+// GEMM: the A work once for 8 tokens, then per token 8 IMMA, 16 IMAD, 2 LDS.128 and half a fold.
+// Measured: bench/NOTES.md 2.4.
 #pragma once
 
 #include "kernels/cuda/q6k_i8_body.cuh"
