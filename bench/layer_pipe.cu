@@ -47,7 +47,8 @@
 // a plain reduction), so every word was read exactly once or the run is reported; trace_row prints
 // per-phase %globaltimer figures of one launch (skew, the dependency's latency).
 //
-// Build: nvcc -O3 -std=c++17 -arch=sm_90a -I. -Iinclude -Xptxas -v -o layer_pipe bench/layer_pipe.cu
+// Build (from the repository root): nvcc -O3 -std=c++17 -arch=sm_90a -I. -Iinclude -Xptxas -v
+//        -o layer_pipe bench/layer_pipe.cu
 // Run:   ./layer_pipe [--quick] [--ix | --body]   (--quick: 2 layers of 1/64 the bytes, one replay:
 //        for compute-sanitizer; --ix: only session 27's rows, ix_kernel's forms beside their
 //        baselines; --body: the Q4_K body's pipe row alone, for ncu)
@@ -60,12 +61,10 @@
 #include <algorithm>
 #include <vector>
 
+#include "bench/proto_util.cuh"           // CK, the event timing
 #include "kernels/cuda/q4k_i8_body.cuh"  // K < 0 rows: the library's INT8 Q4_K super-block body
 
 using loom_cuda::Q4I8Stage;
-
-#define CK(x) do { cudaError_t e_ = (x); if (e_ != cudaSuccess) { \
-    fprintf(stderr, "%s:%d %s: %s\n", __FILE__, __LINE__, #x, cudaGetErrorString(e_)); exit(1); } } while (0)
 
 typedef unsigned long long u64;
 
@@ -773,11 +772,6 @@ static double g_copy;  // GB/s, read + write
 static unsigned *g_total, *g_ctr, g_expect;
 static Pipe g_p;
 
-static int cmp_f(const void *a, const void *b) {
-    const float x = *(const float *)a, y = *(const float *)b;
-    return x < y ? -1 : x > y;
-}
-
 // Captures enqueue() into a graph (after zeroing the sum and the counters), replays it, checks the
 // sum of the last replay; returns the median ms.
 template <typename F>
@@ -792,32 +786,16 @@ static double graph_ms(const char *name, F enqueue) {
     enqueue();
     CK(cudaStreamEndCapture(g_s, &g));
     CK(cudaGraphInstantiate(&ge, g, 0));
-    CK(cudaGraphUpload(ge, g_s));
-    cudaEvent_t e0, e1;
-    CK(cudaEventCreate(&e0));
-    CK(cudaEventCreate(&e1));
-    CK(cudaGraphLaunch(ge, g_s));  // warm-up
-    std::vector<float> ms(g_reps);
-    for (int r = 0; r < g_reps; r++) {
-        CK(cudaEventRecord(e0, g_s));
-        CK(cudaGraphLaunch(ge, g_s));
-        CK(cudaEventRecord(e1, g_s));
-        CK(cudaEventSynchronize(e1));
-        CK(cudaEventElapsedTime(&ms[r], e0, e1));
-    }
-    CK(cudaGetLastError());
+    const float ms = graph_median_ms(ge, g_s, g_reps);
     unsigned got;
     CK(cudaMemcpy(&got, g_total, 4, cudaMemcpyDeviceToHost));
     if (!g_nocheck && got != g_expect) {
         g_fail++;
         fprintf(stderr, "CHECK FAILED: %s: sum %08x != %08x\n", name, got, g_expect);
     }
-    qsort(ms.data(), g_reps, sizeof(float), cmp_f);
-    CK(cudaEventDestroy(e0));
-    CK(cudaEventDestroy(e1));
     CK(cudaGraphExecDestroy(ge));
     CK(cudaGraphDestroy(g));
-    return ms[g_reps / 2];
+    return ms;
 }
 
 // A row of the table: us a layer, GB/s, % of copy, and the mean SM cycles of a phase arrival
@@ -1060,21 +1038,10 @@ int main(int argc, char **argv) {
         void *a, *b;
         CK(cudaMalloc(&a, n));
         CK(cudaMalloc(&b, n));
-        cudaEvent_t e0, e1;
-        CK(cudaEventCreate(&e0));
-        CK(cudaEventCreate(&e1));
-        std::vector<float> ms;
-        for (int r = 0; r < 7; r++) {
-            CK(cudaEventRecord(e0, g_s));
+        const float ms = events_median_ms(g_s, 7, [&] {
             for (int i = 0; i < 10; i++) CK(cudaMemcpyAsync(a, b, n, cudaMemcpyDeviceToDevice, g_s));
-            CK(cudaEventRecord(e1, g_s));
-            CK(cudaEventSynchronize(e1));
-            float t;
-            CK(cudaEventElapsedTime(&t, e0, e1));
-            ms.push_back(t / 10);
-        }
-        std::sort(ms.begin(), ms.end());
-        g_copy = 2.0 * n / (ms[3] * 1e6);
+        }) / 10;
+        g_copy = 2.0 * n / (ms * 1e6);
         CK(cudaFree(a));
         CK(cudaFree(b));
     }

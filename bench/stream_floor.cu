@@ -32,7 +32,8 @@
 // CUDA-event times, per launch or layer. Copy bandwidth as bench/cuda_bench.c defines it (1 GiB
 // cudaMemcpy D2D, read + write counted, median of 7 x 10 calls); every "% copy" is against it.
 //
-// Build: nvcc -O3 -std=c++17 -arch=sm_90a -Xptxas -v -o stream_floor bench/stream_floor.cu
+// Build (from the repository root): nvcc -O3 -std=c++17 -arch=sm_90a -I. -Xptxas -v -o stream_floor
+//        bench/stream_floor.cu
 // Run:   ./stream_floor [--quick] [--math]   (--quick: small sizes, one replay, for
 //        compute-sanitizer; --math: the copy, one read shape, the K sweep and two layer rows)
 // Measured (H200, relays flr-R1/R2, bench/NOTES.md 7 "Session 11, flr", RESULTS): the 4B Q4_K
@@ -47,8 +48,7 @@
 #include <algorithm>
 #include <vector>
 
-#define CK(x) do { cudaError_t e_ = (x); if (e_ != cudaSuccess) { \
-    fprintf(stderr, "%s:%d %s: %s\n", __FILE__, __LINE__, #x, cudaGetErrorString(e_)); exit(1); } } while (0)
+#include "bench/proto_util.cuh"  // CK, the event timing
 
 typedef unsigned long long u64;
 static constexpr unsigned kMulK = 2654435761u, kAddC = 0x9E3779B9u;  // pool word i = i * K + C
@@ -307,11 +307,6 @@ static void launch_rd(Build &b, u64 bytes, Cfg c, bool pdl, bool pre, int xn16) 
     launch(rd_fn(c.U, c.K, c.ser), c.grid, c.T, pdl, a);
 }
 
-static int cmp_f(const void *a, const void *b) {
-    const float x = *(const float *)a, y = *(const float *)b;
-    return x < y ? -1 : x > y;
-}
-
 // Checks that every launch of b wrote blocks' words that add up to its regions' sum.
 static void verify(const Build &b) {
     std::vector<unsigned> h(b.slot);
@@ -334,27 +329,11 @@ static double graph_us(F enqueue, int units) {
     CK(cudaStreamEndCapture(g_s, &g));
     CK(cudaGraphInstantiate(&ge, g, 0));
     CK(cudaMemsetAsync(g_out, 0, (size_t)b.slot * 4, g_s));
-    CK(cudaGraphUpload(ge, g_s));
-    cudaEvent_t e0, e1;
-    CK(cudaEventCreate(&e0));
-    CK(cudaEventCreate(&e1));
-    CK(cudaGraphLaunch(ge, g_s));  // warm-up
-    std::vector<float> ms(g_reps);
-    for (int r = 0; r < g_reps; r++) {
-        CK(cudaEventRecord(e0, g_s));
-        CK(cudaGraphLaunch(ge, g_s));
-        CK(cudaEventRecord(e1, g_s));
-        CK(cudaEventSynchronize(e1));
-        CK(cudaEventElapsedTime(&ms[r], e0, e1));
-    }
-    CK(cudaGetLastError());
+    const float ms = graph_median_ms(ge, g_s, g_reps);
     verify(b);
-    qsort(ms.data(), g_reps, sizeof(float), cmp_f);
-    CK(cudaEventDestroy(e0));
-    CK(cudaEventDestroy(e1));
     CK(cudaGraphExecDestroy(ge));
     CK(cudaGraphDestroy(g));
-    return ms[g_reps / 2] * 1000.0 / units;
+    return ms * 1000.0 / units;
 }
 
 static double pct(double bytes, double us) { return 100.0 * bytes / (us * 1e3) / g_copy; }
@@ -399,24 +378,11 @@ static void sweep_row(const char *what, const Sweep &s, double bytes) {
 // Median us a call of fn over 7 repetitions of `calls` stream launches (cuda_bench's time_us).
 template <typename F>
 static double stream_us(F fn, int calls) {
-    cudaEvent_t e0, e1;
-    CK(cudaEventCreate(&e0));
-    CK(cudaEventCreate(&e1));
     fn();
-    float ms[7];
-    const int reps = g_quick ? 1 : 7;
-    for (int r = 0; r < reps; r++) {
-        CK(cudaEventRecord(e0, g_s));
+    const float ms = events_median_ms(g_s, g_quick ? 1 : 7, [&] {
         for (int i = 0; i < calls; i++) fn();
-        CK(cudaEventRecord(e1, g_s));
-        CK(cudaEventSynchronize(e1));
-        CK(cudaEventElapsedTime(&ms[r], e0, e1));
-    }
-    CK(cudaGetLastError());
-    qsort(ms, reps, sizeof(float), cmp_f);
-    CK(cudaEventDestroy(e0));
-    CK(cudaEventDestroy(e1));
-    return ms[reps / 2] * 1000.0 / calls;
+    });
+    return ms * 1000.0 / calls;
 }
 
 // A layer's launches (4 matmuls, or with the KV read between QKV and O) for 36 layers; q6: the
