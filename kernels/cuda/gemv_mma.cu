@@ -362,6 +362,10 @@ __device__ __forceinline__ void q4k_tile(const MmaArgs &a, Q4Smem<NT, NMAT, NORM
     // double buffer). The pair loads two matrices a step, which keeps as many bytes in flight
     // without the second buffer (that would spill).
     constexpr bool kPrefetch = NMAT == 1;
+    // The INT8 body on the tile layout (the defaults) alternates two register sets instead of
+    // copying the prefetched one into place each step (-34 of 354 SASS a step, bench/NOTES.md 7
+    // session 28); the other one-matrix forms spill with two sets and keep the copy.
+    constexpr bool kPingPong = kPrefetch && I8 && TL;
     static_assert(NW == kWarps || (NT == 1 && !kPrefetch && !TR), "fewer warps: the pair GEMV");
     const int vend = vwarp_end<NW>(w);  // this warp's virtual warps: w .. vend - 1
     using Raw = std::conditional_t<I8, Q4RawI8, Q4Raw>;
@@ -480,72 +484,88 @@ __device__ __forceinline__ void q4k_tile(const MmaArgs &a, Q4Smem<NT, NMAT, NORM
         }
         return false;
     };
-    do {
-        for (; sb < nsb; sb += step) {
-            if (!kPrefetch) {
+    // One super-block step on the weights c (and x cxa, cxc) in hand; one matrix: first the next
+    // super-block's into n (nxa, nxc).
+    auto run_step = [&](Raw (&c)[NMAT], float4 (&cxa)[XB], float4 (&cxc)[XB], Raw (&n)[NMAT],
+                        float4 (&nxa)[XB], float4 (&nxc)[XB]) {
+        if (!kPrefetch) {
 #pragma unroll
-                for (int m = 0; m < NMAT; m++) cur[m] = load(m, sb);
-            }
-            Raw nxt[NMAT];
-            float4 nxa[XB], nxc[XB];
-            const bool more = kPrefetch && sb + step < nsb;
-            if (more) {
+            for (int m = 0; m < NMAT; m++) c[m] = load(m, sb);
+        }
+        if (kPrefetch && sb + step < nsb) {
 #pragma unroll
-                for (int m = 0; m < NMAT; m++) nxt[m] = load(m, sb + step);
-                if (kPrefetchX) load_x(sb + step, 0, nxa, nxc);
-            }
-            // One matrix's L2 lookahead: the super-block after the one in flight (sb + 2 step) into
-            // L2, so that its register load next step waits for L2, not DRAM.
-            if constexpr (NT == 1 && kPrefetch) {
-                const int la = sb + 2 * step;
-                if (la < nsb) {
+            for (int m = 0; m < NMAT; m++) n[m] = load(m, sb + step);
+            if (kPrefetchX) load_x(sb + step, 0, nxa, nxc);
+        }
+        // One matrix's L2 lookahead: the super-block after the one in flight (sb + 2 step) into
+        // L2, so that its register load next step waits for L2, not DRAM.
+        if constexpr (NT == 1 && kPrefetch) {
+            const int la = sb + 2 * step;
+            if (la < nsb) {
 #pragma unroll
-                    for (int m = 0; m < NMAT; m++) {
-                        prefetch_l2(wg[m] + (int64_t)la * q4k_block_stride(TL) + 64 * t);
-                        prefetch_l2(w8[m] + (int64_t)la * q4k_block_stride(TL) + 64 * t);
-                    }
+                for (int m = 0; m < NMAT; m++) {
+                    prefetch_l2(wg[m] + (int64_t)la * q4k_block_stride(TL) + 64 * t);
+                    prefetch_l2(w8[m] + (int64_t)la * q4k_block_stride(TL) + 64 * t);
                 }
             }
-            // The norm weights of this super-block (constant, L2-resident: every block reads them),
-            // used a few instructions on; held one step ahead (8 registers) they spilled the GEMV.
-            float4 nwa = make_float4(1.f, 1.f, 1.f, 1.f), nwc = nwa;
-            load_nw(sb, nwa, nwc);
-            __syncwarp();
+        }
+        // The norm weights of this super-block (constant, L2-resident: every block reads them),
+        // used a few instructions on; held one step ahead (8 registers) they spilled the GEMV.
+        float4 nwa = make_float4(1.f, 1.f, 1.f, 1.f), nwc = nwa;
+        load_nw(sb, nwa, nwc);
+        __syncwarp();
 #pragma unroll
-            for (int i0 = 0; i0 < NT; i0 += XB) {
-                if (!kPrefetchX) load_x(sb, i0, xa, xc);
-                if constexpr (I8) {
+        for (int i0 = 0; i0 < NT; i0 += XB) {
+            if (!kPrefetchX) load_x(sb, i0, cxa, cxc);
+            if constexpr (I8) {
 #pragma unroll
-                    for (int i = 0; i < XB; i++) {
-                        if (i0 + i == 0 || i0 + i < ntok) {
-                            if (NORM) {
-                                stage_q4i8<NT>(st, i0 + i, norm_w4(xa[i], nwa),
-                                               norm_w4(xc[i], nwc), lane);
-                            } else {
-                                stage_q4i8<NT>(st, i0 + i, xa[i], xc[i], lane);
-                            }
+                for (int i = 0; i < XB; i++) {
+                    if (i0 + i == 0 || i0 + i < ntok) {
+                        if (NORM) {
+                            stage_q4i8<NT>(st, i0 + i, norm_w4(cxa[i], nwa),
+                                           norm_w4(cxc[i], nwc), lane);
+                        } else {
+                            stage_q4i8<NT>(st, i0 + i, cxa[i], cxc[i], lane);
                         }
                     }
-                } else {
-                    stage_tokens<NT, XB, NORM, true>(st, i0, xa, xc, ntok, nscale, nwa, nwc, lane);
                 }
+            } else {
+                stage_tokens<NT, XB, NORM, true>(st, i0, cxa, cxc, ntok, nscale, nwa, nwc, lane);
             }
-            __syncwarp();
-            if (sb < step) gt_mark<TR>(slot, 5);  // (the first step)
+        }
+        __syncwarp();
+        if (sb < step) gt_mark<TR>(slot, 5);  // (the first step)
 #pragma unroll
-            for (int m = 0; m < NMAT; m++) {
-                if constexpr (I8)
-                    q4_superblock_i8<NT>(cur[m], st, lane, acc[m]);
-                else q4_superblock<NT, NMAT == 1 ? 2 : 1>(cur[m], st, lane, ncol, hit, sel_e, sel_o, acc[m]);
+        for (int m = 0; m < NMAT; m++) {
+            if constexpr (I8)
+                q4_superblock_i8<NT>(c[m], st, lane, acc[m]);
+            else q4_superblock<NT, NMAT == 1 ? 2 : 1>(c[m], st, lane, ncol, hit, sel_e, sel_o, acc[m]);
+        }
+        if (sb < step) gt_mark<TR>(slot, 6);
+    };
+    do {
+        if constexpr (kPingPong) {
+            Raw alt[NMAT];
+            float4 axa[XB], axc[XB];
+            while (sb < nsb) {
+                run_step(cur, xa, xc, alt, axa, axc);
+                sb += step;
+                if (sb >= nsb) break;
+                run_step(alt, axa, axc, cur, xa, xc);
+                sb += step;
             }
-            if (sb < step) gt_mark<TR>(slot, 6);
-            // (The copy below costs ~30 moves a step; a two-set ping-pong spilled: bench/NOTES.md.)
-            if (more) {
+        } else {
+            for (; sb < nsb; sb += step) {
+                Raw nxt[NMAT];
+                float4 nxa[XB], nxc[XB];
+                run_step(cur, xa, xc, nxt, nxa, nxc);
+                if (kPrefetch && sb + step < nsb) {  // (~30 moves a step: see kPingPong)
 #pragma unroll
-                for (int m = 0; m < NMAT; m++) cur[m] = nxt[m];
-                if (kPrefetchX) {
+                    for (int m = 0; m < NMAT; m++) cur[m] = nxt[m];
+                    if (kPrefetchX) {
 #pragma unroll
-                    for (int i = 0; i < XB; i++) { xa[i] = nxa[i]; xc[i] = nxc[i]; }
+                        for (int i = 0; i < XB; i++) { xa[i] = nxa[i]; xc[i] = nxc[i]; }
+                    }
                 }
             }
         }
