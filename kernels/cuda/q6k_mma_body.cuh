@@ -63,18 +63,31 @@ __device__ __forceinline__ int q6_seg_of(const Q6Args &a, int64_t tile) {
 // its block are copied but never used. TAIL (the segment's last super-block in its last tile,
 // a warp-uniform case): a chunk reaching past wend, the segment's end, is copied with 2-byte
 // loads up to the block's end and zeros after (a 16-byte read would leave the allocation).
-// TL: the segment in LOOM_WEIGHT_Q6K_TILES (cpu_kernels.h): block sb of the tile's 16 rows at
-// + sb x 16 x 212, row i of it at + 212 i (roff unused: no row to clamp, rows % 16 == 0); no
-// tail (the padding ends every window).
+// TL: the segment in LOOM_WEIGHT_Q6K_TILES (cpu_kernels.h): block sb of the tile's 16 rows is
+// one run of 16 x 212 = 3,392 bytes at + sb x 3,392 (16-byte aligned), copied as it lies (chunk
+// c of the run at buf + 16 c: row i at buf + 212 i, q6_offsets), so a lane's sources are its
+// chunks at fixed distances (no row or column arithmetic); roff unused, no tail.
+constexpr int kTlChunks = kTileRows * LOOM_Q6K_TILE_PITCH / 16;  // 212
+static_assert(kTlChunks * 16 == kTileRows * LOOM_Q6K_TILE_PITCH && kTlChunks <= 7 * 32 &&
+                  kTlChunks * 16 <= kTileBytes,
+              "a tile's super-block run: whole chunks, at most 7 a lane, inside a warp buffer");
 template <bool TAIL, bool TL = false>
 __device__ __forceinline__ void q6_issue(uint8_t *buf, const uint8_t *tile_w, const int (&roff)[7],
                                          int64_t sb, int lane, const uint8_t *wend) {
     const uint8_t *base = tile_w + sb * q6k_block_stride(TL);
+    if constexpr (TL) {
+        const uint8_t *src = base + 16 * lane;  // (chunk lane + 32 i at + 512 i: immediates)
+        uint8_t *dst = buf + 16 * lane;
+#pragma unroll
+        for (int i = 0; i < 7; i++)
+            if (lane + 32 * i < kTlChunks) cp_async16_n(dst + 512 * i, src + 512 * i, 16);
+        return;
+    }
 #pragma unroll
     for (int i = 0; i < 7; i++) {
         const int c = lane + 32 * i;
         const int col = c - (c / kChunks) * kChunks;
-        const uint8_t *b = base + (TL ? (c / kChunks) * LOOM_Q6K_TILE_PITCH : roff[i]);
+        const uint8_t *b = base + roff[i];
         const uint8_t *a = reinterpret_cast<const uint8_t *>(
             (reinterpret_cast<uintptr_t>(b) & ~(uintptr_t)15) + 16 * col);
         if (!TAIL || a + 16 <= wend) {
@@ -133,14 +146,13 @@ __device__ __forceinline__ Q6Win q6_win(const Seg &s, int64_t r0, int lane) {
 }
 
 // Where rows g and g + 8 of super-block sb lie in a warp buffer (q6_issue's windows: the row's
-// place plus its block's offset inside the 16-byte aligned window). In tiles (TL) that offset is
-// 212 g mod 16 = 4 (g & 3) at every super-block (the tiles start 16-byte aligned): no per-lane
-// address kept.
+// place plus its block's offset inside the 16-byte aligned window). In tiles (TL) the buffer
+// holds the run as it lies: row i at 212 i (4-byte aligned) at every super-block.
 template <bool TL = false>
 __device__ __forceinline__ void q6_offsets(const Q6Win &win, int64_t sb, int g, int &og, int &o8) {
     if (TL) {
-        og = g * kPitch + 4 * (g & 3);
-        o8 = (g + 8) * kPitch + 4 * (g & 3);
+        og = g * LOOM_Q6K_TILE_PITCH;
+        o8 = (g + 8) * LOOM_Q6K_TILE_PITCH;
     } else {
         const uint32_t sh = (uint32_t)sb * 2u;  // 210 sb mod 16 = 2 sb mod 16
         og = g * kPitch + (int)((win.ag + sh) & 15u);
