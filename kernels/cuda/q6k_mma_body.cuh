@@ -81,23 +81,24 @@ __device__ __forceinline__ void q6_issue(uint8_t *buf, const uint8_t *tile_w, co
 #pragma unroll
         for (int i = 0; i < 7; i++)
             if (lane + 32 * i < kTlChunks) cp_async16_n(dst + 512 * i, src + 512 * i, 16);
-        return;
-    }
+    } else {
 #pragma unroll
-    for (int i = 0; i < 7; i++) {
-        const int c = lane + 32 * i;
-        const int col = c - (c / kChunks) * kChunks;
-        const uint8_t *b = base + roff[i];
-        const uint8_t *a = reinterpret_cast<const uint8_t *>(
-            (reinterpret_cast<uintptr_t>(b) & ~(uintptr_t)15) + 16 * col);
-        if (!TAIL || a + 16 <= wend) {
-            cp_async16_n(buf + 16 * c, a, 16);
-        } else {
-            const uint8_t *end = b + kQ6KBytes;
+        for (int i = 0; i < 7; i++) {
+            const int c = lane + 32 * i;
+            const int col = c - (c / kChunks) * kChunks;
+            const uint8_t *b = base + roff[i];
+            const uint8_t *a = reinterpret_cast<const uint8_t *>(
+                (reinterpret_cast<uintptr_t>(b) & ~(uintptr_t)15) + 16 * col);
+            if (!TAIL || a + 16 <= wend) {
+                cp_async16_n(buf + 16 * c, a, 16);
+            } else {
+                const uint8_t *end = b + kQ6KBytes;
 #pragma unroll
-            for (int k = 0; k < 16; k += 2)
-                reinterpret_cast<uint16_t *>(buf + 16 * c)[k / 2] =
-                    a + k < end ? __ldg(reinterpret_cast<const unsigned short *>(a + k)) : (uint16_t)0;
+                for (int k = 0; k < 16; k += 2)
+                    reinterpret_cast<uint16_t *>(buf + 16 * c)[k / 2] =
+                        a + k < end ? __ldg(reinterpret_cast<const unsigned short *>(a + k))
+                                    : (uint16_t)0;
+            }
         }
     }
 }
