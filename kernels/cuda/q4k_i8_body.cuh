@@ -35,10 +35,11 @@
 //
 // Cost (per warp and 16-row super-block, counted when written): GEMV loads 10 (8 LDG.64 + 2
 // headers), A 32 LOP3, scales/mins ~12 + 24 PRMT, 16 IMMA, 32 IMAD, B 4 LDS.128, fold ~20, x
-// staging ~60: ~230 SASS against v11's 432. The build's SASS (session 27, cuobjdump, sm_90a, the
-// innermost loop of the tile GEMV) has more: 354 a step for one matrix, 369 with the folded norm,
-// 551 for the pair's two (IMAD 72, LOP3 63, PRMT 48, SEL 24, IADD3 17, IMMA 16, FMUL 14, LDG 12
-// in the one-matrix step), i.e. ~120 of address, select and loop work the count above leaves out.
+// staging ~60: ~230 SASS against v11's 432. The build's SASS (cuobjdump, sm_90a, the innermost
+// loop of the tile GEMV) has more: 320 a step for one matrix (354 until session 28 dropped the
+// prefetch's 32 conditional register copies, gemv_mma.cu kPingPong), 551 for the pair's two,
+// i.e. ~90 of address, staging and loop work the count above leaves out (bench/NOTES.md 7,
+// sessions 27-28).
 // GEMM: the A work once for 8 tokens, then per token 8 IMMA, 16 IMAD, 2 LDS.128 and half a fold.
 // Measured: bench/NOTES.md 2.4.
 #pragma once
