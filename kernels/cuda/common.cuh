@@ -223,6 +223,21 @@ __device__ __forceinline__ int vwarp_end(int w) {
     else return w == NW - 1 ? kWarps : w + 1;
 }
 
+// A register-prefetching loop over i = i0, i0 + stride, ... < n two steps at a time: step(0)
+// computes on register set 0 while it loads the next step's into set 1, step(1) the other way,
+// so no copy moves the prefetched set into place (gemv_mma.cu q4k_tile's kPingPong loop,
+// q6k_i8_body.cuh q6k_i8_persist's). i is the caller's counter, advanced here.
+template <typename I, typename Step>
+__device__ __forceinline__ void ping_pong(I &i, I n, I stride, Step &&step) {
+    while (i < n) {
+        step(0);
+        i += stride;
+        if (i >= n) break;
+        step(1);
+        i += stride;
+    }
+}
+
 // The traces' stamps (attention_v5.cu, mma_common.cuh gt_*): the global nanosecond timer and
 // the SM a block runs on.
 __device__ __forceinline__ unsigned long long gtimer() {

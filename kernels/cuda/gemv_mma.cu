@@ -547,13 +547,10 @@ __device__ __forceinline__ void q4k_tile(const MmaArgs &a, Q4Smem<NT, NMAT, NORM
         if constexpr (kPingPong) {
             Raw alt[NMAT];
             float4 axa[XB], axc[XB];
-            while (sb < nsb) {
-                run_step(cur, xa, xc, alt, axa, axc);
-                sb += step;
-                if (sb >= nsb) break;
-                run_step(alt, axa, axc, cur, xa, xc);
-                sb += step;
-            }
+            ping_pong(sb, nsb, step, [&](int set) {
+                if (set == 0) run_step(cur, xa, xc, alt, axa, axc);
+                else run_step(alt, axa, axc, cur, xa, xc);
+            });
         } else {
             for (; sb < nsb; sb += step) {
                 Raw nxt[NMAT];

@@ -492,13 +492,12 @@ __device__ __forceinline__ void q6k_i8_persist(const Q6Args &a, Q6PersistSmem<ST
         const Seg &s = a.seg[si];
         const bool al = TL || ((s.row_bytes & 3) == 0 && ((win.ag + 2u * (uint32_t)w) & 3u) == 0);
         float acc[1][2] = {{0.0f, 0.0f}};
-        int q = 0;
-        for (int64_t sb = w; sb < nsb; sb += kWarps, q = q + 1 == ST ? 0 : q + 1) {
-            float4 nxa, nxc;
-            const bool more = sb + kWarps < nsb;
-            if (more) load_x(sb + kWarps, nxa, nxc);
+        int64_t sb = w;
+        // One step: weights from stage q, x in (cxa, cxc), the next super-block's x into (nxa, nxc).
+        auto run_step = [&](int q, float4 &cxa, float4 &cxc, float4 &nxa, float4 &nxc) {
+            if (sb + kWarps < nsb) load_x(sb + kWarps, nxa, nxc);
             __syncwarp();
-            stage_i8<1>(st, 0, xa, xc, lane);
+            stage_i8<1>(st, 0, cxa, cxc, lane);
             cp_async_wait<ST - 1>();
             __syncwarp();
             const uint32_t *wb = reinterpret_cast<const uint32_t *>(sm.wbuf[w][q]);
@@ -510,7 +509,23 @@ __device__ __forceinline__ void q6k_i8_persist(const Q6Args &a, Q6PersistSmem<ST
             const int64_t sn = sb + ST * kWarps;
             if (sn < nsb) q6_issue_sb<TL>(sm.wbuf[w][q], win, sn, nsb, lane);
             cp_async_commit();
-            if (more) { xa = nxa; xc = nxc; }
+        };
+        // In tiles two steps at a time (common.cuh ping_pong: no copy of the next x into place,
+        // a constant stage; the lm head 81.2 -> 78.2 us). The one-tile GEMV above measured
+        // slower so (its down projection 10.25 -> 10.52 us) and keeps its loop (bench/NOTES.md
+        // 7, session 28). The next tile's first x: below.
+        if constexpr (ST == 2 && TL) {
+            float4 axa, axc;
+            ping_pong(sb, nsb, (int64_t)kWarps, [&](int set) {
+                if (set == 0) run_step(0, xa, xc, axa, axc);
+                else run_step(1, axa, axc, xa, xc);
+            });
+        } else {
+            for (int q = 0; sb < nsb; sb += kWarps, q = q + 1 == ST ? 0 : q + 1) {
+                float4 nxa, nxc;
+                run_step(q, xa, xc, nxa, nxc);
+                if (sb + kWarps < nsb) { xa = nxa; xc = nxc; }
+            }
         }
         cp_async_wait<0>();
         __syncwarp();
