@@ -46,7 +46,8 @@
 //
 // Tiles (LOOM_WEIGHT_Q6K_TILES, cpu_kernels.h; the kernels' TL): the blocks of 16 rows padded to
 // 212 bytes and laid out block by block, so a warp's super-block of its 16 rows is one 3,392-byte
-// run, every row window 4-byte aligned at the same offset at every super-block (no funnel
+// run, copied as it lies (since session 28: a lane's chunks at fixed distances, no per-chunk row
+// arithmetic), every row 4-byte aligned at the same place at every super-block (no funnel
 // shifts: the AL loads in every warp and in the GEMM too) and no tail. The INT8 body only
 // (q6k_body), a triple's V too (the one-launch Q4_K_M triple runs it so beside Q4_K tiles,
 // gemv_mma.cu T6). Same bytes, other addresses: the same bits (conformance --tiles). H200
