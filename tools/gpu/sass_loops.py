@@ -4,9 +4,12 @@
 Builds one kernels/cuda/*.cu file for one architecture with the build's flags plus -lineinfo
 into a cubin, disassembles it with nvdisasm -gi, and for every kernel whose mangled name
 contains NAME prints each loop (a backward branch) that holds tensor-core mma instructions
-(IMMA/HMMA): its SASS count, its mma count, the opcode mix and the instructions charged to the
-source line each came from (the innermost inlined frame). bench/NOTES.md 7, sessions 27-28,
-used this to find the GEMV steps' register copies and address arithmetic.
+(IMMA/HMMA), innermost first (--all: the loops around them too): its SASS count, its mma
+count, the opcode mix and the instructions charged to the source line each came from (the
+innermost inlined frame). A loop is the layout's range from a label to a branch back to it, so
+a range the compiler interleaved with other code counts that code too: the mma count says
+whether a range is one step. bench/NOTES.md 7, sessions 27-28, used this to find the GEMV
+steps' register copies and address arithmetic.
 
 nvdisasm is not in this machine's toolkit; PyPI has it:
     pip download --no-deps nvidia-cuda-nvdisasm -d /tmp/nvd && cd /tmp/nvd && unzip -oq *.whl
@@ -14,7 +17,7 @@ nvdisasm is not in this machine's toolkit; PyPI has it:
 
 Usage (repository root):
     python3 tools/gpu/sass_loops.py kernels/cuda/gemv_mma_q6k.cu 'gemv_mma_q6kILi1ELi2ELb0ELi2ELb1E'
-    [--arch sm_90a] [--lines N] (N source lines a loop, largest first; default 25)
+    [--arch sm_90a] [--lines N] [--all] (N source lines a loop, largest first; default 25)
 """
 import argparse
 import collections
@@ -97,6 +100,7 @@ def main():
     ap.add_argument("name", help="a substring of the kernels' mangled names")
     ap.add_argument("--arch", default="sm_90a")
     ap.add_argument("--lines", type=int, default=25)
+    ap.add_argument("--all", action="store_true", help="the outer loops around them too")
     a = ap.parse_args()
     if not os.path.isfile(a.source):
         fail("%s: no such file" % a.source)
@@ -119,7 +123,12 @@ def main():
             continue
         found += 1
         print(fn)
-        for s, e in loops(lines):
+        found_loops = sorted(set(loops(lines)), key=lambda r: r[1] - r[0])
+        inner = []
+        for s, e in found_loops:  # innermost first; a range holding one already kept is outer
+            if a.all or not any(s <= s2 and e2 <= e for s2, e2 in inner):
+                inner.append((s, e))
+        for s, e in inner:
             by_src, ops = charge(lines[s:e + 1])
             mma = sum(n for op, n in ops.items() if op in ("IMMA", "HMMA"))
             print("  loop (disassembly lines %d-%d): %d SASS, %d mma" %
