@@ -977,6 +977,12 @@ static void ix_row(const char *what) {
     row(name, ms);
 }
 
+// ix_row over the cluster sizes CS..., in that order (rows that differ in CS alone).
+template <int CW, int NP, int K, int BAR, int XM, int RA, int MODE, int CH, int... CS>
+static void ix_rows_cs(const char *what) {
+    (ix_row<CW, NP, CS, K, BAR, XM, RA, MODE, CH>(what), ...);
+}
+
 // The run's last line and exit status: every checked launch's sum, or FAILED.
 static int verdict() {
     printf("\n%s\n", g_fail ? "FAILED" : "every launch's sum checked: ok");
@@ -1074,43 +1080,26 @@ int main(int argc, char **argv) {
         pipe_row<14, 8, 1, 1, 32, false, 1, 0>("K 32, the row copied");
         pipe_row<14, 8, 1, 1, 48, false, 1, 0>("K 48, the row copied");
         // ix_row<CW, NP, CS, K, BAR, XM, RA, MODE, CH>
-        ix_row<4, 8, 2, 0, 0, 2, 1, 0>("the stream");
-        ix_row<4, 8, 4, 0, 0, 2, 1, 0>("the stream");
-        ix_row<4, 8, 5, 0, 0, 2, 1, 0>("the stream");
-        ix_row<4, 8, 6, 0, 0, 2, 1, 0>("the stream");
-        ix_row<4, 8, 7, 0, 0, 2, 1, 0>("the stream");
-        ix_row<4, 8, 8, 0, 0, 2, 1, 0>("the stream");
-        ix_row<4, 8, 4, 0, 0, 2, 1, 0, 4>("the stream");
-        ix_row<4, 8, 8, 0, 0, 2, 1, 0, 4>("the stream");
-        ix_row<4, 8, 2, 0, 1, 2, 1, 0>("counters, no row");
-        ix_row<4, 8, 4, 0, 1, 2, 1, 0>("counters, no row");
-        ix_row<4, 8, 8, 0, 1, 2, 1, 0>("counters, no row");
-        ix_row<4, 8, 4, 0, 1, 2, 2, 0>("counters, no row, relaxed page release");
-        ix_row<4, 8, 8, 0, 1, 2, 2, 0>("counters, no row, relaxed page release");
+        // ix_rows_cs<CW, NP, K, BAR, XM, RA, MODE, CH, CS...>
+        ix_rows_cs<4, 8, 0, 0, 2, 1, 0, 1, 2, 4, 5, 6, 7, 8>("the stream");
+        ix_rows_cs<4, 8, 0, 0, 2, 1, 0, 4, 4, 8>("the stream");
+        ix_rows_cs<4, 8, 0, 1, 2, 1, 0, 1, 2, 4, 8>("counters, no row");
+        ix_rows_cs<4, 8, 0, 1, 2, 2, 0, 1, 4, 8>("counters, no row, relaxed page release");
         ix_row<4, 8, 8, 0, 1, 2, 3, 0>("counters, no row, cta-scope page release");
-        ix_row<4, 8, 4, 0, 1, 1, 1, 0>("counters, the row copied");
-        ix_row<4, 8, 8, 0, 1, 1, 1, 0>("counters, the row copied");
-        ix_row<4, 8, 4, 0, 1, 1, 2, 0>("counters, the row copied, relaxed page release");
-        ix_row<4, 8, 8, 0, 1, 1, 2, 0>("counters, the row copied, relaxed page release");
+        ix_rows_cs<4, 8, 0, 1, 1, 1, 0, 1, 4, 8>("counters, the row copied");
+        ix_rows_cs<4, 8, 0, 1, 1, 2, 0, 1, 4, 8>("counters, the row copied, relaxed page release");
         ix_row<4, 8, 8, 0, 1, 1, 2, 0, 4>("counters, the row copied, relaxed page release");
         ix_row<4, 8, 4, 0, 1, 0, 2, 0>("counters, the row from L2, relaxed page release");
-        ix_row<4, 8, 4, 0, 1, 1, 3, 0>("counters, the row copied, cta-scope page release");
-        ix_row<4, 8, 5, 0, 1, 1, 3, 0>("counters, the row copied, cta-scope page release");
-        ix_row<4, 8, 6, 0, 1, 1, 3, 0>("counters, the row copied, cta-scope page release");
-        ix_row<4, 8, 7, 0, 1, 1, 3, 0>("counters, the row copied, cta-scope page release");
-        ix_row<4, 8, 8, 0, 1, 1, 3, 0>("counters, the row copied, cta-scope page release");
+        ix_rows_cs<4, 8, 0, 1, 1, 3, 0, 1, 4, 5, 6, 7, 8>(
+            "counters, the row copied, cta-scope page release");
         ix_row<14, 8, 8, 0, 1, 1, 3, 0>("counters, the row copied, cta-scope page release");
         ix_row<6, 8, 4, 32, 1, 1, 1, 0>("K 32, the row copied");
         ix_row<6, 8, 4, 32, 1, 1, 2, 0>("K 32, the row copied, relaxed page release");
         ix_row<6, 8, 8, 32, 1, 1, 2, 0>("K 32, the row copied, relaxed page release");
         ix_row<6, 8, 8, 32, 1, 1, 3, 0>("K 32, the row copied, cta-scope page release");
         ix_row<10, 8, 8, 32, 1, 1, 3, 0>("K 32, the row copied, cta-scope page release");
-        ix_row<14, 8, 8, 32, 1, 1, 3, 0>("K 32, the row copied, cta-scope page release");
-        ix_row<14, 8, 7, 32, 1, 1, 3, 0>("K 32, the row copied, cta-scope page release");
-        ix_row<14, 8, 6, 32, 1, 1, 3, 0>("K 32, the row copied, cta-scope page release");
-        ix_row<14, 8, 5, 32, 1, 1, 3, 0>("K 32, the row copied, cta-scope page release");
-        ix_row<14, 8, 8, 48, 1, 1, 3, 0>("K 48, the row copied, cta-scope page release");
-        ix_row<14, 8, 7, 48, 1, 1, 3, 0>("K 48, the row copied, cta-scope page release");
+        ix_rows_cs<14, 8, 32, 1, 1, 3, 0, 1, 8, 7, 6, 5>("K 32, the row copied, cta-scope page release");
+        ix_rows_cs<14, 8, 48, 1, 1, 3, 0, 1, 8, 7>("K 48, the row copied, cta-scope page release");
         ix_row<4, 8, 2, 0, 0, 2, 1, 1>("the stream");
         ix_row<4, 8, 2, 0, 1, 2, 1, 1>("counters, no row");
         ix_row<4, 8, 2, 0, 1, 1, 1, 1>("counters, the row copied");
