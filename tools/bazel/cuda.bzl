@@ -6,7 +6,8 @@ ptxas resource report (registers, shared memory, stack frame, spill stores/loads
 architecture) is kept as an output file `<name>_ptxas/<file>.ptxas.txt`, collected in the
 filegroup `<name>_ptxas`, so a test can fail on spills without a GPU. The objects are host+device
 objects (whole-program compilation, no relocatable device code), linked against the static
-CUDA runtime, so binaries carry no libcudart dependency.
+CUDA runtime, so binaries carry no libcudart dependency. `--define loom_lineinfo=1` adds
+-lineinfo (source lines for ncu and compute-sanitizer; the same SASS): tools/bazel/BUILD.
 
 Usage (in a BUILD file):
     load("//tools/bazel:cuda.bzl", "cuda_library")
@@ -28,6 +29,17 @@ NVCC_FLAGS = " ".join([
     "-I$(GENDIR)",
 ])
 
+def _nvcc_cmd(src, obj, log, extra):
+    return ("{nvcc} {flags} {extra} -c $(location {src}) -o $(location {obj}) " +
+            "2> $(location {log}) || {{ cat $(location {log}) >&2; exit 1; }}").format(
+        nvcc = NVCC,
+        flags = NVCC_FLAGS,
+        extra = " ".join(extra),
+        src = src,
+        obj = obj,
+        log = log,
+    )
+
 def cuda_library(name, srcs, hdrs = [], cuda_hdrs = [], extra_srcs = [], deps = [],
                  visibility = None, nvcc_flags = []):
     """srcs: .cu files; hdrs: public C headers; cuda_hdrs: private .cuh headers;
@@ -45,15 +57,10 @@ def cuda_library(name, srcs, hdrs = [], cuda_hdrs = [], extra_srcs = [], deps = 
             srcs = [src] + hdrs + cuda_hdrs + extra_srcs,
             outs = [obj, log],
             # ptxas -v writes its report on stderr; keep it, and show it when nvcc fails.
-            cmd = ("{nvcc} {flags} {extra} -c $(location {src}) -o $(location {obj}) " +
-                   "2> $(location {log}) || {{ cat $(location {log}) >&2; exit 1; }}").format(
-                nvcc = NVCC,
-                flags = NVCC_FLAGS,
-                extra = " ".join(nvcc_flags),
-                src = src,
-                obj = obj,
-                log = log,
-            ),
+            cmd = select({
+                "//tools/bazel:lineinfo": _nvcc_cmd(src, obj, log, nvcc_flags + ["-lineinfo"]),
+                "//conditions:default": _nvcc_cmd(src, obj, log, nvcc_flags),
+            }),
             tags = ["no-remote"],
             message = "nvcc " + src,
         )
