@@ -39,7 +39,8 @@
 // loop of the tile GEMV) has more: 320 a step for one matrix (354 until session 28 dropped the
 // prefetch's 32 conditional register copies, gemv_mma.cu kPingPong), 551 for the pair's two,
 // i.e. ~90 of address, staging and loop work the count above leaves out (bench/NOTES.md 7,
-// sessions 27-28).
+// sessions 27-28; session 29 loaded the tiles from two bases with immediate offsets, 551 -> 513
+// a pair step, and measured the decode step even: not kept).
 // GEMM: the A work once for 8 tokens, then per token 8 IMMA, 16 IMAD, 2 LDS.128 and half a fold.
 // Measured: bench/NOTES.md 2.4.
 #pragma once
