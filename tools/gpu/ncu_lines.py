@@ -109,7 +109,18 @@ def report(path, top, instr):
             d = json.load(f)
     except (OSError, ValueError) as e:
         fail("%s: %s" % (path, e))
-    rows = [r for r in d["rows"] if r["sass"]]
+    try:
+        name, launches = d["name"], int(d["launches"])
+        rows = [r for r in d["rows"] if r["sass"]]
+        for r in rows:
+            src = r["src"]
+            if not isinstance(r["sass"], str) or not isinstance(r["pc"], int) or \
+                    not isinstance(r["m"], dict) or \
+                    not all(isinstance(v, (int, float)) for v in r["m"].values()) or not \
+                    (src is None or (isinstance(src[0], str) and isinstance(src[1], int))):
+                raise TypeError("row")
+    except (KeyError, TypeError, IndexError, ValueError):
+        fail("%s: not a kernel file of `ncu_lines.py dump` (name, launches, rows)" % path)
     stalls = lambda r: {k[len(STALL):]: v for k, v in r["m"].items()
                         if k.startswith(STALL) and not k.endswith("_not_issued") and v}
     total = collections.Counter()
@@ -126,7 +137,7 @@ def report(path, top, instr):
     if not n:
         fail("%s: no warp-state samples (was the SourceCounters section collected?)" % path)
     pct = lambda v, t: 100.0 * v / t
-    print("%s: %d launches, %d instructions, %d samples" % (d["name"], d["launches"], len(rows), n))
+    print("%s: %d launches, %d instructions, %d samples" % (name, launches, len(rows), n))
     print("  " + ", ".join("%s %.1f%%" % (k, pct(v, n)) for k, v in total.most_common(10)))
     print("%-30s %6s  %-44s %6s %12s" % ("source line", "share", "top reasons (% of the line)",
                                           "SASS", "executed"))
