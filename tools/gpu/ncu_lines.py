@@ -75,9 +75,10 @@ def dump(report, outdir):
                                    {"launches": 0, "pcs": {}, "sass": {}, "src": {}})
             k["launches"] += 1
             for mn in act.metric_names():
+                if not (mn.startswith("smsp__pcsamp_") or mn == "inst_executed"):
+                    continue
                 met = act.metric_by_name(mn)
-                if not (mn.startswith("smsp__pcsamp_") or mn == "inst_executed") or \
-                        not met.has_correlation_ids():
+                if not met.has_correlation_ids():
                     continue
                 ids = met.correlation_ids()
                 for j in range(met.num_instances()):
