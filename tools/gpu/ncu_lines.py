@@ -16,7 +16,8 @@ Two steps, because ncu runs on the GPU machine and the reading happens here:
 The samples say where the warps stood when sampled: a line's share of them is its share of the
 warps' time, and the reason says what it waited for (long_scoreboard: a global or local load;
 wait: a fixed-latency dependency; barrier; imc_miss / no_instructions: instruction fetch;
-selected: issuing). The source lines need a build with line tables: `bazel build -c opt
+selected: issuing), and which distinct instructions ran at all (the code a launch fetches).
+The source lines need a build with line tables: `bazel build -c opt
 --define loom_lineinfo=1 ...` (tools/bazel/cuda.bzl adds nvcc -lineinfo, which leaves the
 SASS as it is). The run, on the device (each kernel runs alone and replayed, caches flushed
 between passes, so a kernel's first loads wait longer than in the replayed decode step, where
@@ -139,6 +140,12 @@ def report(path, top, instr):
         fail("%s: no warp-state samples (was the SourceCounters section collected?)" % path)
     pct = lambda v, t: 100.0 * v / t
     print("%s: %d launches, %d instructions, %d samples" % (name, launches, len(rows), n))
+    # The code the launches ran: each instruction executed at least once is 16 bytes (sm_70+)
+    # that instruction fetch brought in (a launch's first run of its code is slow: bench/NOTES.md
+    # 7, sessions 30-31).
+    ran = [r for r in rows if r["m"].get("inst_executed", 0) > 0]
+    print("  code executed: %d distinct instructions (%.1f KB of SASS)" %
+          (len(ran), 16 * len(ran) / 1024.0))
     print("  " + ", ".join("%s %.1f%%" % (k, pct(v, n)) for k, v in total.most_common(10)))
     print("%-30s %6s  %-44s %6s %12s" % ("source line", "share", "top reasons (% of the line)",
                                           "SASS", "executed"))
