@@ -78,6 +78,24 @@ __global__ void __launch_bounds__(kThreads) producer(Args a) {
         dst[i] = 1e-3f * (float)(i % a.K % 977) + (float)a.slot;
 }
 
+// A consumer's end: the block's sum into out[block] (so no read is dead) and thread 0's record
+// of the launch: r0..r2 as Args::rec says, then release (t1) -> now.
+__device__ __forceinline__ void finish(const Args &a, float acc, long long r0, long long r1,
+                                       long long r2, long long t1) {
+    for (int o = 16; o; o >>= 1) acc += __shfl_xor_sync(0xffffffffu, acc, o);
+    __shared__ float ws[kThreads / 32];
+    if ((threadIdx.x & 31) == 0) ws[threadIdx.x >> 5] = acc;
+    __syncthreads();
+    if (threadIdx.x == 0) {
+        a.out[blockIdx.x] = ws[0] + ws[1] + ws[2] + ws[3];
+        long long *r = a.rec + ((int64_t)a.slot * gridDim.x + blockIdx.x) * 4;
+        r[0] = r0;
+        r[1] = r1;
+        r[2] = r2;
+        r[3] = clock64() - t1;
+    }
+}
+
 __global__ void __launch_bounds__(kThreads) consumer(Args a) {
     const int tid = threadIdx.x, b = blockIdx.x;
     uint4 wv[5];
@@ -143,18 +161,7 @@ __global__ void __launch_bounds__(kThreads) consumer(Args a) {
         if (tid + j * kThreads < nf4) zs += v[j].x + v[j].y + v[j].z + v[j].w;
     const long long t3 = clock64();
     acc += zs;
-    for (int o = 16; o; o >>= 1) acc += __shfl_xor_sync(0xffffffffu, acc, o);
-    __shared__ float ws[kThreads / 32];
-    if ((tid & 31) == 0) ws[tid >> 5] = acc;
-    __syncthreads();
-    if (tid == 0) {
-        a.out[b] = ws[0] + ws[1] + ws[2] + ws[3];
-        long long *r = a.rec + ((int64_t)a.slot * gridDim.x + b) * 4;
-        r[0] = t1b - t1;
-        r[1] = t2 - t1b;
-        r[2] = t3 - t2;
-        r[3] = clock64() - t1;
-    }
+    finish(a, acc, t1b - t1, t2 - t1b, t3 - t2, t1);
 }
 
 // probe 4: the read's code run once before the wait (on z, a constant), then after the wait
@@ -184,18 +191,7 @@ __global__ void __launch_bounds__(kThreads) consumer_warm(Args a) {
             if (tid + j * kThreads < nf4) acc += v[j].x + v[j].y + v[j].z + v[j].w;
     }
     const long long t2 = clock64();
-    for (int o = 16; o; o >>= 1) acc += __shfl_xor_sync(0xffffffffu, acc, o);
-    __shared__ float ws[kThreads / 32];
-    if ((tid & 31) == 0) ws[tid >> 5] = acc;
-    __syncthreads();
-    if (tid == 0) {
-        a.out[b] = ws[0] + ws[1] + ws[2] + ws[3];
-        long long *r = a.rec + ((int64_t)a.slot * gridDim.x + b) * 4;
-        r[0] = 0;
-        r[1] = t2 - t1;
-        r[2] = 0;
-        r[3] = clock64() - t1;
-    }
+    finish(a, acc, 0, t2 - t1, 0, t1);
 }
 
 struct Case {
