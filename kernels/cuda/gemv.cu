@@ -8,7 +8,7 @@
 // Launch geometry: 128-thread blocks, one warp per output row, 4 rows per block, grid
 // ceil(rows / 4) over the concatenated rows of all segments (a triple's Q, K and V rows follow
 // each other; a warp finds its segment with unrolled compares, no dynamic parameter indexing).
-// Each warp walks its row in passes of four super-blocks (Q4_K/Q5_K), one (Q6_K), four Q8_0
+// Each warp walks its row in passes of four super-blocks (Q4_K/Q5_K), one (Q6_K), sixteen Q8_0
 // blocks, or 256 F16/BF16 / 128 F32 values; lanes own fixed byte groups (quant_blocks.cuh), so
 // one pass is one coalesced read. The fast path issues the loads of UNROLL passes (default in
 // runtime.cu, LOOM_GEMV_UNROLL) before using them, to keep bytes in flight; the simple path

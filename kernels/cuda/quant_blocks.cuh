@@ -2,7 +2,7 @@
 // per-element decoding for the embedding lookup (private to kernels/cuda).
 //
 // Warp-per-row scheme. A warp walks a row of K values in passes; in pass p its 32 lanes cover
-// kVals consecutive values (four K-quant super-blocks for Q4_K/Q5_K, one for Q6_K, four Q8_0
+// kVals consecutive values (four K-quant super-blocks for Q4_K/Q5_K, one for Q6_K, sixteen Q8_0
 // blocks, 256 F16/BF16 or 128 F32 values), each lane a fixed set of them:
 //   Q4_K/Q5_K lane L: block 4p + L/8, s = L%8: quant word s of each of the 4 chunks (values
 //             64j+4s.. low nibbles, 64j+32+4s.. high nibbles, j = 0..3); Q5_K adds qh word s.
@@ -11,7 +11,7 @@
 //             bench/NOTES.md has the history.)
 //   Q6_K      lane L: half h = L/16, l0 = 2(L%16): ql[64h+l0..+1], ql[64h+32+l0..+1],
 //             qh[32h+l0..+1]; values 128h + l0 + {0,1} + 32i, i = 0..3.
-//   Q8_0      lane L: block 4p + L/8, values 4(L%8) .. +3.
+//   Q8_0      lane L: block 16p + L/2, values 16(L%2) .. +15 of it.
 //   F16/BF16  lane L: values 256p + 8L .. +7;  F32: values 128p + 4L .. +3.
 // The GEMV (gemv.cu) and the batched GEMM (gemm.cu) call exactly the same Lane<T> steps
 // (below) and add the partials in pass order with __fadd_rn, then reduce the warp with the same
@@ -378,45 +378,75 @@ struct Lane<LOOM_GGML_Q6_K> {
 };
 
 // ---- Q8_0 ---------------------------------------------------------------------------------
+// Half a block a lane (16 quant bytes, 16 values): a pass of 16 blocks is 544 contiguous bytes,
+// 2.2 KB a warp in flight at the default unroll of 4. A block's quants start 2 bytes in, so
+// they lie at an even address that is 4-aligned for every other block: the lane loads the four
+// aligned words from that address rounded down (and, 2 bytes off, a fifth half-word, all inside
+// its 16 bytes and the block's own scale before them) and prep funnel-shifts them into place.
 template <>
 struct Lane<LOOM_GGML_Q8_0> {
-    static constexpr int kVals = 128;
-    struct Raw { uint32_t q, d; };
-    struct X { float4 v; };
-    struct W { float q[4], d; };
+    static constexpr int kVals = 512;
+    struct Raw { uint32_t w[5], d; };
+    struct X { float4 v[4]; };
+    struct W { float q[16], d; };
+    // The lane's 16 quant bytes (a block past the row end: nullptr).
+    static __device__ __forceinline__ const uint8_t *quants(const uint8_t *row, int64_t p,
+                                                           int lane, int64_t K) {
+        const int64_t blk = 16 * p + (lane >> 1);
+        return blk * 32 < K ? row + blk * kQ80Bytes + 2 + 16 * (lane & 1) : nullptr;
+    }
+    static __device__ __forceinline__ int shift(const uint8_t *q) {
+        return (int)(reinterpret_cast<uintptr_t>(q) & 2u) * 8;  // 0 or 16 bits
+    }
     template <bool U32>
     static __device__ __forceinline__ Raw load(const uint8_t *row, int bs, int64_t p, int lane,
                                                int64_t K) {
-        const int64_t blk = 4 * p + (lane >> 3);
-        Raw r{0u, 0u};  // a block past the row end decodes to zeros (d = 0)
-        if (blk * 32 < K) {  // 34-byte blocks: 2-byte loads
-            const uint8_t *b = row + blk * kQ80Bytes;
-            const int o = 2 + 4 * (lane & 7);
-            r.d = ld_u16(b);
-            r.q = ld_u16(b + o) | (ld_u16(b + o + 2) << 16);
+        Raw r{{0u, 0u, 0u, 0u, 0u}, 0u};  // a block past the row end decodes to zeros (d = 0)
+        const uint8_t *q = quants(row, p, lane, K);
+        if (q) {
+            const uint8_t *a = q - shift(q) / 8;
+#pragma unroll
+            for (int j = 0; j < 4; j++) r.w[j] = ld_u32(a + 4 * j);
+            if (shift(q)) r.w[4] = ld_u16(a + 16);
+            r.d = ld_u16(row + (16 * p + (lane >> 1)) * kQ80Bytes);
         }
         return r;
     }
     template <bool U32, class XS>
     static __device__ __forceinline__ X loadx(const XS &xs, int64_t p, int lane, int64_t K) {
-        const int64_t blk = 4 * p + (lane >> 3);
-        if (blk * 32 >= K) return X{make_float4(0.f, 0.f, 0.f, 0.f)};
-        return X{xs.ld4(blk * 32 + 4 * (lane & 7))};
+        const int64_t k0 = 512 * p + 16 * lane;
+        X x;
+#pragma unroll
+        for (int j = 0; j < 4; j++) x.v[j] = k0 < K ? xs.ld4(k0 + 4 * j) : make_float4(0.f, 0.f, 0.f, 0.f);
+        return x;
     }
     template <bool U32>
-    static __device__ __forceinline__ W prep(const Raw &r, const uint8_t *, int, int64_t, int,
-                                             int64_t) {
-        const uint32_t q = r.q ^ 0x80808080u;
-        const float bias = 8388736.0f;
+    static __device__ __forceinline__ W prep(const Raw &r, const uint8_t *row, int, int64_t p,
+                                             int lane, int64_t K) {
+        const uint8_t *q = quants(row, p, lane, K);
+        const int sh = q ? shift(q) : 0;
+        const float bias = 8388736.0f;  // 2^23 + 128: the quants' sign bits flipped below
         W w;
-        w.q[0] = byte_f<0>(q, bias); w.q[1] = byte_f<1>(q, bias);
-        w.q[2] = byte_f<2>(q, bias); w.q[3] = byte_f<3>(q, bias);
+#pragma unroll
+        for (int j = 0; j < 4; j++) {
+            const uint32_t v = __funnelshift_r(r.w[j], r.w[j + 1], sh) ^ 0x80808080u;
+            w.q[4 * j] = byte_f<0>(v, bias);
+            w.q[4 * j + 1] = byte_f<1>(v, bias);
+            w.q[4 * j + 2] = byte_f<2>(v, bias);
+            w.q[4 * j + 3] = byte_f<3>(v, bias);
+        }
         w.d = f16_bits_to_f32((uint16_t)r.d);
         return w;
     }
+    // Four dots of 4 values, summed in a fixed order, then the block's scale.
     static __device__ __forceinline__ float dotw(const W &w, const X &x) {
-        float s = fmaf(w.q[3], x.v.w, fmaf(w.q[2], x.v.z, fmaf(w.q[1], x.v.y, __fmul_rn(w.q[0], x.v.x))));
-        return __fmul_rn(w.d, s);
+        float s[4];
+#pragma unroll
+        for (int j = 0; j < 4; j++)
+            s[j] = fmaf(w.q[4 * j + 3], x.v[j].w,
+                        fmaf(w.q[4 * j + 2], x.v[j].z,
+                             fmaf(w.q[4 * j + 1], x.v[j].y, __fmul_rn(w.q[4 * j], x.v[j].x))));
+        return __fmul_rn(w.d, __fadd_rn(__fadd_rn(s[0], s[1]), __fadd_rn(s[2], s[3])));
     }
 };
 
