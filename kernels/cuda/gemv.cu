@@ -82,6 +82,36 @@ __device__ __forceinline__ float row_dot(const uint8_t *row, int bs, const XS &x
     return acc;
 }
 
+// Two rows' dots of one type over the same x, each pass's x read once for both (Q8_0, whose
+// 16-value lanes read x from L1 at four times their weight bytes: bench/NOTES.md 2.5). Each row
+// takes row_dot's operations in row_dot's order, so either result is row_dot's bits.
+template <int T, int UNROLL, class XS>
+__device__ __forceinline__ void row_dot2(const uint8_t *row0, const uint8_t *row1, const XS &x,
+                                         int64_t K, int lane, float &d0, float &d1) {
+    using L = Lane<T>;
+    const int64_t np = n_passes<T>(K);
+    float acc0 = 0.0f, acc1 = 0.0f;
+    for (int64_t p0 = 0; p0 < np; p0 += UNROLL) {
+        typename L::Raw raw0[UNROLL], raw1[UNROLL];
+#pragma unroll
+        for (int u = 0; u < UNROLL; u++)
+            if (p0 + u < np) {
+                raw0[u] = L::template load<true>(row0, 0, p0 + u, lane, K);
+                raw1[u] = L::template load<true>(row1, 0, p0 + u, lane, K);
+            }
+#pragma unroll
+        for (int u = 0; u < UNROLL; u++) {
+            if (p0 + u < np) {
+                const typename L::X xv = L::template loadx<true>(x, p0 + u, lane, K);
+                acc0 = __fadd_rn(acc0, L::dotw(L::template prep<true>(raw0[u], row0, 0, p0 + u, lane, K), xv));
+                acc1 = __fadd_rn(acc1, L::dotw(L::template prep<true>(raw1[u], row1, 0, p0 + u, lane, K), xv));
+            }
+        }
+    }
+    d0 = acc0;
+    d1 = acc1;
+}
+
 template <int UNROLL, class XS>
 __device__ __forceinline__ float row_dot_any(const Seg &s, int64_t r, const XS &x, int64_t K, int lane) {
     const uint8_t *row = seg_row(s, r);
@@ -141,6 +171,65 @@ constexpr int gemv_min_blocks() {
     return UNROLL == 2 && (T0 == LOOM_GGML_Q4_K || T0 == LOOM_GGML_Q5_K) ? kMinBlocks : 1;
 }
 
+// Row r of the concatenated segments: its segment and its row there (r < the rows in all).
+__device__ __forceinline__ Seg seg_of(const GemvArgs &a, int64_t &r) {
+    if (a.nseg > 1 && r >= a.seg[0].rows) {
+        r -= a.seg[0].rows;
+        if (a.nseg > 2 && r >= a.seg[1].rows) {
+            r -= a.seg[1].rows;
+            return a.seg[2];
+        }
+        return a.seg[1];
+    }
+    return a.seg[0];
+}
+
+// All-Q8_0 segments: a warp computes two dots over the same x (row_dot2): a SwiGLU pair's gate
+// and up rows r, or rows 2 g and 2 g + 1 of the concatenated segments (kQ80RowsPerWarp: the
+// launcher's grid), each with its own epilogue; the bits of gemv_kernel's one dot a row.
+constexpr int kQ80RowsPerWarp = 2;
+template <int UNROLL, bool NORM>
+__device__ __forceinline__ void gemv_q8_0_rows(const GemvArgs &a, double *npart, int lane) {
+    const int64_t g = (int64_t)blockIdx.x * kWarps + (threadIdx.x >> 5);
+    const bool glu = a.epi == EPI_SWIGLU;
+    int64_t total = a.seg[0].rows;
+    for (int i = 1; i < a.nseg && !glu; i++) total += a.seg[i].rows;
+    int64_t r0 = glu ? g : kQ80RowsPerWarp * g, r1 = glu ? g : r0 + 1;
+    const bool ok0 = r0 < total, ok1 = r1 < total;
+    const Seg s0 = seg_of(a, r0);
+    const Seg s1 = glu ? a.seg[1] : ok1 ? seg_of(a, r1) : s0;
+    if (!ok1) r1 = r0;  // a last odd row: its dot twice, one store
+    if (ok0) {  // before the dependent-launch wait: the rows' first 4 KB into L2 (gemv_kernel)
+        const int64_t o = (int64_t)lane * 128;
+        if (o < s0.row_bytes) prefetch_l2(s0.w + r0 * s0.row_bytes + o);
+        if (o < s1.row_bytes) prefetch_l2(s1.w + r1 * s1.row_bytes + o);
+    }
+    pdl_wait();
+    float nsc = 1.0f;
+    if (NORM) nsc = block_rms_scale(a.x, a.K, a.norm, npart);
+    if (!ok0) return;
+    using XS = typename std::conditional<NORM, XNormed, XPlain>::type;
+    XS xs;
+    if constexpr (NORM) xs = XNormed{a.x, a.norm.w, nsc};
+    else xs = XPlain{a.x};
+    float d0, d1;
+    row_dot2<LOOM_GGML_Q8_0, UNROLL>(s0.w + r0 * s0.row_bytes, s1.w + r1 * s1.row_bytes, xs, a.K,
+                                     lane, d0, d1);
+    d0 = warp_sum(d0);
+    d1 = warp_sum(d1);
+    if (glu) {
+        if (lane == 0) s0.y[r0] = __fmul_rn(silu_f(d0), d1);
+        return;
+    }
+    auto finish = [&](const Seg &s, int64_t r, float v) {
+        if (a.epi == EPI_ADD) v = __fadd_rn(v, s.resid[r]);
+        else if (s.bias) v = __fadd_rn(v, s.bias[r]);
+        if (lane == 0) s.y[r] = v;
+    };
+    finish(s0, r0, d0);
+    if (ok1) finish(s1, r1, d1);
+}
+
 // NORM: x is RMS-normalized as it is read (XNormed, norm.cuh): the block computes the token's
 // scale after pdl_wait (every warp takes part, rows or not), then the passes read
 // (x * scale) * w[k]; bit for bit loom_cuda_rms_norm followed by the plain kernel.
@@ -150,6 +239,10 @@ static __global__ void __launch_bounds__(kThreads, (gemv_min_blocks<UNROLL, T0>(
     pdl_launch_dependents();
     __shared__ double npart[NORM ? kWarps : 1];
     const int lane = threadIdx.x & 31;
+    if constexpr (T0 == LOOM_GGML_Q8_0 && T1 == T0 && T2 == T0) {
+        gemv_q8_0_rows<UNROLL, NORM>(a, npart, lane);
+        return;
+    }
     int64_t r = (int64_t)blockIdx.x * kWarps + (threadIdx.x >> 5);
     int si = 0;
     Seg s = a.seg[0];
@@ -237,7 +330,10 @@ loom_status gemv_launch_unroll(const GemvArgs &a, int unroll, loom_error *err,
     if (a.epi != EPI_SWIGLU)
         for (int i = 1; i < a.nseg; i++) rows += a.seg[i].rows;
     if (rows == 0) return LOOM_OK;
-    dim3 grid((unsigned)((rows + kWarps - 1) / kWarps));
+    bool q80 = a.seg[0].type == LOOM_GGML_Q8_0;  // all-Q8_0: gemv_q8_0_rows's two rows a warp
+    for (int i = 1; i < a.nseg; i++) q80 = q80 && a.seg[i].type == LOOM_GGML_Q8_0;
+    const int64_t per = q80 && unroll != 1 && a.epi != EPI_SWIGLU ? kQ80RowsPerWarp * kWarps : kWarps;
+    dim3 grid((unsigned)((rows + per - 1) / per));
     if (unroll == 0) {  // by type: a Q4_K/Q5_K pass is 4 blocks, others 1 block or less
         const int t = a.seg[0].type;
         unroll = (t == LOOM_GGML_Q4_K || t == LOOM_GGML_Q5_K) ? 2 : 4;

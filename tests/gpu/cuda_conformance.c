@@ -471,8 +471,12 @@ static void test_matmul_q6k_fused(int64_t M, int64_t K, int64_t n) {
     cudaFree(dw); cudaFree(d1); cudaFree(d2); cudaFree(dx); cudaFree(dres); cudaFree(dy);
 }
 
-/* add, pair (NONE / SWIGLU), triple (Q4_K, Q4_K, Q6_K + bias: the Q4_K_M case) */
-static void test_matmul_fused(int64_t n) {
+/* add, pair (NONE / SWIGLU), triple (+ bias) of weights of types ty[0] (add, pair, the triple's
+ * first matrix), ty[1] and ty[2]: Q4_K, Q4_K, Q6_K (the Q4_K_M case) or all Q8_0 (whose GEMV
+ * gives a warp two rows, here across the segments' odd row counts); M and Mk odd. */
+static const loom_ggml_type k_q4km[3] = {LOOM_GGML_Q4_K, LOOM_GGML_Q4_K, LOOM_GGML_Q6_K};
+static const loom_ggml_type k_q8[3] = {LOOM_GGML_Q8_0, LOOM_GGML_Q8_0, LOOM_GGML_Q8_0};
+static void test_matmul_fused_t(int64_t n, const loom_ggml_type ty[3]) {
     const int64_t K = g_quick ? 512 : 2560, M = g_quick ? 21 : 133, Mk = g_quick ? 9 : 35;
     char shape[96];
     loom_error err = {0};
@@ -480,17 +484,17 @@ static void test_matmul_fused(int64_t n) {
     fill(x, n * K, -1, 1);
     float *dx = dup_dev(x, sizeof(float) * (size_t)(n * K));
     size_t b0, b1, b2;
-    uint8_t *w0 = rand_weights(LOOM_GGML_Q4_K, M, K, &b0);
-    uint8_t *w1 = rand_weights(LOOM_GGML_Q4_K, Mk, K, &b1);
-    uint8_t *w2 = rand_weights(LOOM_GGML_Q6_K, Mk, K, &b2);
+    uint8_t *w0 = rand_weights(ty[0], M, K, &b0);
+    uint8_t *w1 = rand_weights(ty[1], Mk, K, &b1);
+    uint8_t *w2 = rand_weights(ty[2], Mk, K, &b2);
     void *d0 = dup_dev(w0, b0), *d1 = dup_dev(w1, b1), *d2 = dup_dev(w2, b2);
-    loom_kweight h0 = {w0, LOOM_GGML_Q4_K, M, K}, h1 = {w1, LOOM_GGML_Q4_K, Mk, K},
-                 h2 = {w2, LOOM_GGML_Q6_K, Mk, K};
-    loom_kweight g0 = {d0, LOOM_GGML_Q4_K, M, K}, g1 = {d1, LOOM_GGML_Q4_K, Mk, K},
-                 g2 = {d2, LOOM_GGML_Q6_K, Mk, K};
-    double *bd0 = abs_dot_bound(LOOM_GGML_Q4_K, w0, M, K, x, n);
-    double *bd1 = abs_dot_bound(LOOM_GGML_Q4_K, w1, Mk, K, x, n);
-    double *bd2 = abs_dot_bound(LOOM_GGML_Q6_K, w2, Mk, K, x, n);
+    loom_kweight h0 = {w0, ty[0], M, K}, h1 = {w1, ty[1], Mk, K}, h2 = {w2, ty[2], Mk, K};
+    loom_kweight g0 = {d0, ty[0], M, K}, g1 = {d1, ty[1], Mk, K}, g2 = {d2, ty[2], Mk, K};
+    double *bd0 = abs_dot_bound(ty[0], w0, M, K, x, n);
+    double *bd1 = abs_dot_bound(ty[1], w1, Mk, K, x, n);
+    double *bd2 = abs_dot_bound(ty[2], w2, Mk, K, x, n);
+    const char *tn[3] = {loom_ggml_type_get(ty[0])->name, loom_ggml_type_get(ty[1])->name,
+                         loom_ggml_type_get(ty[2])->name};
     size_t yM = sizeof(float) * (size_t)(n * M), yK = sizeof(float) * (size_t)(n * Mk);
     float *yc = xmalloc(yM), *yg = xmalloc(yM), *yc1 = xmalloc(yK), *yg1 = xmalloc(yK),
           *yc2 = xmalloc(yK), *yg2 = xmalloc(yK);
@@ -499,7 +503,8 @@ static void test_matmul_fused(int64_t n) {
     float *res = xmalloc(yM);
     fill(res, n * M, -2, 2);
     float *dres = dup_dev(res, yM), *dy = dev_poison(yM);
-    snprintf(shape, sizeof shape, "Q4_K M=%lld K=%lld N=%lld", (long long)M, (long long)K, (long long)n);
+    snprintf(shape, sizeof shape, "%s M=%lld K=%lld N=%lld", tn[0], (long long)M, (long long)K,
+             (long long)n);
     loom_cpu_matmul_add(x, n, h0, res, yc, &err);
     report_status("matmul_add", shape, loom_cuda_matmul_add(dx, n, g0, dres, dy, &err, 0), &err);
     to_host(yg, dy, yM);
@@ -515,12 +520,12 @@ static void test_matmul_fused(int64_t n) {
         cudaFree(dm); cudaFree(da); free(ya);
     }
 
-    /* pair, both epilogues: a = w0 (M rows), b = another Q4_K of M rows */
+    /* pair, both epilogues: a = w0 (M rows), b = another weight of its type and rows */
     size_t bb;
-    uint8_t *wb = rand_weights(LOOM_GGML_Q4_K, M, K, &bb);
+    uint8_t *wb = rand_weights(ty[0], M, K, &bb);
     void *dwb = dup_dev(wb, bb);
-    loom_kweight hb = {wb, LOOM_GGML_Q4_K, M, K}, gb = {dwb, LOOM_GGML_Q4_K, M, K};
-    double *bdb = abs_dot_bound(LOOM_GGML_Q4_K, wb, M, K, x, n);
+    loom_kweight hb = {wb, ty[0], M, K}, gb = {dwb, ty[0], M, K};
+    double *bdb = abs_dot_bound(ty[0], wb, M, K, x, n);
     float *ycb = xmalloc(yM), *ygb = xmalloc(yM), *dyb = dev_poison(yM);
     CK(cudaMemset(dy, 0xFF, yM));
     loom_cpu_matmul_pair(x, n, h0, hb, LOOM_PAIR_NONE, yc, ycb, &err);
@@ -569,8 +574,8 @@ static void test_matmul_fused(int64_t n) {
     const float *const gbias[3] = {dbias[0], dbias[1], dbias[2]};
     float *const hy[3] = {yc, yc1, yc2};
     float *const gy[3] = {dy, dy1, dy2};
-    snprintf(shape, sizeof shape, "Q4_K/Q4_K/Q6_K M=%lld/%lld K=%lld N=%lld", (long long)M,
-             (long long)Mk, (long long)K, (long long)n);
+    snprintf(shape, sizeof shape, "%s/%s/%s M=%lld/%lld K=%lld N=%lld", tn[0], tn[1], tn[2],
+             (long long)M, (long long)Mk, (long long)K, (long long)n);
     loom_cpu_matmul_triple(x, n, hw3, hbias, hy, &err);
     report_status("matmul_triple", shape, loom_cuda_matmul_triple(dx, n, gw3, gbias, gy, &err, 0),
                   &err);
@@ -590,6 +595,10 @@ static void test_matmul_fused(int64_t n) {
     free(ycb); free(ygb); free(ynone_a); free(ynone_b);
     cudaFree(dx); cudaFree(d0); cudaFree(d1); cudaFree(d2); cudaFree(dwb); cudaFree(dres);
     cudaFree(dy); cudaFree(dyb); cudaFree(dy1); cudaFree(dy2);
+}
+
+static void test_matmul_fused(int64_t n) {
+    test_matmul_fused_t(n, k_q4km);
 }
 
 /* The RMSNorm folded into the matmul (loom_cuda_*_normed): kind 0 = matmul, 1 = pair, 2 = pair
@@ -3081,6 +3090,8 @@ int main(int argc, char **argv) {
     test_matmul();
     test_matmul_fused(1);
     test_matmul_fused(g_quick ? 3 : 37);
+    test_matmul_fused_t(1, k_q8);
+    test_matmul_fused_t(g_quick ? 3 : 37, k_q8);
     test_matmul_q6k_fused(g_quick ? 40 : 2560, g_quick ? 768 : 9728, 1);
     test_matmul_q6k_fused(g_quick ? 40 : 133, g_quick ? 768 : 2560, g_quick ? 3 : 37);
     printf("-- the same fused cases with LOOM_GEMV_MMA=0 (warp-per-row kernels)\n");
