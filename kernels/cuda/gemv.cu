@@ -8,6 +8,7 @@
 // Launch geometry: 128-thread blocks, one warp per output row, 4 rows per block, grid
 // ceil(rows / 4) over the concatenated rows of all segments (a triple's Q, K and V rows follow
 // each other; a warp finds its segment with unrolled compares, no dynamic parameter indexing).
+// All-Q8_0 segments: two rows a warp, 8 a block (gemv_q8_0_rows: one read of x for both).
 // Each warp walks its row in passes of four super-blocks (Q4_K/Q5_K), one (Q6_K), sixteen Q8_0
 // blocks, or 256 F16/BF16 / 128 F32 values; lanes own fixed byte groups (quant_blocks.cuh), so
 // one pass is one coalesced read. The fast path issues the loads of UNROLL passes (default in
@@ -103,8 +104,10 @@ __device__ __forceinline__ void row_dot2(const uint8_t *row0, const uint8_t *row
         for (int u = 0; u < UNROLL; u++) {
             if (p0 + u < np) {
                 const typename L::X xv = L::template loadx<true>(x, p0 + u, lane, K);
-                acc0 = __fadd_rn(acc0, L::dotw(L::template prep<true>(raw0[u], row0, 0, p0 + u, lane, K), xv));
-                acc1 = __fadd_rn(acc1, L::dotw(L::template prep<true>(raw1[u], row1, 0, p0 + u, lane, K), xv));
+                const typename L::W w0 = L::template prep<true>(raw0[u], row0, 0, p0 + u, lane, K);
+                acc0 = __fadd_rn(acc0, L::dotw(w0, xv));
+                const typename L::W w1 = L::template prep<true>(raw1[u], row1, 0, p0 + u, lane, K);
+                acc1 = __fadd_rn(acc1, L::dotw(w1, xv));
             }
         }
     }
@@ -332,7 +335,8 @@ loom_status gemv_launch_unroll(const GemvArgs &a, int unroll, loom_error *err,
     if (rows == 0) return LOOM_OK;
     bool q80 = a.seg[0].type == LOOM_GGML_Q8_0;  // all-Q8_0: gemv_q8_0_rows's two rows a warp
     for (int i = 1; i < a.nseg; i++) q80 = q80 && a.seg[i].type == LOOM_GGML_Q8_0;
-    const int64_t per = q80 && unroll != 1 && a.epi != EPI_SWIGLU ? kQ80RowsPerWarp * kWarps : kWarps;
+    const int64_t per =
+        q80 && unroll != 1 && a.epi != EPI_SWIGLU ? kQ80RowsPerWarp * kWarps : kWarps;
     dim3 grid((unsigned)((rows + per - 1) / per));
     if (unroll == 0) {  // by type: a Q4_K/Q5_K pass is 4 blocks, others 1 block or less
         const int t = a.seg[0].type;

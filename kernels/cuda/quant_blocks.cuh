@@ -378,11 +378,12 @@ struct Lane<LOOM_GGML_Q6_K> {
 };
 
 // ---- Q8_0 ---------------------------------------------------------------------------------
-// Half a block a lane (16 quant bytes, 16 values): a pass of 16 blocks is 544 contiguous bytes,
-// 2.2 KB a warp in flight at the default unroll of 4. A block's quants start 2 bytes in, so
-// they lie at an even address that is 4-aligned for every other block: the lane loads the four
-// aligned words from that address rounded down (and, 2 bytes off, a fifth half-word, all inside
-// its 16 bytes and the block's own scale before them) and prep funnel-shifts them into place.
+// Half a block a lane (16 quant bytes, 16 values): a pass of 16 blocks is 544 contiguous bytes
+// (the GEMV's warps walk two rows at once, gemv.cu row_dot2). A block's quants start 2 bytes
+// in, so they lie at an even address that is 4-aligned for every other block: the lane loads
+// the four aligned words from that address rounded down (and, 2 bytes off, a fifth half-word,
+// all inside its 16 bytes and the block's own scale before them) and prep funnel-shifts them
+// into place.
 template <>
 struct Lane<LOOM_GGML_Q8_0> {
     static constexpr int kVals = 512;
@@ -417,7 +418,8 @@ struct Lane<LOOM_GGML_Q8_0> {
         const int64_t k0 = 512 * p + 16 * lane;
         X x;
 #pragma unroll
-        for (int j = 0; j < 4; j++) x.v[j] = k0 < K ? xs.ld4(k0 + 4 * j) : make_float4(0.f, 0.f, 0.f, 0.f);
+        for (int j = 0; j < 4; j++)
+            x.v[j] = k0 < K ? xs.ld4(k0 + 4 * j) : make_float4(0.f, 0.f, 0.f, 0.f);
         return x;
     }
     template <bool U32>
