@@ -85,7 +85,9 @@ __device__ __forceinline__ float row_dot(const uint8_t *row, int bs, const XS &x
 
 // Two rows' dots of one type over the same x, each pass's x read once for both (Q8_0, whose
 // 16-value lanes read x from L1 at four times their weight bytes: bench/NOTES.md 2.5). Each row
-// takes row_dot's operations in row_dot's order, so either result is row_dot's bits.
+// takes row_dot's operations in row_dot's order, so either result is row_dot's bits. (Kept
+// beside row_dot rather than one R-row template: written as row_dot over R rows, R = 1 changed
+// the registers of 25 warp-per-row kernels and spilled four, the Q4_K_M triple among them.)
 template <int T, int UNROLL, class XS>
 __device__ __forceinline__ void row_dot2(const uint8_t *row0, const uint8_t *row1, const XS &x,
                                          int64_t K, int lane, float &d0, float &d1) {
