@@ -170,8 +170,8 @@ loom_status loom_cuda_matmul_triple(const float *x, int64_t n, const loom_kweigh
                                     loom_error *err, cudaStream_t stream);
 /* The same with the RMSNorm of x folded in (loom_prenorm and the contract: cpu_kernels.h; norm is
  * a host pointer, norm->weight device memory; NULL norm = the plain launcher), no norm launch.
- * Each token's scale has the bits of loom_cuda_rms_norm's. Outputs of Q4_K weights on the
- * tensor cores (loom_cuda_normed_scale_last) are scale * (W (x * norm->weight)): the scale
+ * Each token's scale has the bits of loom_cuda_rms_norm's. Outputs of Q4_K and Q5_K weights on
+ * the tensor cores (loom_cuda_normed_scale_last) are scale * (W (x * norm->weight)): the scale
  * multiplies the finished dot, so a GEMV block needs it only at its store (kernels/cuda/norm.cuh),
  * within the family's tolerance of the unfused pair of launches, and a GEMM token gives the GEMV's
  * bits. Every other output is bit for bit loom_cuda_rms_norm(x, norm->weight, n, K, norm->eps,
@@ -341,9 +341,9 @@ loom_status loom_cuda_q6k_to_tiles(loom_kweight src, void *dst, loom_error *err,
  * a triple's V, whose rows run the f16 body below 64 tokens; the one-launch Q4_K_M triple runs a
  * tiled V only beside Q4_K tiles). */
 bool loom_cuda_q6k_tiles_preferred(void);
-/* Whether the _normed launchers apply the RMS scale to the finished dots of Q4_K weights (the
- * tensor-core kernels: LOOM_FAST_GEMV and LOOM_GEMV_MMA not 0) under the switches as read; false:
- * every output is bit for bit the norm launcher + the plain launcher. */
+/* Whether the _normed launchers apply the RMS scale to the finished dots of Q4_K and Q5_K
+ * weights (the tensor-core kernels: LOOM_FAST_GEMV and LOOM_GEMV_MMA not 0) under the switches
+ * as read; false: every output is bit for bit the norm launcher + the plain launcher. */
 bool loom_cuda_normed_scale_last(void);
 loom_status loom_cuda_embed(loom_kweight table, const int32_t *ids, int64_t n_tokens, float *out,
                             loom_error *err, cudaStream_t stream);

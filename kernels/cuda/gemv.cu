@@ -1,14 +1,15 @@
 // gemv.cu: quantized matrix-vector products y[M] = W[M x K] x[K] and their fused variants
 // (add, pair with optional SwiGLU epilogue, triple with per-matrix types and biases), plus the
-// launchers of the whole matmul family. Q4_K segments go to the tensor-core kernels of
+// launchers of the whole matmul family. Q4_K and Q5_K segments go to the tensor-core kernels of
 // gemv_mma.cu and Q6_K segments (plain and add epilogues) to gemv_mma_q6k.cu, for any N (the
-// default; LOOM_GEMV_MMA=0 keeps both here, LOOM_GEMV_MMA_Q6K=0 only Q6_K); the kernels below
-// serve every other type, and N > 1 goes to gemm.cu in chunks of 32 tokens.
+// default; LOOM_GEMV_MMA=0 keeps all three here, LOOM_GEMV_MMA_Q6K=0 only Q6_K); the kernels
+// below serve every other type, and N > 1 goes to gemm.cu in chunks of 32 tokens.
 //
 // Launch geometry: 128-thread blocks, one warp per output row, 4 rows per block, grid
 // ceil(rows / 4) over the concatenated rows of all segments (a triple's Q, K and V rows follow
 // each other; a warp finds its segment with unrolled compares, no dynamic parameter indexing).
-// All-Q8_0 segments: two rows a warp, 8 a block (gemv_q8_0_rows: one read of x for both).
+// All-Q8_0 or all-Q5_K segments: two rows a warp, 8 a block (gemv_rows2: one read of x for
+// both).
 // Each warp walks its row in passes of four super-blocks (Q4_K/Q5_K), one (Q6_K), sixteen Q8_0
 // blocks, or 256 F16/BF16 / 128 F32 values; lanes own fixed byte groups (quant_blocks.cuh), so
 // one pass is one coalesced read. The fast path issues the loads of UNROLL passes (default in
@@ -83,12 +84,13 @@ __device__ __forceinline__ float row_dot(const uint8_t *row, int bs, const XS &x
     return acc;
 }
 
-// Two rows' dots of one type over the same x, each pass's x read once for both (Q8_0, whose
-// 16-value lanes read x from L1 at four times their weight bytes: bench/NOTES.md 2.5). Each row
-// takes row_dot's operations in row_dot's order, so either result is row_dot's bits. (Kept
-// beside row_dot rather than one R-row template: written as row_dot over R rows, R = 1 changed
-// the registers of 25 warp-per-row kernels and spilled four, the Q4_K_M triple among them.)
-template <int T, int UNROLL, class XS>
+// Two rows' dots of one type over the same x, each pass's x read once for both (Q8_0 and Q5_K,
+// whose lanes read x from L1 at four and ~six times their weight bytes: bench/NOTES.md 2.5).
+// Each row takes row_dot's operations in row_dot's order, so either result is row_dot's bits.
+// (Kept beside row_dot rather than one R-row template: written as row_dot over R rows, R = 1
+// changed the registers of 25 warp-per-row kernels and spilled four, the Q4_K_M triple among
+// them.) Neither type is ever in tiles, so the block stride is unused.
+template <int T, bool WIDE, int UNROLL, class XS>
 __device__ __forceinline__ void row_dot2(const uint8_t *row0, const uint8_t *row1, const XS &x,
                                          int64_t K, int lane, float &d0, float &d1) {
     using L = Lane<T>;
@@ -99,16 +101,16 @@ __device__ __forceinline__ void row_dot2(const uint8_t *row0, const uint8_t *row
 #pragma unroll
         for (int u = 0; u < UNROLL; u++)
             if (p0 + u < np) {
-                raw0[u] = L::template load<true>(row0, 0, p0 + u, lane, K);
-                raw1[u] = L::template load<true>(row1, 0, p0 + u, lane, K);
+                raw0[u] = L::template load<WIDE>(row0, 0, p0 + u, lane, K);
+                raw1[u] = L::template load<WIDE>(row1, 0, p0 + u, lane, K);
             }
 #pragma unroll
         for (int u = 0; u < UNROLL; u++) {
             if (p0 + u < np) {
-                const typename L::X xv = L::template loadx<true>(x, p0 + u, lane, K);
-                const typename L::W w0 = L::template prep<true>(raw0[u], row0, 0, p0 + u, lane, K);
+                const typename L::X xv = L::template loadx<WIDE>(x, p0 + u, lane, K);
+                const typename L::W w0 = L::template prep<WIDE>(raw0[u], row0, 0, p0 + u, lane, K);
                 acc0 = __fadd_rn(acc0, L::dotw(w0, xv));
-                const typename L::W w1 = L::template prep<true>(raw1[u], row1, 0, p0 + u, lane, K);
+                const typename L::W w1 = L::template prep<WIDE>(raw1[u], row1, 0, p0 + u, lane, K);
                 acc1 = __fadd_rn(acc1, L::dotw(w1, xv));
             }
         }
@@ -173,7 +175,7 @@ __device__ __forceinline__ float seg_dot(const Seg &s, int64_t r, const XS &x, i
 // slower in every row, was removed in session 11.)
 template <int UNROLL, int T0>
 constexpr int gemv_min_blocks() {
-    return UNROLL == 2 && (T0 == LOOM_GGML_Q4_K || T0 == LOOM_GGML_Q5_K) ? kMinBlocks : 1;
+    return UNROLL == 2 && T0 == LOOM_GGML_Q4_K ? kMinBlocks : UNROLL == 2 && T0 == LOOM_GGML_Q5_K ? 4 : 1;
 }
 
 // Row r of the concatenated segments: its segment and its row there (r < the rows in all).
@@ -189,17 +191,20 @@ __device__ __forceinline__ Seg seg_of(const GemvArgs &a, int64_t &r) {
     return a.seg[0];
 }
 
-// All-Q8_0 segments: a warp computes two dots over the same x (row_dot2): a SwiGLU pair's gate
-// and up rows r, or rows 2 g and 2 g + 1 of the concatenated segments (kQ80RowsPerWarp: the
-// launcher's grid), each with its own epilogue; the bits of gemv_kernel's one dot a row.
-constexpr int kQ80RowsPerWarp = 2;
-template <int UNROLL, bool NORM>
-__device__ __forceinline__ void gemv_q8_0_rows(const GemvArgs &a, double *npart, int lane) {
+// All-Q8_0 or all-Q5_K segments (T): a warp computes two dots over the same x (row_dot2): a
+// SwiGLU pair's gate and up rows r, or rows 2 g and 2 g + 1 of the concatenated segments
+// (kRowsPerWarp2: the launcher's grid), each with its own epilogue; the bits of gemv_kernel's
+// one dot a row.
+constexpr int kRowsPerWarp2 = 2;
+template <int T>
+__host__ __device__ constexpr bool rows2_type() { return T == LOOM_GGML_Q8_0 || T == LOOM_GGML_Q5_K; }
+template <int UNROLL, int T, bool NORM>
+__device__ __forceinline__ void gemv_rows2(const GemvArgs &a, double *npart, int lane) {
     const int64_t g = (int64_t)blockIdx.x * kWarps + (threadIdx.x >> 5);
     const bool glu = a.epi == EPI_SWIGLU;
     int64_t total = a.seg[0].rows;
     for (int i = 1; i < a.nseg && !glu; i++) total += a.seg[i].rows;
-    int64_t r0 = glu ? g : kQ80RowsPerWarp * g, r1 = glu ? g : r0 + 1;
+    int64_t r0 = glu ? g : kRowsPerWarp2 * g, r1 = glu ? g : r0 + 1;
     const bool ok0 = r0 < total, ok1 = r1 < total;
     const Seg s0 = seg_of(a, r0);
     const Seg s1 = glu ? a.seg[1] : ok1 ? seg_of(a, r1) : s0;
@@ -217,9 +222,12 @@ __device__ __forceinline__ void gemv_q8_0_rows(const GemvArgs &a, double *npart,
     XS xs;
     if constexpr (NORM) xs = XNormed{a.x, a.norm.w, nsc};
     else xs = XPlain{a.x};
+    const uint8_t *w0 = s0.w + r0 * s0.row_bytes, *w1 = s1.w + r1 * s1.row_bytes;
     float d0, d1;
-    row_dot2<LOOM_GGML_Q8_0, UNROLL>(s0.w + r0 * s0.row_bytes, s1.w + r1 * s1.row_bytes, xs, a.K,
-                                     lane, d0, d1);
+    if (T == LOOM_GGML_Q8_0 || (s0.wide && s1.wide))  // (Q8_0 has only the word path)
+        row_dot2<T, true, UNROLL>(w0, w1, xs, a.K, lane, d0, d1);
+    else if constexpr (T != LOOM_GGML_Q8_0)
+        row_dot2<T, false, UNROLL>(w0, w1, xs, a.K, lane, d0, d1);
     d0 = warp_sum(d0);
     d1 = warp_sum(d1);
     if (glu) {
@@ -244,8 +252,8 @@ static __global__ void __launch_bounds__(kThreads, (gemv_min_blocks<UNROLL, T0>(
     pdl_launch_dependents();
     __shared__ double npart[NORM ? kWarps : 1];
     const int lane = threadIdx.x & 31;
-    if constexpr (T0 == LOOM_GGML_Q8_0 && T1 == T0 && T2 == T0) {
-        gemv_q8_0_rows<UNROLL, NORM>(a, npart, lane);
+    if constexpr (rows2_type<T0>() && T1 == T0 && T2 == T0) {
+        gemv_rows2<UNROLL, T0, NORM>(a, npart, lane);
         return;
     }
     int64_t r = (int64_t)blockIdx.x * kWarps + (threadIdx.x >> 5);
@@ -335,15 +343,13 @@ loom_status gemv_launch_unroll(const GemvArgs &a, int unroll, loom_error *err,
     if (a.epi != EPI_SWIGLU)
         for (int i = 1; i < a.nseg; i++) rows += a.seg[i].rows;
     if (rows == 0) return LOOM_OK;
-    bool q80 = a.seg[0].type == LOOM_GGML_Q8_0;  // all-Q8_0: gemv_q8_0_rows's two rows a warp
-    for (int i = 1; i < a.nseg; i++) q80 = q80 && a.seg[i].type == LOOM_GGML_Q8_0;
-    const int64_t per =
-        q80 && unroll != 1 && a.epi != EPI_SWIGLU ? kQ80RowsPerWarp * kWarps : kWarps;
+    const int t0 = a.seg[0].type;  // all Q8_0 or all Q5_K: gemv_rows2's two rows a warp
+    bool rows2 = t0 == LOOM_GGML_Q8_0 || t0 == LOOM_GGML_Q5_K;
+    for (int i = 1; i < a.nseg; i++) rows2 = rows2 && a.seg[i].type == t0;
+    const int64_t per = rows2 && unroll != 1 && a.epi != EPI_SWIGLU ? kRowsPerWarp2 * kWarps : kWarps;
     dim3 grid((unsigned)((rows + per - 1) / per));
-    if (unroll == 0) {  // by type: a Q4_K/Q5_K pass is 4 blocks, others 1 block or less
-        const int t = a.seg[0].type;
-        unroll = (t == LOOM_GGML_Q4_K || t == LOOM_GGML_Q5_K) ? 2 : 4;
-    }
+    if (unroll == 0)  // by type: a Q4_K/Q5_K pass is 4 blocks, others 1 block or less
+        unroll = (t0 == LOOM_GGML_Q4_K || t0 == LOOM_GGML_Q5_K) ? 2 : 4;
     if (unroll == 1)  // the simple path: one pass at a time, the generic kernel
         (void)launch(a.normed ? gemv_kernel<1, -1, -1, -1, true> : gemv_kernel<1, -1, -1, -1, false>,
                      grid, kThreads, 0, stream, a);
@@ -370,7 +376,7 @@ loom_status gemv_launch(GemvArgs a, loom_error *err, cudaStream_t stream) {
 }
 
 extern "C" bool loom_cuda_normed_scale_last(void) {
-    return mma_paths_on();  // run_matmul's routing of Q4_K
+    return mma_paths_on();  // run_matmul's routing of Q4_K and Q5_K
 }
 
 extern "C" bool loom_cuda_q4k_tiles_preferred(void) {
@@ -438,19 +444,20 @@ int g_mixed_fallback_logged = 0;
 
 loom_status run_matmul_rows(GemvArgs a, int64_t n, loom_error *err, cudaStream_t stream);
 
-// Runs segments over n tokens. Default: the Q4_K segments in one mma launch for all n tokens
-// (gemv_mma.cu), the Q6_K segments in another (gemv_mma_q6k.cu; a Q4_K_M triple's V, Q6_K
-// down projections, the lm head), the others on the warp-per-row kernels below.
+// Runs segments over n tokens. Default: the Q4_K segments (or the Q5_K ones) in one mma launch
+// for all n tokens (gemv_mma.cu), the Q6_K segments in another (gemv_mma_q6k.cu; a Q4_K_M
+// triple's V, Q6_K down projections, the lm head), the others on the warp-per-row kernels below.
 // LOOM_GEMV_MMA=0 or LOOM_FAST_GEMV=0: warp-per-row only; LOOM_GEMV_MMA_Q6K=0: Q6_K on the
 // warp-per-row kernels. A failed mma launch logs once and falls back to the warp-per-row kernels.
 // LOOM_GEMV_TRIPLE_MIXED=1: a GEMV with both Q4_K and Q6_K segments (the Q4_K_M triple) runs
 // them in one launch (gemv_mma.cu mma_triple_mixed, the same bits) where the shape allows; a
-// failed mixed launch logs once and runs the two launches.
+// failed mixed launch logs once and runs the two launches (Q5_K + Q6_K: always two).
 loom_status run_matmul(GemvArgs a, int64_t n, loom_error *err, cudaStream_t stream) {
     if (n == 0) return LOOM_OK;
     if (!mma_paths_on()) return run_matmul_rows(a, n, err, stream);
     if (a.epi == EPI_SWIGLU) {
-        if (!mma_seg_ok(a.seg[0]) || !mma_seg_ok(a.seg[1]) || a.seg[0].tiles != a.seg[1].tiles)
+        if (!mma_seg_ok(a.seg[0]) || !mma_seg_ok(a.seg[1]) || a.seg[0].tiles != a.seg[1].tiles ||
+            a.seg[0].type != a.seg[1].type)
             return run_matmul_rows(a, n, err, stream);
         loom_status st = mma_matmul(a.seg, 2, a.epi, a.x, a.K, n, norm_of(a), err, stream);
         if (st == LOOM_OK) return st;

@@ -1,7 +1,8 @@
 // gemv_mma.cu: the matmul family (GEMV, GEMM, and their add / pair+SwiGLU / triple epilogues)
-// for Q4_K weights on the tensor cores, the default path since session 2 (LOOM_GEMV_MMA=0
-// selects the warp-per-row kernels of gemv.cu / gemm.cu, which remain the fallback for every
-// other type and for weights that are not 16-byte aligned).
+// for Q4_K weights on the tensor cores, the default path since session 2, and for Q5_K weights
+// on the INT8 body below since session 34 (LOOM_GEMV_MMA=0 selects the warp-per-row kernels of
+// gemv.cu / gemm.cu, which remain the fallback for every other type and for weights that are
+// not 16-byte aligned).
 //
 // The product. mma.sync m16n8k16 (f16 x f16 -> f32) with A = the quantized weights and
 // B = the activations. A holds sc * q (Q4_K: 6-bit scale times 4-bit quant, <= 945: exact in
@@ -30,6 +31,8 @@
 // The INT8 body (LOOM_GEMV_MMA_Q4K_V=2, q4k_i8_body.cuh; bench/NOTES.md 2.4): the same tiles,
 // split, prefetch, reduction and epilogue with another product (m16n8k32 u8.s8, x as 4 exact
 // int8 limbs, the scale by IMAD, the mins by a second mma) in q4k_tile's I8 instantiations.
+// Q5_K runs it too (layout kQ5Rows below): Q4_K's header, 6-bit scales and mins and 32-value
+// sub-blocks, each value's fifth bit from the block's qh bytes; GGUF rows only, no tiles.
 //
 // The Q4_K_M triple in one launch (gemv_mma_mixed, LOOM_GEMV_TRIPLE_MIXED=1; bench/NOTES.md
 // 2.3): the GEMV of Q4_K Q/K and Q6_K V as one grid whose blocks run either this file's tile
@@ -78,8 +81,8 @@
 // Numeric contract: as gemv.cu (|y - y_cpu| <= 1e-5 * sum_k |W[m,k] x[k]| per element against
 // the CPU twin): products sc*q*x_hi are exact, x carries ~22 bits, accumulation is FP32 in the
 // tensor cores (16 steps a super-block) and in FMA folds. NOT bit-identical to the
-// warp-per-row kernels (another summation order). Requires: Q4_K, K % 256 == 0, weights and x
-// 16-byte aligned.
+// warp-per-row kernels (another summation order). Requires: Q4_K (or Q5_K), K % 256 == 0,
+// weights and x 16-byte aligned.
 //
 // Cost (SASS of the GEMV kernel, sm_90a, nvdisasm): 432 instructions per warp and super-block
 // of 16 rows (4096 weights) = 3.4 lane-instructions per weight (v8 warp-per-row: ~7.8): 144 for
@@ -223,7 +226,17 @@ struct MmaArgs {
     PreNorm norm;      // NORM kernels: the RMSNorm folded into the x staging
     int tiles;         // every segment in LOOM_WEIGHT_Q4K_TILES, else all rows back to back:
                        // the launchers pick the kernels' TL (the layout is compile-time there)
+    int q5;            // every segment Q5_K (rows; TL = kQ5Rows), else Q4_K
 };
+
+// The Q4_K kernels' weight layout (their TL template parameter): GGUF's Q4_K rows, Q4_K in
+// LOOM_WEIGHT_Q4K_TILES, or GGUF's Q5_K rows (the INT8 body only, q4k_i8_body.cuh's Q5: Q4_K's
+// header, scales and sub-blocks with a fifth bit from qh, 176-byte blocks). A row's blocks lie
+// ly_stride(TL) bytes apart.
+enum : int { kQ4Rows = 0, kQ4Tiles = 1, kQ5Rows = 2 };
+__host__ __device__ constexpr int ly_stride(int TL) {
+    return TL == kQ5Rows ? (int)kQ5KBytes : q4k_block_stride(TL == kQ4Tiles);
+}
 
 // Writes a tile's outputs from the reduced dots v[(m * NTL + j) * 2 + k] (matrix m, n-tile j,
 // row g + 8k; for_each_output's layout): y = dot (+ bias[r]), dot + resid[i] (EPI_ADD),
@@ -257,13 +270,12 @@ __device__ __forceinline__ void q4_store(const MmaArgs &a, const Seg &s, int64_t
     });
 }
 
-// TL: the weights in LOOM_WEIGHT_Q4K_TILES (cpu_kernels.h), else rows back to back; a row's
-// blocks lie q4k_block_stride(TL) bytes apart (matmul.cuh).
+// TL: the layout (kQ4Rows, kQ4Tiles: LOOM_WEIGHT_Q4K_TILES, cpu_kernels.h, or kQ5Rows).
 // Tile `tile` of a's ranges: its segment (returned; one matrix a tile, the pair's tiles hold
 // both matrices' rows), its first row r0, and the pointers wg / w8 to rows g and g + 8 of each
-// matrix, their block sb at + sb * q4k_block_stride(TL) (rows past the segment repeat its last row).
+// matrix, their block sb at + sb * ly_stride(TL) (rows past the segment repeat its last row).
 // Uniform over the block but for g.
-template <int NMAT, bool TL>
+template <int NMAT, int TL>
 __device__ __forceinline__ int q4_tile_rows(const MmaArgs &a, int64_t tile, int g, int64_t &r0,
                                             const uint8_t *(&wg)[NMAT], const uint8_t *(&w8)[NMAT]) {
     int si = 0;
@@ -278,7 +290,7 @@ __device__ __forceinline__ int q4_tile_rows(const MmaArgs &a, int64_t tile, int 
 #pragma unroll
     for (int m = 0; m < NMAT; m++) {
         const Seg &sm = NMAT == 1 ? s : a.seg[m];
-        if (TL) {  // the tile at r0 * row_bytes as in rows, its rows 144 bytes apart
+        if (TL == kQ4Tiles) {  // the tile at r0 * row_bytes as in rows, its rows 144 bytes apart
             wg[m] = sm.w + r0 * sm.row_bytes + (rg - r0) * kQ4KBytes;
             w8[m] = sm.w + r0 * sm.row_bytes + (r8 - r0) * kQ4KBytes;
         } else {
@@ -314,7 +326,7 @@ struct Q4Smem {
 // math, each warp's loop, the reductions and the store (mma_common.cuh's gt_* helpers).
 // NW: the block's warps; 3 (the pair GEMV, launch_q4k_n) runs the 4-warp block's work and bits,
 // warp 2 doing warps 2 and 3's super-blocks one after the other (common.cuh vwarp_end).
-template <int NT, int NMAT, bool NORM, bool I8, bool TR = false, int NW = kWarps, bool TL = false>
+template <int NT, int NMAT, bool NORM, bool I8, bool TR = false, int NW = kWarps, int TL = kQ4Rows>
 __device__ __forceinline__ void q4k_tile(const MmaArgs &a, Q4Smem<NT, NMAT, NORM, I8, NW> &sm,
                                          int64_t tile, int rank, int S, int tok0,
                                          unsigned long long *slot = nullptr) {
@@ -365,20 +377,21 @@ __device__ __forceinline__ void q4k_tile(const MmaArgs &a, Q4Smem<NT, NMAT, NORM
     // The INT8 body on the tile layout (the defaults) alternates two register sets instead of
     // copying the prefetched one into place each step (-34 of 354 SASS a step, bench/NOTES.md 7
     // session 28); the other one-matrix forms spill with two sets and keep the copy.
-    constexpr bool kPingPong = kPrefetch && I8 && TL;
+    constexpr bool kPingPong = kPrefetch && I8 && TL == kQ4Tiles;
     static_assert(NW == kWarps || (NT == 1 && !kPrefetch && !TR), "fewer warps: the pair GEMV");
     const int vend = vwarp_end<NW>(w);  // this warp's virtual warps: w .. vend - 1
     using Raw = std::conditional_t<I8, Q4RawI8, Q4Raw>;
     auto load = [&](int m, int64_t b) -> Raw {
-        if constexpr (I8) return q4_load_i8(wg[m], w8[m], b, t, q4k_block_stride(TL));
-        else return q4_load(wg[m], w8[m], b, t, q4k_block_stride(TL));
+        if constexpr (I8) return q4_load_i8<TL == kQ5Rows>(wg[m], w8[m], b, t, ly_stride(TL));
+        else return q4_load(wg[m], w8[m], b, t, ly_stride(TL));
     };
     Raw cur[NMAT];
     // x of the super-block in hand for the staged tokens (L2); the GEMV loads it with the
     // weights, one super-block ahead; the GEMM in batches of XB tokens when staging.
     // (NORM: not prefetched; the scale's reduction has just read the token's x, so the staging
-    // loads hit L1, and the 8 registers it saves keep the GEMV at 128 without spills.)
-    constexpr bool kPrefetchX = kPrefetch && NT == 1 && !NORM;
+    // loads hit L1, and the 8 registers it saves keep the GEMV at 128 without spills; Q5_K,
+    // whose qh words take 4 more a weight set, neither.)
+    constexpr bool kPrefetchX = kPrefetch && NT == 1 && !NORM && TL != kQ5Rows;
     constexpr int XB = NT < 4 ? NT : (I8 ? 2 : 4);
     float4 xa[XB], xc[XB];
     auto load_x = [&](int64_t b, int i0, float4 *pa, float4 *pc) {
@@ -411,8 +424,8 @@ __device__ __forceinline__ void q4k_tile(const MmaArgs &a, Q4Smem<NT, NMAT, NORM
     } else if (NW == kWarps && sb < nsb) {  // the pair: its first super-block into L2 only
 #pragma unroll
         for (int m = 0; m < NMAT; m++) {
-            prefetch_l2(wg[m] + sb * q4k_block_stride(TL) + 64 * t);
-            prefetch_l2(w8[m] + sb * q4k_block_stride(TL) + 64 * t);
+            prefetch_l2(wg[m] + sb * ly_stride(TL) + 64 * t);
+            prefetch_l2(w8[m] + sb * ly_stride(TL) + 64 * t);
         }
     }
     pdl_wait();
@@ -504,8 +517,8 @@ __device__ __forceinline__ void q4k_tile(const MmaArgs &a, Q4Smem<NT, NMAT, NORM
             if (la < nsb) {
 #pragma unroll
                 for (int m = 0; m < NMAT; m++) {
-                    prefetch_l2(wg[m] + (int64_t)la * q4k_block_stride(TL) + 64 * t);
-                    prefetch_l2(w8[m] + (int64_t)la * q4k_block_stride(TL) + 64 * t);
+                    prefetch_l2(wg[m] + (int64_t)la * ly_stride(TL) + 64 * t);
+                    prefetch_l2(w8[m] + (int64_t)la * ly_stride(TL) + 64 * t);
                 }
             }
         }
@@ -538,7 +551,7 @@ __device__ __forceinline__ void q4k_tile(const MmaArgs &a, Q4Smem<NT, NMAT, NORM
 #pragma unroll
         for (int m = 0; m < NMAT; m++) {
             if constexpr (I8)
-                q4_superblock_i8<NT>(c[m], st, lane, acc[m]);
+                q4_superblock_i8<NT, TL == kQ5Rows, TL == kQ5Rows && NMAT == 2>(c[m], st, lane, acc[m]);
             else q4_superblock<NT, NMAT == 1 ? 2 : 1>(c[m], st, lane, ncol, hit, sel_e, sel_o, acc[m]);
         }
         if (sb < step) gt_mark<TR>(slot, 6);
@@ -592,7 +605,7 @@ __device__ __forceinline__ void q4k_tile(const MmaArgs &a, Q4Smem<NT, NMAT, NORM
 }
 
 // NW = 3 (the pair GEMV): 5 blocks an SM at 128 registers (4 of 4 warps).
-template <int NT, int NMAT, bool NORM, bool I8, int NW = kWarps, bool TL = false>
+template <int NT, int NMAT, bool NORM, bool I8, int NW = kWarps, int TL = kQ4Rows>
 static __global__ void __launch_bounds__(NW * 32, NW < kWarps ? 5 : NT == 1 ? 4 : 2)
     gemv_mma_q4k(const MmaArgs a) {
     __shared__ Q4Smem<NT, NMAT, NORM, I8, NW> sm;
@@ -622,7 +635,7 @@ static int pair_warps(int S, int64_t blocks) {
     return S == 1 && blocks > 4 * sms && blocks <= 5 * sms ? 3 : kWarps;
 }
 
-template <int NT, int NMAT, bool NORM, bool TL>
+template <int NT, int NMAT, bool NORM, int TL>
 cudaError_t launch_q4k_n(const MmaArgs &a, bool i8, int S, int64_t groups, cudaStream_t stream) {
     const dim3 grid((unsigned)S, (unsigned)groups, (unsigned)a.tile0[a.nseg]);
     const dim3 cl((unsigned)S, 1, 1);
@@ -630,7 +643,8 @@ cudaError_t launch_q4k_n(const MmaArgs &a, bool i8, int S, int64_t groups, cudaS
         if (unsigned long long *slot = gemv_trace_next())
             return launch_cluster(gemv_mma_q4k_tr<NMAT, NORM>, grid, cl, kThreads, 0, stream, a, slot);
     }
-    if constexpr (NT == 1 && NMAT == 2) {
+    // (Q5_K: 4 warps always; its normed pair spilled at 3)
+    if constexpr (NT == 1 && NMAT == 2 && TL != kQ5Rows) {
         // In order, without PDL: its blocks fill every SM, and launched early (with the first
         // super-block's L2 requests) they slowed the 4B decode step at long contexts: 2.22
         // ms/token at 4K against 2.02 with 4 warps (at 512 1.80 against 1.88); in order and
@@ -645,7 +659,8 @@ cudaError_t launch_q4k_n(const MmaArgs &a, bool i8, int S, int64_t groups, cudaS
                                                3 * 32, 0, stream, a);
         }
     }
-    // Tiles take the INT8 body only (the f16 body's pair spilled with them on sm_87 and sm_90a).
+    // Tiles take the INT8 body only (the f16 body's pair spilled with them on sm_87 and sm_90a),
+    // and Q5_K has no other.
     if (TL || i8) return launch_cluster(gemv_mma_q4k<NT, NMAT, NORM, true, kWarps, TL>, grid, cl, kThreads, 0, stream, a);
     if constexpr (!TL) return launch_cluster(gemv_mma_q4k<NT, NMAT, NORM, false>, grid, cl, kThreads, 0, stream, a);
     return cudaErrorInvalidValue;  // (not reached: TL)
@@ -655,10 +670,13 @@ template <int NT, int NMAT>
 cudaError_t launch_q4k(const MmaArgs &a, bool norm, bool i8, int S, int64_t groups,
                        cudaStream_t stream) {
     if (a.tiles)
-        return norm ? launch_q4k_n<NT, NMAT, true, true>(a, i8, S, groups, stream)
-                    : launch_q4k_n<NT, NMAT, false, true>(a, i8, S, groups, stream);
-    return norm ? launch_q4k_n<NT, NMAT, true, false>(a, i8, S, groups, stream)
-                : launch_q4k_n<NT, NMAT, false, false>(a, i8, S, groups, stream);
+        return norm ? launch_q4k_n<NT, NMAT, true, kQ4Tiles>(a, i8, S, groups, stream)
+                    : launch_q4k_n<NT, NMAT, false, kQ4Tiles>(a, i8, S, groups, stream);
+    if (a.q5)
+        return norm ? launch_q4k_n<NT, NMAT, true, kQ5Rows>(a, i8, S, groups, stream)
+                    : launch_q4k_n<NT, NMAT, false, kQ5Rows>(a, i8, S, groups, stream);
+    return norm ? launch_q4k_n<NT, NMAT, true, kQ4Rows>(a, i8, S, groups, stream)
+                : launch_q4k_n<NT, NMAT, false, kQ4Rows>(a, i8, S, groups, stream);
 }
 
 // ---- The wide GEMM (LOOM_GEMM_WIDE, bench/NOTES.md 4, session 8 pg4) ------------------------
@@ -857,7 +875,7 @@ static __global__ void __launch_bounds__(kThreads, 2) gemm_wide_q4k(const MmaArg
     Q4Raw cur[NMAT];
     if (live && nsb > 0) {
 #pragma unroll
-        for (int m = 0; m < NMAT; m++) cur[m] = q4_load(wg[m], w8[m], 0, t, q4k_block_stride(TL));
+        for (int m = 0; m < NMAT; m++) cur[m] = q4_load(wg[m], w8[m], 0, t, ly_stride(TL));
     }
     pdl_wait();
     if (NORM) block_rms_scales<NT>(a.x + (int64_t)tok0 * a.K, a.K, ntok, a.K, a.norm, sm.npart, sm.nscale);
@@ -917,11 +935,11 @@ static __global__ void __launch_bounds__(kThreads, 2) gemm_wide_q4k(const MmaArg
                     } else {
                         q4_decode(cur[m], hit, sel_e, sel_o, A);
                     }
-                    if (NMAT == 1 && more) cur[m] = q4_load(wg[m], w8[m], nx, t, q4k_block_stride(TL));
+                    if (NMAT == 1 && more) cur[m] = q4_load(wg[m], w8[m], nx, t, ly_stride(TL));
 #pragma unroll
                     for (int j = 0; j < NTL; j++)
                         if (4 * j < ntok) q4_ntile<NT, NMAT == 1 ? 2 : 1>(A, st, j, lane, pt[m][j]);
-                    if (NMAT == 2 && more) cur[m] = q4_load(wg[m], w8[m], nx, t, q4k_block_stride(TL));
+                    if (NMAT == 2 && more) cur[m] = q4_load(wg[m], w8[m], nx, t, ly_stride(TL));
                 }
             }
         }
@@ -960,7 +978,7 @@ constexpr int kWideTokI8 = 16;
 // its scales (L.NS), which the store applies (scale last, norm.cuh). Relay pre-R1 (H200): 4B
 // N = 512 O + add 272 -> 171 us, ffn down + add 608 -> 375, Q+K normed 385 -> 197, the pair
 // normed 1,098 -> 633 (bench/NOTES.md 2.4).
-template <int NMAT, bool NORM, bool SPLIT, bool PRE, bool TL>
+template <int NMAT, bool NORM, bool SPLIT, bool PRE, int TL>
 static __global__ void __launch_bounds__(kThreads, NMAT == 1 ? 3 : 2)
     gemm_wide_q4k_i8(const MmaArgs a, int S, const Q4Limbs L) {
     constexpr int NT = kWideTokI8;
@@ -1001,7 +1019,7 @@ static __global__ void __launch_bounds__(kThreads, NMAT == 1 ? 3 : 2)
     Q4RawI8 cur[NMAT];
     if (live && nsb > 0 && !LEAN) {
 #pragma unroll
-        for (int m = 0; m < NMAT; m++) cur[m] = q4_load_i8(wg[m], w8[m], 0, t, q4k_block_stride(TL));
+        for (int m = 0; m < NMAT; m++) cur[m] = q4_load_i8<TL == kQ5Rows>(wg[m], w8[m], 0, t, ly_stride(TL));
     }
     // Tokens never staged (a ragged block) keep zero columns and 1 / s = 0 (ordered before the
     // first staging by the loop's barrier; PRE copies the pre-pass's zeros).
@@ -1081,18 +1099,18 @@ static __global__ void __launch_bounds__(kThreads, NMAT == 1 ? 3 : 2)
                 for (int m = 0; m < NMAT; m++) {
                     const bool more = sb + step < nsb || p + 1 < np;
                     Q4I8Dec A;
-                    if (LEAN) cur[m] = q4_load_i8(wg[m], w8[m], sb, t, q4k_block_stride(TL));
-                    q4_i8_decode(cur[m], t, A);
+                    if (LEAN) cur[m] = q4_load_i8<TL == kQ5Rows>(wg[m], w8[m], sb, t, ly_stride(TL));
+                    q4_i8_decode<TL == kQ5Rows>(cur[m], t, A);
                     if (LEAN && more) {
-                        prefetch_l2(wg[m] + (int64_t)nx * q4k_block_stride(TL) + 64 * t);
-                        prefetch_l2(w8[m] + (int64_t)nx * q4k_block_stride(TL) + 64 * t);
+                        prefetch_l2(wg[m] + (int64_t)nx * ly_stride(TL) + 64 * t);
+                        prefetch_l2(w8[m] + (int64_t)nx * ly_stride(TL) + 64 * t);
                     } else if (NMAT == 1 && more) {
-                        cur[m] = q4_load_i8(wg[m], w8[m], nx, t, q4k_block_stride(TL));
+                        cur[m] = q4_load_i8<TL == kQ5Rows>(wg[m], w8[m], nx, t, ly_stride(TL));
                     }
 #pragma unroll
                     for (int pp = 0; pp < NP; pp++)
                         if (2 * pp < ntok) q4_i8_wtile<NT>(A, st, pp, lane, pa[m][pp]);
-                    if (NMAT == 2 && more) cur[m] = q4_load_i8(wg[m], w8[m], nx, t, q4k_block_stride(TL));
+                    if (NMAT == 2 && more) cur[m] = q4_load_i8<TL == kQ5Rows>(wg[m], w8[m], nx, t, ly_stride(TL));
                 }
             }
             if (PRE && NBUF == 1 && has_next()) {
@@ -1125,7 +1143,7 @@ static __global__ void __launch_bounds__(kThreads) q4_prepass(const float *x, in
 // q4_limbs_bytes(n, K) bytes), then the wide INT8 GEMM reading it. Returns
 // cudaErrorMemoryAllocation, having launched nothing, when the scratch is short (the caller
 // then runs the kernel that stages x itself: the same bits).
-template <int NMAT, bool TL>
+template <int NMAT, int TL>
 cudaError_t launch_wide_pre(const MmaArgs &a, bool norm, int S, dim3 grid, cudaStream_t stream) {
     void *buf = scratch(q4_limbs_bytes(a.n, a.K), stream);
     if (!buf) return cudaErrorMemoryAllocation;
@@ -1153,7 +1171,7 @@ cudaError_t launch_wide_pre(const MmaArgs &a, bool norm, int S, dim3 grid, cudaS
 
 // i8: the INT8 kernels, on the limb pre-pass where pre (q4_plan's rule) and the scratch is there,
 // else staging x in the block; else the f16 body's.
-template <int NMAT, bool NORM, bool TL>
+template <int NMAT, bool NORM, int TL>
 cudaError_t launch_wide_n(const MmaArgs &a, bool i8, bool pre, int S, cudaStream_t stream) {
     constexpr int NT1 = kWideTok<NMAT, false>, NTS = kWideTok<NMAT, true>;
     const int NT = i8 ? kWideTokI8 : (S > 1 ? NTS : NT1);
@@ -1164,7 +1182,7 @@ cudaError_t launch_wide_n(const MmaArgs &a, bool i8, bool pre, int S, cudaStream
         if (e != cudaErrorMemoryAllocation) return e;
         (void)cudaGetLastError();
     }
-    if (TL || i8) {  // (tiles: the INT8 body only, as launch_q4k_n)
+    if (TL || i8) {  // (tiles and Q5_K: the INT8 body only, as launch_q4k_n)
         const Q4Limbs none = {};
         if (S > 1) return launch(gemm_wide_q4k_i8<NMAT, NORM, true, false, TL>, grid, kThreads, 0, stream, a, S, none);
         return launch(gemm_wide_q4k_i8<NMAT, NORM, false, false, TL>, grid, kThreads, 0, stream, a, S, none);
@@ -1179,10 +1197,13 @@ cudaError_t launch_wide_n(const MmaArgs &a, bool i8, bool pre, int S, cudaStream
 template <int NMAT>
 cudaError_t launch_wide(const MmaArgs &a, bool norm, bool i8, bool pre, int S, cudaStream_t stream) {
     if (a.tiles)
-        return norm ? launch_wide_n<NMAT, true, true>(a, i8, pre, S, stream)
-                    : launch_wide_n<NMAT, false, true>(a, i8, pre, S, stream);
-    return norm ? launch_wide_n<NMAT, true, false>(a, i8, pre, S, stream)
-                : launch_wide_n<NMAT, false, false>(a, i8, pre, S, stream);
+        return norm ? launch_wide_n<NMAT, true, kQ4Tiles>(a, i8, pre, S, stream)
+                    : launch_wide_n<NMAT, false, kQ4Tiles>(a, i8, pre, S, stream);
+    if (a.q5)
+        return norm ? launch_wide_n<NMAT, true, kQ5Rows>(a, i8, pre, S, stream)
+                    : launch_wide_n<NMAT, false, kQ5Rows>(a, i8, pre, S, stream);
+    return norm ? launch_wide_n<NMAT, true, kQ4Rows>(a, i8, pre, S, stream)
+                : launch_wide_n<NMAT, false, kQ4Rows>(a, i8, pre, S, stream);
 }
 
 // ---- The Q4_K_M triple in one launch (bench/NOTES.md 2.3) --------------------------------
@@ -1291,7 +1312,8 @@ int mma_pick_split(int64_t tiles, int64_t nsb) {
 }
 
 bool mma_seg_ok(const Seg &s) {
-    return s.type == LOOM_GGML_Q4_K && ((uintptr_t)s.w % 16) == 0 && s.row_bytes % 16 == 0;
+    return (s.type == LOOM_GGML_Q4_K || s.type == LOOM_GGML_Q5_K) && ((uintptr_t)s.w % 16) == 0 &&
+           s.row_bytes % 16 == 0;
 }
 
 void route_segments(const Seg *seg, int nseg, Seg *mm, int *nm, Seg *m6, int *n6, Seg *rest,
@@ -1303,10 +1325,10 @@ void route_segments(const Seg *seg, int nseg, Seg *mm, int *nm, Seg *m6, int *n6
         else if (q6 && mma_q6k_seg_ok(seg[i])) m6[(*n6)++] = seg[i];
         else rest[(*nrest)++] = seg[i];
     }
-    // One mma launch reads one layout (MmaArgs::tiles, mma_q6k_matmul's TL): Q4_K (or Q6_K)
-    // segments that mix them take the warp-per-row kernels, which read either per segment.
+    // One mma launch reads one layout (MmaArgs::tiles and ::q5, mma_q6k_matmul's TL): Q4_K /
+    // Q5_K (or Q6_K) segments that mix them take the warp-per-row kernels, which read any.
     for (int i = 1; i < *nm; i++)
-        if (mm[i].tiles != mm[0].tiles) {
+        if (mm[i].tiles != mm[0].tiles || mm[i].type != mm[0].type) {
             for (int j = 0; j < *nm; j++) rest[(*nrest)++] = mm[j];
             *nm = 0;
             break;
@@ -1351,7 +1373,8 @@ static Q4Plan q4_plan(const Seg *seg, int nseg, int epi, int64_t n) {
     p.nmat = epi == EPI_SWIGLU || (epi == EPI_PLAIN && nseg == 2 && seg[0].rows == seg[1].rows) ? 2 : 1;
     p.tiles = 0;
     for (int i = 0; i < (p.nmat == 2 ? 1 : nseg); i++) p.tiles += (seg[i].rows + kTileRows - 1) / kTileRows;
-    p.i8 = mma_q4k_variant() == 2 || seg[0].tiles;  // (tiles: the INT8 body only, launch_q4k_n)
+    // (tiles and Q5_K: the INT8 body only, launch_q4k_n)
+    p.i8 = mma_q4k_variant() == 2 || seg[0].tiles || seg[0].type == LOOM_GGML_Q5_K;
     const int wset = gemm_wide_min();
     if (wset == 1) {
         const int64_t blocks = (n + kWideTokI8 - 1) / kWideTokI8 * ((p.tiles + kWarps - 1) / kWarps);
@@ -1383,10 +1406,11 @@ loom_status mma_matmul(const Seg *seg, int nseg, int epi, const float *x, int64_
     if (tiles == 0) return LOOM_OK;
     if (tiles > 65535)
         ARG_FAIL(LOOM_ERR_UNSUPPORTED, "matmul (mma): %lld row tiles > 65535", (long long)tiles);
-    for (int i = 1; i < nseg; i++)
-        if (seg[i].tiles != seg[0].tiles)  // (route_segments and run_matmul keep them apart)
+    for (int i = 1; i < nseg; i++)  // (route_segments and run_matmul keep them apart)
+        if (seg[i].tiles != seg[0].tiles || seg[i].type != seg[0].type)
             ARG_FAIL(LOOM_ERR_INVALID_ARGUMENT, "matmul (mma): weights of two layouts in one launch");
     a.tiles = seg[0].tiles;
+    a.q5 = seg[0].type == LOOM_GGML_Q5_K;
     a.epi = epi;
     a.x = x;
     a.K = K;
@@ -1458,6 +1482,7 @@ loom_status mma_triple_mixed(const Seg *s4, int n4, const Seg *s6, int n6, const
     // Q4_K segments of equal rows run as the pair kernel).
     if (n != 1 || n4 < 1 || n4 > 2 || n6 < 1 || n6 > 3) return LOOM_OK;
     if (n4 == 2 && s4[0].rows == s4[1].rows) return LOOM_OK;
+    if (s4[0].type != LOOM_GGML_Q4_K) return LOOM_OK;  // (Q5_K: the two launches)
     // Q6_K tiles (one layout: route_segments) only beside Q4_K tiles (the T6 kernel's pairing)
     if (s6[0].tiles && !s4[0].tiles) return LOOM_OK;
     MixArgs m = {};

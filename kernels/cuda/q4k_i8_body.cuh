@@ -43,6 +43,12 @@
 // a pair step, and measured the decode step even: not kept).
 // GEMM: the A work once for 8 tokens, then per token 8 IMMA, 16 IMAD, 2 LDS.128 and half a fold.
 // Measured: bench/NOTES.md 2.4.
+//
+// Q5_K (the Q5 template parameters, gemv_mma.cu's kQ5Rows layout, session 34): Q4_K's header,
+// 6-bit scales and mins and sub-blocks, each value's fifth bit in the block's 32 qh bytes (bit m
+// of byte l for value l of sub-block m). The lane loads its 8 qh bytes of both rows beside the
+// chunks (2 more LDG.64), and each A register becomes q + 16 hb by a shift, two masks and an OR
+// (q4_i8_a): the rest, the limbs, mins, fold and GEMM, is Q4_K's. Measured: bench/NOTES.md 2.6.
 #pragma once
 
 #include "kernels/cuda/q6k_i8_body.cuh"
@@ -50,20 +56,30 @@
 namespace loom_cuda {
 
 // The bytes lane (g, t) loads for one super-block: headers (d, dmin, 12 scale bytes) of rows g
-// and g+8, and bytes 8t..8t+7 of each 32-byte quant chunk c of both rows.
+// and g+8, and bytes 8t..8t+7 of each 32-byte quant chunk c of both rows; Q5_K (Q5) also bytes
+// 8t..8t+7 of both rows' qh (bit m of byte l: bit 4 of value l of sub-block m).
 struct Q4RawI8 {
     uint4 h0, h8;
     uint2 q0[4], q8[4];
+    uint2 qh0, qh8;  // Q5 only
 };
 
+// Q5_K: the same header and quant chunks as Q4_K (and the same 6-bit scales and mins), with the
+// 32 qh bytes between them: 176 bytes a block.
+template <bool Q5 = false>
 __device__ __forceinline__ Q4RawI8 q4_load_i8(const uint8_t *rg, const uint8_t *r8, int64_t sb,
                                               int t, int bs) {
     const uint8_t *bg = rg + sb * bs, *b8 = r8 + sb * bs;
+    constexpr int kQs = Q5 ? 48 : 16;
     Q4RawI8 r;
 #pragma unroll
     for (int c = 0; c < 4; c++) {
-        r.q0[c] = __ldg(reinterpret_cast<const uint2 *>(bg + 16 + 32 * c + 8 * t));
-        r.q8[c] = __ldg(reinterpret_cast<const uint2 *>(b8 + 16 + 32 * c + 8 * t));
+        r.q0[c] = __ldg(reinterpret_cast<const uint2 *>(bg + kQs + 32 * c + 8 * t));
+        r.q8[c] = __ldg(reinterpret_cast<const uint2 *>(b8 + kQs + 32 * c + 8 * t));
+    }
+    if constexpr (Q5) {
+        r.qh0 = __ldg(reinterpret_cast<const uint2 *>(bg + 16 + 8 * t));
+        r.qh8 = __ldg(reinterpret_cast<const uint2 *>(b8 + 16 + 8 * t));
     }
     r.h0 = ldg16(bg);
     r.h8 = ldg16(b8);
@@ -141,17 +157,35 @@ struct Q4I8A {
     int sg, s8;
 };
 
+// Q5 (Q5_K): every sub-block's A holds q + 16 hb (0..31; odd m's nibble shifted down, as 16 q
+// + 256 hb would not fit a byte), so every scale is 16 sc and I, F and the fold are Q4_K's
+// (|I| < 2^30: 8 sub-blocks of 16 * 63 * 32 * 31 * 128). hq: the half whose qh bits the
+// sub-block takes (m = 4 hq + i; h itself where r holds the whole super-block).
+template <bool Q5 = false>
 __device__ __forceinline__ Q4I8A q4_i8_a(const Q4RawI8 &r, const uint32_t (&scw)[2][2],
-                                         const uint32_t (&mnw)[2][2], int h, int i) {
+                                         const uint32_t (&mnw)[2][2], int h, int i, int hq) {
     const uint2 wg = r.q0[2 * h + (i >> 1)], w8 = r.q8[2 * h + (i >> 1)];
-    const uint32_t mk = (i & 1) ? 0xF0F0F0F0u : 0x0F0F0F0Fu;
     Q4I8A q;
-    q.a[0] = wg.x & mk;
-    q.a[1] = w8.x & mk;
-    q.a[2] = wg.y & mk;
-    q.a[3] = w8.y & mk;
-    q.sg = q4_byte(scw[0][h], i) << ((i & 1) ? 0 : 4);
-    q.s8 = q4_byte(scw[1][h], i) << ((i & 1) ? 0 : 4);
+    if constexpr (Q5) {
+        const int sh = 4 * (i & 1), m = 4 * hq + i;
+        auto v = [&](uint32_t w, uint32_t hb) {
+            return ((w >> sh) & 0x0F0F0F0Fu) | (((hb >> m) & 0x01010101u) << 4);
+        };
+        q.a[0] = v(wg.x, r.qh0.x);
+        q.a[1] = v(w8.x, r.qh8.x);
+        q.a[2] = v(wg.y, r.qh0.y);
+        q.a[3] = v(w8.y, r.qh8.y);
+        q.sg = q4_byte(scw[0][h], i) << 4;
+        q.s8 = q4_byte(scw[1][h], i) << 4;
+    } else {
+        const uint32_t mk = (i & 1) ? 0xF0F0F0F0u : 0x0F0F0F0Fu;
+        q.a[0] = wg.x & mk;
+        q.a[1] = w8.x & mk;
+        q.a[2] = wg.y & mk;
+        q.a[3] = w8.y & mk;
+        q.sg = q4_byte(scw[0][h], i) << ((i & 1) ? 0 : 4);
+        q.s8 = q4_byte(scw[1][h], i) << ((i & 1) ? 0 : 4);
+    }
     q.am[0] = q4_bcast(mnw[0][h], i);
     q.am[1] = q4_bcast(mnw[1][h], i);
     return q;
@@ -235,7 +269,10 @@ __device__ __forceinline__ void q4_i8_scales(const Q4RawI8 &r, uint32_t (&scw)[2
 // The GEMV builds A half a super-block at a time and keeps two min chains (even / odd m); the
 // GEMM walks the halves in a loop (h not unrolled: registers), each half's A built once for
 // its tiles. Integer sums, so both orders give the same bits a token.
-template <int NT>
+// EACH (the GEMV): each sub-block's A built right before its mma, not a half's four first (the
+// register use differs: the Q5_K pair spilled with the four first on sm_87, its normed one-matrix
+// GEMV with EACH on sm_90a).
+template <int NT, bool Q5 = false, bool EACH = false>
 __device__ __forceinline__ void q4_superblock_i8(const Q4RawI8 &r, const Q4I8Stage<NT> &st,
                                                  int lane, float (&acc)[Q4I8Stage<NT>::kTiles][2]) {
     constexpr int T = Q4I8Stage<NT>::kTiles;
@@ -247,13 +284,20 @@ __device__ __forceinline__ void q4_superblock_i8(const Q4RawI8 &r, const Q4I8Sta
         int I[4] = {0, 0, 0, 0}, M[2][4] = {};
 #pragma unroll
         for (int h = 0; h < 2; h++) {
-            Q4I8A q[4];
-#pragma unroll
-            for (int i = 0; i < 4; i++) q[i] = q4_i8_a(r, scw, mnw, h, i);
             uint32_t b0[4], b1[4];
-            q4_i8_b<NT>(st, 0, h, lane, b0, b1);
+            if constexpr (EACH) {
+                q4_i8_b<NT>(st, 0, h, lane, b0, b1);
 #pragma unroll
-            for (int i = 0; i < 4; i++) q4_i8_mma(q[i], b0[i], b1[i], I, M[i & 1]);
+                for (int i = 0; i < 4; i++)
+                    q4_i8_mma(q4_i8_a<Q5>(r, scw, mnw, h, i, h), b0[i], b1[i], I, M[i & 1]);
+            } else {
+                Q4I8A q[4];
+#pragma unroll
+                for (int i = 0; i < 4; i++) q[i] = q4_i8_a<Q5>(r, scw, mnw, h, i, h);
+                q4_i8_b<NT>(st, 0, h, lane, b0, b1);
+#pragma unroll
+                for (int i = 0; i < 4; i++) q4_i8_mma(q[i], b0[i], b1[i], I, M[i & 1]);
+            }
         }
         int Ms[4];
 #pragma unroll
@@ -272,11 +316,15 @@ __device__ __forceinline__ void q4_superblock_i8(const Q4RawI8 &r, const Q4I8Sta
             rh.q0[1] = h ? r.q0[3] : r.q0[1];
             rh.q8[0] = h ? r.q8[2] : r.q8[0];
             rh.q8[1] = h ? r.q8[3] : r.q8[1];
+            if constexpr (Q5) {
+                rh.qh0 = r.qh0;
+                rh.qh8 = r.qh8;
+            }
             const uint32_t sw[2][2] = {{h ? scw[0][1] : scw[0][0], 0u}, {h ? scw[1][1] : scw[1][0], 0u}};
             const uint32_t mw[2][2] = {{h ? mnw[0][1] : mnw[0][0], 0u}, {h ? mnw[1][1] : mnw[1][0], 0u}};
             Q4I8A q[4];
 #pragma unroll
-            for (int i = 0; i < 4; i++) q[i] = q4_i8_a(rh, sw, mw, 0, i);
+            for (int i = 0; i < 4; i++) q[i] = q4_i8_a<Q5>(rh, sw, mw, 0, i, h);
 #pragma unroll
             for (int p = 0; p < T; p++) {
                 uint32_t b0[4], b1[4];
@@ -377,6 +425,7 @@ __device__ __forceinline__ uint32_t q4_min_h2(uint32_t w, int i) {
     return *reinterpret_cast<const uint32_t *>(&h);
 }
 
+template <bool Q5 = false>
 __device__ __forceinline__ void q4_i8_decode(const Q4RawI8 &r, int t, Q4I8Dec &A) {
     uint32_t scw[2][2], mnw[2][2];
     q4_i8_scales(r, scw, mnw, A.dg, A.mg, A.d8, A.m8);
@@ -384,7 +433,7 @@ __device__ __forceinline__ void q4_i8_decode(const Q4RawI8 &r, int t, Q4I8Dec &A
     for (int h = 0; h < 2; h++)
 #pragma unroll
         for (int i = 0; i < 4; i++) {
-            const Q4I8A q = q4_i8_a(r, scw, mnw, h, i);
+            const Q4I8A q = q4_i8_a<Q5>(r, scw, mnw, h, i, h);
 #pragma unroll
             for (int k = 0; k < 4; k++) A.a[4 * h + i][k] = q.a[k];
             A.sg[4 * h + i] = q.sg;

@@ -277,7 +277,7 @@ static void test_matmul_one_x(loom_ggml_type t, int64_t M, int64_t K, int64_t n,
     loom_kweight dwk = {dw, t, M, K};
     double *bound = abs_dot_bound(t, w, M, K, x, n);
     /* types without an mma path: one path */
-    const int modes = t == LOOM_GGML_Q4_K || t == LOOM_GGML_Q6_K ? 2 : 1;
+    const int modes = t == LOOM_GGML_Q4_K || t == LOOM_GGML_Q5_K || t == LOOM_GGML_Q6_K ? 2 : 1;
     for (int mode = 0; mode < modes; mode++) {
         const int rows_path = mode == modes - 1; /* the warp-per-row kernels */
         if (mode == 1) set_switch("LOOM_GEMV_MMA", "0");
@@ -348,19 +348,20 @@ static void test_matmul_q6k_mma(void) {
     }
 }
 
-/* The Q4_K mma path's shapes (gemv_mma.cu, whichever body LOOM_GEMV_MMA_Q4K_V picks): 4B shapes
- * (cluster split-K), wide-range x, ragged tiles and token groups (GEMM token == GEMV bits). */
-static void test_matmul_q4k_mma(void) {
-    test_matmul_one_x(LOOM_GGML_Q4_K, g_quick ? 160 : 2560, 4096, 1, 0);
-    test_matmul_one_x(LOOM_GGML_Q4_K, 41, 2560, 1, 1);
-    test_matmul_one_x(LOOM_GGML_Q4_K, 41, 2560, 6, 1);
+/* The Q4_K / Q5_K mma path's shapes (gemv_mma.cu; Q4_K on whichever body LOOM_GEMV_MMA_Q4K_V
+ * picks, Q5_K on the INT8 one): 4B shapes (cluster split-K), wide-range x, ragged tiles and token
+ * groups (GEMM token == GEMV bits). */
+static void test_matmul_q4k_mma(loom_ggml_type t) {
+    test_matmul_one_x(t, g_quick ? 160 : 2560, 4096, 1, 0);
+    test_matmul_one_x(t, 41, 2560, 1, 1);
+    test_matmul_one_x(t, 41, 2560, 6, 1);
     if (!g_quick) {
-        test_matmul_one_x(LOOM_GGML_Q4_K, 2560, 9728, 1, 0);
-        test_matmul_one_x(LOOM_GGML_Q4_K, 100, 1024, 1, 0);
-        test_matmul_one_x(LOOM_GGML_Q4_K, 19, 768, 5, 0);
-        test_matmul_one_x(LOOM_GGML_Q4_K, 77, 1280, 67, 0);
-        test_matmul_one_x(LOOM_GGML_Q4_K, 9728, 2560, 1, 0);
-        test_matmul_one_x(LOOM_GGML_Q4_K, 33, 9728, 37, 1);
+        test_matmul_one_x(t, 2560, 9728, 1, 0);
+        test_matmul_one_x(t, 100, 1024, 1, 0);
+        test_matmul_one_x(t, 19, 768, 5, 0);
+        test_matmul_one_x(t, 77, 1280, 67, 0);
+        test_matmul_one_x(t, 9728, 2560, 1, 0);
+        test_matmul_one_x(t, 33, 9728, 37, 1);
     }
 }
 
@@ -384,7 +385,8 @@ static void test_matmul(void) {
             const int64_t *sh = g_quick ? shapes_quick[s] : shapes_full[s];
             test_matmul_one(k_types[ti], sh[0], sh[1], 1);
         }
-    test_matmul_q4k_mma();
+    test_matmul_q4k_mma(LOOM_GGML_Q4_K);
+    test_matmul_q4k_mma(LOOM_GGML_Q5_K);
     test_matmul_q6k_mma();
     test_matmul_q8_0_odd();
     const int64_t ns_full[] = {2, 7, 32, 33, 45};
@@ -472,10 +474,11 @@ static void test_matmul_q6k_fused(int64_t M, int64_t K, int64_t n) {
 }
 
 /* add, pair (NONE / SWIGLU), triple (+ bias) of weights of types ty[0] (add, pair, the triple's
- * first matrix), ty[1] and ty[2]: Q4_K, Q4_K, Q6_K (the Q4_K_M case) or all Q8_0 (whose GEMV
- * gives a warp two rows, here across the segments' odd row counts); M and Mk odd. */
+ * first matrix), ty[1] and ty[2]: Q4_K, Q4_K, Q6_K (the Q4_K_M case), all Q8_0 or all Q5_K
+ * (whose GEMV gives a warp two rows, here across the segments' odd row counts); M and Mk odd. */
 static const loom_ggml_type k_q4km[3] = {LOOM_GGML_Q4_K, LOOM_GGML_Q4_K, LOOM_GGML_Q6_K};
 static const loom_ggml_type k_q8[3] = {LOOM_GGML_Q8_0, LOOM_GGML_Q8_0, LOOM_GGML_Q8_0};
+static const loom_ggml_type k_q5[3] = {LOOM_GGML_Q5_K, LOOM_GGML_Q5_K, LOOM_GGML_Q5_K};
 static void test_matmul_fused_t(int64_t n, const loom_ggml_type ty[3]) {
     const int64_t K = g_quick ? 512 : 2560, M = g_quick ? 21 : 133, Mk = g_quick ? 9 : 35;
     char shape[96];
@@ -695,9 +698,10 @@ static void test_normed(int kind, const loom_ggml_type *ty, const int64_t *Ms, i
     for (int i = 0; i < nout; i++) {
         to_host(gy[i], dy[i], yb[i]);
         to_host(uy[i], duy[i], yb[i]);
-        /* (the pair runs on the tensor cores only when both weights are Q4_K) */
-        const int q4 = kind == 1 || kind == 2 ? ty[0] == LOOM_GGML_Q4_K && ty[1] == LOOM_GGML_Q4_K
-                                              : ty[i] == LOOM_GGML_Q4_K;
+        /* (the pair runs on the tensor cores only when both weights are Q4_K or both Q5_K) */
+        const int q4 = kind == 1 || kind == 2
+                           ? (ty[0] == LOOM_GGML_Q4_K || ty[0] == LOOM_GGML_Q5_K) && ty[1] == ty[0]
+                           : ty[i] == LOOM_GGML_Q4_K || ty[i] == LOOM_GGML_Q5_K;
         if (last && q4) {
             n_last++;
             if (kind != 2) {
@@ -1007,7 +1011,7 @@ static void test_matmul_normed(void) {
                                   {g_quick ? 64 : 160, g_quick ? 32 : 48, g_quick ? 32 : 48}};
         const int64_t m2[2][2] = {{g_quick ? 48 : 9728, g_quick ? 48 : 9728},
                                   {g_quick ? 48 : 272, g_quick ? 48 : 272}};
-        const int64_t K = g_quick ? 768 : 2560;
+        const int64_t m5[3] = {37, 11, 11}, m5p[2] = {37, 37}, K = g_quick ? 768 : 2560;
         const int64_t nn[] = {1, g_quick ? 3 : 37};
         for (int i = 0; i < 2; i++) {
             test_normed(3, t3, m3[i], K, nn[i], 1, tag);
@@ -1015,6 +1019,10 @@ static void test_matmul_normed(void) {
             test_normed(1, t2, m2[i], K, nn[i], 1, tag);
             test_normed(2, t2, m2[i], K, nn[i], 1, tag);
             if (p != 4) test_normed(1, t2b, m2[i], K, nn[i], 1, tag);
+            if (p < 2) { /* all Q5_K: two rows a warp, one pair across the triple's Q/K seam */
+                test_normed(3, k_q5, m5, K, nn[i], 1, tag);
+                test_normed(2, k_q5, m5p, K, nn[i], 1, tag);
+            }
         }
         const int64_t lm[1] = {g_quick ? 300 : 9500};
         test_normed(0, &q6, lm, K, 1, 1, tag);
@@ -1266,7 +1274,7 @@ static void test_q4k_section(int mixed_only) {
     printf("-- the Q4_K matmuls on the INT8 body (LOOM_GEMV_MMA_Q4K_V=2)\n");
     set_switch("LOOM_GEMV_MMA_Q4K_V", "2");
     if (!mixed_only) {
-        test_matmul_q4k_mma();
+        test_matmul_q4k_mma(LOOM_GGML_Q4_K);
         test_matmul_fused(1);
         test_matmul_fused(g_quick ? 3 : 37);
         const char *tag = " q4k-i8";
@@ -1404,7 +1412,8 @@ static void test_wide_section_v(int v) {
                       g_quick ? 19 : 67, splits[s]);
     set_switch("LOOM_GEMM_WIDE", "2");
     const int64_t before = loom_cuda_matmul_wide_launches();
-    test_matmul_q4k_mma();
+    test_matmul_q4k_mma(LOOM_GGML_Q4_K);
+    test_matmul_q4k_mma(LOOM_GGML_Q5_K);
     test_matmul_one_x(LOOM_GGML_Q4_K, g_quick ? 160 : 2560, g_quick ? 768 : 2560, g_quick ? 33 : 130, 0);
     test_matmul_fused(g_quick ? 3 : 37);
     const loom_ggml_type q4 = LOOM_GGML_Q4_K, q6 = LOOM_GGML_Q6_K;
@@ -3092,6 +3101,8 @@ int main(int argc, char **argv) {
     test_matmul_fused(g_quick ? 3 : 37);
     test_matmul_fused_t(1, k_q8);
     test_matmul_fused_t(g_quick ? 3 : 37, k_q8);
+    test_matmul_fused_t(1, k_q5);
+    test_matmul_fused_t(g_quick ? 3 : 37, k_q5);
     test_matmul_q6k_fused(g_quick ? 40 : 2560, g_quick ? 768 : 9728, 1);
     test_matmul_q6k_fused(g_quick ? 40 : 133, g_quick ? 768 : 2560, g_quick ? 3 : 37);
     printf("-- the same fused cases with LOOM_GEMV_MMA=0 (warp-per-row kernels)\n");
