@@ -42,12 +42,13 @@ void loom_mkmodel_config_init(loom_mkmodel_config *c, const char *arch) {
 
 typedef struct {
     const char *name;
-    loom_ggml_type type;   /* type of the matrices (Q4_K for q4_k_m's majority) */
+    loom_ggml_type type;   /* type of the matrices (Q4_K / Q5_K for q4_k_m / q5_k_m: the majority) */
     uint32_t file_type;    /* general.file_type, llama.cpp's llama_ftype */
 } quant_scheme;
 
 static const quant_scheme schemes[] = {
-    {"q4_k_m", LOOM_GGML_Q4_K, 15}, {"q4_k", LOOM_GGML_Q4_K, 14}, {"q5_k", LOOM_GGML_Q5_K, 16},
+    {"q4_k_m", LOOM_GGML_Q4_K, 15}, {"q4_k", LOOM_GGML_Q4_K, 14}, {"q5_k_m", LOOM_GGML_Q5_K, 17},
+    {"q5_k", LOOM_GGML_Q5_K, 16},
     {"q6_k", LOOM_GGML_Q6_K, 18},   {"q8_0", LOOM_GGML_Q8_0, 7},  {"f16", LOOM_GGML_F16, 1},
     {"f32", LOOM_GGML_F32, 0},
 };
@@ -73,7 +74,7 @@ loom_ggml_type loom_mkmodel_tensor_type(const loom_mkmodel_config *c, const char
     const quant_scheme *q = find_scheme(c->quant);
     LOOM_ASSERT(q != NULL);
     loom_ggml_type t = q->type;
-    if (strcmp(q->name, "q4_k_m") == 0) {
+    if (strcmp(q->name, "q4_k_m") == 0 || strcmp(q->name, "q5_k_m") == 0) {
         int layer = -1, end = 0;
         char kind[32];
         if (strcmp(name, "output.weight") == 0) {
@@ -96,7 +97,7 @@ loom_status loom_mkmodel_check(const loom_mkmodel_config *c, loom_error *err) {
                               c->arch ? c->arch : "(null)");
     if (find_scheme(c->quant) == NULL)
         return loom_error_set(err, LOOM_ERR_INVALID_ARGUMENT,
-                              "mkmodel: quant '%s': must be q4_k_m, q4_k, q5_k, q6_k, q8_0, f16 or f32",
+                              "mkmodel: quant '%s': must be q4_k_m, q4_k, q5_k_m, q5_k, q6_k, q8_0, f16 or f32",
                               c->quant ? c->quant : "(null)");
     const uint32_t lim = 1u << 20;
     if (c->n_layer < 1 || c->n_layer > 4096) bad = "layers must be 1..4096";

@@ -239,7 +239,7 @@ Test(mkmodel, every_quant_scheme_reads_back_finite) {
         {"q4_k", LOOM_GGML_Q4_K, LOOM_GGML_Q4_K, 14}, {"q5_k", LOOM_GGML_Q5_K, LOOM_GGML_Q5_K, 16},
         {"q6_k", LOOM_GGML_Q6_K, LOOM_GGML_Q6_K, 18}, {"q8_0", LOOM_GGML_Q8_0, LOOM_GGML_Q8_0, 7},
         {"f16", LOOM_GGML_F16, LOOM_GGML_F16, 1},     {"f32", LOOM_GGML_F32, LOOM_GGML_F32, 0},
-        {"q4_k_m", LOOM_GGML_Q4_K, LOOM_GGML_Q6_K, 15},
+        {"q4_k_m", LOOM_GGML_Q4_K, LOOM_GGML_Q6_K, 15}, {"q5_k_m", LOOM_GGML_Q5_K, LOOM_GGML_Q6_K, 17},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         loom_mkmodel_config c;
