@@ -170,12 +170,14 @@ __device__ __forceinline__ float seg_dot(const Seg &s, int64_t r, const XS &x, i
 // Segment i's rows have type Ti (or any type when Ti < 0).
 // Occupancy the kernel is built for (v8, bench/NOTES.md 2: with the cheaper Q4_K/Q5_K scale
 // decode of quant_blocks.cuh, 128 -> 96 registers, 4 -> 5 blocks an SM): kMinBlocks for the
-// Q4_K/Q5_K kernels at the default prefetch depth (more would spill), else 1 (the compiler's
-// choice, ~128 registers). (v7's scale decode at 1 block, LOOM_GEMV_V8=0, the same bits and
-// slower in every row, was removed in session 11.)
+// Q4_K kernels at the default prefetch depth (more would spill), 4 for Q5_K's (two rows a warp
+// since session 34: 128 registers, 5 spilled), else 1 (the compiler's choice, ~128 registers).
+// (v7's scale decode at 1 block, LOOM_GEMV_V8=0, the same bits and slower in every row, was
+// removed in session 11.)
 template <int UNROLL, int T0>
 constexpr int gemv_min_blocks() {
-    return UNROLL == 2 && T0 == LOOM_GGML_Q4_K ? kMinBlocks : UNROLL == 2 && T0 == LOOM_GGML_Q5_K ? 4 : 1;
+    if (UNROLL != 2) return 1;
+    return T0 == LOOM_GGML_Q4_K ? kMinBlocks : T0 == LOOM_GGML_Q5_K ? 4 : 1;
 }
 
 // Row r of the concatenated segments: its segment and its row there (r < the rows in all).
@@ -197,7 +199,9 @@ __device__ __forceinline__ Seg seg_of(const GemvArgs &a, int64_t &r) {
 // one dot a row.
 constexpr int kRowsPerWarp2 = 2;
 template <int T>
-__host__ __device__ constexpr bool rows2_type() { return T == LOOM_GGML_Q8_0 || T == LOOM_GGML_Q5_K; }
+__host__ __device__ constexpr bool rows2_type() {
+    return T == LOOM_GGML_Q8_0 || T == LOOM_GGML_Q5_K;
+}
 template <int UNROLL, int T, bool NORM>
 __device__ __forceinline__ void gemv_rows2(const GemvArgs &a, double *npart, int lane) {
     const int64_t g = (int64_t)blockIdx.x * kWarps + (threadIdx.x >> 5);
@@ -346,7 +350,8 @@ loom_status gemv_launch_unroll(const GemvArgs &a, int unroll, loom_error *err,
     const int t0 = a.seg[0].type;  // all Q8_0 or all Q5_K: gemv_rows2's two rows a warp
     bool rows2 = t0 == LOOM_GGML_Q8_0 || t0 == LOOM_GGML_Q5_K;
     for (int i = 1; i < a.nseg; i++) rows2 = rows2 && a.seg[i].type == t0;
-    const int64_t per = rows2 && unroll != 1 && a.epi != EPI_SWIGLU ? kRowsPerWarp2 * kWarps : kWarps;
+    const int64_t per =
+        rows2 && unroll != 1 && a.epi != EPI_SWIGLU ? kRowsPerWarp2 * kWarps : kWarps;
     dim3 grid((unsigned)((rows + per - 1) / per));
     if (unroll == 0)  // by type: a Q4_K/Q5_K pass is 4 blocks, others 1 block or less
         unroll = (t0 == LOOM_GGML_Q4_K || t0 == LOOM_GGML_Q5_K) ? 2 : 4;

@@ -475,7 +475,8 @@ static void test_matmul_q6k_fused(int64_t M, int64_t K, int64_t n) {
 
 /* add, pair (NONE / SWIGLU), triple (+ bias) of weights of types ty[0] (add, pair, the triple's
  * first matrix), ty[1] and ty[2]: Q4_K, Q4_K, Q6_K (the Q4_K_M case), all Q8_0 or all Q5_K
- * (whose GEMV gives a warp two rows, here across the segments' odd row counts); M and Mk odd. */
+ * (whose warp-per-row GEMV gives a warp two rows, here across the segments' odd row counts; Q5_K
+ * takes it with LOOM_GEMV_MMA=0); M and Mk odd. */
 static const loom_ggml_type k_q4km[3] = {LOOM_GGML_Q4_K, LOOM_GGML_Q4_K, LOOM_GGML_Q6_K};
 static const loom_ggml_type k_q8[3] = {LOOM_GGML_Q8_0, LOOM_GGML_Q8_0, LOOM_GGML_Q8_0};
 static const loom_ggml_type k_q5[3] = {LOOM_GGML_Q5_K, LOOM_GGML_Q5_K, LOOM_GGML_Q5_K};
@@ -1019,7 +1020,8 @@ static void test_matmul_normed(void) {
             test_normed(1, t2, m2[i], K, nn[i], 1, tag);
             test_normed(2, t2, m2[i], K, nn[i], 1, tag);
             if (p != 4) test_normed(1, t2b, m2[i], K, nn[i], 1, tag);
-            if (p < 2) { /* all Q5_K: two rows a warp, one pair across the triple's Q/K seam */
+            if (p < 2) { /* all Q5_K: mma, then (rows) two rows a warp, one pair across the
+                          * triple's Q/K seam */
                 test_normed(3, k_q5, m5, K, nn[i], 1, tag);
                 test_normed(2, k_q5, m5p, K, nn[i], 1, tag);
             }
@@ -3109,6 +3111,8 @@ int main(int argc, char **argv) {
     set_switch("LOOM_GEMV_MMA", "0");
     test_matmul_fused(1);
     test_matmul_fused(g_quick ? 3 : 37);
+    test_matmul_fused_t(1, k_q5);
+    test_matmul_fused_t(g_quick ? 3 : 37, k_q5);
     test_matmul_q6k_fused(g_quick ? 40 : 2560, g_quick ? 768 : 9728, 1);
     test_matmul_q6k_fused(g_quick ? 40 : 133, g_quick ? 768 : 2560, g_quick ? 3 : 37);
     set_switch("LOOM_GEMV_MMA", "1");
