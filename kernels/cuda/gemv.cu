@@ -353,8 +353,10 @@ loom_status gemv_launch_unroll(const GemvArgs &a, int unroll, loom_error *err,
     const int64_t per =
         rows2 && unroll != 1 && a.epi != EPI_SWIGLU ? kRowsPerWarp2 * kWarps : kWarps;
     dim3 grid((unsigned)((rows + per - 1) / per));
-    if (unroll == 0)  // by type: a Q4_K/Q5_K pass is 4 blocks, others 1 block or less
-        unroll = (t0 == LOOM_GGML_Q4_K || t0 == LOOM_GGML_Q5_K) ? 2 : 4;
+    // By type: a Q4_K/Q5_K pass is 4 blocks and a Q8_0 one 16 (2: the 4B Q8_0 model's decode
+    // 3.96-3.99 -> 3.75-3.76 ms/token against 4, bench/NOTES.md 2.5), others 1 block or less.
+    if (unroll == 0)
+        unroll = (t0 == LOOM_GGML_Q4_K || t0 == LOOM_GGML_Q5_K || t0 == LOOM_GGML_Q8_0) ? 2 : 4;
     if (unroll == 1)  // the simple path: one pass at a time, the generic kernel
         (void)launch(a.normed ? gemv_kernel<1, -1, -1, -1, true> : gemv_kernel<1, -1, -1, -1, false>,
                      grid, kThreads, 0, stream, a);
