@@ -198,9 +198,8 @@ __device__ __forceinline__ Seg seg_of(const GemvArgs &a, int64_t &r) {
 // (kRowsPerWarp2: the launcher's grid), each with its own epilogue; the bits of gemv_kernel's
 // one dot a row.
 constexpr int kRowsPerWarp2 = 2;
-template <int T>
-__host__ __device__ constexpr bool rows2_type() {
-    return T == LOOM_GGML_Q8_0 || T == LOOM_GGML_Q5_K;
+__host__ __device__ constexpr bool rows2_type(int t) {
+    return t == LOOM_GGML_Q8_0 || t == LOOM_GGML_Q5_K;
 }
 template <int UNROLL, int T, bool NORM>
 __device__ __forceinline__ void gemv_rows2(const GemvArgs &a, double *npart, int lane) {
@@ -256,7 +255,7 @@ static __global__ void __launch_bounds__(kThreads, (gemv_min_blocks<UNROLL, T0>(
     pdl_launch_dependents();
     __shared__ double npart[NORM ? kWarps : 1];
     const int lane = threadIdx.x & 31;
-    if constexpr (rows2_type<T0>() && T1 == T0 && T2 == T0) {
+    if constexpr (rows2_type(T0) && T1 == T0 && T2 == T0) {
         gemv_rows2<UNROLL, T0, NORM>(a, npart, lane);
         return;
     }
@@ -348,7 +347,7 @@ loom_status gemv_launch_unroll(const GemvArgs &a, int unroll, loom_error *err,
         for (int i = 1; i < a.nseg; i++) rows += a.seg[i].rows;
     if (rows == 0) return LOOM_OK;
     const int t0 = a.seg[0].type;  // all Q8_0 or all Q5_K: gemv_rows2's two rows a warp
-    bool rows2 = t0 == LOOM_GGML_Q8_0 || t0 == LOOM_GGML_Q5_K;
+    bool rows2 = rows2_type(t0);
     for (int i = 1; i < a.nseg; i++) rows2 = rows2 && a.seg[i].type == t0;
     const int64_t per =
         rows2 && unroll != 1 && a.epi != EPI_SWIGLU ? kRowsPerWarp2 * kWarps : kWarps;
@@ -463,8 +462,7 @@ loom_status run_matmul(GemvArgs a, int64_t n, loom_error *err, cudaStream_t stre
     if (n == 0) return LOOM_OK;
     if (!mma_paths_on()) return run_matmul_rows(a, n, err, stream);
     if (a.epi == EPI_SWIGLU) {
-        if (!mma_seg_ok(a.seg[0]) || !mma_seg_ok(a.seg[1]) || a.seg[0].tiles != a.seg[1].tiles ||
-            a.seg[0].type != a.seg[1].type)
+        if (!mma_seg_ok(a.seg[0]) || !mma_seg_ok(a.seg[1]) || !mma_same_launch(a.seg[0], a.seg[1]))
             return run_matmul_rows(a, n, err, stream);
         loom_status st = mma_matmul(a.seg, 2, a.epi, a.x, a.K, n, norm_of(a), err, stream);
         if (st == LOOM_OK) return st;

@@ -225,14 +225,14 @@ struct MmaArgs {
     int n;
     PreNorm norm;      // NORM kernels: the RMSNorm folded into the x staging
     int tiles;         // every segment in LOOM_WEIGHT_Q4K_TILES, else all rows back to back:
-                       // the launchers pick the kernels' TL (the layout is compile-time there)
-    int q5;            // every segment Q5_K (rows; TL = kQ5Rows), else Q4_K
+                       // the launchers pick the kernels' TL (the layout is compile-time there;
+                       // seg[0]'s type, Q4_K or Q5_K, the same for every segment, picks too)
 };
 
 // The Q4_K kernels' weight layout (their TL template parameter): GGUF's Q4_K rows, Q4_K in
 // LOOM_WEIGHT_Q4K_TILES, or GGUF's Q5_K rows (the INT8 body only, q4k_i8_body.cuh's Q5: Q4_K's
-// header, scales and sub-blocks with a fifth bit from qh, 176-byte blocks). A row's blocks lie
-// ly_stride(TL) bytes apart.
+// header, scales and sub-blocks with a fifth bit from qh, 176-byte blocks; MmaArgs' segment
+// type picks it). A row's blocks lie ly_stride(TL) bytes apart.
 enum : int { kQ4Rows = 0, kQ4Tiles = 1, kQ5Rows = 2 };
 __host__ __device__ constexpr int ly_stride(int TL) {
     return TL == kQ5Rows ? (int)kQ5KBytes : q4k_block_stride(TL == kQ4Tiles);
@@ -672,7 +672,7 @@ cudaError_t launch_q4k(const MmaArgs &a, bool norm, bool i8, int S, int64_t grou
     if (a.tiles)
         return norm ? launch_q4k_n<NT, NMAT, true, kQ4Tiles>(a, i8, S, groups, stream)
                     : launch_q4k_n<NT, NMAT, false, kQ4Tiles>(a, i8, S, groups, stream);
-    if (a.q5)
+    if (a.seg[0].type == LOOM_GGML_Q5_K)
         return norm ? launch_q4k_n<NT, NMAT, true, kQ5Rows>(a, i8, S, groups, stream)
                     : launch_q4k_n<NT, NMAT, false, kQ5Rows>(a, i8, S, groups, stream);
     return norm ? launch_q4k_n<NT, NMAT, true, kQ4Rows>(a, i8, S, groups, stream)
@@ -1199,7 +1199,7 @@ cudaError_t launch_wide(const MmaArgs &a, bool norm, bool i8, bool pre, int S, c
     if (a.tiles)
         return norm ? launch_wide_n<NMAT, true, kQ4Tiles>(a, i8, pre, S, stream)
                     : launch_wide_n<NMAT, false, kQ4Tiles>(a, i8, pre, S, stream);
-    if (a.q5)
+    if (a.seg[0].type == LOOM_GGML_Q5_K)
         return norm ? launch_wide_n<NMAT, true, kQ5Rows>(a, i8, pre, S, stream)
                     : launch_wide_n<NMAT, false, kQ5Rows>(a, i8, pre, S, stream);
     return norm ? launch_wide_n<NMAT, true, kQ4Rows>(a, i8, pre, S, stream)
@@ -1325,10 +1325,10 @@ void route_segments(const Seg *seg, int nseg, Seg *mm, int *nm, Seg *m6, int *n6
         else if (q6 && mma_q6k_seg_ok(seg[i])) m6[(*n6)++] = seg[i];
         else rest[(*nrest)++] = seg[i];
     }
-    // One mma launch reads one layout (MmaArgs::tiles and ::q5, mma_q6k_matmul's TL): Q4_K /
+    // One mma launch reads one type and layout (mma_same_launch, mma_q6k_matmul's TL): Q4_K /
     // Q5_K (or Q6_K) segments that mix them take the warp-per-row kernels, which read any.
     for (int i = 1; i < *nm; i++)
-        if (mm[i].tiles != mm[0].tiles || mm[i].type != mm[0].type) {
+        if (!mma_same_launch(mm[i], mm[0])) {
             for (int j = 0; j < *nm; j++) rest[(*nrest)++] = mm[j];
             *nm = 0;
             break;
@@ -1407,10 +1407,10 @@ loom_status mma_matmul(const Seg *seg, int nseg, int epi, const float *x, int64_
     if (tiles > 65535)
         ARG_FAIL(LOOM_ERR_UNSUPPORTED, "matmul (mma): %lld row tiles > 65535", (long long)tiles);
     for (int i = 1; i < nseg; i++)  // (route_segments and run_matmul keep them apart)
-        if (seg[i].tiles != seg[0].tiles || seg[i].type != seg[0].type)
-            ARG_FAIL(LOOM_ERR_INVALID_ARGUMENT, "matmul (mma): weights of two layouts in one launch");
+        if (!mma_same_launch(seg[i], seg[0]))
+            ARG_FAIL(LOOM_ERR_INVALID_ARGUMENT,
+                     "matmul (mma): weights of two types or layouts in one launch");
     a.tiles = seg[0].tiles;
-    a.q5 = seg[0].type == LOOM_GGML_Q5_K;
     a.epi = epi;
     a.x = x;
     a.K = K;
@@ -1594,7 +1594,9 @@ extern "C" size_t loom_cuda_matmul_scratch_bytes(loom_matmul_role role, const lo
         seg[i].tiles = w[i].layout != LOOM_WEIGHT_ROWS;
     }
     if (role == LOOM_MATMUL_ROLE_SWIGLU)
-        return mma_seg_ok(seg[0]) && mma_seg_ok(seg[1]) ? mma_scratch_bytes(seg, 2, EPI_SWIGLU, K, n) : 0;
+        return mma_seg_ok(seg[0]) && mma_seg_ok(seg[1]) && mma_same_launch(seg[0], seg[1])
+                   ? mma_scratch_bytes(seg, 2, EPI_SWIGLU, K, n)
+                   : 0;
     int nm, n6, nrest;
     route_segments(seg, nw, mm, &nm, m6, &n6, rest, &nrest);
     const size_t b4 = nm ? mma_scratch_bytes(mm, nm, role == LOOM_MATMUL_ROLE_ADD ? EPI_ADD : EPI_PLAIN, K, n) : 0;

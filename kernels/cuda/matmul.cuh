@@ -90,6 +90,10 @@ inline bool mma_paths_on() { return fast(SW_FAST_GEMV) && fast(SW_GEMV_MMA); }
 
 // gemv_mma.cu (tensor cores): true when the segment's type and alignment have an mma path.
 bool mma_seg_ok(const Seg &s);
+// Whether two mma segments can share one launch: one type (Q4_K or Q5_K) and one layout.
+inline bool mma_same_launch(const Seg &a, const Seg &b) {
+    return a.type == b.type && a.tiles == b.tiles;
+}
 
 // The whole matmul over n >= 1 tokens (any n: one launch per 65535 x 8 tokens) for segments
 // that all pass mma_seg_ok: epi EPI_PLAIN (nseg 1..3, biases), EPI_ADD (nseg 1) or EPI_SWIGLU
