@@ -42,15 +42,16 @@ void loom_mkmodel_config_init(loom_mkmodel_config *c, const char *arch) {
 
 typedef struct {
     const char *name;
-    loom_ggml_type type;   /* type of the matrices (Q4_K / Q5_K for q4_k_m / q5_k_m: the majority) */
+    loom_ggml_type type;   /* type of the matrices (the majority's for the _m schemes) */
     uint32_t file_type;    /* general.file_type, llama.cpp's llama_ftype */
+    bool mixed;            /* _m: Q6_K for output.weight and use_more_bits' attn_v / ffn_down */
 } quant_scheme;
 
 static const quant_scheme schemes[] = {
-    {"q4_k_m", LOOM_GGML_Q4_K, 15}, {"q4_k", LOOM_GGML_Q4_K, 14}, {"q5_k_m", LOOM_GGML_Q5_K, 17},
-    {"q5_k", LOOM_GGML_Q5_K, 16},
-    {"q6_k", LOOM_GGML_Q6_K, 18},   {"q8_0", LOOM_GGML_Q8_0, 7},  {"f16", LOOM_GGML_F16, 1},
-    {"f32", LOOM_GGML_F32, 0},
+    {"q4_k_m", LOOM_GGML_Q4_K, 15, true}, {"q4_k", LOOM_GGML_Q4_K, 14, false},
+    {"q5_k_m", LOOM_GGML_Q5_K, 17, true}, {"q5_k", LOOM_GGML_Q5_K, 16, false},
+    {"q6_k", LOOM_GGML_Q6_K, 18, false},  {"q8_0", LOOM_GGML_Q8_0, 7, false},
+    {"f16", LOOM_GGML_F16, 1, false},     {"f32", LOOM_GGML_F32, 0, false},
 };
 
 static const quant_scheme *find_scheme(const char *name) {
@@ -74,7 +75,7 @@ loom_ggml_type loom_mkmodel_tensor_type(const loom_mkmodel_config *c, const char
     const quant_scheme *q = find_scheme(c->quant);
     LOOM_ASSERT(q != NULL);
     loom_ggml_type t = q->type;
-    if (strcmp(q->name, "q4_k_m") == 0 || strcmp(q->name, "q5_k_m") == 0) {
+    if (q->mixed) {
         int layer = -1, end = 0;
         char kind[32];
         if (strcmp(name, "output.weight") == 0) {
