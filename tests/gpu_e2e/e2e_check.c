@@ -20,9 +20,9 @@
  * Then the RMSNorm fold (fuse-norm-matmul): on CUDA, -O2 against -O2 without fuse-norm-matmul on
  *   every model (S33 as above; KV f16, 1 stream, graphs on and KV int8, 2 streams, graphs off):
  *   the logits must be bit-identical (the _normed kernels' contract: rms_norm then the plain
- *   matmul, bit for bit, path by path), except where the Q4_K tensor-core kernels apply the
- *   norm's scale to the finished dots (loom_cuda_normed_scale_last): on the models with a Q4_K
- *   weight under a folded norm (has_q4k_normed) within 2e-3 of the logits' range (compare(),
+ *   matmul, bit for bit, path by path), except where the Q4_K / Q5_K tensor-core kernels apply
+ *   the norm's scale to the finished dots (loom_cuda_normed_scale_last): on the models with such
+ *   a weight under a folded norm (has_scale_last_normed) within 2e-3 of the logits' range (compare(),
  *   the f32 tolerance of CUDA against the CPU), bit for bit on the others. Then the attention
  *   fold (fuse-rope-kv-attention) alike: -O2 against -O2 without it, bit for bit (loom_cuda_rope_kv_attention_at's contract: the
  *   cache bytes and output bits of rope_kv_write + attention_at; the launcher's fused kernel is
@@ -187,11 +187,12 @@ static int concurrent_check(const char *label, const char *path, int32_t n_ctx,
     return ok ? 0 : 1;
 }
 
-/* Whether the model has a Q4_K weight among those whose matmul fuse-norm-matmul gives the
- * layer's RMSNorm (the triple's Q, K, V and the pair's gate, up): only those outputs take the
- * norm's scale last (loom_cuda_normed_scale_last), so only their models may differ from the
- * unfolded graph. -1 when the file cannot be read. */
-static int has_q4k_normed(const char *path) {
+/* Whether the model has a Q4_K or Q5_K weight (the types of gemv_mma.cu's tensor-core kernels)
+ * among those whose matmul fuse-norm-matmul gives the layer's RMSNorm (the triple's Q, K, V and
+ * the pair's gate, up): only those outputs take the norm's scale last
+ * (loom_cuda_normed_scale_last), so only their models may differ from the unfolded graph. -1
+ * when the file cannot be read. */
+static int has_scale_last_normed(const char *path) {
     static const char *const names[] = {".attn_q.weight", ".attn_k.weight", ".attn_v.weight",
                                         ".ffn_gate.weight", ".ffn_up.weight"};
     loom_gguf *g = NULL;
@@ -201,7 +202,8 @@ static int has_q4k_normed(const char *path) {
     for (size_t i = 0; i < loom_gguf_n_tensors(g) && !found; i++) {
         const loom_gguf_tensor *t = loom_gguf_tensor_at(g, i);
         for (size_t k = 0; k < sizeof names / sizeof *names && !found; k++)
-            found = t->type == LOOM_GGML_Q4_K && strncmp(t->name, "blk.", 4) == 0 &&
+            found = (t->type == LOOM_GGML_Q4_K || t->type == LOOM_GGML_Q5_K) &&
+                    strncmp(t->name, "blk.", 4) == 0 &&
                     strstr(t->name, names[k]) != NULL;
     }
     loom_gguf_close(g);
@@ -439,16 +441,16 @@ int main(int argc, char **argv) {
     }
     /* The folds on CUDA: -O2 == -O2 without fuse-norm-matmul (resp. fuse-rope-kv-attention),
      * bit for bit; the norm fold within kFoldTol on the models whose folded norms meet Q4_K
-     * weights while the kernels take the scale last (bits on every other model). */
+     * (or Q5_K) weights while the kernels take the scale last (bits on every other model). */
     const double kFoldTol = 2e-3;
     for (size_t fi = 0; fi < sizeof folds / sizeof *folds; fi++) {
         const bool scale_last = fi == 0 && loom_cuda_normed_scale_last();
         printf("\n%-34s %-5s %-7s %-6s %s\n", folds[fi].title, "kv", "streams", "graphs",
-               scale_last ? "bits, or max rel err <= 2e-3 (Q4_K under a folded norm)" : "bits");
+               scale_last ? "bits, or max rel err <= 2e-3 (Q4_K/Q5_K under a folded norm)" : "bits");
         for (int mi = 0; mi < n_models; mi++) {
             char path[1024];
             snprintf(path, sizeof path, "%s/%s", dir, models[mi]);
-            const int q4n = scale_last ? has_q4k_normed(path) : 0;
+            const int q4n = scale_last ? has_scale_last_normed(path) : 0;
             if (q4n < 0) {
                 printf("%-34s FAIL: cannot read the file\n", models[mi]);
                 failures++;
