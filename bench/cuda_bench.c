@@ -2,7 +2,7 @@
  * Qwen3-8B (4096 / 14336) shapes, 32 query heads, 8 KV heads, head_dim 128, vocab 151936.
  *
  *   cuda_bench [--quick] [--attn] [--matmul] [--q6k] [--norm] [--attn-trace] [--attn-prof]
- *              [--attn-step] [--fused] [--mixed] [--attn-s7] [--q6k-down] [--q6k-wide] [--q4k-wide] [--q4w] [--triple-v] [--q4k] [--attn-pf]
+ *              [--attn-step] [--fused] [--mixed] [--attn-s7] [--q6k-down] [--q6k-wide] [--q4k-wide] [--q4w] [--triple-v] [--q4k] [--q8] [--attn-pf]
  *              [--gemv-trace] [--icache] [--l2warm] [--rows]
  *
  * Q4_K weights of rows % 16 == 0 are given in LOOM_WEIGHT_Q4K_TILES and Q6_K ones in
@@ -1620,6 +1620,44 @@ static void mixed_ab(void) {
  * add, ffn down + add, the 4B gemv), the 4B prefill GEMM (9728x2560) at N = 32 and 512, and the
  * decode-layer graph (GEMVs, full layer, norms folded) at 4B (8 layers) and 8B (4 layers). */
 static int g_q4k_ab = 0;
+static int g_q8 = 0;
+/* --q8: the Q8_0 matmuls at the 4B and 8B shapes on the warp-per-row kernels (LOOM_GEMV_MMA_Q8=0)
+ * and on the tensor cores (gemv_mma_q8.cu), alternated twice in one run: triple, attention
+ * output + add, gate/up pair SwiGLU, down + add, the GEMV; the prefill GEMM at N = 32 and 512. */
+static void bench_q8(void) {
+    static const char *vv[2] = {"0", "1"};
+    const loom_ggml_type q8[3] = {LOOM_GGML_Q8_0, LOOM_GGML_Q8_0, LOOM_GGML_Q8_0};
+    static const struct { const char *name; int64_t H, F; } cf[2] = {{"4B", 2560, 9728}, {"8B", 4096, 14336}};
+    char nm[80];
+    for (int rep = 0; rep < (g_quick ? 1 : 2); rep++)
+        for (int v = 0; v < 2; v++) {
+            set_env("LOOM_GEMV_MMA_Q8", vv[v]);
+            for (int ci = 0; ci < 2; ci++) {
+                const int64_t H = cf[ci].H, F = cf[ci].F;
+                snprintf(nm, sizeof nm, "%s Q8_0 triple QKV Q8=%s", cf[ci].name, vv[v]);
+                bench_mm(nm, MM_TRIPLE, 1, 3, q8, (const int64_t[]){4096, 1024, 1024}, H);
+                snprintf(nm, sizeof nm, "%s Q8_0 attn out + add Q8=%s", cf[ci].name, vv[v]);
+                bench_mm(nm, MM_ADD, 1, 1, q8, (const int64_t[]){H}, 4096);
+                snprintf(nm, sizeof nm, "%s Q8_0 pair SwiGLU Q8=%s", cf[ci].name, vv[v]);
+                bench_mm(nm, MM_PAIR, 1, 2, q8, (const int64_t[]){F, F}, H);
+                snprintf(nm, sizeof nm, "%s Q8_0 ffn down + add Q8=%s", cf[ci].name, vv[v]);
+                bench_mm(nm, MM_ADD, 1, 1, q8, (const int64_t[]){H}, F);
+                snprintf(nm, sizeof nm, "%s gemv Q8_0 Q8=%s", cf[ci].name, vv[v]);
+                bench_mm(nm, MM_PLAIN, 1, 1, q8, (const int64_t[]){F}, H);
+                if (ci == 0) {
+                    snprintf(nm, sizeof nm, "4B Q8_0 gemm N=32 Q8=%s", vv[v]);
+                    bench_mm(nm, MM_GEMM, 32, 1, q8, (const int64_t[]){F}, H);
+                    g_calls = 4;
+                    snprintf(nm, sizeof nm, "4B Q8_0 gemm N=512 Q8=%s", vv[v]);
+                    bench_mm(nm, MM_GEMM, 512, 1, q8, (const int64_t[]){F}, H);
+                    g_calls = 0;
+                }
+            }
+        }
+    unsetenv("LOOM_GEMV_MMA_Q8");
+    loom_cuda_reload_switches();
+}
+
 static void bench_q4k_ab(void) {
     static const char *vv[2] = {"1", "2"};
     const loom_ggml_type q4[3] = {LOOM_GGML_Q4_K, LOOM_GGML_Q4_K, LOOM_GGML_Q6_K};
@@ -1673,6 +1711,7 @@ int main(int argc, char **argv) {
         if (strcmp(argv[i], "--attn") == 0) g_attn_only = 1;
         if (strcmp(argv[i], "--matmul") == 0) g_mm_only = 1;
         if (strcmp(argv[i], "--q4k") == 0) g_q4k_ab = 1;
+        if (strcmp(argv[i], "--q8") == 0) g_q8 = 1;
         if (strcmp(argv[i], "--q6k") == 0) g_q6k_only = 1;
         if (strcmp(argv[i], "--q6k-down") == 0) g_q6k_down = 1;
         if (strcmp(argv[i], "--q6k-wide") == 0) g_q6k_wide = 1;
@@ -1728,6 +1767,7 @@ int main(int argc, char **argv) {
         {&g_attn_step, attn_step_ab},   {&fused_only, fused_ab},
         {&s7_only, attn_s7_ab},         {&pf_only, attn_pf_ab},
         {&mixed_only, mixed_ab},        {&g_q4k_ab, bench_q4k_ab},
+        {&g_q8, bench_q8},
     };
     for (size_t m = 0; m < sizeof modes / sizeof *modes; m++)
         if (*modes[m].flag) {

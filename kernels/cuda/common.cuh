@@ -30,7 +30,7 @@ loom_status cuda_fail(loom_error *err, cudaError_t e, const char *stmt, const ch
                       const char *file, int line);
 
 // The fast-path switches; each is true unless its variable is "0".
-enum Switch { SW_FAST_GEMV, SW_Q4K_U32, SW_FAST_EMBD, SW_FAST_NORM, SW_FAST_ATTN, SW_GEMV_MMA, SW_GEMV_MMA_Q6K, SW_ATTN_V6, SW_ATTN_FUSED, SW_COUNT };
+enum Switch { SW_FAST_GEMV, SW_Q4K_U32, SW_FAST_EMBD, SW_FAST_NORM, SW_FAST_ATTN, SW_GEMV_MMA, SW_GEMV_MMA_Q6K, SW_ATTN_V6, SW_ATTN_FUSED, SW_GEMV_MMA_Q8, SW_COUNT };
 bool fast(Switch s);
 
 // GEMV passes prefetched per warp: 0 = by type (default), else LOOM_GEMV_UNROLL = 1, 2, 4

@@ -447,6 +447,14 @@ const PreNorm *norm_of(const GemvArgs &a) { return a.normed ? &a.norm : nullptr;
 int g_mma_fallback_logged = 0;
 int g_mma_q6k_fallback_logged = 0;
 int g_mixed_fallback_logged = 0;
+int g_mma_q8_fallback_logged = 0;
+
+// Whether every segment of a call runs on the Q8_0 tensor-core path (gemv_mma_q8.cu).
+bool all_q8_mma(const GemvArgs &a) {
+    for (int i = 0; i < a.nseg; i++)
+        if (!mma_q8_seg_ok(a.seg[i])) return false;
+    return true;
+}
 
 loom_status run_matmul_rows(GemvArgs a, int64_t n, loom_error *err, cudaStream_t stream);
 
@@ -455,12 +463,20 @@ loom_status run_matmul_rows(GemvArgs a, int64_t n, loom_error *err, cudaStream_t
 // triple's V, Q6_K down projections, the lm head), the others on the warp-per-row kernels below.
 // LOOM_GEMV_MMA=0 or LOOM_FAST_GEMV=0: warp-per-row only; LOOM_GEMV_MMA_Q6K=0: Q6_K on the
 // warp-per-row kernels. A failed mma launch logs once and falls back to the warp-per-row kernels.
+// Calls whose segments are all Q8_0 (mma_q8_seg_ok) run on gemv_mma_q8.cu in one launch
+// (LOOM_GEMV_MMA_Q8=0: the warp-per-row kernels); Q8_0 beside other types takes the latter.
 // LOOM_GEMV_TRIPLE_MIXED=1: a GEMV with both Q4_K and Q6_K segments (the Q4_K_M triple) runs
 // them in one launch (gemv_mma.cu mma_triple_mixed, the same bits) where the shape allows; a
 // failed mixed launch logs once and runs the two launches (Q5_K + Q6_K: always two).
 loom_status run_matmul(GemvArgs a, int64_t n, loom_error *err, cudaStream_t stream) {
     if (n == 0) return LOOM_OK;
     if (!mma_paths_on()) return run_matmul_rows(a, n, err, stream);
+    if (fast(SW_GEMV_MMA_Q8) && all_q8_mma(a)) {
+        loom_status st = mma_q8_matmul(a.seg, a.nseg, a.epi, a.x, a.K, n, norm_of(a), err, stream);
+        if (st == LOOM_OK) return st;
+        log_fallback_once(&g_mma_q8_fallback_logged, "matmul (mma Q8_0)", err);
+        return run_matmul_rows(a, n, err, stream);
+    }
     if (a.epi == EPI_SWIGLU) {
         if (!mma_seg_ok(a.seg[0]) || !mma_seg_ok(a.seg[1]) || !mma_same_launch(a.seg[0], a.seg[1]))
             return run_matmul_rows(a, n, err, stream);

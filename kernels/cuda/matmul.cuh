@@ -1,9 +1,9 @@
 // matmul.cuh: what the matmul files share: gemv.cu (the launchers; warp-per-row GEMV),
-// gemm.cu (warp-per-row GEMM, N = 2..32 per pass), gemv_mma.cu (tensor cores, Q4_K, any N) and
-// gemv_mma_q6k.cu (tensor cores, Q6_K, any N): the segment description of one weight matrix
+// gemm.cu (warp-per-row GEMM, N = 2..32 per pass), gemv_mma.cu (tensor cores, Q4_K / Q5_K, any
+// N), gemv_mma_q6k.cu (Q6_K) and gemv_mma_q8.cu (Q8_0): the segment description of one weight matrix
 // and the entry points. `norm` (NULL: none) folds an RMSNorm of x into the kernel (norm.cuh):
 // every entry point then gives bit for bit loom_cuda_rms_norm followed by itself, but
-// mma_matmul (the Q4_K tensor-core kernels), which takes the scale last (norm.cuh).
+// mma_matmul (the Q4_K / Q5_K tensor-core kernels), which takes the scale last (norm.cuh).
 #pragma once
 
 #include <atomic>
@@ -127,6 +127,19 @@ loom_status mma_q6k_matmul(const Seg *seg, int nseg, int epi, const float *x, in
 // The kernel scratch mma_q6k_matmul takes for n tokens over K columns (f16 as there, tiles:
 // the segments in LOOM_WEIGHT_Q6K_TILES; the wide GEMM's limb pre-pass), by its own rule; 0: none.
 size_t mma_q6k_scratch_bytes(int64_t n, int64_t K, bool f16, bool tiles);
+
+// gemv_mma_q8.cu (tensor cores, Q8_0): true when the segment is Q8_0 in GGUF rows with K % 256 ==
+// 0 (each row's super-block of 8 blocks 16-byte aligned), 16-byte aligned weights and rows of at
+// most 2^26 bytes.
+bool mma_q8_seg_ok(const Seg &s);
+
+// The whole matmul over n >= 1 tokens for segments that all pass mma_q8_seg_ok: epi EPI_PLAIN
+// (nseg 1..3, biases), EPI_ADD (nseg 1) or EPI_SWIGLU (seg[0] gate, seg[1] up of equal rows,
+// output seg[0].y). One launch per 65535 x 4 tokens; a GEMM token is bit-identical to the GEMV
+// of that token; not bit-identical to gemv.cu / gemm.cu. norm: as gemv.cu's (bit for bit the
+// norm launcher followed by the plain kernel). No kernel scratch.
+loom_status mma_q8_matmul(const Seg *seg, int nseg, int epi, const float *x, int64_t K, int64_t n,
+                          const PreNorm *norm, loom_error *err, cudaStream_t stream);
 
 // gemv_mma.cu: the GEMV (n == 1, EPI_PLAIN) of Q4_K segments s4 (1 or 2; not two of equal
 // rows, which run as the pair) and Q6_K segments s6 (1..3) in ONE launch, bit for bit the two

@@ -146,7 +146,7 @@ static void read_switches_locked() {
     static const char *names[SW_COUNT] = {"LOOM_FAST_GEMV", "LOOM_Q4K_UINT32_LOADS",
                                           "LOOM_FAST_EMBD", "LOOM_FAST_NORM", "LOOM_FAST_ATTN",
                                           "LOOM_GEMV_MMA", "LOOM_GEMV_MMA_Q6K", "LOOM_ATTN_V6",
-                                          "LOOM_ATTN_FUSED"};
+                                          "LOOM_ATTN_FUSED", "LOOM_GEMV_MMA_Q8"};
     // (Removed in session 11, each slower in every row, so these variables are no longer read
     // and 0 gets the default: LOOM_GEMV_V8=0, v7's Q4_K/Q5_K scale decode in the warp-per-row
     // kernels, bench/NOTES.md 2 v8; LOOM_ATTN_V4=0, decode attention v3's fast form, and

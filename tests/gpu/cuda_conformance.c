@@ -277,7 +277,10 @@ static void test_matmul_one_x(loom_ggml_type t, int64_t M, int64_t K, int64_t n,
     loom_kweight dwk = {dw, t, M, K};
     double *bound = abs_dot_bound(t, w, M, K, x, n);
     /* types without an mma path: one path */
-    const int modes = t == LOOM_GGML_Q4_K || t == LOOM_GGML_Q5_K || t == LOOM_GGML_Q6_K ? 2 : 1;
+    const int modes = t == LOOM_GGML_Q4_K || t == LOOM_GGML_Q5_K || t == LOOM_GGML_Q6_K ||
+                              (t == LOOM_GGML_Q8_0 && K % 256 == 0)
+                          ? 2
+                          : 1;
     for (int mode = 0; mode < modes; mode++) {
         const int rows_path = mode == modes - 1; /* the warp-per-row kernels */
         if (mode == 1) set_switch("LOOM_GEMV_MMA", "0");
@@ -348,9 +351,9 @@ static void test_matmul_q6k_mma(void) {
     }
 }
 
-/* The Q4_K / Q5_K mma path's shapes (gemv_mma.cu; Q4_K on whichever body LOOM_GEMV_MMA_Q4K_V
- * picks, Q5_K on the INT8 one): 4B shapes (cluster split-K), wide-range x, ragged tiles and token
- * groups (GEMM token == GEMV bits). */
+/* The Q4_K / Q5_K / Q8_0 mma paths' shapes (gemv_mma.cu, Q4_K on whichever body
+ * LOOM_GEMV_MMA_Q4K_V picks, Q5_K on the INT8 one; gemv_mma_q8.cu): 4B shapes (cluster split-K),
+ * wide-range x, ragged tiles and token groups (GEMM token == GEMV bits). */
 static void test_matmul_q4k_mma(loom_ggml_type t) {
     test_matmul_one_x(t, g_quick ? 160 : 2560, 4096, 1, 0);
     test_matmul_one_x(t, 41, 2560, 1, 1);
@@ -387,6 +390,7 @@ static void test_matmul(void) {
         }
     test_matmul_q4k_mma(LOOM_GGML_Q4_K);
     test_matmul_q4k_mma(LOOM_GGML_Q5_K);
+    test_matmul_q4k_mma(LOOM_GGML_Q8_0);
     test_matmul_q6k_mma();
     test_matmul_q8_0_odd();
     const int64_t ns_full[] = {2, 7, 32, 33, 45};
@@ -1020,10 +1024,12 @@ static void test_matmul_normed(void) {
             test_normed(1, t2, m2[i], K, nn[i], 1, tag);
             test_normed(2, t2, m2[i], K, nn[i], 1, tag);
             if (p != 4) test_normed(1, t2b, m2[i], K, nn[i], 1, tag);
-            if (p < 2) { /* all Q5_K: mma, then (rows) two rows a warp, one pair across the
-                          * triple's Q/K seam */
+            if (p < 2) { /* all Q5_K / all Q8_0: mma, then (rows) two rows a warp, one pair
+                          * across the triple's Q/K seam */
                 test_normed(3, k_q5, m5, K, nn[i], 1, tag);
                 test_normed(2, k_q5, m5p, K, nn[i], 1, tag);
+                test_normed(3, k_q8, m5, K, nn[i], 1, tag);
+                test_normed(2, k_q8, m5p, K, nn[i], 1, tag);
             }
         }
         const int64_t lm[1] = {g_quick ? 300 : 9500};
@@ -3111,6 +3117,8 @@ int main(int argc, char **argv) {
     set_switch("LOOM_GEMV_MMA", "0");
     test_matmul_fused(1);
     test_matmul_fused(g_quick ? 3 : 37);
+    test_matmul_fused_t(1, k_q8);
+    test_matmul_fused_t(g_quick ? 3 : 37, k_q8);
     test_matmul_fused_t(1, k_q5);
     test_matmul_fused_t(g_quick ? 3 : 37, k_q5);
     test_matmul_q6k_fused(g_quick ? 40 : 2560, g_quick ? 768 : 9728, 1);

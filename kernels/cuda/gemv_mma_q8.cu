@@ -1,0 +1,336 @@
+// gemv_mma_q8.cu: the matmul family for Q8_0 weights on the INT8 tensor cores (session 35): GEMV
+// and GEMM (any N) with the plain (+bias, 1..3 segments), add and SwiGLU-pair epilogues, and the
+// folded RMSNorm. Default path; LOOM_GEMV_MMA_Q8=0 (or LOOM_GEMV_MMA=0) keeps Q8_0 on the
+// warp-per-row kernels of gemv.cu / gemm.cu, which are also the fallback when a launch fails and
+// the path of weights this file does not take (mma_q8_seg_ok: rows of K % 256 != 0, unaligned).
+//
+// The product. One mma.sync m16n8k32 s8.s8 -> s32 is one Q8_0 block (32 int8 quants, one f16 d)
+// of 16 rows: A = the quants as they are, B = x as 4 exact int8 limbs, staged as
+// q4k_i8_body.cuh stages them (stage_q4i8: the same k permutation, lane t's k-slots 4t.. and
+// 16 + 4t.. holding the block's values 8t..8t+3 and 8t+4..8t+7, so its A registers of rows g
+// and g + 8 are the row's quant bytes 8t..8t+7; two tokens an n8 tile, token 2p + e in columns
+// 4e + j = limb j). Lane t's columns (2t, 2t+1) are limbs 2 (t & 1), +1 of token 2p + (t >> 1):
+// C = 256 D_a + D_b is exact in s32 (|D_a| <= 32 * 128 * 64 = 2^18), and per block and row, in
+// FP32, P += d * float(C); once a super-block (8 blocks, x's scale s), acc += P * (w_t / s) with
+// w_t = 2^16 (t even) or 1. After the K loop lanes t and t ^ 1 are summed (q4_i8_lane_sum), then
+// warps and cluster ranks in reduce_partials' fixed order. A GEMM token's integers and float
+// steps are the GEMV's (its columns, lanes and order), so a GEMM token == the GEMV's bits.
+//
+// The weights. A Q8_0 block is 34 bytes, so a block's quants are only 2-byte aligned; a row's
+// super-block (8 blocks, 272 bytes = 17 chunks of 16) is 16-byte aligned where K % 256 == 0 and
+// the weights are. Each warp copies its 16 rows' super-block (4,352 bytes) into shared memory by
+// cp.async (9 chunks a lane, lane + 32 i; rows past the segment repeat its last row), requested
+// before the PDL wait (weights are constant), and a lane reads its words back: for even blocks
+// (quants at 2 mod 4) three words and two byte permutes, for odd ones two aligned words; each
+// block's d is one more (broadcast) word. GEMV: 2 stages a warp (the next super-block in flight
+// during this one's math); GEMM: 1 (4 tokens' limbs take the room), the words read into
+// registers before the stage is refilled.
+//
+// Launch geometry (as gemv_mma.cu): 128-thread blocks; a block owns a 16-row tile of one segment
+// and 1 token (GEMV) or 4 (GEMM groups, the last possibly ragged); the K share's super-blocks go
+// to the warps round robin; on sm_90 a cluster of S blocks (mma_pick_split, from the shape only)
+// splits K. The SwiGLU pair: warps 0, 1 take the gate's rows of the tile, warps 2, 3 the up's,
+// each over half the K share, and the store writes silu(gate) * up (the partials of the other
+// matrix are zeros in reduce_partials' sum: exact). Fixed order everywhere: deterministic.
+//
+// Folded RMSNorm (NORM): as gemv_mma_q6k.cu, the block's token scales (norm.cuh
+// block_rms_scales) after the PDL wait, each staged value (x * scale) * w[k]: bit for bit
+// loom_cuda_rms_norm followed by the plain kernel.
+//
+// Numeric contract: |y - y_cpu| <= 1e-5 * sum_k |W x| (+1e-30) against the CPU twin, as the
+// other INT8 bodies (the products and integer sums exact, x keeps 24 bits of its super-block's
+// max, float(C) rounds at 2^-24); not bit-identical to the warp-per-row kernels.
+//
+// Cost counted before measuring (per warp and 16-row super-block of 4,352 bytes, GEMV): 9
+// LDGSTS, 56 LDS.32 (2 rows x (8 blocks' 2-3 quant words + d)), 16 PRMT, 16 d conversions, 8
+// IMMA, 4 LDS.128 (B), fold 48 (per block and row LEA, I2F, FFMA), x staging ~60: ~230, i.e.
+// ~0.05 a byte against the Q4_K body's ~0.14 (320 a 2,304-byte step): the stream, not the
+// issue, should bound it. Measured: bench/NOTES.md 2.7.
+#include <stdio.h>
+
+#include "kernels/cuda/q4k_i8_body.cuh"
+
+namespace loom_cuda {
+namespace {
+
+using q6k::kGemmTok;
+using q6k::kTileRows;
+using q6k::Q6Args;
+
+constexpr int kQ8Sb = 8 * kQ80Bytes;                       // 272: a row's super-block
+constexpr int kQ8TileBytes = kTileRows * kQ8Sb;           // 4,352: a warp's stage
+constexpr int kQ8Chunks = kQ8TileBytes / 16;              // 272
+constexpr int kQ8LaneChunks = (kQ8Chunks + 31) / 32;      // 9
+constexpr int kQ8RowWords = kQ8Sb / 4;                    // 68
+constexpr int kQ8Tok = 4;                                 // GEMM tokens a block
+
+// A block's shared memory: ST weight stages a warp, the warps' limb stages, the norm's scratch,
+// the GEMV's split sums (reduce_partials' xch; the reduction's partials reuse wbuf).
+template <int NT, int NMAT, bool NORM>
+struct Q8Smem {
+    static constexpr int kSt = NT == 1 ? 2 : 1;
+    __align__(16) uint8_t wbuf[kWarps][kSt][kQ8TileBytes];
+    Q4I8Stage<NT> stage[kWarps];
+    double npart[NORM ? NT * kWarps : 1];
+    float nscale[NT];
+    float xch[xch_floats(NT == 1 && NMAT == 1)];
+};
+
+// One super-block of a warp's rows g, g + 8 as mma operands: A registers a[m][0..3] of block m
+// (rows g, g+8: quant bytes 8t..8t+3 in a0 / a1, 8t+4..8t+7 in a2 / a3) and the blocks' d.
+struct Q8Words {
+    uint32_t a[8][4];
+    float dg[8], d8[8];
+};
+
+// Reads lane (g, t)'s words of a staged super-block (wb: the warp's stage, rows 272 bytes apart).
+__device__ __forceinline__ void q8_words(const uint32_t *wb, int lane, Q8Words &q) {
+    const int g = lane >> 2, t = lane & 3;
+    const uint32_t *rg = wb + kQ8RowWords * g, *r8 = rg + kQ8RowWords * 8;
+    const uint32_t *pg = rg + 2 * t, *p8 = r8 + 2 * t;
+#pragma unroll
+    for (int m = 0; m < 8; m++) {
+        const int o = (34 * m + 2) >> 2;  // the word holding the block's quant byte 0 (+ 2t)
+        if (m % 2 == 0) {  // quants at 2 mod 4: bytes 2, 3 of one word and 0, 1 of the next
+            const uint32_t g0 = pg[o], g1 = pg[o + 1], g2 = pg[o + 2];
+            const uint32_t e0 = p8[o], e1 = p8[o + 1], e2 = p8[o + 2];
+            q.a[m][0] = __byte_perm(g0, g1, 0x5432);
+            q.a[m][2] = __byte_perm(g1, g2, 0x5432);
+            q.a[m][1] = __byte_perm(e0, e1, 0x5432);
+            q.a[m][3] = __byte_perm(e1, e2, 0x5432);
+            q.dg[m] = f16_bits_to_f32((uint16_t)(rg[34 * m / 4] & 0xFFFFu));
+            q.d8[m] = f16_bits_to_f32((uint16_t)(r8[34 * m / 4] & 0xFFFFu));
+        } else {  // aligned quants; d in the high half of the word before
+            q.a[m][0] = pg[o];
+            q.a[m][2] = pg[o + 1];
+            q.a[m][1] = p8[o];
+            q.a[m][3] = p8[o + 1];
+            q.dg[m] = f16_bits_to_f32((uint16_t)(rg[(34 * m - 2) / 4] >> 16));
+            q.d8[m] = f16_bits_to_f32((uint16_t)(r8[(34 * m - 2) / 4] >> 16));
+        }
+    }
+}
+
+// acc[p] (rows g, g+8) += the super-block's share of token 2p + (t >> 1) (limbs 2 (t & 1), +1).
+template <int NT>
+__device__ __forceinline__ void q8_superblock(const Q8Words &q, const Q4I8Stage<NT> &st, int lane,
+                                              float (&acc)[Q4I8Stage<NT>::kTiles][2]) {
+    constexpr int T = Q4I8Stage<NT>::kTiles;
+    const int t = lane & 3;
+    const float wt = (t & 1) ? 1.0f : 65536.0f;
+#pragma unroll
+    for (int p = 0; p < T; p++) {
+        float P[2] = {0.0f, 0.0f};
+#pragma unroll
+        for (int h = 0; h < 2; h++) {
+            uint32_t b0[4], b1[4];
+            q4_i8_b<NT>(st, p, h, lane, b0, b1);
+#pragma unroll
+            for (int i = 0; i < 4; i++) {
+                const int m = 4 * h + i;
+                int d[4];
+                q6k::mma_s8s8_k32(d, q.a[m][0], q.a[m][1], q.a[m][2], q.a[m][3], b0[i], b1[i]);
+                P[0] = __fmaf_rn(q.dg[m], __int2float_rn(d[0] * 256 + d[1]), P[0]);
+                P[1] = __fmaf_rn(q.d8[m], __int2float_rn(d[2] * 256 + d[3]), P[1]);
+            }
+        }
+        const float sw = __fmul_rn(st.sinv[2 * p + (t >> 1)], wt);
+        acc[p][0] = __fmaf_rn(P[0], sw, acc[p][0]);
+        acc[p][1] = __fmaf_rn(P[1], sw, acc[p][1]);
+    }
+}
+
+// The block's work for one tile: tile `tile` of a.tile0's ranges, K share `rank` of S, tokens
+// tok0 .. tok0 + NT - 1 (of a.n). NMAT = 2: the SwiGLU pair (a.seg[0] gate, a.seg[1] up).
+template <int NT, int NMAT, bool NORM>
+__device__ __forceinline__ void q8_tile(const Q6Args &a, Q8Smem<NT, NMAT, NORM> &sm, int64_t tile,
+                                        int rank, int S, int tok0) {
+    constexpr int ST = Q8Smem<NT, NMAT, NORM>::kSt;
+    constexpr int T = Q4I8Stage<NT>::kTiles;
+    constexpr int NL = NT < 4 ? 1 : NT / 4;  // tokens a lane stores (for_each_output)
+    constexpr int NV = NMAT * NL * 2;
+    constexpr int WPM = kWarps / NMAT;  // warps a matrix
+    constexpr bool XCH = NT == 1 && NMAT == 1;
+    pdl_launch_dependents();
+    if (XCH) cluster_start(S);
+    const int lane = threadIdx.x & 31, w = threadIdx.x >> 5;
+    const int mw = NMAT == 2 ? w / WPM : 0, kw = w % WPM;  // the warp's matrix and K slot
+    const int ntok = a.n - tok0 < NT ? a.n - tok0 : NT;
+    const int si = NMAT == 2 ? 0 : q6k::q6_seg_of(a, tile);
+    const Seg &s = a.seg[si];
+    const Seg &sw = a.seg[NMAT == 2 ? mw : si];  // the segment whose weights this warp reads
+    const int64_t r0 = (tile - a.tile0[si]) * kTileRows;
+    // chunk c = lane + 32 i of the warp's stage: row c / 17, 16-byte column c % 17
+    int roff[kQ8LaneChunks];
+#pragma unroll
+    for (int i = 0; i < kQ8LaneChunks; i++) {
+        const int c = lane + 32 * i, r = c / 17;
+        const int64_t rr = r0 + r < sw.rows ? r : sw.rows - 1 - r0;
+        roff[i] = (int)rr * (int)sw.row_bytes + 16 * (c % 17);
+    }
+    const uint8_t *wbase = sw.w + r0 * sw.row_bytes;
+    const int64_t nsb = a.K / 256;
+    const int64_t step = (int64_t)WPM * S;
+    int64_t sb = (int64_t)WPM * rank + kw;
+    auto issue = [&](uint8_t *buf, int64_t sq) {
+        if (sq < nsb) {
+            const uint8_t *src = wbase + sq * kQ8Sb;
+#pragma unroll
+            for (int i = 0; i < kQ8LaneChunks; i++)
+                if (lane + 32 * i < kQ8Chunks) cp_async16(buf + 16 * (lane + 32 * i), src + roff[i], true);
+        }
+        cp_async_commit();
+    };
+#pragma unroll
+    for (int q = 0; q < ST; q++) issue(sm.wbuf[w][q], sb + q * step);
+
+    Q4I8Stage<NT> &st = sm.stage[w];
+    q4_i8_stage_init<NT>(st, lane);
+    __syncwarp();
+    float acc[T][2];
+#pragma unroll
+    for (int p = 0; p < T; p++) acc[p][0] = acc[p][1] = 0.0f;
+    pdl_wait();
+    const int xoff = q4_i8_xoff(lane);
+    const float *xb = a.x + (int64_t)tok0 * a.K + xoff;
+    const int kx = (int)a.K;  // NT * K < 2^31 (K <= 2^26 / 34 * 32 a row)
+    float4 xa[NT], xc[NT];
+    auto load_x = [&](int64_t b, float4 (&pa)[NT], float4 (&pc)[NT]) {
+#pragma unroll
+        for (int i = 0; i < NT; i++)
+            if (i == 0 || i < ntok) {
+                const float *p = xb + b * 256 + i * kx;
+                pa[i] = ld_x4(p);
+                pc[i] = ld_x4(p + kQ4I8Xc);
+            }
+    };
+    constexpr bool kPrefetchX = NT == 1;  // the GEMV: the next super-block's x during this one
+    if (kPrefetchX && sb < nsb) load_x(sb, xa, xc);
+    const float *nwb = NORM && a.norm.w ? a.norm.w + xoff : nullptr;
+    if (NORM) block_rms_scales<NT>(a.x + (int64_t)tok0 * a.K, a.K, ntok, a.K, a.norm, sm.npart, sm.nscale);
+    for (int q = 0; sb < nsb; sb += step, q = q + 1 == ST ? 0 : q + 1) {
+        float4 nxa[NT], nxc[NT];
+        const bool more = sb + step < nsb;
+        if (kPrefetchX && more) load_x(sb + step, nxa, nxc);
+        if (!kPrefetchX) load_x(sb, xa, xc);
+        float4 nwa = make_float4(1.f, 1.f, 1.f, 1.f), nwc = nwa;
+        if (NORM && nwb) {
+            nwa = ld_x4(nwb + sb * 256);
+            nwc = ld_x4(nwb + sb * 256 + kQ4I8Xc);
+        }
+#pragma unroll
+        for (int i = 0; i < NT; i++)
+            if (i == 0 || i < ntok) {
+                if (NORM)
+                    stage_q4i8<NT>(st, i, rms_apply4(xa[i], sm.nscale[i], nwa),
+                                   rms_apply4(xc[i], sm.nscale[i], nwc), lane);
+                else
+                    stage_q4i8<NT>(st, i, xa[i], xc[i], lane);
+            }
+        cp_async_wait<ST - 1>();
+        __syncwarp();
+        Q8Words qw;
+        q8_words(reinterpret_cast<const uint32_t *>(sm.wbuf[w][q]), lane, qw);
+        __syncwarp();  // every lane has read stage q: refill it (the GEMM's only stage)
+        issue(sm.wbuf[w][q], sb + ST * step);
+        q8_superblock<NT>(qw, st, lane, acc);
+        __syncwarp();  // every lane has read the limbs before the next staging
+        if (kPrefetchX && more) {
+#pragma unroll
+            for (int i = 0; i < NT; i++) { xa[i] = nxa[i]; xc[i] = nxc[i]; }
+        }
+    }
+    cp_async_wait<0>();
+
+    // lanes t, t ^ 1, then warps 0..3 and ranks 0..S-1; the pair's other matrix is zeros
+    float v[NV];
+#pragma unroll
+    for (int i = 0; i < NV; i++) v[i] = 0.0f;
+    if (NMAT == 2 && mw == 1) q4_i8_lane_sum<NT, NL>(acc, v + NL * 2, lane);
+    else q4_i8_lane_sum<NT, NL>(acc, v, lane);
+    __syncthreads();  // every warp is done with wbuf: it holds the reduction's partials
+    reduce_partials<NV, false, XCH>(v, reinterpret_cast<float *>(&sm.wbuf[0][0][0]), S, nullptr,
+                                    sm.xch);
+    if (rank != 0 || w != 0) return;
+    if constexpr (NMAT == 2) {
+        q6k::for_each_output<NL>(r0, s.rows, tok0, ntok, lane, [&](int j, int k, int64_t i, int64_t) {
+            s.y[i] = __fmul_rn(silu_f(v[j * 2 + k]), v[(NL + j) * 2 + k]);
+        });
+    } else {
+        q6k::q6_store<NL>(a, s, r0, tok0, ntok, lane, v);
+    }
+}
+
+// Occupancy: 4 blocks an SM for the GEMV (<= 128 registers; 45 KB of shared memory a block),
+// 2 for the GEMM.
+template <int NT, int NMAT, bool NORM>
+static __global__ void __launch_bounds__(kThreads, NT == 1 ? 4 : 2) gemv_mma_q8(const Q6Args a) {
+    __shared__ Q8Smem<NT, NMAT, NORM> sm;
+    q8_tile<NT, NMAT, NORM>(a, sm, blockIdx.z, (int)blockIdx.x, (int)gridDim.x, (int)blockIdx.y * NT);
+}
+
+template <int NT, int NMAT>
+cudaError_t launch_q8(const Q6Args &a, bool norm, int S, int64_t groups, cudaStream_t stream) {
+    const dim3 grid((unsigned)S, (unsigned)groups, (unsigned)a.tile0[NMAT == 2 ? 1 : a.nseg]);
+    return launch_cluster(norm ? gemv_mma_q8<NT, NMAT, true> : gemv_mma_q8<NT, NMAT, false>, grid,
+                          dim3((unsigned)S, 1, 1), kThreads, 0, stream, a);
+}
+
+// Tokens a launch at most (token groups of kQ8Tok: 65535 a launch).
+constexpr int64_t kPerLaunch = 65535 * (int64_t)kQ8Tok;
+
+}  // namespace
+
+bool mma_q8_seg_ok(const Seg &s) {
+    return s.type == LOOM_GGML_Q8_0 && !s.tiles && ((uintptr_t)s.w % 16) == 0 &&
+           s.row_bytes % kQ8Sb == 0 && s.row_bytes <= (int64_t)1 << 26;
+}
+
+loom_status mma_q8_matmul(const Seg *seg, int nseg, int epi, const float *x, int64_t K, int64_t n,
+                          const PreNorm *norm, loom_error *err, cudaStream_t stream) {
+    if (n <= 0) return LOOM_OK;
+    const bool pair = epi == EPI_SWIGLU;
+    if (nseg < 1 || nseg > 3 || (epi != EPI_PLAIN && epi != EPI_ADD && !pair) ||
+        (epi == EPI_ADD && nseg != 1) || (pair && (nseg != 2 || seg[0].rows != seg[1].rows)))
+        ARG_FAIL(LOOM_ERR_INVALID_ARGUMENT, "matmul (mma Q8_0): %d segments with epilogue %d",
+                 nseg, epi);
+    Q6Args a = {};
+    int64_t tiles = 0;
+    a.nseg = nseg;
+    for (int i = 0; i < nseg; i++) {
+        a.seg[i] = seg[i];
+        a.tile0[i] = tiles;
+        if (!pair || i == 0) tiles += (seg[i].rows + kTileRows - 1) / kTileRows;
+    }
+    for (int i = nseg; i < 4; i++) a.tile0[i] = tiles;
+    if (tiles == 0) return LOOM_OK;
+    if (tiles > 65535)
+        ARG_FAIL(LOOM_ERR_UNSUPPORTED, "matmul (mma Q8_0): %lld row tiles > 65535", (long long)tiles);
+    a.epi = epi;
+    a.x = x;
+    a.K = K;
+    if (norm) a.norm = *norm;
+    const bool nm = norm != nullptr;
+    const int S = mma_pick_split(pair ? 2 * tiles : tiles, K / 256);  // gemv_mma.cu's rule
+    for (int64_t t0 = 0; t0 < n; t0 += kPerLaunch) {
+        const int64_t nn = n - t0 < kPerLaunch ? n - t0 : kPerLaunch;
+        Q6Args b = a;
+        b.x = x + t0 * K;
+        b.n = (int)nn;
+        for (int i = 0; i < nseg; i++) {
+            const int64_t rows = b.seg[i].rows;
+            if (b.seg[i].y) b.seg[i].y += t0 * rows;
+            if (b.seg[i].resid) b.seg[i].resid += t0 * rows;
+        }
+        const int64_t groups = nn == 1 ? 1 : (nn + kQ8Tok - 1) / kQ8Tok;
+        cudaError_t e;
+        if (pair) e = nn > 1 ? launch_q8<kQ8Tok, 2>(b, nm, S, groups, stream)
+                             : launch_q8<1, 2>(b, nm, S, groups, stream);
+        else e = nn > 1 ? launch_q8<kQ8Tok, 1>(b, nm, S, groups, stream)
+                        : launch_q8<1, 1>(b, nm, S, groups, stream);
+        CUDA_CHECK(e);
+    }
+    return LOOM_OK;
+}
+
+}  // namespace loom_cuda
