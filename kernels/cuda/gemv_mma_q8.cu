@@ -140,6 +140,24 @@ __device__ __forceinline__ void q8_superblock(const Q8Words &q, const Q4I8Stage<
     }
 }
 
+// A pair's outputs of one tile from its dots g(e), u(e) (e = j * 2 + k, for_each_output's
+// layout): silu(g) * u into seg[0].y (EPI_SWIGLU), else both outputs (+ bias). The pair without
+// epilogue runs the same kernels, so it gives the SwiGLU pair's dots.
+template <int NL, typename G, typename U>
+__device__ __forceinline__ void q8_pair_store(const Q6Args &a, int64_t r0, int tok0, int ntok,
+                                              int lane, G g, U u) {
+    const Seg &s0 = a.seg[0], &s1 = a.seg[1];
+    q6k::for_each_output<NL>(r0, s0.rows, tok0, ntok, lane, [&](int j, int k, int64_t i, int64_t r) {
+        const float y0 = g(j * 2 + k), y1 = u(j * 2 + k);
+        if (a.epi == EPI_SWIGLU) {
+            s0.y[i] = __fmul_rn(silu_f(y0), y1);
+        } else {
+            s0.y[i] = s0.bias ? __fadd_rn(y0, s0.bias[r]) : y0;
+            s1.y[i] = s1.bias ? __fadd_rn(y1, s1.bias[r]) : y1;
+        }
+    });
+}
+
 // The block's work for one tile: tile `tile` of a.tile0's ranges, K share `rank` of S, tokens
 // tok0 .. tok0 + NT - 1 (of a.n). NMAT = 2: the SwiGLU pair (a.seg[0] gate, a.seg[1] up).
 template <int NT, int NMAT, bool NORM>
@@ -253,12 +271,198 @@ __device__ __forceinline__ void q8_tile(const Q6Args &a, Q8Smem<NT, NMAT, NORM> 
                                     sm.xch);
     if (rank != 0 || w != 0) return;
     if constexpr (NMAT == 2) {
-        q6k::for_each_output<NL>(r0, s.rows, tok0, ntok, lane, [&](int j, int k, int64_t i, int64_t) {
-            s.y[i] = __fmul_rn(silu_f(v[j * 2 + k]), v[(NL + j) * 2 + k]);
-        });
+        q8_pair_store<NL>(a, r0, tok0, ntok, lane, [&](int e) { return v[e]; },
+                          [&](int e) { return v[NL * 2 + e]; });
     } else {
         q6k::q6_store<NL>(a, s, r0, tok0, ntok, lane, v);
     }
+}
+
+// The wide GEMM (n >= kQ8WideMin): a block of 4 warps = kWideTiles tiles (NMAT = 1: warp w the
+// tile 4 z + w; the pair: warps 0, 1 the gate's tiles 2 z, 2 z + 1, warps 2, 3 the up's) x
+// kQ8WideTok tokens, x staged once a super-block for the whole block (warp w its tokens 4 w ..
+// 4 w + 3), so the staging is shared by 4 tiles and each A by 16 tokens. Every warp walks the
+// super-blocks in the GEMV's partial order (ranks r < S, K slots kw < WPM, then sb = WPM r + kw
+// + k WPM S), summing as the GEMV does: each partial from 0 by q8_superblock, its lanes t, t ^ 1,
+// then the partials of a rank in kw order (the pair's two zero partials of the other matrix
+// added too), then the ranks in order: a token's bits are the GEMV's.
+constexpr int kQ8WideTok = 16;
+constexpr int kQ8WideMin = 16;  // tokens from which mma_q8_matmul runs the wide GEMM
+
+template <int NMAT>
+struct Q8WideSmem {
+    __align__(16) uint8_t wbuf[kWarps][kQ8TileBytes];
+    Q4I8Stage<kQ8WideTok> stage;
+    double npart[kQ8WideTok * kWarps];
+    float nscale[kQ8WideTok];
+    float up[NMAT == 2 ? 2 * (kQ8WideTok / 4) * 2 * 32 : 1];  // the pair: the up warps' totals
+};
+
+template <int NMAT, bool NORM>
+__device__ __forceinline__ void q8_wide(const Q6Args &a, Q8WideSmem<NMAT> &sm, int64_t quad,
+                                        int S, int tok0) {
+    constexpr int NT = kQ8WideTok, T = Q4I8Stage<NT>::kTiles, NL = NT / 4;
+    constexpr int WPM = kWarps / NMAT;
+    constexpr int kTilesB = kWarps / NMAT;  // tiles a block
+    pdl_launch_dependents();
+    const int lane = threadIdx.x & 31, w = threadIdx.x >> 5;
+    const int mw = NMAT == 2 ? w / 2 : 0;
+    const int64_t ntiles = a.tile0[NMAT == 2 ? 1 : a.nseg];
+    int64_t tile = quad * kTilesB + (NMAT == 2 ? w % 2 : w);
+    const bool live = tile < ntiles;
+    if (!live) tile = ntiles - 1;  // (computed, never stored)
+    const int ntok = a.n - tok0 < NT ? a.n - tok0 : NT;
+    const int si = NMAT == 2 ? 0 : q6k::q6_seg_of(a, tile);
+    const Seg &s = a.seg[si];
+    const Seg &sw = a.seg[NMAT == 2 ? mw : si];
+    const int64_t r0 = (tile - a.tile0[si]) * kTileRows;
+    int roff[kQ8LaneChunks];
+#pragma unroll
+    for (int i = 0; i < kQ8LaneChunks; i++) {
+        const int c = lane + 32 * i, r = c / 17;
+        const int64_t rr = r0 + r < sw.rows ? r : sw.rows - 1 - r0;
+        roff[i] = (int)rr * (int)sw.row_bytes + 16 * (c % 17);
+    }
+    const uint8_t *wbase = sw.w + r0 * sw.row_bytes;
+    const int64_t nsb = a.K / 256, step = (int64_t)WPM * S;
+    auto issue = [&](int64_t sq) {
+        if (sq < nsb) {
+            const uint8_t *src = wbase + sq * kQ8Sb;
+#pragma unroll
+            for (int i = 0; i < kQ8LaneChunks; i++)
+                if (lane + 32 * i < kQ8Chunks)
+                    cp_async16(sm.wbuf[w] + 16 * (lane + 32 * i), src + roff[i], true);
+        }
+        cp_async_commit();
+    };
+    // the walk: partial (r, kw), its k-th super-block WPM r + kw + k step
+    int r = 0, kw = 0;
+    int64_t sb = 0;
+    auto advance = [&]() {  // the next super-block of the walk (sb >= nsb: done)
+        sb += step;
+        while (sb >= nsb && r < S) {
+            if (++kw == WPM) {
+                kw = 0;
+                ++r;
+            }
+            sb = r < S ? (int64_t)WPM * r + kw : nsb;
+        }
+    };
+    issue(sb);
+    if (w == 0) q4_i8_stage_init<NT>(sm.stage, lane);  // (visible after the loop's first barrier)
+    pdl_wait();
+    if (NORM) block_rms_scales<NT>(a.x + (int64_t)tok0 * a.K, a.K, ntok, a.K, a.norm, sm.npart, sm.nscale);
+    const int xoff = q4_i8_xoff(lane);
+    const float *xb = a.x + (int64_t)tok0 * a.K + xoff;
+    const float *nwb = NORM && a.norm.w ? a.norm.w + xoff : nullptr;
+    float acc[T][2], rank[T][2], tot[T][2];
+#pragma unroll
+    for (int p = 0; p < T; p++) acc[p][0] = acc[p][1] = 0.0f;
+    int pr = 0, pkw = 0;  // the partial acc holds
+    // acc (partial (pr, pkw)) into the rank's sum, then (its last K slot) the rank into the total;
+    // acc = 0 for the next partial (pr, pkw)
+    auto close_partial = [&]() {
+#pragma unroll
+        for (int p = 0; p < T; p++)
+#pragma unroll
+            for (int k = 0; k < 2; k++) {
+                float v = __fadd_rn(acc[p][k], __shfl_xor_sync(0xffffffffu, acc[p][k], 1));
+                v = pkw == 0 ? v : __fadd_rn(rank[p][k], v);
+                if (NMAT == 2 && pkw == WPM - 1) {  // the other matrix's two zero partials
+                    v = __fadd_rn(v, 0.0f);
+                    v = __fadd_rn(v, 0.0f);
+                }
+                rank[p][k] = v;
+                acc[p][k] = 0.0f;
+                if (pkw == WPM - 1) tot[p][k] = pr == 0 ? v : __fadd_rn(tot[p][k], v);
+            }
+        if (++pkw == WPM) {
+            pkw = 0;
+            ++pr;
+        }
+    };
+    // closes the partials before (r1, kw1), those without super-blocks (nsb < 4: S = 1 and
+    // warps without work in the GEMV) as the zeros they are there
+    auto close_until = [&](int r1, int kw1) {
+        while (pr < r1 || (pr == r1 && pkw < kw1)) close_partial();
+    };
+    while (sb < nsb) {
+        close_until(r, kw);
+        __syncthreads();  // every warp has read the previous limbs
+        {
+            float4 nwa = make_float4(1.f, 1.f, 1.f, 1.f), nwc = nwa;
+            if (NORM && nwb) {
+                nwa = ld_x4(nwb + sb * 256);
+                nwc = ld_x4(nwb + sb * 256 + kQ4I8Xc);
+            }
+#pragma unroll
+            for (int j = 0; j < 4; j++) {
+                const int i = 4 * w + j;
+                if (i < ntok) {
+                    const float *p = xb + sb * 256 + (int64_t)i * a.K;
+                    const float4 xa = ld_x4(p), xc = ld_x4(p + kQ4I8Xc);
+                    if (NORM)
+                        stage_q4i8<NT>(sm.stage, i, rms_apply4(xa, sm.nscale[i], nwa),
+                                       rms_apply4(xc, sm.nscale[i], nwc), lane);
+                    else
+                        stage_q4i8<NT>(sm.stage, i, xa, xc, lane);
+                }
+            }
+        }
+        cp_async_wait<0>();
+        __syncthreads();  // the limbs and (each warp) its weights are in place
+        Q8Words qw;
+        q8_words(reinterpret_cast<const uint32_t *>(sm.wbuf[w]), lane, qw);
+        __syncwarp();  // every lane has read the stage: the walk's next super-block into it
+        advance();
+        issue(sb);
+        q8_superblock<NT>(qw, sm.stage, lane, acc);
+    }
+    close_until(S, 0);
+    cp_async_wait<0>();
+    // the GEMV's store layout (q4_i8_lane_sum's move, without its sum: tot is lane-summed)
+    float v[NL * 2];
+    {
+        const int t = lane & 3, src = (lane & ~3) | ((t & 1) << 1);
+#pragma unroll
+        for (int jj = 0; jj < NL; jj++)
+#pragma unroll
+            for (int k = 0; k < 2; k++) {
+                const float x0 = __shfl_sync(0xffffffffu, tot[2 * jj][k], src);
+                const float x1 = __shfl_sync(0xffffffffu, tot[2 * jj + 1][k], src);
+                v[jj * 2 + k] = (t >> 1) ? x1 : x0;
+            }
+    }
+    if constexpr (NMAT == 2) {
+        float *up = sm.up + (w % 2) * (NL * 2 * 32);
+        if (mw == 1) {
+#pragma unroll
+            for (int i = 0; i < NL * 2; i++) up[i * 32 + lane] = v[i];
+        }
+        __syncthreads();
+        if (mw == 1 || !live) return;
+        q8_pair_store<NL>(a, r0, tok0, ntok, lane, [&](int e) { return v[e]; },
+                          [&](int e) { return up[e * 32 + lane]; });
+    } else {
+        if (!live) return;
+        q6k::q6_store<NL>(a, s, r0, tok0, ntok, lane, v);
+    }
+}
+
+template <int NMAT, bool NORM>
+static __global__ void __launch_bounds__(kThreads, 2) gemm_wide_q8(const Q6Args a, int S) {
+    __shared__ Q8WideSmem<NMAT> sm;
+    q8_wide<NMAT, NORM>(a, sm, blockIdx.z, S, (int)blockIdx.y * kQ8WideTok);
+}
+
+template <int NMAT>
+cudaError_t launch_wide_q8(const Q6Args &a, bool norm, int S, cudaStream_t stream) {
+    constexpr int kTilesB = kWarps / NMAT;
+    const int64_t tiles = a.tile0[NMAT == 2 ? 1 : a.nseg];
+    const dim3 grid(1u, (unsigned)((a.n + kQ8WideTok - 1) / kQ8WideTok),
+                    (unsigned)((tiles + kTilesB - 1) / kTilesB));
+    return launch(norm ? gemm_wide_q8<NMAT, true> : gemm_wide_q8<NMAT, false>, grid, kThreads, 0,
+                  stream, a, S);
 }
 
 // Occupancy: 4 blocks an SM for the GEMV (<= 128 registers; 45 KB of shared memory a block),
@@ -289,9 +493,10 @@ bool mma_q8_seg_ok(const Seg &s) {
 loom_status mma_q8_matmul(const Seg *seg, int nseg, int epi, const float *x, int64_t K, int64_t n,
                           const PreNorm *norm, loom_error *err, cudaStream_t stream) {
     if (n <= 0) return LOOM_OK;
-    const bool pair = epi == EPI_SWIGLU;
-    if (nseg < 1 || nseg > 3 || (epi != EPI_PLAIN && epi != EPI_ADD && !pair) ||
-        (epi == EPI_ADD && nseg != 1) || (pair && (nseg != 2 || seg[0].rows != seg[1].rows)))
+    // the pair's kernels: SwiGLU, and two matrices of equal rows without epilogue (the same dots)
+    const bool pair = nseg == 2 && seg[0].rows == seg[1].rows && (epi == EPI_SWIGLU || epi == EPI_PLAIN);
+    if (nseg < 1 || nseg > 3 || (epi != EPI_PLAIN && epi != EPI_ADD && epi != EPI_SWIGLU) ||
+        (epi == EPI_ADD && nseg != 1) || (epi == EPI_SWIGLU && !pair))
         ARG_FAIL(LOOM_ERR_INVALID_ARGUMENT, "matmul (mma Q8_0): %d segments with epilogue %d",
                  nseg, epi);
     Q6Args a = {};
@@ -324,7 +529,8 @@ loom_status mma_q8_matmul(const Seg *seg, int nseg, int epi, const float *x, int
         }
         const int64_t groups = nn == 1 ? 1 : (nn + kQ8Tok - 1) / kQ8Tok;
         cudaError_t e;
-        if (pair) e = nn > 1 ? launch_q8<kQ8Tok, 2>(b, nm, S, groups, stream)
+        if (nn >= kQ8WideMin) e = pair ? launch_wide_q8<2>(b, nm, S, stream) : launch_wide_q8<1>(b, nm, S, stream);
+        else if (pair) e = nn > 1 ? launch_q8<kQ8Tok, 2>(b, nm, S, groups, stream)
                              : launch_q8<1, 2>(b, nm, S, groups, stream);
         else e = nn > 1 ? launch_q8<kQ8Tok, 1>(b, nm, S, groups, stream)
                         : launch_q8<1, 1>(b, nm, S, groups, stream);
