@@ -16,6 +16,10 @@
 // warps and cluster ranks in reduce_partials' fixed order. A GEMM token's integers and float
 // steps are the GEMV's (its columns, lanes and order), so a GEMM token == the GEMV's bits.
 //
+// The wide GEMM (from kQ8WideMin tokens; q8_wide below): a block = 4 tiles x 16 tokens, x staged
+// once a super-block for its 4 tiles, each warp walking the GEMV's split-K partials in
+// reduce_partials' order: the same bits a token, ~2x the 4-token GEMM at N = 512.
+//
 // The weights. A Q8_0 block is 34 bytes, so a block's quants are only 2-byte aligned; a row's
 // super-block (8 blocks, 272 bytes = 17 chunks of 16) is 16-byte aligned where K % 256 == 0 and
 // the weights are. Each warp copies its 16 rows' super-block (4,352 bytes) into shared memory by
@@ -29,9 +33,10 @@
 // Launch geometry (as gemv_mma.cu): 128-thread blocks; a block owns a 16-row tile of one segment
 // and 1 token (GEMV) or 4 (GEMM groups, the last possibly ragged); the K share's super-blocks go
 // to the warps round robin; on sm_90 a cluster of S blocks (mma_pick_split, from the shape only)
-// splits K. The SwiGLU pair: warps 0, 1 take the gate's rows of the tile, warps 2, 3 the up's,
-// each over half the K share, and the store writes silu(gate) * up (the partials of the other
-// matrix are zeros in reduce_partials' sum: exact). Fixed order everywhere: deterministic.
+// splits K. The pair: warps 0, 1 take the gate's rows of the tile, warps 2, 3 the up's, each
+// over half the K share (the partials of the other matrix are zeros in reduce_partials' sum),
+// and the store writes silu(gate) * up, or without epilogue (two segments of equal rows) both
+// outputs: the same dots either way. Fixed order everywhere: deterministic.
 //
 // Folded RMSNorm (NORM): as gemv_mma_q6k.cu, the block's token scales (norm.cuh
 // block_rms_scales) after the PDL wait, each staged value (x * scale) * w[k]: bit for bit
@@ -45,15 +50,13 @@
 // LDGSTS, 56 LDS.32 (2 rows x (8 blocks' 2-3 quant words + d)), 16 PRMT, 16 d conversions, 8
 // IMMA, 4 LDS.128 (B), fold 48 (per block and row LEA, I2F, FFMA), x staging ~60: ~230, i.e.
 // ~0.05 a byte against the Q4_K body's ~0.14 (320 a 2,304-byte step): the stream, not the
-// issue, should bound it. Measured: bench/NOTES.md 2.7.
-#include <stdio.h>
-
+// issue, should bound it. Measured (H200, bench/NOTES.md 2.7): the 8B GEMV at 84% of copy, the
+// 4B pair at 76%; a 4B Q8_0 model 3.76 -> 2.20-2.24 ms/token, prefill 400 -> ~5,100-5,300 t/s.
 #include "kernels/cuda/q4k_i8_body.cuh"
 
 namespace loom_cuda {
 namespace {
 
-using q6k::kGemmTok;
 using q6k::kTileRows;
 using q6k::Q6Args;
 
@@ -140,6 +143,53 @@ __device__ __forceinline__ void q8_superblock(const Q8Words &q, const Q4I8Stage<
     }
 }
 
+// A warp's copy of its 16 rows' super-blocks of segment s from row r0 into shared memory:
+// chunk c = lane + 32 i of a stage is row c / 17 (rows past the segment repeat its last row),
+// 16-byte column c % 17; off[i] its offset from the tile's first row (< 16 row_bytes <= 2^30).
+struct Q8Copy {
+    const uint8_t *base;
+    int off[kQ8LaneChunks];
+};
+__device__ __forceinline__ Q8Copy q8_copy(const Seg &s, int64_t r0, int lane) {
+    Q8Copy c;
+    c.base = s.w + r0 * s.row_bytes;
+#pragma unroll
+    for (int i = 0; i < kQ8LaneChunks; i++) {
+        const int ch = lane + 32 * i, r = ch / 17;
+        const int64_t rr = r0 + r < s.rows ? r : s.rows - 1 - r0;
+        c.off[i] = (int)rr * (int)s.row_bytes + 16 * (ch % 17);
+    }
+    return c;
+}
+// Requests super-block sb (none past nsb) into the stage buf, and commits a group either way.
+__device__ __forceinline__ void q8_issue(const Q8Copy &c, uint8_t *buf, int64_t sb, int64_t nsb,
+                                         int lane) {
+    if (sb < nsb) {
+        const uint8_t *src = c.base + sb * kQ8Sb;
+#pragma unroll
+        for (int i = 0; i < kQ8LaneChunks; i++)
+            if (lane + 32 * i < kQ8Chunks) cp_async16(buf + 16 * (lane + 32 * i), src + c.off[i], true);
+    }
+    cp_async_commit();
+}
+
+// Stages token tok's values xa, xc of super-block sb (stage_q4i8), RMS-normed first when NORM:
+// (x * sc) * w with the norm weight at nwb + the same positions (nwb NULL: 1.0).
+template <int NT, bool NORM>
+__device__ __forceinline__ void q8_stage(Q4I8Stage<NT> &st, int tok, float4 xa, float4 xc,
+                                         float sc, const float *nwb, int64_t sb, int lane) {
+    if constexpr (NORM) {
+        float4 nwa = make_float4(1.f, 1.f, 1.f, 1.f), nwc = nwa;
+        if (nwb) {
+            nwa = ld_x4(nwb + sb * 256);
+            nwc = ld_x4(nwb + sb * 256 + kQ4I8Xc);
+        }
+        stage_q4i8<NT>(st, tok, rms_apply4(xa, sc, nwa), rms_apply4(xc, sc, nwc), lane);
+    } else {
+        stage_q4i8<NT>(st, tok, xa, xc, lane);
+    }
+}
+
 // A pair's outputs of one tile from its dots g(e), u(e) (e = j * 2 + k, for_each_output's
 // layout): silu(g) * u into seg[0].y (EPI_SWIGLU), else both outputs (+ bias). The pair without
 // epilogue runs the same kernels, so it gives the SwiGLU pair's dots.
@@ -159,7 +209,7 @@ __device__ __forceinline__ void q8_pair_store(const Q6Args &a, int64_t r0, int t
 }
 
 // The block's work for one tile: tile `tile` of a.tile0's ranges, K share `rank` of S, tokens
-// tok0 .. tok0 + NT - 1 (of a.n). NMAT = 2: the SwiGLU pair (a.seg[0] gate, a.seg[1] up).
+// tok0 .. tok0 + NT - 1 (of a.n). NMAT = 2: the pair (a.seg[0] gate, a.seg[1] up; q8_pair_store).
 template <int NT, int NMAT, bool NORM>
 __device__ __forceinline__ void q8_tile(const Q6Args &a, Q8Smem<NT, NMAT, NORM> &sm, int64_t tile,
                                         int rank, int S, int tok0) {
@@ -178,7 +228,8 @@ __device__ __forceinline__ void q8_tile(const Q6Args &a, Q8Smem<NT, NMAT, NORM> 
     const Seg &s = a.seg[si];
     const Seg &sw = a.seg[NMAT == 2 ? mw : si];  // the segment whose weights this warp reads
     const int64_t r0 = (tile - a.tile0[si]) * kTileRows;
-    // chunk c = lane + 32 i of the warp's stage: row c / 17, 16-byte column c % 17
+    // q8_copy / q8_issue spelled out: their struct cost these kernels 2 registers and the 8B
+    // GEMV ~10% (H200, session 35: 17.4 -> 19.2 us; bench/NOTES.md 2.7)
     int roff[kQ8LaneChunks];
 #pragma unroll
     for (int i = 0; i < kQ8LaneChunks; i++) {
@@ -231,20 +282,10 @@ __device__ __forceinline__ void q8_tile(const Q6Args &a, Q8Smem<NT, NMAT, NORM> 
         const bool more = sb + step < nsb;
         if (kPrefetchX && more) load_x(sb + step, nxa, nxc);
         if (!kPrefetchX) load_x(sb, xa, xc);
-        float4 nwa = make_float4(1.f, 1.f, 1.f, 1.f), nwc = nwa;
-        if (NORM && nwb) {
-            nwa = ld_x4(nwb + sb * 256);
-            nwc = ld_x4(nwb + sb * 256 + kQ4I8Xc);
-        }
 #pragma unroll
         for (int i = 0; i < NT; i++)
-            if (i == 0 || i < ntok) {
-                if (NORM)
-                    stage_q4i8<NT>(st, i, rms_apply4(xa[i], sm.nscale[i], nwa),
-                                   rms_apply4(xc[i], sm.nscale[i], nwc), lane);
-                else
-                    stage_q4i8<NT>(st, i, xa[i], xc[i], lane);
-            }
+            if (i == 0 || i < ntok)
+                q8_stage<NT, NORM>(st, i, xa[i], xc[i], NORM ? sm.nscale[i] : 1.0f, nwb, sb, lane);
         cp_async_wait<ST - 1>();
         __syncwarp();
         Q8Words qw;
@@ -278,7 +319,7 @@ __device__ __forceinline__ void q8_tile(const Q6Args &a, Q8Smem<NT, NMAT, NORM> 
     }
 }
 
-// The wide GEMM (n >= kQ8WideMin): a block of 4 warps = kWideTiles tiles (NMAT = 1: warp w the
+// The wide GEMM (n >= kQ8WideMin): a block of 4 warps = 4 weight tiles (NMAT = 1: warp w the
 // tile 4 z + w; the pair: warps 0, 1 the gate's tiles 2 z, 2 z + 1, warps 2, 3 the up's) x
 // kQ8WideTok tokens, x staged once a super-block for the whole block (warp w its tokens 4 w ..
 // 4 w + 3), so the staging is shared by 4 tiles and each A by 16 tokens. Every warp walks the
@@ -316,25 +357,8 @@ __device__ __forceinline__ void q8_wide(const Q6Args &a, Q8WideSmem<NMAT> &sm, i
     const Seg &s = a.seg[si];
     const Seg &sw = a.seg[NMAT == 2 ? mw : si];
     const int64_t r0 = (tile - a.tile0[si]) * kTileRows;
-    int roff[kQ8LaneChunks];
-#pragma unroll
-    for (int i = 0; i < kQ8LaneChunks; i++) {
-        const int c = lane + 32 * i, r = c / 17;
-        const int64_t rr = r0 + r < sw.rows ? r : sw.rows - 1 - r0;
-        roff[i] = (int)rr * (int)sw.row_bytes + 16 * (c % 17);
-    }
-    const uint8_t *wbase = sw.w + r0 * sw.row_bytes;
+    const Q8Copy cp = q8_copy(sw, r0, lane);
     const int64_t nsb = a.K / 256, step = (int64_t)WPM * S;
-    auto issue = [&](int64_t sq) {
-        if (sq < nsb) {
-            const uint8_t *src = wbase + sq * kQ8Sb;
-#pragma unroll
-            for (int i = 0; i < kQ8LaneChunks; i++)
-                if (lane + 32 * i < kQ8Chunks)
-                    cp_async16(sm.wbuf[w] + 16 * (lane + 32 * i), src + roff[i], true);
-        }
-        cp_async_commit();
-    };
     // the walk: partial (r, kw), its k-th super-block WPM r + kw + k step
     int r = 0, kw = 0;
     int64_t sb = 0;
@@ -348,7 +372,7 @@ __device__ __forceinline__ void q8_wide(const Q6Args &a, Q8WideSmem<NMAT> &sm, i
             sb = r < S ? (int64_t)WPM * r + kw : nsb;
         }
     };
-    issue(sb);
+    q8_issue(cp, sm.wbuf[w], sb, nsb, lane);
     if (w == 0) q4_i8_stage_init<NT>(sm.stage, lane);  // (visible after the loop's first barrier)
     pdl_wait();
     if (NORM) block_rms_scales<NT>(a.x + (int64_t)tok0 * a.K, a.K, ntok, a.K, a.norm, sm.npart, sm.nscale);
@@ -389,24 +413,13 @@ __device__ __forceinline__ void q8_wide(const Q6Args &a, Q8WideSmem<NMAT> &sm, i
     while (sb < nsb) {
         close_until(r, kw);
         __syncthreads();  // every warp has read the previous limbs
-        {
-            float4 nwa = make_float4(1.f, 1.f, 1.f, 1.f), nwc = nwa;
-            if (NORM && nwb) {
-                nwa = ld_x4(nwb + sb * 256);
-                nwc = ld_x4(nwb + sb * 256 + kQ4I8Xc);
-            }
 #pragma unroll
-            for (int j = 0; j < 4; j++) {
-                const int i = 4 * w + j;
-                if (i < ntok) {
-                    const float *p = xb + sb * 256 + (int64_t)i * a.K;
-                    const float4 xa = ld_x4(p), xc = ld_x4(p + kQ4I8Xc);
-                    if (NORM)
-                        stage_q4i8<NT>(sm.stage, i, rms_apply4(xa, sm.nscale[i], nwa),
-                                       rms_apply4(xc, sm.nscale[i], nwc), lane);
-                    else
-                        stage_q4i8<NT>(sm.stage, i, xa, xc, lane);
-                }
+        for (int j = 0; j < 4; j++) {  // this warp's tokens
+            const int i = 4 * w + j;
+            if (i < ntok) {
+                const float *p = xb + sb * 256 + (int64_t)i * a.K;
+                q8_stage<NT, NORM>(sm.stage, i, ld_x4(p), ld_x4(p + kQ4I8Xc),
+                                   NORM ? sm.nscale[i] : 1.0f, nwb, sb, lane);
             }
         }
         cp_async_wait<0>();
@@ -415,24 +428,13 @@ __device__ __forceinline__ void q8_wide(const Q6Args &a, Q8WideSmem<NMAT> &sm, i
         q8_words(reinterpret_cast<const uint32_t *>(sm.wbuf[w]), lane, qw);
         __syncwarp();  // every lane has read the stage: the walk's next super-block into it
         advance();
-        issue(sb);
+        q8_issue(cp, sm.wbuf[w], sb, nsb, lane);
         q8_superblock<NT>(qw, sm.stage, lane, acc);
     }
     close_until(S, 0);
     cp_async_wait<0>();
-    // the GEMV's store layout (q4_i8_lane_sum's move, without its sum: tot is lane-summed)
     float v[NL * 2];
-    {
-        const int t = lane & 3, src = (lane & ~3) | ((t & 1) << 1);
-#pragma unroll
-        for (int jj = 0; jj < NL; jj++)
-#pragma unroll
-            for (int k = 0; k < 2; k++) {
-                const float x0 = __shfl_sync(0xffffffffu, tot[2 * jj][k], src);
-                const float x1 = __shfl_sync(0xffffffffu, tot[2 * jj + 1][k], src);
-                v[jj * 2 + k] = (t >> 1) ? x1 : x0;
-            }
-    }
+    q4_i8_lane_move<NT, NL>(tot, v, lane);  // the GEMV's store layout
     if constexpr (NMAT == 2) {
         float *up = sm.up + (w % 2) * (NL * 2 * 32);
         if (mw == 1) {

@@ -339,21 +339,15 @@ __device__ __forceinline__ void q4_superblock_i8(const Q4RawI8 &r, const Q4I8Sta
     }
 }
 
-// After the K loop: lanes t and t ^ 1 (limbs 0, 1 and 2, 3 of one token) summed (the same bits
-// in both), then lane t takes token 4 jj + t (tile 2 jj + (t >> 1), held by lanes 2 (t & 1) and
-// 2 (t & 1) + 1 of its row) into v[jj * 2 + k]: the f16 body's layout, so q4k_tile's reduction
-// and epilogue serve both bodies.
+// Lane t takes token 4 jj + t (tile 2 jj + (t >> 1), held by lanes 2 (t & 1) and 2 (t & 1) + 1
+// of its row, already lane-summed) into v[jj * 2 + k]: the f16 body's layout, so q4k_tile's
+// reduction and epilogue serve both bodies (gemv_mma_q8.cu's wide GEMM moves its finished sums).
 template <int NT, int NL>
-__device__ __forceinline__ void q4_i8_lane_sum(float (&acc)[Q4I8Stage<NT>::kTiles][2], float *v,
-                                               int lane) {
+__device__ __forceinline__ void q4_i8_lane_move(const float (&acc)[Q4I8Stage<NT>::kTiles][2],
+                                                float *v, int lane) {
     constexpr int T = Q4I8Stage<NT>::kTiles;
     const int t = lane & 3;
     const int src = (lane & ~3) | ((t & 1) << 1);
-#pragma unroll
-    for (int p = 0; p < T; p++)
-#pragma unroll
-        for (int k = 0; k < 2; k++)
-            acc[p][k] = __fadd_rn(acc[p][k], __shfl_xor_sync(0xffffffffu, acc[p][k], 1));
 #pragma unroll
     for (int jj = 0; jj < NL; jj++)
 #pragma unroll
@@ -366,6 +360,19 @@ __device__ __forceinline__ void q4_i8_lane_sum(float (&acc)[Q4I8Stage<NT>::kTile
             }
             v[jj * 2 + k] = x;
         }
+}
+// After the K loop: lanes t and t ^ 1 (limbs 0, 1 and 2, 3 of one token) summed (the same bits
+// in both), then q4_i8_lane_move.
+template <int NT, int NL>
+__device__ __forceinline__ void q4_i8_lane_sum(float (&acc)[Q4I8Stage<NT>::kTiles][2], float *v,
+                                               int lane) {
+    constexpr int T = Q4I8Stage<NT>::kTiles;
+#pragma unroll
+    for (int p = 0; p < T; p++)
+#pragma unroll
+        for (int k = 0; k < 2; k++)
+            acc[p][k] = __fadd_rn(acc[p][k], __shfl_xor_sync(0xffffffffu, acc[p][k], 1));
+    q4_i8_lane_move<NT, NL>(acc, v, lane);
 }
 
 // ---- The wide GEMM's pieces (gemv_mma.cu gemm_wide_q4k_i8; bench/NOTES.md 2.4, session 9) ----
