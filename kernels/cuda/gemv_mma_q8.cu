@@ -168,7 +168,8 @@ __device__ __forceinline__ void q8_issue(const Q8Copy &c, uint8_t *buf, int64_t 
         const uint8_t *src = c.base + sb * kQ8Sb;
 #pragma unroll
         for (int i = 0; i < kQ8LaneChunks; i++)
-            if (lane + 32 * i < kQ8Chunks) cp_async16(buf + 16 * (lane + 32 * i), src + c.off[i], true);
+            if (lane + 32 * i < kQ8Chunks)
+                cp_async16(buf + 16 * (lane + 32 * i), src + c.off[i], true);
     }
     cp_async_commit();
 }
@@ -197,7 +198,8 @@ template <int NL, typename G, typename U>
 __device__ __forceinline__ void q8_pair_store(const Q6Args &a, int64_t r0, int tok0, int ntok,
                                               int lane, G g, U u) {
     const Seg &s0 = a.seg[0], &s1 = a.seg[1];
-    q6k::for_each_output<NL>(r0, s0.rows, tok0, ntok, lane, [&](int j, int k, int64_t i, int64_t r) {
+    q6k::for_each_output<NL>(r0, s0.rows, tok0, ntok, lane,
+                             [&](int j, int k, int64_t i, int64_t r) {
         const float y0 = g(j * 2 + k), y1 = u(j * 2 + k);
         if (a.epi == EPI_SWIGLU) {
             s0.y[i] = __fmul_rn(silu_f(y0), y1);
@@ -246,7 +248,8 @@ __device__ __forceinline__ void q8_tile(const Q6Args &a, Q8Smem<NT, NMAT, NORM> 
             const uint8_t *src = wbase + sq * kQ8Sb;
 #pragma unroll
             for (int i = 0; i < kQ8LaneChunks; i++)
-                if (lane + 32 * i < kQ8Chunks) cp_async16(buf + 16 * (lane + 32 * i), src + roff[i], true);
+                if (lane + 32 * i < kQ8Chunks)
+                    cp_async16(buf + 16 * (lane + 32 * i), src + roff[i], true);
         }
         cp_async_commit();
     };
@@ -276,7 +279,9 @@ __device__ __forceinline__ void q8_tile(const Q6Args &a, Q8Smem<NT, NMAT, NORM> 
     constexpr bool kPrefetchX = NT == 1;  // the GEMV: the next super-block's x during this one
     if (kPrefetchX && sb < nsb) load_x(sb, xa, xc);
     const float *nwb = NORM && a.norm.w ? a.norm.w + xoff : nullptr;
-    if (NORM) block_rms_scales<NT>(a.x + (int64_t)tok0 * a.K, a.K, ntok, a.K, a.norm, sm.npart, sm.nscale);
+    if (NORM)
+        block_rms_scales<NT>(a.x + (int64_t)tok0 * a.K, a.K, ntok, a.K, a.norm, sm.npart,
+                             sm.nscale);
     for (int q = 0; sb < nsb; sb += step, q = q + 1 == ST ? 0 : q + 1) {
         float4 nxa[NT], nxc[NT];
         const bool more = sb + step < nsb;
@@ -375,7 +380,9 @@ __device__ __forceinline__ void q8_wide(const Q6Args &a, Q8WideSmem<NMAT> &sm, i
     q8_issue(cp, sm.wbuf[w], sb, nsb, lane);
     if (w == 0) q4_i8_stage_init<NT>(sm.stage, lane);  // (visible after the loop's first barrier)
     pdl_wait();
-    if (NORM) block_rms_scales<NT>(a.x + (int64_t)tok0 * a.K, a.K, ntok, a.K, a.norm, sm.npart, sm.nscale);
+    if (NORM)
+        block_rms_scales<NT>(a.x + (int64_t)tok0 * a.K, a.K, ntok, a.K, a.norm, sm.npart,
+                             sm.nscale);
     const int xoff = q4_i8_xoff(lane);
     const float *xb = a.x + (int64_t)tok0 * a.K + xoff;
     const float *nwb = NORM && a.norm.w ? a.norm.w + xoff : nullptr;
@@ -472,7 +479,8 @@ cudaError_t launch_wide_q8(const Q6Args &a, bool norm, int S, cudaStream_t strea
 template <int NT, int NMAT, bool NORM>
 static __global__ void __launch_bounds__(kThreads, NT == 1 ? 4 : 2) gemv_mma_q8(const Q6Args a) {
     __shared__ Q8Smem<NT, NMAT, NORM> sm;
-    q8_tile<NT, NMAT, NORM>(a, sm, blockIdx.z, (int)blockIdx.x, (int)gridDim.x, (int)blockIdx.y * NT);
+    q8_tile<NT, NMAT, NORM>(a, sm, blockIdx.z, (int)blockIdx.x, (int)gridDim.x,
+                            (int)blockIdx.y * NT);
 }
 
 template <int NT, int NMAT>
@@ -496,7 +504,8 @@ loom_status mma_q8_matmul(const Seg *seg, int nseg, int epi, const float *x, int
                           const PreNorm *norm, loom_error *err, cudaStream_t stream) {
     if (n <= 0) return LOOM_OK;
     // the pair's kernels: SwiGLU, and two matrices of equal rows without epilogue (the same dots)
-    const bool pair = nseg == 2 && seg[0].rows == seg[1].rows && (epi == EPI_SWIGLU || epi == EPI_PLAIN);
+    const bool pair =
+        nseg == 2 && seg[0].rows == seg[1].rows && (epi == EPI_SWIGLU || epi == EPI_PLAIN);
     if (nseg < 1 || nseg > 3 || (epi != EPI_PLAIN && epi != EPI_ADD && epi != EPI_SWIGLU) ||
         (epi == EPI_ADD && nseg != 1) || (epi == EPI_SWIGLU && !pair))
         ARG_FAIL(LOOM_ERR_INVALID_ARGUMENT, "matmul (mma Q8_0): %d segments with epilogue %d",
@@ -512,7 +521,8 @@ loom_status mma_q8_matmul(const Seg *seg, int nseg, int epi, const float *x, int
     for (int i = nseg; i < 4; i++) a.tile0[i] = tiles;
     if (tiles == 0) return LOOM_OK;
     if (tiles > 65535)
-        ARG_FAIL(LOOM_ERR_UNSUPPORTED, "matmul (mma Q8_0): %lld row tiles > 65535", (long long)tiles);
+        ARG_FAIL(LOOM_ERR_UNSUPPORTED, "matmul (mma Q8_0): %lld row tiles > 65535",
+                 (long long)tiles);
     a.epi = epi;
     a.x = x;
     a.K = K;
@@ -531,7 +541,8 @@ loom_status mma_q8_matmul(const Seg *seg, int nseg, int epi, const float *x, int
         }
         const int64_t groups = nn == 1 ? 1 : (nn + kQ8Tok - 1) / kQ8Tok;
         cudaError_t e;
-        if (nn >= kQ8WideMin) e = pair ? launch_wide_q8<2>(b, nm, S, stream) : launch_wide_q8<1>(b, nm, S, stream);
+        if (nn >= kQ8WideMin)
+            e = pair ? launch_wide_q8<2>(b, nm, S, stream) : launch_wide_q8<1>(b, nm, S, stream);
         else if (pair) e = nn > 1 ? launch_q8<kQ8Tok, 2>(b, nm, S, groups, stream)
                              : launch_q8<1, 2>(b, nm, S, groups, stream);
         else e = nn > 1 ? launch_q8<kQ8Tok, 1>(b, nm, S, groups, stream)

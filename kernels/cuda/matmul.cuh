@@ -1,8 +1,8 @@
 // matmul.cuh: what the matmul files share: gemv.cu (the launchers; warp-per-row GEMV),
 // gemm.cu (warp-per-row GEMM, N = 2..32 per pass), gemv_mma.cu (tensor cores, Q4_K / Q5_K, any
-// N), gemv_mma_q6k.cu (Q6_K) and gemv_mma_q8.cu (Q8_0): the segment description of one weight matrix
-// and the entry points. `norm` (NULL: none) folds an RMSNorm of x into the kernel (norm.cuh):
-// every entry point then gives bit for bit loom_cuda_rms_norm followed by itself, but
+// N), gemv_mma_q6k.cu (Q6_K) and gemv_mma_q8.cu (Q8_0): the segment description of one weight
+// matrix and the entry points. `norm` (NULL: none) folds an RMSNorm of x into the kernel
+// (norm.cuh): every entry point then gives bit for bit loom_cuda_rms_norm followed by itself, but
 // mma_matmul (the Q4_K / Q5_K tensor-core kernels), which takes the scale last (norm.cuh).
 #pragma once
 
@@ -135,7 +135,8 @@ bool mma_q8_seg_ok(const Seg &s);
 
 // The whole matmul over n >= 1 tokens for segments that all pass mma_q8_seg_ok: epi EPI_PLAIN
 // (nseg 1..3, biases), EPI_ADD (nseg 1) or EPI_SWIGLU (seg[0] gate, seg[1] up of equal rows,
-// output seg[0].y). One launch per 65535 x 4 tokens; a GEMM token is bit-identical to the GEMV
+// output seg[0].y; two EPI_PLAIN segments of equal rows run the same kernels, so they give its
+// dots). One launch per 65535 x 4 tokens; a GEMM token is bit-identical to the GEMV
 // of that token; not bit-identical to gemv.cu / gemm.cu. norm: as gemv.cu's (bit for bit the
 // norm launcher followed by the plain kernel). No kernel scratch.
 loom_status mma_q8_matmul(const Seg *seg, int nseg, int epi, const float *x, int64_t K, int64_t n,
