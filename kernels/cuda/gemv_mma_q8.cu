@@ -51,7 +51,7 @@
 // IMMA, 4 LDS.128 (B), fold 48 (per block and row LEA, I2F, FFMA), x staging ~60: ~230, i.e.
 // ~0.05 a byte against the Q4_K body's ~0.14 (320 a 2,304-byte step): the stream, not the
 // issue, should bound it. Measured (H200, bench/NOTES.md 2.7): the 8B GEMV at 84% of copy, the
-// 4B pair at 76%; a 4B Q8_0 model 3.76 -> 2.20-2.24 ms/token, prefill 400 -> ~5,100-5,300 t/s.
+// 4B pair at 76%; a 4B Q8_0 model 3.76 -> 2.20-2.24 ms/token, prefill 400 -> ~5,000-5,300 t/s.
 #include "kernels/cuda/q4k_i8_body.cuh"
 
 namespace loom_cuda {
