@@ -75,8 +75,8 @@
  *                         (default) INT8 (q4k_i8_body.cuh: other bits, same tolerance; every
  *                         Q4_K mma matmul, GEMM token == GEMV bits)
  *   LOOM_GEMV_MMA_Q8      Q8_0 matmuls (plain, add, SwiGLU pair, triple; GEMV and GEMM) on the
- *                         INT8 tensor cores (gemv_mma_q8.cu) where every segment of the call is
- *                         Q8_0 with K % 256 == 0; =0: warp-per-row (LOOM_GEMV_MMA=0 turns every
+ *                         INT8 tensor cores (gemv_mma_q8.cu): the Q8_0 segments of a call with
+ *                         K % 256 == 0, in a launch of their own; =0: warp-per-row (LOOM_GEMV_MMA=0 turns every
  *                         mma path off). Not bit-identical to them (same tolerance)
  *   LOOM_GEMV_TRIPLE_MIXED a GEMV (n = 1) with Q4_K and Q6_K segments (the Q4_K_M QKV
  *                         triple) in one launch (gemv_mma.cu's mixed kernel; the default, 1)

@@ -1,9 +1,10 @@
 // gemv.cu: quantized matrix-vector products y[M] = W[M x K] x[K] and their fused variants
 // (add, pair with optional SwiGLU epilogue, triple with per-matrix types and biases), plus the
 // launchers of the whole matmul family. Q4_K and Q5_K segments go to the tensor-core kernels of
-// gemv_mma.cu and Q6_K segments (plain and add epilogues) to gemv_mma_q6k.cu, for any N (the
-// default; LOOM_GEMV_MMA=0 keeps all three here, LOOM_GEMV_MMA_Q6K=0 only Q6_K); the kernels
-// below serve every other type, and N > 1 goes to gemm.cu in chunks of 32 tokens.
+// gemv_mma.cu, Q6_K segments (plain and add epilogues) to gemv_mma_q6k.cu and Q8_0 segments to
+// gemv_mma_q8.cu, for any N (the default; LOOM_GEMV_MMA=0 keeps all four here,
+// LOOM_GEMV_MMA_Q6K=0 only Q6_K, LOOM_GEMV_MMA_Q8=0 only Q8_0); the kernels below serve every
+// other type, and N > 1 goes to gemm.cu in chunks of 32 tokens.
 //
 // Launch geometry: 128-thread blocks, one warp per output row, 4 rows per block, grid
 // ceil(rows / 4) over the concatenated rows of all segments (a triple's Q, K and V rows follow
@@ -449,13 +450,6 @@ int g_mma_q6k_fallback_logged = 0;
 int g_mixed_fallback_logged = 0;
 int g_mma_q8_fallback_logged = 0;
 
-// Whether every segment of a call runs on the Q8_0 tensor-core path (gemv_mma_q8.cu).
-bool all_q8_mma(const GemvArgs &a) {
-    for (int i = 0; i < a.nseg; i++)
-        if (!mma_q8_seg_ok(a.seg[i])) return false;
-    return true;
-}
-
 loom_status run_matmul_rows(GemvArgs a, int64_t n, loom_error *err, cudaStream_t stream);
 
 // Runs segments over n tokens. Default: the Q4_K segments (or the Q5_K ones) in one mma launch
@@ -463,32 +457,30 @@ loom_status run_matmul_rows(GemvArgs a, int64_t n, loom_error *err, cudaStream_t
 // triple's V, Q6_K down projections, the lm head), the others on the warp-per-row kernels below.
 // LOOM_GEMV_MMA=0 or LOOM_FAST_GEMV=0: warp-per-row only; LOOM_GEMV_MMA_Q6K=0: Q6_K on the
 // warp-per-row kernels. A failed mma launch logs once and falls back to the warp-per-row kernels.
-// Calls whose segments are all Q8_0 (mma_q8_seg_ok) run on gemv_mma_q8.cu in one launch
-// (LOOM_GEMV_MMA_Q8=0: the warp-per-row kernels); Q8_0 beside other types takes the latter.
+// The Q8_0 segments (mma_q8_seg_ok) run on gemv_mma_q8.cu in one more launch
+// (LOOM_GEMV_MMA_Q8=0: the warp-per-row kernels).
 // LOOM_GEMV_TRIPLE_MIXED=1: a GEMV with both Q4_K and Q6_K segments (the Q4_K_M triple) runs
 // them in one launch (gemv_mma.cu mma_triple_mixed, the same bits) where the shape allows; a
 // failed mixed launch logs once and runs the two launches (Q5_K + Q6_K: always two).
 loom_status run_matmul(GemvArgs a, int64_t n, loom_error *err, cudaStream_t stream) {
     if (n == 0) return LOOM_OK;
     if (!mma_paths_on()) return run_matmul_rows(a, n, err, stream);
-    if (fast(SW_GEMV_MMA_Q8) && all_q8_mma(a)) {
-        loom_status st = mma_q8_matmul(a.seg, a.nseg, a.epi, a.x, a.K, n, norm_of(a), err, stream);
-        if (st == LOOM_OK) return st;
-        log_fallback_once(&g_mma_q8_fallback_logged, "matmul (mma Q8_0)", err);
-        return run_matmul_rows(a, n, err, stream);
-    }
     if (a.epi == EPI_SWIGLU) {
-        if (!mma_seg_ok(a.seg[0]) || !mma_seg_ok(a.seg[1]) || !mma_same_launch(a.seg[0], a.seg[1]))
+        const bool q8 = fast(SW_GEMV_MMA_Q8) && mma_q8_seg_ok(a.seg[0]) && mma_q8_seg_ok(a.seg[1]);
+        if (!q8 && (!mma_seg_ok(a.seg[0]) || !mma_seg_ok(a.seg[1]) ||
+                    !mma_same_launch(a.seg[0], a.seg[1])))
             return run_matmul_rows(a, n, err, stream);
-        loom_status st = mma_matmul(a.seg, 2, a.epi, a.x, a.K, n, norm_of(a), err, stream);
+        loom_status st = q8 ? mma_q8_matmul(a.seg, 2, a.epi, a.x, a.K, n, norm_of(a), err, stream)
+                            : mma_matmul(a.seg, 2, a.epi, a.x, a.K, n, norm_of(a), err, stream);
         if (st == LOOM_OK) return st;
-        log_fallback_once(&g_mma_fallback_logged, "matmul (mma)", err);
+        log_fallback_once(q8 ? &g_mma_q8_fallback_logged : &g_mma_fallback_logged,
+                          q8 ? "matmul (mma Q8_0)" : "matmul (mma)", err);
         return run_matmul_rows(a, n, err, stream);
     }
-    Seg mm[3], m6[3];
+    Seg mm[3], m6[3], m8[3];
     GemvArgs rest = a;
-    int nm, n6;
-    route_segments(a.seg, a.nseg, mm, &nm, m6, &n6, rest.seg, &rest.nseg);
+    int nm, n6, n8;
+    route_segments(a.seg, a.nseg, mm, &nm, m6, &n6, m8, &n8, rest.seg, &rest.nseg);
     bool mixed = false;
     if (nm > 0 && n6 > 0 && a.epi == EPI_PLAIN && gemv_triple_mixed()) {
         loom_status st = mma_triple_mixed(mm, nm, m6, n6, a.x, a.K, n, norm_of(a), &mixed, err,
@@ -515,6 +507,13 @@ loom_status run_matmul(GemvArgs a, int64_t n, loom_error *err, cudaStream_t stre
         if (st != LOOM_OK) {
             log_fallback_once(&g_mma_q6k_fallback_logged, "matmul (mma Q6_K)", err);
             for (int i = 0; i < n6; i++) rest.seg[rest.nseg++] = m6[i];
+        }
+    }
+    if (n8 > 0) {  // Q8_0 (gemv_mma_q8.cu); a failed launch leaves those rows to the kernels below
+        loom_status st = mma_q8_matmul(m8, n8, a.epi, a.x, a.K, n, norm_of(a), err, stream);
+        if (st != LOOM_OK) {
+            log_fallback_once(&g_mma_q8_fallback_logged, "matmul (mma Q8_0)", err);
+            for (int i = 0; i < n8; i++) rest.seg[rest.nseg++] = m8[i];
         }
     }
     return rest.nseg > 0 ? run_matmul_rows(rest, n, err, stream) : LOOM_OK;

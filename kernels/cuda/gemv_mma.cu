@@ -1316,13 +1316,14 @@ bool mma_seg_ok(const Seg &s) {
            s.row_bytes % 16 == 0;
 }
 
-void route_segments(const Seg *seg, int nseg, Seg *mm, int *nm, Seg *m6, int *n6, Seg *rest,
-                    int *nrest) {
-    const bool q6 = fast(SW_GEMV_MMA_Q6K);
-    *nm = *n6 = *nrest = 0;
+void route_segments(const Seg *seg, int nseg, Seg *mm, int *nm, Seg *m6, int *n6, Seg *m8,
+                    int *n8, Seg *rest, int *nrest) {
+    const bool q6 = fast(SW_GEMV_MMA_Q6K), q8 = fast(SW_GEMV_MMA_Q8);
+    *nm = *n6 = *n8 = *nrest = 0;
     for (int i = 0; i < nseg; i++) {
         if (mma_seg_ok(seg[i])) mm[(*nm)++] = seg[i];
         else if (q6 && mma_q6k_seg_ok(seg[i])) m6[(*n6)++] = seg[i];
+        else if (q8 && mma_q8_seg_ok(seg[i])) m8[(*n8)++] = seg[i];
         else rest[(*nrest)++] = seg[i];
     }
     // One mma launch reads one type and layout (mma_same_launch, mma_q6k_matmul's TL): Q4_K /
@@ -1422,14 +1423,7 @@ loom_status mma_matmul(const Seg *seg, int nseg, int epi, const float *x, int64_
     const int S = mma_pick_split(tiles * nmat, K / 256);
     for (int64_t t0 = 0; t0 < n; t0 += kPerLaunch) {
         const int64_t nn = n - t0 < kPerLaunch ? n - t0 : kPerLaunch;
-        MmaArgs b = a;
-        b.x = x + t0 * K;
-        b.n = (int)nn;
-        for (int i = 0; i < 3; i++) {
-            const int64_t rows = b.seg[i].rows;
-            if (b.seg[i].y) b.seg[i].y += t0 * rows;
-            if (b.seg[i].resid) b.seg[i].resid += t0 * rows;
-        }
+        const MmaArgs b = token_slice(a, t0, nn);
         const int64_t groups = nn == 1 ? 1 : (nn + kGemmTok - 1) / kGemmTok;
         const Q4Plan pl = nn == n ? plan : q4_plan(seg, nseg, epi, nn);
         cudaError_t e;
@@ -1585,7 +1579,7 @@ extern "C" size_t loom_cuda_matmul_scratch_bytes(loom_matmul_role role, const lo
     const int nw = role == LOOM_MATMUL_ROLE_TRIPLE ? 3 : role >= LOOM_MATMUL_ROLE_PAIR ? 2 : 1;
     const int64_t K = w[0].cols;
     if (K < 256) return 0;
-    Seg seg[3] = {}, mm[3], m6[3], rest[3];
+    Seg seg[3] = {}, mm[3], m6[3], m8[3], rest[3];
     for (int i = 0; i < nw; i++) {
         seg[i].w = static_cast<const uint8_t *>(w[i].data);
         seg[i].rows = w[i].rows;
@@ -1597,8 +1591,8 @@ extern "C" size_t loom_cuda_matmul_scratch_bytes(loom_matmul_role role, const lo
         return mma_seg_ok(seg[0]) && mma_seg_ok(seg[1]) && mma_same_launch(seg[0], seg[1])
                    ? mma_scratch_bytes(seg, 2, EPI_SWIGLU, K, n)
                    : 0;
-    int nm, n6, nrest;
-    route_segments(seg, nw, mm, &nm, m6, &n6, rest, &nrest);
+    int nm, n6, n8, nrest;  // (the Q8_0 kernels take no scratch)
+    route_segments(seg, nw, mm, &nm, m6, &n6, m8, &n8, rest, &nrest);
     const size_t b4 = nm ? mma_scratch_bytes(mm, nm, role == LOOM_MATMUL_ROLE_ADD ? EPI_ADD : EPI_PLAIN, K, n) : 0;
     const size_t b6 = n6 ? mma_q6k_scratch_bytes(n, K, nw == 3, m6[0].tiles != 0) : 0;
     return b4 > b6 ? b4 : b6;

@@ -341,14 +341,7 @@ loom_status mma_q6k_matmul(const Seg *seg, int nseg, int epi, const float *x, in
     const int wide = var == 2 ? wide_from() : 0;  // the INT8 body's wide GEMM from this n on
     for (int64_t t0 = 0; t0 < n; t0 += kPerLaunch) {
         const int64_t nn = n - t0 < kPerLaunch ? n - t0 : kPerLaunch;
-        Q6Args b = a;
-        b.x = x + t0 * K;
-        b.n = (int)nn;
-        for (int i = 0; i < nseg; i++) {
-            const int64_t rows = b.seg[i].rows;
-            if (b.seg[i].y) b.seg[i].y += t0 * rows;
-            if (b.seg[i].resid) b.seg[i].resid += t0 * rows;
-        }
+        const Q6Args b = token_slice(a, t0, nn);
         const int64_t groups = nn == 1 ? 1 : (nn + kGemmTok - 1) / kGemmTok;
         cudaError_t e;
         if (var == 2 && wide > 0 && nn >= wide)

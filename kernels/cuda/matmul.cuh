@@ -78,11 +78,12 @@ loom_status gemm_launch(const Seg &seg, const float *x, int64_t n, int64_t K, in
                         const PreNorm *norm, loom_error *err, cudaStream_t stream);
 
 // gemv_mma.cu: which kernels gemv.cu's run_matmul gives a call's segments (not the SwiGLU
-// pair's) while the mma paths are on: Q4_K ones (mma_seg_ok) into mm, Q6_K ones into m6 while
-// LOOM_GEMV_MMA_Q6K is on, the rest (the warp-per-row kernels) into rest, each in order; the
-// counts through nm, n6, nrest. loom_cuda_matmul_scratch_bytes (gemv_mma.cu) asks the same.
-void route_segments(const Seg *seg, int nseg, Seg *mm, int *nm, Seg *m6, int *n6, Seg *rest,
-                    int *nrest);
+// pair's) while the mma paths are on: Q4_K / Q5_K ones (mma_seg_ok) into mm, Q6_K ones into m6
+// while LOOM_GEMV_MMA_Q6K is on, Q8_0 ones (mma_q8_seg_ok) into m8 while LOOM_GEMV_MMA_Q8 is on,
+// the rest (the warp-per-row kernels) into rest, each in order; the counts through nm, n6, n8,
+// nrest. loom_cuda_matmul_scratch_bytes (gemv_mma.cu) asks the same.
+void route_segments(const Seg *seg, int nseg, Seg *mm, int *nm, Seg *m6, int *n6, Seg *m8,
+                    int *n8, Seg *rest, int *nrest);
 
 // Whether run_matmul sends segments to the tensor-core paths at all (LOOM_FAST_GEMV and
 // LOOM_GEMV_MMA not 0; else every matmul runs the warp-per-row kernels).

@@ -166,6 +166,22 @@ __device__ __forceinline__ int i8_limbs(const float (&v)[8], uint32_t (&l)[2][4]
     return e;
 }
 
+// The arguments of tokens t0 .. t0 + nn - 1 of a tensor-core matmul's arguments a (MmaArgs,
+// Q6Args: x, n and each segment's y and resid moved to token t0; segments a leaves unset have
+// neither): the launchers' loops over launches of at most 65535 token groups.
+template <typename Args>
+inline Args token_slice(const Args &a, int64_t t0, int64_t nn) {
+    Args b = a;
+    b.x = a.x + t0 * a.K;
+    b.n = (int)nn;
+    for (int i = 0; i < 3; i++) {
+        const int64_t rows = b.seg[i].rows;
+        if (b.seg[i].y) b.seg[i].y += t0 * rows;
+        if (b.seg[i].resid) b.seg[i].resid += t0 * rows;
+    }
+    return b;
+}
+
 // The sm_90 cluster split-K S of a tensor-core matmul over `tiles` 16-row tiles (the SwiGLU
 // pair counts both matrices) and nsb super-blocks a row, from the shape only (gemv_mma.cu;
 // the Q6_K kernel uses the same rule).

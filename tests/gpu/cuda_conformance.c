@@ -484,6 +484,8 @@ static void test_matmul_q6k_fused(int64_t M, int64_t K, int64_t n) {
 static const loom_ggml_type k_q4km[3] = {LOOM_GGML_Q4_K, LOOM_GGML_Q4_K, LOOM_GGML_Q6_K};
 static const loom_ggml_type k_q8[3] = {LOOM_GGML_Q8_0, LOOM_GGML_Q8_0, LOOM_GGML_Q8_0};
 static const loom_ggml_type k_q5[3] = {LOOM_GGML_Q5_K, LOOM_GGML_Q5_K, LOOM_GGML_Q5_K};
+/* Q8_0 beside other types: the triple runs three launches, one a type (gemv.cu route_segments) */
+static const loom_ggml_type k_mix8[3] = {LOOM_GGML_Q4_K, LOOM_GGML_Q8_0, LOOM_GGML_Q6_K};
 static void test_matmul_fused_t(int64_t n, const loom_ggml_type ty[3]) {
     const int64_t K = g_quick ? 512 : 2560, M = g_quick ? 21 : 133, Mk = g_quick ? 9 : 35;
     char shape[96];
@@ -3109,6 +3111,8 @@ int main(int argc, char **argv) {
     test_matmul_fused(g_quick ? 3 : 37);
     test_matmul_fused_t(1, k_q8);
     test_matmul_fused_t(g_quick ? 3 : 37, k_q8);
+    test_matmul_fused_t(1, k_mix8);
+    test_matmul_fused_t(g_quick ? 3 : 37, k_mix8);
     test_matmul_fused_t(1, k_q5);
     test_matmul_fused_t(g_quick ? 3 : 37, k_q5);
     test_matmul_q6k_fused(g_quick ? 40 : 2560, g_quick ? 768 : 9728, 1);
