@@ -85,7 +85,8 @@
  *   LOOM_GEMV_PERSIST     =0: a Q6_K GEMV (INT8 body, n = 1, no split, no folded norm) of more
  *                         than 16 tiles an SM (the lm head) in one-tile blocks instead of the
  *                         default persistent blocks walking the tiles; bit-identical
- *   LOOM_GEMM_WIDE        the prefill GEMMs (Q4_K f16 body: gemv_mma.cu; Q6_K INT8: q6k_i8_wide.cuh):
+ *   LOOM_GEMM_WIDE        the prefill GEMMs (Q4_K f16 body: gemv_mma.cu; Q6_K INT8: q6k_i8_wide.cuh;
+ *                         Q8_0: gemv_mma_q8.cu):
  *                         =1: the wide kernel (each weight tile decoded once for 32 tokens,
  *                         x staged once for 4 tiles) from 16 tokens on (Q6_K: 64; the INT8
  *                         Q4_K one where its blocks number at least 0.4 x the SMs); =n
@@ -106,6 +107,10 @@
  *                         each block (bench/NOTES.md 2.1, session 9). 1 (session 8's kernel,
  *                         measured slower) was removed in session 10: it, like any value
  *                         outside 2..7, selects the default.
+ *   LOOM_GEMM_WIDE_Q8     the wide Q8_0 kernel's x staging (same bits): 2 (default) reading x's
+ *                         int8 limbs staged once a matmul by a pre-pass into the kernel scratch
+ *                         (bench/NOTES.md 2.8, session 36); 1: each block stages x itself, as 2
+ *                         does where the scratch cannot grow.
  *   LOOM_CUDA_PDL         programmatic dependent launch (compute capability 9.0+): a kernel
  *                         may start during the previous one's tail and waits for it in-kernel
  *                         (common.cuh); on by default, =0: plain stream order. Same results
@@ -388,7 +393,8 @@ typedef enum {
 
 /* Scratch bytes that launcher `role` over weights w (K = w[0].cols) needs for n tokens under the
  * current switches: the wide prefill GEMMs' x-limb pre-passes (Q4_K, LOOM_GEMM_WIDE_Q4K_I8=5:
- * K / 256 x n rounded up to 32 x 1156 bytes; Q6_K, LOOM_GEMM_WIDE_Q6K = 5..7: x 1028), each by
+ * K / 256 x n rounded up to 32 x 1156 bytes; Q6_K, LOOM_GEMM_WIDE_Q6K = 5..7, and Q8_0,
+ * LOOM_GEMM_WIDE_Q8=2: x 1028), each by
  * its launcher's own rule (the wide threshold, the form, a triple's Q6_K V on the f16 body below 64 tokens, the
  * weights' alignment; a weight whose data is NULL counts as aligned, for a reservation before the
  * weights are placed); 0: the call uses no scratch (decode steps, the switches off), so a caller
@@ -425,6 +431,10 @@ int64_t loom_cuda_matmul_mixed_launches(void);
 
 /* Launches of the wide prefill GEMM (LOOM_GEMM_WIDE, gemv_mma.cu) so far (tests: the path ran). */
 int64_t loom_cuda_matmul_wide_launches(void);
+
+/* Wide Q8_0 GEMMs run on the limb pre-pass (LOOM_GEMM_WIDE_Q8=2, gemv_mma_q8.cu) so far (tests:
+ * the path ran). */
+int64_t loom_cuda_matmul_q8_pre_launches(void);
 
 /* Launches of the 3-warp Q4_K pair GEMV (LOOM_GEMV_PAIR_WARPS, gemv_mma.cu) so far (tests: the
  * path ran). */

@@ -1133,33 +1133,21 @@ static __global__ void __launch_bounds__(kThreads, NMAT == 1 ? 3 : 2)
 // The limb pre-pass (one block a token, npad blocks; q4k_i8_body.cuh).
 template <bool NORM>
 static __global__ void __launch_bounds__(kThreads) q4_prepass(const float *x, int64_t K, int n,
-                                                              const PreNorm norm, uint4 *X,
-                                                              uint2 *SX, float *SI, float *NS,
-                                                              int npad) {
-    q4_limbs_prepass<NORM>(x, K, n, norm, X, SX, SI, NS, npad);
+                                                              const PreNorm norm, const Q4Limbs L) {
+    q4_limbs_prepass<NORM, true>(x, K, n, norm, L);
 }
 
 // The pre-pass into the kernel scratch (runtime.cu scratch(): grown only outside stream capture;
-// q4_limbs_bytes(n, K) bytes), then the wide INT8 GEMM reading it. Returns
+// q4_limbs_bytes(n, K, true) bytes), then the wide INT8 GEMM reading it. Returns
 // cudaErrorMemoryAllocation, having launched nothing, when the scratch is short (the caller
 // then runs the kernel that stages x itself: the same bits).
 template <int NMAT, int TL>
 cudaError_t launch_wide_pre(const MmaArgs &a, bool norm, int S, dim3 grid, cudaStream_t stream) {
-    void *buf = scratch(q4_limbs_bytes(a.n, a.K), stream);
+    void *buf = scratch(q4_limbs_bytes(a.n, a.K, true), stream);
     if (!buf) return cudaErrorMemoryAllocation;
-    Q4Limbs L;
-    L.npad = (int)limbs_npad(a.n);
-    const int64_t pairs = (a.K / 256) * (int64_t)(L.npad / 2);
-    uint4 *X = static_cast<uint4 *>(buf);
-    uint2 *SX = reinterpret_cast<uint2 *>(X + pairs * 128);
-    float *SI = reinterpret_cast<float *>(SX + pairs * 32);
-    float *NS = SI + (a.K / 256) * (int64_t)L.npad;
-    L.X = X;
-    L.SX = SX;
-    L.SI = SI;
-    L.NS = NS;
+    const Q4Limbs L = q4_limbs_at(buf, a.n, a.K, true);
     cudaError_t e = launch(norm ? q4_prepass<true> : q4_prepass<false>, dim3((unsigned)L.npad),
-                           kThreads, 0, stream, a.x, a.K, a.n, a.norm, X, SX, SI, NS, L.npad);
+                           kThreads, 0, stream, a.x, a.K, a.n, a.norm, L);
     if (e != cudaSuccess) return e;
     if (norm) {
         if (S > 1) return launch(gemm_wide_q4k_i8<NMAT, true, true, true, TL>, grid, kThreads, 0, stream, a, S, L);
@@ -1445,7 +1433,7 @@ loom_status mma_matmul(const Seg *seg, int nseg, int epi, const float *x, int64_
 
 size_t mma_scratch_bytes(const Seg *seg, int nseg, int epi, int64_t K, int64_t n) {
     const int64_t nn = n < kPerLaunch ? n : kPerLaunch;  // the largest launch
-    return q4_plan(seg, nseg, epi, nn).pre ? q4_limbs_bytes(nn, K) : 0;
+    return q4_plan(seg, nseg, epi, nn).pre ? q4_limbs_bytes(nn, K, true) : 0;
 }
 
 std::atomic<int64_t> g_mixed_launches{0};
@@ -1587,13 +1575,18 @@ extern "C" size_t loom_cuda_matmul_scratch_bytes(loom_matmul_role role, const lo
         seg[i].type = (int)w[i].type;
         seg[i].tiles = w[i].layout != LOOM_WEIGHT_ROWS;
     }
-    if (role == LOOM_MATMUL_ROLE_SWIGLU)
+    if (role == LOOM_MATMUL_ROLE_SWIGLU) {  // (gemv.cu run_matmul's choice for the pair)
+        if (fast(SW_GEMV_MMA_Q8) && mma_q8_seg_ok(seg[0]) && mma_q8_seg_ok(seg[1]))
+            return mma_q8_scratch_bytes(n, K);
         return mma_seg_ok(seg[0]) && mma_seg_ok(seg[1]) && mma_same_launch(seg[0], seg[1])
                    ? mma_scratch_bytes(seg, 2, EPI_SWIGLU, K, n)
                    : 0;
-    int nm, n6, n8, nrest;  // (the Q8_0 kernels take no scratch)
+    }
+    int nm, n6, n8, nrest;
     route_segments(seg, nw, mm, &nm, m6, &n6, m8, &n8, rest, &nrest);
     const size_t b4 = nm ? mma_scratch_bytes(mm, nm, role == LOOM_MATMUL_ROLE_ADD ? EPI_ADD : EPI_PLAIN, K, n) : 0;
     const size_t b6 = n6 ? mma_q6k_scratch_bytes(n, K, nw == 3, m6[0].tiles != 0) : 0;
-    return b4 > b6 ? b4 : b6;
+    const size_t b8 = n8 ? mma_q8_scratch_bytes(n, K) : 0;
+    const size_t b = b4 > b6 ? b4 : b6;
+    return b > b8 ? b : b8;
 }

@@ -55,6 +55,11 @@
 #include "kernels/cuda/q4k_i8_body.cuh"
 
 namespace loom_cuda {
+
+// LOOM_GEMM_WIDE_Q8 (runtime.cu): the wide GEMM's x staging, 2 (the default) = the limb
+// pre-pass, 1 = in the block (the form without scratch, forced).
+int gemm_wide_q8_form();
+
 namespace {
 
 using q6k::kTileRows;
@@ -324,10 +329,16 @@ __device__ __forceinline__ void q8_tile(const Q6Args &a, Q8Smem<NT, NMAT, NORM> 
     }
 }
 
-// The wide GEMM (n >= kQ8WideMin): a block of 4 warps = 4 weight tiles (NMAT = 1: warp w the
-// tile 4 z + w; the pair: warps 0, 1 the gate's tiles 2 z, 2 z + 1, warps 2, 3 the up's) x
-// kQ8WideTok tokens, x staged once a super-block for the whole block (warp w its tokens 4 w ..
-// 4 w + 3), so the staging is shared by 4 tiles and each A by 16 tokens. Every warp walks the
+// The wide GEMM (from kQ8WideMin tokens; LOOM_GEMM_WIDE): a block of 4 warps = 4 weight tiles
+// (NMAT = 1: warp w the tile 4 z + w; the pair: warps 0, 1 the gate's tiles 2 z, 2 z + 1, warps
+// 2, 3 the up's) x kQ8WideTok tokens, x staged once a super-block for the whole block, so the
+// staging is shared by 4 tiles and each A by 16 tokens. Staged by whom (LOOM_GEMM_WIDE_Q8):
+// PRE (2, the default) copies the limbs (cp.async) that one pre-pass a matmul staged into the
+// kernel scratch (q4k_i8_body.cuh q4_limbs_prepass without the limb sums; NORM is the
+// pre-pass's then), the copy of the walk's next super-block issued once every warp is done with
+// this one's (one stage: two would pass 48 KB beside the weight stages); 1 (and PRE where the
+// scratch cannot grow) each block converts its tokens' x itself (warp w its tokens 4 w .. 4 w +
+// 3). The same limbs either way, so the same bits. Every warp walks the
 // super-blocks in the GEMV's partial order (ranks r < S, K slots kw < WPM, then sb = WPM r + kw
 // + k WPM S), summing as the GEMV does: each partial from 0 by q8_superblock, its lanes t, t ^ 1,
 // then the partials of a rank in kw order (the pair's two zero partials of the other matrix
@@ -335,18 +346,19 @@ __device__ __forceinline__ void q8_tile(const Q6Args &a, Q8Smem<NT, NMAT, NORM> 
 constexpr int kQ8WideTok = 16;
 constexpr int kQ8WideMin = 16;  // tokens from which mma_q8_matmul runs the wide GEMM
 
-template <int NMAT>
+template <int NMAT, bool PRE>
 struct Q8WideSmem {
     __align__(16) uint8_t wbuf[kWarps][kQ8TileBytes];
     Q4I8Stage<kQ8WideTok> stage;
-    double npart[kQ8WideTok * kWarps];
-    float nscale[kQ8WideTok];
+    double npart[PRE ? 1 : kQ8WideTok * kWarps];
+    float nscale[PRE ? 1 : kQ8WideTok];
     float up[NMAT == 2 ? 2 * (kQ8WideTok / 4) * 2 * 32 : 1];  // the pair: the up warps' totals
 };
 
-template <int NMAT, bool NORM>
-__device__ __forceinline__ void q8_wide(const Q6Args &a, Q8WideSmem<NMAT> &sm, int64_t quad,
-                                        int S, int tok0) {
+template <int NMAT, bool NORM, bool PRE>
+__device__ __forceinline__ void q8_wide(const Q6Args &a, Q8WideSmem<NMAT, PRE> &sm, int64_t quad,
+                                        int S, int tok0, const Q4Limbs &L) {
+    static_assert(!(PRE && NORM), "the pre-pass applies the norm");
     constexpr int NT = kQ8WideTok, T = Q4I8Stage<NT>::kTiles, NL = NT / 4;
     constexpr int WPM = kWarps / NMAT;
     constexpr int kTilesB = kWarps / NMAT;  // tiles a block
@@ -378,11 +390,16 @@ __device__ __forceinline__ void q8_wide(const Q6Args &a, Q8WideSmem<NMAT> &sm, i
         }
     };
     q8_issue(cp, sm.wbuf[w], sb, nsb, lane);
-    if (w == 0) q4_i8_stage_init<NT>(sm.stage, lane);  // (visible after the loop's first barrier)
+    // (visible after the loop's first barrier; PRE copies the pre-pass's zeros)
+    if (!PRE && w == 0) q4_i8_stage_init<NT>(sm.stage, lane);
     pdl_wait();
     if (NORM)
         block_rms_scales<NT>(a.x + (int64_t)tok0 * a.K, a.K, ntok, a.K, a.norm, sm.npart,
                              sm.nscale);
+    if (PRE && sb < nsb) {  // the walk's first super-block
+        q4_limbs_copy<NT>(L, sb, tok0, sm.stage);
+        cp_async_commit();
+    }
     const int xoff = q4_i8_xoff(lane);
     const float *xb = a.x + (int64_t)tok0 * a.K + xoff;
     const float *nwb = NORM && a.norm.w ? a.norm.w + xoff : nullptr;
@@ -419,14 +436,16 @@ __device__ __forceinline__ void q8_wide(const Q6Args &a, Q8WideSmem<NMAT> &sm, i
     };
     while (sb < nsb) {
         close_until(r, kw);
-        __syncthreads();  // every warp has read the previous limbs
+        if (!PRE) {
+            __syncthreads();  // every warp has read the previous limbs
 #pragma unroll
-        for (int j = 0; j < 4; j++) {  // this warp's tokens
-            const int i = 4 * w + j;
-            if (i < ntok) {
-                const float *p = xb + sb * 256 + (int64_t)i * a.K;
-                q8_stage<NT, NORM>(sm.stage, i, ld_x4(p), ld_x4(p + kQ4I8Xc),
-                                   NORM ? sm.nscale[i] : 1.0f, nwb, sb, lane);
+            for (int j = 0; j < 4; j++) {  // this warp's tokens
+                const int i = 4 * w + j;
+                if (i < ntok) {
+                    const float *p = xb + sb * 256 + (int64_t)i * a.K;
+                    q8_stage<NT, NORM>(sm.stage, i, ld_x4(p), ld_x4(p + kQ4I8Xc),
+                                       NORM ? sm.nscale[i] : 1.0f, nwb, sb, lane);
+                }
             }
         }
         cp_async_wait<0>();
@@ -437,6 +456,11 @@ __device__ __forceinline__ void q8_wide(const Q6Args &a, Q8WideSmem<NMAT> &sm, i
         advance();
         q8_issue(cp, sm.wbuf[w], sb, nsb, lane);
         q8_superblock<NT>(qw, sm.stage, lane, acc);
+        if (PRE && sb < nsb) {
+            __syncthreads();  // every warp has read the limbs: the next super-block's into them
+            q4_limbs_copy<NT>(L, sb, tok0, sm.stage);
+            cp_async_commit();
+        }
     }
     close_until(S, 0);
     cp_async_wait<0>();
@@ -458,20 +482,44 @@ __device__ __forceinline__ void q8_wide(const Q6Args &a, Q8WideSmem<NMAT> &sm, i
     }
 }
 
-template <int NMAT, bool NORM>
-static __global__ void __launch_bounds__(kThreads, 2) gemm_wide_q8(const Q6Args a, int S) {
-    __shared__ Q8WideSmem<NMAT> sm;
-    q8_wide<NMAT, NORM>(a, sm, blockIdx.z, S, (int)blockIdx.y * kQ8WideTok);
+template <int NMAT, bool NORM, bool PRE>
+static __global__ void __launch_bounds__(kThreads, 2) gemm_wide_q8(const Q6Args a, int S,
+                                                                   const Q4Limbs L) {
+    __shared__ Q8WideSmem<NMAT, PRE> sm;
+    q8_wide<NMAT, NORM, PRE>(a, sm, blockIdx.z, S, (int)blockIdx.y * kQ8WideTok, L);
 }
 
+// The limb pre-pass (one block a token, npad blocks; q4k_i8_body.cuh, without the limb sums).
+template <bool NORM>
+static __global__ void __launch_bounds__(kThreads) q8_prepass(const float *x, int64_t K, int n,
+                                                              const PreNorm norm, const Q4Limbs L) {
+    q4_limbs_prepass<NORM, false>(x, K, n, norm, L);
+}
+
+// Wide GEMMs run on the pre-pass's limbs so far (loom_cuda_matmul_q8_pre_launches: tests check
+// the path ran).
+std::atomic<int64_t> g_q8_pre_launches{0};
+
+// pre (LOOM_GEMM_WIDE_Q8=2): the pre-pass into the kernel scratch (runtime.cu scratch(): grown
+// only outside stream capture), then the wide GEMM copying its limbs; where the scratch is
+// short, the wide GEMM that stages x itself (the same bits).
 template <int NMAT>
-cudaError_t launch_wide_q8(const Q6Args &a, bool norm, int S, cudaStream_t stream) {
+cudaError_t launch_wide_q8(const Q6Args &a, bool norm, int S, bool pre, cudaStream_t stream) {
     constexpr int kTilesB = kWarps / NMAT;
     const int64_t tiles = a.tile0[NMAT == 2 ? 1 : a.nseg];
     const dim3 grid(1u, (unsigned)((a.n + kQ8WideTok - 1) / kQ8WideTok),
                     (unsigned)((tiles + kTilesB - 1) / kTilesB));
-    return launch(norm ? gemm_wide_q8<NMAT, true> : gemm_wide_q8<NMAT, false>, grid, kThreads, 0,
-                  stream, a, S);
+    if (void *buf = pre ? scratch(q4_limbs_bytes(a.n, a.K, false), stream) : nullptr) {
+        const Q4Limbs L = q4_limbs_at(buf, a.n, a.K, false);
+        const cudaError_t e = launch(norm ? q8_prepass<true> : q8_prepass<false>,
+                                     dim3((unsigned)L.npad), kThreads, 0, stream, a.x, a.K,
+                                     (int)a.n, a.norm, L);
+        if (e != cudaSuccess) return e;
+        g_q8_pre_launches.fetch_add(1, std::memory_order_relaxed);
+        return launch(gemm_wide_q8<NMAT, false, true>, grid, kThreads, 0, stream, a, S, L);
+    }
+    return launch(norm ? gemm_wide_q8<NMAT, true, false> : gemm_wide_q8<NMAT, false, false>, grid,
+                  kThreads, 0, stream, a, S, Q4Limbs{});
 }
 
 // Occupancy: 4 blocks an SM for the GEMV (<= 128 registers; 45 KB of shared memory a block),
@@ -493,7 +541,20 @@ cudaError_t launch_q8(const Q6Args &a, bool norm, int S, int64_t groups, cudaStr
 // Tokens a launch at most (token groups of kQ8Tok: 65535 a launch).
 constexpr int64_t kPerLaunch = 65535 * (int64_t)kQ8Tok;
 
+// Whether a launch of nn tokens runs the wide GEMM (LOOM_GEMM_WIDE: 1 from kQ8WideMin tokens,
+// n >= 2 from n, 0 never), and the wide GEMM's limbs come from the pre-pass (LOOM_GEMM_WIDE_Q8).
+bool q8_wide_for(int64_t nn) {
+    const int wset = gemm_wide_min();
+    return wset != 0 && nn >= (wset == 1 ? kQ8WideMin : wset);
+}
+bool q8_pre(int64_t K) { return gemm_wide_q8_form() == 2 && K >= 256; }
+
 }  // namespace
+
+size_t mma_q8_scratch_bytes(int64_t n, int64_t K) {
+    const int64_t nn = n < kPerLaunch ? n : kPerLaunch;  // the largest launch
+    return q8_wide_for(nn) && q8_pre(K) ? q4_limbs_bytes(nn, K, false) : 0;
+}
 
 bool mma_q8_seg_ok(const Seg &s) {
     return s.type == LOOM_GGML_Q8_0 && !s.tiles && ((uintptr_t)s.w % 16) == 0 &&
@@ -529,13 +590,15 @@ loom_status mma_q8_matmul(const Seg *seg, int nseg, int epi, const float *x, int
     if (norm) a.norm = *norm;
     const bool nm = norm != nullptr;
     const int S = mma_pick_split(pair ? 2 * tiles : tiles, K / 256);  // gemv_mma.cu's rule
+    const bool pre = q8_pre(K);
     for (int64_t t0 = 0; t0 < n; t0 += kPerLaunch) {
         const int64_t nn = n - t0 < kPerLaunch ? n - t0 : kPerLaunch;
         const Q6Args b = token_slice(a, t0, nn);
         const int64_t groups = nn == 1 ? 1 : (nn + kQ8Tok - 1) / kQ8Tok;
         cudaError_t e;
-        if (nn >= kQ8WideMin)
-            e = pair ? launch_wide_q8<2>(b, nm, S, stream) : launch_wide_q8<1>(b, nm, S, stream);
+        if (q8_wide_for(nn))
+            e = pair ? launch_wide_q8<2>(b, nm, S, pre, stream)
+                     : launch_wide_q8<1>(b, nm, S, pre, stream);
         else if (pair) e = nn > 1 ? launch_q8<kQ8Tok, 2>(b, nm, S, groups, stream)
                              : launch_q8<1, 2>(b, nm, S, groups, stream);
         else e = nn > 1 ? launch_q8<kQ8Tok, 1>(b, nm, S, groups, stream)
@@ -546,3 +609,7 @@ loom_status mma_q8_matmul(const Seg *seg, int nseg, int epi, const float *x, int
 }
 
 }  // namespace loom_cuda
+
+extern "C" int64_t loom_cuda_matmul_q8_pre_launches(void) {
+    return loom_cuda::g_q8_pre_launches.load();
+}

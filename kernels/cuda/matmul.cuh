@@ -139,9 +139,14 @@ bool mma_q8_seg_ok(const Seg &s);
 // output seg[0].y; two EPI_PLAIN segments of equal rows run the same kernels, so they give its
 // dots). One launch per 65535 x 4 tokens; a GEMM token is bit-identical to the GEMV
 // of that token; not bit-identical to gemv.cu / gemm.cu. norm: as gemv.cu's (bit for bit the
-// norm launcher followed by the plain kernel). No kernel scratch.
+// norm launcher followed by the plain kernel). The wide GEMM's limb pre-pass takes kernel
+// scratch (mma_q8_scratch_bytes).
 loom_status mma_q8_matmul(const Seg *seg, int nseg, int epi, const float *x, int64_t K, int64_t n,
                           const PreNorm *norm, loom_error *err, cudaStream_t stream);
+
+// The kernel scratch mma_q8_matmul takes for n tokens over K columns (the wide GEMM's limb
+// pre-pass), by its own rule; 0: none.
+size_t mma_q8_scratch_bytes(int64_t n, int64_t K);
 
 // gemv_mma.cu: the GEMV (n == 1, EPI_PLAIN) of Q4_K segments s4 (1 or 2; not two of equal
 // rows, which run as the pair) and Q6_K segments s6 (1..3) in ONE launch, bit for bit the two

@@ -473,7 +473,7 @@ __device__ __forceinline__ void q4_i8_wtile(const Q4I8Dec &A, const Q4I8WStage<N
     q4_i8_fold(I, M, st.q.sinv[2 * p + (t >> 1)], A.dg, A.mg, A.d8, A.m8, t, acc);
 }
 
-// ---- The limb pre-pass (LOOM_GEMM_WIDE_Q4K_I8=5, session 11) ----------------------------------
+// ---- The limb pre-pass (LOOM_GEMM_WIDE_Q4K_I8=5, session 11; Q8_0: LOOM_GEMM_WIDE_Q8=2) ------
 // The wide GEMM's stage of a super-block (Q4I8WStage: the limbs, 1 / s and the limb sums of its
 // tokens) converted ONCE for the whole matmul into the kernel scratch, so that every block copies
 // it (cp.async) instead of staging x itself: super-block sb, token pair P (tokens 2P, 2P + 1):
@@ -481,51 +481,66 @@ __device__ __forceinline__ void q4_i8_wtile(const Q4I8Dec &A, const Q4I8WStage<N
 // Q4I8WStage::sx[P] at SX + (sb * npairs + P) * 32 (256 B), token j's 1 / s at SI[sb * npad + j];
 // npad = n rounded up to 32 (npairs = npad / 2), tokens n .. npad - 1 all zeros (a ragged block's
 // missing tokens, as the in-block stage's zeroing). The values are stage_q4i8w's, so the GEMM's
-// bits do not change.
+// bits do not change. Without SUMS (the Q8_0 wide GEMM, gemv_mma_q8.cu, which stages the same
+// limbs by stage_q4i8 and has no min term) there is no SX and no NS.
 struct Q4Limbs {
-    const uint4 *X;
-    const uint2 *SX;
-    const float *SI;
-    const float *NS;  // [npad]: each token's RMS scale (a folded norm; scale last, norm.cuh)
+    uint4 *X;
+    uint2 *SX;  // SUMS only
+    float *SI;
+    float *NS;  // SUMS and a folded norm: [npad] each token's RMS scale (scale last, norm.cuh)
     int npad;
 };
 
 // Bytes of the Q4Limbs of n tokens of K values (the scratch the pre-pass launches need).
-inline size_t q4_limbs_bytes(int64_t n, int64_t K) {
-    return ((size_t)(K / 256) * (1024 + 128 + sizeof(float)) + sizeof(float)) *
+inline size_t q4_limbs_bytes(int64_t n, int64_t K, bool sums) {
+    return ((size_t)(K / 256) * ((sums ? 1024 + 128 : 1024) + sizeof(float)) +
+            (sums ? sizeof(float) : 0)) *
            (size_t)limbs_npad(n);
 }
 
-// The pre-pass: block x = token, its 4 warps stage super-blocks w, w + 4, ... with stage_q4i8w
-// (NORM, scale last as the wide GEMM's staging: x * w per value, and the token's RMS scale from
-// block_rms_scales into NS[token]) into a warp's one-pair stage, then copy the token's half of
-// it (limb words 16 e .. 16 e + 15 of each of the 4 registers' rows, sum words 16 e .. 16 e +
-// 15, 1 / s; e = token & 1) to L. Tokens past n: zeros.
-template <bool NORM>
+// The Q4Limbs of n tokens of K values laid out in buf (q4_limbs_bytes(n, K, sums) bytes).
+inline Q4Limbs q4_limbs_at(void *buf, int64_t n, int64_t K, bool sums) {
+    Q4Limbs L;
+    L.npad = (int)limbs_npad(n);
+    const int64_t nsb = K / 256, pairs = nsb * (int64_t)(L.npad / 2);
+    L.X = static_cast<uint4 *>(buf);
+    L.SX = sums ? reinterpret_cast<uint2 *>(L.X + pairs * 128) : nullptr;
+    L.SI = sums ? reinterpret_cast<float *>(L.SX + pairs * 32) : reinterpret_cast<float *>(L.X + pairs * 128);
+    L.NS = sums ? L.SI + nsb * L.npad : nullptr;
+    return L;
+}
+
+// The pre-pass: block x = token, its 4 warps stage super-blocks w, w + 4, ... into a warp's
+// one-pair stage, then copy the token's half of it (limb words 16 e .. 16 e + 15 of each of the
+// 4 registers' rows, sum words 16 e .. 16 e + 15, 1 / s; e = token & 1) to L. Tokens past n:
+// zeros. SUMS (Q4_K): stage_q4i8w, and NORM scale last as the Q4_K wide GEMM's staging (x * w
+// per value, the token's RMS scale from block_rms_scales into NS[token]); without SUMS (Q8_0):
+// stage_q4i8, and NORM scale first as the Q8_0 GEMMs stage (rms_apply4: bit for bit the norm
+// launcher, then the plain matmul).
+template <bool NORM, bool SUMS>
 __device__ __forceinline__ void q4_limbs_prepass(const float *x, int64_t K, int n,
-                                                 const PreNorm &norm, uint4 *X, uint2 *SX,
-                                                 float *SI, float *NS, int npad) {
+                                                 const PreNorm &norm, const Q4Limbs &L) {
     __shared__ Q4I8WStage<2> st[kWarps];
     __shared__ double npart[NORM ? kWarps : 1];
     __shared__ float nscale[1];
     pdl_launch_dependents();
     const int lane = threadIdx.x & 31, w = threadIdx.x >> 5, tok = (int)blockIdx.x, e = tok & 1;
-    const int64_t nsb = K / 256, npairs = npad / 2;
+    const int64_t nsb = K / 256, npairs = L.npad / 2;
     pdl_wait();
     if (tok >= n) {
         for (int64_t sb = w; sb < nsb; sb += kWarps) {
-            uint4 *d = X + (sb * npairs + tok / 2) * 128 + 16 * e;
+            uint4 *d = L.X + (sb * npairs + tok / 2) * 128 + 16 * e;
             for (int i = lane; i < 64; i += 32) d[32 * (i >> 4) + (i & 15)] = make_uint4(0u, 0u, 0u, 0u);
-            if (lane < 16) SX[(sb * npairs + tok / 2) * 32 + 16 * e + lane] = make_uint2(0u, 0u);
-            if (lane == 0) SI[sb * npad + tok] = 0.0f;
+            if (SUMS && lane < 16) L.SX[(sb * npairs + tok / 2) * 32 + 16 * e + lane] = make_uint2(0u, 0u);
+            if (lane == 0) L.SI[sb * L.npad + tok] = 0.0f;
         }
-        if (threadIdx.x == 0) NS[tok] = 0.0f;
+        if (SUMS && NORM && threadIdx.x == 0) L.NS[tok] = 0.0f;
         return;
     }
     const float *xr = x + (int64_t)tok * K;
     if (NORM) {
         block_rms_scales<1>(xr, K, 1, K, norm, npart, nscale);
-        if (threadIdx.x == 0) NS[tok] = nscale[0];
+        if (SUMS && threadIdx.x == 0) L.NS[tok] = nscale[0];
     }
     const int xoff = q4_i8_xoff(lane);
     const float *nwb = NORM && norm.w ? norm.w + xoff : nullptr;
@@ -538,42 +553,56 @@ __device__ __forceinline__ void q4_limbs_prepass(const float *x, int64_t K, int 
                 nwa = ld_x4(nwb + sb * 256);
                 nwc = ld_x4(nwb + sb * 256 + kQ4I8Xc);
             }
-            xa = norm_w4(xa, nwa);
-            xc = norm_w4(xc, nwc);
+            xa = SUMS ? norm_w4(xa, nwa) : rms_apply4(xa, nscale[0], nwa);
+            xc = SUMS ? norm_w4(xc, nwc) : rms_apply4(xc, nscale[0], nwc);
         }
-        stage_q4i8w<2>(s, e, xa, xc, lane);
+        if (SUMS) stage_q4i8w<2>(s, e, xa, xc, lane);
+        else stage_q4i8<2>(s.q, e, xa, xc, lane);
         __syncwarp();
-        uint4 *d = X + (sb * npairs + tok / 2) * 128 + 16 * e;
+        uint4 *d = L.X + (sb * npairs + tok / 2) * 128 + 16 * e;
 #pragma unroll
         for (int r = 0; r < 2; r++) {
             const int i = lane + 32 * r;  // register row i >> 4, word 16 e + (i & 15)
             d[32 * (i >> 4) + (i & 15)] = s.q.b[0][i >> 4][16 * e + (i & 15)];
         }
-        if (lane < 16) SX[(sb * npairs + tok / 2) * 32 + 16 * e + lane] = s.sx[0][16 * e + lane];
-        if (lane == 0) SI[sb * npad + tok] = s.q.sinv[e];
+        if (SUMS && lane < 16) L.SX[(sb * npairs + tok / 2) * 32 + 16 * e + lane] = s.sx[0][16 * e + lane];
+        if (lane == 0) L.SI[sb * L.npad + tok] = s.q.sinv[e];
         __syncwarp();  // the slot is read before the next super-block overwrites it
     }
 }
 
-// The block's NT tokens (from tok0, even) of super-block b copied from L into stage st with
-// cp.async (whole block; the caller commits and waits): NT / 2 limb chunks of 16 bytes a thread,
-// NT / 16 sum chunks, the 1 / s of NT tokens in the first NT / 4 threads.
+// The block's NT tokens (from tok0, even) of super-block b copied from L into the stage with
+// cp.async (whole block; the caller commits and waits): NT / 2 limb chunks of 16 bytes a thread
+// into q, with sx (the Q4_K wide GEMM's limb sums; nullptr: none) NT / 16 sum chunks, the 1 / s
+// of NT tokens in the first NT / 4 threads.
 template <int NT>
 __device__ __forceinline__ void q4_limbs_copy(const Q4Limbs &L, int64_t b, int tok0,
-                                              Q4I8WStage<NT> &st) {
+                                              Q4I8Stage<NT> &q, uint2 *sx) {
     static_assert(NT % 16 == 0 && kThreads == 128, "whole chunks a thread");
     constexpr int kThr = kThreads;
     const int tid = threadIdx.x;
     const int64_t P0 = b * (L.npad / 2) + tok0 / 2;
     const uint4 *xs = L.X + P0 * 128;
-    uint4 *xd = &st.q.b[0][0][0];
+    uint4 *xd = &q.b[0][0][0];
 #pragma unroll
     for (int i = 0; i < NT / 2; i++) cp_async16(xd + tid + kThr * i, xs + tid + kThr * i, true);
-    const uint4 *ss = reinterpret_cast<const uint4 *>(L.SX + P0 * 32);
-    uint4 *sd = reinterpret_cast<uint4 *>(&st.sx[0][0]);
+    if (sx) {
+        const uint4 *ss = reinterpret_cast<const uint4 *>(L.SX + P0 * 32);
+        uint4 *sd = reinterpret_cast<uint4 *>(sx);
 #pragma unroll
-    for (int i = 0; i < NT / 16; i++) cp_async16(sd + tid + kThr * i, ss + tid + kThr * i, true);
-    if (tid < NT / 4) cp_async16(&st.q.sinv[4 * tid], L.SI + b * L.npad + tok0 + 4 * tid, true);
+        for (int i = 0; i < NT / 16; i++) cp_async16(sd + tid + kThr * i, ss + tid + kThr * i, true);
+    }
+    if (tid < NT / 4) cp_async16(&q.sinv[4 * tid], L.SI + b * L.npad + tok0 + 4 * tid, true);
+}
+template <int NT>
+__device__ __forceinline__ void q4_limbs_copy(const Q4Limbs &L, int64_t b, int tok0,
+                                              Q4I8WStage<NT> &st) {
+    q4_limbs_copy<NT>(L, b, tok0, st.q, &st.sx[0][0]);
+}
+template <int NT>
+__device__ __forceinline__ void q4_limbs_copy(const Q4Limbs &L, int64_t b, int tok0,
+                                              Q4I8Stage<NT> &st) {
+    q4_limbs_copy<NT>(L, b, tok0, st, nullptr);
 }
 
 }  // namespace loom_cuda

@@ -90,6 +90,12 @@ static int g_gemm_wide_q4k_i8 = kDefaultGemmWideQ4kI8;
 // default, like any value outside 2..7.
 static const int kDefaultGemmWideQ6k = 7;
 static int g_gemm_wide_q6k = kDefaultGemmWideQ6k;
+// The wide Q8_0 GEMM's x staging (LOOM_GEMM_WIDE_Q8; gemv_mma_q8.cu q8_wide, session 36): 2 =
+// its tokens' int8 limbs converted once a matmul by a pre-pass into the kernel scratch, which
+// the blocks copy; 1 = each block stages x itself (session 35's kernel), what 2 runs where the
+// scratch cannot grow. The same bits either way. 2 is the default: bench/NOTES.md 2.8.
+static const int kDefaultGemmWideQ8 = 2;
+static int g_gemm_wide_q8 = kDefaultGemmWideQ8;
 static bool g_pdl = false;
 // The shared-memory carveout every kernel prefers (LOOM_CUDA_CARVEOUT, percent of the maximum;
 // -1 = cudaSharedmemCarveoutDefault, the driver's choice a kernel). The driver sizes an SM's
@@ -176,6 +182,7 @@ static void read_switches_locked() {
     const int q4i8 = env_int("LOOM_GEMM_WIDE_Q4K_I8", 4, 5, false, kDefaultGemmWideQ4kI8);
     g_gemm_wide_q4k_i8 = q4i8;  // 4 or 5 (1, 2, 3: removed)
     g_gemm_wide_q6k = env_int("LOOM_GEMM_WIDE_Q6K", 2, 7, false, kDefaultGemmWideQ6k);
+    g_gemm_wide_q8 = env_int("LOOM_GEMM_WIDE_Q8", 1, 2, false, kDefaultGemmWideQ8);
     g_attn_bpsm = env_int("LOOM_ATTN_BPSM", 1, 16, false, kDefaultAttnBpsm);
     g_attn_cl_tiles = env_int("LOOM_ATTN_CL_TILES", 0, 1 << 25, false, kDefaultAttnClTiles);
     g_attn_tma = !env_is("LOOM_ATTN_TMA", "0");
@@ -267,6 +274,12 @@ int gemm_wide_q4k_i8_form() {
 int gemm_wide_q6k_variant() {
     ensure_switches();
     return g_gemm_wide_q6k;
+}
+
+// (declared in gemv_mma_q8.cu, its only user)
+int gemm_wide_q8_form() {
+    ensure_switches();
+    return g_gemm_wide_q8;
 }
 
 // (declared in gemv.cu and gemv_mma.cu, its users)

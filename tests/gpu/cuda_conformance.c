@@ -1494,6 +1494,30 @@ static void test_wide_section(void) {
     test_triple_v_body(g_quick ? 65 : 130);
 }
 
+/* The wide Q8_0 GEMM's x staging (LOOM_GEMM_WIDE_Q8, gemv_mma_q8.cu): form NULL = the default
+ * (2: x's limbs from one pre-pass a matmul into the kernel scratch, which grows here: no
+ * capture), "1" = each block stages x. Under each: GEMM token == GEMV bits on ragged token
+ * blocks (K = 768: partials without super-blocks), the fused forms against the CPU twin, the
+ * normed triple, pair and SwiGLU pair against the norm launcher + the plain matmul bit for bit;
+ * and the pre-pass ran under the default only. */
+static void test_q8_wide_form(const char *form) {
+    printf("-- the wide Q8_0 GEMM, LOOM_GEMM_WIDE_Q8=%s\n", form ? form : "2 (default)");
+    if (form) set_switch("LOOM_GEMM_WIDE_Q8", form);
+    const int64_t before = loom_cuda_matmul_q8_pre_launches();
+    test_matmul_one_x(LOOM_GGML_Q8_0, 41, 768, 19, 1);
+    test_matmul_one_x(LOOM_GGML_Q8_0, g_quick ? 80 : 2560, g_quick ? 1024 : 2560,
+                      g_quick ? 33 : 130, 0);
+    test_matmul_fused_t(g_quick ? 17 : 37, k_q8);
+    const int64_t m3[3] = {37, 11, 11}, m2[2] = {37, 37};
+    test_normed(3, k_q8, m3, 768, 33, 1, " wide");
+    test_normed(1, k_q8, m2, 768, 33, 1, " wide");
+    test_normed(2, k_q8, m2, 768, 33, 0, " wide");
+    const int64_t ran = loom_cuda_matmul_q8_pre_launches() - before;
+    report("Q8_0 wide on the pre-pass", form ? "none with the switch at 1" : "the cases above",
+           form ? ran != 0 : ran == 0, 0);
+    if (form) reset_switch("LOOM_GEMM_WIDE_Q8");
+}
+
 /* ---- norm, rope, kv --------------------------------------------------------------------- */
 static void test_norm(int64_t rows, int64_t d, int with_w) {
     char shape[96];
@@ -3113,6 +3137,8 @@ int main(int argc, char **argv) {
     test_matmul_fused_t(g_quick ? 3 : 37, k_q8);
     test_matmul_fused_t(1, k_mix8);
     test_matmul_fused_t(g_quick ? 3 : 37, k_mix8);
+    test_q8_wide_form(NULL);
+    test_q8_wide_form("1");
     test_matmul_fused_t(1, k_q5);
     test_matmul_fused_t(g_quick ? 3 : 37, k_q5);
     test_matmul_q6k_fused(g_quick ? 40 : 2560, g_quick ? 768 : 9728, 1);
