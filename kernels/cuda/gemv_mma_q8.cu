@@ -335,10 +335,10 @@ __device__ __forceinline__ void q8_tile(const Q6Args &a, Q8Smem<NT, NMAT, NORM> 
 // staging is shared by 4 tiles and each A by 16 tokens. Staged by whom (LOOM_GEMM_WIDE_Q8):
 // PRE (2, the default) copies the limbs (cp.async) that one pre-pass a matmul staged into the
 // kernel scratch (q4k_i8_body.cuh q4_limbs_prepass without the limb sums; NORM is the
-// pre-pass's then), the copy of the walk's next super-block issued once every warp is done with
-// this one's (one stage: two would pass 48 KB beside the weight stages); 1 (and PRE where the
-// scratch cannot grow) each block converts its tokens' x itself (warp w its tokens 4 w .. 4 w +
-// 3). The same limbs either way, so the same bits. Every warp walks the
+// pre-pass's then) in two halves of a super-block, tokens 0..7 and 8..15, each copied while the
+// other's tiles run (two whole stages would pass 48 KB beside the weight stages); 1 (and PRE
+// where the scratch cannot grow) each block converts its tokens' x itself into one stage (warp
+// w its tokens 4 w .. 4 w + 3). The same limbs either way, so the same bits. Every warp walks the
 // super-blocks in the GEMV's partial order (ranks r < S, K slots kw < WPM, then sb = WPM r + kw
 // + k WPM S), summing as the GEMV does: each partial from 0 by q8_superblock, its lanes t, t ^ 1,
 // then the partials of a rank in kw order (the pair's two zero partials of the other matrix
@@ -349,7 +349,7 @@ constexpr int kQ8WideMin = 16;  // tokens from which mma_q8_matmul runs the wide
 template <int NMAT, bool PRE>
 struct Q8WideSmem {
     __align__(16) uint8_t wbuf[kWarps][kQ8TileBytes];
-    Q4I8Stage<kQ8WideTok> stage;
+    Q4I8Stage<PRE ? kQ8WideTok / 2 : kQ8WideTok> stage[PRE ? 2 : 1];  // PRE: the two halves
     double npart[PRE ? 1 : kQ8WideTok * kWarps];
     float nscale[PRE ? 1 : kQ8WideTok];
     float up[NMAT == 2 ? 2 * (kQ8WideTok / 4) * 2 * 32 : 1];  // the pair: the up warps' totals
@@ -391,13 +391,15 @@ __device__ __forceinline__ void q8_wide(const Q6Args &a, Q8WideSmem<NMAT, PRE> &
     };
     q8_issue(cp, sm.wbuf[w], sb, nsb, lane);
     // (visible after the loop's first barrier; PRE copies the pre-pass's zeros)
-    if (!PRE && w == 0) q4_i8_stage_init<NT>(sm.stage, lane);
+    if constexpr (!PRE) {
+        if (w == 0) q4_i8_stage_init<NT>(sm.stage[0], lane);
+    }
     pdl_wait();
     if (NORM)
         block_rms_scales<NT>(a.x + (int64_t)tok0 * a.K, a.K, ntok, a.K, a.norm, sm.npart,
                              sm.nscale);
-    if (PRE && sb < nsb) {  // the walk's first super-block
-        q4_limbs_copy<NT>(L, sb, tok0, sm.stage);
+    if constexpr (PRE) {  // the walk's first super-block's first half
+        if (sb < nsb) q4_limbs_copy<NT / 2>(L, sb, tok0, sm.stage[0]);
         cp_async_commit();
     }
     const int xoff = q4_i8_xoff(lane);
@@ -436,30 +438,45 @@ __device__ __forceinline__ void q8_wide(const Q6Args &a, Q8WideSmem<NMAT, PRE> &
     };
     while (sb < nsb) {
         close_until(r, kw);
-        if (!PRE) {
+        if constexpr (PRE) {
+            cp_async_wait<0>();
+            // the first half and (each warp) its weights are in place, and every warp is done
+            // with the second half: this super-block's into it
+            __syncthreads();
+            q4_limbs_copy<NT / 2>(L, sb, tok0 + NT / 2, sm.stage[1]);
+            cp_async_commit();
+            Q8Words qw;
+            q8_words(reinterpret_cast<const uint32_t *>(sm.wbuf[w]), lane, qw);
+            __syncwarp();  // every lane has read the stage: the walk's next super-block into it
+            advance();
+            q8_issue(cp, sm.wbuf[w], sb, nsb, lane);
+            q8_superblock<NT / 2>(qw, sm.stage[0], lane, *reinterpret_cast<float(*)[T / 2][2]>(&acc[0]));
+            cp_async_wait<1>();  // the second half (the next weights may still be in flight)
+            // the second half is in place, and every warp is done with the first: the next
+            // super-block's into it
+            __syncthreads();
+            if (sb < nsb) q4_limbs_copy<NT / 2>(L, sb, tok0, sm.stage[0]);
+            cp_async_commit();
+            q8_superblock<NT / 2>(qw, sm.stage[1], lane, *reinterpret_cast<float(*)[T / 2][2]>(&acc[T / 2]));
+        } else {
             __syncthreads();  // every warp has read the previous limbs
 #pragma unroll
             for (int j = 0; j < 4; j++) {  // this warp's tokens
                 const int i = 4 * w + j;
                 if (i < ntok) {
                     const float *p = xb + sb * 256 + (int64_t)i * a.K;
-                    q8_stage<NT, NORM>(sm.stage, i, ld_x4(p), ld_x4(p + kQ4I8Xc),
+                    q8_stage<NT, NORM>(sm.stage[0], i, ld_x4(p), ld_x4(p + kQ4I8Xc),
                                        NORM ? sm.nscale[i] : 1.0f, nwb, sb, lane);
                 }
             }
-        }
-        cp_async_wait<0>();
-        __syncthreads();  // the limbs and (each warp) its weights are in place
-        Q8Words qw;
-        q8_words(reinterpret_cast<const uint32_t *>(sm.wbuf[w]), lane, qw);
-        __syncwarp();  // every lane has read the stage: the walk's next super-block into it
-        advance();
-        q8_issue(cp, sm.wbuf[w], sb, nsb, lane);
-        q8_superblock<NT>(qw, sm.stage, lane, acc);
-        if (PRE && sb < nsb) {
-            __syncthreads();  // every warp has read the limbs: the next super-block's into them
-            q4_limbs_copy<NT>(L, sb, tok0, sm.stage);
-            cp_async_commit();
+            cp_async_wait<0>();
+            __syncthreads();  // the limbs and (each warp) its weights are in place
+            Q8Words qw;
+            q8_words(reinterpret_cast<const uint32_t *>(sm.wbuf[w]), lane, qw);
+            __syncwarp();  // every lane has read the stage: the walk's next super-block into it
+            advance();
+            q8_issue(cp, sm.wbuf[w], sb, nsb, lane);
+            q8_superblock<NT>(qw, sm.stage[0], lane, acc);
         }
     }
     close_until(S, 0);

@@ -578,7 +578,7 @@ __device__ __forceinline__ void q4_limbs_prepass(const float *x, int64_t K, int 
 template <int NT>
 __device__ __forceinline__ void q4_limbs_copy(const Q4Limbs &L, int64_t b, int tok0,
                                               Q4I8Stage<NT> &q, uint2 *sx) {
-    static_assert(NT % 16 == 0 && kThreads == 128, "whole chunks a thread");
+    static_assert(NT % 8 == 0 && kThreads == 128, "whole chunks a thread");
     constexpr int kThr = kThreads;
     const int tid = threadIdx.x;
     const int64_t P0 = b * (L.npad / 2) + tok0 / 2;
@@ -597,6 +597,7 @@ __device__ __forceinline__ void q4_limbs_copy(const Q4Limbs &L, int64_t b, int t
 template <int NT>
 __device__ __forceinline__ void q4_limbs_copy(const Q4Limbs &L, int64_t b, int tok0,
                                               Q4I8WStage<NT> &st) {
+    static_assert(NT % 16 == 0, "whole sum chunks a thread");
     q4_limbs_copy<NT>(L, b, tok0, st.q, &st.sx[0][0]);
 }
 template <int NT>
