@@ -353,6 +353,9 @@ struct Q8WideSmem {
     double npart[PRE ? 1 : kQ8WideTok * kWarps];
     float nscale[PRE ? 1 : kQ8WideTok];
     float up[NMAT == 2 ? 2 * (kQ8WideTok / 4) * 2 * 32 : 1];  // the pair: the up warps' totals
+    // each lane's sum of its rank's partials so far (touched once a partial; in registers they
+    // cost PRE's kernel the third block an SM)
+    float rank[kWarps][Q4I8Stage<kQ8WideTok>::kTiles * 2][32];
 };
 
 template <int NMAT, bool NORM, bool PRE>
@@ -405,7 +408,8 @@ __device__ __forceinline__ void q8_wide(const Q6Args &a, Q8WideSmem<NMAT, PRE> &
     const int xoff = q4_i8_xoff(lane);
     const float *xb = a.x + (int64_t)tok0 * a.K + xoff;
     const float *nwb = NORM && a.norm.w ? a.norm.w + xoff : nullptr;
-    float acc[T][2], rank[T][2], tot[T][2];
+    float acc[T][2], tot[T][2];
+    float(&rank)[T * 2][32] = sm.rank[w];
 #pragma unroll
     for (int p = 0; p < T; p++) acc[p][0] = acc[p][1] = 0.0f;
     int pr = 0, pkw = 0;  // the partial acc holds
@@ -417,12 +421,12 @@ __device__ __forceinline__ void q8_wide(const Q6Args &a, Q8WideSmem<NMAT, PRE> &
 #pragma unroll
             for (int k = 0; k < 2; k++) {
                 float v = __fadd_rn(acc[p][k], __shfl_xor_sync(0xffffffffu, acc[p][k], 1));
-                v = pkw == 0 ? v : __fadd_rn(rank[p][k], v);
+                v = pkw == 0 ? v : __fadd_rn(rank[2 * p + k][lane], v);
                 if (NMAT == 2 && pkw == WPM - 1) {  // the other matrix's two zero partials
                     v = __fadd_rn(v, 0.0f);
                     v = __fadd_rn(v, 0.0f);
                 }
-                rank[p][k] = v;
+                rank[2 * p + k][lane] = v;
                 acc[p][k] = 0.0f;
                 if (pkw == WPM - 1) tot[p][k] = pr == 0 ? v : __fadd_rn(tot[p][k], v);
             }
@@ -499,8 +503,15 @@ __device__ __forceinline__ void q8_wide(const Q6Args &a, Q8WideSmem<NMAT, PRE> &
     }
 }
 
+// Occupancy: PRE 3 blocks an SM on sm_90 (168 registers), 2 on sm_87, where 168 spilled 4 bytes
+// (and which the project does not measure); staging x in the block 2.
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ < 900
+constexpr int kQ8PreBlocks = 2;
+#else
+constexpr int kQ8PreBlocks = 3;
+#endif
 template <int NMAT, bool NORM, bool PRE>
-static __global__ void __launch_bounds__(kThreads, 2) gemm_wide_q8(const Q6Args a, int S,
+static __global__ void __launch_bounds__(kThreads, PRE ? kQ8PreBlocks : 2) gemm_wide_q8(const Q6Args a, int S,
                                                                    const Q4Limbs L) {
     __shared__ Q8WideSmem<NMAT, PRE> sm;
     q8_wide<NMAT, NORM, PRE>(a, sm, blockIdx.z, S, (int)blockIdx.y * kQ8WideTok, L);
