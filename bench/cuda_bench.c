@@ -2,7 +2,7 @@
  * Qwen3-8B (4096 / 14336) shapes, 32 query heads, 8 KV heads, head_dim 128, vocab 151936.
  *
  *   cuda_bench [--quick] [--attn] [--matmul] [--q6k] [--norm] [--attn-trace] [--attn-prof]
- *              [--attn-step] [--fused] [--mixed] [--attn-s7] [--q6k-down] [--q6k-wide] [--q4k-wide] [--q4w] [--triple-v] [--q4k] [--q8] [--q8w] [--attn-pf]
+ *              [--attn-step] [--fused] [--mixed] [--attn-s7] [--q6k-down] [--q6k-wide] [--q4k-wide] [--q4w] [--triple-v] [--q4k] [--q8] [--q8w] [--prefill] [--attn-pf]
  *              [--gemv-trace] [--icache] [--l2warm] [--rows]
  *
  * Q4_K weights of rows % 16 == 0 are given in LOOM_WEIGHT_Q4K_TILES and Q6_K ones in
@@ -1658,40 +1658,59 @@ static void bench_q8(void) {
     loom_cuda_reload_switches();
 }
 
+/* A 512-token prefill step's matmuls at the 4B and 8B shapes, each as the executor's prefill
+ * runs it (the norm a launch of its own): the triple QKV (types t3), attention output + add, the
+ * gate/up pair + SwiGLU and ffn down + add (t3[0]); then the 4B 9728 x 2560 GEMM at N = 16, 32,
+ * 128. Row names end in tag. */
+static void bench_prefill_rows(const loom_ggml_type t3[3], const char *tag) {
+    static const struct { const char *name; int64_t H, F; } cf[2] = {{"4B", 2560, 9728}, {"8B", 4096, 14336}};
+    const char *tn = loom_ggml_type_get(t3[0])->name;
+    char nm[80];
+    g_calls = 4;
+    for (int ci = 0; ci < 2; ci++) {
+        const int64_t H = cf[ci].H, F = cf[ci].F;
+        snprintf(nm, sizeof nm, "%s %s triple QKV N=512%s", cf[ci].name, tn, tag);
+        bench_mm(nm, MM_TRIPLE, 512, 3, t3, (const int64_t[]){4096, 1024, 1024}, H);
+        snprintf(nm, sizeof nm, "%s %s attn out + add N=512%s", cf[ci].name, tn, tag);
+        bench_mm(nm, MM_ADD, 512, 1, t3, (const int64_t[]){H}, 4096);
+        snprintf(nm, sizeof nm, "%s %s pair SwiGLU N=512%s", cf[ci].name, tn, tag);
+        bench_mm(nm, MM_PAIR, 512, 2, t3, (const int64_t[]){F, F}, H);
+        snprintf(nm, sizeof nm, "%s %s ffn down + add N=512%s", cf[ci].name, tn, tag);
+        bench_mm(nm, MM_ADD, 512, 1, t3, (const int64_t[]){H}, F);
+    }
+    g_calls = 0;
+    static const int64_t ns[3] = {16, 32, 128};
+    for (int i = 0; i < 3; i++) {
+        snprintf(nm, sizeof nm, "4B %s gemm N=%lld%s", tn, (long long)ns[i], tag);
+        bench_mm(nm, MM_GEMM, ns[i], 1, t3, (const int64_t[]){9728}, 2560);
+    }
+}
+
 /* --q8w: the wide Q8_0 GEMM's x staging (LOOM_GEMM_WIDE_Q8: 1 in each block, 2 the limb
- * pre-pass), alternated twice in one run on the same weights: the prefill matmuls of a 512-token
- * step at the 4B and 8B shapes (triple, attention output + add, gate/up pair SwiGLU, down +
- * add), and the 4B 9728 x 2560 GEMM at N = 16, 32, 128. */
+ * pre-pass), alternated twice in one run on the same weights (bench_prefill_rows). */
 static int g_q8w = 0;
 static void bench_q8w(void) {
-    static const char *vv[2] = {"1", "2"};
+    static const char *vv[2] = {"1", "2"}, *tag[2] = {" W1", " W2"};
     const loom_ggml_type q8[3] = {LOOM_GGML_Q8_0, LOOM_GGML_Q8_0, LOOM_GGML_Q8_0};
-    static const struct { const char *name; int64_t H, F; } cf[2] = {{"4B", 2560, 9728}, {"8B", 4096, 14336}};
-    char nm[80];
     for (int rep = 0; rep < (g_quick ? 1 : 2); rep++)
         for (int v = 0; v < 2; v++) {
             set_env("LOOM_GEMM_WIDE_Q8", vv[v]);
-            g_calls = 4;
-            for (int ci = 0; ci < 2; ci++) {
-                const int64_t H = cf[ci].H, F = cf[ci].F;
-                snprintf(nm, sizeof nm, "%s Q8_0 triple QKV N=512 W%s", cf[ci].name, vv[v]);
-                bench_mm(nm, MM_TRIPLE, 512, 3, q8, (const int64_t[]){4096, 1024, 1024}, H);
-                snprintf(nm, sizeof nm, "%s Q8_0 attn out + add N=512 W%s", cf[ci].name, vv[v]);
-                bench_mm(nm, MM_ADD, 512, 1, q8, (const int64_t[]){H}, 4096);
-                snprintf(nm, sizeof nm, "%s Q8_0 pair SwiGLU N=512 W%s", cf[ci].name, vv[v]);
-                bench_mm(nm, MM_PAIR, 512, 2, q8, (const int64_t[]){F, F}, H);
-                snprintf(nm, sizeof nm, "%s Q8_0 ffn down + add N=512 W%s", cf[ci].name, vv[v]);
-                bench_mm(nm, MM_ADD, 512, 1, q8, (const int64_t[]){H}, F);
-            }
-            g_calls = 0;
-            static const int64_t ns[3] = {16, 32, 128};
-            for (int i = 0; i < 3; i++) {
-                snprintf(nm, sizeof nm, "4B Q8_0 gemm N=%lld W%s", (long long)ns[i], vv[v]);
-                bench_mm(nm, MM_GEMM, ns[i], 1, q8, (const int64_t[]){9728}, 2560);
-            }
+            bench_prefill_rows(q8, tag[v]);
         }
     unsetenv("LOOM_GEMM_WIDE_Q8");
     loom_cuda_reload_switches();
+}
+
+/* --prefill: bench_prefill_rows for Q4_K_M (the triple's V Q6_K) and Q8_0 under the current
+ * switches, twice. */
+static int g_prefill = 0;
+static void bench_prefill(void) {
+    const loom_ggml_type q4km[3] = {LOOM_GGML_Q4_K, LOOM_GGML_Q4_K, LOOM_GGML_Q6_K},
+                         q8[3] = {LOOM_GGML_Q8_0, LOOM_GGML_Q8_0, LOOM_GGML_Q8_0};
+    for (int rep = 0; rep < (g_quick ? 1 : 2); rep++) {
+        bench_prefill_rows(q4km, "");
+        bench_prefill_rows(q8, "");
+    }
 }
 
 static void bench_q4k_ab(void) {
@@ -1749,6 +1768,7 @@ int main(int argc, char **argv) {
         if (strcmp(argv[i], "--q4k") == 0) g_q4k_ab = 1;
         if (strcmp(argv[i], "--q8") == 0) g_q8 = 1;
         if (strcmp(argv[i], "--q8w") == 0) g_q8w = 1;
+        if (strcmp(argv[i], "--prefill") == 0) g_prefill = 1;
         if (strcmp(argv[i], "--q6k") == 0) g_q6k_only = 1;
         if (strcmp(argv[i], "--q6k-down") == 0) g_q6k_down = 1;
         if (strcmp(argv[i], "--q6k-wide") == 0) g_q6k_wide = 1;
@@ -1805,6 +1825,7 @@ int main(int argc, char **argv) {
         {&s7_only, attn_s7_ab},         {&pf_only, attn_pf_ab},
         {&mixed_only, mixed_ab},        {&g_q4k_ab, bench_q4k_ab},
         {&g_q8, bench_q8},              {&g_q8w, bench_q8w},
+        {&g_prefill, bench_prefill},
     };
     for (size_t m = 0; m < sizeof modes / sizeof *modes; m++)
         if (*modes[m].flag) {
