@@ -18,7 +18,9 @@
 //
 // The wide GEMM (from kQ8WideMin tokens; q8_wide below): a block = 4 tiles x 16 tokens, x staged
 // once a super-block for its 4 tiles, each warp walking the GEMV's split-K partials in
-// reduce_partials' order: the same bits a token, ~2x the 4-token GEMM at N = 512.
+// reduce_partials' order: the same bits a token. x's limbs come from one pre-pass a matmul
+// (session 36; LOOM_GEMM_WIDE_Q8, below): at N = 512 the 4B pair (2 x 9728 x 2560) takes 715 us,
+// one of its matrices in 4-token groups 1,351.
 //
 // The weights. A Q8_0 block is 34 bytes, so a block's quants are only 2-byte aligned; a row's
 // super-block (8 blocks, 272 bytes = 17 chunks of 16) is 16-byte aligned where K % 256 == 0 and
@@ -51,7 +53,8 @@
 // IMMA, 4 LDS.128 (B), fold 48 (per block and row LEA, I2F, FFMA), x staging ~60: ~230, i.e.
 // ~0.05 a byte against the Q4_K body's ~0.14 (320 a 2,304-byte step): the stream, not the
 // issue, should bound it. Measured (H200, bench/NOTES.md 2.7): the 8B GEMV at 84% of copy, the
-// 4B pair at 76%; a 4B Q8_0 model 3.76 -> 2.20-2.24 ms/token, prefill 400 -> ~5,000-5,300 t/s.
+// 4B pair at 76%; a 4B Q8_0 model 3.76 -> 2.20-2.24 ms/token, prefill 400 -> ~5,000-5,300 t/s,
+// ~8,900 t/s with the limb pre-pass (session 36, bench/NOTES.md 2.8).
 #include "kernels/cuda/q4k_i8_body.cuh"
 
 namespace loom_cuda {
@@ -503,8 +506,9 @@ __device__ __forceinline__ void q8_wide(const Q6Args &a, Q8WideSmem<NMAT, PRE> &
     }
 }
 
-// Occupancy: PRE 3 blocks an SM on sm_90 (168 registers), 2 on sm_87, where 168 spilled 4 bytes
-// (and which the project does not measure); staging x in the block 2.
+// Blocks an SM asked of ptxas: PRE 3 on sm_90 (168 registers; 2 blocks: 4B pair N = 512 815 vs
+// 715 us, bench/NOTES.md 2.8), 2 on sm_87, where 168 spilled 4 bytes; staging x in the block 2
+// (its one-matrix kernel needs 173 registers on sm_90a).
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ < 900
 constexpr int kQ8PreBlocks = 2;
 #else

@@ -92,7 +92,7 @@ static const int kDefaultGemmWideQ6k = 7;
 static int g_gemm_wide_q6k = kDefaultGemmWideQ6k;
 // The wide Q8_0 GEMM's x staging (LOOM_GEMM_WIDE_Q8; gemv_mma_q8.cu q8_wide, session 36): 2 =
 // its tokens' int8 limbs converted once a matmul by a pre-pass into the kernel scratch, which
-// the blocks copy; 1 = each block stages x itself (session 35's kernel), what 2 runs where the
+// the blocks copy; 1 = each block stages x itself (session 35's staging), what 2 runs where the
 // scratch cannot grow. The same bits either way. 2 is the default: bench/NOTES.md 2.8.
 static const int kDefaultGemmWideQ8 = 2;
 static int g_gemm_wide_q8 = kDefaultGemmWideQ8;
