@@ -506,16 +506,18 @@ __device__ __forceinline__ void q8_wide(const Q6Args &a, Q8WideSmem<NMAT, PRE> &
     }
 }
 
-// Blocks an SM asked of ptxas: PRE 3 on sm_90 (168 registers; 2 blocks: 4B pair N = 512 815 vs
-// 715 us, bench/NOTES.md 2.8), 2 on sm_87, where 168 spilled 4 bytes; staging x in the block 2
-// (its one-matrix kernel needs 173 registers on sm_90a).
+// Blocks an SM asked of ptxas: 2, or with B3 3 on sm_90 (168 registers), 2 on sm_87, where 168
+// spilled 4 bytes. mma_q8_matmul takes B3 for PRE from two token blocks on: 3 blocks an SM made
+// the 4B pair at N = 512 815 -> 715 us and the 9728 x 2560 GEMM at N = 32 45 -> 35, but at N = 16
+// (one token block, 152 blocks on 132 SMs) 27 -> 34 (bench/NOTES.md 2.8). (Staging x in the
+// block: its one-matrix kernel needs 173 registers on sm_90a.)
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ < 900
-constexpr int kQ8PreBlocks = 2;
+constexpr int kQ8B3 = 2;
 #else
-constexpr int kQ8PreBlocks = 3;
+constexpr int kQ8B3 = 3;
 #endif
-template <int NMAT, bool NORM, bool PRE>
-static __global__ void __launch_bounds__(kThreads, PRE ? kQ8PreBlocks : 2) gemm_wide_q8(const Q6Args a, int S,
+template <int NMAT, bool NORM, bool PRE, bool B3 = false>
+static __global__ void __launch_bounds__(kThreads, B3 ? kQ8B3 : 2) gemm_wide_q8(const Q6Args a, int S,
                                                                    const Q4Limbs L) {
     __shared__ Q8WideSmem<NMAT, PRE> sm;
     q8_wide<NMAT, NORM, PRE>(a, sm, blockIdx.z, S, (int)blockIdx.y * kQ8WideTok, L);
@@ -548,7 +550,9 @@ cudaError_t launch_wide_q8(const Q6Args &a, bool norm, int S, bool pre, cudaStre
                                      (int)a.n, a.norm, L);
         if (e != cudaSuccess) return e;
         g_q8_pre_launches.fetch_add(1, std::memory_order_relaxed);
-        return launch(gemm_wide_q8<NMAT, false, true>, grid, kThreads, 0, stream, a, S, L);
+        return a.n > kQ8WideTok
+                   ? launch(gemm_wide_q8<NMAT, false, true, true>, grid, kThreads, 0, stream, a, S, L)
+                   : launch(gemm_wide_q8<NMAT, false, true>, grid, kThreads, 0, stream, a, S, L);
     }
     return launch(norm ? gemm_wide_q8<NMAT, true, false> : gemm_wide_q8<NMAT, false, false>, grid,
                   kThreads, 0, stream, a, S, Q4Limbs{});

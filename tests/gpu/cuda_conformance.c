@@ -1496,14 +1496,16 @@ static void test_wide_section(void) {
 
 /* The wide Q8_0 GEMM's x staging (LOOM_GEMM_WIDE_Q8, gemv_mma_q8.cu): form NULL = the default
  * (2: x's limbs from one pre-pass a matmul into the kernel scratch, which grows here: no
- * capture), "1" = each block stages x. Under each: GEMM token == GEMV bits on ragged token
- * blocks (K = 768: partials without super-blocks), the fused forms against the CPU twin, the
+ * capture), "1" = each block stages x. Under each: GEMM token == GEMV bits on one token block
+ * and on ragged ones (K = 768: partials without super-blocks; the pre-pass kernel for one token
+ * block and the one for more, mma_q8_matmul's B3), the fused forms against the CPU twin, the
  * normed triple, pair and SwiGLU pair against the norm launcher + the plain matmul bit for bit;
  * and the pre-pass ran under the default only. */
 static void test_q8_wide_form(const char *form) {
     printf("-- the wide Q8_0 GEMM, LOOM_GEMM_WIDE_Q8=%s\n", form ? form : "2 (default)");
     if (form) set_switch("LOOM_GEMM_WIDE_Q8", form);
     const int64_t before = loom_cuda_matmul_q8_pre_launches();
+    test_matmul_one_x(LOOM_GGML_Q8_0, 41, 768, 16, 0); /* one token block */
     test_matmul_one_x(LOOM_GGML_Q8_0, 41, 768, 19, 1);
     test_matmul_one_x(LOOM_GGML_Q8_0, g_quick ? 80 : 2560, g_quick ? 1024 : 2560,
                       g_quick ? 33 : 130, 0);
