@@ -507,7 +507,7 @@ __device__ __forceinline__ void q8_wide(const Q6Args &a, Q8WideSmem<NMAT, PRE> &
 }
 
 // Blocks an SM asked of ptxas: 2, or with B3 3 on sm_90 (168 registers), 2 on sm_87, where 168
-// spilled 4 bytes. mma_q8_matmul takes B3 for PRE from two token blocks on: 3 blocks an SM made
+// spilled 4 bytes. launch_wide_q8 takes B3 for PRE from two token blocks on: 3 blocks an SM made
 // the 4B pair at N = 512 815 -> 715 us and the 9728 x 2560 GEMM at N = 32 45 -> 35, but at N = 16
 // (one token block, 152 blocks on 132 SMs) 27 -> 34 (bench/NOTES.md 2.8). (Staging x in the
 // block: its one-matrix kernel needs 173 registers on sm_90a.)
