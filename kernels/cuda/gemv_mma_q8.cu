@@ -443,6 +443,16 @@ __device__ __forceinline__ void q8_wide(const Q6Args &a, Q8WideSmem<NMAT, PRE> &
     auto close_until = [&](int r1, int kw1) {
         while (pr < r1 || (pr == r1 && pkw < kw1)) close_partial();
     };
+    // this warp's weights of super-block sb read into registers, and the walk's next super-block
+    // requested into the stage they leave
+    auto take_weights = [&]() {
+        Q8Words qw;
+        q8_words(reinterpret_cast<const uint32_t *>(sm.wbuf[w]), lane, qw);
+        __syncwarp();  // every lane has read the stage
+        advance();
+        q8_issue(cp, sm.wbuf[w], sb, nsb, lane);
+        return qw;
+    };
     while (sb < nsb) {
         close_until(r, kw);
         if constexpr (PRE) {
@@ -452,11 +462,7 @@ __device__ __forceinline__ void q8_wide(const Q6Args &a, Q8WideSmem<NMAT, PRE> &
             __syncthreads();
             q4_limbs_copy<NT / 2>(L, sb, tok0 + NT / 2, sm.stage[1]);
             cp_async_commit();
-            Q8Words qw;
-            q8_words(reinterpret_cast<const uint32_t *>(sm.wbuf[w]), lane, qw);
-            __syncwarp();  // every lane has read the stage: the walk's next super-block into it
-            advance();
-            q8_issue(cp, sm.wbuf[w], sb, nsb, lane);
+            const Q8Words qw = take_weights();
             q8_superblock<NT / 2>(qw, sm.stage[0], lane, *reinterpret_cast<float(*)[T / 2][2]>(&acc[0]));
             cp_async_wait<1>();  // the second half (the next weights may still be in flight)
             // the second half is in place, and every warp is done with the first: the next
@@ -478,12 +484,7 @@ __device__ __forceinline__ void q8_wide(const Q6Args &a, Q8WideSmem<NMAT, PRE> &
             }
             cp_async_wait<0>();
             __syncthreads();  // the limbs and (each warp) its weights are in place
-            Q8Words qw;
-            q8_words(reinterpret_cast<const uint32_t *>(sm.wbuf[w]), lane, qw);
-            __syncwarp();  // every lane has read the stage: the walk's next super-block into it
-            advance();
-            q8_issue(cp, sm.wbuf[w], sb, nsb, lane);
-            q8_superblock<NT>(qw, sm.stage[0], lane, acc);
+            q8_superblock<NT>(take_weights(), sm.stage[0], lane, acc);
         }
     }
     close_until(S, 0);
