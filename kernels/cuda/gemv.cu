@@ -466,7 +466,7 @@ loom_status run_matmul(GemvArgs a, int64_t n, loom_error *err, cudaStream_t stre
     if (n == 0) return LOOM_OK;
     if (!mma_paths_on()) return run_matmul_rows(a, n, err, stream);
     if (a.epi == EPI_SWIGLU) {
-        const bool q8 = fast(SW_GEMV_MMA_Q8) && mma_q8_seg_ok(a.seg[0]) && mma_q8_seg_ok(a.seg[1]);
+        const bool q8 = mma_q8_pair_ok(a.seg[0], a.seg[1]);
         if (!q8 && (!mma_seg_ok(a.seg[0]) || !mma_seg_ok(a.seg[1]) ||
                     !mma_same_launch(a.seg[0], a.seg[1])))
             return run_matmul_rows(a, n, err, stream);

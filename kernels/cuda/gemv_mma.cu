@@ -1576,7 +1576,7 @@ extern "C" size_t loom_cuda_matmul_scratch_bytes(loom_matmul_role role, const lo
         seg[i].tiles = w[i].layout != LOOM_WEIGHT_ROWS;
     }
     if (role == LOOM_MATMUL_ROLE_SWIGLU) {  // (gemv.cu run_matmul's choice for the pair)
-        if (fast(SW_GEMV_MMA_Q8) && mma_q8_seg_ok(seg[0]) && mma_q8_seg_ok(seg[1]))
+        if (mma_q8_pair_ok(seg[0], seg[1]))
             return mma_q8_scratch_bytes(n, K);
         return mma_seg_ok(seg[0]) && mma_seg_ok(seg[1]) && mma_same_launch(seg[0], seg[1])
                    ? mma_scratch_bytes(seg, 2, EPI_SWIGLU, K, n)

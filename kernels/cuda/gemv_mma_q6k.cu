@@ -279,13 +279,10 @@ cudaError_t launch_wide(const Q6Args &a, bool norm, int S, cudaStream_t stream) 
     return launch_wide_x<16, 2, TL>(a, norm, S, quads, stream);
 }
 
-// LOOM_GEMM_WIDE (runtime.cu, mma_common.cuh gemm_wide_min): the INT8 body's GEMM from that many
-// tokens on runs q6k_i8_wide.cuh's 64-row blocks (the same bits); "on" (1) means from kWideMinN
-// tokens, where it measured faster (bench/NOTES.md 2.1, session 8). 0: never.
-int wide_from() {
-    const int w = gemm_wide_min();
-    return w == 1 ? kWideMinN : w;
-}
+// LOOM_GEMM_WIDE (runtime.cu, mma_common.cuh gemm_wide_from): the INT8 body's GEMM from that
+// many tokens on runs q6k_i8_wide.cuh's 64-row blocks (the same bits); "on" (1) means from
+// kWideMinN tokens, where it measured faster (bench/NOTES.md 2.1, session 8). 0: never.
+int wide_from() { return gemm_wide_from(kWideMinN); }
 
 }  // namespace
 

@@ -581,8 +581,8 @@ constexpr int64_t kPerLaunch = 65535 * (int64_t)kQ8Tok;
 // Whether a launch of nn tokens runs the wide GEMM (LOOM_GEMM_WIDE: 1 from kQ8WideMin tokens,
 // n >= 2 from n, 0 never), and the wide GEMM's limbs come from the pre-pass (LOOM_GEMM_WIDE_Q8).
 bool q8_wide_for(int64_t nn) {
-    const int wset = gemm_wide_min();
-    return wset != 0 && nn >= (wset == 1 ? kQ8WideMin : wset);
+    const int w = gemm_wide_from(kQ8WideMin);
+    return w != 0 && nn >= w;
 }
 bool q8_pre(int64_t K) { return gemm_wide_q8_form() == 2 && K >= 256; }
 

@@ -148,6 +148,12 @@ loom_status mma_q8_matmul(const Seg *seg, int nseg, int epi, const float *x, int
 // pre-pass), by its own rule; 0: none.
 size_t mma_q8_scratch_bytes(int64_t n, int64_t K);
 
+// Whether run_matmul gives a SwiGLU pair (gate g, up u) to mma_q8_matmul (while
+// LOOM_GEMV_MMA_Q8 is on); loom_cuda_matmul_scratch_bytes asks the same.
+inline bool mma_q8_pair_ok(const Seg &g, const Seg &u) {
+    return fast(SW_GEMV_MMA_Q8) && mma_q8_seg_ok(g) && mma_q8_seg_ok(u);
+}
+
 // gemv_mma.cu: the GEMV (n == 1, EPI_PLAIN) of Q4_K segments s4 (1 or 2; not two of equal
 // rows, which run as the pair) and Q6_K segments s6 (1..3) in ONE launch, bit for bit the two
 // launches mma_matmul(s4) + mma_q6k_matmul(s6) (bench/NOTES.md 2.3). *ran = false (and

@@ -189,8 +189,16 @@ int mma_pick_split(int64_t tiles, int64_t nsb);
 
 // LOOM_GEMM_WIDE (runtime.cu) as set: 0 never (today's GEMM in groups of 8 tokens), 1 the wide
 // GEMM from each family's measured threshold (gemv_mma.cu kWideMinQ4 for Q4_K, q6k_i8_wide.cuh
-// kWideMinN for the Q6_K INT8 body), n >= 2 from n tokens. The GEMV (n = 1) never changes.
+// kWideMinN for the Q6_K INT8 body, gemv_mma_q8.cu kQ8WideMin for Q8_0), n >= 2 from n tokens.
+// The GEMV (n = 1) never changes.
 int gemm_wide_min();
+
+// The token count from which a family whose measured threshold is family_min runs its wide GEMM
+// under LOOM_GEMM_WIDE (0: never).
+inline int gemm_wide_from(int family_min) {
+    const int w = gemm_wide_min();
+    return w == 1 ? family_min : w;
+}
 
 // Tokens the wide GEMMs' x-limb pre-passes lay out for n (q4_limbs_bytes, q6_limbs_bytes): n
 // rounded up to 32, the largest token block, so a block's copy never reads past the layout; the
